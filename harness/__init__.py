@@ -1,0 +1,57 @@
+"""gapbench: a retrieval benchmark and evaluation harness that also says where and why a retriever misses.
+
+The public API is imported lazily, so ``import gapbench`` stays light (no torch, sentence-transformers or datasets).
+
+>>> import gapbench
+>>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
+>>> print(result)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_API = {
+    # core types
+    "Document": "gapbench.types",
+    "Query": "gapbench.types",
+    "Corpus": "gapbench.types",
+    "Queries": "gapbench.types",
+    "Qrels": "gapbench.types",
+    "Run": "gapbench.types",
+    "TaskData": "gapbench.types",
+    "Task": "gapbench.task",
+    "Results": "gapbench.evaluation",
+    "Comparison": "gapbench.comparison",
+    "RunResult": "gapbench.runner",
+    "Registry": "gapbench.registry",
+    # verbs
+    "get_task": "gapbench.task",
+    "list_tasks": "gapbench.task",
+    "register_task": "gapbench.task",
+    "get_retriever": "gapbench.retrieval",
+    "register_retriever": "gapbench.retrieval",
+    "evaluate": "gapbench.evaluation",
+    "compare": "gapbench.comparison",
+    "run": "gapbench.runner",
+    # errors
+    "GapbenchError": "gapbench.errors",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gapbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,135 @@
+"""Cache and data locations, and the chunked, resumable embedding cache.
+
+Locations: ``$GAPBENCH_HOME`` when set, else the user cache directory (``$XDG_CACHE_HOME/gapbench``,
+``~/.cache/gapbench``; platformdirs' choice on macOS and Windows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .errors import GapbenchError
+
+
+def home() -> Path:
+    env = os.environ.get("GAPBENCH_HOME")
+    if env:
+        return Path(env).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("gapbench", appauthor=False))
+    except ImportError:  # pragma: no cover - platformdirs is a dependency
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "gapbench"
+
+
+def cache_dir(kind: str) -> Path:
+    return home() / "cache" / kind
+
+
+def text_fingerprint(texts: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def _dir_size(path: Path) -> tuple[int, int]:
+    files = size = 0
+    for p in path.rglob("*"):
+        if p.is_file():
+            files += 1
+            size += p.stat().st_size
+    return files, size
+
+
+def info() -> dict:
+    root = home()
+    out = {"home": str(root), "kinds": {}}
+    cache_root = root / "cache"
+    if cache_root.is_dir():
+        for sub in sorted(cache_root.iterdir()):
+            if sub.is_dir():
+                files, size = _dir_size(sub)
+                out["kinds"][sub.name] = {"path": str(sub), "files": files, "bytes": size}
+    return out
+
+
+def clear(kind: str | None = None) -> int:
+    """Remove the cache (or one kind of it); returns the bytes freed."""
+    target = cache_dir(kind) if kind else home() / "cache"
+    if kind and not target.exists():
+        have = ", ".join(info()["kinds"]) or "none"
+        raise GapbenchError(f"no cache of kind {kind!r} at {target}; kinds present: {have}.")
+    if not target.exists():
+        return 0
+    _, size = _dir_size(target)
+    shutil.rmtree(target)
+    return size
+
+
+class EmbeddingCache:
+    """Embeddings of a list of texts, stored as numbered ``.npy`` chunks under one key.
+
+    Each chunk is written atomically as soon as it is encoded, so an interrupted encoding resumes at the first missing
+    chunk. ``encode`` is called only for missing chunks: a fully cached call never needs the model.
+    """
+
+    def __init__(self, adapter_fingerprint: str, texts: Sequence[str], *, chunk_size: int = 4096, kind: str = "embeddings") -> None:
+        self.texts = texts
+        self.chunk_size = chunk_size
+        self.key = text_fingerprint(texts)
+        self.dir = cache_dir(kind) / adapter_fingerprint[:24] / f"{self.key[:24]}-c{chunk_size}"
+        self.n_chunks = (len(texts) + chunk_size - 1) // chunk_size
+
+    def _chunk_path(self, i: int) -> Path:
+        return self.dir / f"chunk-{i:05d}.npy"
+
+    def missing_chunks(self) -> list[int]:
+        return [i for i in range(self.n_chunks) if not self._chunk_path(i).exists()]
+
+    def complete(self) -> bool:
+        return not self.missing_chunks()
+
+    def get(self, encode: Callable[[list[str]], np.ndarray], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "meta.json"
+        if not meta.exists():
+            tmp = meta.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size, "key": self.key}))
+            os.replace(tmp, meta)
+        parts = []
+        for i in range(self.n_chunks):
+            path = self._chunk_path(i)
+            lo, hi = i * self.chunk_size, min(len(self.texts), (i + 1) * self.chunk_size)
+            arr = None
+            if path.exists():
+                try:
+                    arr = np.load(path)
+                except (ValueError, OSError, EOFError):
+                    arr = None  # a torn file from a crash on a filesystem without atomic rename: redo it
+                if arr is not None and arr.shape[0] != hi - lo:
+                    arr = None
+            if arr is None:
+                arr = np.ascontiguousarray(encode(list(self.texts[lo:hi])), dtype=np.float32)
+                if arr.shape[0] != hi - lo:
+                    raise GapbenchError(f"encoder returned {arr.shape[0]} vectors for {hi - lo} texts.")
+                tmp = path.with_name(path.name + ".tmp.npy")
+                np.save(tmp, arr)
+                os.replace(tmp, path)
+            parts.append(arr)
+            if progress:
+                progress(hi - lo)
+        if not parts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.concatenate(parts, axis=0)

@@ -1,0 +1,174 @@
+"""The ``gapbench`` command line. Bad input prints one line on stderr and exits with code 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import GapbenchError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="gapbench: evaluate retrievers, and find where and why they miss.",
+    pretty_exceptions_enable=False,
+)
+cache_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Show or free the caches.")
+app.add_typer(cache_app, name="cache")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"gapbench: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        out.extend(m for m in v.replace(",", " ").split() if m)
+    return out
+
+
+@app.command("tasks")
+def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the tasks with size, licence and citation."""
+    from .evaluation import format_table
+    from .task import list_tasks
+
+    infos = [t.info() for t in list_tasks()]
+    if as_json:
+        typer.echo(json.dumps(infos, indent=2))
+        return
+    rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]] for i in infos]
+    typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], rows))
+
+
+@app.command("run")
+def run_cmd(
+    task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
+    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (bm25, bm25-lucene, dense)."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names)."),
+    k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Run a retriever on a task, evaluate it and print a table."""
+    from .runner import run
+
+    if k < 1:
+        _fail(f"--k must be at least 1, got {k}.")
+    result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
+    res = result.results
+    if as_json:
+        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
+                               "measures": {m: res.means[m] for m in res.measures}}))
+    else:
+        typer.echo(str(res))
+        if result.output:
+            typer.echo(f"run directory: {result.output}")
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
+    run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Evaluate any TREC run against qrels."""
+    from .evaluation import evaluate
+    from .formats import read_qrels, read_trec_run
+
+    res = evaluate(read_trec_run(run_file), read_qrels(qrels), _measures(measures), task=str(qrels))
+    if as_json:
+        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
+                               "measures": {m: res.means[m] for m in res.measures}}))
+    else:
+        typer.echo(str(res))
+
+
+@app.command("compare")
+def compare_cmd(
+    run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
+    alpha: float = typer.Option(0.05, "--alpha"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
+    from .comparison import compare
+    from .store import load_results
+
+    results = [load_results(d) for d in run_dirs]
+    wanted = _measures(measures)
+    if wanted:
+        from dataclasses import replace
+
+        for r in results:
+            missing = [m for m in wanted if m not in r.measures]
+            if missing:
+                _fail(f"{r.system!r} has no stored {missing[0]}; stored: {', '.join(r.measures)}.")
+        results = [replace(r, measures=tuple(wanted)) for r in results]
+    tasks = {r.task for r in results}
+    if len(tasks) > 1:
+        _fail(f"the run directories come from different tasks ({', '.join(sorted(tasks))}); compare runs of one task.")
+    cmp = compare(results, alpha=alpha)
+    typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
+
+
+@cache_app.command("info")
+def cache_info(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Where the caches are and how big."""
+    from . import cache
+
+    info = cache.info()
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    typer.echo(f"gapbench home: {info['home']} (set GAPBENCH_HOME to move it)")
+    if not info["kinds"]:
+        typer.echo("no caches yet")
+    for kind, v in info["kinds"].items():
+        typer.echo(f"  {kind}: {v['files']} files, {v['bytes'] / 1e6:.1f} MB  {v['path']}")
+
+
+@cache_app.command("clear")
+def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind (e.g. embeddings).")) -> None:
+    """Delete the caches (or one kind)."""
+    from . import cache
+
+    freed = cache.clear(kind)
+    typer.echo(f"freed {freed / 1e6:.1f} MB")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        app(args=argv, standalone_mode=False)
+    except GapbenchError as exc:
+        typer.echo(f"gapbench: error: {exc}", err=True)
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        typer.echo("gapbench: interrupted; finished work is cached and will be reused.", err=True)
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return 2
+        if isinstance(exc, click.exceptions.Abort):
+            return 130
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Paired comparison of two or more systems on the same queries."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from .errors import GapbenchError
+from .evaluation import Results, evaluate, format_table
+from .stats import holm, paired_t_test, randomization_test
+
+
+@dataclass(frozen=True)
+class PairTest:
+    measure: str
+    a: str
+    b: str
+    delta: float  # mean(a) - mean(b)
+    p_randomization: float
+    p_ttest: float
+    p_randomization_holm: float
+    p_ttest_holm: float
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.p_randomization_holm < alpha
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Means, CIs and Holm-corrected paired tests over every pair of systems, per measure."""
+
+    results: tuple[Results, ...]
+    tests: tuple[PairTest, ...]
+    alpha: float = 0.05
+
+    @property
+    def systems(self) -> list[str]:
+        return [r.system for r in self.results]
+
+    def test(self, measure: str, a: str, b: str) -> PairTest:
+        for t in self.tests:
+            if t.measure == measure and {t.a, t.b} == {a, b}:
+                return t
+        raise GapbenchError(f"no test of {a!r} vs {b!r} on {measure!r}; systems: {', '.join(self.systems)}.")
+
+    def to_dict(self) -> dict:
+        return {
+            "systems": [r.to_dict() for r in self.results],
+            "tests": [t.__dict__.copy() for t in self.tests],
+            "alpha": self.alpha,
+            "correction": "holm",
+        }
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([t.__dict__ for t in self.tests])
+
+    def __str__(self) -> str:
+        measures = self.results[0].measures
+        letters = {r.system: chr(ord("a") + i) for i, r in enumerate(self.results)}
+        rows = []
+        for r in self.results:
+            row = [f"({letters[r.system]}) {r.system}"]
+            for m in measures:
+                better = [
+                    letters[o.system]
+                    for o in self.results
+                    if o.system != r.system
+                    and self.test(m, r.system, o.system).significant(self.alpha)
+                    and r.means[m] > o.means[m]
+                ]
+                row.append(f"{r.means[m]:.4f} [{r.ci[m][0]:.3f},{r.ci[m][1]:.3f}]{''.join(better)}")
+            rows.append(row)
+        n = self.results[0].n_queries
+        note = (
+            f"{n} queries. A letter marks a system significantly better than that system "
+            f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} comparisons, "
+            f"alpha={self.alpha})."
+        )
+        return format_table(["system", *measures], rows) + "\n" + note
+
+
+def compare(
+    items: Sequence[Results] | Sequence,
+    qrels=None,
+    measures: Iterable[str] | None = None,
+    *,
+    n_permutations: int = 10_000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> Comparison:
+    """Compare systems: pass :class:`Results` (same task), or runs together with ``qrels``.
+
+    >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
+    """
+    if len(items) < 2:
+        raise GapbenchError("compare needs at least two systems.")
+    results: list[Results] = []
+    for item in items:
+        if isinstance(item, Results):
+            results.append(item)
+        else:
+            if qrels is None:
+                raise GapbenchError("compare was given runs without qrels; pass qrels=... or Results objects.")
+            results.append(evaluate(item, qrels, measures, seed=seed))
+    names = [r.system for r in results]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise GapbenchError(f"two systems are both named {dup!r}; give each run a distinct name.")
+    base_q = results[0].query_ids
+    base_m = results[0].measures
+    for r in results[1:]:
+        if set(r.query_ids) != set(base_q):
+            raise GapbenchError(
+                f"{r.system!r} was evaluated on {r.n_queries} queries and {results[0].system!r} on "
+                f"{results[0].n_queries}; paired tests need the same queries (same task and qrels)."
+            )
+        if r.measures != base_m:
+            raise GapbenchError(f"{r.system!r} has measures {r.measures}, {results[0].system!r} has {base_m}.")
+    tests: list[PairTest] = []
+    for m in base_m:
+        raw = []
+        for a, b in itertools.combinations(results, 2):
+            va = [a.per_query[m][q] for q in base_q]
+            vb = [b.per_query[m][q] for q in base_q]
+            raw.append((a, b, a.means[m] - b.means[m], randomization_test(va, vb, n_permutations, seed), paired_t_test(va, vb)))
+        adj_r = holm([x[3] for x in raw])
+        adj_t = holm([x[4] if x[4] == x[4] else 1.0 for x in raw])
+        for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
+            tests.append(PairTest(m, a.system, b.system, delta, pr, pt, hr, ht))
+    return Comparison(tuple(results), tuple(tests), alpha)

@@ -1,0 +1,117 @@
+"""The retriever protocol, the retriever registry, and wrapping of users' own retriever objects."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+from .errors import ConfigError, GapbenchError
+from .options import build, parse_spec
+from .registry import Registry
+from .types import Corpus, Queries, Run
+
+RETRIEVERS: Registry = Registry(
+    "retriever", hint="Pass options as NAME:key=value,...; a sentence-transformers model works as dense:model=NAME."
+)
+
+SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    name: str
+
+    def index(self, corpus: Corpus) -> None: ...
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run: ...
+
+
+def register_retriever(name: str, obj: Any = None, *, replace: bool = False):
+    """Register a retriever class (decorator) or a lazy ``"module:attr"`` entry.
+
+    >>> @register_retriever("my-bm25")  # doctest: +SKIP
+    ... class MyBM25: ...
+    """
+    return RETRIEVERS.register(name, obj, replace=replace)
+
+
+def public_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config with secret-looking values removed, safe for logs and manifests."""
+    return {k: ("***" if any(w in k.lower() for w in SECRET_WORDS) else v) for k, v in config.items()}
+
+
+def fingerprint_of(retriever: Any) -> str:
+    fp = getattr(retriever, "fingerprint", None)
+    if isinstance(fp, str):
+        return fp
+    cfg = getattr(retriever, "config", None)
+    cfg = cfg() if callable(cfg) else (cfg or {})
+    payload = json.dumps({"class": type(retriever).__qualname__, "config": public_config(cfg)}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def config_of(retriever: Any) -> dict[str, Any]:
+    cfg = getattr(retriever, "config", None)
+    cfg = cfg() if callable(cfg) else (cfg or {})
+    return public_config(dict(cfg))
+
+
+def get_retriever(spec: str | Any) -> Any:
+    """A retriever from a spec string (``bm25``, ``dense:model=NAME``), a registered class, or an object."""
+    if not isinstance(spec, str):
+        if inspect.isclass(spec):
+            spec = spec()
+        _check_protocol(spec)
+        return spec
+    name, options = parse_spec(spec)
+    _ensure_builtin()
+    cls = RETRIEVERS.get(name)
+    obj = build(cls, options, f"retriever {name!r}") if inspect.isclass(cls) or callable(cls) else cls
+    if not getattr(obj, "name", None) or obj.name == getattr(type(obj), "name", None) and options:
+        try:
+            obj.name = spec
+        except AttributeError:
+            pass
+    _check_protocol(obj)
+    return obj
+
+
+def _check_protocol(obj: Any) -> None:
+    missing = [m for m in ("index", "search") if not callable(getattr(obj, m, None))]
+    if missing:
+        raise ConfigError(
+            f"{type(obj).__name__} is not a retriever: it lacks {' and '.join(missing)}(). A retriever has "
+            "index(corpus) and search(queries, k) returning a Run or a dict query_id -> {doc_id: score}."
+        )
+
+
+def search_with(retriever: Any, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None) -> Run:
+    """Call ``retriever.search`` and normalise its output to a :class:`Run` of at most k results per query.
+
+    A retriever that does not take ``exclude`` is asked for k plus the largest exclusion list, and exclusions are then
+    removed, so each query still gets k results.
+    """
+    params = inspect.signature(retriever.search).parameters
+    takes_exclude = "exclude" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+    name = getattr(retriever, "name", None) or type(retriever).__name__
+    if takes_exclude or not exclude:
+        out = retriever.search(queries, k, exclude=exclude) if takes_exclude else retriever.search(queries, k)
+    else:
+        extra = max((len(v) for v in exclude.values()), default=0)
+        out = retriever.search(queries, k + extra)
+    run = out if isinstance(out, Run) else Run(out, name=name)
+    if run.name != name:
+        run = run.renamed(name)
+    unknown = [q for q in run if q not in queries]
+    if unknown:
+        raise GapbenchError(f"retriever {name!r} returned results for query {unknown[0]!r}, which was not asked.")
+    if exclude:
+        data = {q: [p for p in r if p[0] not in exclude.get(q, ())][:k] for q, r in run.items()}
+        run = Run(data, name, _sorted=True)
+    return run.top(k)
+
+
+def _ensure_builtin() -> None:
+    import gapbench.adapters  # noqa: F401  registers built-in adapters lazily (no heavy imports)

@@ -1,0 +1,86 @@
+"""``gapbench.run(task, retriever)``: load, index, search (exclusions masked), evaluate, record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .evaluation import Results, evaluate
+from .retrieval import config_of, fingerprint_of, get_retriever, search_with
+from .store import package_versions, save_run_dir, utc_now
+from .task import Task, get_task
+from .types import Run
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` returns: the Run, its Results and the manifest that records how they were made."""
+
+    run: Run
+    results: Results
+    manifest: dict = field(repr=False)
+    output: Path | None = None
+
+    def __str__(self) -> str:
+        return str(self.results)
+
+    def to_dict(self) -> dict:
+        return self.results.to_dict()
+
+
+def run(
+    task: str | Task,
+    retriever: str | Any,
+    *,
+    measures: Iterable[str] | None = None,
+    k: int = 1000,
+    output: str | Path | None = None,
+    seed: int = 0,
+) -> RunResult:
+    """Run a retriever on a task and evaluate it.
+
+    >>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
+    >>> result.results.means["nDCG@10"]  # doctest: +SKIP
+    """
+    task_obj = get_task(task) if not isinstance(task, Task) else task
+    measures = tuple(measures) if measures else task_obj.measures
+    retr = get_retriever(retriever)
+    name = getattr(retr, "name", None) or type(retr).__name__
+    data = task_obj.load()
+    queries = data.queries
+    if task_obj.instruction:
+        queries = queries.with_instruction(task_obj.instruction)
+    timings = {}
+    t0 = time.perf_counter()
+    retr.index(data.corpus)
+    timings["index_s"] = round(time.perf_counter() - t0, 4)
+    t0 = time.perf_counter()
+    result_run = search_with(retr, queries, k, data.excluded or None)
+    timings["search_s"] = round(time.perf_counter() - t0, 4)
+    result_run.check_against(data.corpus)
+    results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
+    manifest = {
+        "task": task_obj.info(),
+        "system": name,
+        "retriever": {
+            "name": name,
+            "class": f"{type(retr).__module__}.{type(retr).__qualname__}",
+            "config": config_of(retr),
+            "fingerprint": fingerprint_of(retr),
+        },
+        "fingerprints": {
+            "corpus": data.corpus.fingerprint,
+            "queries": queries.fingerprint,
+            "qrels": data.qrels.fingerprint,
+        },
+        "k": k,
+        "measures": list(results.measures),
+        "seed": seed,
+        "date": utc_now(),
+        "versions": package_versions(),
+        "timings": timings,
+    }
+    out = save_run_dir(output, result_run, results, manifest) if output else None
+    return RunResult(result_run, results, manifest, out)

@@ -1,0 +1,96 @@
+"""Exact top-k selection with gapbench's tie rule (score descending, then doc_id descending) and exclusion masks.
+
+Exclusions are applied as a mask (score -inf) before the cut, so every query still gets k results where the corpus
+allows. Dense search runs over chunks of the corpus so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+
+def tie_keys(doc_ids: Sequence[str]) -> np.ndarray:
+    """Integer key per document: a larger key wins a score tie (doc_id descending, as trec_eval)."""
+    order = sorted(range(len(doc_ids)), key=doc_ids.__getitem__)
+    keys = np.empty(len(doc_ids), dtype=np.int64)
+    keys[order] = np.arange(len(doc_ids), dtype=np.int64)
+    return keys
+
+
+def select_topk(scores: np.ndarray, k: int, keys: np.ndarray) -> np.ndarray:
+    """Indices of the k best finite entries of a 1-D score vector, in ranking order."""
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return np.empty(0, dtype=np.int64)
+    if k < n:
+        part = np.argpartition(scores, n - k)[n - k :]
+        threshold = scores[part].min()
+        cand = np.flatnonzero(scores >= threshold)  # every tie at the boundary stays in play
+    else:
+        cand = np.arange(n)
+    cand_scores = scores[cand]
+    finite = np.isfinite(cand_scores)
+    if not finite.all():
+        cand, cand_scores = cand[finite], cand_scores[finite]
+    order = np.lexsort((-keys[cand], -cand_scores))[:k]
+    return cand[order]
+
+
+def exclusion_indices(
+    query_ids: Sequence[str], exclude: Mapping[str, frozenset[str]] | None, doc_index: Mapping[str, int]
+) -> list[np.ndarray | None]:
+    if not exclude:
+        return [None] * len(query_ids)
+    out: list[np.ndarray | None] = []
+    for qid in query_ids:
+        ids = exclude.get(qid)
+        if ids:
+            out.append(np.fromiter((doc_index[d] for d in ids if d in doc_index), dtype=np.int64))
+        else:
+            out.append(None)
+    return out
+
+
+def dense_topk(
+    query_emb: np.ndarray,
+    doc_emb: np.ndarray,
+    k: int,
+    keys: np.ndarray,
+    excluded: Sequence[np.ndarray | None] | None = None,
+    *,
+    query_chunk: int = 256,
+    doc_chunk: int = 65_536,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Exact inner-product top-k, chunked over queries and documents. Returns (indices, scores) per query."""
+    nq, nd = query_emb.shape[0], doc_emb.shape[0]
+    results: list[tuple[np.ndarray, np.ndarray]] = []
+    for q0 in range(0, nq, query_chunk):
+        q1 = min(nq, q0 + query_chunk)
+        best_idx = [np.empty(0, dtype=np.int64) for _ in range(q1 - q0)]
+        best_sc = [np.empty(0, dtype=np.float32) for _ in range(q1 - q0)]
+        for d0 in range(0, nd, doc_chunk):
+            d1 = min(nd, d0 + doc_chunk)
+            block = query_emb[q0:q1] @ doc_emb[d0:d1].T
+            for r in range(q1 - q0):
+                row = block[r]
+                ex = excluded[q0 + r] if excluded else None
+                if ex is not None and ex.size:
+                    local = ex[(ex >= d0) & (ex < d1)] - d0
+                    if local.size:
+                        row = row.copy()
+                        row[local] = -np.inf
+                sel = select_topk(row, k, keys[d0:d1]) + d0
+                if d0 == 0:
+                    best_idx[r], best_sc[r] = sel, row[sel - d0]
+                else:
+                    idx = np.concatenate([best_idx[r], sel])
+                    sc = np.concatenate([best_sc[r], row[sel - d0]])
+                    pick = select_topk(sc, k, keys[idx])
+                    best_idx[r], best_sc[r] = idx[pick], sc[pick]
+        results.extend(zip(best_idx, best_sc))
+        if progress:
+            progress(q1 - q0)
+    return results

@@ -1,0 +1,318 @@
+"""Core record and collection types.
+
+Ids are strings everywhere. Collections are immutable ordered mappings; every constructor validates its input and
+returns a new object. Ties in a ranking are broken in exactly one place, :func:`rank_key`: score descending, then
+doc_id descending, which is the order trec_eval (and so pytrec_eval) uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from .errors import DataFormatError, DuplicateIdError, GapbenchError, UnknownIdError
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    doc_id: str
+    text: str
+    title: str = ""
+
+    @property
+    def full_text(self) -> str:
+        """Title and text joined, the form most retrievers index."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    query_id: str
+    text: str
+    instruction: str = ""
+
+
+def _check_id(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise DataFormatError(f"{what} {value!r} is a {type(value).__name__}; ids must be strings (use str(id)).")
+    if not value or value != value.strip():
+        raise DataFormatError(f"{what} {value!r} is empty or has surrounding whitespace; give a non-empty id.")
+    return value
+
+
+class _Records(Mapping):
+    """Ordered, immutable id -> record mapping with a content fingerprint."""
+
+    _kind = "record"
+    _id_attr = "id"
+
+    def __init__(self, records: Iterable, *, source: str | None = None) -> None:
+        data: dict = {}
+        for rec in records:
+            rid = _check_id(getattr(rec, self._id_attr), f"{self._kind} id")
+            if rid in data:
+                where = f" in {source}" if source else ""
+                raise DuplicateIdError(f"duplicate {self._kind} id {rid!r}{where}; every {self._kind} id must be unique.")
+            data[rid] = rec
+        self._data = data
+        self._fingerprint: str | None = None
+
+    def __getitem__(self, key: str):
+        try:
+            return self._data[key]
+        except KeyError:
+            raise UnknownIdError(f"unknown {self._kind} id {key!r} ({len(self._data)} {self._kind}s known).") from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def ids(self) -> list[str]:
+        return list(self._data)
+
+    def _fields(self, rec) -> Sequence[str]:
+        raise NotImplementedError
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over ids and texts, in order: the key of every cache built on this collection."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            for rid, rec in self._data.items():
+                for part in (rid, *self._fields(rec)):
+                    b = part.encode("utf-8")
+                    h.update(len(b).to_bytes(8, "little"))
+                    h.update(b)
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} {self._kind}s, fingerprint={self.fingerprint[:12]})"
+
+
+class Corpus(_Records):
+    """doc_id -> Document, in corpus order."""
+
+    _kind = "document"
+    _id_attr = "doc_id"
+
+    def _fields(self, rec: Document) -> Sequence[str]:
+        return (rec.title, rec.text)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str | Mapping[str, str]]) -> "Corpus":
+        """``{"d1": "text"}`` or ``{"d1": {"text": ..., "title": ...}}``."""
+        docs = []
+        for did, val in data.items():
+            if isinstance(val, str):
+                docs.append(Document(did, val))
+            else:
+                docs.append(Document(did, val.get("text", ""), val.get("title", "") or ""))
+        return cls(docs)
+
+
+class Queries(_Records):
+    """query_id -> Query, in query order."""
+
+    _kind = "query"
+    _id_attr = "query_id"
+
+    def _fields(self, rec: Query) -> Sequence[str]:
+        return (rec.instruction, rec.text)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str]) -> "Queries":
+        return cls(Query(qid, text) for qid, text in data.items())
+
+    def with_instruction(self, instruction: str) -> "Queries":
+        return Queries(Query(q.query_id, q.text, instruction) for q in self.values())
+
+
+def _freeze_nested(data: Mapping[str, Mapping]) -> Mapping:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in data.items()})
+
+
+class Qrels(Mapping):
+    """query_id -> doc_id -> graded relevance (int). Negative and zero grades are kept: they are judgements."""
+
+    def __init__(self, data: Mapping[str, Mapping[str, int]], *, source: str | None = None) -> None:
+        clean: dict[str, dict[str, int]] = {}
+        for qid, docs in data.items():
+            qid = _check_id(qid, "query id")
+            row: dict[str, int] = {}
+            for did, rel in docs.items():
+                did = _check_id(did, "doc id")
+                if isinstance(rel, bool) or not isinstance(rel, (int,)) and not (
+                    isinstance(rel, float) and rel.is_integer()
+                ):
+                    raise DataFormatError(
+                        f"relevance of ({qid!r}, {did!r}) is {rel!r}; relevance must be an integer grade",
+                        path=source,
+                    )
+                row[did] = int(rel)
+            clean[qid] = row
+        self._data = _freeze_nested(clean)
+        self.source = source
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> "Qrels":
+        return cls(data)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {q: dict(d) for q, d in self._data.items()}
+
+    def __getitem__(self, key: str) -> Mapping[str, int]:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def positive_queries(self, min_rel: int = 1) -> list[str]:
+        """Queries with at least one judgement >= min_rel (the ones that are evaluated)."""
+        return [q for q, d in self._data.items() if any(r >= min_rel for r in d.values())]
+
+    def restrict(self, query_ids: Iterable[str]) -> "Qrels":
+        keep = set(query_ids)
+        return Qrels({q: d for q, d in self._data.items() if q in keep})
+
+    def check_against(self, corpus: Corpus, queries: Queries | None = None) -> None:
+        for qid, docs in self._data.items():
+            if queries is not None and qid not in queries:
+                raise UnknownIdError(f"qrels name query {qid!r}, which is not in the query set.")
+            for did in docs:
+                if did not in corpus:
+                    raise UnknownIdError(f"qrels of query {qid!r} name document {did!r}, which is not in the corpus.")
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for qid in sorted(self._data):
+            for did in sorted(self._data[qid]):
+                h.update(f"{qid}\t{did}\t{self._data[qid][did]}\n".encode())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        n = sum(len(d) for d in self._data.values())
+        return f"Qrels({len(self)} queries, {n} judgements)"
+
+
+def rank_key(item: tuple[str, float]) -> tuple[float, str]:
+    """Sort key for (doc_id, score) giving score descending, then doc_id descending (with reverse=True)."""
+    return (item[1], item[0])
+
+
+def sort_ranking(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted(items, key=rank_key, reverse=True))
+
+
+class Run(Mapping):
+    """query_id -> ranked tuple of (doc_id, score), sorted by :func:`rank_key`.
+
+    Scores must be finite. ``name`` labels the system in tables.
+    """
+
+    __slots__ = ("_data", "name")
+
+    def __init__(
+        self,
+        data: Mapping[str, Mapping[str, float] | Iterable[tuple[str, float]]],
+        name: str = "run",
+        *,
+        source: str | None = None,
+        _sorted: bool = False,
+    ) -> None:
+        out: dict[str, tuple[tuple[str, float], ...]] = {}
+        for qid, ranking in data.items():
+            if not _sorted:
+                _check_id(qid, "query id")
+            items = ranking.items() if isinstance(ranking, Mapping) else ranking
+            if _sorted:
+                out[qid] = tuple(items)
+                continue
+            seen: set[str] = set()
+            pairs = []
+            for did, score in items:
+                _check_id(did, "doc id")
+                if did in seen:
+                    raise DuplicateIdError(
+                        f"document {did!r} is ranked twice for query {qid!r}; a run lists each document once per query.",
+                        path=source,
+                    )
+                seen.add(did)
+                score = float(score)
+                if not math.isfinite(score):
+                    raise DataFormatError(
+                        f"score of document {did!r} for query {qid!r} is {score}; scores must be finite numbers "
+                        "(check the retriever for NaN or infinite similarities).",
+                        path=source,
+                    )
+                pairs.append((did, score))
+            out[qid] = sort_ranking(pairs)
+        self._data = out
+        self.name = name
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Mapping[str, float]], name: str = "run") -> "Run":
+        return cls(data, name)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {q: dict(r) for q, r in self._data.items()}
+
+    def __getitem__(self, key: str) -> tuple[tuple[str, float], ...]:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def top(self, k: int) -> "Run":
+        return Run({q: r[:k] for q, r in self._data.items()}, self.name, _sorted=True)
+
+    def renamed(self, name: str) -> "Run":
+        return Run(self._data, name, _sorted=True)
+
+    def check_against(self, corpus: Corpus, source: str | None = None) -> None:
+        for qid, ranking in self._data.items():
+            for did, _ in ranking:
+                if did not in corpus:
+                    where = f"{source}: " if source else ""
+                    raise UnknownIdError(
+                        f"{where}run ranks document {did!r} for query {qid!r}, but the corpus has no such document; "
+                        "check that the run was made on this task's corpus."
+                    )
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r}, {len(self)} queries)"
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """What a task's ``load()`` returns. ``excluded`` maps a query id to doc ids never to be ranked for it."""
+
+    corpus: Corpus
+    queries: Queries
+    qrels: Qrels
+    excluded: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def validate(self, name: str = "task") -> None:
+        if not len(self.corpus):
+            raise GapbenchError(f"{name}: the corpus is empty.")
+        if not len(self.queries):
+            raise GapbenchError(f"{name}: the query set is empty.")
+        for q in self.queries.values():
+            if not q.text.strip():
+                raise DataFormatError(f"{name}: query {q.query_id!r} has empty text; remove it or give its text.")
+        self.qrels.check_against(self.corpus, self.queries)
