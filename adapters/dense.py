@@ -47,6 +47,28 @@ def _dir_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+class _quiet_transformers:
+    """Silence transformers' per-load weight report (it lists harmless unused buffers) while a model loads."""
+
+    def __enter__(self):
+        try:
+            from transformers.utils import logging as tlog
+        except ImportError:  # pragma: no cover
+            self._tlog = None
+            return self
+        self._tlog = tlog
+        self._level = tlog.get_verbosity()
+        tlog.set_verbosity_error()
+        tlog.disable_progress_bar()
+        return self
+
+    def __exit__(self, *exc):
+        if self._tlog is not None:
+            self._tlog.set_verbosity(self._level)
+            self._tlog.enable_progress_bar()
+        return False
+
+
 class Dense:
     """Bi-encoder retriever (sentence-transformers)."""
 
@@ -114,7 +136,8 @@ class Dense:
             except ImportError:
                 raise MissingDependencyError("sentence-transformers", "dense", "The dense retriever") from None
             try:
-                self._model = SentenceTransformer(self._resolved, device=self.device, revision=self.revision)
+                with _quiet_transformers():
+                    self._model = SentenceTransformer(self._resolved, device=self.device, revision=self.revision)
             except OSError as exc:
                 offline = os.environ.get("HF_HUB_OFFLINE") == "1"
                 raise GapbenchError(
