@@ -1,0 +1,299 @@
+"""Evaluation semantics: hand-computed per-query values, counts, ties, and a cross-check against raw pytrec_eval."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
+from gapbench.evaluation import Results, evaluate
+from gapbench.types import Qrels, Run
+
+L2 = math.log2
+ALL = ["nDCG@10", "nDCG", "R@100", "R@10", "RR@10", "RR", "AP", "P@10", "P@5"]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+# qA: 12 ranked documents a01..a12 with distinct scores 12..1 (no ties), so rank i holds a{i:02d}.
+#   grades: a01=0 (judged non-relevant), a02=2, a04=3, a07=1, a11=1, and x (grade 2) is never retrieved;
+#   ranks 3,5,6,8,9,10,12 are unjudged. Relevant (grade >= 1): a02, a04, a07, a11, x  -> 5 relevant.
+# qC: judged (c1 grade 1), absent from the run      -> every measure 0, n_missing = 1.
+# qD: only a zero grade                              -> dropped, n_dropped = 1.
+# qF: f1 grade 1 at rank 1, f2 grade 3 at rank 2     -> graded nDCG below 1 although both are retrieved.
+# qE: in the run, not in the qrels                   -> ignored, n_unjudged = 1.
+QRELS = {
+    "qA": {"a01": 0, "a02": 2, "a04": 3, "a07": 1, "a11": 1, "x": 2},
+    "qC": {"c1": 1},
+    "qD": {"d1": 0},
+    "qF": {"f1": 1, "f2": 3},
+}
+RUN = {
+    "qA": {f"a{i:02d}": float(13 - i) for i in range(1, 13)},
+    "qF": {"f1": 2.0, "f2": 1.0},
+    "qE": {"e1": 1.0},
+}
+
+# ---- qA by hand (trec_eval: gain = grade, discount log2(rank + 1))
+A_DCG10 = 2 / L2(3) + 3 / L2(5) + 1 / L2(8)  # ranks 2, 4, 7
+A_DCG = A_DCG10 + 1 / L2(12)  # + rank 11
+A_IDCG = 3 / L2(2) + 2 / L2(3) + 2 / L2(4) + 1 / L2(5) + 1 / L2(6)  # ideal gains 3,2,2,1,1
+# AP: precision at each retrieved relevant rank (2, 4, 7, 11), divided by all 5 relevant
+A_AP = (1 / 2 + 2 / 4 + 3 / 7 + 4 / 11) / 5
+# ---- qF by hand: DCG = 1/log2(2) + 3/log2(3); IDCG = 3/log2(2) + 1/log2(3)
+F_NDCG = (1 + 3 / L2(3)) / (3 + 1 / L2(3))
+
+EXPECTED = {
+    #          qA                 qC   qF
+    "nDCG@10": (A_DCG10 / A_IDCG, 0.0, F_NDCG),
+    "nDCG": (A_DCG / A_IDCG, 0.0, F_NDCG),
+    "R@100": (4 / 5, 0.0, 1.0),  # a02, a04, a07, a11 of 5
+    "R@10": (3 / 5, 0.0, 1.0),  # a02, a04, a07 of 5
+    "RR@10": (1 / 2, 0.0, 1.0),  # first relevant at rank 2
+    "RR": (1 / 2, 0.0, 1.0),
+    "AP": (A_AP, 0.0, (1 / 1 + 2 / 2) / 2),
+    "P@10": (3 / 10, 0.0, 2 / 10),
+    "P@5": (2 / 5, 0.0, 2 / 5),  # a02, a04 in the top 5
+}
+
+
+@pytest.fixture(scope="module")
+def results() -> Results:
+    return evaluate(RUN, QRELS, ALL, task="toy", n_resamples=200, seed=3)
+
+
+def test_hand_values_sanity():
+    # guard the hand arithmetic itself against typos with independent numbers
+    assert A_DCG10 == pytest.approx(1.2618595 + 1.2920297 + 0.3333333, abs=1e-6)
+    assert A_IDCG == pytest.approx(3 + 1.2618595 + 1.0 + 0.4306766 + 0.3868528, abs=1e-6)
+    assert F_NDCG == pytest.approx(0.7967075809905066, abs=1e-12)
+
+
+@pytest.mark.parametrize("measure", ALL)
+def test_per_query_values(results, measure):
+    want = dict(zip(["qA", "qC", "qF"], EXPECTED[measure]))
+    got = dict(results.per_query[measure])
+    assert list(got) == ["qA", "qC", "qF"]  # qrels order; qD dropped, qE ignored
+    for q in want:
+        assert got[q] == pytest.approx(want[q], abs=1e-12), (measure, q)
+
+
+@pytest.mark.parametrize("measure", ALL)
+def test_means_over_evaluated_queries(results, measure):
+    # mean over qA, qC (0) and qF: n = 3
+    assert results.means[measure] == pytest.approx(sum(EXPECTED[measure]) / 3, abs=1e-12)
+    assert results[measure] == results.means[measure]
+
+
+def test_counts(results):
+    assert results.n_queries == 3
+    assert results.n_missing == 1  # qC
+    assert results.n_dropped == 1  # qD
+    assert results.n_unjudged == 1  # qE
+    assert results.query_ids == ["qA", "qC", "qF"]
+    assert results.system == "run"
+    assert results.task == "toy"
+    assert results.measures == tuple(ALL)
+
+
+def test_zero_grade_query_in_run_counts_only_as_dropped():
+    # Results.n_unjudged is documented as "run queries absent from the qrels". qD is in the qrels (with a zero grade):
+    # it is dropped (n_dropped), and must not also be counted as a run query without judgements.
+    run = {"qA": {"a02": 1.0}, "qD": {"d1": 1.0}, "qE": {"e1": 1.0}}
+    res = evaluate(run, {"qA": {"a02": 1}, "qD": {"d1": 0}}, ["RR"], n_resamples=10)
+    assert res.n_queries == 1
+    assert res.n_dropped == 1
+    assert res.n_unjudged == 1  # only qE is absent from the qrels
+
+
+def test_empty_ranking_counts_as_missing():
+    res = evaluate({"q1": {}, "q2": {"b": 1.0}}, {"q1": {"a": 1}, "q2": {"b": 1}}, ["RR"], n_resamples=10)
+    assert res.per_query["RR"] == {"q1": 0.0, "q2": 1.0}
+    assert res.n_missing == 1
+
+
+# Ties: d1 and d2 share a score. Tie rule: doc_id descending, so d2 ranks 1st and the relevant d1 2nd.
+TIE_RUN = {"q1": {"d1": 1.0, "d2": 1.0, "d0": 0.5}}
+TIE_QRELS = {"q1": {"d1": 1}}
+TIE_EXPECTED = {
+    "RR": 1 / 2,
+    "RR@10": 1 / 2,
+    "AP": (1 / 2) / 1,
+    "nDCG@10": (1 / L2(3)) / 1.0,
+    "P@5": 1 / 5,
+    "R@10": 1.0,
+}
+
+
+@pytest.mark.parametrize("measure", sorted(TIE_EXPECTED))
+def test_ties_broken_by_doc_id_descending(measure):
+    assert Run(TIE_RUN)["q1"][0][0] == "d2"  # the Run's own order
+    res = evaluate(TIE_RUN, TIE_QRELS, [measure], n_resamples=10)
+    assert res.per_query[measure]["q1"] == pytest.approx(TIE_EXPECTED[measure], abs=1e-12)
+
+
+def test_tie_rule_identical_for_cutoff_and_no_cutoff_rr():
+    # Many ties, relevant docs placed so ascending vs descending doc_id order gives a different RR.
+    run = {f"q{i}": {"a": 1.0, "b": 1.0, "c": 1.0} for i in range(3)}
+    qrels = {"q0": {"a": 1}, "q1": {"b": 1}, "q2": {"c": 1}}
+    res = evaluate(run, qrels, ["RR", "RR@10"], n_resamples=10)
+    # order c, b, a -> RR of q0, q1, q2 = 1/3, 1/2, 1
+    assert res.per_query["RR"] == pytest.approx({"q0": 1 / 3, "q1": 1 / 2, "q2": 1.0})
+    assert res.per_query["RR@10"] == pytest.approx(res.per_query["RR"])
+
+
+def test_cutoff_excludes_rank_eleven():
+    # the only relevant document at rank 11: RR@10 = 0, RR = 1/11, R@10 = 0, R@100 = 1
+    run = {"q": {f"d{i:02d}": float(100 - i) for i in range(1, 12)}}
+    res = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR", "R@10", "R@100", "P@10"], n_resamples=10)
+    pq = {m: res.per_query[m]["q"] for m in res.measures}
+    assert pq == pytest.approx({"RR@10": 0.0, "RR": 1 / 11, "R@10": 0.0, "R@100": 1.0, "P@10": 0.0}, abs=1e-12)
+
+
+# ---------------------------------------------------------------- Results API
+
+def test_to_dict(results):
+    d = results.to_dict()
+    assert set(d) == {"task", "system", "n_queries", "n_missing", "n_dropped", "n_unjudged", "measures", "ci95"}
+    assert (d["task"], d["system"], d["n_queries"], d["n_missing"], d["n_dropped"], d["n_unjudged"]) == (
+        "toy", "run", 3, 1, 1, 1,
+    )
+    assert list(d["measures"]) == ALL
+    assert d["measures"]["RR"] == pytest.approx((0.5 + 0 + 1) / 3)
+    assert all(len(v) == 2 and v[0] <= v[1] for v in d["ci95"].values())
+
+
+def test_to_frame(results):
+    df = results.to_frame()
+    assert df.shape == (3, len(ALL))
+    assert df.index.name == "query_id"
+    assert list(df.index) == ["qA", "qC", "qF"]
+    assert list(df.columns) == ALL
+    assert df.loc["qA", "P@5"] == pytest.approx(0.4)
+    assert df.loc["qC", "nDCG@10"] == 0.0
+
+
+def test_str(results):
+    text = str(results)
+    for m in ALL:
+        assert m in text
+    assert "toy | run: 3 queries" in text
+    assert "1 judged queries absent from the run scored 0" in text
+    assert "1 queries without positive judgements dropped" in text
+    assert "1 run queries without judgements ignored" in text
+    assert f"{results.means['RR']:.4f}" in text
+
+
+def _random_values_run(n=60, seed=11):
+    rng = random.Random(seed)
+    docs = [f"d{j}" for j in range(10)]
+    qrels = {f"q{i}": {d: 1 for d in rng.sample(docs, 3)} for i in range(n)}
+    run = {f"q{i}": {d: rng.random() for d in docs} for i in range(n)}
+    return run, qrels
+
+
+def test_bootstrap_ci_contains_mean_and_is_reproducible():
+    run, qrels = _random_values_run()
+    r1 = evaluate(run, qrels, ["AP", "nDCG@10"], n_resamples=500, seed=7)
+    r2 = evaluate(run, qrels, ["AP", "nDCG@10"], n_resamples=500, seed=7)
+    r3 = evaluate(run, qrels, ["AP", "nDCG@10"], n_resamples=500, seed=8)
+    for m in r1.measures:
+        lo, hi = r1.ci[m]
+        assert lo < r1.means[m] < hi
+        values = list(r1.per_query[m].values())
+        assert min(values) <= lo and hi <= max(values)
+        assert r1.ci[m] == r2.ci[m]  # same seed, same interval
+        assert r1.ci[m] != r3.ci[m]  # another seed resamples differently
+    # wider confidence level cannot give a narrower interval on the same resamples
+    from gapbench.stats import bootstrap_ci
+
+    vals = list(r1.per_query["AP"].values())
+    lo90, hi90 = bootstrap_ci(vals, n_resamples=500, confidence=0.90, seed=7)
+    assert lo90 >= r1.ci["AP"][0] and hi90 <= r1.ci["AP"][1]
+
+
+# ---------------------------------------------------------------- errors
+
+def test_unknown_measure_is_config_error():
+    with pytest.raises(ConfigError, match="nDGC@10"):
+        evaluate({"q": {"d": 1.0}}, {"q": {"d": 1}}, ["nDGC@10"])
+
+
+def test_unknown_measure_in_comma_string():
+    with pytest.raises(ConfigError, match="Bogus"):
+        evaluate({"q": {"d": 1.0}}, {"q": {"d": 1}}, "nDCG@10,Bogus")
+
+
+def test_duplicate_measure_is_config_error():
+    with pytest.raises(ConfigError, match="twice"):
+        evaluate({"q": {"d": 1.0}}, {"q": {"d": 1}}, ["RR", "RR"])
+
+
+def test_nan_score_in_dict_run():
+    with pytest.raises(DataFormatError, match="'d2'.*'q1'.*nan"):
+        evaluate({"q1": {"d1": 1.0, "d2": float("nan")}}, {"q1": {"d1": 1}}, ["RR"])
+
+
+def test_inf_score_in_dict_run():
+    with pytest.raises(DataFormatError, match="inf"):
+        evaluate({"q1": {"d1": float("inf")}}, {"q1": {"d1": 1}}, ["RR"])
+
+
+def test_duplicate_doc_in_list_run():
+    with pytest.raises(DuplicateIdError, match="'d1'.*twice.*'q1'"):
+        evaluate({"q1": [("d1", 2.0), ("d2", 1.5), ("d1", 1.0)]}, {"q1": {"d1": 1}}, ["RR"])
+
+
+def test_list_form_run_equals_dict_form():
+    a = evaluate({"q1": [("d1", 1.0), ("d2", 2.0)]}, {"q1": {"d1": 1}}, ["RR"], n_resamples=10)
+    assert a.per_query["RR"]["q1"] == 0.5  # d2 (2.0) ranks above d1
+
+
+# ---------------------------------------------------------------- cross-check with pytrec_eval
+
+PTE = {"ndcg_cut_10": "nDCG@10", "recall_100": "R@100", "recip_rank": "RR", "map": "AP", "P_10": "P@10"}
+
+
+def _random_task(seed=20240601, n=200):
+    rng = random.Random(seed)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for i in range(n):
+        q = f"q{i}"
+        pool = [f"d{j}" for j in range(rng.randint(5, 150))]
+        judged = rng.sample(pool, rng.randint(1, min(40, len(pool))))
+        qrels[q] = {d: rng.choice([0, 0, 1, 2, 3]) for d in judged}
+        if i % 17 == 0:
+            qrels[q] = {d: 0 for d in judged}  # only zero grades: dropped by gapbench
+        if i % 13 == 5:
+            continue  # judged query absent from the run
+        ranked = rng.sample(pool, rng.randint(1, len(pool)))
+        # scores on a coarse grid: many ties, so the tie rule matters
+        run[q] = {d: round(rng.uniform(0, 3), 1) for d in ranked}
+    for i in range(5):
+        run[f"extra{i}"] = {"d1": 1.0}  # unjudged run queries
+    return run, qrels
+
+
+def test_cross_check_against_pytrec_eval():
+    import pytrec_eval
+
+    run, qrels = _random_task()
+    res = evaluate(run, qrels, list(PTE.values()), n_resamples=10)
+    raw = pytrec_eval.RelevanceEvaluator(qrels, set(PTE)).evaluate(run)
+    positive = [q for q, d in qrels.items() if any(g >= 1 for g in d.values())]
+    common = [q for q in positive if q in run]
+    assert len(common) > 150
+    assert res.n_queries == len(positive)
+    assert res.n_missing == len(positive) - len(common)
+    assert res.n_dropped == len(qrels) - len(positive)
+    for q in common:
+        for pte_name, name in PTE.items():
+            assert res.per_query[name][q] == pytest.approx(raw[q][pte_name], abs=1e-12, rel=0), (q, name)
+    for q in set(positive) - set(common):
+        assert all(res.per_query[name][q] == 0.0 for name in PTE.values())
