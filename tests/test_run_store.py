@@ -1,0 +1,97 @@
+"""Run directories, manifests, compare of stored runs, caches, and local BEIR folders as tasks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import gapbench
+from gapbench.cli import main
+from gapbench.formats import read_trec_run, write_beir_folder
+from gapbench.store import load_manifest, load_results
+from gapbench.types import Corpus, Qrels, Queries, TaskData
+
+
+@pytest.fixture(scope="module")
+def beir_folder(tmp_path_factory):
+    """A BEIR folder made of the first 200 ImpliRet wknow (multispeaker) records, graded qrels kept."""
+    data = gapbench.get_task("impliret/multispeaker/wknow").load()
+    ids = data.corpus.ids()[:200]
+    sub = TaskData(
+        Corpus(data.corpus[i] for i in ids),
+        Queries(data.queries[i] for i in ids),
+        Qrels({i: {i: 1} for i in ids}),
+    )
+    folder = tmp_path_factory.mktemp("beir") / "wknow200"
+    write_beir_folder(sub, folder)
+    return folder
+
+
+def test_run_directory_and_manifest(beir_folder, tmp_path, capsys):
+    out = tmp_path / "runs" / "bm25"
+    assert main(["run", str(beir_folder), "-r", "bm25", "-m", "nDCG@10,R@100", "--k", "100", "-o", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"run.trec.gz", "metrics.tsv", "results.json", "manifest.json"}
+    manifest = load_manifest(out)
+    assert manifest["task"]["name"] == str(beir_folder.resolve())
+    assert manifest["retriever"]["name"] == "bm25" and manifest["retriever"]["config"]["k1"] == 1.5
+    assert len(manifest["fingerprints"]["corpus"]) == 64 and manifest["k"] == 100 and manifest["seed"] == 0
+    assert {"python", "numpy", "bm25s", "ir-measures"} <= set(manifest["versions"])
+    run = read_trec_run(out / "run.trec.gz")
+    assert len(run) == 200 and all(len(r) == 100 for r in run.values())
+    stored = load_results(out)
+    # re-evaluating the stored run file gives the stored numbers exactly
+    again = gapbench.evaluate(run, {i: {i: 1} for i in run}, ["nDCG@10", "R@100"])
+    assert stored.means["nDCG@10"] == pytest.approx(again.means["nDCG@10"], abs=1e-12)
+    assert stored.per_query["R@100"] == pytest.approx(again.per_query["R@100"])
+    # gzip bytes are reproducible (mtime 0), so content hashes of run files are stable
+    with open(out / "run.trec.gz", "rb") as fh:
+        assert fh.read(8)[4:8] == b"\x00\x00\x00\x00"
+
+
+def test_same_manifest_same_numbers(beir_folder, tmp_path):
+    a = gapbench.run(str(beir_folder), "bm25", measures=["nDCG@10"], output=tmp_path / "a")
+    b = gapbench.run(str(beir_folder), "bm25", measures=["nDCG@10"], output=tmp_path / "b")
+    assert a.results.per_query == b.results.per_query
+    assert (tmp_path / "a" / "run.trec.gz").read_bytes() == (tmp_path / "b" / "run.trec.gz").read_bytes()
+    assert a.manifest["fingerprints"] == b.manifest["fingerprints"]
+
+
+def test_compare_run_directories(beir_folder, tmp_path, capsys):
+    for name, spec in (("bm25", "bm25"), ("lucene", "bm25-lucene")):
+        assert main(["run", str(beir_folder), "-r", spec, "-m", "nDCG@10,R@10", "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "bm25"), str(tmp_path / "lucene"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["system"] for s in out["systems"]] == ["bm25", "bm25-lucene"]
+    assert out["correction"] == "holm" and len(out["tests"]) == 2
+    a = load_results(tmp_path / "bm25")
+    b = load_results(tmp_path / "lucene")
+    t = next(t for t in out["tests"] if t["measure"] == "nDCG@10")
+    assert t["delta"] == pytest.approx(a.means["nDCG@10"] - b.means["nDCG@10"])
+    assert 0 < t["p_randomization"] <= 1 and t["p_randomization_holm"] >= t["p_randomization"]
+    assert main(["compare", str(tmp_path / "bm25"), str(tmp_path / "lucene")]) == 0
+    assert "(a) bm25" in capsys.readouterr().out
+
+
+def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "h"))
+    chunk = tmp_path / "h" / "cache" / "embeddings" / "x" / "chunk-00000.npy"
+    chunk.parent.mkdir(parents=True)
+    chunk.write_bytes(b"\0" * 1000)
+    assert main(["cache", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["home"] == str(tmp_path / "h") and info["kinds"]["embeddings"] == {
+        "path": str(tmp_path / "h" / "cache" / "embeddings"), "files": 1, "bytes": 1000}
+    assert main(["cache", "clear", "nope"]) == 2
+    assert main(["cache", "clear"]) == 0
+    assert not chunk.exists()
+
+
+def test_tasks_listing(capsys):
+    assert main(["tasks", "--json"]) == 0
+    tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert len([n for n in tasks if n.startswith("impliret/")]) == 6
+    t = tasks["impliret/unispeaker/temporal"]
+    assert t["license"] == "MIT" and "ImpliRet" in t["citation"] and t["n_docs"] == 1500
