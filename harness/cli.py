@@ -77,16 +77,33 @@ def run_cmd(
 
 @app.command("evaluate")
 def evaluate_cmd(
-    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
     run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
+    task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against its corpus."),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Evaluate any TREC run against qrels."""
+    """Evaluate any TREC run against qrels (a file, or a task's)."""
     from .evaluation import evaluate
     from .formats import read_qrels, read_trec_run
 
-    res = evaluate(read_trec_run(run_file), read_qrels(qrels), _measures(measures), task=str(qrels))
+    if (qrels is None) == (task is None):
+        _fail("give exactly one of --qrels FILE or --task NAME.")
+    run = read_trec_run(run_file)
+    if task is not None:
+        from .task import get_task
+
+        task_obj = get_task(task)
+        data = task_obj.load()
+        run.check_against(data.corpus, source=str(run_file))
+        unknown = [q for q in run if q not in data.queries]
+        if unknown:
+            _fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
+        qrels_obj, label = data.qrels, task_obj.name
+        measures = measures or list(task_obj.measures)
+    else:
+        qrels_obj, label = read_qrels(qrels), str(qrels)
+    res = evaluate(run, qrels_obj, _measures(measures), task=label)
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
                                "measures": {m: res.means[m] for m in res.measures}}))

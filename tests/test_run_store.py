@@ -95,3 +95,16 @@ def test_tasks_listing(capsys):
     assert len([n for n in tasks if n.startswith("impliret/")]) == 6
     t = tasks["impliret/unispeaker/temporal"]
     assert t["license"] == "MIT" and "ImpliRet" in t["citation"] and t["n_docs"] == 1500
+
+
+def test_evaluate_against_a_task_checks_ids(tmp_path, capsys):
+    run_file = tmp_path / "r.trec"
+    run_file.write_text("0 Q0 0 1 2.0 mine\n0 Q0 7 2 1.0 mine\n1 Q0 0 1 1.0 mine\n")
+    assert main(["evaluate", "--task", "impliret/multispeaker/wknow", "--run", str(run_file), "-m", "RR@10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # q0: gold "0" at rank 1 -> 1; q1: gold "1" not retrieved -> 0; the other 1,498 judged queries are absent -> 0
+    assert out["n_queries"] == 1500 and out["measures"]["RR@10"] == pytest.approx(1 / 1500)
+    run_file.write_text("0 Q0 no-such-doc 1 2.0 mine\n")
+    assert main(["evaluate", "--task", "impliret/multispeaker/wknow", "--run", str(run_file)]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-doc" in err and str(run_file) in err and "Traceback" not in err
