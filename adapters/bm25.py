@@ -18,6 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.progress import progress
 from gapbench.topk import exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
@@ -107,19 +108,25 @@ class BM25:
         qids = list(queries)
         tokens = self._tokenize([_query_text(queries[q]) for q in qids], ids=False)
         excluded = exclusion_indices(qids, exclude, self._doc_index)
-        doc_ids = self._doc_ids
         out = {}
         get_scores = self._model.get_scores
-        for qid, toks, ex in zip(qids, tokens, excluded):
-            scores = get_scores(toks) if toks else np.zeros(len(doc_ids), dtype=np.float32)
-            if ex is not None:
-                scores = scores.copy()
-                scores[ex] = -np.inf
-            if not self.keep_zero:
-                scores = np.where(scores > 0, scores, -np.inf)
-            top = select_topk(scores, k, self._keys)
-            out[qid] = [(doc_ids[i], float(scores[i])) for i in top]
+        with progress(len(qids), f"{self.name}: searching") as advance:
+            for qid, toks, ex in zip(qids, tokens, excluded):
+                out[qid] = self._rank(get_scores, toks, ex, k)
+                advance(1)
         return Run(out, self.name, _sorted=True)
+
+    def _rank(self, get_scores, toks, ex, k) -> list[tuple[str, float]]:
+        """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
+        doc_ids = self._doc_ids
+        scores = get_scores(toks) if toks else np.zeros(len(doc_ids), dtype=np.float32)
+        if ex is not None:
+            scores = scores.copy()
+            scores[ex] = -np.inf
+        if not self.keep_zero:
+            scores = np.where(scores > 0, scores, -np.inf)
+        top = select_topk(scores, k, self._keys)
+        return [(doc_ids[i], float(scores[i])) for i in top]
 
 
 def _query_text(query) -> str:

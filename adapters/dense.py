@@ -18,6 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from gapbench.cache import EmbeddingCache
+from gapbench.progress import progress
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.topk import dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -85,7 +86,7 @@ class Dense:
         device: str = "cpu",
         normalize: bool = True,
         use_title: bool = True,
-        chunk_size: int = 4096,
+        chunk_size: int = 2048,
         cache: bool = True,
     ) -> None:
         if batch_size < 1 or chunk_size < 1:
@@ -157,7 +158,7 @@ class Dense:
             batch_size=self.batch_size,
             normalize_embeddings=self.normalize,
             convert_to_numpy=True,
-            show_progress_bar=sys.stderr.isatty() and len(texts) > 5 * self.batch_size,
+            show_progress_bar=False,
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -171,7 +172,9 @@ class Dense:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         sorted_texts = [texts[i] for i in order]
         if self.cache:
-            emb = EmbeddingCache(self.fingerprint, sorted_texts, chunk_size=self.chunk_size).get(self._encode)
+            cache = EmbeddingCache(self.fingerprint, sorted_texts, chunk_size=self.chunk_size)
+            with progress(len(texts), f"{self.name}: encoding") as advance:
+                emb = cache.get(self._encode, progress=advance)
         else:
             emb = np.ascontiguousarray(self._encode(sorted_texts), dtype=np.float32)
         out = np.empty_like(emb)
@@ -201,6 +204,9 @@ class Dense:
             raise GapbenchError("dense: search() was called before index(corpus).")
         qids = list(queries)
         q_emb = self.embed(self.query_texts(queries))
-        hits = dense_topk(q_emb, self._doc_emb, k, self._keys, exclusion_indices(qids, exclude, self._doc_index))
+        with progress(len(qids), f"{self.name}: searching") as advance:
+            hits = dense_topk(
+                q_emb, self._doc_emb, k, self._keys, exclusion_indices(qids, exclude, self._doc_index), progress=advance
+            )
         ids = self._doc_ids
         return Run({q: [(ids[i], float(s)) for i, s in zip(idx, sc)] for q, (idx, sc) in zip(qids, hits)}, self.name, _sorted=True)
