@@ -77,7 +77,7 @@ def test_gz_suffix_but_plain_text_reads(tmp_path):
 
 
 def test_truncated_gzip_names_file(tmp_path):
-    full = gzip.compress(("q1 0 d1 1\n" * 2000).encode())
+    full = gzip.compress("".join(f"q1 0 d{i} 1\n" for i in range(5000)).encode())
     path = tmp_path / "cut.qrels.gz"
     path.write_bytes(full[: len(full) // 2])
     with pytest.raises(DataFormatError, match="cut.qrels.gz.*(truncated|corrupt)"):
