@@ -37,15 +37,22 @@ def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
 
 @app.command("tasks")
 def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the tasks with size, licence and citation."""
+    """List the suites and tasks with size, licence and citation."""
     from .evaluation import format_table
+    from .suites import SUITES
     from .task import list_tasks
 
     infos = [t.info() for t in list_tasks()]
+    suites = [{"name": n, "tasks": list(SUITES.get(n).tasks), "description": SUITES.get(n).description} for n in SUITES.names()]
     if as_json:
-        typer.echo(json.dumps(infos, indent=2))
+        typer.echo(json.dumps({"suites": suites, "tasks": infos}, indent=2))
         return
+    rows = [[s["name"], str(len(s["tasks"])), s["description"][:90]] for s in suites]
+    typer.echo("Suites (run one with `gapbench run SUITE -r RETRIEVER`):")
+    typer.echo(format_table(["suite", "tasks", "description"], rows))
+    typer.echo("")
     rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]] for i in infos]
+    typer.echo("Tasks:")
     typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], rows))
 
 
@@ -59,11 +66,16 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Run a retriever on a task, evaluate it and print a table."""
+    """Run a retriever on a task or a suite, evaluate it and print a table."""
     from .runner import run
+    from .suites import is_suite, run_suite
 
     if k < 1:
         _fail(f"--k must be at least 1, got {k}.")
+    if is_suite(task):
+        suite_result = run_suite(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
+        typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
+        return
     result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
     res = result.results
     if as_json:
@@ -166,7 +178,9 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
 
 def main(argv: Optional[list[str]] = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int):
+            return rv
     except GapbenchError as exc:
         typer.echo(f"gapbench: error: {exc}", err=True)
         return 2

@@ -103,9 +103,22 @@ class Results:
         return self.to_frame().describe().T[["mean"]]._repr_html_()
 
 
+def _numeric(cell: object) -> bool:
+    text = str(cell).split(" ")[0].strip("[]()%,")
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return text in ("-", "?", "nan")
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain-text table: text columns left-aligned, numeric columns right-aligned."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    numeric = [i > 0 and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
+    line = lambda r: "  ".join(
+        str(c).rjust(w) if numeric[i] else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+    ).rstrip()
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
@@ -153,9 +166,13 @@ def evaluate(
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
     n_dropped = len(qrels) - len(positive)
     judged = {q: dict(qrels[q]) for q in positive}
-    run_dict = {q: {d: s for d, s in run[q]} for q in positive if q in run and run[q]}
+    # Scores handed to the providers are the ranks gapbench already fixed (no ties left), so every measure sees the
+    # same order: ir-measures routes some measures (RR@k) to providers that break ties the other way.
+    run_dict = {
+        q: {d: float(len(run[q]) - i) for i, (d, _) in enumerate(run[q])} for q in positive if q in run and run[q]
+    }
     n_missing = len(positive) - len(run_dict)
-    n_unjudged = sum(1 for q in run if q not in judged)
+    n_unjudged = sum(1 for q in run if q not in qrels)
 
     per_query: dict[str, dict[str, float]] = {name: {} for name in names}
     if run_dict:

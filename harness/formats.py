@@ -277,17 +277,30 @@ def read_beir_folder(folder: PathLike, split: str = "test"):
     missing_q = [q for q in qrels if q not in queries]
     if missing_q:
         raise DataFormatError(
-            f"qrels name {len(missing_q)} queries absent from queries.jsonl (first: {missing_q[0]!r}).", path=qrels_path
+            f"qrels name {len(missing_q)} queries absent from queries.jsonl (first: {missing_q[0]!r}); "
+            "add them to queries.jsonl or remove their judgements.",
+            path=qrels_path, line=_line_of(qrels_path, missing_q[0]),
         )
     for qid, docs in qrels.items():
         for did in docs:
             if did not in corpus:
                 raise DataFormatError(
-                    f"qrels of query {qid!r} name document {did!r}, absent from corpus.jsonl.", path=qrels_path
+                    f"qrels of query {qid!r} name document {did!r}, absent from corpus.jsonl; "
+                    "add the document or remove the judgement.",
+                    path=qrels_path, line=_line_of(qrels_path, qid, did),
                 )
     # BEIR evaluates only the queries that have judgements in this split.
     queries = Queries(q for q in queries.values() if q.query_id in qrels)
     return TaskData(corpus, queries, qrels)
+
+
+def _line_of(path: PathLike, qid: str, did: str | None = None) -> int | None:
+    """Line number of the first judgement of ``qid`` (and ``did``), found again only when reporting an error."""
+    for n, line in _lines(path):
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == qid and (did is None or did in parts[1:-1]):
+            return n
+    return None
 
 
 def _find(folder: Path, name: str) -> Path:

@@ -91,7 +91,11 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
 
 def test_tasks_listing(capsys):
     assert main(["tasks", "--json"]) == 0
-    tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    listing = json.loads(capsys.readouterr().out)
+    tasks = {t["name"]: t for t in listing["tasks"]}
+    suites = {s["name"]: s for s in listing["suites"]}
+    assert suites["impliret"]["tasks"] == sorted(n for n in tasks if n.startswith("impliret/")) or len(suites["impliret"]["tasks"]) == 6
+    assert len(suites["argus-paper"]["tasks"]) == 19 and "bright/leetcode" not in suites["argus-paper"]["tasks"]
     assert len([n for n in tasks if n.startswith("impliret/")]) == 6
     t = tasks["impliret/unispeaker/temporal"]
     assert t["license"] == "MIT" and "ImpliRet" in t["citation"] and t["n_docs"] == 1500

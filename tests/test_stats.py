@@ -1,0 +1,256 @@
+"""Holm correction, randomization and t tests, and compare() over several systems."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import math
+import random
+
+import numpy as np
+import pytest
+
+from gapbench.comparison import Comparison, compare
+from gapbench.errors import GapbenchError
+from gapbench.evaluation import evaluate
+from gapbench.stats import bootstrap_ci, holm, paired_t_test, randomization_test
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+# ---------------------------------------------------------------- holm
+
+def test_holm_hand_values():
+    # sorted: 0.01 * 3 = 0.03; 0.03 * 2 = 0.06; 0.04 * 1 = 0.04 -> raised to the running max 0.06
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], abs=1e-15)
+
+
+def test_holm_caps_at_one_and_handles_ties():
+    # 0.5 * 2 = 1.0; 0.6 * 1 = 0.6 -> 1.0
+    assert holm([0.6, 0.5]) == [1.0, 1.0]
+    # 0.4 * 3 = 1.2 -> capped at 1
+    assert holm([0.4, 0.7, 0.9]) == [1.0, 1.0, 1.0]
+    # ties: 0.02 * 2 = 0.04, 0.02 * 1 = 0.02 -> 0.04
+    assert holm([0.02, 0.02]) == pytest.approx([0.04, 0.04])
+    # a single p-value is unchanged
+    assert holm([0.037]) == [0.037]
+    assert holm([]) == []
+
+
+def test_holm_hand_values_four():
+    # sorted 0.001*4=0.004, 0.01*3=0.03, 0.02*2=0.04, 0.5*1=0.5
+    assert holm([0.02, 0.5, 0.001, 0.01]) == pytest.approx([0.04, 0.5, 0.004, 0.03], abs=1e-15)
+
+
+def _holm_reference(p):
+    # textbook definition: adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [0.0] * m
+    run = 0.0
+    for j, i in enumerate(order):
+        run = max(run, min(1.0, (m - j) * p[i]))
+        out[i] = run
+    return out
+
+
+def test_holm_monotone_and_matches_reference():
+    rng = random.Random(5)
+    for _ in range(50):
+        p = [rng.random() ** 3 for _ in range(rng.randint(1, 12))]
+        adj = holm(p)
+        assert adj == pytest.approx(_holm_reference(p), abs=1e-15)
+        assert all(a >= x - 1e-15 and a <= 1.0 for a, x in zip(adj, p))
+        order = sorted(range(len(p)), key=lambda i: p[i])
+        sorted_adj = [adj[i] for i in order]
+        assert sorted_adj == sorted(sorted_adj)  # monotone in the raw p-values
+
+
+# ---------------------------------------------------------------- randomization test
+
+def test_randomization_identical_systems():
+    a = [0.1, 0.5, 0.9, 0.3]
+    assert randomization_test(a, list(a)) == 1.0
+
+
+def test_randomization_constant_improvement():
+    n_perm = 5000
+    b = [0.1 * (i % 7) for i in range(30)]
+    a = [x + 0.05 for x in b]
+    p = randomization_test(a, b, n_permutations=n_perm, seed=0)
+    # every flip except all-+ / all-- gives |mean| < 0.05; those two have probability 2 / 2^30, so no hit:
+    # p = (0 + 1) / (n + 1)
+    assert p == pytest.approx(1 / (n_perm + 1), abs=1e-15)
+    assert p < 0.001
+
+
+def test_randomization_reproducible_with_seed():
+    rng = np.random.default_rng(1)
+    a = rng.random(25)
+    b = a + rng.normal(0, 0.2, 25)
+    p1 = randomization_test(a, b, n_permutations=3000, seed=42)
+    p2 = randomization_test(a, b, n_permutations=3000, seed=42)
+    p3 = randomization_test(a, b, n_permutations=3000, seed=43)
+    assert p1 == p2
+    assert p1 != p3
+    assert 0 < p1 <= 1
+
+
+def test_randomization_symmetric():
+    rng = np.random.default_rng(2)
+    a, b = rng.random(20), rng.random(20)
+    assert randomization_test(a, b, 2000, seed=3) == randomization_test(b, a, 2000, seed=3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_randomization_close_to_exact_enumeration(seed):
+    rng = np.random.default_rng(100 + seed)
+    d = rng.normal(0.3, 1.0, 8)
+    b = rng.random(8)
+    a = b + d
+    observed = abs(d.mean())
+    hits = sum(
+        1 for signs in itertools.product((-1, 1), repeat=8) if abs((np.array(signs) * d).mean()) >= observed - 1e-12
+    )
+    exact = hits / 2**8
+    p = randomization_test(a, b, n_permutations=20_000, seed=seed)
+    assert abs(p - exact) < 0.02, (p, exact)
+
+
+def test_randomization_empty_is_nan():
+    assert math.isnan(randomization_test([], []))
+
+
+# ---------------------------------------------------------------- t test
+
+def test_paired_t_test_matches_scipy():
+    from scipy import stats
+
+    rng = np.random.default_rng(9)
+    for n in (3, 10, 50):
+        a = rng.random(n)
+        b = a - rng.normal(0.05, 0.1, n)
+        want = stats.ttest_rel(a, b).pvalue
+        assert paired_t_test(a, b) == pytest.approx(float(want), rel=1e-12, abs=1e-15)
+
+
+def test_paired_t_test_degenerate():
+    assert paired_t_test([0.5, 0.2, 0.1], [0.5, 0.2, 0.1]) == 1.0  # zero differences
+    assert paired_t_test([0.6, 0.3, 0.2], [0.5, 0.2, 0.1]) == 0.0  # constant non-zero differences
+    assert math.isnan(paired_t_test([0.5], [0.1]))  # one pair has no variance estimate
+
+
+# ---------------------------------------------------------------- bootstrap
+
+def test_bootstrap_constant_values():
+    assert bootstrap_ci([0.25] * 10) == (0.25, 0.25)
+    lo, hi = bootstrap_ci([])
+    assert math.isnan(lo) and math.isnan(hi)
+
+
+# ---------------------------------------------------------------- compare
+
+N_Q = 30
+
+
+def _three_runs():
+    # q_i has one relevant document "rel". System "good" ranks it 1st everywhere (RR 1);
+    # "mid" ranks it 1st on even queries and 2nd on odd ones (RR 1 or 1/2); "bad" ranks it 3rd (RR 1/3).
+    qrels = {f"q{i}": {"rel": 1} for i in range(N_Q)}
+    good = {q: {"rel": 3.0, "x": 2.0, "y": 1.0} for q in qrels}
+    mid = {q: ({"rel": 3.0, "x": 2.0, "y": 1.0} if i % 2 == 0 else {"x": 3.0, "rel": 2.0, "y": 1.0}) for i, q in enumerate(qrels)}
+    bad = {q: {"x": 3.0, "y": 2.0, "rel": 1.0} for q in qrels}
+    from gapbench.types import Run
+
+    return [Run(good, "good"), Run(mid, "mid"), Run(bad, "bad")], qrels
+
+
+@pytest.fixture(scope="module")
+def comparison() -> Comparison:
+    runs, qrels = _three_runs()
+    return compare(runs, qrels, ["RR", "P@1"], n_permutations=2000, seed=0)
+
+
+def test_compare_structure_and_deltas(comparison):
+    assert comparison.systems == ["good", "mid", "bad"]
+    assert len(comparison.tests) == 2 * 3  # 3 pairs for each of 2 measures
+    # means of RR: good 1, mid (15 * 1 + 15 * 0.5) / 30 = 0.75, bad 1/3
+    t = comparison.test("RR", "good", "mid")
+    assert (t.a, t.b) == ("good", "mid")
+    assert t.delta == pytest.approx(1 - 0.75)
+    assert comparison.test("RR", "mid", "good") is t  # order-free lookup
+    assert comparison.test("RR", "good", "bad").delta == pytest.approx(1 - 1 / 3)
+    assert comparison.test("P@1", "mid", "bad").delta == pytest.approx(0.5 - 0.0)
+    with pytest.raises(GapbenchError, match="nobody"):
+        comparison.test("RR", "good", "nobody")
+    with pytest.raises(GapbenchError):
+        comparison.test("AP", "good", "mid")
+
+
+def test_compare_holm_at_least_raw(comparison):
+    for t in comparison.tests:
+        assert t.p_randomization_holm >= t.p_randomization
+        assert t.p_ttest_holm >= t.p_ttest
+        assert t.p_randomization_holm <= 1.0
+    for m in ("RR", "P@1"):
+        tests = [t for t in comparison.tests if t.measure == m]
+        assert [t.p_randomization_holm for t in tests] == holm([t.p_randomization for t in tests])
+
+
+def test_compare_p_values(comparison):
+    # good vs bad: constant difference 2/3 on all 30 queries -> no sign flip other than all-same reaches it
+    t = comparison.test("RR", "good", "bad")
+    assert t.p_randomization == pytest.approx(1 / 2001)
+    assert t.p_ttest == 0.0  # constant non-zero differences
+    # good vs mid: differences 0.5 on 15 queries, 0 on 15; a flip reaches |mean| 0.25 only if all 15 agree
+    # (probability 2 / 2^15 each, about 0.12 expected hits in 2000 permutations)
+    assert comparison.test("RR", "good", "mid").p_randomization <= 3 / 2001
+    assert comparison.test("RR", "good", "mid").significant(0.05)
+
+
+def test_compare_str(comparison):
+    text = str(comparison)
+    for name in ("(a) good", "(b) mid", "(c) bad", "RR", "P@1", "30 queries", "Holm-corrected over 3 comparisons"):
+        assert name in text
+    # good is significantly better than mid (b) and bad (c) on RR
+    good_line = next(line for line in text.splitlines() if line.startswith("(a) good"))
+    assert "bc" in good_line
+    bad_line = next(line for line in text.splitlines() if line.startswith("(c) bad"))
+    assert re.search(r"\][a-c]", bad_line) is None  # bad beats nobody
+
+
+def test_compare_to_dict(comparison):
+    d = comparison.to_dict()
+    assert d["correction"] == "holm"
+    assert [s["system"] for s in d["systems"]] == ["good", "mid", "bad"]
+    assert len(d["tests"]) == 6
+
+
+def test_compare_results_objects_equals_runs():
+    runs, qrels = _three_runs()
+    results = [evaluate(r, qrels, ["RR"], seed=0) for r in runs]
+    a = compare(results, n_permutations=500, seed=4)
+    b = compare(runs, qrels, ["RR"], n_permutations=500, seed=4)
+    assert a.tests == b.tests
+
+
+def test_compare_mismatched_queries():
+    runs, qrels = _three_runs()
+    r1 = evaluate(runs[0], qrels, ["RR"])
+    fewer = {q: d for q, d in qrels.items() if q != "q0"}
+    r2 = evaluate(runs[1], fewer, ["RR"])
+    with pytest.raises(GapbenchError, match="same queries"):
+        compare([r1, r2])
+
+
+def test_compare_needs_two_distinct_systems():
+    runs, qrels = _three_runs()
+    with pytest.raises(GapbenchError, match="at least two"):
+        compare([runs[0]], qrels)
+    with pytest.raises(GapbenchError, match="both named"):
+        compare([runs[0], runs[0]], qrels, ["RR"])
+    with pytest.raises(GapbenchError, match="qrels"):
+        compare(runs)
