@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
-from .stats import bootstrap_ci
-from .types import Qrels, Run
+from .stats import bootstrap_cis
+from .types import Qrels, Run, clean_scores
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 
@@ -52,13 +54,24 @@ class Results:
     measures: tuple[str, ...]
     per_query: Mapping[str, Mapping[str, float]]  # measure -> query_id -> value
     means: Mapping[str, float]
-    ci: Mapping[str, tuple[float, float]]
     n_queries: int
     n_missing: int  # judged queries absent from the run, scored 0
     n_dropped: int  # qrels queries with no positive judgement
     n_unjudged: int  # run queries absent from the qrels, ignored
     task: str = ""
     meta: Mapping[str, object] = field(default_factory=dict)
+    n_resamples: int = 1000
+    seed: int = 0
+    stored_ci: Mapping[str, tuple[float, float]] | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def ci(self) -> Mapping[str, tuple[float, float]]:
+        """95% percentile-bootstrap CIs of the means (resampling queries), computed on first use."""
+        if self.stored_ci is not None and all(m in self.stored_ci for m in self.measures):
+            return self.stored_ci
+        return bootstrap_cis(
+            {m: list(self.per_query[m].values()) for m in self.measures}, n_resamples=self.n_resamples, seed=self.seed
+        )
 
     @property
     def query_ids(self) -> list[str]:
@@ -122,6 +135,11 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
+def _descending_ranks(n: int) -> list[float]:
+    """[n, n-1, ..., 1] as floats; the last m entries rank a list of m documents."""
+    return [float(i) for i in range(n, 0, -1)]
+
+
 def _as_qrels(qrels) -> Qrels:
     if isinstance(qrels, Qrels):
         return qrels
@@ -130,12 +148,42 @@ def _as_qrels(qrels) -> Qrels:
     raise GapbenchError(f"qrels must be a gapbench Qrels or a dict query_id -> doc_id -> grade, got {type(qrels).__name__}.")
 
 
-def _as_run(run) -> Run:
+# Measures with default parameters that map one-to-one onto trec_eval measures. These are computed by pytrec_eval
+# directly (the backend ir-measures itself uses for them) with the run's own scores: trec_eval orders a ranking by
+# score descending, then doc_id descending, which is gapbench's rule. Every other measure goes through ir-measures
+# with rank-derived scores, since some of its providers (msmarco's RR@k) break ties the other way.
+_TREC_MEASURE = re.compile(r"^(nDCG|R|P|AP|RR|Success|Rprec)(?:@(\d+))?$")
+_TREC_NAMES = {
+    "nDCG": ("ndcg_cut", "ndcg"), "R": ("recall", None), "P": ("P", None), "AP": ("map_cut", "map"),
+    "RR": (None, "recip_rank"), "Success": ("success", None), "Rprec": (None, "Rprec"),
+}
+
+
+def _trec_request(name: str) -> tuple[str, str] | None:
+    """(pytrec_eval request, output key) for a default-parameter measure, else None."""
+    m = _TREC_MEASURE.match(name)
+    if not m:
+        return None
+    with_cut, without = _TREC_NAMES[m.group(1)]
+    if m.group(2):
+        return (f"{with_cut}.{m.group(2)}", f"{with_cut}_{m.group(2)}") if with_cut else None
+    return (without, without) if without else None
+
+
+def _run_scores(run) -> tuple[str, dict[str, Mapping[str, float]], Run | None]:
+    """(system name, query -> doc -> score, the Run if one was built). Dicts are checked without being sorted."""
     if isinstance(run, Run):
-        return run
-    if isinstance(run, Mapping):
-        return Run(run)
-    raise GapbenchError(f"run must be a gapbench Run or a dict query_id -> doc_id -> score, got {type(run).__name__}.")
+        return run.name, {q: dict(r) for q, r in run.items()}, run
+    if not isinstance(run, Mapping):
+        raise GapbenchError(f"run must be a gapbench Run or a dict query_id -> doc_id -> score, got {type(run).__name__}.")
+    scores = {}
+    for qid, ranking in run.items():
+        clean = clean_scores(ranking) if isinstance(qid, str) and isinstance(ranking, Mapping) else None
+        if clean is None:
+            built = Run(run)  # the checking path: raises a precise error, or sorts out a valid but unusual input
+            return built.name, {q: dict(r) for q, r in built.items()}, built
+        scores[qid] = clean
+    return "run", scores, None
 
 
 def evaluate(
@@ -147,38 +195,53 @@ def evaluate(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> Results:
-    """Evaluate a run against qrels.
+    """Evaluate a run against qrels. Confidence intervals are computed when first read.
 
     >>> evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}}, ["RR@10"]).means["RR@10"]
     0.5
     """
-    import ir_measures
-
-    run = _as_run(run)
     qrels = _as_qrels(qrels)
     parsed = parse_measures(measures)
     names = tuple(str(m) for m in parsed)
     if len(set(names)) != len(names):
         raise ConfigError(f"a measure is listed twice in {', '.join(names)}.")
+    system, scores, built = _run_scores(run)
 
     positive = qrels.positive_queries()
     if not positive:
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
     n_dropped = len(qrels) - len(positive)
-    judged = {q: dict(qrels[q]) for q in positive}
-    # Scores handed to the providers are the ranks gapbench already fixed (no ties left), so every measure sees the
-    # same order: ir-measures routes some measures (RR@k) to providers that break ties the other way.
-    run_dict = {
-        q: {d: float(len(run[q]) - i) for i, (d, _) in enumerate(run[q])} for q in positive if q in run and run[q]
-    }
+    judged = qrels.judgements(positive)
+    run_dict = {q: scores[q] for q in positive if scores.get(q)}
     n_missing = len(positive) - len(run_dict)
-    n_unjudged = sum(1 for q in run if q not in qrels)
+    n_unjudged = sum(1 for q in scores if q not in qrels)
 
     per_query: dict[str, dict[str, float]] = {name: {} for name in names}
+    direct = {n: _trec_request(n) for n in names}
     if run_dict:
-        evaluator = ir_measures.evaluator(parsed, judged)
-        for metric in evaluator.iter_calc(run_dict):
-            per_query[str(metric.measure)][metric.query_id] = float(metric.value)
+        requests = {r[0]: n for n, r in direct.items() if r}
+        if requests:
+            import pytrec_eval
+
+            keys = {direct[n][1]: per_query[n] for n in requests.values()}
+            out = pytrec_eval.RelevanceEvaluator(judged, set(requests)).evaluate(run_dict)
+            for qid, values in out.items():
+                for key, target in keys.items():
+                    target[qid] = values[key]
+        rest = [m for m, n in zip(parsed, names) if not direct[n]]
+        if rest:
+            import ir_measures
+
+            if built is None:
+                built = Run(run_dict)
+            ranks = _descending_ranks(max((len(r) for r in built.values()), default=0))
+            rank_dict = {q: dict(zip([d for d, _ in built[q]], ranks[-len(built[q]):])) for q in run_dict}
+            by_id = {id(m): per_query[str(m)] for m in rest}  # ir-measures hashes measures through their repr
+            for metric in ir_measures.evaluator(rest, judged).iter_calc(rank_dict):
+                target = by_id.get(id(metric.measure))
+                if target is None:
+                    target = per_query[str(metric.measure)]
+                target[metric.query_id] = float(metric.value)
     ordered: dict[str, dict[str, float]] = {}
     for name in names:
         values = per_query[name]
@@ -187,16 +250,16 @@ def evaluate(
         if bad:
             raise GapbenchError(f"{name} is not finite for query {bad[0]!r}.")
     means = {n: (sum(v.values()) / len(v)) for n, v in ordered.items()}
-    ci = {n: bootstrap_ci(list(v.values()), n_resamples=n_resamples, seed=seed) for n, v in ordered.items()}
     return Results(
-        system=run.name,
+        system=system,
         measures=names,
         per_query=ordered,
         means=means,
-        ci=ci,
         n_queries=len(positive),
         n_missing=n_missing,
         n_dropped=n_dropped,
         n_unjudged=n_unjudged,
         task=task,
+        n_resamples=n_resamples,
+        seed=seed,
     )

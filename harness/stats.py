@@ -3,27 +3,42 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 
-def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean over queries."""
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return (math.nan, math.nan)
+def bootstrap_cis(
+    values: Mapping[str, Sequence[float]], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """Percentile-bootstrap CIs of the mean for several measures over the same queries.
+
+    All measures share the same resampled query sets, so their intervals come from one paired resampling.
+    """
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+    sizes = {a.size for a in arrays.values()}
+    if len(sizes) > 1:
+        raise ValueError(f"bootstrap_cis needs equal-length value lists, got sizes {sorted(sizes)}")
+    n = sizes.pop() if sizes else 0
+    if n == 0 or n_resamples < 1:
+        return {k: (math.nan, math.nan) for k in arrays}
+    matrix = np.stack(list(arrays.values()), axis=1)  # queries x measures
     rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    # resample in blocks so memory stays bounded for large query sets
-    block = max(1, min(n_resamples, 2_000_000 // max(1, x.size)))
+    means = np.empty((n_resamples, matrix.shape[1]))
+    block = max(1, min(n_resamples, 2_000_000 // n))  # bounded memory for large query sets
     for start in range(0, n_resamples, block):
         stop = min(n_resamples, start + block)
-        idx = rng.integers(0, x.size, size=(stop - start, x.size))
-        means[start:stop] = x[idx].mean(axis=1)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        for j in range(matrix.shape[1]):
+            means[start:stop, j] = matrix[:, j][idx].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return (float(lo), float(hi))
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+    return {k: (float(lo[j]), float(hi[j])) for j, k in enumerate(arrays)}
+
+
+def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean over queries."""
+    return bootstrap_cis({"x": values}, n_resamples, confidence, seed)["x"]
 
 
 def randomization_test(a: Sequence[float], b: Sequence[float], n_permutations: int = 10_000, seed: int = 0) -> float:

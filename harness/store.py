@@ -97,7 +97,7 @@ def load_results(directory: str | os.PathLike) -> Results:
         measures=tuple(res["measures"]),
         per_query=per_query,
         means=dict(res["measures"]),
-        ci={m: tuple(v) for m, v in res["ci95"].items()},
+        stored_ci={m: tuple(v) for m, v in res["ci95"].items()},
         n_queries=res["n_queries"],
         n_missing=res.get("n_missing", 0),
         n_dropped=res.get("n_dropped", 0),

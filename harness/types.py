@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from operator import itemgetter
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -136,10 +137,6 @@ class Queries(_Records):
         return Queries(Query(q.query_id, q.text, instruction) for q in self.values())
 
 
-def _freeze_nested(data: Mapping[str, Mapping]) -> Mapping:
-    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in data.items()})
-
-
 class Qrels(Mapping):
     """query_id -> doc_id -> graded relevance (int). Negative and zero grades are kept: they are judgements."""
 
@@ -147,6 +144,9 @@ class Qrels(Mapping):
         clean: dict[str, dict[str, int]] = {}
         for qid, docs in data.items():
             qid = _check_id(qid, "query id")
+            if isinstance(docs, dict) and ids_clean(docs) and set(map(type, docs.values())) == {int}:
+                clean[qid] = dict(docs)
+                continue
             row: dict[str, int] = {}
             for did, rel in docs.items():
                 did = _check_id(did, "doc id")
@@ -159,7 +159,7 @@ class Qrels(Mapping):
                     )
                 row[did] = int(rel)
             clean[qid] = row
-        self._data = _freeze_nested(clean)
+        self._data = clean  # private plain dicts (pytrec_eval needs dicts); readers get read-only views
         self.source = source
 
     @classmethod
@@ -170,7 +170,11 @@ class Qrels(Mapping):
         return {q: dict(d) for q, d in self._data.items()}
 
     def __getitem__(self, key: str) -> Mapping[str, int]:
-        return self._data[key]
+        return MappingProxyType(self._data[key])
+
+    def judgements(self, query_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+        """Plain dicts for the given queries, shared with this object: for evaluation backends, never to be mutated."""
+        return {q: self._data[q] for q in query_ids}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
@@ -216,6 +220,49 @@ def sort_ranking(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float],
     return tuple(sorted(items, key=rank_key, reverse=True))
 
 
+_RANK_KEY = itemgetter(1, 0)
+
+
+def ids_clean(ids) -> bool:
+    """True when every id is a non-empty ASCII string without whitespace (the common case), checked at C speed.
+
+    False means "check one by one", not "invalid": ids with inner spaces or non-ASCII letters are allowed.
+    """
+    try:
+        joined = "\x00".join(ids)
+    except TypeError:
+        return False
+    if not joined.isascii() or "\x00\x00" in joined or joined.startswith("\x00") or joined.endswith("\x00"):
+        return False
+    return not (
+        " " in joined or "\t" in joined or "\n" in joined or "\r" in joined or "\x0b" in joined or "\x0c" in joined
+    ) and bool(joined or not ids)
+
+
+def clean_scores(ranking: Mapping) -> Mapping[str, float] | None:
+    """``ranking`` with float scores when its ids and scores are all valid, else None (take the checking path)."""
+    if not ranking:
+        return ranking
+    if not ids_clean(ranking):
+        return None
+    values = ranking.values()
+    try:
+        if not math.isfinite(sum(values)):  # NaN and inf propagate through the sum
+            return None
+    except TypeError:
+        return None
+    if set(map(type, values)) == {float}:
+        return ranking
+    return {d: float(v) for d, v in ranking.items()}
+
+
+def _fast_ranking(ranking: Mapping) -> tuple[tuple[str, float], ...] | None:
+    clean = clean_scores(ranking)
+    if clean is None:
+        return None
+    return tuple(sorted(clean.items(), key=_RANK_KEY, reverse=True))
+
+
 class Run(Mapping):
     """query_id -> ranked tuple of (doc_id, score), sorted by :func:`rank_key`.
 
@@ -240,6 +287,11 @@ class Run(Mapping):
             if _sorted:
                 out[qid] = tuple(items)
                 continue
+            if isinstance(ranking, Mapping):
+                fast = _fast_ranking(ranking)
+                if fast is not None:
+                    out[qid] = fast
+                    continue
             seen: set[str] = set()
             pairs = []
             for did, score in items:
