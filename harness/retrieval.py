@@ -65,9 +65,15 @@ def get_retriever(spec: str | Any) -> Any:
             spec = spec()
         _check_protocol(spec)
         return spec
-    name, options = parse_spec(spec)
     _ensure_builtin()
-    cls = RETRIEVERS.get(name)
+    head, _, rest = spec.partition(":")
+    cls = RETRIEVERS.get(head.strip())
+    if getattr(cls, "takes_spec", False):
+        # composite retrievers (fusion) read the rest of the spec themselves, e.g. "rrf:bm25+dense:model=NAME"
+        obj = cls.from_spec(rest)
+        _check_protocol(obj)
+        return obj
+    name, options = parse_spec(spec)
     obj = build(cls, options, f"retriever {name!r}") if inspect.isclass(cls) or callable(cls) else cls
     if not getattr(obj, "name", None) or obj.name == getattr(type(obj), "name", None) and options:
         try:
