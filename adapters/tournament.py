@@ -1,0 +1,146 @@
+"""Listwise LLM reranking: the OBLIQ-Bench tournament and the RankGPT sliding window.
+
+Tournament (OBLIQ-Bench, Appendix C): shuffle the candidate pool (seeded per query and round), split it into batches
+of size B, rank each batch listwise with the LLM, promote the top P of each batch, and repeat on the promoted
+candidates until the pool fits in one final batch (``max_final``), which is ranked directly. The final ranking is the
+final batch followed by the eliminated tails, deepest round first. Within one round's tail, candidates are ordered by
+their position inside their batch (every batch's P+1-th, then every P+2-th, ...), so a candidate that lost at rank
+P+1 is never placed below one that lost at rank B. A batch of at most P candidates is promoted whole without a call.
+
+Sliding window (RankGPT, Sun et al. 2023): windows of ``window`` candidates moved from the bottom of the list to the
+top by ``stride``, each ranked listwise.
+
+Both take a ``rank_batch(query, passages) -> permutation`` callable (0-based indices, best first) so the algorithm is
+independent of the model; :class:`LLMListwise` provides it through the LLM layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from gapbench.errors import ConfigError
+
+RankBatch = Callable[[str, Sequence[str]], Sequence[int]]
+
+_ID = re.compile(r"\[(\d+)\]")
+
+
+def parse_permutation(answer: str, n: int) -> list[int]:
+    """0-based permutation of ``n`` passages from an answer such as ``[2] > [1] > [3]``.
+
+    Robust to the model: unknown ids and duplicates are dropped, ids missing from the answer keep their input order
+    after the ranked ones, so no passage is ever lost. Bare numbers are accepted when no bracketed id is present.
+    """
+    found = _ID.findall(answer or "")
+    if not found:
+        found = re.findall(r"\b(\d+)\b", answer or "")
+    order: list[int] = []
+    seen: set[int] = set()
+    for token in found:
+        i = int(token) - 1
+        if 0 <= i < n and i not in seen:
+            seen.add(i)
+            order.append(i)
+    order.extend(i for i in range(n) if i not in seen)
+    return order
+
+
+def _rng(seed: int, query_id: str, round_no: int) -> random.Random:
+    digest = hashlib.sha256(f"{seed}\x00{query_id}\x00{round_no}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+@dataclass(frozen=True)
+class TournamentConfig:
+    batch_size: int = 20  # B
+    promote: int = 4  # P
+    max_final: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 2:
+            raise ConfigError(f"tournament batch size must be at least 2, got {self.batch_size}.")
+        if not 1 <= self.promote < self.batch_size:
+            raise ConfigError(
+                f"tournament promote P={self.promote} must satisfy 1 <= P < B={self.batch_size}, or rounds never shrink."
+            )
+        if self.max_final < 1:
+            raise ConfigError(f"tournament max_final must be at least 1, got {self.max_final}.")
+
+
+def tournament_calls(n: int, batch_size: int = 20, promote: int = 4, max_final: int = 20) -> int:
+    """The number of listwise calls the tournament makes for a pool of ``n`` candidates."""
+    TournamentConfig(batch_size, promote, max_final)
+    calls = 0
+    while n > max_final:
+        full, last = divmod(n, batch_size)
+        sizes = [batch_size] * full + ([last] if last else [])
+        calls += sum(1 for s in sizes if s > promote)
+        n = sum(min(promote, s) for s in sizes)
+    return calls + (1 if n > 1 else 0)
+
+
+def tournament(query_id: str, query: str, candidates: Sequence[str], texts: dict[str, str], rank_batch: RankBatch,
+               config: TournamentConfig = TournamentConfig()) -> list[str]:
+    """The tournament ranking of ``candidates`` (doc ids) for one query. Every candidate appears exactly once."""
+    pool = list(dict.fromkeys(candidates))
+    tails: list[list[str]] = []
+    round_no = 0
+    while len(pool) > config.max_final:
+        _rng(config.seed, query_id, round_no).shuffle(pool)
+        promoted: list[str] = []
+        losers: list[list[str]] = []
+        for start in range(0, len(pool), config.batch_size):
+            batch = pool[start : start + config.batch_size]
+            if len(batch) <= config.promote:
+                promoted.extend(batch)
+                continue
+            order = _ranked(query, batch, texts, rank_batch)
+            promoted.extend(order[: config.promote])
+            losers.append(order[config.promote :])
+        # interleave by position inside the batch: all (P+1)-th places first, then (P+2)-th, ...
+        depth = max((len(x) for x in losers), default=0)
+        tails.append([lost[i] for i in range(depth) for lost in losers if i < len(lost)])
+        pool = promoted
+        round_no += 1
+    _rng(config.seed, query_id, round_no).shuffle(pool)
+    head = _ranked(query, pool, texts, rank_batch) if len(pool) > 1 else pool
+    return head + [d for tail in reversed(tails) for d in tail]
+
+
+def sliding_window(query: str, candidates: Sequence[str], texts: dict[str, str], rank_batch: RankBatch,
+                   window: int = 20, stride: int = 10) -> list[str]:
+    """RankGPT's sliding window from the bottom of the list to the top."""
+    if window < 2 or not 1 <= stride <= window:
+        raise ConfigError(f"sliding window needs window >= 2 and 1 <= stride <= window, got {window}/{stride}.")
+    ranking = list(dict.fromkeys(candidates))
+    end = len(ranking)
+    while True:
+        start = max(0, end - window)
+        if end - start > 1:
+            ranking[start:end] = _ranked(query, ranking[start:end], texts, rank_batch)
+        if start == 0:
+            return ranking
+        end -= stride
+
+
+def sliding_window_calls(n: int, window: int = 20, stride: int = 10) -> int:
+    if n <= 1:
+        return 0
+    if n <= window:
+        return 1
+    return 1 + math.ceil((n - window) / stride)
+
+
+def _ranked(query: str, batch: list[str], texts: dict[str, str], rank_batch: RankBatch) -> list[str]:
+    perm = list(rank_batch(query, [texts[d] for d in batch]))
+    # the ranker must hand back a permutation; repair anything else the same way parse_permutation does
+    seen: set[int] = set()
+    order = [i for i in perm if isinstance(i, int) and 0 <= i < len(batch) and not (i in seen or seen.add(i))]
+    order.extend(i for i in range(len(batch)) if i not in seen)
+    return [batch[i] for i in order]
