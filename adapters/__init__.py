@@ -6,6 +6,16 @@ for _name, _target in {
     "bm25": "gapbench.adapters.bm25:BM25",
     "bm25-lucene": "gapbench.adapters.bm25:BM25Lucene",
     "dense": "gapbench.adapters.dense:Dense",
+    "bm25-qs": "gapbench.adapters.bm25_qs:BM25QS",
 }.items():
     if _name not in RETRIEVERS._entries:
         RETRIEVERS.register(_name, _target)
+
+from gapbench.retrieval import RERANKERS  # noqa: E402
+
+for _name, _target in {
+    "tournament": "gapbench.adapters.tournament:Tournament",
+    "sliding-window": "gapbench.adapters.tournament:SlidingWindow",
+}.items():
+    if _name not in RERANKERS._entries:
+        RERANKERS.register(_name, _target)

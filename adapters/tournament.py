@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from gapbench.errors import ConfigError
+from gapbench.types import Run
 
 RankBatch = Callable[[str, Sequence[str]], Sequence[int]]
 
@@ -144,3 +145,163 @@ def _ranked(query: str, batch: list[str], texts: dict[str, str], rank_batch: Ran
     order = [i for i in perm if isinstance(i, int) and 0 <= i < len(batch) and not (i in seen or seen.add(i))]
     order.extend(i for i in range(len(batch)) if i not in seen)
     return [batch[i] for i in order]
+
+
+# ------------------------------------------------------------------------------------------- LLM-backed rerankers
+
+class LLMListwise:
+    """``rank_batch`` through the LLM layer: RankGPT's listwise prompt, permutation parsed robustly.
+
+    An answer that does not list every identifier exactly once is asked again (up to ``reasks`` times, with a system
+    line saying what was wrong, so the request and its cache entry differ); if it still is not a full permutation it
+    is repaired by :func:`parse_permutation`, and the repair is counted.
+    """
+
+    def __init__(self, client, *, max_chars: int = 2000, reasks: int = 2, template: str = "listwise_rank") -> None:
+        self.client = client
+        self.max_chars = max_chars
+        self.reasks = reasks
+        self.template = template
+        self.repaired = 0
+        self.reasked = 0
+
+    def rank(self, query: str, passages: Sequence[str], tag: str | None = None) -> list[int]:
+        from gapbench.llm import listwise_prompt
+
+        prompt = listwise_prompt(query, passages, template=self.template, max_chars=self.max_chars)
+        n = len(passages)
+        for attempt in range(self.reasks + 1):
+            messages = [{"role": "user", "content": prompt}]
+            if attempt:
+                self.reasked += 1
+                messages.insert(0, {"role": "system", "content": (
+                    f"Attempt {attempt + 1}: the previous answer did not rank all {n} passages. "
+                    f"List every identifier from [1] to [{n}] exactly once.")})
+            answer = self.client.chat(messages, tag=tag).text
+            if _is_full_permutation(answer, n):
+                return parse_permutation(answer, n)
+        self.repaired += 1
+        return parse_permutation(answer, n)
+
+
+def _is_full_permutation(answer: str, n: int) -> bool:
+    ids = [int(x) for x in _ID.findall(answer or "")]
+    return len(ids) == n and sorted(ids) == list(range(1, n + 1))
+
+
+class _PoolReranker:
+    """Shared shape of the LLM rerankers: pools (or a run's top ``depth``) in, a Run of rank scores out."""
+
+    name = "llm-reranker"
+
+    def __init__(self, *, depth: int = 100, llm_base_url: str | None = None, llm_model: str | None = None,
+                 concurrency: int = 8, max_chars: int = 2000, reasks: int = 2, client=None) -> None:
+        if depth < 1:
+            raise ConfigError(f"reranking depth must be at least 1, got {depth}.")
+        self.depth = depth
+        self.concurrency = concurrency
+        self._client = client
+        self._llm_args = {"base_url": llm_base_url, "model": llm_model, "concurrency": concurrency}
+        self.max_chars = max_chars
+        self.reasks = reasks
+        self._ranker: LLMListwise | None = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from gapbench.llm import LLMClient, LLMConfig
+
+            self._client = LLMClient(LLMConfig(**{k: v for k, v in self._llm_args.items() if v is not None}))
+        return self._client
+
+    @property
+    def ranker(self) -> LLMListwise:
+        if self._ranker is None:
+            self._ranker = LLMListwise(self.client, max_chars=self.max_chars, reasks=self.reasks)
+        return self._ranker
+
+    def config(self) -> dict:
+        return {"depth": self.depth, "max_chars": self.max_chars, "reasks": self.reasks, **self._algo_config(),
+                "llm": self.client.describe() if self._client is not None or self._llm_args.get("model") else None}
+
+    def _algo_config(self) -> dict:
+        return {}
+
+    def _order(self, query_id: str, query: str, pool: list[str], texts: dict[str, str]) -> list[str]:
+        raise NotImplementedError
+
+    def rerank_pools(self, queries, pools, corpus) -> Run:
+        """Rank each query's pool; queries run in parallel (``concurrency``), each query's rounds in sequence."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(qid: str) -> tuple[str, list[str]]:
+            pool = list(dict.fromkeys(pools[qid]))
+            texts = {d: corpus[d].full_text for d in pool}
+            q = queries[qid]
+            text = f"{q.instruction} {q.text}" if q.instruction else q.text
+            return qid, self._order(qid, text, pool, texts)
+
+        qids = [q for q in queries if q in pools]
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as ex:
+            ordered = dict(ex.map(one, qids))
+        return Run({q: [(d, float(len(o) - i)) for i, d in enumerate(o)] for q, o in ordered.items()}, self.name,
+                   _sorted=True)
+
+    def rerank(self, queries, run: Run, corpus) -> Run:
+        """Rerank each query's top ``depth`` of ``run``; documents below it keep their order underneath."""
+        pools = {q: [d for d, _ in run[q][: self.depth]] for q in run if q in queries}
+        head = self.rerank_pools(queries, pools, corpus)
+        data = {}
+        for q, ranking in run.items():
+            top = [d for d, _ in head.get(q, ())]
+            rest = [d for d, _ in ranking[self.depth:]]
+            order = top + rest
+            data[q] = [(d, float(len(order) - i)) for i, d in enumerate(order)]
+        return Run(data, f"{run.name}>>{self.name}", _sorted=True)
+
+    @property
+    def llm_calls(self) -> int:
+        return int(self.client.usage.total().get("calls", 0)) if self._client is not None else 0
+
+
+class Tournament(_PoolReranker):
+    """OBLIQ-Bench's tournament reranker (``--reranker tournament:batch_size=20,promote=4,max_final=20``)."""
+
+    name = "tournament"
+
+    def __init__(self, batch_size: int = 20, promote: int = 4, max_final: int = 20, seed: int = 0, depth: int = 100,
+                 llm_base_url: str | None = None, llm_model: str | None = None, concurrency: int = 8,
+                 max_chars: int = 2000, reasks: int = 2, client=None) -> None:
+        super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
+                         max_chars=max_chars, reasks=reasks, client=client)
+        self.tconfig = TournamentConfig(batch_size, promote, max_final, seed)
+
+    def _algo_config(self) -> dict:
+        c = self.tconfig
+        return {"batch_size": c.batch_size, "promote": c.promote, "max_final": c.max_final, "seed": c.seed}
+
+    def _order(self, query_id, query, pool, texts):
+        return tournament(query_id, query, pool, texts,
+                          lambda q, passages: self.ranker.rank(q, passages, tag=query_id), self.tconfig)
+
+
+class SlidingWindow(_PoolReranker):
+    """RankGPT's sliding-window listwise reranker (``--reranker sliding-window:window=20,stride=10``)."""
+
+    name = "sliding-window"
+
+    def __init__(self, window: int = 20, stride: int = 10, depth: int = 100, llm_base_url: str | None = None,
+                 llm_model: str | None = None, concurrency: int = 8, max_chars: int = 2000, reasks: int = 2,
+                 client=None) -> None:
+        super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
+                         max_chars=max_chars, reasks=reasks, client=client)
+        if window < 2 or not 1 <= stride <= window:
+            raise ConfigError(f"sliding window needs window >= 2 and 1 <= stride <= window, got {window}/{stride}.")
+        self.window, self.stride = window, stride
+
+    def _algo_config(self) -> dict:
+        return {"window": self.window, "stride": self.stride}
+
+    def _order(self, query_id, query, pool, texts):
+        return sliding_window(query, pool, texts, lambda q, passages: self.ranker.rank(q, passages, tag=query_id),
+                              self.window, self.stride)

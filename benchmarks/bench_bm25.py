@@ -31,6 +31,16 @@ os.environ["GAPBENCH_HOME"] = _HOME.name  # private, empty cache: nothing is reu
 
 import numpy as np  # noqa: E402
 
+
+def load_note() -> str:
+    """1-minute load average: on a shared machine other processes slow both sides alike, but absolute times suffer."""
+    try:
+        la = os.getloadavg()[0]
+    except OSError:
+        return "load average n/a"
+    busy = la > (os.cpu_count() or 1) * 0.75
+    return f"load average {la:.1f} on {os.cpu_count()} cpus" + (" (BUSY: other processes compete)" if busy else "")
+
 TARGET = 1.15
 K = 100
 
@@ -98,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each side (interleaved); best counts")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    print(f"start: {load_note()}")
 
     import bm25s
 
@@ -159,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
           f"otherwise -> {agree:.1%} agree {'(OK)' if other == 0 else '(CHECK)'}")
     print(f"raw bm25s best: {raw_best:.2f} s   gapbench best: {gb_best:.2f} s   (best of {args.reps} each)")
     print(f"RATIO gapbench/raw = {ratio:.3f}   target <= {TARGET}")
+    print(f"end: {load_note()}")
     print(f"{'PASS' if ratio <= TARGET else 'MISS'}: bm25 end-to-end ratio {ratio:.3f} (target <= {TARGET})")
     return 0
 

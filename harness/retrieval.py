@@ -16,6 +16,10 @@ RETRIEVERS: Registry = Registry(
     "retriever", hint="Pass options as NAME:key=value,...; a sentence-transformers model works as dense:model=NAME."
 )
 
+RERANKERS: Registry = Registry(
+    "reranker", hint="Pass options as NAME:key=value,...; the LLM endpoint comes from --llm-base-url and --llm-model."
+)
+
 SECRET_WORDS = ("key", "token", "secret", "password")
 
 
@@ -121,3 +125,22 @@ def search_with(retriever: Any, queries: Queries, k: int, exclude: Mapping[str, 
 
 def _ensure_builtin() -> None:
     import gapbench.adapters  # noqa: F401  registers built-in adapters lazily (no heavy imports)
+
+
+def get_reranker(spec: str | Any, *, llm_base_url: str | None = None, llm_model: str | None = None) -> Any:
+    """A reranker from a spec string (``tournament:batch_size=6,promote=2``) or an object with ``rerank``.
+
+    ``llm_base_url`` and ``llm_model`` (the CLI's ``--llm-base-url`` and ``--llm-model``) fill the LLM options that the
+    spec leaves out.
+    """
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "rerank", None)):
+            raise ConfigError(f"{type(spec).__name__} is not a reranker: it lacks rerank(queries, run, corpus).")
+        return spec
+    _ensure_builtin()
+    name, options = parse_spec(spec)
+    cls = RERANKERS.get(name)
+    for key, value in (("llm_base_url", llm_base_url), ("llm_model", llm_model)):
+        if value is not None:
+            options.setdefault(key, value)
+    return build(cls, options, f"reranker {name!r}")

@@ -1,0 +1,195 @@
+"""Query-side BM25 (``bm25-qs``): BRIGHT's BM25, in which the query is weighted as a BM25 document too.
+
+What BRIGHT's ``retrievers.py`` (``retrieval_bm25``) computes, with gensim's ``LuceneBM25Model`` applied to both the
+documents and the query, and a plain dot product (``SparseMatrixSimilarity``, no normalisation) between them::
+
+    idf(t)    = ln(N + 1) - ln(df(t) + 0.5)                      # = ln(1 + (N - df + 0.5) / (df + 0.5)), Lucene's idf
+    w(t, x)   = idf(t) * tf(t, x) / (tf(t, x) + k1 * (1 - b + b * |x| / avgdl))
+    score(q, d) = sum over terms t in both q and d of  w(t, q) * w(t, d)
+
+``x`` is a document or the query, ``|x|`` its length in analysed tokens, ``avgdl`` the corpus' mean document length.
+So idf enters twice and a term repeated in a long query saturates the way it does in a document. Lucene 8+ (and gensim)
+drop BM25's ``(k1 + 1)`` numerator factor, which only rescales scores. Anserini/Pyserini ship the same model as the
+``QuerySideBm25QueryGenerator`` (``--bm25qs``, Ge et al. 2025, "Lighting the Way for BRIGHT"); two details differ and
+the option ``variant`` picks them:
+
+- ``variant="bright"`` (default, gensim): ``|q|`` counts only query tokens that occur in the corpus vocabulary (gensim's
+  ``doc2bow`` drops unknown tokens); ``avgdl`` = corpus tokens / all documents.
+- ``variant="anserini"``: ``|q|`` counts every analysed query token; ``avgdl`` = corpus tokens / documents with at least
+  one token (Lucene's ``sumTotalTermFreq / docCount``).
+
+Analysis is bm25s' tokenizer with Lucene's 33 English stopwords and the Porter stemmer (PyStemmer), lower-cased
+``\\w\\w+`` tokens. Lucene's StandardTokenizer also keeps one-character tokens and splits some punctuation differently, and
+Pyserini's prebuilt indexes store quantised (one-byte) document lengths, so scores are close to, not bit-identical with,
+either published run. Scores are float32, as in gensim's similarity index. Ranking is exact over the whole corpus, with
+gapbench's tie rule and the exclusion mask applied before the cut.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from gapbench.adapters.bm25 import _bm25s, _query_text
+from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.progress import progress
+from gapbench.topk import exclusion_indices, select_topk, tie_keys
+from gapbench.types import Corpus, Queries, Run
+
+VARIANTS = ("bright", "anserini")
+
+
+class BM25QS:
+    """Query-side BM25: both query and document term weights are BM25 weights; the score is their dot product.
+
+    >>> r = BM25QS()  # k1=0.9, b=0.4, Lucene English stopwords, Porter stemming  # doctest: +SKIP
+    >>> r.index(corpus); run = r.search(queries, k=1000, exclude=data.excluded)  # doctest: +SKIP
+    """
+
+    name = "bm25-qs"
+
+    def __init__(
+        self,
+        k1: float = 0.9,
+        b: float = 0.4,
+        stopwords: str = "en",
+        stemmer: str = "porter",
+        use_title: bool = True,
+        keep_zero: bool = True,
+        variant: str = "bright",
+    ) -> None:
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ConfigError(f"bm25-qs needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}.")
+        if variant not in VARIANTS:
+            raise ConfigError(f"bm25-qs variant {variant!r} is not one of {', '.join(VARIANTS)}.")
+        self.k1, self.b = float(k1), float(b)
+        self.stopwords = None if stopwords in ("none", "") else stopwords
+        self.stemmer_name = None if stemmer in ("none", "") else stemmer
+        self.use_title = use_title
+        # BRIGHT ranks every document, zero scores included, so each query gets k results where the corpus allows.
+        self.keep_zero = keep_zero
+        self.variant = variant
+        self._weights = None  # documents x vocabulary, CSC: a query touches only its own columns
+
+    def config(self) -> dict:
+        return {
+            "k1": self.k1, "b": self.b, "stopwords": self.stopwords, "stemmer": self.stemmer_name,
+            "use_title": self.use_title, "keep_zero": self.keep_zero, "variant": self.variant,
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        bm25s = _bm25s()
+        payload = {"adapter": "bm25-qs", "bm25s": getattr(bm25s, "__version__", "?"), **self.config()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    # ------------------------------------------------------------------ analysis
+
+    def _stemmer(self):
+        if self.stemmer_name is None:
+            return None
+        try:
+            import Stemmer
+        except ImportError:
+            raise MissingDependencyError("PyStemmer", "bm25", f"stemmer={self.stemmer_name}") from None
+        try:
+            return Stemmer.Stemmer(self.stemmer_name).stemWords
+        except KeyError:
+            raise ConfigError(
+                f"unknown stemmer {self.stemmer_name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}."
+            ) from None
+
+    def analyze(self, texts: Sequence[str]) -> list[list[str]]:
+        """The analysed tokens of each text (lower-cased, stopwords removed, stemmed)."""
+        bm25s = _bm25s()
+        return bm25s.tokenize(
+            list(texts), stopwords=self.stopwords, stemmer=self._stemmer(), return_ids=False, show_progress=False
+        )
+
+    def _saturate(self, tf: np.ndarray, length: np.ndarray | float) -> np.ndarray:
+        return tf / (tf + self.k1 * (1.0 - self.b + self.b * length / self._avgdl))
+
+    # ------------------------------------------------------------------ index and search
+
+    def index(self, corpus: Corpus) -> None:
+        from scipy import sparse
+
+        docs = list(corpus.values())
+        texts = [d.full_text if self.use_title else d.text for d in docs]
+        self._doc_ids = [d.doc_id for d in docs]
+        self._keys = tie_keys(self._doc_ids)
+        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        bm25s = _bm25s()
+        tokenized = bm25s.tokenize(
+            texts, stopwords=self.stopwords, stemmer=self._stemmer(), return_ids=True, show_progress=False
+        )
+        vocab = dict(tokenized.vocab)
+        n = len(docs)
+        per_doc = np.fromiter((len(ids) for ids in tokenized.ids), dtype=np.int64, count=n)
+        rows = np.repeat(np.arange(n, dtype=np.int64), per_doc)
+        cols = np.fromiter(itertools.chain.from_iterable(tokenized.ids), dtype=np.int64, count=int(per_doc.sum()))
+        if "" in vocab:  # bm25s' placeholder for an empty text is no term
+            keep = cols != vocab.pop("")
+            rows, cols = rows[keep], cols[keep]
+        # coo -> csr sums repeated (document, term) pairs into term frequencies
+        tf = sparse.csr_matrix((np.ones(cols.size, dtype=np.float64), (rows, cols)), shape=(n, len(tokenized.vocab)))
+        lengths = np.asarray(tf.sum(axis=1)).ravel()
+        total = float(lengths.sum())
+        denom = n if self.variant == "bright" else int((lengths > 0).sum())
+        self._avgdl = total / denom if denom and total else 1.0
+        df = np.diff(tf.tocsc().indptr).astype(np.float64)
+        self._idf = np.log(n + 1.0) - np.log(df + 0.5)
+        self._vocab = vocab
+        # weights computed in float64, stored float32 as gensim's similarity index does
+        row_of = np.repeat(np.arange(n), np.diff(tf.indptr))
+        data = self._idf[tf.indices] * self._saturate(tf.data, lengths[row_of])
+        self._weights = sparse.csr_matrix((data.astype(np.float32), tf.indices, tf.indptr), shape=tf.shape).tocsc()
+
+    def query_weights(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids, float32 BM25 weights) of one query, the query treated as a document of this corpus."""
+        if self._weights is None:
+            raise GapbenchError("bm25-qs: query_weights() was called before index(corpus).")
+        toks = self.analyze([text])[0]
+        counts: dict[int, int] = {}
+        for tok in toks:
+            tid = self._vocab.get(tok)
+            if tid is not None:
+                counts[tid] = counts.get(tid, 0) + 1
+        if not counts:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        ids = np.fromiter(counts, dtype=np.int64, count=len(counts))
+        qtf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        length = qtf.sum() if self.variant == "bright" else float(len(toks))
+        return ids, (self._idf[ids] * self._saturate(qtf, length)).astype(np.float32)
+
+    def scores(self, text: str) -> np.ndarray:
+        """float32 score of every document for one query, in corpus order."""
+        ids, weights = self.query_weights(text)
+        if not ids.size:
+            return np.zeros(len(self._doc_ids), dtype=np.float32)
+        return np.asarray(self._weights[:, ids] @ weights, dtype=np.float32).ravel()
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        if self._weights is None:
+            raise GapbenchError("bm25-qs: search() was called before index(corpus).")
+        qids = list(queries)
+        excluded = exclusion_indices(qids, exclude, self._doc_index)
+        out = {}
+        with progress(len(qids), f"{self.name}: searching") as advance:
+            for qid, ex in zip(qids, excluded):
+                out[qid] = self._rank(self.scores(_query_text(queries[qid])), ex, k)
+                advance(1)
+        return Run(out, self.name, _sorted=True)
+
+    def _rank(self, scores: np.ndarray, ex: np.ndarray | None, k: int) -> list[tuple[str, float]]:
+        scores = scores.astype(np.float64)  # a fresh array: masking never touches shared state
+        if ex is not None:
+            scores[ex] = -np.inf
+        if not self.keep_zero:
+            scores[scores <= 0] = -np.inf
+        top = select_topk(scores, k, self._keys)
+        return [(self._doc_ids[i], float(scores[i])) for i in top]

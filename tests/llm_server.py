@@ -1,0 +1,451 @@
+"""A real, local OpenAI-compatible HTTP server for tests and benchmarks (a helper module, not a test file).
+
+It speaks ``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/models`` in the OpenAI wire format,
+``usage`` token counts included (tokens = whitespace-separated words), on 127.0.0.1 at a free port, served from a
+background thread::
+
+    from llm_server import LLMServer
+    with LLMServer(qrels={"what is bm25": {"BM25 is a ranking function": 2}}, seed=0) as srv:
+        client = LLMClient(base_url=srv.base_url, model="judge")
+        ...
+        assert srv.counts["chat"] == 1 and srv.max_in_flight <= 4
+
+    server = llm_server_fixture(qrels=..., faults={"429": 0.2})   # in a test module: a pytest fixture
+
+The judge. A chat prompt that follows ``harness/prompts/listwise_rank.txt`` (a line ``Query: <text>``, then passage
+lines ``[1] <text>``, ``[2] <text>``, ... numbered from 1 without gaps) is answered RankGPT-style, ``[2] > [1] > [3]``:
+passages sorted by their grade in ``qrels`` (highest first; ties and unjudged passages by a hash seeded with ``seed``),
+then, with probability ``noise`` per adjacent pair, swapped (one pass, the random stream seeded by ``seed`` and the
+prompt, so an answer is reproducible). ``qrels`` maps query -> passage -> grade; keys are texts, or ids when
+``queries`` (id -> text) and ``corpus`` (id -> text) are given. Whitespace is collapsed before matching; a passage
+that is a prefix of a judged text (cut by ``max_chars``) counts as that text; a query that is not a judged text
+exactly matches the longest judged query it contains. A prompt with a ``Query:`` line but bad passage numbering gets
+400. Any other prompt gets ``echo <digest>``, deterministic in the messages.
+
+Faults (``faults={"429": 0.1, "500": 0.1, "slow": 0.05, "truncated": 0.1, "malformed": 0.1}``: a fraction each).
+HTTP faults (429 with ``Retry-After: retry_after``, 500, ``slow``: an answer delayed by ``slow_delay`` seconds) are
+drawn per attempt from (fault_seed, request body, how many times this body was seen before), so a retry can succeed and a
+rerun meets the same faults. Content faults are drawn per request body (and fault_seed, which defaults to seed; the judge's ties and noise
+use ``seed`` alone, so changing ``fault_seed`` leaves fault-free answers as they were): ``truncated`` drops the last half of the
+permutation; ``malformed`` is garbage text, a duplicated id (one missing) or out-of-range ids (kind chosen by the same
+hash, or fixed with ``malformed_kinds``). ``latency`` delays every answer; ``force_status`` (settable at any time)
+answers every request with that HTTP status; ``api_key`` makes a missing or wrong bearer token a 401 (whose message
+echoes the token received when ``echo_key``, as careless servers do); ``models`` makes other model names a 404.
+
+Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
+request's ``dimensions``); ``encoding_format`` float or base64. An empty input string gets 400, as from OpenAI.
+
+Counters: ``counts`` (requests, chat, embeddings, ok, 429, 500, slow, truncated, malformed, malformed:<kind>, 400,
+401, 404), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, and ``log`` (path, status, kind) per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import re
+import struct
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Mapping
+
+HTTP_FAULTS = ("429", "500", "slow")
+CONTENT_FAULTS = ("truncated", "malformed")
+MALFORMED_KINDS = ("garbage", "duplicate", "out_of_range")
+_PASSAGE = re.compile(r"^\[(\d+)\](?: (.*))?$")
+_WORD = re.compile(r"\w+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _unit(*parts: object) -> float:
+    """A number in [0, 1) from a hash of ``parts``: the server's only source of randomness besides seeded Randoms."""
+    h = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def _tokens(text: str) -> int:
+    return len(text.split())
+
+
+def parse_listwise(prompt: str) -> tuple[str, list[str]] | None:
+    """``(query, passages)`` from a listwise prompt, None when it has no ``Query:`` line; ValueError on bad ids."""
+    lines = prompt.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Query: ")), None)
+    if start is None:
+        return None
+    query = lines[start][len("Query: "):]
+    passages: list[str] = []
+    for line in lines[start + 1:]:
+        m = _PASSAGE.match(line.rstrip())
+        if m:
+            if int(m.group(1)) != len(passages) + 1:
+                raise ValueError(f"passage id [{m.group(1)}] where [{len(passages) + 1}] was expected; passages are "
+                                 "numbered [1], [2], ... one per line after the 'Query:' line")
+            passages.append(m.group(2) or "")
+    if not passages:
+        raise ValueError("no passage lines '[1] ...' after the 'Query:' line")
+    return query, passages
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connections into SYN retries
+    app: "LLMServer"
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return  # a client that timed out and hung up: expected with slow faults
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: Nagle + delayed ACK would add ~40 ms
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        app = self.server.app
+        if self.path.rstrip("/") == "/v1/models":
+            names = sorted(app.models) if app.models else ["judge"]
+            self._send(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "gapbench-tests"}
+                                                        for n in names]})
+        else:
+            self._send(404, _error(f"no route GET {self.path}", "not_found"))
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.server.app._handle(self, raw)
+
+
+def _error(message: str, type_: str, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+class LLMServer:
+    """See the module docstring. ``base_url`` is ``http://127.0.0.1:<port>/v1`` once started."""
+
+    def __init__(
+        self,
+        qrels: Mapping[str, Mapping[str, int]] | None = None,
+        *,
+        queries: Mapping[str, str] | None = None,
+        corpus: Mapping[str, str] | None = None,
+        noise: float = 0.0,
+        seed: int = 0,
+        fault_seed: int | None = None,
+        latency: float = 0.0,
+        faults: Mapping[str, float] | None = None,
+        slow_delay: float = 2.0,
+        retry_after: float = 0.0,
+        malformed_kinds: tuple[str, ...] = MALFORMED_KINDS,
+        embed_dim: int = 64,
+        api_key: str | None = None,
+        echo_key: bool = False,
+        models: set[str] | None = None,
+    ) -> None:
+        faults = dict(faults or {})
+        unknown = set(faults) - set(HTTP_FAULTS) - set(CONTENT_FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; accepted: {HTTP_FAULTS + CONTENT_FAULTS}")
+        for group in (HTTP_FAULTS, CONTENT_FAULTS):
+            if sum(faults.get(k, 0.0) for k in group) > 1.0:
+                raise ValueError(f"fault rates of {group} add up to more than 1")
+        if set(malformed_kinds) - set(MALFORMED_KINDS) or not malformed_kinds:
+            raise ValueError(f"malformed_kinds must be a non-empty subset of {MALFORMED_KINDS}")
+        self.faults = faults
+        self.noise, self.seed, self.latency = noise, seed, latency
+        self.fault_seed = seed if fault_seed is None else fault_seed
+        self.slow_delay, self.retry_after = slow_delay, retry_after
+        self.malformed_kinds = tuple(malformed_kinds)
+        self.embed_dim = embed_dim
+        self.api_key, self.echo_key, self.models = api_key, echo_key, models
+        self.force_status: int | None = None
+        self._judged: dict[str, dict[str, int]] = {}
+        for qkey, docs in (qrels or {}).items():
+            qtext = _norm(queries[qkey] if queries is not None else qkey)
+            row = self._judged.setdefault(qtext, {})
+            for dkey, grade in docs.items():
+                row[_norm(corpus[dkey] if corpus is not None and dkey in corpus else dkey)] = int(grade)
+        self._lock = threading.Lock()
+        self._seen: Counter = Counter()
+        self._counts: Counter = Counter()
+        self.log: list[tuple[str, int, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._httpd: _HTTPServer | None = None
+        self._port: int | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle -------------------------------------------------------------------------------------------
+    def start(self) -> "LLMServer":
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.app = self
+        self._port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="llm-test-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "LLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (kept after ``stop``, to test a client against a server that is gone)."""
+        if self._port is None:
+            raise RuntimeError("start the server first (use it as a context manager)")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def counts(self) -> Counter:
+        """A snapshot of the request counters (missing kinds read 0)."""
+        with self._lock:
+            return Counter(self._counts)
+
+    @property
+    def calls(self) -> int:
+        """API requests received (chat and embeddings, any outcome)."""
+        with self._lock:
+            return self._counts["chat"] + self._counts["embeddings"]
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self.log.clear()
+            self.max_in_flight = self.in_flight
+
+    # -- the judge --------------------------------------------------------------------------------------------
+    def grade(self, query: str, passage: str) -> int:
+        query, passage = _norm(query), _norm(passage)
+        table = self._judged.get(query)
+        if table is None:
+            inside = [q for q in self._judged if q and q in query]
+            table = self._judged[max(inside, key=len)] if inside else {}
+        if passage in table:
+            return table[passage]
+        if passage:
+            for text, g in table.items():
+                if text.startswith(passage):
+                    return g
+        return 0
+
+    def ideal_order(self, query: str, passages: list[str]) -> list[int]:
+        """0-based passage positions, best first, as the noise-free judge ranks them."""
+        q = _norm(query)
+        return sorted(range(len(passages)),
+                      key=lambda i: (-self.grade(q, passages[i]), _unit(self.seed, "tie", q, _norm(passages[i]))))
+
+    def answer(self, prompt: str) -> tuple[str, str]:
+        """(answer text, content kind) for a prompt, before HTTP faults: what a fault-free call returns."""
+        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        parsed = parse_listwise(prompt)
+        if parsed is None:
+            return f"echo {digest[:16]}", "echo"
+        query, passages = parsed
+        order = self.ideal_order(query, passages)
+        rng = random.Random(f"{self.seed}:{digest}")
+        if self.noise > 0:
+            for i in range(len(order) - 1):
+                if rng.random() < self.noise:
+                    order[i], order[i + 1] = order[i + 1], order[i]
+        ids = [i + 1 for i in order]
+        n = len(ids)
+        u = _unit(self.fault_seed, "content", digest)
+        truncated = self.faults.get("truncated", 0.0)
+        if u < truncated and n >= 2:
+            return " > ".join(f"[{i}]" for i in ids[: max(1, n // 2)]), "truncated"
+        if truncated <= u < truncated + self.faults.get("malformed", 0.0):
+            kind = self.malformed_kinds[int(_unit(self.fault_seed, "malformed", digest) * len(self.malformed_kinds))]
+            if kind == "garbage":
+                return "I'm sorry, but I cannot determine a ranking for these passages.", "malformed:garbage"
+            if kind == "duplicate":
+                dup = ids[:1] + ids[:1] + ids[2:] if n >= 2 else ids + ids
+                return " > ".join(f"[{i}]" for i in dup), "malformed:duplicate"
+            bad = ids[:-1] + [n + 1] + [0] if n >= 1 else [1]
+            return " > ".join(f"[{i}]" for i in bad), "malformed:out_of_range"
+        return " > ".join(f"[{i}]" for i in ids), "ok"
+
+    # -- embeddings -------------------------------------------------------------------------------------------
+    @staticmethod
+    def embed(text: str, dim: int) -> list[float]:
+        vec = [0.0] * dim
+        for word in _WORD.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
+            vec[h % dim] += 1.0 if (h >> 63) & 1 else -1.0
+        norm = sum(v * v for v in vec) ** 0.5
+        return [v / norm for v in vec] if norm else vec
+
+    # -- request handling -------------------------------------------------------------------------------------
+    def _count(self, *kinds: str) -> None:
+        with self._lock:
+            for k in kinds:
+                self._counts[k] += 1
+
+    def _handle(self, h: _Handler, raw: bytes) -> None:
+        path = h.path.split("?")[0].rstrip("/")
+        kind = {"/v1/chat/completions": "chat", "/v1/embeddings": "embeddings"}.get(path)
+        with self._lock:
+            self._counts["requests"] += 1
+            if kind:
+                self._counts[kind] += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        status, outcome = 500, "error"
+        try:
+            if self.latency:
+                time.sleep(self.latency)
+            status, outcome = self._respond(h, raw, kind, path)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.log.append((path, status, outcome))
+
+    def _fail(self, h: _Handler, status: int, message: str, type_: str, code: str | None = None,
+              headers: Mapping[str, str] | None = None) -> tuple[int, str]:
+        self._count(str(status))
+        h._send(status, _error(message, type_, code), headers)
+        return status, str(status)
+
+    def _respond(self, h: _Handler, raw: bytes, kind: str | None, path: str) -> tuple[int, str]:
+        if kind is None:
+            return self._fail(h, 404, f"no route POST {path}; this server has /v1/chat/completions and "
+                                      "/v1/embeddings", "invalid_request_error", "not_found")
+        try:
+            body = json.loads(raw or b"null")
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            return self._fail(h, 400, f"malformed JSON body: {exc}", "invalid_request_error")
+        if self.force_status is not None:
+            return self._fail(h, self.force_status, f"forced status {self.force_status} (test server)",
+                              "invalid_request_error" if self.force_status < 500 else "server_error")
+        if self.api_key is not None:
+            got = h.headers.get("Authorization", "")
+            if got != f"Bearer {self.api_key}":
+                shown = got.removeprefix("Bearer ") if self.echo_key else "(hidden)"
+                return self._fail(h, 401, f"Incorrect API key provided: {shown}.", "invalid_request_error",
+                                  "invalid_api_key")
+        model = body.get("model")
+        if self.models is not None and model not in self.models:
+            return self._fail(h, 404, f"The model `{model}` does not exist.", "invalid_request_error",
+                              "model_not_found")
+        canon = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        with self._lock:
+            attempt = self._seen[canon]
+            self._seen[canon] += 1
+        u = _unit(self.fault_seed, "http", canon, attempt)
+        edge = 0.0
+        for fault in HTTP_FAULTS:
+            rate = self.faults.get(fault, 0.0)
+            if edge <= u < edge + rate:
+                if fault == "429":
+                    return self._fail(h, 429, "Rate limit reached (test server).", "requests", "rate_limit_exceeded",
+                                      {"Retry-After": f"{self.retry_after:g}"})
+                if fault == "500":
+                    return self._fail(h, 500, "The server had an error (test server).", "server_error")
+                self._count("slow")
+                time.sleep(self.slow_delay)
+            edge += rate
+        if kind == "chat":
+            return self._chat(h, body, model)
+        return self._embeddings(h, body, model)
+
+    def _chat(self, h: _Handler, body: dict, model: Any) -> tuple[int, str]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return self._fail(h, 400, "'messages' must be a non-empty array", "invalid_request_error")
+        contents = [m.get("content") if isinstance(m, dict) else None for m in messages]
+        if not all(isinstance(c, str) for c in contents):
+            return self._fail(h, 400, "each message needs a string 'content'", "invalid_request_error")
+        prompt = "\n".join(contents)
+        try:
+            text, outcome = self.answer(prompt)
+        except ValueError as exc:
+            return self._fail(h, 400, f"the prompt does not follow the listwise template: {exc}",
+                              "invalid_request_error")
+        self._count("ok", *([outcome.split(":")[0], outcome] if outcome.startswith("malformed") else
+                            [outcome] if outcome == "truncated" else []))
+        pt, ct = sum(_tokens(c) for c in contents), _tokens(text)
+        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        h._send(200, {
+            "id": f"chatcmpl-{digest[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                         "logprobs": None}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        })
+        return 200, outcome
+
+    def _embeddings(self, h: _Handler, body: dict, model: Any) -> tuple[int, str]:
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) for t in inputs):
+            return self._fail(h, 400, "'input' must be a string or a non-empty array of strings",
+                              "invalid_request_error")
+        if any(t == "" for t in inputs):
+            return self._fail(h, 400, "'$.input' is invalid: empty strings are not accepted", "invalid_request_error")
+        dim = body.get("dimensions") or self.embed_dim
+        b64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(inputs):
+            vec = self.embed(text, int(dim))
+            emb: Any = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode() if b64 else vec
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        self._count("ok")
+        pt = sum(_tokens(t) for t in inputs)
+        h._send(200, {"object": "list", "data": data, "model": model,
+                      "usage": {"prompt_tokens": pt, "total_tokens": pt}})
+        return 200, "ok"
+
+
+def llm_server_fixture(scope: str = "function", **kwargs: Any):
+    """A pytest fixture yielding a started :class:`LLMServer` built with ``kwargs``:
+    ``server = llm_server_fixture(qrels=QRELS, faults={"500": 0.2})`` at module level, then ``def test_x(server)``."""
+    import pytest
+
+    @pytest.fixture(scope=scope)
+    def _server():
+        with LLMServer(**kwargs) as srv:
+            yield srv
+
+    return _server

@@ -1,0 +1,373 @@
+"""The LLM client against a real local OpenAI-compatible HTTP server (tests/llm_server.py), never a mocked client."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+from gapbench.errors import ConfigError, GapbenchError, UnknownNameError
+from gapbench.llm import (
+    ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMUnavailableError, ResponseCache, cache_key,
+    listwise_prompt, prompt_fields, render,
+)
+from llm_server import LLMServer, llm_server_fixture, parse_listwise
+
+pytest.importorskip("openai")
+pytest.importorskip("tenacity")
+
+QUERIES = {f"q{i}": f"question number {i} about topic {i % 4}" for i in range(12)}
+CORPUS = {f"d{j}": f"passage {j} discusses topic {j % 4} with detail {j * 7 % 11}" for j in range(40)}
+QRELS = {qid: {f"d{(i * 3 + k) % 40}": 3 - k for k in range(3)} for i, qid in enumerate(QUERIES)}
+KEY = "sk-test-S3CRET-abcdefghijklmnop0123456789"
+
+
+def prompts(n_passages: int = 8) -> list[tuple[str, str]]:
+    out = []
+    for i, (qid, qtext) in enumerate(QUERIES.items()):
+        docs = [CORPUS[f"d{(i * 5 + j) % 40}"] for j in range(n_passages - 3)]
+        docs += [CORPUS[d] for d in QRELS[qid]]  # the judged ones last, so a right answer reorders them
+        out.append((qid, listwise_prompt(qtext, docs)))
+    return out
+
+
+def make_client(srv: LLMServer, tmp_path, cache=False, **kw) -> LLMClient:
+    if cache is True:
+        cache = tmp_path / "responses.sqlite"
+    kw.setdefault("retry_wait", 0.01)
+    kw.setdefault("retry_wait_max", 0.05)
+    kw.setdefault("timeout", 10.0)
+    return LLMClient(base_url=srv.base_url, model="judge", cache=cache, **kw)
+
+
+def server_of(**kw) -> LLMServer:
+    return LLMServer(QRELS, queries=QUERIES, corpus=CORPUS, **kw)
+
+
+fault_free = llm_server_fixture(qrels=QRELS, queries=QUERIES, corpus=CORPUS)
+
+
+# ----------------------------------------------------------------------------------------------- prompts and judge
+def test_template_fields_render_and_errors():
+    assert set(prompt_fields("listwise_rank")) == {"query", "passages", "num"}
+    with pytest.raises(ConfigError, match="missing: passages"):
+        render("listwise_rank", query="q", num=1)
+    with pytest.raises(ConfigError, match="unknown: extra"):
+        render("listwise_rank", query="q", num=1, passages="[1] a", extra=1)
+    with pytest.raises(UnknownNameError, match="Did you mean 'listwise_rank'"):
+        render("listwise_rnk")
+
+
+def test_listwise_prompt_keeps_one_passage_per_line_and_the_server_parses_it(tmp_path):
+    text = listwise_prompt("what\nis  BM25?", ["first\npassage {braces}", "  second ", "", "x" * 50], max_chars=10)
+    query, passages = parse_listwise(text)
+    assert query == "what is BM25?"
+    assert passages == ["first pass", "second", "", "x" * 10]
+    assert 'in the form "[2] > [1] > [3]"' in text
+    custom = tmp_path / "mine.txt"
+    custom.write_text("Q={query} N={num}\n{passages}")
+    assert listwise_prompt("q", ["a", "b"], template=str(custom)) == "Q=q N=2\n[1] a\n[2] b"
+
+
+def test_judge_ranks_by_grade_with_ids_or_texts(fault_free, tmp_path):
+    client = make_client(fault_free, tmp_path)
+    qid = "q2"
+    judged = list(QRELS[qid])  # grades 3, 2, 1
+    docs = ["an unjudged passage", CORPUS[judged[2]], CORPUS[judged[0]], CORPUS[judged[1]][:20]]  # cut: prefix match
+    answer = client.chat(listwise_prompt(QUERIES[qid], docs)).text
+    assert answer.startswith("[3] > [4] > [2]") and answer.endswith("[1]")
+    with LLMServer({QUERIES[qid]: {CORPUS[d]: QRELS[qid][d] for d in judged}}) as by_text:
+        assert make_client(by_text, tmp_path).chat(listwise_prompt(QUERIES[qid], docs)).text == answer
+
+
+def test_noise_is_reproducible_and_bad_numbering_is_400(tmp_path):
+    with server_of(noise=0.5, seed=3) as noisy, server_of() as clean:
+        a, b, c = (make_client(s, tmp_path) for s in (noisy, noisy, clean))
+        ps = [p for _, p in prompts(10)]
+        first, second = [r.text for r in a.chat_many(ps)], [r.text for r in b.chat_many(ps)]
+        assert first == second
+        assert first != [r.text for r in c.chat_many(ps)]
+        with pytest.raises(LLMRequestError, match="listwise template.*\\[3\\] where \\[2\\]"):
+            a.chat("Query: q\n\n[1] a\n[3] b")
+
+
+def test_content_faults_truncated_and_malformed(tmp_path):
+    ps = [p for _, p in prompts(6)]
+    with server_of(seed=1) as clean, server_of(faults={"truncated": 0.3, "malformed": 0.4}, seed=1, fault_seed=4) as bad:
+        good = [r.text for r in make_client(clean, tmp_path).chat_many(ps)]
+        got = [r.text for r in make_client(bad, tmp_path).chat_many(ps)]
+        counts = bad.counts
+    assert counts["truncated"] + counts["malformed"] > 0 and counts["ok"] == len(ps)
+    for g, b in zip(good, got):
+        ids = [int(x) for x in re.findall(r"\[(\d+)\]", b)]
+        if b == g:
+            continue
+        bad_kind = (not ids) or len(set(ids)) < len(ids) or any(i < 1 or i > 6 for i in ids) or len(ids) < 6
+        assert bad_kind, (g, b)
+
+
+# ----------------------------------------------------------------------------------------------- retries
+def test_retries_through_429_and_500_give_the_fault_free_answers(tmp_path):
+    ps = [ChatRequest(p, tag=qid) for qid, p in prompts()]
+    with server_of() as clean:
+        expected = [r.text for r in make_client(clean, tmp_path).chat_many(ps, concurrency=4)]
+    with server_of(faults={"429": 0.1, "500": 0.1}, fault_seed=7) as flaky:
+        client = make_client(flaky, tmp_path)
+        got = client.chat_many(ps, concurrency=4)
+        counts = flaky.counts
+        calls = flaky.calls
+    assert [r.text for r in got] == expected
+    usage = client.usage.total()
+    assert counts["429"] + counts["500"] > 0
+    assert usage["retries"] == counts["429"] + counts["500"]
+    assert usage["calls"] == calls == len(ps) + usage["retries"]
+    assert usage["failures"] == 0
+
+
+def test_timeouts_are_retried(tmp_path):
+    with server_of(faults={"slow": 0.5}, slow_delay=1.5, fault_seed=2) as slow:
+        client = make_client(slow, tmp_path, timeout=0.4)
+        got = [r.text for r in client.chat_many([p for _, p in prompts()[:6]], concurrency=6)]
+        assert slow.counts["slow"] > 0
+        assert client.usage.total()["retries"] >= slow.counts["slow"]
+    with server_of() as clean:
+        assert got == [r.text for r in make_client(clean, tmp_path).chat_many([p for _, p in prompts()[:6]])]
+
+
+def test_retry_after_is_honoured_then_retries_run_out(tmp_path):
+    with server_of(faults={"429": 1.0}, retry_after=0.3) as limited:
+        client = make_client(limited, tmp_path, max_retries=2, retry_wait=0.0)
+        start = time.perf_counter()
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat("hello", tag="q1")
+        assert time.perf_counter() - start >= 0.6  # two waits of Retry-After 0.3 s
+        assert limited.counts["429"] == 3
+    msg = str(err.value)
+    assert "HTTP 429 after 3 attempts" in msg and f"{limited.base_url}/chat/completions" in msg
+    assert err.value.status == 429
+    assert client.usage.to_dict()["per_query"]["q1"] == {
+        "requests": 1, "calls": 3, "retries": 2, "cache_hits": 0, "failures": 1, "prompt_tokens": 0,
+        "completion_tokens": 0, "cost": None}
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status):
+    with server_of() as srv:
+        srv.force_status = status
+        client = make_client(srv, tmp_path, max_retries=5)
+        with pytest.raises(LLMRequestError) as err:
+            client.chat("hello")
+        assert srv.calls == 1  # no retry
+    msg = str(err.value)
+    assert f"{srv.base_url}/chat/completions answered HTTP {status}" in msg and "not retried" in msg
+    assert "'judge'" in msg and err.value.status == status
+    if status == 401:
+        assert "$OPENAI_API_KEY" in msg
+
+
+def test_unknown_model_is_404_with_the_fix(tmp_path):
+    with server_of(models={"judge"}) as srv:
+        client = LLMClient(base_url=srv.base_url, model="jduge", cache=False)
+        with pytest.raises(LLMRequestError, match="does not exist.*Check the model name"):
+            client.chat("hi")
+
+
+def test_chat_many_raises_the_first_error_or_returns_it(tmp_path):
+    with server_of() as srv:
+        srv.force_status = 400
+        client = make_client(srv, tmp_path)
+        with pytest.raises(LLMRequestError):
+            client.chat_many(["a", "b", "c"], concurrency=2)
+        out = client.chat_many(["a", "b", "c"], concurrency=2, return_exceptions=True)
+        assert all(isinstance(o, LLMRequestError) for o in out)
+
+
+def test_no_server_is_a_connection_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", cache=False, max_retries=1, retry_wait=0.0)
+    with pytest.raises(LLMUnavailableError, match="cannot connect.*after 2 attempts.*Is the server running"):
+        client.chat("hi")
+
+
+# ----------------------------------------------------------------------------------------------- cache
+def test_second_run_makes_no_calls(tmp_path):
+    ps = [ChatRequest(p, tag=qid) for qid, p in prompts()]
+    with server_of(faults={"500": 0.2}) as srv:
+        first = make_client(srv, tmp_path, cache=True).chat_many(ps, concurrency=4)
+        calls = srv.calls
+        again = make_client(srv, tmp_path, cache=True)
+        second = again.chat_many(ps, concurrency=4)
+        assert srv.calls == calls  # nothing reached the server
+    assert [r.text for r in first] == [r.text for r in second]
+    assert not any(r.cached for r in first) and all(r.cached for r in second)
+    usage = again.usage.total()
+    assert usage["calls"] == 0 and usage["cache_hits"] == len(ps) and usage["prompt_tokens"] == 0
+
+
+def test_cache_key_covers_model_messages_and_parameters(tmp_path):
+    with server_of() as srv:
+        client = make_client(srv, tmp_path, cache=True)
+        base = client.payload(ChatRequest("hi"))
+        assert cache_key(base) == cache_key(dict(reversed(list(base.items()))))
+        for change in ({"model": "other"}, {"messages": [{"role": "user", "content": "hi!"}]}, {"temperature": 0.5},
+                       {"max_tokens": 7}, {"seed": 1}, {"stop": ["\n"]}):
+            assert cache_key({**base, **change}) != cache_key(base)
+        client.chat("hi")
+        client.chat("hi", temperature=0.7)
+        client.chat("hi")
+        assert srv.calls == 2
+        cache = ResponseCache(tmp_path / "responses.sqlite")
+        assert len(cache) == 2
+        assert cache._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_identical_requests_in_one_batch_are_sent_once(tmp_path):
+    with server_of() as srv:
+        client = make_client(srv, tmp_path, cache=True)
+        out = client.chat_many([ChatRequest("same", tag="a"), ChatRequest("same", tag="b"), "other"], concurrency=3)
+        assert srv.calls == 2
+    assert out[0].text == out[1].text and not out[0].cached and out[1].cached
+    per = client.usage.to_dict()["per_query"]
+    assert per["a"]["calls"] == 1 and per["b"]["calls"] == 0 and per["b"]["cache_hits"] == 1
+
+
+def test_shared_cache_file_is_safe_across_threads_and_clients(tmp_path):
+    with server_of() as srv:
+        clients = [make_client(srv, tmp_path, cache=True) for _ in range(4)]
+        errors: list[BaseException] = []
+
+        def work(c: LLMClient, k: int) -> None:
+            try:
+                c.chat_many([f"prompt {k}-{i}" for i in range(15)], concurrency=4)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(c, k)) for k, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert len(ResponseCache(tmp_path / "responses.sqlite")) == 60
+
+
+# ----------------------------------------------------------------------------------------------- concurrency, counters
+def test_concurrency_is_bounded(tmp_path):
+    with server_of(latency=0.05) as srv:
+        client = make_client(srv, tmp_path, concurrency=3)
+        client.chat_many([f"p{i}" for i in range(18)])
+        assert srv.max_in_flight == 3
+        srv.reset_counts()
+        client.chat_many([f"r{i}" for i in range(18)], concurrency=5)
+        assert srv.max_in_flight == 5
+
+
+def test_counters_add_up_with_cost(tmp_path):
+    ps = [ChatRequest(p, tag=qid) for qid, p in prompts()] + [ChatRequest("extra", tag="q0")]
+    with server_of(faults={"429": 0.15}, fault_seed=11) as srv:
+        client = make_client(srv, tmp_path, cache=True, price_in=2.5, price_out=10.0)
+        out = client.chat_many(ps, concurrency=4)
+        client.chat_many(ps[:3])  # all cached
+        server_calls = srv.calls
+    d = client.usage.to_dict()
+    assert d["requests"] == len(ps) + 3 and d["cache_hits"] == 3
+    assert d["calls"] == server_calls == len(ps) + d["retries"]
+    assert d["prompt_tokens"] == sum(r.prompt_tokens for r in out)
+    assert d["completion_tokens"] == sum(r.completion_tokens for r in out)
+    assert d["cost"] == pytest.approx((d["prompt_tokens"] * 2.5 + d["completion_tokens"] * 10.0) / 1e6)
+    per = d["per_query"]
+    assert set(per) == set(QUERIES)
+    for name in ("requests", "calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens"):
+        assert sum(row[name] for row in per.values()) == d[name], name
+    assert sum(row["cost"] for row in per.values()) == pytest.approx(d["cost"])
+    assert per["q0"]["requests"] == 3  # its prompt, "extra", and one cached repeat
+    json.dumps(client.manifest())  # JSON-ready
+
+
+# ----------------------------------------------------------------------------------------------- embeddings
+def test_embeddings_batched_and_in_order(tmp_path):
+    texts = [f"text number {i} with words {i % 3}" for i in range(10)]
+    with server_of(faults={"500": 0.2}, fault_seed=5) as srv:
+        client = make_client(srv, tmp_path, concurrency=3)
+        vecs = client.embed_many(texts, "embedder", batch_size=3, tag="corpus")
+        assert srv.counts["ok"] == 4  # ceil(10 / 3) batches
+        small = client.embed_many(texts[:2], "embedder", dimensions=16)
+    assert vecs.shape == (10, 64) and vecs.dtype == np.float32
+    assert np.allclose(vecs, np.array([LLMServer.embed(t, 64) for t in texts]), atol=1e-6)
+    assert small.shape == (2, 16)
+    usage = client.usage.to_dict()["per_query"]["corpus"]
+    assert usage["requests"] == 4 and usage["prompt_tokens"] == sum(len(t.split()) for t in texts)
+    assert client.embed_many([], "embedder").shape[0] == 0
+
+
+# ----------------------------------------------------------------------------------------------- config and secrets
+def test_config_resolution_and_validation(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env-host:9999/v1/")
+    assert LLMClient(model="m", cache=False).endpoint == "http://env-host:9999/v1"
+    assert LLMClient(base_url="http://h:1/v1/chat/completions", model="m", cache=False).endpoint == "http://h:1/v1"
+    with pytest.raises(ConfigError, match="--llm-model"):
+        LLMClient(cache=False)
+    with pytest.raises(ConfigError, match="not an http"):
+        LLMClient(base_url="localhost:8000", model="m", cache=False)
+    with pytest.raises(ConfigError, match="concurrency=0"):
+        LLMConfig(concurrency=0)
+    with pytest.raises(ConfigError, match="unknown LLM option.*modle"):
+        LLMClient(modle="m")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"\$OPENAI_API_KEY"):
+        LLMClient(model="gpt-4o-mini", cache=False)
+    assert isinstance(LLMRequestError("x"), GapbenchError)
+
+
+def test_the_key_never_leaks(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("GAPBENCH_TEST_LLM_KEY", KEY)
+    messages: list[str] = []
+
+    def collect(exc: BaseException) -> None:
+        messages.extend([str(exc), repr(exc), *map(str, exc.args), str(getattr(exc, "endpoint", "")),
+                         "".join(traceback.format_exception(exc))])
+        assert exc.__cause__ is None and exc.__context__ is None  # no link back to the request and its headers
+
+    common = dict(model="judge", api_key_env="GAPBENCH_TEST_LLM_KEY", retry_wait=0.0, max_retries=1,
+                  price_in=1.0, price_out=1.0)
+    # a careless server that echoes the bearer token it got in its 401 message
+    with server_of(api_key="sk-the-right-one-0000000000", echo_key=True) as srv:
+        client = LLMClient(base_url=srv.base_url, cache=tmp_path / "c.sqlite", **common)
+        with pytest.raises(LLMRequestError) as err:
+            client.chat("hello", tag="q1")
+        collect(err.value)
+        assert "Incorrect API key provided" in str(err.value) and "[redacted]" in str(err.value)
+        srv.force_status = 500
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat_many(["a", "b"], concurrency=2)
+        collect(err.value)
+        srv.force_status = None
+        srv.api_key = KEY
+        client.chat("works now", tag="q2")
+        with pytest.raises(LLMRequestError) as err:
+            client.embed_many([""], "embedder")  # empty input: 400
+        collect(err.value)
+        messages += [repr(client), repr(client.config), json.dumps(client.manifest()), json.dumps(client.describe())]
+    with pytest.raises(LLMUnavailableError) as err:  # the server is gone now
+        LLMClient(base_url=srv.base_url, cache=False, **common).chat("x")
+    collect(err.value)
+    with server_of(faults={"slow": 1.0}, slow_delay=0.5) as slow:
+        with pytest.raises(LLMUnavailableError) as err:
+            LLMClient(base_url=slow.base_url, cache=False, timeout=0.1, **common).chat("x")
+        collect(err.value)
+    messages.append(caplog.text)
+    assert len(messages) > 20
+    for m in messages:
+        assert KEY not in m and "S3CRET" not in m, m
+    assert client.manifest()["usage"]["per_query"]["q2"]["calls"] == 1

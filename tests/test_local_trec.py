@@ -1,0 +1,118 @@
+"""Local TREC files: SGML and tsv topics, TREC qrels, a JSONL corpus; errors name the file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gapbench.tasks.local_trec as local_trec
+from gapbench.cli import main
+from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
+from gapbench.runner import run
+from gapbench.task import get_task
+
+FIX = Path(__file__).parent / "fixtures" / "local_trec"
+TOPICS, TSV, QRELS, CORPUS = (FIX / n for n in ("topics.301-303.txt", "topics.301-303.tsv", "qrels.301-303.txt",
+                                                 "corpus.jsonl"))
+SPEC = f"local/trec:topics={TOPICS},qrels={QRELS},corpus={CORPUS}"
+
+
+def test_sgml_topics_fields():
+    topics = local_trec.parse_sgml_topics(TOPICS)
+    assert [t["num"] for t in topics] == ["301", "302", "303"]
+    assert topics[0]["title"] == "International Organized Crime"
+    assert topics[0]["desc"] == ("Identify organizations that take part in international criminal activity, and the "
+                                 "countries where they operate.")
+    assert topics[2]["narr"] == "Documents that only describe the mirror flaw are not relevant."
+    assert topics[1]["line"] == 17
+
+
+def test_fingerprint_through_the_registry():
+    task = get_task(SPEC)
+    assert task.name == "local/trec/topics.301-303.txt" and task.revision == "local"
+    data = task.load()
+    assert data.queries.ids() == ["301", "302", "303"]
+    assert data.queries["303"].text == "Hubble Telescope Achievements"
+    assert len(data.corpus) == 6 and data.corpus.ids()[0] == "FBIS3-10082" and data.corpus.ids()[-1] == "FT921-3021"
+    assert data.corpus["LA010189-0018"].title == "Mafia Families Expand Abroad"
+    assert data.qrels.to_dict() == {
+        "301": {"FBIS3-10082": 1, "FBIS3-10169": 0, "LA010189-0018": 2},
+        "302": {"FT921-1211": 1},
+        "303": {"LA052189-0089": 1, "FBIS3-10169": 0},
+    }
+    assert data.excluded == {}
+
+
+def test_tsv_topics_and_desc_field():
+    data = local_trec.trec_files_task(TSV, QRELS, CORPUS, name="trec-tsv").load()
+    assert data.queries.ids() == ["301", "302", "303"] and data.queries["302"].text == "poliomyelitis and post-polio"
+    desc = get_task(SPEC + ",field=desc").load()
+    assert desc.queries["302"].text == "Is the disease of poliomyelitis (polio) under control in the world?"
+
+
+def test_bm25_run_end_to_end(capsys):
+    result = run(get_task(SPEC), "bm25", k=3, measures=["nDCG@10"])
+    assert all(len(r) == 3 for r in result.run.values())
+    assert result.run["301"][0][0] in ("LA010189-0018", "FBIS3-10082")
+    assert main(["run", SPEC, "--retriever", "bm25", "--json", "-m", "nDCG@10"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task"] == "local/trec/topics.301-303.txt" and out["n_queries"] == 3
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "topics.txt"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text,line,message",
+    [
+        ("<top>\n<num> Number: 1\n<title> a\n", None, "begun on line 1 is never closed"),
+        ("<top>\n<num> Number: 1\n<title> a\n<top>\n", 4, "<top> opened again"),
+        ("<top>\n<num> Number: 1\n<title> a\n</top>\n</top>\n", 5, "</top> without an opening"),
+        ("<top>\nstray words\n<num> Number: 1\n</top>\n", 2, "text outside any field tag"),
+        ("<title> a\n", 1, "<title> outside a <top>"),
+        ("<top>\n<title> no number\n</top>\n", 3, "has no <num>"),
+        ("<top>\n<num> Number: 1 2\n<title> a\n</top>\n", 1, "not a single token"),
+    ],
+)
+def test_malformed_sgml_names_file_and_line(tmp_path, text, line, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(DataFormatError, match=message) as err:
+        local_trec.read_topics(path)
+    assert str(path) in str(err.value) and err.value.line == line
+
+
+def test_malformed_tsv_and_duplicates(tmp_path):
+    path = _write(tmp_path, "1\tfirst topic\n2 second topic without a tab\n")
+    with pytest.raises(DataFormatError, match="expected 'query_id<TAB>text'") as err:
+        local_trec.read_topics(path)
+    assert err.value.line == 2 and str(path) in str(err.value)
+    path = _write(tmp_path, "<top>\n<num> Number: 7\n<title> a\n</top>\n<top>\n<num> Number: 7\n<title> b\n</top>\n")
+    with pytest.raises(DuplicateIdError, match="topic '7' appears twice") as err:
+        local_trec.read_topics(path)
+    assert err.value.line == 5
+    path = _write(tmp_path, "<top>\n<num> Number: 7\n<title>\n</top>\n")
+    with pytest.raises(DataFormatError, match="topic '7' has an empty <title>"):
+        local_trec.read_topics(path)
+
+
+def test_options_and_mismatched_files(tmp_path):
+    with pytest.raises(ConfigError, match="needs the option\\(s\\) qrels, corpus"):
+        get_task(f"local/trec:topics={TOPICS}")
+    template = get_task("local/trec")  # listable by `gapbench tasks`; loading says what to give
+    assert "topics=PATH" in template.description
+    with pytest.raises(ConfigError, match="needs the option\\(s\\) topics, qrels, corpus"):
+        template.load()
+    with pytest.raises(ConfigError, match="qrels=.*is not a file"):
+        get_task(f"local/trec:topics={TOPICS},qrels={tmp_path / 'nope'},corpus={CORPUS}")
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("301 0 FBIS3-10082 1\n399 0 FBIS3-10082 1\n")
+    with pytest.raises(DataFormatError, match=r"judge 1 topics absent .*\(first: '399'\)"):
+        local_trec.trec_files_task(TOPICS, qrels, CORPUS).load()
+    qrels.write_text("301 0 NOT-IN-CORPUS 1\n")
+    with pytest.raises(DataFormatError, match="'NOT-IN-CORPUS', absent from"):
+        local_trec.trec_files_task(TOPICS, qrels, CORPUS).load()
