@@ -20,6 +20,7 @@ import hashlib
 import math
 import random
 import re
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -157,13 +158,14 @@ class LLMListwise:
     is repaired by :func:`parse_permutation`, and the repair is counted.
     """
 
-    def __init__(self, client, *, max_chars: int = 2000, reasks: int = 2, template: str = "listwise_rank") -> None:
+    def __init__(self, client, *, max_chars: int = 2000, reasks: int = 3, template: str = "listwise_rank") -> None:
         self.client = client
         self.max_chars = max_chars
         self.reasks = reasks
         self.template = template
         self.repaired = 0
         self.reasked = 0
+        self._lock = threading.Lock()  # queries are ranked from several threads
 
     def rank(self, query: str, passages: Sequence[str], tag: str | None = None) -> list[int]:
         from gapbench.llm import listwise_prompt
@@ -173,14 +175,16 @@ class LLMListwise:
         for attempt in range(self.reasks + 1):
             messages = [{"role": "user", "content": prompt}]
             if attempt:
-                self.reasked += 1
+                with self._lock:
+                    self.reasked += 1
                 messages.insert(0, {"role": "system", "content": (
                     f"Attempt {attempt + 1}: the previous answer did not rank all {n} passages. "
                     f"List every identifier from [1] to [{n}] exactly once.")})
             answer = self.client.chat(messages, tag=tag).text
             if _is_full_permutation(answer, n):
                 return parse_permutation(answer, n)
-        self.repaired += 1
+        with self._lock:
+            self.repaired += 1
         return parse_permutation(answer, n)
 
 
@@ -195,7 +199,7 @@ class _PoolReranker:
     name = "llm-reranker"
 
     def __init__(self, *, depth: int = 100, llm_base_url: str | None = None, llm_model: str | None = None,
-                 concurrency: int = 8, max_chars: int = 2000, reasks: int = 2, client=None) -> None:
+                 concurrency: int = 8, max_chars: int = 2000, reasks: int = 3, client=None) -> None:
         if depth < 1:
             raise ConfigError(f"reranking depth must be at least 1, got {depth}.")
         self.depth = depth
@@ -261,7 +265,13 @@ class _PoolReranker:
 
     @property
     def llm_calls(self) -> int:
+        """HTTP calls made so far (cache hits cost none)."""
         return int(self.client.usage.total().get("calls", 0)) if self._client is not None else 0
+
+    @property
+    def llm_requests(self) -> int:
+        """Listwise rankings asked for so far, whether answered by a call or by the cache."""
+        return int(self.client.usage.total().get("requests", 0)) if self._client is not None else 0
 
 
 class Tournament(_PoolReranker):
@@ -271,7 +281,7 @@ class Tournament(_PoolReranker):
 
     def __init__(self, batch_size: int = 20, promote: int = 4, max_final: int = 20, seed: int = 0, depth: int = 100,
                  llm_base_url: str | None = None, llm_model: str | None = None, concurrency: int = 8,
-                 max_chars: int = 2000, reasks: int = 2, client=None) -> None:
+                 max_chars: int = 2000, reasks: int = 3, client=None) -> None:
         super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
                          max_chars=max_chars, reasks=reasks, client=client)
         self.tconfig = TournamentConfig(batch_size, promote, max_final, seed)
@@ -291,7 +301,7 @@ class SlidingWindow(_PoolReranker):
     name = "sliding-window"
 
     def __init__(self, window: int = 20, stride: int = 10, depth: int = 100, llm_base_url: str | None = None,
-                 llm_model: str | None = None, concurrency: int = 8, max_chars: int = 2000, reasks: int = 2,
+                 llm_model: str | None = None, concurrency: int = 8, max_chars: int = 2000, reasks: int = 3,
                  client=None) -> None:
         super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
                          max_chars=max_chars, reasks=reasks, client=client)

@@ -64,6 +64,9 @@ def run_cmd(
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
     seed: int = typer.Option(0, "--seed"),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
@@ -76,7 +79,8 @@ def run_cmd(
         suite_result = run_suite(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
+    result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed, reranker=reranker,
+                 llm_base_url=llm_base_url, llm_model=llm_model)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
@@ -149,6 +153,48 @@ def compare_cmd(
         _fail(f"the run directories come from different tasks ({', '.join(sorted(tasks))}); compare runs of one task.")
     cmp = compare(results, alpha=alpha)
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
+
+
+@app.command("gap")
+def gap_cmd(
+    task: str = typer.Argument(..., help="Task name or BEIR folder."),
+    retrievers: str = typer.Option("bm25,dense", "--retrievers", help="Comma-separated retriever specs pooled together."),
+    verifier: str = typer.Option("tournament", "--verifier", help="Reranker spec used as the verifier."),
+    depth: int = typer.Option(100, "--depth", help="Top-d of each retriever in the standard pool."),
+    pool_sizes: str = typer.Option("50,100,200,500", "--pool-sizes", help="Pool budgets for the scaling curve ('' for none)."),
+    measure: Optional[str] = typer.Option(None, "--measure", help="Default: the task's main measure."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries, to bound cost."),
+    seed: int = typer.Option(0, "--seed"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write gap.json and pool_scaling.png here."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
+    from .gap import run_gap
+
+    report = run_gap(task, [r for r in _split_specs(retrievers)], verifier=verifier, depth=depth,
+                     pool_sizes=[int(x) for x in pool_sizes.replace(",", " ").split()], measure=measure,
+                     max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model, output=output)
+    typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
+
+
+def _split_specs(text: str) -> list[str]:
+    """Split 'bm25,dense:model=x,batch_size=8' at commas that start a new retriever (a registered name)."""
+    from .retrieval import RETRIEVERS, _ensure_builtin
+
+    _ensure_builtin()
+    names = set(RETRIEVERS.names())
+    parts: list[str] = []
+    for piece in text.split(","):
+        head = piece.split(":", 1)[0].strip()
+        if parts and "=" in piece and head not in names:
+            parts[-1] += "," + piece
+        elif piece.strip():
+            parts.append(piece.strip())
+    if not parts:
+        _fail("--retrievers is empty; for example --retrievers bm25,dense.")
+    return parts
 
 
 @cache_app.command("info")

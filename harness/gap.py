@@ -274,3 +274,64 @@ def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
     if report.pool_scaling:
         paths["png"] = plot_pool_scaling(report, out / "pool_scaling.png")
     return paths
+
+
+def run_gap(
+    task: str,
+    retrievers: Sequence[str],
+    *,
+    verifier: str | Any = "tournament",
+    depth: int = 100,
+    pool_sizes: Sequence[int] = (50, 100, 200, 500),
+    measure: str | None = None,
+    max_queries: int | None = None,
+    seed: int = 0,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+    output: str | Path | None = None,
+    qrels_variants: Mapping[str, Qrels] | None = None,
+) -> GapReport:
+    """Run the retrievers on ``task`` and measure the retrieval-verification gap with the verifier."""
+    from .options import parse_spec
+    from .retrieval import get_reranker, get_retriever, search_with
+    from .task import get_task
+
+    task_obj = get_task(task)
+    data = task_obj.load()
+    measure = measure or task_obj.main_measure
+    qids = data.qrels.positive_queries()
+    if max_queries is not None:
+        if max_queries < 1:
+            raise ConfigError(f"--max-queries must be at least 1, got {max_queries}.")
+        rng = random.Random(seed)
+        qids = sorted(rng.sample(qids, min(max_queries, len(qids))), key=qids.index)
+    queries = Queries(data.queries[q] for q in qids)
+    if task_obj.instruction:
+        queries = queries.with_instruction(task_obj.instruction)
+    k = max([depth, *pool_sizes]) if pool_sizes else depth
+    runs = []
+    for spec in retrievers:
+        retr = get_retriever(spec)
+        retr.index(data.corpus)
+        runs.append(search_with(retr, queries, k, data.excluded or None))
+    rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
+    extra = dict(qrels_variants or {})
+    base, options = parse_spec(task) if isinstance(task, str) else (task_obj.name, {})
+    if not extra and base.startswith("obliq/") and options.get("qrels", "gold") == "gold":
+        # OBLIQ reports gold (G) and pooled (P) judgements side by side
+        from gapbench.tasks.obliq import load_both
+
+        _, pool_qrels = load_both(base.split("/", 1)[1], data_dir=options.get("data_dir"))
+        if pool_qrels is not None:
+            extra["P"] = pool_qrels
+    report = measure_gap(
+        task_obj.name, data, runs, rr.rerank_pools, measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
+        query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0),
+    )
+    report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)()}
+    client = getattr(rr, "_client", None)
+    if client is not None and hasattr(client, "manifest"):
+        report.meta["llm"] = client.manifest()
+    if output:
+        save_report(report, output)
+    return report

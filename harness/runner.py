@@ -38,6 +38,9 @@ def run(
     k: int = 1000,
     output: str | Path | None = None,
     seed: int = 0,
+    reranker: str | Any | None = None,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
 ) -> RunResult:
     """Run a retriever on a task and evaluate it.
 
@@ -60,6 +63,19 @@ def run(
     result_run = search_with(retr, queries, k, data.excluded or None)
     timings["search_s"] = round(time.perf_counter() - t0, 4)
     result_run.check_against(data.corpus)
+    rerank_info = None
+    if reranker is not None:
+        from .retrieval import get_reranker
+
+        rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
+        t0 = time.perf_counter()
+        result_run = rr.rerank(queries, result_run, data.corpus)
+        timings["rerank_s"] = round(time.perf_counter() - t0, 4)
+        rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr)}
+        client = getattr(rr, "_client", None)
+        if client is not None and hasattr(client, "manifest"):
+            rerank_info["llm"] = client.manifest()
+        name = result_run.name
     results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
     manifest = {
         "task": task_obj.info(),
@@ -75,6 +91,7 @@ def run(
             "queries": queries.fingerprint,
             "qrels": data.qrels.fingerprint,
         },
+        "reranker": rerank_info,
         "k": k,
         "measures": list(results.measures),
         "seed": seed,

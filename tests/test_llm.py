@@ -20,8 +20,8 @@ from gapbench.llm import (
 )
 from llm_server import LLMServer, llm_server_fixture, parse_listwise
 
-pytest.importorskip("openai")
-pytest.importorskip("tenacity")
+
+
 
 QUERIES = {f"q{i}": f"question number {i} about topic {i % 4}" for i in range(12)}
 CORPUS = {f"d{j}": f"passage {j} discusses topic {j % 4} with detail {j * 7 % 11}" for j in range(40)}

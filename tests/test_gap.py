@@ -1,0 +1,150 @@
+"""The LLM tournament as a verifier, and the retrieval-verification gap, against the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gapbench.adapters.tournament import Tournament, tournament_calls
+from gapbench.cli import main
+from gapbench.gap import infuse_gold, measure_gap, pool_recall, restrict, union_pool
+from gapbench.llm import LLMClient, LLMConfig
+from gapbench.retrieval import get_retriever, search_with
+from gapbench.task import get_task
+from gapbench.types import Qrels, Queries, Run
+
+from llm_server import LLMServer
+
+TASK = "impliret/multispeaker/wknow"
+
+
+@pytest.fixture(scope="module")
+def wknow():
+    data = get_task(TASK).load()
+    qids = data.qrels.positive_queries()[:24]
+    bm25 = get_retriever("bm25")
+    bm25.index(data.corpus)
+    run = search_with(bm25, Queries(data.queries[q] for q in qids), 200, None)
+    return data, qids, run
+
+
+def judge_server(data, **kw):
+    return LLMServer(
+        qrels={q: dict(data.qrels[q]) for q in data.qrels},
+        queries={q: data.queries[q].text for q in data.queries},
+        corpus={d: data.corpus[d].text for d in data.corpus},
+        **kw,
+    )
+
+
+def client_for(srv, tmp_path, name="cache.sqlite", **kw):
+    return LLMClient(LLMConfig(base_url=srv.base_url, model="judge", retry_wait=0.01, retry_wait_max=0.05, **kw),
+                     cache=tmp_path / name, api_key="sk-test")
+
+
+def test_pool_helpers():
+    a = Run({"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}, "a")
+    b = Run({"q": {"d3": 3.0, "d4": 2.0}}, "b")
+    assert union_pool([a, b], "q", 2) == ["d1", "d3", "d2", "d4"]
+    assert set(infuse_gold(["d1", "d2"], ["d9", "d2"], "q", 0)) == {"d1", "d2", "d9"}
+    assert infuse_gold(["d1", "d2"], ["d9"], "q", 0) == infuse_gold(["d1", "d2"], ["d9"], "q", 0)
+    assert pool_recall({"q": ["d1", "d5"]}, Qrels({"q": {"d5": 1, "d6": 2, "d7": 0}}), ["q"]) == 0.5
+    assert [d for d, _ in restrict(b, {"q": ["d1", "d4", "d3"]})["q"]] == ["d3", "d4", "d1"]
+
+
+def test_noise_free_verifier_bounds_and_call_counts(wknow, tmp_path):
+    data, qids, run = wknow
+    with judge_server(data) as srv:
+        client = client_for(srv, tmp_path)
+        verifier = Tournament(client=client, concurrency=4)
+        report = measure_gap(TASK, data, [run], verifier.rerank_pools, depth=50, query_ids=qids,
+                             calls=lambda: verifier.llm_calls)
+    # gold-infused pools with a perfect judge: the one gold document tops every ranking
+    assert report.verifier_gold_infused == 1.0
+    # standard pools: the perfect judge finds the gold exactly when the pool holds it
+    assert report.verifier_standard == pytest.approx(report.pool_recall)
+    assert report.best_retriever[0] == "bm25" and report.gap == pytest.approx(1.0 - report.best_retriever[1])
+    # every call is accounted for: the analytic count per query, for the standard and the infused pool
+    pools = {q: union_pool([run], q, 50) for q in qids}
+    expected = sum(tournament_calls(len(pools[q])) + tournament_calls(len(pools[q]) + (0 if q in pools[q] else 1))
+                   for q in qids)
+    usage = client.usage.to_dict()
+    for q in qids:
+        infused = len(pools[q]) + (0 if q in pools[q] else 1)
+        assert usage["per_query"][q]["requests"] == tournament_calls(len(pools[q])) + tournament_calls(infused)
+    assert usage["requests"] == expected == verifier.llm_requests
+    # a standard pool that already holds the gold is the infused pool: its rankings come from the cache
+    assert report.llm_calls == srv.counts["chat"] == usage["calls"] == expected - usage["cache_hits"]
+    assert usage["cache_hits"] == sum(tournament_calls(len(pools[q])) for q in qids if q in pools[q])
+
+
+def test_noise_lowers_the_verifier(wknow, tmp_path):
+    data, qids, run = wknow
+    with judge_server(data, noise=0.5, seed=3) as srv:
+        verifier = Tournament(client=client_for(srv, tmp_path), concurrency=4)
+        report = measure_gap(TASK, data, [run], verifier.rerank_pools, depth=50, query_ids=qids)
+    assert 0.3 < report.verifier_gold_infused < 1.0
+    assert report.verifier_standard <= report.verifier_gold_infused
+
+
+def rankings(data, qids, run, srv, client):
+    verifier = Tournament(client=client, concurrency=4)
+    pools = {q: union_pool([run], q, 60) for q in qids}
+    return verifier.rerank_pools(Queries(data.queries[q] for q in qids), pools, data.corpus)
+
+
+def test_http_faults_do_not_change_rankings_and_reruns_are_free(wknow, tmp_path):
+    data, qids, run = wknow
+    with judge_server(data, noise=0.2, seed=1) as srv:
+        clean = rankings(data, qids, run, srv, client_for(srv, tmp_path, "clean.sqlite"))
+    faults = {"429": 0.1, "500": 0.05, "slow": 0.05}  # 20% of attempts fail; retries with backoff recover them
+    with judge_server(data, noise=0.2, seed=1, fault_seed=7, faults=faults, slow_delay=0.3) as srv:
+        client = client_for(srv, tmp_path, "faulty.sqlite", timeout=0.2)
+        faulty = rankings(data, qids, run, srv, client)
+        assert srv.counts["429"] > 0 and srv.counts["500"] > 0 and srv.counts["slow"] > 0
+        assert client.usage.total()["retries"] >= srv.counts["429"] + srv.counts["500"]
+        assert faulty.to_dict() == clean.to_dict()
+        before = srv.counts["chat"]
+        again = rankings(data, qids, run, srv, client_for(srv, tmp_path, "faulty.sqlite", timeout=0.2))
+        assert srv.counts["chat"] == before  # every answer came from the cache: a re-run makes zero calls
+        assert again.to_dict() == clean.to_dict()
+
+
+def test_truncated_and_malformed_answers_are_asked_again(wknow, tmp_path):
+    data, qids, run = wknow
+    with judge_server(data) as srv:
+        clean = rankings(data, qids, run, srv, client_for(srv, tmp_path, "clean.sqlite"))
+    faults = {"truncated": 0.1, "malformed": 0.1}
+    with judge_server(data, fault_seed=5, faults=faults) as srv:
+        verifier = Tournament(client=client_for(srv, tmp_path, "faulty.sqlite"), concurrency=4)
+        pools = {q: union_pool([run], q, 60) for q in qids}
+        faulty = verifier.rerank_pools(Queries(data.queries[q] for q in qids), pools, data.corpus)
+        assert srv.counts["truncated"] > 0 and srv.counts["malformed"] > 0
+        # every bad answer is followed by a re-ask, except a last attempt that is repaired instead
+        assert verifier.ranker.reasked + verifier.ranker.repaired == srv.counts["truncated"] + srv.counts["malformed"]
+    # a re-ask differs from the first request (a system line says what was wrong), so it meets a fresh draw; with a
+    # noise-free judge its answer is the ideal order, and the final rankings equal the fault-free ones
+    assert verifier.ranker.repaired == 0
+    assert faulty.to_dict() == clean.to_dict()
+    for q in qids:  # nothing lost: every pool document ranked exactly once
+        assert sorted(d for d, _ in faulty[q]) == sorted(pools[q])
+
+
+def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
+    data = get_task(TASK).load()
+    with judge_server(data) as srv:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+        out_dir = tmp_path / "gap"
+        code = main(["gap", TASK, "--retrievers", "bm25,dense", "--llm-base-url", srv.base_url, "--llm-model", "judge",
+                     "--max-queries", "12", "--depth", "20", "--pool-sizes", "20,50", "--json", "-o", str(out_dir)])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"task", "measure", "best_retriever", "verifier_standard", "verifier_gold_infused", "gap",
+                        "pool_recall", "llm_calls", "pool_scaling"}
+    assert out["task"] == TASK and out["measure"] == "nDCG@10" and out["verifier_gold_infused"]["value"] == 1.0
+    assert out["best_retriever"]["name"] in ("bm25", "dense") and out["llm_calls"] > 0
+    assert [row["pool_size"] for row in out["pool_scaling"]] == [20, 50]
+    assert all(row["verifier_gold_infused"] == 1.0 for row in out["pool_scaling"])
+    assert (out_dir / "gap.json").exists() and (out_dir / "pool_scaling.png").stat().st_size > 5000
+    assert "sk-test-secret" not in (out_dir / "gap.json").read_text()
