@@ -27,7 +27,6 @@ import ast
 import csv
 import functools
 import os
-import sys
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -139,7 +138,7 @@ def _hub_folder(task: str, revision: str, files: tuple[str, ...]) -> Path:
     except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
         raise DatasetUnavailableError(
             f"cannot download the Hugging Face dataset {repo} (revision {revision[:12]}): {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:160] if str(exc) else ''}. With hub access it downloads by itself; without, "
+            f"{(str(exc).splitlines() or [''])[0][:300].rstrip('.')}. With hub access it downloads by itself; without, "
             f"download it elsewhere (huggingface-cli download {repo} --repo-type dataset --revision {revision} "
             f"--local-dir DIR/{task}) and pass the task option data_dir=DIR or set {ENV_VAR}=DIR."
         ) from None
@@ -236,7 +235,6 @@ def mcr_file(task: str):
 
 def iter_mcr_csv(path: Path | str) -> Iterator[MCRRow]:
     """Rows of an MCR csv (plain or gzipped), validated. Candidate lists are Python literals: parsed, never evaluated."""
-    csv.field_size_limit(sys.maxsize)
     with open_text(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
