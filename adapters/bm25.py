@@ -19,7 +19,7 @@ import numpy as np
 
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.progress import progress
-from gapbench.topk import exclusion_indices, select_topk, tie_keys
+from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 
@@ -119,10 +119,7 @@ class BM25:
     def _rank(self, get_scores, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
         doc_ids = self._doc_ids
-        scores = get_scores(toks) if toks else np.zeros(len(doc_ids), dtype=np.float32)
-        if ex is not None:
-            scores = scores.copy()
-            scores[ex] = -np.inf
+        scores = apply_mask(get_scores(toks) if toks else np.zeros(len(doc_ids), dtype=np.float32), ex)
         if not self.keep_zero:
             scores = np.where(scores > 0, scores, -np.inf)
         top = select_topk(scores, k, self._keys)

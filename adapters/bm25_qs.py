@@ -37,7 +37,7 @@ import numpy as np
 from gapbench.adapters.bm25 import _bm25s, _query_text
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.progress import progress
-from gapbench.topk import exclusion_indices, select_topk, tie_keys
+from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 VARIANTS = ("bright", "anserini")
@@ -185,10 +185,8 @@ class BM25QS:
                 advance(1)
         return Run(out, self.name, _sorted=True)
 
-    def _rank(self, scores: np.ndarray, ex: np.ndarray | None, k: int) -> list[tuple[str, float]]:
-        scores = scores.astype(np.float64)  # a fresh array: masking never touches shared state
-        if ex is not None:
-            scores[ex] = -np.inf
+    def _rank(self, scores: np.ndarray, ex, k: int) -> list[tuple[str, float]]:
+        scores = apply_mask(scores.astype(np.float64), ex)  # a fresh array: masking never touches shared state
         if not self.keep_zero:
             scores[scores <= 0] = -np.inf
         top = select_topk(scores, k, self._keys)

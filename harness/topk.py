@@ -38,13 +38,31 @@ def select_topk(scores: np.ndarray, k: int, keys: np.ndarray) -> np.ndarray:
     return cand[order]
 
 
+class Allowed:
+    """The only documents a query may rank (everything else is masked); for candidate-restricted tasks."""
+
+    __slots__ = ("idx",)
+
+    def __init__(self, idx: np.ndarray) -> None:
+        self.idx = idx
+
+
 def exclusion_indices(
     query_ids: Sequence[str], exclude: Mapping[str, frozenset[str]] | None, doc_index: Mapping[str, int]
-) -> list[np.ndarray | None]:
+) -> list[np.ndarray | Allowed | None]:
+    """Per query: None, the indices to mask, or :class:`Allowed` when ``exclude`` says what is allowed instead.
+
+    An ``exclude`` mapping with an ``allowed(query_id)`` method (multiple-choice tasks, where each query may rank only
+    its own candidates) is read through that method, so the complement is never materialised.
+    """
     if not exclude:
         return [None] * len(query_ids)
-    out: list[np.ndarray | None] = []
+    allowed = getattr(exclude, "allowed", None)
+    out: list[np.ndarray | Allowed | None] = []
     for qid in query_ids:
+        if callable(allowed):
+            out.append(Allowed(np.fromiter((doc_index[d] for d in allowed(qid) if d in doc_index), dtype=np.int64)))
+            continue
         ids = exclude.get(qid)
         if ids:
             out.append(np.fromiter((doc_index[d] for d in ids if d in doc_index), dtype=np.int64))
@@ -53,12 +71,32 @@ def exclusion_indices(
     return out
 
 
+def apply_mask(scores: np.ndarray, mask: np.ndarray | Allowed | None, offset: int = 0) -> np.ndarray:
+    """Scores with masked documents at -inf (a copy when anything is masked). ``offset``: the chunk's first index."""
+    if mask is None:
+        return scores
+    n = scores.shape[0]
+    if isinstance(mask, Allowed):
+        local = mask.idx[(mask.idx >= offset) & (mask.idx < offset + n)] - offset
+        out = np.full_like(scores, -np.inf)
+        out[local] = scores[local]
+        return out
+    if not mask.size:
+        return scores
+    local = mask[(mask >= offset) & (mask < offset + n)] - offset
+    if not local.size:
+        return scores
+    out = scores.copy()
+    out[local] = -np.inf
+    return out
+
+
 def dense_topk(
     query_emb: np.ndarray,
     doc_emb: np.ndarray,
     k: int,
     keys: np.ndarray,
-    excluded: Sequence[np.ndarray | None] | None = None,
+    excluded: Sequence[np.ndarray | Allowed | None] | None = None,
     *,
     query_chunk: int = 256,
     doc_chunk: int = 65_536,
@@ -75,13 +113,7 @@ def dense_topk(
             d1 = min(nd, d0 + doc_chunk)
             block = query_emb[q0:q1] @ doc_emb[d0:d1].T
             for r in range(q1 - q0):
-                row = block[r]
-                ex = excluded[q0 + r] if excluded else None
-                if ex is not None and ex.size:
-                    local = ex[(ex >= d0) & (ex < d1)] - d0
-                    if local.size:
-                        row = row.copy()
-                        row[local] = -np.inf
+                row = apply_mask(block[r], excluded[q0 + r] if excluded else None, d0)
                 sel = select_topk(row, k, keys[d0:d1]) + d0
                 if d0 == 0:
                     best_idx[r], best_sc[r] = sel, row[sel - d0]

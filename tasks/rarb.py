@@ -321,6 +321,8 @@ class OtherRowsExcluded(Mapping):
         """The doc ids a query may rank: its row's candidates, in candidate order."""
         return self._own[qid]
 
+    allowed = own  # read by gapbench.topk.exclusion_indices: mask everything but these, without the complement
+
 
 def mcr_task_data(rows: list[MCRRow], instruction: bool = False, source: str | None = None) -> TaskData:
     docs, queries, qrels, own = [], [], {}, {}

@@ -70,7 +70,9 @@ def test_task_contract(name):
         assert qid in data.queries, (name, qid)
         for doc_id, grade in judged.items():
             assert doc_id in data.corpus and isinstance(grade, int), (name, qid, doc_id)
-    for qid, excluded in data.excluded.items():
+    # multiple-choice tasks exclude every other row's candidates, computed on access: check a sample of queries
+    for qid in list(data.excluded)[:50]:
+        excluded = data.excluded[qid]
         assert qid in data.queries and isinstance(excluded, frozenset)
         assert all(isinstance(d, str) for d in excluded)
         # an excluded document is never a positive judgement of that query
