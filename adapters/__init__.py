@@ -7,6 +7,10 @@ for _name, _target in {
     "bm25-lucene": "gapbench.adapters.bm25:BM25Lucene",
     "dense": "gapbench.adapters.dense:Dense",
     "bm25-qs": "gapbench.adapters.bm25_qs:BM25QS",
+    "colbert": "gapbench.adapters.colbert:ColBERT",
+    "rrf": "gapbench.adapters.fusion:RRF",
+    "fuse-minmax": "gapbench.adapters.fusion:MinMaxFusion",
+    "fuse-dbsf": "gapbench.adapters.fusion:DBSFusion",
 }.items():
     if _name not in RETRIEVERS._entries:
         RETRIEVERS.register(_name, _target)

@@ -41,7 +41,7 @@ import numpy as np
 from gapbench.cache import cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.progress import progress
-from gapbench.topk import exclusion_indices, select_topk, tie_keys
+from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 from .dense import _dir_digest, _quiet_transformers, offline_minilm_path
@@ -488,9 +488,7 @@ class ColBERT:
                 for q0 in range(0, len(qids), step):
                     scores = maxsim_matrix(q_list[q0 : q0 + step], self._docs)
                     for j, row in enumerate(scores):
-                        ex = excluded[q0 + j]
-                        if ex is not None and ex.size:
-                            row[ex] = -np.inf
+                        row = apply_mask(row, excluded[q0 + j])
                         top = select_topk(row, k, self._keys)
                         out[qids[q0 + j]] = [(ids[i], float(row[i])) for i in top]
                     advance(len(scores))
@@ -512,13 +510,16 @@ class ColBERT:
             return cands
         # PLAID ranks documents itself: ask for enough that k remain after exclusions
         for q, ex in zip(q_list, excluded):
-            n = min(len(self._doc_ids), max(k, self.candidates) + (0 if ex is None else ex.size))
+            extra = 0 if ex is None else len(self._doc_ids) if isinstance(ex, Allowed) else ex.size
+            n = min(len(self._doc_ids), max(k, self.candidates) + extra)
             res = index([q], k=n)[0]
             cands.append(np.fromiter((self._doc_index[str(r["id"])] for r in res), dtype=np.int64))
         return cands
 
-    def _rerank(self, q: np.ndarray, cand: np.ndarray, ex: np.ndarray | None, k: int) -> list[tuple[str, float]]:
-        if ex is not None and ex.size:
+    def _rerank(self, q: np.ndarray, cand: np.ndarray, ex, k: int) -> list[tuple[str, float]]:
+        if isinstance(ex, Allowed):
+            cand = cand[np.isin(cand, ex.idx)]
+        elif ex is not None and ex.size:
             cand = cand[~np.isin(cand, ex)]
         if cand.size == 0:
             return []
