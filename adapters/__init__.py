@@ -8,6 +8,7 @@ for _name, _target in {
     "dense": "gapbench.adapters.dense:Dense",
     "bm25-qs": "gapbench.adapters.bm25_qs:BM25QS",
     "colbert": "gapbench.adapters.colbert:ColBERT",
+    "openai-embed": "gapbench.adapters.openai_embed:OpenAIEmbed",
     "rrf": "gapbench.adapters.fusion:RRF",
     "fuse-minmax": "gapbench.adapters.fusion:MinMaxFusion",
     "fuse-dbsf": "gapbench.adapters.fusion:DBSFusion",

@@ -1,0 +1,123 @@
+"""Dense retrieval through any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, llama.cpp, Ollama, TEI).
+
+``openai-embed:model=text-embedding-3-small,base_url=http://host/v1,dimensions=256``. The key is read from the
+environment variable named by ``api_key_env`` (``OPENAI_API_KEY`` by default) when the first call is made; it never
+enters the config, the fingerprint, logs, manifests or reports. Batching, retries and counters come from the LLM layer;
+embeddings are cached in resumable chunks exactly like local dense embeddings, so a re-run makes no calls. Vectors are
+L2-normalised (cosine similarity); an empty text gets a zero vector without a call (the API rejects empty input).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Mapping
+
+import numpy as np
+
+from gapbench.cache import EmbeddingCache
+from gapbench.errors import ConfigError, GapbenchError
+from gapbench.progress import progress
+from gapbench.topk import dense_topk, exclusion_indices, tie_keys
+from gapbench.types import Corpus, Queries, Run
+
+
+class OpenAIEmbed:
+    name = "openai-embed"
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        batch_size: int = 128,
+        concurrency: int = 4,
+        query_prompt: str = "",
+        doc_prompt: str = "",
+        use_title: bool = True,
+        chunk_size: int = 2048,
+        max_retries: int = 6,
+        timeout: float = 120.0,
+    ) -> None:
+        if batch_size < 1 or chunk_size < 1 or concurrency < 1:
+            raise ConfigError("openai-embed: batch_size, chunk_size and concurrency must be positive.")
+        if dimensions is not None and dimensions < 1:
+            raise ConfigError(f"openai-embed: dimensions must be positive, got {dimensions}.")
+        self.model, self.base_url, self.dimensions = model, base_url, dimensions
+        self.api_key_env = api_key_env
+        self.batch_size, self.concurrency, self.chunk_size = batch_size, concurrency, chunk_size
+        self.query_prompt, self.doc_prompt, self.use_title = query_prompt, doc_prompt, use_title
+        self.max_retries, self.timeout = max_retries, timeout
+        self._client = None
+        self._doc_emb = None
+
+    def config(self) -> dict:
+        from gapbench.llm import redact_url
+
+        return {"model": self.model, "base_url": redact_url(self.base_url) if self.base_url else None,
+                "dimensions": self.dimensions, "query_prompt": self.query_prompt, "doc_prompt": self.doc_prompt,
+                "use_title": self.use_title}
+
+    @property
+    def fingerprint(self) -> str:
+        # the endpoint is part of the identity (two servers may serve different weights under one model name)
+        return hashlib.sha256(json.dumps({"adapter": "openai-embed", **self.config()}, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def client(self):
+        if self._client is None:
+            from gapbench.llm import LLMClient, LLMConfig
+
+            self._client = LLMClient(
+                LLMConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env,
+                          concurrency=self.concurrency, max_retries=self.max_retries, timeout=self.timeout),
+                cache=False,  # embeddings are cached by EmbeddingCache, keyed by texts
+            )
+        return self._client
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        nonempty = [i for i, t in enumerate(texts) if t.strip()]
+        vecs = self.client.embed_many([texts[i] for i in nonempty], dimensions=self.dimensions,
+                                      batch_size=self.batch_size) if nonempty else np.zeros((0, 0), np.float32)
+        dim = vecs.shape[1] if vecs.size else (self.dimensions or 1)
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        if nonempty:
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            out[nonempty] = vecs / np.where(norms > 0, norms, 1.0)
+        return out
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        cache = EmbeddingCache(self.fingerprint, texts, chunk_size=self.chunk_size, kind="embeddings")
+        with progress(len(texts), f"{self.name}: embedding") as advance:
+            emb = cache.get(self._encode, progress=advance)
+        if not np.isfinite(emb).all():
+            raise GapbenchError(f"openai-embed: the endpoint returned NaN or infinite values for model {self.model!r}.")
+        return emb
+
+    def index(self, corpus: Corpus) -> None:
+        docs = list(corpus.values())
+        self._doc_ids = [d.doc_id for d in docs]
+        self._keys = tie_keys(self._doc_ids)
+        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._doc_emb = self.embed([self.doc_prompt + (d.full_text if self.use_title else d.text) for d in docs])
+
+    def query_texts(self, queries: Queries) -> list[str]:
+        return [self.query_prompt + (f"{q.instruction} {q.text}" if q.instruction else q.text) for q in queries.values()]
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        if self._doc_emb is None:
+            raise GapbenchError("openai-embed: search() was called before index(corpus).")
+        qids = list(queries)
+        q_emb = self.embed(self.query_texts(queries))
+        if q_emb.shape[1] != self._doc_emb.shape[1]:
+            raise GapbenchError(
+                f"openai-embed: query vectors have {q_emb.shape[1]} dimensions and document vectors "
+                f"{self._doc_emb.shape[1]}; the endpoint changed models between calls."
+            )
+        hits = dense_topk(q_emb, self._doc_emb, k, self._keys, exclusion_indices(qids, exclude, self._doc_index))
+        ids = self._doc_ids
+        return Run({q: [(ids[i], float(s)) for i, s in zip(idx, sc)] for q, (idx, sc) in zip(qids, hits)}, self.name,
+                   _sorted=True)
