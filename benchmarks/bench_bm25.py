@@ -8,7 +8,9 @@ Raw side (bm25s, default tokenizer arguments except ``show_progress=False``; gap
 gapbench side (what a user writes, including building the Corpus and Queries objects):
     Corpus(Document(...) ...); Queries(...); BM25().index(corpus); .search(queries, 100)
 
-Both sides are timed end to end; each is repeated (interleaved) and the best time counts.
+Both sides are timed end to end, in wall time and in this process's CPU time (both sides are single-threaded, so CPU
+time is the steadier figure when other work shares the machine; PASS/MISS is judged on it, wall time is printed too).
+Each side is repeated (interleaved, alternating which goes first) and the best time counts.
 Target: gapbench / raw <= 1.15.
 
     python benchmarks/bench_bm25.py                     # 100k docs, 1000 queries
@@ -94,10 +96,12 @@ def gapbench_bm25(doc_ids: list[str], docs: list[str], qids: list[str], queries:
 
 
 def timed(fn, *args):
+    """(wall seconds, CPU seconds of this process, result). Both sides are single-threaded, so CPU time is the
+    steadier measure on a machine shared with other work; wall time is what a user waits."""
     gc.collect()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     out = fn(*args)
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab", type=int, default=30_000)
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each side (interleaved); best counts")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--zipf", type=float, default=1.07,
+                    help="vocabulary skew: word r has weight 1/(r+2.7)^zipf; lower it (e.g. 0.5) for sparse matches")
     args = ap.parse_args(argv)
     print(f"start: {load_note()}")
 
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     vocab = np.array(make_vocab(args.vocab, rng, banned))
     ranks = np.arange(1, args.vocab + 1, dtype=np.float64)
-    probs = 1.0 / (ranks + 2.7) ** 1.07  # Zipf-Mandelbrot-like
+    probs = 1.0 / (ranks + 2.7) ** args.zipf  # Zipf-Mandelbrot-like
     probs /= probs.sum()
     docs = make_texts(args.docs, 50, 150, vocab, probs, rng)
     queries = make_texts(args.queries, 3, 8, vocab, probs, rng)
@@ -128,23 +134,25 @@ def main(argv: list[str] | None = None) -> int:
     gen_s = time.perf_counter() - t0
 
     print(f"bench_bm25: {args.docs} docs (50-150 tokens), {args.queries} queries (3-8 tokens), vocab {args.vocab}, "
-          f"k={K}, seed {args.seed} (data generated in {gen_s:.1f}s)")
+          f"zipf {args.zipf}, k={K}, seed {args.seed} (data generated in {gen_s:.1f}s)")
     print(f"python {platform.python_version()}, bm25s {bm25s.__version__}, gapbench {gapbench.__version__}, "
           f"numpy {np.__version__}, cpus {os.cpu_count()}, GAPBENCH_HOME={os.environ['GAPBENCH_HOME']} (fresh)")
 
-    raw_times, gb_times = [], []
+    raw_times, gb_times, raw_cpu, gb_cpu = [], [], [], []
     raw_out = gb_out = None
     for rep in range(args.reps):
         # alternate which side goes first so warm-up and allocator state do not favour one side
         order = ("raw", "gb") if rep % 2 == 0 else ("gb", "raw")
         for side in order:
             if side == "raw":
-                t, raw_out = timed(raw_bm25s, docs, queries, K)
+                t, c, raw_out = timed(raw_bm25s, docs, queries, K)
                 raw_times.append(t)
+                raw_cpu.append(c)
             else:
-                t, gb_out = timed(gapbench_bm25, doc_ids, docs, qids, queries, K)
+                t, c, gb_out = timed(gapbench_bm25, doc_ids, docs, qids, queries, K)
                 gb_times.append(t)
-            print(f"  rep {rep + 1} {'raw bm25s' if side == 'raw' else 'gapbench ':9s}: {t:7.2f} s")
+                gb_cpu.append(c)
+            print(f"  rep {rep + 1} {'raw bm25s' if side == 'raw' else 'gapbench ':9s}: {t:7.2f} s wall, {c:7.2f} s cpu")
 
     # agreement of the top-10 lists; they may differ only where scores tie
     idx, scores = raw_out
@@ -165,13 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     agree = (same + tie_only) / n
 
     raw_best, gb_best = min(raw_times), min(gb_times)
-    ratio = gb_best / raw_best
+    wall_ratio = gb_best / raw_best
+    raw_cbest, gb_cbest = min(raw_cpu), min(gb_cpu)
+    ratio = gb_cbest / raw_cbest
     print(f"top-10 agreement: {same}/{n} identical, {tie_only} differ only among tied scores, {other} differ "
           f"otherwise -> {agree:.1%} agree {'(OK)' if other == 0 else '(CHECK)'}")
-    print(f"raw bm25s best: {raw_best:.2f} s   gapbench best: {gb_best:.2f} s   (best of {args.reps} each)")
-    print(f"RATIO gapbench/raw = {ratio:.3f}   target <= {TARGET}")
+    print(f"best of {args.reps} each: raw bm25s {raw_best:.2f} s wall / {raw_cbest:.2f} s cpu, "
+          f"gapbench {gb_best:.2f} s wall / {gb_cbest:.2f} s cpu")
+    print(f"RATIO gapbench/raw = {ratio:.3f} (cpu time; wall time {wall_ratio:.3f})   target <= {TARGET}")
     print(f"end: {load_note()}")
-    print(f"{'PASS' if ratio <= TARGET else 'MISS'}: bm25 end-to-end ratio {ratio:.3f} (target <= {TARGET})")
+    print(f"{'PASS' if ratio <= TARGET else 'MISS'}: bm25 end-to-end ratio {ratio:.3f} cpu time, {wall_ratio:.3f} wall "
+          f"(target <= {TARGET}, judged on cpu time)")
     return 0
 
 

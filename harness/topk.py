@@ -25,6 +25,21 @@ def select_topk(scores: np.ndarray, k: int, keys: np.ndarray) -> np.ndarray:
     if k <= 0 or n == 0:
         return np.empty(0, dtype=np.int64)
     if k < n:
+        floor = scores.min()
+        above = np.flatnonzero(scores > floor)
+        if above.size < n // 2:
+            # Most documents share the lowest score (BM25's zeros, masked -inf): argpartition degrades badly on
+            # such ties, so rank the few above the floor and fill the rest from the floor by tie key.
+            if above.size >= k:
+                return above[select_topk(scores[above], k, keys[above])]
+            head = above[np.lexsort((-keys[above], -scores[above]))]
+            if not np.isfinite(floor):
+                return head
+            rest = np.flatnonzero(scores == floor)
+            need = k - head.size
+            if need < rest.size:
+                rest = rest[np.argpartition(-keys[rest], need - 1)[:need]]
+            return np.concatenate([head, rest[np.argsort(-keys[rest], kind="stable")]])
         part = np.argpartition(scores, n - k)[n - k :]
         threshold = scores[part].min()
         cand = np.flatnonzero(scores >= threshold)  # every tie at the boundary stays in play
