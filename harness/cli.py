@@ -222,6 +222,17 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
     typer.echo(f"freed {freed / 1e6:.1f} MB")
 
 
+def _register_commands() -> None:
+    """Analysis commands live in their own modules; each adds its commands to the app (no heavy imports)."""
+    from . import cli_argus
+
+    for module in (cli_argus,):
+        module.register(app)
+
+
+_register_commands()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     try:
         rv = app(args=argv, standalone_mode=False)

@@ -1,0 +1,146 @@
+"""``gapbench argus ...``: the ARGUS entity retrievability audit and blind-spot probes.
+
+Commands live on the sub-app ``app``; :func:`register` adds it to the main CLI as ``gapbench argus``. To add a command
+from another module, decorate a function with ``@gapbench.cli_argus.app.command("name")`` in that module and list the
+module in :data:`COMMAND_MODULES` (``register`` imports it), reusing :func:`load_audit_data` for the shared data options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .errors import ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
+
+# modules whose import adds more commands to ``app`` (e.g. "gapbench.argus_compare"); imported by register()
+COMMAND_MODULES: list[str] = []
+
+ENTITIES_HELP = "Entities JSONL {qid, label, paragraph}; default: the shipped 620-paragraph slice."
+RELATIONS_HELP = "Relations JSONL {source, target} (or {qid, related: [...]}); needed with --entities."
+
+
+def register(main_app: typer.Typer) -> None:
+    """Add ``gapbench argus`` to ``main_app`` (idempotent)."""
+    for mod in COMMAND_MODULES:
+        importlib.import_module(mod)
+    if any(g.name == "argus" for g in main_app.registered_groups):
+        return
+    main_app.add_typer(app, name="argus")
+
+
+def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed"):
+    """The shipped slice, or a user's export given as entities + relations JSONL files."""
+    from .argus_audit import load_jsonl, load_shipped
+
+    if (entities is None) != (relations is None):
+        raise ConfigError("give both --entities and --relations (a full export), or neither (the shipped slice).")
+    if entities is None:
+        return load_shipped(relations=relation_mode)
+    return load_jsonl(entities, relations, relations=relation_mode)
+
+
+def _echo_audit(d: dict) -> None:
+    ne = d["n_effective"]
+    typer.echo(f"ARGUS audit {d['task']} | {d['retriever']} ({d['encoder']['pooling']} pooling) | k={d['k']} "
+               f"N={d['n_requested']} (effective {ne['min']}-{ne['max']})")
+    typer.echo(f"  targets {d['n_targets']}, pairs {d['n_pairs']}, mean RPS {d['mean_rps']:.4f}, "
+               f"chance {d['chance']:.4f}, RPS>0.5: {d['frac_rps_gt_0_5']:.3f}")
+    for w in d["warnings"]:
+        typer.echo(f"  warning: {w}", err=True)
+
+
+@app.command("audit")
+def audit_cmd(
+    retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random[:dim=,seed=]."),
+    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    relation_mode: str = typer.Option("directed", "--relation-mode", help="directed (audit sources) or undirected."),
+    k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
+    n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals); capped by what exists."),
+    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(..., "--out", "-o", help="Write argus_audit.json/.md, argus_lda.png here."),
+    no_plot: bool = typer.Option(False, "--no-plot", help="Skip the LDA plot."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
+) -> None:
+    """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
+    from .argus_audit import audit, write_audit
+
+    data = load_audit_data(entities, relations, relation_mode)
+    result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
+    write_audit(result, out, plot=not no_plot)
+    d = result.to_dict()
+    if as_json:
+        typer.echo(json.dumps({key: v for key, v in d.items() if key != "entities"}))
+    else:
+        _echo_audit(d)
+        typer.echo(f"  written to {out}")
+
+
+@app.command("probe")
+def probe_cmd(
+    retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random."),
+    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    k: int = typer.Option(50, "--k"),
+    n: int = typer.Option(800, "--n"),
+    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the neutral sampling, the split and the probes."),
+    families: str = typer.Option("ridge,xgboost,mlp", "--families", help="Probe families to try."),
+    datasets: str = typer.Option("directed,undirected", "--datasets",
+                                 help="Labelled sets: directed (audited targets only) and/or undirected (every "
+                                      "entity with an edge, edges read both ways)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Write argus_probe.json/.md and probe/ here."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
+    from .argus_audit import audit
+    from .argus_probe import train_probe, write_probe_report
+
+    fams = [f.strip() for f in families.split(",") if f.strip()]
+    modes = [m.strip() for m in datasets.split(",") if m.strip()]
+    bad = [m for m in modes if m not in ("directed", "undirected")]
+    if bad or not modes:
+        raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
+    reports, probes = [], []
+    for mode in modes:
+        data = load_audit_data(entities, relations, mode)
+        result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
+        targets, emb = result.target_embeddings()
+        rps = result.rps()
+        meta = {"retriever": result.retriever, "pooling": result.encoder["pooling"], "k": k, "n": n,
+                "dataset": mode, "encoder_fingerprint": result.encoder["fingerprint"],
+                "retriever_fingerprint": result.encoder["retriever_fingerprint"]}
+        probe, rep = train_probe(emb, [rps[q] for q in targets], result.encoder["fingerprint"], seed=seed,
+                                 families=fams, meta=meta)
+        rep["name"] = f"{mode} ({'audited targets' if mode == 'directed' else 'every entity with an edge'})"
+        rep["audit"] = {"mean_rps": float(sum(rps.values()) / len(rps)), "chance": result.chance(),
+                        "n_effective_min": min(min(v) for v in result.n_candidates.values())}
+        reports.append(rep)
+        probes.append(probe)
+        source, spec, fp, dim = data.source, result.retriever, result.encoder["fingerprint"], result.encoder["dim"]
+    # the probe saved for later use (augmentation) is the one trained on the most labelled entities
+    best = max(range(len(reports)), key=lambda i: reports[i]["n"])
+    probe_dir = probes[best].save(out / "probe")
+    report = {"kind": "argus_probe", "task": source, "version": 1, "retriever": spec, "fingerprint": fp, "dim": dim,
+              "seed": seed, "k": k, "n_requested": n, "saved_probe": {"path": str(probe_dir),
+                                                                      "dataset": reports[best]["name"]},
+              **{key: reports[best][key] for key in ("split", "selection", "selected", "families", "baselines", "test")},
+              "datasets": reports}
+    write_probe_report(report, out)
+    if as_json:
+        typer.echo(json.dumps({key: v for key, v in report.items() if key != "datasets"}))
+        return
+    for rep in reports:
+        t = rep["test"]
+        typer.echo(f"{rep['name']}: n={rep['n']} selected {rep['selected']['family']} | test RMSE {t['rmse']:.3f} "
+                   f"(train-mean baseline {rep['baselines']['train_mean']['rmse']:.3f}), Spearman "
+                   f"{'n/a' if t['spearman'] is None else format(t['spearman'], '.3f')}, band acc {t['band_accuracy']:.3f}")
+    typer.echo(f"probe saved to {probe_dir}; report in {out}")
