@@ -111,6 +111,8 @@ class GapReport:
 
     def to_dict(self) -> dict:
         return {
+            "kind": "gap",
+            "version": 1,
             "task": self.task,
             "measure": self.measure,
             "best_retriever": {"name": self.best_retriever[0], "value": self.best_retriever[1]},
