@@ -27,7 +27,17 @@ def main() -> None:
     ap.add_argument("--probe", default=None, help="a probe saved by `gapbench argus probe` (dense only)")
     ap.add_argument("--out", default="/tmp/argus_impliret")
     ap.add_argument("--retrievers", default="bm25,dense")
+    ap.add_argument("--merge", nargs="*", default=None,
+                    help="only rebuild the report from these earlier argus_impliret_wknow.json files")
     args = ap.parse_args()
+    target = ROOT / "benchmarks" / "results" / "argus_impliret_wknow.md"
+    if args.merge is not None:
+        runs = []
+        for f in args.merge:
+            runs += [(r["retriever"], r["probe"], r["task"], r["result"], r.get("seconds"))
+                     for r in json.loads(Path(f).read_text())]
+        report(runs, target)
+        return
 
     from llm_server import LLMServer
 
@@ -45,7 +55,18 @@ def main() -> None:
                                     measures=MEASURES, k=100, output=dest)
                 runs.append((spec, probe, task, res.to_dict(), time.perf_counter() - t0))
                 print(f"{spec} {task}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    report(runs, ROOT / "benchmarks" / "results" / "argus_impliret_wknow.md")
+    report(runs, target)
+
+
+def _probe_desc(probe: str) -> str:
+    try:
+        side = json.loads((Path(probe) / "probe.json").read_text())
+        m = side.get("meta", {})
+        return (f"{side['family']} probe of predicted RPS@{m.get('k')} trained with `gapbench argus probe -r dense` on "
+                f"the shipped ARGUS audit slice ({m.get('dataset')} set, {m.get('n_train')} training entities, MiniLM "
+                f"span pooling)")
+    except (OSError, ValueError, KeyError):
+        return f"probe {probe} (predicted RPS)"
 
 
 def report(runs, path: Path) -> None:
@@ -65,7 +86,7 @@ def report(runs, path: Path) -> None:
     for spec, probe, task, d, secs in runs:
         row = d["tasks"][task]
         dg = row["diagnosis"]
-        how = (f"probe {probe} (predicted RPS)" if probe else
+        how = (_probe_desc(probe) if probe else
                "label-prior fallback (FAC, GPE, LOC, ORG flagged; no probe)")
         lines += [f"## {task} | {spec} | diagnosis: {how}", ""]
         lines.append("| variant | " + " | ".join(MEASURES) + " | views/doc |")
@@ -86,12 +107,13 @@ def report(runs, path: Path) -> None:
                       f"Cost: NER {sec['ner']:.1f} s (0 when cached), mention embedding {sec['embed']:.1f} s, KB lookup "
                       f"{row['kb_seconds']:.2f} s; synthesis {u.get('requests', 0)} LLM requests, "
                       f"{u.get('prompt_tokens', 0)} prompt / {u.get('completion_tokens', 0)} completion tokens "
-                      f"(whitespace words, as the test server counts). Wall time {secs:.0f} s.", ""]
+                      f"(whitespace words, as the test server counts)."
+                      + (f" Wall time {secs:.0f} s." if secs else ""), ""]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     tmp.replace(path)
-    (path.with_suffix(".json")).write_text(json.dumps([{"retriever": s, "probe": p, "task": t, "result": d}
-                                                       for s, p, t, d, _ in runs], indent=1) + "\n")
+    (path.with_suffix(".json")).write_text(json.dumps([{"retriever": s, "probe": p, "task": t, "result": d,
+                                                        "seconds": x} for s, p, t, d, x in runs], indent=1) + "\n")
     print(f"wrote {path}")
 
 
