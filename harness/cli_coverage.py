@@ -1,0 +1,67 @@
+"""``gapbench coverage TASK --retrievers bm25,dense --out DIR``: semantic coverage of a task's query set.
+
+Register on the main app with ``register(app)``; the definitions are in :mod:`gapbench.coverage`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _ints(text: str, what: str) -> list[int]:
+    from .errors import ConfigError
+
+    try:
+        return [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise ConfigError(f"{what} {text!r} is not a list of integers; for example 5,10,15,20.") from None
+
+
+def coverage_cmd(
+    task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
+    retrievers: str = typer.Option("bm25,dense", "--retrievers", "-r", help="Comma-separated retriever specs."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write coverage.json, coverage.md and PNGs here."),
+    entities: str = typer.Option("spacy", "--entities", help="spacy (offline NER) or llm (JSON-lines extraction)."),
+    embedder: str = typer.Option("dense", "--embedder", help="Dense adapter spec used to embed entities."),
+    clusters: Optional[int] = typer.Option(None, "--clusters", help="Number of clusters (default: best silhouette)."),
+    k_range: str = typer.Option("5,10,15,20,25,30", "--k-range", help="Candidate k for the silhouette criterion."),
+    query_entities: bool = typer.Option(False, "--query-entities/--no-query-entities",
+                                        help="Also stratify queries by entities in their own text."),
+    min_queries: int = typer.Option(5, "--min-queries", help="Density threshold m: clusters with fewer queries."),
+    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples over queries."),
+    max_chars: int = typer.Option(1000, "--max-chars", help="Characters of each document given to NER (0: all)."),
+    measure: str = typer.Option("nDCG@10", "--measure", "-m"),
+    generate: int = typer.Option(0, "--generate", help="Generate up to N LLM queries per missing cluster."),
+    candidates: int = typer.Option(5, "--candidates", help="Documents the LLM judge sees per generated query."),
+    seed: int = typer.Option(0, "--seed"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model"),
+    as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
+) -> None:
+    """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
+    from .cli import _split_specs
+    from .coverage import run_coverage
+
+    report = run_coverage(
+        task, _split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
+        k_candidates=_ints(k_range, "--k-range"), seed=seed, n_resamples=resamples, min_queries=min_queries,
+        query_entities=query_entities, max_chars=max_chars or None, measure=measure, generate=generate,
+        n_candidates=candidates, llm_base_url=llm_base_url, llm_model=llm_model, output=out,
+    )
+    if as_json:
+        typer.echo(json.dumps(report.to_dict()))
+    else:
+        typer.echo(str(report))
+        if out is not None:
+            typer.echo(f"written: {out / 'coverage.json'}, {out / 'coverage.md'} and PNGs")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``coverage`` command to ``app`` (once)."""
+    if any(getattr(c, "name", None) == "coverage" for c in app.registered_commands):
+        return
+    app.command("coverage")(coverage_cmd)

