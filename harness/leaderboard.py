@@ -1,0 +1,387 @@
+"""Leaderboards rendered from scored submissions, and exports to MTEB's result format and to TREC runs.
+
+Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.submissions`); :func:`build_boards`
+writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
+requests) and ``leaderboard.json``.
+
+Ranking (the rule the README states):
+
+- Each system's score on a task is the mean of the task's main measure over its queries; the **Full Benchmark Avg.**
+  is the unweighted mean over the suite's tasks (systems missing a task get no average and no rank).
+- For every pair of ranked systems, a paired randomization test (sign flips of per-query differences, each query
+  weighted 1 / (tasks x queries of its task), so the statistic is exactly the difference of the averages) gives a
+  p-value; the p-values of all pairs are Holm-corrected together.
+- **rank = 1 + the number of systems significantly better** (Holm-adjusted p < alpha and a higher average). Systems
+  that no one separates share a rank; ranks need not be consecutive.
+- **95% CIs**: per task, the percentile bootstrap over queries stored in scores.json (gapbench.stats); for the average,
+  a bootstrap that resamples queries within each task (stratified), 1,000 resamples.
+- **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which a
+  system keeps the position it has by mean (1 + the number of systems with a higher average).
+
+``leaderboard.json`` (kind ``leaderboard``, version 1)::
+
+    {"kind": "leaderboard", "task": <suite>, "version": 1, "suite", "tasks": [...], "main_measures": {task: m},
+     "alpha", "n_resamples", "n_permutations", "seed",
+     "entries": [{"system", "description", "contact", "url", "models", "adapter", "gapbench_version", "date",
+                  "tasks": {task: {"mean", "ci95": [lo, hi]}}, "average": float|null, "average_ci95": [lo, hi]|null,
+                  "rank": int|null, "position": int|null, "rank_stability": float|null}],
+     "tests": [{"a", "b", "delta", "p", "p_holm", "significant"}]}
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .errors import GapbenchError
+from .submissions import SubmissionError, load_scores, run_file_name, sha256_file
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Board:
+    suite: str
+    tasks: tuple[str, ...]
+    main_measures: dict[str, str]
+    entries: tuple[dict, ...]
+    tests: tuple[dict, ...]
+    alpha: float = ALPHA
+    n_resamples: int = 1000
+    n_permutations: int = 10_000
+    seed: int = 0
+
+    def entry(self, system: str) -> dict:
+        for e in self.entries:
+            if e["system"] == system:
+                return e
+        raise GapbenchError(f"no system {system!r} on the {self.suite} board; systems: "
+                            f"{', '.join(e['system'] for e in self.entries)}.")
+
+    def to_dict(self) -> dict:
+        return {"kind": "leaderboard", "task": self.suite, "version": 1, "suite": self.suite, "tasks": list(self.tasks),
+                "main_measures": dict(self.main_measures), "alpha": self.alpha, "n_resamples": self.n_resamples,
+                "n_permutations": self.n_permutations, "seed": self.seed, "entries": [dict(e) for e in self.entries],
+                "tests": [dict(t) for t in self.tests]}
+
+    # ------------------------------------------------------------ rendering
+    def _measure_label(self) -> str:
+        ms = sorted(set(self.main_measures.values()))
+        return ms[0] if len(ms) == 1 else "main measure"
+
+    def to_markdown(self) -> str:
+        label = self._measure_label()
+        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
+        head = ["Rank", "System", *short, f"Full Benchmark Avg. [95% CI]", "Rank stability"]
+        lines = [
+            f"# {self.suite} leaderboard",
+            "",
+            f"{label} per task ({len(self.tasks)} tasks) and the Full Benchmark Avg. (unweighted mean over tasks), "
+            f"from {len(self.entries)} scored submissions under `submissions/`. Built by `gapbench leaderboard build`; "
+            "do not edit by hand.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|",
+        ]
+        for e in self.entries:
+            cells = [str(e["rank"]) if e["rank"] is not None else "-", f"**{e['system']}**"]
+            for t in self.tasks:
+                v = e["tasks"].get(t)
+                cells.append(f"{v['mean']:.4f} ({v['ci95'][0]:.3f}-{v['ci95'][1]:.3f})" if v else "-")
+            cells.append(f"**{e['average']:.4f}** [{e['average_ci95'][0]:.4f}, {e['average_ci95'][1]:.4f}]"
+                         if e["average"] is not None else "-")
+            cells.append(f"{e['rank_stability']:.1%}" if e["rank_stability"] is not None else "-")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "## How the ranks are made", "", *_RULES(self), ""]
+        if self.tests:
+            lines += ["## Paired tests (Full Benchmark Avg.)", "",
+                      "| A | B | avg(A) - avg(B) | p (randomization) | p (Holm) | separable |", "|---|---|---:|---:|---:|---|"]
+            for t in self.tests:
+                lines.append(f"| {t['a']} | {t['b']} | {t['delta']:+.4f} | {t['p']:.4f} | {t['p_holm']:.4f} | "
+                             f"{'yes' if t['significant'] else 'no'} |")
+            lines.append("")
+        lines += ["## Submissions", ""]
+        for e in self.entries:
+            models = ", ".join(f"{m['name']} @ {m['revision']}" for m in e["models"]) or "none (lexical)"
+            lines.append(f"- **{e['system']}**: {e['description']} Models: {models}. Adapter: `{e['adapter'].get('name')}`. "
+                         f"gapbench {e['gapbench_version']}, scored {e['date']}. Contact: {e['contact']}."
+                         + (f" {e['url']}" if e.get("url") else ""))
+        lines += ["", "Task names: " + ", ".join(f"`{t}`" for t in self.tasks) + ".", ""]
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        esc = html.escape
+        label = self._measure_label()
+        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
+        rows = []
+        for e in self.entries:
+            cells = [f"<td>{e['rank'] if e['rank'] is not None else '-'}</td>", f"<td class=s>{esc(e['system'])}</td>"]
+            for t in self.tasks:
+                v = e["tasks"].get(t)
+                cells.append(f"<td>{v['mean']:.4f}<br><small>{v['ci95'][0]:.3f}&ndash;{v['ci95'][1]:.3f}</small></td>"
+                             if v else "<td>-</td>")
+            if e["average"] is not None:
+                cells.append(f"<td><b>{e['average']:.4f}</b><br><small>{e['average_ci95'][0]:.4f}&ndash;"
+                             f"{e['average_ci95'][1]:.4f}</small></td>")
+            else:
+                cells.append("<td>-</td>")
+            cells.append(f"<td>{e['rank_stability']:.1%}</td>" if e["rank_stability"] is not None else "<td>-</td>")
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        tests = "".join(
+            f"<tr><td class=s>{esc(t['a'])}</td><td class=s>{esc(t['b'])}</td><td>{t['delta']:+.4f}</td>"
+            f"<td>{t['p']:.4f}</td><td>{t['p_holm']:.4f}</td><td>{'yes' if t['significant'] else 'no'}</td></tr>"
+            for t in self.tests
+        )
+        subs = "".join(
+            f"<li><b>{esc(e['system'])}</b>: {esc(e['description'])} Models: "
+            f"{esc(', '.join(m['name'] + ' @ ' + m['revision'] for m in e['models']) or 'none (lexical)')}. "
+            f"gapbench {esc(e['gapbench_version'])}, scored {esc(e['date'])}. Contact: {esc(e['contact'])}.</li>"
+            for e in self.entries
+        )
+        rules = "".join(f"<li>{esc(r[2:])}</li>" for r in _RULES(self))
+        head = "".join(f"<th>{esc(h)}</th>" for h in ["Rank", "System", *short, "Full Benchmark Avg. (95% CI)", "Rank stability"])
+        return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(self.suite)} leaderboard</title>
+<style>
+body{{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#222}}
+table{{border-collapse:collapse;margin:1rem 0}}th,td{{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:right}}
+th{{background:#f4f4f4}}td.s{{text-align:left;font-weight:600}}small{{color:#666}}
+</style></head><body>
+<h1>{esc(self.suite)} leaderboard</h1>
+<p>{esc(label)} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks).</p>
+<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>
+<h2>How the ranks are made</h2><ul>{rules}</ul>
+<h2>Paired tests (Full Benchmark Avg.)</h2>
+<table><thead><tr><th>A</th><th>B</th><th>avg(A) - avg(B)</th><th>p</th><th>p (Holm)</th><th>separable</th></tr></thead>
+<tbody>{tests}</tbody></table>
+<h2>Submissions</h2><ul>{subs}</ul>
+</body></html>
+"""
+
+
+def _RULES(board: Board) -> list[str]:
+    return [
+        f"- **Rank = 1 + the number of systems significantly better.** Two systems are separable when a paired "
+        f"randomization test ({board.n_permutations:,} sign flips of per-query differences, each query weighted by "
+        f"1 / (tasks x queries in its task), so the statistic is the difference of the Full Benchmark Avg.) has a "
+        f"Holm-adjusted p-value below {board.alpha}, the correction running over all pairs of ranked systems. "
+        "Systems that nobody separates share a rank, so ranks need not be consecutive.",
+        f"- **95% CIs**: per task, the percentile bootstrap over queries ({board.n_resamples:,} resamples, stored in "
+        "each scores.json); for the average, a bootstrap that resamples queries within each task.",
+        "- **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which "
+        "the system keeps its position by mean (1 + the number of systems with a higher average).",
+        "- A submission that misses a task of the suite gets no average and no rank.",
+    ]
+
+
+# ---------------------------------------------------------------- building
+
+def build_board(
+    submissions: Iterable[str | os.PathLike], suite: str | None = None, *, alpha: float = ALPHA,
+    n_resamples: int = 1000, n_permutations: int = 10_000, seed: int = 0,
+) -> Board:
+    """A :class:`Board` from scored submission directories (every scores.json is re-checked against its inputs)."""
+    from .stats import holm, randomization_test
+    from .suites import get_suite
+
+    scored = []
+    for d in sorted(Path(s) for s in submissions):
+        sc = load_scores(d)
+        sc["_meta"] = json.loads((d / "submission.json").read_text(encoding="utf-8"))
+        scored.append(sc)
+    if not scored:
+        raise SubmissionError("no scored submissions; add one under <root>/<suite>/submissions/<system>/ and run "
+                              "`gapbench submit score` on it.")
+    suite = suite or scored[0]["suite"]
+    other = [s["system"] for s in scored if s["suite"] != suite]
+    if other:
+        raise SubmissionError(f"submissions {', '.join(other)} belong to another suite than {suite!r}; move them.")
+    names = [s["system"] for s in scored]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SubmissionError(f"system name {dup[0]!r} is used by two submissions; system names must be unique.")
+    tasks = tuple(get_suite(suite).tasks)
+    main = {}
+    for t in tasks:
+        for s in scored:
+            if t in s["tasks"]:
+                main.setdefault(t, s["tasks"][t]["main_measure"])
+    tasks = tuple(t for t in tasks if t in main)
+    complete = [s for s in scored if all(t in s["tasks"] for t in tasks)]
+
+    # Per-query matrices (systems x queries) per task for the ranked systems, on one shared query order.
+    mats: dict[str, np.ndarray] = {}
+    for t in tasks:
+        if not complete:
+            break
+        ref = complete[0]["tasks"][t]
+        qids = list(ref["per_query"][main[t]])
+        for s in complete[1:]:
+            other_t = s["tasks"][t]
+            if other_t["fingerprints"] != ref["fingerprints"] or set(other_t["per_query"][main[t]]) != set(qids):
+                raise SubmissionError(f"{s['system']} and {complete[0]['system']} were scored on different data for {t} "
+                                      "(fingerprints or query sets differ); re-score both with this gapbench.")
+        mats[t] = np.array([[s["tasks"][t]["per_query"][main[t]][q] for q in qids] for s in complete], dtype=np.float64)
+
+    averages = np.array([np.mean([mats[t][i].mean() for t in tasks]) for i in range(len(complete))]) if complete else np.array([])
+    boot = _stratified_bootstrap(mats, tasks, n_resamples, seed) if complete else np.zeros((0, 0))
+    position = [1 + int(np.sum(averages > averages[i])) for i in range(len(complete))]
+    stability = [float(np.mean(1 + np.sum(boot > boot[:, [i]], axis=1) == position[i])) for i in range(len(complete))]
+    ci = [tuple(float(x) for x in np.quantile(boot[:, i], [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])) for i in range(len(complete))]
+
+    # Weighted per-query vectors: mean(a' - b') equals avg(a) - avg(b).
+    if complete:
+        n_total = sum(mats[t].shape[1] for t in tasks)
+        weights = np.concatenate([np.full(mats[t].shape[1], n_total / (len(tasks) * mats[t].shape[1])) for t in tasks])
+        stacked = np.concatenate([mats[t] for t in tasks], axis=1) * weights
+    pairs = [(i, j) for i in range(len(complete)) for j in range(i + 1, len(complete))]
+    pvals = [randomization_test(stacked[i], stacked[j], n_permutations=n_permutations, seed=seed) for i, j in pairs]
+    padj = holm(pvals) if pvals else []
+    better = {i: 0 for i in range(len(complete))}
+    tests = []
+    for (i, j), p, pa in zip(pairs, pvals, padj):
+        sig = pa < alpha and averages[i] != averages[j]
+        if sig:
+            better[j if averages[i] > averages[j] else i] += 1
+        a, b = (i, j) if averages[i] >= averages[j] else (j, i)
+        tests.append({"a": complete[a]["system"], "b": complete[b]["system"], "delta": float(averages[a] - averages[b]),
+                      "p": float(p), "p_holm": float(pa), "significant": bool(sig)})
+
+    entries = []
+    index = {id(s): i for i, s in enumerate(complete)}
+    for s in scored:
+        meta = s["_meta"]
+        i = index.get(id(s))
+        entries.append({
+            "system": s["system"], "description": meta.get("description", ""), "contact": meta.get("contact", ""),
+            "url": meta.get("url"), "models": meta.get("models", []), "adapter": meta.get("adapter", {}),
+            "gapbench_version": s["manifest"]["gapbench_version"], "date": s["manifest"]["date"][:10],
+            "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]])}
+                      for t in tasks if t in s["tasks"]},
+            "average": float(averages[i]) if i is not None else None,
+            "average_ci95": list(ci[i]) if i is not None else None,
+            "rank": 1 + better[i] if i is not None else None,
+            "position": position[i] if i is not None else None,
+            "rank_stability": stability[i] if i is not None else None,
+        })
+    entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
+    tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
+    return Board(suite, tasks, main, tuple(entries), tuple(tests), alpha, n_resamples, n_permutations, seed)
+
+
+def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_resamples: int, seed: int) -> np.ndarray:
+    """resamples x systems: the Full Benchmark Avg. with queries resampled within each task (same draws for all)."""
+    rng = np.random.default_rng(seed)
+    n_sys = next(iter(mats.values())).shape[0]
+    total = np.zeros((n_resamples, n_sys))
+    for t in tasks:
+        m = mats[t]
+        idx = rng.integers(0, m.shape[1], size=(n_resamples, m.shape[1]))
+        for s in range(n_sys):
+            total[:, s] += m[s][idx].mean(axis=1)
+    return total / len(tasks)
+
+
+def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
+    from .formats import atomic_writer
+
+    directory = Path(directory)
+    out = []
+    for name, text in (("README.md", board.to_markdown()), ("index.html", board.to_html()),
+                       ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")):
+        with atomic_writer(directory / name) as fh:
+            fh.write(text)
+        out.append(directory / name)
+    return out
+
+
+def build_boards(root: str | os.PathLike = "leaderboards", **kwargs) -> list[Path]:
+    """Render every ``<root>/<suite>/`` that has scored submissions; returns the files written."""
+    from .suites import is_suite
+
+    root = Path(root)
+    if not root.is_dir():
+        raise SubmissionError(f"{root}: no such folder; give --root pointing at the leaderboards folder.")
+    written = []
+    for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
+        if not is_suite(suite_dir.name):
+            raise SubmissionError(f"{suite_dir}: {suite_dir.name!r} is not a registered suite; rename the folder.")
+        subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir()]
+        if not subs:
+            continue
+        written += write_board(build_board(subs, suite_dir.name, **kwargs), suite_dir)
+    if not written:
+        raise SubmissionError(f"{root}: no <suite>/submissions/<system>/ folders found; nothing to build.")
+    return written
+
+
+# ---------------------------------------------------------------- exports
+
+def mteb_metric_name(measure: str) -> str:
+    """gapbench (ir-measures) name -> MTEB score key: nDCG@10 -> ndcg_at_10, R@100 -> recall_at_100, RR@10 -> mrr_at_10."""
+    base, _, cut = measure.partition("@")
+    key = {"nDCG": "ndcg", "R": "recall", "RR": "mrr", "P": "precision", "AP": "map", "Success": "success"}.get(
+        base, base.lower())
+    return f"{key}_at_{cut}" if cut else key
+
+
+def export_mteb(
+    submission: str | os.PathLike, out: str | os.PathLike, *, split: str = "test", languages: Sequence[str] = ("eng-Latn",),
+    hf_subset: str = "default",
+) -> list[Path]:
+    """Write ``<out>/<org__model>/<revision>/<task>.json`` in MTEB's result format, one file per scored task.
+
+    Fields follow MTEB's TaskResult: ``dataset_revision``, ``task_name``, ``mteb_version`` (null: not produced by
+    MTEB), ``scores: {split: [{main_score, ndcg_at_10, ..., hf_subset, languages}]}``, ``evaluation_time`` (null),
+    ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them.
+    """
+    from .formats import atomic_writer
+
+    submission = Path(submission)
+    scores = load_scores(submission)
+    meta = json.loads((submission / "submission.json").read_text(encoding="utf-8"))
+    models = meta.get("models") or []
+    name = models[0]["name"] if models else meta["system"]
+    revision = models[0]["revision"] if models else "no_revision_available"
+    folder = Path(out) / name.replace("/", "__") / revision.replace("/", "__")
+    written = []
+    for task, t in scores["tasks"].items():
+        entry = {mteb_metric_name(m): float(v) for m, v in t["measures"].items()}
+        entry.update({"main_score": float(t["measures"][t["main_measure"]]), "hf_subset": hf_subset,
+                      "languages": list(languages)})
+        result = {"dataset_revision": t["revision"], "task_name": task, "mteb_version": None,
+                  "scores": {split: [entry]}, "evaluation_time": None, "kg_co2_emissions": None}
+        path = folder / f"{run_file_name(task)}.json"
+        with atomic_writer(path) as fh:
+            json.dump(result, fh, indent=2)
+        written.append(path)
+    with atomic_writer(folder / "model_meta.json") as fh:
+        json.dump({"name": name, "revision": revision, "framework": ["gapbench"],
+                   "gapbench_system": meta["system"], "gapbench_adapter": meta.get("adapter", {})}, fh, indent=2)
+    written.append(folder / "model_meta.json")
+    return written
+
+
+def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[Path]:
+    """Write each task's run of a submission as plain TREC text, ``<out>/<task>.trec`` (hashes checked first)."""
+    from .formats import atomic_writer, open_text
+
+    submission = Path(submission)
+    scores = load_scores(submission)
+    written = []
+    for task, t in scores["tasks"].items():
+        path = Path(out) / f"{run_file_name(task)}.trec"
+        with open_text(submission / t["run"]) as src, atomic_writer(path) as dst:
+            for line in src:
+                dst.write(line)
+        written.append(path)
+    return written

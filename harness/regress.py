@@ -1,0 +1,219 @@
+"""CI regression gate: compare a candidate result set with a stored baseline, task by task.
+
+A result set is a directory of run directories, one per task, as ``gapbench run TASK --output DIR/<name>`` or
+``gapbench run SUITE --output DIR`` write them (a single run directory also works). For every task of the baseline:
+
+- the candidate must have the task (else: bad input, exit 2) and score exactly the same queries (else: exit 2);
+- drop = baseline mean - candidate mean of the measure; p = paired randomization test on per-query values
+  (two-sided, 10,000 sign flips), Holm-corrected over the tasks;
+- the task **fails** when drop > max_drop **and** the Holm-adjusted p < alpha: a significant drop beyond tolerance.
+
+Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input.
+
+``regress.json`` (kind ``regress``, version 1), written with ``--output DIR``::
+
+    {"kind": "regress", "task": "<n> tasks", "version": 1, "measure", "max_drop", "alpha", "n_permutations", "seed",
+     "passed": bool, "extra_tasks": [...],
+     "rows": [{"task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed"}]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import GapbenchError
+
+
+class RegressionInputError(GapbenchError):
+    """The result sets cannot be compared (missing task, different queries, missing measure, unreadable)."""
+
+
+@dataclass(frozen=True)
+class TaskCheck:
+    task: str
+    n_queries: int
+    baseline: float
+    candidate: float
+    drop: float
+    p: float
+    p_holm: float
+    failed: bool
+
+
+@dataclass(frozen=True)
+class RegressionReport:
+    measure: str
+    max_drop: float
+    alpha: float
+    rows: tuple[TaskCheck, ...]
+    extra_tasks: tuple[str, ...] = ()
+    n_permutations: int = 10_000
+    seed: int = 0
+    baseline: str = ""
+    candidate: str = ""
+
+    @property
+    def failures(self) -> list[TaskCheck]:
+        return [r for r in self.rows if r.failed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def to_dict(self) -> dict:
+        return {"kind": "regress", "task": f"{len(self.rows)} tasks", "version": 1, "measure": self.measure,
+                "max_drop": self.max_drop, "alpha": self.alpha, "n_permutations": self.n_permutations, "seed": self.seed,
+                "baseline": self.baseline, "candidate": self.candidate, "passed": self.passed,
+                "extra_tasks": list(self.extra_tasks), "rows": [r.__dict__.copy() for r in self.rows]}
+
+    def to_markdown(self) -> str:
+        verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
+        lines = [
+            f"## gapbench regression gate: {verdict}",
+            "",
+            f"{self.measure}; a task fails when baseline - candidate > {self.max_drop} and the paired randomization "
+            f"test (Holm-corrected over {len(self.rows)} tasks) gives p < {self.alpha}.",
+            "",
+            f"| task | queries | baseline | candidate | drop | p | p (Holm) | result |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in self.rows:
+            lines.append(f"| {r.task} | {r.n_queries} | {r.baseline:.4f} | {r.candidate:.4f} | {r.drop:+.4f} | "
+                         f"{r.p:.4f} | {r.p_holm:.4f} | {'**FAIL**' if r.failed else 'pass'} |")
+        if self.extra_tasks:
+            lines += ["", f"Candidate tasks without a baseline (not gated): {', '.join(self.extra_tasks)}."]
+        return "\n".join(lines) + "\n"
+
+    def to_junit(self) -> str:
+        suite = ET.Element("testsuite", name="gapbench.regress", tests=str(len(self.rows)),
+                           failures=str(len(self.failures)), errors="0", skipped="0")
+        props = ET.SubElement(suite, "properties")
+        for k, v in (("measure", self.measure), ("max_drop", self.max_drop), ("alpha", self.alpha),
+                     ("baseline", self.baseline), ("candidate", self.candidate)):
+            ET.SubElement(props, "property", name=k, value=str(v))
+        for r in self.rows:
+            case = ET.SubElement(suite, "testcase", classname="gapbench.regress", name=f"{r.task} {self.measure}")
+            summary = (f"{self.measure} baseline {r.baseline:.4f}, candidate {r.candidate:.4f}, drop {r.drop:+.4f} "
+                       f"(tolerance {self.max_drop}), p {r.p:.4g}, Holm p {r.p_holm:.4g} over {r.n_queries} queries")
+            if r.failed:
+                ET.SubElement(case, "failure", message=f"{r.task}: significant drop of {r.drop:.4f}",
+                              type="RegressionFailure").text = summary
+            else:
+                ET.SubElement(case, "system-out").text = summary
+        ET.indent(suite)
+        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+
+def load_result_set(directory: str | os.PathLike) -> dict:
+    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself)."""
+    from .store import load_results
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise RegressionInputError(f"{directory}: not a directory; give a folder of run directories "
+                                   "(written by `gapbench run ... --output DIR`).")
+    dirs = [directory] if (directory / "results.json").is_file() else sorted(
+        p for p in directory.iterdir() if p.is_dir() and (p / "results.json").is_file())
+    if not dirs:
+        raise RegressionInputError(f"{directory}: holds no run directory (no */results.json); write one with "
+                                   "`gapbench run TASK -r RETRIEVER --output DIR/NAME`.")
+    out = {}
+    for d in dirs:
+        res = load_results(d)
+        key = res.task or d.name
+        if key in out:
+            raise RegressionInputError(f"{directory}: two run directories hold task {key!r} ({d.name} and another); "
+                                       "keep one per task.")
+        out[key] = res
+    return out
+
+
+def regress(
+    baseline: str | os.PathLike, candidate: str | os.PathLike, *, measure: str = "nDCG@10", max_drop: float = 0.01,
+    alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
+) -> RegressionReport:
+    """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input."""
+    from .stats import holm, randomization_test
+
+    if max_drop < 0:
+        raise RegressionInputError(f"--max-drop is {max_drop}; give a tolerance of 0 or more (e.g. 0.01).")
+    if not 0 < alpha < 1:
+        raise RegressionInputError(f"--alpha is {alpha}; give a level between 0 and 1 (e.g. 0.05).")
+    base, cand = load_result_set(baseline), load_result_set(candidate)
+    problems = []
+    missing = [t for t in base if t not in cand]
+    if missing:
+        problems.append(f"candidate {candidate} lacks task(s) {', '.join(missing)} of the baseline; run them "
+                        "(or drop them from the baseline on purpose).")
+    for task, b in base.items():
+        c = cand.get(task)
+        if c is None:
+            continue
+        for label, res, where in (("baseline", b, baseline), ("candidate", c, candidate)):
+            if measure not in res.per_query:
+                problems.append(f"{label} {where}: task {task} has no stored {measure} (stored: {', '.join(res.measures)}); "
+                                "re-run with --measures including it or pick --measure.")
+        if measure not in b.per_query or measure not in c.per_query:
+            continue
+        qb, qc = set(b.per_query[measure]), set(c.per_query[measure])
+        if qb != qc:
+            only_b, only_c = sorted(qb - qc), sorted(qc - qb)
+            problems.append(f"task {task}: the query sets differ ({len(only_b)} only in the baseline, e.g. "
+                            f"{only_b[:3]}; {len(only_c)} only in the candidate, e.g. {only_c[:3]}); compare runs on "
+                            "the same task revision and queries.")
+    if problems:
+        raise RegressionInputError("cannot compare the result sets:\n  " + "\n  ".join(problems))
+    rows, pvals = [], []
+    for task, b in base.items():
+        c = cand[task]
+        qids = list(b.per_query[measure])
+        vb = [b.per_query[measure][q] for q in qids]
+        vc = [c.per_query[measure][q] for q in qids]
+        mb, mc = sum(vb) / len(vb), sum(vc) / len(vc)
+        p = randomization_test(vb, vc, n_permutations=n_permutations, seed=seed)
+        rows.append((task, len(qids), mb, mc, mb - mc, p))
+        pvals.append(p)
+    adjusted = holm(pvals)
+    checks = tuple(
+        TaskCheck(task, n, mb, mc, drop, p, pa, bool(drop > max_drop and pa < alpha))
+        for (task, n, mb, mc, drop, p), pa in zip(rows, adjusted)
+    )
+    extra = tuple(t for t in cand if t not in base)
+    return RegressionReport(measure, max_drop, alpha, checks, extra, n_permutations, seed, str(baseline), str(candidate))
+
+
+def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,
+                 summary: str | os.PathLike | None = None, output: str | os.PathLike | None = None) -> list[Path]:
+    """Write JUnit XML, append the Markdown summary, and/or write ``<output>/regress.{json,md}`` atomically."""
+    from .formats import atomic_writer
+
+    written = []
+    targets = []
+    if junit:
+        targets.append((Path(junit), report.to_junit()))
+    if summary:
+        # Appended, not replaced: CI step summaries ($GITHUB_STEP_SUMMARY) collect the output of several steps.
+        path = Path(summary)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(report.to_markdown())
+        written.append(path)
+    if output:
+        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n"))
+        targets.append((Path(output) / "regress.md", report.to_markdown()))
+    for path, text in targets:
+        with atomic_writer(path) as fh:
+            fh.write(text)
+        written.append(path)
+    return written

