@@ -1,0 +1,94 @@
+"""``gapbench signals`` (cheap weak-retrieval signals, AUC table, calibrated gate) and ``gapbench gate``.
+
+``gapbench signals TASK --retrievers bm25,dense -o DIR`` writes signals.json, signals.md, signals_per_query.tsv,
+signals_auc.png and signals_gate.png (schema in :mod:`gapbench.signals`). ``gapbench gate RUN_DIR [RUN_DIR ...]
+--signals DIR/signals.json -o OUT`` applies the stored gate to run directories made by ``gapbench run --output`` and
+writes OUT/escalate.tsv (query_id, value, escalate 0/1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+DEFAULT_RETRIEVERS = "bm25,dense"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``signals`` and ``gate`` commands to ``app``."""
+    app.command("signals")(signals_cmd)
+    app.command("gate")(gate_cmd)
+
+
+def signals_cmd(
+    task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
+    retrievers: str = typer.Option(
+        DEFAULT_RETRIEVERS, "--retrievers",
+        help="Comma-separated retriever specs; the first is the primary (its window defines weak). Two dense specs "
+             "(e.g. dense and dense:query_prompt=...) enable dense_agreement.",
+    ),
+    window: int = typer.Option(10, "--window", "-k", help="Window: a retrieval is weak when a relevant doc is not in its top-k."),
+    primary: Optional[str] = typer.Option(None, "--primary", help="The retriever whose window is labelled (default: the first)."),
+    min_rel: int = typer.Option(1, "--min-rel", help="Lowest grade that counts as relevant."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries."),
+    bar: float = typer.Option(0.65, "--bar", help="Keep signals whose separation reaches this."),
+    max_corr: float = typer.Option(0.85, "--max-corr", help="Drop the weaker of two signals with |Spearman| above this."),
+    n_bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the AUC CIs."),
+    calib_fraction: float = typer.Option(0.5, "--calib-fraction", help="Share of queries in the calibration split."),
+    target_catch: Optional[float] = typer.Option(None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
+    gate_signal: Optional[str] = typer.Option(None, "--gate-signal", help="Gate on this signal (default: the strongest kept)."),
+    seed: int = typer.Option(0, "--seed"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write signals.json, signals.md and PNGs here."),
+    as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
+) -> None:
+    """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
+    from .cli import _fail, _split_specs
+    from .signals import run_signals
+
+    if window < 1:
+        _fail(f"--window must be at least 1, got {window}.")
+    report = run_signals(
+        task, _split_specs(retrievers), window=window, primary=primary, min_rel=min_rel, max_queries=max_queries,
+        bar=bar, max_corr=max_corr, n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction,
+        target_catch=target_catch, gate_signal=gate_signal, output=output,
+    )
+    typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
+    if output is not None and not as_json:
+        typer.echo(f"written to {output}")
+
+
+def gate_cmd(
+    run_dirs: List[Path] = typer.Argument(..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
+    signals: Path = typer.Option(..., "--signals", help="signals.json (or its directory) from `gapbench signals`."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory for escalate.tsv (default: the first run directory)."),
+) -> None:
+    """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
+    from .cli import _fail
+    from .signals import gate_runs, load_signals, write_escalations
+    from .store import load_manifest, load_run
+
+    stored = load_signals(signals)
+    runs = {}
+    task_name = None
+    for d in run_dirs:
+        manifest = load_manifest(d)
+        spec = (manifest.get("retriever") or {}).get("name") or manifest.get("system") or d.name
+        if spec in runs:
+            _fail(f"{d}: a second run of {spec!r}; give each retriever's run directory once.")
+        runs[spec] = load_run(d)
+        task_name = task_name or (manifest.get("task") or {}).get("name")
+    corpus = queries = None
+    if stored["gate"]["signal"] == "evidence_coverage":
+        if not task_name:
+            _fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
+        from .task import get_task
+
+        data = get_task(task_name).load()
+        corpus, queries = data.corpus, data.queries
+    qids, values, flags = gate_runs(runs, stored, corpus=corpus, queries=queries)
+    out_dir = Path(output) if output is not None else Path(run_dirs[0])
+    path = write_escalations(out_dir / "escalate.tsv", qids, values, flags)
+    typer.echo(f"{int(flags.sum())} of {len(qids)} queries escalate ({stored['gate']['rule']}); written to {path}")

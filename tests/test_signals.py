@@ -1,0 +1,320 @@
+"""Weak-retrieval signals, separation statistics and the calibrated gate: hand-computed values and reference checks."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+import gapbench.cli as cli
+from gapbench.cli import main
+from gapbench.errors import ConfigError, DataFormatError, GapbenchError
+from gapbench.formats import write_beir_folder
+from gapbench.signals import (
+    SignalTable, analyse, apply_gate, auc, bootstrap_auc_ci, calibrate_gate, catch_floor, compute_signals,
+    dense_agreement, gate_rates, jaccard, load_signals, population_variance, retriever_divergence, select_signals,
+    separation, spacy_terms, spearman, stratified_split, term_coverage, weak_labels, youden_floor,
+)
+from gapbench.task import get_task
+from gapbench.types import Corpus, Qrels, Queries, Run, TaskData
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _commands():
+    names = {c.name for c in cli.app.registered_commands}
+    if "signals" not in names:
+        from gapbench.cli_signals import register
+
+        register(cli.app)
+
+
+# ------------------------------------------------------------------ per-query signals
+
+def test_jaccard_divergence_and_agreement_by_hand():
+    assert jaccard(["a", "b", "c"], ["b", "c", "d"]) == 2 / 4
+    assert jaccard([], []) == 1.0
+    assert jaccard(["a"], []) == 0.0
+    assert retriever_divergence(["a", "b", "c"], ["b", "c", "d"]) == 0.5
+    # pairs: (abc, abd) = 2/4, (abc, xyz) = 0, (abd, xyz) = 0
+    assert dense_agreement([["a", "b", "c"], ["a", "b", "d"], ["x", "y", "z"]]) == pytest.approx(0.5 / 3)
+    with pytest.raises(ConfigError):
+        dense_agreement([["a"]])
+
+
+def test_population_variance_matches_statistics():
+    scores = [0.91, 0.55, 0.55, 0.3, 0.12]
+    assert population_variance(scores) == pytest.approx(statistics.pvariance(scores), abs=1e-15)
+    assert math.isnan(population_variance([]))
+
+
+def test_term_coverage_word_boundaries():
+    assert term_coverage(["art", "paris"], "A party in Paris.") == 0.5  # "art" inside "party" does not count
+    assert term_coverage(["united kingdom"], "the United\n  Kingdom team") == 1.0
+    assert term_coverage(["1,450"], "paid $1,450 for it") == 1.0
+    assert term_coverage([], "anything") == 1.0
+
+
+def test_spacy_terms_entities_then_content_words():
+    terms = spacy_terms(["What did Dante buy for $1,450?", "Low-dose aspirin prevents colorectal adenoma recurrence.",
+                         "What is it?"])
+    assert terms[0] == ["dante", "1,450"]
+    assert "aspirin" in terms[1] and "recurrence" in terms[1] and "prevents" in terms[1]
+    assert terms[2] == ["what", "is", "it"]  # no entity, no content word: all alphanumeric tokens
+
+
+def _runs():
+    sparse = Run({"q1": {"a": 9.0, "b": 5.0, "c": 1.0}, "q2": {"d": 3.0, "e": 2.0, "f": 1.0}}, "bm25")
+    dense1 = Run({"q1": {"a": 0.9, "b": 0.5, "x": 0.1}, "q2": {"d": 0.7, "e": 0.6, "f": 0.5}}, "dense")
+    dense2 = Run({"q1": {"a": 0.8, "y": 0.4, "z": 0.3}, "q2": {"d": 0.7, "e": 0.6, "f": 0.2}}, "dense:query_prompt=q ")
+    return {"bm25": sparse, "dense": dense1, "dense:query_prompt=q ": dense2}
+
+
+def test_compute_signals_by_hand():
+    corpus = Corpus.from_dict({d: f"text {d}" for d in "abcdefxyz"} | {"a": "Dante met Rosa", "b": "nothing"})
+    queries = Queries.from_dict({"q1": "Dante and Rosa", "q2": "Zed"})
+    terms = lambda texts: [["dante", "rosa", "milo"], ["zed"]]  # noqa: E731
+    t = compute_signals(_runs(), ["q1", "q2"], window=2, corpus=corpus, queries=queries, term_extractor=terms)
+    np.testing.assert_allclose(t.values["max_score"], [9.0, 3.0])  # primary = first run (bm25)
+    np.testing.assert_allclose(t.values["dense_variance"], [statistics.pvariance([0.9, 0.5]), statistics.pvariance([0.7, 0.6])])
+    np.testing.assert_allclose(t.values["retriever_divergence"], [0.0, 0.0])  # top-2 {a,b} vs {a,b}; {d,e} vs {d,e}
+    np.testing.assert_allclose(t.values["dense_agreement"], [1 / 3, 1.0])  # {a,b} vs {a,y}
+    np.testing.assert_allclose(t.values["evidence_coverage"], [2 / 3, 0.0])  # q1 window a, b: dante, rosa found
+    t3 = compute_signals(_runs(), ["q1"], window=3, primary="dense", signals=["max_score", "retriever_divergence"])
+    assert t3.values["max_score"][0] == 0.9
+    assert t3.values["retriever_divergence"][0] == pytest.approx(1 - 2 / 4)  # {a,b,x} vs {a,b,c}
+
+
+def test_missing_ingredients_are_unavailable_not_zero():
+    runs = _runs()
+    t = compute_signals({"dense": runs["dense"]}, ["q1", "q2"], window=2)
+    assert t.values["dense_agreement"] is None and "two or more dense" in t.reasons["dense_agreement"]
+    assert t.values["retriever_divergence"] is None
+    assert t.values["evidence_coverage"] is None
+    t = compute_signals({"bm25": runs["bm25"]}, ["q1"], window=2)
+    assert t.values["dense_variance"] is None
+    rep = analyse(SignalTable(("q1", "q2", "q3", "q4"), {"max_score": np.array([1.0, 2, 3, 4]), "dense_agreement": None},
+                              {"dense_agreement": "needs two"}), [1, 1, 0, 0], n_bootstrap=50)
+    s = rep.to_dict()["signals"]["dense_agreement"]
+    assert s["available"] is False and "separation" not in s and s["kept"] is False
+
+
+def test_weak_labels_by_hand():
+    run = Run({"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"d": 2.0, "e": 1.0}}, "r")
+    qrels = Qrels({"q1": {"a": 1, "c": 2, "z": 0}, "q2": {"d": 1}})
+    assert weak_labels(run, qrels, ["q1", "q2"], window=2).tolist() == [1, 0]  # c is at rank 3
+    assert weak_labels(run, qrels, ["q1", "q2"], window=3).tolist() == [0, 0]
+    assert weak_labels(run, qrels, ["q1"], window=2, min_rel=2).tolist() == [1]
+
+
+# ------------------------------------------------------------------ separation
+
+def test_auc_perfect_and_flipped():
+    y = [1, 0, 1, 0, 0, 1]
+    assert auc(y, y) == 1.0
+    assert separation(y, y) == (1.0, "higher_is_weaker", 1.0)
+    anti = [1 - v for v in y]
+    sep, orient, raw = separation(y, anti)
+    assert (sep, orient, raw) == (1.0, "lower_is_weaker", 0.0)
+    assert math.isnan(auc([1, 1], [0.3, 0.4]))
+
+
+def test_auc_matches_sklearn_with_ties():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 300)
+    v = np.round(rng.normal(size=300) + 0.7 * y, 1)  # rounding makes many ties
+    assert auc(y, v) == pytest.approx(roc_auc_score(y, v), abs=1e-12)
+    # by hand: pairs (weak, good) = (0.2, 0.1) win, (0.2, 0.2) tie, (0.05, 0.1) loss, (0.05, 0.2) loss -> 1.5 / 4
+    assert auc([1, 1, 0, 0], [0.2, 0.05, 0.1, 0.2]) == 0.375
+
+
+def test_bootstrap_ci_seeded():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    v = rng.normal(size=200) - 0.8 * y  # lower means weaker
+    sep, orient, _ = separation(y, v)
+    assert orient == "lower_is_weaker"
+    a = bootstrap_auc_ci(y, v, orient, n_resamples=400, seed=7)
+    assert a == bootstrap_auc_ci(y, v, orient, n_resamples=400, seed=7)
+    assert a != bootstrap_auc_ci(y, v, orient, n_resamples=400, seed=8)
+    assert a[0] < sep < a[1]
+
+
+def test_spearman_matches_scipy():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=50), rng.normal(size=50)
+    b[:10] = a[:10]
+    assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+
+
+def test_pruning_keeps_the_stronger():
+    # identical signals: equal separation, the one listed first is kept
+    kept, dropped = select_signals({"a": 0.8, "b": 0.8}, {"a": {"b": 1.0}, "b": {"a": 1.0}})
+    assert kept == ["a"] and "stronger a" in dropped["b"]
+    # a strongly (anti-)correlated, weaker signal listed first is the one dropped
+    kept, dropped = select_signals({"weak": 0.7, "strong": 0.9, "low": 0.6, "other": 0.66},
+                                   {"weak": {"strong": -0.9, "other": 0.1}, "strong": {"weak": -0.9, "other": 0.2},
+                                    "other": {"weak": 0.1, "strong": 0.2}})
+    assert kept == ["strong", "other"]
+    assert "stronger strong" in dropped["weak"] and "< bar" in dropped["low"]
+
+
+def test_analyse_prunes_identical_columns_and_keeps_the_stronger():
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 120)
+    strong = y + rng.normal(scale=0.4, size=120)
+    weak_twin = strong + rng.normal(scale=0.15, size=120)  # nearly the same ranking, a little noisier
+    t = SignalTable(tuple(f"q{i}" for i in range(120)),
+                    {"max_score": weak_twin, "dense_variance": strong, "evidence_coverage": strong.copy()})
+    d = analyse(t, y, n_bootstrap=50).to_dict()
+    s = d["signals"]
+    assert s["dense_variance"]["separation"] > s["max_score"]["separation"]
+    assert d["spearman"]["max_score"]["dense_variance"] > 0.85
+    assert d["kept"] == ["dense_variance"]  # the identical copy listed later and the noisier twin are dropped
+    assert s["max_score"]["kept"] is False and s["evidence_coverage"]["kept"] is False
+
+
+# ------------------------------------------------------------------ gate
+
+def test_youden_and_catch_floor_by_hand():
+    o = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    y = [1, 1, 0, 1, 0, 0]
+    # floor 0.25: catch 2/3, false alarms 0 -> J = 2/3; floor 0.45: catch 1, false alarms 1/3 -> J = 2/3; ties take
+    # the lower floor (fewer escalations)
+    assert youden_floor(y, o) == pytest.approx(0.25)
+    assert catch_floor(y, o, 0.9) == pytest.approx(0.45)
+    assert catch_floor(y, o, 0.5) == pytest.approx(0.25)
+    r = gate_rates(y, o, 0.45)
+    assert r == {"n": 6, "n_weak": 3, "catch_rate": 1.0, "false_alarm_rate": pytest.approx(1 / 3),
+                 "escalated_share": pytest.approx(4 / 6), "youden_j": pytest.approx(2 / 3)}
+    assert youden_floor([1, 0], [5.0, 1.0]) < 1.0  # anti-oriented data: escalating nobody is best (J = 0)
+
+
+def test_stratified_split_is_seeded_and_stratified():
+    y = np.array([1] * 10 + [0] * 30)
+    cal, held = stratified_split(y, 0.5, seed=3)
+    assert y[cal].sum() == 5 and y[held].sum() == 5 and len(cal) == 20
+    assert set(cal) | set(held) == set(range(40)) and not set(cal) & set(held)
+    assert np.array_equal(cal, stratified_split(y, 0.5, seed=3)[0])
+    assert not np.array_equal(cal, stratified_split(y, 0.5, seed=4)[0])
+
+
+def test_calibrate_gate_higher_is_weaker_and_apply():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 400)
+    div = np.clip(0.5 + 0.25 * y + rng.normal(scale=0.2, size=400), 0, 1)  # divergence: high when weak
+    g = calibrate_gate(y, div, "retriever_divergence", seed=11)
+    assert g == calibrate_gate(y, div, "retriever_divergence", seed=11)
+    assert g["orientation"] == "higher_is_weaker" and g["rule"].startswith("retriever_divergence > ")
+    assert g["threshold"] == pytest.approx(-g["floor"])
+    flags = apply_gate(div, g)
+    np.testing.assert_array_equal(flags, (div > g["threshold"]).astype(int))
+    h = g["held_out"]
+    assert h["n"] == 200 and 0.5 < h["catch_rate"] <= 1 and h["false_alarm_rate"] < 0.5
+    assert h["escalated_share"] == pytest.approx(flags[np.sort(stratified_split(y, 0.5, 11)[1])].mean())
+    g90 = calibrate_gate(y, div, "retriever_divergence", seed=11, target_catch=0.9)
+    assert g90["method"] == "catch_rate" and g90["calibration"]["catch_rate"] >= 0.9
+    assert apply_gate([math.nan], g)[0] == 1
+
+
+# ------------------------------------------------------------------ end to end (CLI, real data)
+
+@pytest.fixture(scope="module")
+def beir_slice(tmp_path_factory):
+    """The first 80 queries of ImpliRet unispeaker/wknow with their positive documents, as a BEIR folder."""
+    data = get_task("impliret/unispeaker/wknow").load()
+    qids = data.qrels.positive_queries()[:80]
+    docs = sorted({d for q in qids for d in data.qrels[q]}, key=list(data.corpus).index)
+    sub = TaskData(Corpus(data.corpus[d] for d in docs), Queries(data.queries[q] for q in qids),
+                   Qrels({q: dict(data.qrels[q]) for q in qids}))
+    folder = tmp_path_factory.mktemp("beir") / "wknow80"
+    write_beir_folder(sub, folder)
+    return folder
+
+
+RETR = "bm25,dense,dense:query_prompt=Represent this question for searching relevant passages: "
+
+
+def test_cli_signals_end_to_end_and_gate(beir_slice, tmp_path):
+    out = tmp_path / "sig"
+    args = ["signals", str(beir_slice), "--retrievers", RETR, "--bootstrap", "200", "-o", str(out)]
+    assert main(args) == 0
+    for name in ("signals.json", "signals.md", "signals_per_query.tsv", "signals_auc.png", "signals_gate.png"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "signals_auc.png").read_bytes()[:4] == b"\x89PNG"
+    d = json.loads((out / "signals.json").read_text())
+    assert (d["kind"], d["version"], d["window"], d["primary"]) == ("signals", 1, 10, "bm25")
+    assert d["n_queries"] == 80 and 0 < d["n_weak"] < 80
+    for name, s in d["signals"].items():
+        assert s["available"], name
+        assert 0.5 <= s["separation"] <= 1 and s["ci95"][0] <= s["separation"] <= s["ci95"][1] + 1e-9
+    rows = [line.split("\t") for line in (out / "signals_per_query.tsv").read_text().splitlines()]
+    assert rows[0] == ["query_id", "weak", "max_score", "dense_variance", "evidence_coverage", "retriever_divergence",
+                       "dense_agreement"]
+    assert sum(int(r[1]) for r in rows[1:]) == d["n_weak"]
+    # the separation in the table is the AUC of the per-query column
+    col = np.array([float(r[2]) for r in rows[1:]])
+    assert d["signals"]["max_score"]["separation"] == pytest.approx(
+        max(auc([int(r[1]) for r in rows[1:]], col), 1 - auc([int(r[1]) for r in rows[1:]], col)))
+    assert "| max_score |" in (out / "signals.md").read_text()
+    # same seed, same numbers
+    out2 = tmp_path / "sig2"
+    assert main(args[:-1] + [str(out2)]) == 0
+    assert json.loads((out2 / "signals.json").read_text()) == d
+
+    # gate on run directories made by `gapbench run`, with a signal computed from two runs
+    gd = tmp_path / "gsig"
+    assert main(["signals", str(beir_slice), "--retrievers", "bm25,dense", "--bootstrap", "50",
+                 "--gate-signal", "retriever_divergence", "-o", str(gd)]) == 0
+    g = json.loads((gd / "signals.json").read_text())["gate"]
+    assert g["signal"] == "retriever_divergence"
+    for spec, name in (("bm25", "rb"), ("dense", "rd")):
+        assert main(["run", str(beir_slice), "-r", spec, "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
+    assert main(["gate", str(tmp_path / "rb"), str(tmp_path / "rd"), "--signals", str(gd), "-o", str(tmp_path / "esc")]) == 0
+    esc = [line.split("\t") for line in (tmp_path / "esc" / "escalate.tsv").read_text().splitlines()]
+    assert esc[0] == ["query_id", "value", "escalate"] and len(esc) == 81
+    per_q = {r[0]: float(r[5]) for r in (line.split("\t") for line in (gd / "signals_per_query.tsv").read_text().splitlines()[1:])}
+    for qid, value, flag in esc[1:]:
+        assert float(value) == pytest.approx(per_q[qid])  # same top-10 ids from the k=1000 run directories
+        below = float(value) < g["threshold"]
+        assert int(flag) == int(below if g["orientation"] == "lower_is_weaker" else float(value) > g["threshold"])
+    # one run only: the gate's signal has no ingredient
+    assert main(["gate", str(tmp_path / "rb"), "--signals", str(gd)]) == 2
+
+
+def test_beir_fixture_scifact_and_one_class(tmp_path):
+    folder = "tests/fixtures/beir/scifact"
+    d = analyse_cli(folder, tmp_path / "a", ["--window", "1"])
+    assert d["n_queries"] == 4 and d["signals"]["dense_agreement"]["available"] is False
+    # window 10 > corpus size: no query is weak, nothing to separate, no gate, and the gate refuses the file
+    d = analyse_cli(folder, tmp_path / "b", ["--window", "10"])
+    assert d["n_weak"] == 0 and d["gate"] is None and d["signals"]["max_score"]["separation"] is None
+    with pytest.raises(DataFormatError, match="holds no gate"):
+        load_signals(tmp_path / "b")
+
+
+def analyse_cli(folder, out, extra):
+    assert main(["signals", folder, "--retrievers", "bm25,dense", "--bootstrap", "50", "-o", str(out), *extra]) == 0
+    return json.loads((out / "signals.json").read_text())
+
+
+def test_errors(beir_slice, tmp_path):
+    with pytest.raises(DataFormatError, match="missing"):
+        load_signals(tmp_path / "none.json")
+    assert main(["signals", str(beir_slice), "--retrievers", "bm25,bm25"]) == 2
+    assert main(["signals", str(beir_slice), "--retrievers", "bm25", "--primary", "dense"]) == 2
+    assert main(["signals", str(beir_slice), "--retrievers", "bm25", "--window", "0"]) == 2
+    with pytest.raises(ConfigError, match="unavailable"):
+        analyse(SignalTable(("a", "b"), {"max_score": np.array([1.0, 2.0]), "dense_agreement": None}), [0, 1],
+                gate_signal="dense_agreement")
+    with pytest.raises(GapbenchError):
+        analyse(SignalTable(("a",), {"max_score": np.array([1.0])}), [0, 1])
