@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from typing import Mapping
 
 import numpy as np
@@ -29,6 +28,20 @@ def _bm25s():
     except ImportError:  # pragma: no cover - bm25s is a core dependency
         raise MissingDependencyError("bm25s", "bm25", "The bm25 retriever") from None
     return bm25s
+
+
+def make_stemmer(name: str | None):
+    """PyStemmer's ``stemWords`` for an algorithm name (``porter``, ``english``, ...), or None for no stemming."""
+    if name is None:
+        return None
+    try:
+        import Stemmer
+    except ImportError:
+        raise MissingDependencyError("PyStemmer", "bm25", f"stemmer={name}") from None
+    try:
+        return Stemmer.Stemmer(name).stemWords
+    except KeyError:
+        raise ConfigError(f"unknown stemmer {name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}.") from None
 
 
 class BM25:
@@ -72,18 +85,7 @@ class BM25:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def _stemmer(self):
-        if self.stemmer_name is None:
-            return None
-        try:
-            import Stemmer
-        except ImportError:
-            raise MissingDependencyError("PyStemmer", "bm25", f"stemmer={self.stemmer_name}") from None
-        try:
-            return Stemmer.Stemmer(self.stemmer_name).stemWords
-        except KeyError:
-            raise ConfigError(
-                f"unknown stemmer {self.stemmer_name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}."
-            ) from None
+        return make_stemmer(self.stemmer_name)
 
     def _tokenize(self, texts: list[str], ids: bool):
         bm25s = _bm25s()

@@ -34,8 +34,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from gapbench.adapters.bm25 import _bm25s, _query_text
-from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.adapters.bm25 import _bm25s, _query_text, make_stemmer
+from gapbench.errors import ConfigError, GapbenchError
 from gapbench.progress import progress
 from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -90,18 +90,7 @@ class BM25QS:
     # ------------------------------------------------------------------ analysis
 
     def _stemmer(self):
-        if self.stemmer_name is None:
-            return None
-        try:
-            import Stemmer
-        except ImportError:
-            raise MissingDependencyError("PyStemmer", "bm25", f"stemmer={self.stemmer_name}") from None
-        try:
-            return Stemmer.Stemmer(self.stemmer_name).stemWords
-        except KeyError:
-            raise ConfigError(
-                f"unknown stemmer {self.stemmer_name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}."
-            ) from None
+        return make_stemmer(self.stemmer_name)
 
     def analyze(self, texts: Sequence[str]) -> list[list[str]]:
         """The analysed tokens of each text (lower-cased, stopwords removed, stemmed)."""

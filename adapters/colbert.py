@@ -44,10 +44,9 @@ from gapbench.progress import progress
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
-from .dense import _dir_digest, _quiet_transformers, offline_minilm_path
+from .dense import _dir_digest, _quiet_transformers, resolve_model
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 _INDEXES = ("auto", "exact", "plaid", "voyager")
 _PRECISIONS = ("float32", "float16")
 
@@ -308,11 +307,7 @@ class ColBERT:
         self._backend: str | None = None
 
     def _resolve_model(self) -> str:
-        if self.model_name in _OFFLINE_ALIASES and self.revision is None:
-            path = offline_minilm_path()
-            if path:
-                return path
-        return self.model_name
+        return resolve_model(self.model_name, self.revision)
 
     # -- identity
     def _model_config(self) -> dict:

