@@ -43,7 +43,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -649,3 +649,44 @@ class Augmented:
                     best[src] = score
             data[qid] = best
         return Run(data, self.name).top(k)
+
+
+AUGMENTERS = ("argus-expand", "argus-synth")
+
+
+def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
+                      llm_model: str | None = None) -> Augmented:
+    """``--augment`` for ``gapbench run``: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M]`` or ``argus-synth:...``.
+
+    Diagnoses ``corpus`` with ``retriever`` (a probe when ``probe=DIR`` is given, else the label prior), builds the
+    views and returns the retriever wrapped so that views collapse onto their source documents. ``kb`` defaults to
+    the packaged ``impliret-wknow`` landmarks KB.
+    """
+    from .options import build, parse_spec
+
+    name, options = parse_spec(spec)
+    if name not in AUGMENTERS:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("augmenter", name, AUGMENTERS)
+
+    def settings(kb: str = "impliret-wknow", tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
+                 probe: str | None = None, ner: str = SPACY_DEFAULT) -> dict:
+        return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner}
+
+    opts = build(settings, options, f"augmenter {name!r}")
+    probe = None
+    if opts["probe"]:
+        from .argus_compare import load_probe
+
+        probe = load_probe(opts["probe"], retriever)
+    diag = diagnose(corpus, retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
+    kb = ReferenceKB.resolve(opts["kb"])
+    if name == "argus-expand":
+        views = expansion_views(corpus, diag, kb, opts["k_aug"])
+    else:
+        from .llm import LLMClient, LLMConfig
+
+        llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
+        views = synthesis_views(corpus, diag, kb, llm, opts["k_aug"])
+    return Augmented(retriever, views, name=f"{getattr(retriever, 'name', type(retriever).__name__)}+{name}")

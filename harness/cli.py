@@ -67,6 +67,7 @@ def run_cmd(
     reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
+    augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
@@ -80,7 +81,7 @@ def run_cmd(
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
     result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed, reranker=reranker,
-                 llm_base_url=llm_base_url, llm_model=llm_model)
+                 llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,

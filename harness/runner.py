@@ -41,6 +41,7 @@ def run(
     reranker: str | Any | None = None,
     llm_base_url: str | None = None,
     llm_model: str | None = None,
+    augment: str | None = None,
 ) -> RunResult:
     """Run a retriever on a task and evaluate it.
 
@@ -56,6 +57,15 @@ def run(
     if task_obj.instruction:
         queries = queries.with_instruction(task_obj.instruction)
     timings = {}
+    augment_info = None
+    if augment:
+        from .argus_augment import augment_retriever, view_stats
+
+        t0 = time.perf_counter()
+        retr = augment_retriever(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+        timings["augment_s"] = round(time.perf_counter() - t0, 4)
+        name = retr.name
+        augment_info = {"spec": augment, **view_stats(data.corpus, retr.views)}
     t0 = time.perf_counter()
     retr.index(data.corpus)
     timings["index_s"] = round(time.perf_counter() - t0, 4)
@@ -92,6 +102,7 @@ def run(
             "qrels": data.qrels.fingerprint,
         },
         "reranker": rerank_info,
+        "augment": augment_info,
         "k": k,
         "measures": list(results.measures),
         "seed": seed,

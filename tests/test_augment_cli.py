@@ -1,0 +1,38 @@
+"""`gapbench run --augment argus-expand` gives the numbers of `gapbench argus compare`'s Expansion variant."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gapbench
+from gapbench.argus_compare import compare_argus
+from gapbench.cli import main
+from gapbench.formats import write_beir_folder
+from gapbench.types import Corpus, Qrels, Queries, TaskData
+
+
+@pytest.fixture(scope="module")
+def wknow120(tmp_path_factory):
+    data = gapbench.get_task("impliret/multispeaker/wknow").load()
+    ids = data.corpus.ids()[:120]
+    folder = tmp_path_factory.mktemp("beir") / "wknow120"
+    write_beir_folder(TaskData(Corpus(data.corpus[i] for i in ids), Queries(data.queries[i] for i in ids),
+                               Qrels({i: {i: 1} for i in ids})), folder)
+    return folder
+
+
+def test_run_with_argus_expansion(wknow120, tmp_path, capsys):
+    assert main(["run", str(wknow120), "-r", "bm25", "--augment", "argus-expand", "-m", "nDCG@10,R@10", "--json",
+                 "-o", str(tmp_path / "run")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["system"] == "bm25+argus-expand"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["augment"]["spec"] == "argus-expand" and manifest["augment"]["n_views"] > 0
+    ref = compare_argus(str(wknow120), "bm25", kb="impliret-wknow", variants=["original", "expansion"], measures=["nDCG@10", "R@10"],
+                        k=1000).tasks[0]
+    assert out["measures"]["nDCG@10"] == pytest.approx(ref.results["expansion"].means["nDCG@10"], abs=1e-12)
+    assert manifest["augment"]["n_views"] == ref.growth["expansion"]["n_views"]
+    assert main(["run", str(wknow120), "-r", "bm25", "--augment", "argus-nope"]) == 2
+    assert "Did you mean" in capsys.readouterr().err
