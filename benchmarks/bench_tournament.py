@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,6 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+SERVER = """
+import sys, time
+from llm_server import LLMServer
+with LLMServer(latency={latency}) as srv:
+    print(srv.base_url, flush=True)
+    while True:
+        time.sleep(3600)
+"""
 
 
 def main() -> None:
@@ -27,8 +38,6 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
 
-    from llm_server import LLMServer
-
     from gapbench.adapters.tournament import Tournament, tournament_calls
     from gapbench.llm import LLMClient, LLMConfig
     from gapbench.types import Corpus, Document, Queries, Query
@@ -38,15 +47,26 @@ def main() -> None:
     queries = Queries(Query(f"q{j}", f"what about topic {j % 17} number {j}") for j in range(args.queries))
     pools = {f"q{j}": [f"d{(j * 7 + i) % len(docs)}" for i in range(args.pool)] for j in range(args.queries)}
     expected_calls = sum(tournament_calls(len(p)) for p in pools.values())
-    with tempfile.TemporaryDirectory() as tmp, LLMServer(latency=args.latency) as srv:
-        client = LLMClient(LLMConfig(base_url=srv.base_url, model="judge", concurrency=args.concurrency),
-                           cache=Path(tmp) / "c.sqlite", api_key="sk-bench")
-        reranker = Tournament(client=client, concurrency=args.concurrency)
-        t0 = time.perf_counter()
-        reranker.rerank_pools(queries, pools, corpus)
-        wall = time.perf_counter() - t0
-        calls = srv.counts["chat"]
-        in_flight = srv.max_in_flight
+    # The server runs in its own process, as a real endpoint does: in-process, its request handling would compete
+    # with the client for the GIL and the benchmark would measure the test server, not the reranker.
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(latency=args.latency)], stdout=subprocess.PIPE, text=True,
+        cwd=str(Path(__file__).resolve().parents[1] / "tests"),
+    )
+    try:
+        base_url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory() as tmp:
+            client = LLMClient(LLMConfig(base_url=base_url, model="judge", concurrency=args.concurrency),
+                               cache=Path(tmp) / "c.sqlite", api_key="sk-bench")
+            reranker = Tournament(client=client, concurrency=args.concurrency)
+            t0 = time.perf_counter()
+            reranker.rerank_pools(queries, pools, corpus)
+            wall = time.perf_counter() - t0
+            calls = int(client.usage.total()["calls"])
+    finally:
+        server.terminate()
+        server.wait()
+    in_flight = "n/a (server in another process)"
     ideal = calls * args.latency / args.concurrency
     ratio = wall / ideal
     print(f"bench_tournament: {args.queries} queries x pool {args.pool}, B=20 P=4 final=20, latency {args.latency}s, "
