@@ -38,7 +38,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from gapbench.cache import cache_dir, text_fingerprint
+from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.progress import progress
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
@@ -117,31 +117,22 @@ class TokenMatrices:
         return self.take(order)
 
 
-class TokenEmbeddingCache:
+class TokenEmbeddingCache(ChunkedCache):
     """Token vectors of a list of texts, as numbered ``chunk-NNNNN.npz`` files (flat array + offsets) under one key.
 
     Like :class:`gapbench.cache.EmbeddingCache`: each chunk is written atomically once encoded, an interrupted run
     resumes at the first missing chunk, and ``encode`` is called only for missing chunks.
     """
 
+    suffix = ".npz"
+
     def __init__(
         self, fingerprint: str, texts: Sequence[str], *, role: str, chunk_size: int = 1024, precision: str = "float32"
     ) -> None:
-        self.texts = texts
-        self.chunk_size = chunk_size
         self.dtype = np.dtype(precision)
-        self.key = text_fingerprint(texts)
-        self.dir = cache_dir("colbert") / fingerprint[:24] / f"{role}-{self.key[:24]}-c{chunk_size}-{precision}"
-        self.n_chunks = (len(texts) + chunk_size - 1) // chunk_size
-
-    def _chunk_path(self, i: int) -> Path:
-        return self.dir / f"chunk-{i:05d}.npz"
-
-    def missing_chunks(self) -> list[int]:
-        return [i for i in range(self.n_chunks) if not self._chunk_path(i).exists()]
-
-    def complete(self) -> bool:
-        return not self.missing_chunks()
+        key = text_fingerprint(texts)
+        directory = cache_dir("colbert") / fingerprint[:24] / f"{role}-{key[:24]}-c{chunk_size}-{precision}"
+        super().__init__(directory, texts, chunk_size)
 
     def _read(self, path: Path, n: int) -> TokenMatrices | None:
         try:
@@ -153,33 +144,18 @@ class TokenEmbeddingCache:
             return None
         return TokenMatrices(flat, offsets)
 
-    def get(
-        self, encode: Callable[[list[str]], list[np.ndarray]], progress: Callable[[int], None] | None = None
-    ) -> TokenMatrices:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        meta = self.dir / "meta.json"
-        if not meta.exists():
-            tmp = meta.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size, "key": self.key}))
-            os.replace(tmp, meta)
-        parts = []
-        for i in range(self.n_chunks):
-            path = self._chunk_path(i)
-            lo, hi = i * self.chunk_size, min(len(self.texts), (i + 1) * self.chunk_size)
-            mats = self._read(path, hi - lo) if path.exists() else None
-            if mats is None:
-                encoded = encode(list(self.texts[lo:hi]))
-                if len(encoded) != hi - lo:
-                    raise GapbenchError(f"colbert: the model returned {len(encoded)} matrices for {hi - lo} texts.")
-                mats = TokenMatrices.from_list(encoded, dtype=self.dtype)
-                if not np.isfinite(mats.flat).all():
-                    raise GapbenchError("colbert: the model produced NaN or infinite token vectors.")
-                tmp = path.with_name(path.name + ".tmp.npz")
-                np.savez(tmp, flat=mats.flat, offsets=mats.offsets)
-                os.replace(tmp, path)
-            parts.append(mats)
-            if progress:
-                progress(hi - lo)
+    def _make(self, encoded: list[np.ndarray], n: int) -> TokenMatrices:
+        if len(encoded) != n:
+            raise GapbenchError(f"colbert: the model returned {len(encoded)} matrices for {n} texts.")
+        mats = TokenMatrices.from_list(encoded, dtype=self.dtype)
+        if not np.isfinite(mats.flat).all():
+            raise GapbenchError("colbert: the model produced NaN or infinite token vectors.")
+        return mats
+
+    def _write(self, tmp: Path, chunk: TokenMatrices) -> None:
+        np.savez(tmp, flat=chunk.flat, offsets=chunk.offsets)
+
+    def _combine(self, parts: list[TokenMatrices]) -> TokenMatrices:
         return TokenMatrices.concat(parts)
 
 

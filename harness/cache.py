@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -78,22 +78,25 @@ def clear(kind: str | None = None) -> int:
     return size
 
 
-class EmbeddingCache:
-    """Embeddings of a list of texts, stored as numbered ``.npy`` chunks under one key.
+class ChunkedCache:
+    """Per-text results of an encoder for a list of texts, stored as numbered chunks under one key.
 
     Each chunk is written atomically as soon as it is encoded, so an interrupted encoding resumes at the first missing
-    chunk. ``encode`` is called only for missing chunks: a fully cached call never needs the model.
+    chunk. ``encode`` is called only for missing chunks: a fully cached call never needs the model. Subclasses say how
+    a chunk is read, made from the encoder's output, written and combined.
     """
 
-    def __init__(self, adapter_fingerprint: str, texts: Sequence[str], *, chunk_size: int = 4096, kind: str = "embeddings") -> None:
+    suffix = ".npy"
+
+    def __init__(self, directory: Path, texts: Sequence[str], chunk_size: int) -> None:
         self.texts = texts
         self.chunk_size = chunk_size
         self.key = text_fingerprint(texts)
-        self.dir = cache_dir(kind) / adapter_fingerprint[:24] / f"{self.key[:24]}-c{chunk_size}"
+        self.dir = directory
         self.n_chunks = (len(texts) + chunk_size - 1) // chunk_size
 
     def _chunk_path(self, i: int) -> Path:
-        return self.dir / f"chunk-{i:05d}.npy"
+        return self.dir / f"chunk-{i:05d}{self.suffix}"
 
     def missing_chunks(self) -> list[int]:
         return [i for i in range(self.n_chunks) if not self._chunk_path(i).exists()]
@@ -101,7 +104,21 @@ class EmbeddingCache:
     def complete(self) -> bool:
         return not self.missing_chunks()
 
-    def get(self, encode: Callable[[list[str]], np.ndarray], progress: Callable[[int], None] | None = None) -> np.ndarray:
+    # hooks
+    def _read(self, path: Path, n: int):
+        """The chunk at ``path`` holding ``n`` texts, or None when it is torn or does not fit (then it is redone)."""
+        raise NotImplementedError
+
+    def _make(self, encoded, n: int):
+        raise NotImplementedError
+
+    def _write(self, tmp: Path, chunk) -> None:
+        raise NotImplementedError
+
+    def _combine(self, parts: list):
+        raise NotImplementedError
+
+    def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None):
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / "meta.json"
         if not meta.exists():
@@ -112,24 +129,42 @@ class EmbeddingCache:
         for i in range(self.n_chunks):
             path = self._chunk_path(i)
             lo, hi = i * self.chunk_size, min(len(self.texts), (i + 1) * self.chunk_size)
-            arr = None
-            if path.exists():
-                try:
-                    arr = np.load(path)
-                except (ValueError, OSError, EOFError):
-                    arr = None  # a torn file from a crash on a filesystem without atomic rename: redo it
-                if arr is not None and arr.shape[0] != hi - lo:
-                    arr = None
-            if arr is None:
-                arr = np.ascontiguousarray(encode(list(self.texts[lo:hi])), dtype=np.float32)
-                if arr.shape[0] != hi - lo:
-                    raise GapbenchError(f"encoder returned {arr.shape[0]} vectors for {hi - lo} texts.")
-                tmp = path.with_name(path.name + ".tmp.npy")
-                np.save(tmp, arr)
+            chunk = self._read(path, hi - lo) if path.exists() else None
+            if chunk is None:
+                chunk = self._make(encode(list(self.texts[lo:hi])), hi - lo)
+                tmp = path.with_name(path.name + ".tmp" + self.suffix)
+                self._write(tmp, chunk)
                 os.replace(tmp, path)
-            parts.append(arr)
+            parts.append(chunk)
             if progress:
                 progress(hi - lo)
+        return self._combine(parts)
+
+
+class EmbeddingCache(ChunkedCache):
+    """One float32 vector per text, stored as ``chunk-NNNNN.npy`` files under (adapter fingerprint, texts' key)."""
+
+    def __init__(self, adapter_fingerprint: str, texts: Sequence[str], *, chunk_size: int = 4096, kind: str = "embeddings") -> None:
+        key = text_fingerprint(texts)
+        super().__init__(cache_dir(kind) / adapter_fingerprint[:24] / f"{key[:24]}-c{chunk_size}", texts, chunk_size)
+
+    def _read(self, path: Path, n: int):
+        try:
+            arr = np.load(path)
+        except (ValueError, OSError, EOFError):
+            return None  # a torn file from a crash on a filesystem without atomic rename: redo it
+        return arr if arr.shape[0] == n else None
+
+    def _make(self, encoded, n: int) -> np.ndarray:
+        arr = np.ascontiguousarray(encoded, dtype=np.float32)
+        if arr.shape[0] != n:
+            raise GapbenchError(f"encoder returned {arr.shape[0]} vectors for {n} texts.")
+        return arr
+
+    def _write(self, tmp: Path, chunk: np.ndarray) -> None:
+        np.save(tmp, chunk)
+
+    def _combine(self, parts: list) -> np.ndarray:
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.concatenate(parts, axis=0)
