@@ -40,14 +40,7 @@ os.environ["GAPBENCH_HOME"] = os.path.join(_ROOT.name, "home0")
 import numpy as np  # noqa: E402
 
 
-def load_note() -> str:
-    """1-minute load average: on a shared machine other processes slow both sides alike, but absolute times suffer."""
-    try:
-        la = os.getloadavg()[0]
-    except OSError:
-        return "load average n/a"
-    busy = la > (os.cpu_count() or 1) * 0.75
-    return f"load average {la:.1f} on {os.cpu_count()} cpus" + (" (BUSY: other processes compete)" if busy else "")
+from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
 
 TARGET = 1.0
 BATCH = 64
