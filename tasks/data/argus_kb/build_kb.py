@@ -3,7 +3,7 @@
 One passage per landmark behind ImpliRet's world-knowledge hints, written from its Wikidata facts: label, type
 (instance of), place (location, administrative entity, city) and country. gapbench reads only the output file.
 
-    python tasks/data/argus_kb/build_kb.py /path/to/impliret_wknow_landmarks_wikidata.jsonl
+    python tasks/data/argus_kb/build_kb.py [/path/to/impliret_wknow_landmarks_wikidata.jsonl]
 """
 
 from __future__ import annotations
@@ -51,4 +51,5 @@ def main(src: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/argus/impliret_wknow_landmarks_wikidata.jsonl")
+    # default: the vendored copy of the landmarks' Wikidata facts (tasks/data/argus/, with its provenance)
+    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[1] / "argus" / "impliret_wknow_landmarks_wikidata.jsonl"))
