@@ -459,15 +459,22 @@ def mcr_accuracy(task_name: str, retriever_spec) -> dict:
     elif callable(getattr(retriever, "_tokenize", None)):
         scorer, method = _bm25_scorer(retriever, data, queries), "bm25-scores"
 
-    rr, p1 = [], []
+    rr, p1, p1_expected, p1_first = [], [], [], []
     if scorer is not None:
         score_fn, keep_zero = scorer
         for i, (qid, idx) in enumerate(groups):
-            ranked = idx[_rank_row(score_fn(i, idx), keys[idx], keep_zero)]
+            scores = score_fn(i, idx)
+            ranked = idx[_rank_row(scores, keys[idx], keep_zero)]
             rels = data.qrels[qid]
             hit = next((r for r, j in enumerate(ranked) if doc_ids[j] in rels), None)
             p1.append(1.0 if hit == 0 else 0.0)
             rr.append(0.0 if hit is None else 1.0 / (hit + 1))
+            # ties at the top decide many rows (BM25 scores most candidates 0): also report the expected accuracy
+            # under a uniformly random tie-break, and the authors' np.argmax convention (the first candidate wins)
+            gold = np.fromiter((doc_ids[j] in rels for j in idx), dtype=bool)
+            top = np.flatnonzero(scores == scores.max())
+            p1_expected.append(float(gold[top].mean()))
+            p1_first.append(float(gold[top[0]]))
     else:
         method = "search-with-masks"
         retriever.index(data.corpus)
@@ -491,6 +498,9 @@ def mcr_accuracy(task_name: str, retriever_spec) -> dict:
         "accuracy": accuracy,
         "P@1": accuracy,
         "RR": float(np.mean(rr)),
+        # None on the search path, where the raw candidate scores are not at hand
+        "accuracy_random_ties": float(np.mean(p1_expected)) if p1_expected else None,
+        "accuracy_first_wins": float(np.mean(p1_first)) if p1_first else None,
         "chance": chance,
         "seconds": round(seconds, 3),
     }

@@ -313,3 +313,16 @@ def test_mcr_dense_end_to_end_above_chance_and_the_fast_path_agrees():
 def test_mcr_accuracy_refuses_a_full_retrieval_task():
     with pytest.raises(ConfigError, match="takes an rarb-mcr task"):
         rarb.mcr_accuracy(f"rarb/ARC-Challenge:data_dir={FIXTURES}", "bm25")
+
+
+def test_mcr_tie_conventions_on_a_real_file():
+    """Ties do not explain TempReason: BM25 is at 0.000 under every tie convention, because each question names one
+    of the distractors ("Who owned X before Westfield Group?" lists Westfield Group among the candidates)."""
+    from gapbench.tasks.rarb import mcr_accuracy
+
+    res = mcr_accuracy("rarb-mcr/TempReason-l3-pure", "bm25")
+    assert res["n_queries"] == 4437
+    assert res["accuracy"] == res["accuracy_random_ties"] == res["accuracy_first_wins"] == 0.0
+    piqa = mcr_accuracy("rarb-mcr/piqa", "bm25")
+    # two candidates: every convention lands within a point of the tie-free accuracy, above chance 0.5
+    assert 0.5 < piqa["accuracy"] <= piqa["accuracy_random_ties"] <= piqa["accuracy_first_wins"] < 0.54
