@@ -72,11 +72,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
+from .formats import read_jsonl
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -116,25 +117,9 @@ class AuditData:
         return sum(len(v) for v in self.related.values())
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    if not Path(path).is_file():
-        raise DataFormatError("file not found; give a JSONL file (one JSON object per line).", path=path)
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"not valid JSON ({exc.msg}); each line must be one JSON object.", path=path, line=i) from None
-            if not isinstance(obj, dict):
-                raise DataFormatError("each line must be a JSON object.", path=path, line=i)
-            yield i, obj
-
-
 def read_entities(path: Path) -> dict[str, Entity]:
     out: dict[str, Entity] = {}
-    for i, obj in _read_jsonl(path):
+    for i, obj in read_jsonl(path):
         qid = obj.get("qid")
         text = obj.get("paragraph", obj.get("text"))
         if not isinstance(qid, str) or not qid:
@@ -157,7 +142,7 @@ def read_relations(path: Path) -> list[tuple[str, str]]:
     edges: list[tuple[str, str]] = []
     accepted = ('{"source": QID, "target": QID}, {"qid": QID, "related": [QID, ...]} or '
                 '{"qid": QID, "related_tags": [{"qid": QID}, ...]}')
-    for i, obj in _read_jsonl(path):
+    for i, obj in read_jsonl(path):
         if "source" in obj and "target" in obj:
             src, tgts = obj["source"], [obj["target"]]
         elif "qid" in obj and ("related" in obj or "related_tags" in obj):
@@ -224,14 +209,14 @@ def load_shipped(*, relations: str = "directed", directory: str | Path | None = 
     rel_path = d / "entity_relations_with_contriever_ranks.jsonl"
     labels: dict[str, str] = {}
     edges: list[tuple[str, str]] = []
-    for i, obj in _read_jsonl(rel_path):
+    for i, obj in read_jsonl(rel_path):
         labels.setdefault(obj["qid"], obj["label"])
         for tag in obj["related_tags"]:
             if tag.get("label") and tag["label"] != tag["qid"]:
                 labels.setdefault(tag["qid"], tag["label"])
             edges.append((obj["qid"], tag["qid"]))
     ents: dict[str, Entity] = {}
-    for i, obj in _read_jsonl(kb_path):
+    for i, obj in read_jsonl(kb_path):
         q = obj["qid"]
         ents[q] = Entity(q, labels.get(q), obj["text"].strip())
     return build_data(ents, edges, relations=relations, source="argus/shipped-slice")
@@ -241,7 +226,7 @@ def shipped_contriever_ranks(directory: str | Path | None = None) -> dict[str, d
     """The authors' Contriever ranks per target: ``{qid: {"label", "ranks", "sample_sizes", "related"}}``."""
     d = Path(directory) if directory else data_dir()
     out = {}
-    for _, obj in _read_jsonl(d / "entity_relations_with_contriever_ranks.jsonl"):
+    for _, obj in read_jsonl(d / "entity_relations_with_contriever_ranks.jsonl"):
         out[obj["qid"]] = {
             "label": obj["label"], "ranks": list(obj["rank_among_unrelevant_tags_800"]),
             "sample_sizes": list(obj["rank_among_unrelevant_tags_800_sample_size"]),
