@@ -20,6 +20,14 @@ def env_data_dir(short_name: str) -> str | None:
     return os.environ.get(f"GAPBENCH_DATA_{short_name.upper().replace('-', '_')}")
 
 
+def beir_style_folder(root: Path, name: str) -> Path | None:
+    """``root/name`` or ``root`` itself, whichever holds a BEIR-style ``corpus.jsonl`` (or .gz); None otherwise."""
+    for cand in (root / name, root):
+        if (cand / "corpus.jsonl").exists() or (cand / "corpus.jsonl.gz").exists():
+            return cand
+    return None
+
+
 def _local_files(root: Path, config: str, split: str) -> list[Path]:
     folder = root / config if config else root
     pats = [f"{split}.jsonl", f"{split}.jsonl.gz", f"{split}-*.parquet", f"{split}.parquet", f"{split}-*.jsonl"]

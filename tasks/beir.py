@@ -32,6 +32,7 @@ from pathlib import Path
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.formats import read_beir_folder
 from gapbench.task import TASKS, Task
+from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 ZIP_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -133,9 +134,9 @@ def local_folder(name: str, data_dir: str | os.PathLike) -> Path:
             f"(<DIR>/{name}/corpus.jsonl, queries.jsonl, qrels/<split>.tsv).",
             path=root,
         )
-    for cand in (root / name, root):
-        if (cand / "corpus.jsonl").exists() or (cand / "corpus.jsonl.gz").exists():
-            return cand
+    found = beir_style_folder(root, name)
+    if found is not None:
+        return found
     raise DataFormatError(
         f"no copy of beir/{name} here: expected {root / name}/corpus.jsonl, queries.jsonl and qrels/<split>.tsv "
         f"(the layout of the unzipped {zip_name(name)}.zip from {ZIP_URL.format(name=zip_name(name))}).",

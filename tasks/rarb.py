@@ -34,10 +34,15 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
-
-from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError, GapbenchError
+from gapbench.errors import (
+    ConfigError,
+    DataFormatError,
+    DatasetUnavailableError,
+    GapbenchError,
+)
 from gapbench.formats import open_text, read_beir_folder
 from gapbench.task import TASKS, Task
+from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 HF_ORG = "RAR-b"
@@ -117,9 +122,9 @@ def _local_folder(task: str, data_dir: str | None) -> Path | None:
         where = "data_dir" if data_dir else ENV_VAR
         raise DataFormatError(f"{where} for RAR-b is not a directory; give the folder that holds <task>/ folders.",
                               path=root_path)
-    for folder in (root_path / task, root_path):
-        if (folder / "corpus.jsonl").exists() or (folder / "corpus.jsonl.gz").exists():
-            return folder
+    found = beir_style_folder(root_path, task)
+    if found is not None:
+        return found
     raise DataFormatError(
         f"no copy of {HF_ORG}/{task} here: expected {task}/corpus.jsonl, {task}/queries.jsonl, "
         f"{task}/qrels/test.tsv and {task}/instruction.txt, laid out as the Hugging Face repository.",
