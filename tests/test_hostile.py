@@ -1,0 +1,63 @@
+"""Replays the corpus of malformed and hostile inputs in tests/hostile/ through the command line (see its __init__)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hostile
+from hostile import Case
+
+from gapbench.cli import main
+
+CATEGORIES = sorted(m.name for m in pkgutil.iter_modules(hostile.__path__) if m.name.startswith("cases_"))
+ALL: list[tuple[str, Case]] = [
+    (cat, case) for cat in CATEGORIES for case in importlib.import_module(f"hostile.{cat}").CASES
+]
+
+
+def _run(case: Case, tmp: Path, capsys, monkeypatch) -> tuple[int, str, str]:
+    argv = case.materialise(tmp)
+    work = tmp
+    for key, value in case.env.items():
+        monkeypatch.setenv(key, value.replace("{tmp}", str(tmp)))
+    if case.process:
+        env = dict(os.environ)
+        env.update({k: v.replace("{tmp}", str(tmp)) for k, v in case.env.items()})
+        proc = subprocess.run([sys.executable, "-m", "gapbench", *argv], cwd=work, env=env, input=case.stdin,
+                              capture_output=True, timeout=case.timeout)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    monkeypatch.chdir(work)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("category, case", ALL, ids=[f"{cat[6:]}-{case.id}" for cat, case in ALL])
+def test_hostile_input(category, case, tmp_path, capsys, monkeypatch):
+    start = time.monotonic()
+    code, out, err = _run(case, tmp_path, capsys, monkeypatch)
+    elapsed = time.monotonic() - start
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert code == case.expect, (code, out[-2000:], err[-2000:])
+    if case.expect == 2:
+        assert err.startswith("gapbench: error: "), err[-2000:]
+        assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+        for name in case.expected_names(tmp_path):
+            assert name in err, f"{name!r} not named in: {err!r}"
+    assert elapsed < case.timeout, f"took {elapsed:.1f} s"
+
+
+def test_corpus_size_and_ids():
+    ids = [f"{cat}:{case.id}" for cat, case in ALL]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    bad = [c for _, c in ALL if c.expect == 2]
+    assert len(bad) >= 150, f"only {len(bad)} malformed or hostile inputs"
+    assert any(c.expect == 0 for _, c in ALL) and any(c.expect == 1 for _, c in ALL)
