@@ -71,6 +71,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -86,8 +87,8 @@ BANDS = (("low", 0.0, 0.33), ("mid", 0.33, 0.66), ("high", 0.66, 1.0 + 1e-12))
 
 
 def data_dir() -> Path:
-    """The vendored ARGUS slice (``gapbench.tasks`` package data)."""
-    return Path(__file__).resolve().parent.parent / "tasks" / "data" / "argus"
+    """The vendored ARGUS slice, found through the installed package: a wheel has no ``tasks/`` beside ``gapbench/``."""
+    return Path(resources.files("gapbench.tasks").joinpath("data", "argus"))
 
 
 # ---------------------------------------------------------------- data
