@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import GapbenchError
+from .errors import ConfigError, GapbenchError
 from .evaluation import Results, evaluate, format_table
-from .stats import holm, paired_t_test, randomization_test
+from .stats import check_level, holm, paired_t_test, randomization_test
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ def compare(
 
     >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
     """
+    check_level("alpha", alpha, "0.05")
     if len(items) < 2:
         raise GapbenchError("compare needs at least two systems.")
     results: list[Results] = []
@@ -131,3 +134,69 @@ def compare(
         for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
             tests.append(PairTest(m, a.system, b.system, delta, pr, pt, hr, ht))
     return Comparison(tuple(results), tuple(tests), alpha)
+
+
+def compare_run_dirs(
+    run_dirs: Sequence[str | os.PathLike],
+    measures: Sequence[str] | None = None,
+    *,
+    n_permutations: int = 10_000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> Comparison:
+    """Compare stored run directories of one task, read and checked by the loader ``gapbench regress`` uses.
+
+    Systems stored under the same name (one retriever with other options) are told apart by their folder's name.
+    """
+    from .store import load_results
+
+    check_level("--alpha", alpha, "0.05")
+    dirs = [Path(d) for d in run_dirs]
+    if len(dirs) < 2:
+        shown = f" (got only {dirs[0]})" if dirs else ""
+        raise ConfigError(f"compare needs two or more run directories{shown}; add another one made by "
+                          "`gapbench run TASK -r RETRIEVER --output DIR`.")
+    for i, d in enumerate(dirs):
+        for e in dirs[:i]:
+            if os.path.lexists(d) and os.path.lexists(e) and os.path.realpath(d) == os.path.realpath(e):
+                raise ConfigError(f"{d} is given twice (also as {e}); compare different run directories.")
+    loaded = [(d, load_results(d)) for d in dirs]
+    first_dir, first = loaded[0]
+    for d, r in loaded[1:]:
+        if r.task != first.task:
+            raise ConfigError(f"{d} holds task {r.task!r} and {first_dir} holds task {first.task!r}; compare run "
+                              "directories of one task.")
+    if measures is not None:
+        wanted = list(measures)
+        if not wanted or not all(isinstance(m, str) and m for m in wanted):
+            raise ConfigError(f"--measures is {wanted!r}; name stored measures, e.g. --measures nDCG@10,R@100, or "
+                              "leave it out to compare every measure the run directories share.")
+        twice = sorted({m for m in wanted if wanted.count(m) > 1})
+        if twice:
+            raise ConfigError(f"--measures lists {twice[0]} twice; name each measure once.")
+        for d, r in loaded:
+            missing = [m for m in wanted if m not in r.measures]
+            if missing:
+                raise ConfigError(f"{d}: {r.system!r} has no stored {missing[0]} (stored: {', '.join(r.measures)}); "
+                                  "pick stored measures with --measures or re-run with them.")
+    else:
+        wanted = [m for m in first.measures if all(m in r.measures for _, r in loaded)]
+        if not wanted:
+            raise ConfigError(f"the run directories share no measure ({first_dir} stores "
+                              f"{', '.join(first.measures)}); re-run them with the same --measures.")
+    qids = set(first.query_ids)
+    for d, r in loaded[1:]:
+        if set(r.query_ids) != qids:
+            only_a, only_b = sorted(qids - set(r.query_ids)), sorted(set(r.query_ids) - qids)
+            raise ConfigError(f"{first_dir} and {d} scored different queries ({len(only_a)} only in the first, e.g. "
+                              f"{only_a[:3]}; {len(only_b)} only in the second, e.g. {only_b[:3]}); paired tests need "
+                              "runs of the same task revision and queries.")
+    names = [r.system for _, r in loaded]
+    results = [replace(r, system=f"{r.system} ({d.name})" if names.count(r.system) > 1 else r.system,
+                       measures=tuple(wanted)) for d, r in loaded]
+    labels = [r.system for r in results]
+    twice = next((x for x in labels if labels.count(x) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"two run directories are both named {twice!r} after their system and folder; rename a "
+                          "folder so each system has a distinct name.")
+    return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed)

@@ -8,7 +8,10 @@ A result set is a directory of run directories, one per task, as ``gapbench run 
   (two-sided, 10,000 sign flips), Holm-corrected over the tasks;
 - the task **fails** when drop > max_drop **and** the Holm-adjusted p < alpha: a significant drop beyond tolerance.
 
-Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input.
+Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input. Bad input includes options
+that would switch the gate off (a non-finite or out-of-range ``--max-drop``, ``--alpha``, ``--permutations``, or too few
+permutations for any p to fall below alpha) and run directories that are damaged or edited: the per-query values are
+read and checked by :func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too.
 
 ``regress.json`` (kind ``regress``, version 1), written with ``--output DIR``::
 
@@ -20,6 +23,7 @@ Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad
 from __future__ import annotations
 
 import json
+import math
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -116,27 +120,77 @@ class RegressionReport:
 
 
 def load_result_set(directory: str | os.PathLike) -> dict:
-    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself)."""
+    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself).
+
+    Every visible folder of a result set must be a run directory: a damaged one is an error, never skipped, so a
+    broken baseline task cannot drop out of the gate unnoticed. Plain files (a README) and hidden entries are ignored.
+    """
     from .store import load_results
 
     directory = Path(directory)
-    if not directory.is_dir():
-        raise RegressionInputError(f"{directory}: not a directory; give a folder of run directories "
+    if not os.path.lexists(directory):
+        raise RegressionInputError(f"{directory}: no such folder; give a folder of run directories "
                                    "(written by `gapbench run ... --output DIR`).")
-    dirs = [directory] if (directory / "results.json").is_file() else sorted(
-        p for p in directory.iterdir() if p.is_dir() and (p / "results.json").is_file())
+    try:
+        root = directory.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise RegressionInputError(f"{directory}: a symbolic link that loops or points nowhere; give the folder "
+                                   "itself.") from None
+    if not root.is_dir():
+        raise RegressionInputError(f"{directory}: a file, not a folder; give a folder of run directories "
+                                   "(written by `gapbench run ... --output DIR`).")
+    if any(os.path.lexists(directory / name) for name in ("results.json", "metrics.tsv")):
+        dirs = [directory]
+    else:
+        dirs = []
+        for p in sorted(directory.iterdir()):
+            if p.name.startswith("."):
+                continue  # an interrupted run's hidden temporary folder, or a VCS folder
+            try:
+                real = p.resolve(strict=True)
+            except (OSError, RuntimeError):
+                raise RegressionInputError(f"{p}: a symbolic link that loops or points nowhere; remove it or "
+                                           "replace it with the run directory.") from None
+            if root not in real.parents:
+                raise RegressionInputError(f"{p}: a symbolic link to {real}, outside {directory}, which is never "
+                                           "read; copy the run directory in instead.")
+            if real.is_dir():
+                dirs.append(p)
     if not dirs:
         raise RegressionInputError(f"{directory}: holds no run directory (no */results.json); write one with "
                                    "`gapbench run TASK -r RETRIEVER --output DIR/NAME`.")
-    out = {}
+    out, where = {}, {}
     for d in dirs:
         res = load_results(d)
         key = res.task or d.name
         if key in out:
-            raise RegressionInputError(f"{directory}: two run directories hold task {key!r} ({d.name} and another); "
-                                       "keep one per task.")
-        out[key] = res
+            raise RegressionInputError(f"{directory}: {where[key].name} and {d.name} both hold task {key!r}; keep "
+                                       "one run directory per task.")
+        out[key], where[key] = res, d
     return out
+
+
+def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int) -> None:
+    """The gate's options, each finite and in a range where a real drop can still fail the gate."""
+    from .stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
+    from .store import value_range
+
+    if not isinstance(measure, str) or not measure.strip():
+        raise RegressionInputError(f"--measure is {measure!r}; name a stored measure, e.g. nDCG@10.")
+    lo, hi = value_range(measure)
+    finite = isinstance(max_drop, (int, float)) and not isinstance(max_drop, bool) and math.isfinite(max_drop)
+    if not finite or max_drop < 0:
+        raise RegressionInputError(f"--max-drop is {max_drop}; give a finite tolerance of 0 or more (e.g. 0.01).")
+    if max_drop >= hi - lo:
+        raise RegressionInputError(f"--max-drop is {max_drop}, but {measure} lies between {lo:g} and {hi:g}, so no "
+                                   f"drop could exceed it and the gate would always pass; give a tolerance below "
+                                   f"{hi - lo:g} (e.g. 0.01).")
+    try:
+        check_level("--alpha", alpha, "0.05")
+        check_count("--permutations", n_permutations, 1, MAX_PERMUTATIONS)
+        check_seed(seed, "--seed")
+    except GapbenchError as exc:
+        raise RegressionInputError(str(exc)) from None
 
 
 def regress(
@@ -146,24 +200,27 @@ def regress(
     """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input."""
     from .stats import holm, randomization_test
 
-    if max_drop < 0:
-        raise RegressionInputError(f"--max-drop is {max_drop}; give a tolerance of 0 or more (e.g. 0.01).")
-    if not 0 < alpha < 1:
-        raise RegressionInputError(f"--alpha is {alpha}; give a level between 0 and 1 (e.g. 0.05).")
+    check_options(measure, max_drop, alpha, n_permutations, seed)
     base, cand = load_result_set(baseline), load_result_set(candidate)
+    # The smallest Holm-adjusted p is (tasks) / (permutations + 1); at or above alpha, no drop could ever fail.
+    if len(base) / (n_permutations + 1) >= alpha:
+        raise RegressionInputError(
+            f"--permutations {n_permutations} over {len(base)} task(s) cannot give a Holm-corrected p below --alpha "
+            f"{alpha}, so the gate could never fail; give --permutations {max(10_000, math.floor(len(base) / alpha))} "
+            "or more.")
     problems = []
     missing = [t for t in base if t not in cand]
     if missing:
         problems.append(f"candidate {candidate} lacks task(s) {', '.join(missing)} of the baseline; run them "
-                        "(or drop them from the baseline on purpose).")
+                        "(or drop them from the baseline on purpose)")
     for task, b in base.items():
         c = cand.get(task)
         if c is None:
             continue
         for label, res, where in (("baseline", b, baseline), ("candidate", c, candidate)):
             if measure not in res.per_query:
-                problems.append(f"{label} {where}: task {task} has no stored {measure} (stored: {', '.join(res.measures)}); "
-                                "re-run with --measures including it or pick --measure.")
+                problems.append(f"{label} {where}: task {task} has no stored {measure} (stored: "
+                                f"{', '.join(res.measures)}); re-run with --measures including it or pick --measure")
         if measure not in b.per_query or measure not in c.per_query:
             continue
         qb, qc = set(b.per_query[measure]), set(c.per_query[measure])
@@ -171,16 +228,17 @@ def regress(
             only_b, only_c = sorted(qb - qc), sorted(qc - qb)
             problems.append(f"task {task}: the query sets differ ({len(only_b)} only in the baseline, e.g. "
                             f"{only_b[:3]}; {len(only_c)} only in the candidate, e.g. {only_c[:3]}); compare runs on "
-                            "the same task revision and queries.")
+                            "the same task revision and queries")
     if problems:
-        raise RegressionInputError("cannot compare the result sets:\n  " + "\n  ".join(problems))
+        raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
     rows, pvals = [], []
     for task, b in base.items():
         c = cand[task]
+        # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
         qids = list(b.per_query[measure])
         vb = [b.per_query[measure][q] for q in qids]
         vc = [c.per_query[measure][q] for q in qids]
-        mb, mc = sum(vb) / len(vb), sum(vc) / len(vc)
+        mb, mc = b.means[measure], c.means[measure]
         p = randomization_test(vb, vc, n_permutations=n_permutations, seed=seed)
         rows.append((task, len(qids), mb, mc, mb - mc, p))
         pvals.append(p)
@@ -205,15 +263,23 @@ def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = 
     if summary:
         # Appended, not replaced: CI step summaries ($GITHUB_STEP_SUMMARY) collect the output of several steps.
         path = Path(summary)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(report.to_markdown())
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(report.to_markdown())
+        except OSError as exc:
+            raise RegressionInputError(f"{summary}: cannot be appended to ({exc.strerror}); give a writable file "
+                                       "for --summary.") from None
         written.append(path)
     if output:
         targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n"))
         targets.append((Path(output) / "regress.md", report.to_markdown()))
-    for path, text in targets:
-        with atomic_writer(path) as fh:
-            fh.write(text)
-        written.append(path)
+    try:
+        for path, text in targets:
+            with atomic_writer(path) as fh:
+                fh.write(text)
+            written.append(path)
+    except OSError as exc:
+        raise RegressionInputError(f"{exc.filename or path}: cannot be written ({exc.strerror}); give a writable "
+                                   "file path for --junit, --summary or --output.") from None
     return written

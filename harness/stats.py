@@ -3,9 +3,61 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from .errors import ConfigError, GapbenchError
+
+# 10 million sign flips give p-values to about 1e-7 (a standard error of 7e-5 at p = 0.05) and take seconds per
+# thousand queries; more only costs time and memory.
+MAX_PERMUTATIONS = 10_000_000
+MAX_RESAMPLES = 1_000_000
+
+
+def check_count(name: str, value: object, low: int, high: int) -> int:
+    """``value`` as an int in [low, high] (bools, floats and strings are refused), else a :class:`ConfigError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} is {value:,}; give a whole number from {low:,} to {high:,}.")
+    return int(value)
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """A seed numpy accepts: a whole number of 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ConfigError(f"{name} must be a whole number of 0 or more, got {value!r}.")
+    return int(value)
+
+
+def check_level(name: str, value: object, example: str) -> float:
+    """A probability strictly between 0 and 1 (a confidence or significance level); NaN and inf are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < float(value) < 1:
+        raise ConfigError(f"{name} is {value!r}; give a number strictly between 0 and 1 (e.g. {example}).")
+    return float(value)
+
+
+def _finite(values: object, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise GapbenchError(f"{name} must be a list of numbers.") from None
+    if array.ndim != 1:
+        raise GapbenchError(f"{name} must be a flat list of per-query numbers, got shape {array.shape}.")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise GapbenchError(f"{name}[{bad[0]}] is {array[bad[0]]}; per-query values must be finite numbers.")
+    return array
+
+
+def _paired(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+    """a - b, after checking both are finite and of the same length (numpy would broadcast a single value)."""
+    va, vb = _finite(a, "a"), _finite(b, "b")
+    if va.size != vb.size:
+        raise GapbenchError(f"paired values need the same queries: a has {va.size} values and b has {vb.size}.")
+    return va - vb
 
 
 def bootstrap_cis(
@@ -15,12 +67,15 @@ def bootstrap_cis(
 
     All measures share the same resampled query sets, so their intervals come from one paired resampling.
     """
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+    n_resamples = check_count("n_resamples", n_resamples, 1, MAX_RESAMPLES)
+    confidence = check_level("confidence", confidence, "0.95")
+    seed = check_seed(seed)
+    arrays = {k: _finite(v, f"values[{k!r}]") for k, v in values.items()}
     sizes = {a.size for a in arrays.values()}
     if len(sizes) > 1:
-        raise ValueError(f"bootstrap_cis needs equal-length value lists, got sizes {sorted(sizes)}")
+        raise GapbenchError(f"bootstrap_cis needs the same queries for every measure, got {sorted(sizes)} values.")
     n = sizes.pop() if sizes else 0
-    if n == 0 or n_resamples < 1:
+    if n == 0:
         return {k: (math.nan, math.nan) for k in arrays}
     matrix = np.stack(list(arrays.values()), axis=1)  # queries x measures
     rng = np.random.default_rng(seed)
@@ -46,7 +101,9 @@ def randomization_test(a: Sequence[float], b: Sequence[float], n_permutations: i
 
     The p-value counts the observed assignment among the permutations ((hits + 1) / (n + 1)), so it is never 0.
     """
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    n_permutations = check_count("n_permutations", n_permutations, 1, MAX_PERMUTATIONS)
+    seed = check_seed(seed)
+    d = _paired(a, b)
     if d.size == 0:
         return math.nan
     observed = abs(d.mean())
@@ -69,17 +126,20 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided paired t-test p-value (scipy); 1.0 when the differences are all equal to zero."""
     from scipy import stats
 
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    d = _paired(a, b)
     if d.size < 2:
         return math.nan
     if np.allclose(d, d[0]):
         return 1.0 if d[0] == 0 else 0.0
-    return float(stats.ttest_rel(a, b).pvalue)
+    return float(stats.ttest_rel(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)).pvalue)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
-    p = np.asarray(p_values, dtype=np.float64)
+    p = _finite(p_values, "p_values")
+    outside = np.flatnonzero((p < 0) | (p > 1))
+    if outside.size:
+        raise GapbenchError(f"p_values[{outside[0]}] is {p[outside[0]]}; p-values lie between 0 and 1.")
     m = p.size
     order = np.argsort(p, kind="stable")
     adjusted = np.empty(m)

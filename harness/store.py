@@ -6,9 +6,12 @@ A run directory is written into a temporary sibling and renamed into place, so a
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import re
 import shutil
+import stat
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
@@ -68,36 +71,235 @@ def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manif
     return directory
 
 
-def load_results(directory: str | os.PathLike) -> Results:
-    """The Results stored in a run directory (per-query values from metrics.tsv)."""
-    directory = Path(directory)
-    res_path, met_path = directory / "results.json", directory / "metrics.tsv"
-    for p in (res_path, met_path):
-        if not p.exists():
-            raise DataFormatError(
-                "missing; a run directory holds run.trec.gz, metrics.tsv, results.json and manifest.json "
-                "(made by `gapbench run ... --output DIR`).",
-                path=p,
-            )
+# Measure families whose per-query values lie in [0, 1], and the counts, which are whole numbers of 0 or more. Any
+# other measure (alpha_DCG, BPM, custom gains) is only required to be finite.
+_UNIT_MEASURES = frozenset({
+    "nDCG", "NDCG", "SDCG", "R", "Recall", "P", "Precision", "AP", "MAP", "RR", "MRR", "Success", "Rprec", "RPrec",
+    "Judged", "Bpref", "BPref", "infAP", "ERR", "SetP", "SetR", "SetF", "SetAP", "SetRelP", "IPrec", "Compat",
+    "alpha_nDCG", "α_nDCG", "StRecall", "Accuracy", "RBP", "P_IA", "AP_IA", "MAP_IA", "nERR_IA",
+})
+_COUNT_MEASURES = frozenset({"NumQ", "NumRel", "NumRelRet", "NumRet"})
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_MAX_RESULTS_JSON = 16 * 2**20  # a results.json holds a few means; anything near this size is not one
+_METRICS_HEADER = "query_id\tmeasure\tvalue"
+_REMAKE = "re-create the run directory with `gapbench run TASK -r RETRIEVER --output DIR`"
+
+
+def _family(measure: str) -> str:
+    return re.split(r"[@(]", measure, maxsplit=1)[0]
+
+
+def value_range(measure: str) -> tuple[float, float]:
+    """The interval every per-query value of ``measure`` lies in (ir-measures names)."""
+    family = _family(measure)
+    if family in _COUNT_MEASURES:
+        return 0.0, math.inf
+    if family in _UNIT_MEASURES and "gains" not in measure:
+        return 0.0, 1.0
+    return -math.inf, math.inf
+
+
+def _in_range(measure: str, value: float) -> bool:
+    lo, hi = value_range(measure)
+    whole = _family(measure) not in _COUNT_MEASURES or value.is_integer()
+    return math.isfinite(value) and lo <= value <= hi and whole
+
+
+def _range_text(measure: str) -> str:
+    lo, hi = value_range(measure)
+    if _family(measure) in _COUNT_MEASURES:
+        return "whole numbers of 0 or more"
+    return "finite numbers" + (f" from {lo:g} to {hi:g}" if math.isfinite(hi) else "")
+
+
+def _run_file(directory: Path, root: Path, name: str) -> Path:
+    """``directory/name`` as a regular file inside the run directory ``root`` (resolved), else a DataFormatError."""
+    path = directory / name
+    if not os.path.lexists(path):
+        raise DataFormatError(f"missing; a run directory holds run.trec.gz, metrics.tsv, results.json and "
+                              f"manifest.json: {_REMAKE}.", path=path)
     try:
-        res = json.loads(res_path.read_text())
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise DataFormatError(f"a symbolic link that loops or points nowhere; replace it with the file itself or "
+                              f"{_REMAKE}.", path=path) from None
+    if root not in real.parents:
+        raise DataFormatError(f"a symbolic link to {real}, outside the run directory, which is never read; copy the "
+                              "file into the run directory instead.", path=path)
+    if not stat.S_ISREG(real.stat().st_mode):
+        raise DataFormatError(f"not a regular file (a folder, pipe or device); {_REMAKE}.", path=path)
+    return path
+
+
+def _json_pairs(pairs: list) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def _json_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _read_results_json(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_RESULTS_JSON + 1)
+    except OSError as exc:
+        raise DataFormatError(f"cannot be read ({exc.strerror}).", path=path) from None
+    if len(data) > _MAX_RESULTS_JSON:
+        raise DataFormatError(f"larger than {_MAX_RESULTS_JSON // 2**20} MiB, which no results.json is; {_REMAKE}.",
+                              path=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise DataFormatError(f"not UTF-8 text (byte {data[exc.start]:#04x}); {_REMAKE}.", path=path, line=line) from None
+    try:
+        res = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant)
     except json.JSONDecodeError as exc:
-        raise DataFormatError(f"malformed JSON ({exc.msg}).", path=res_path) from None
-    per_query: dict[str, dict[str, float]] = {m: {} for m in res["measures"]}
-    with open(met_path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if n == 1:
-                continue
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 3 or parts[1] not in per_query:
-                raise DataFormatError("expected 'query_id<TAB>measure<TAB>value' with a known measure.", path=met_path, line=n)
-            per_query[parts[1]][parts[0]] = float(parts[2])
+        raise DataFormatError(f"malformed JSON ({exc.msg}, column {exc.colno}); {_REMAKE}.", path=path,
+                              line=exc.lineno) from None
+    except ValueError as exc:
+        raise DataFormatError(f"{exc}; {_REMAKE}.", path=path) from None
+    except RecursionError:
+        raise DataFormatError(f"JSON nested too deeply to be a results.json; {_REMAKE}.", path=path) from None
+    if not isinstance(res, dict):
+        raise DataFormatError(f"holds a JSON {type(res).__name__}, expected an object with system, task, n_queries, "
+                              f"measures and ci95; {_REMAKE}.", path=path)
+
+    def bad(key: str, found: object, wanted: str) -> DataFormatError:
+        return DataFormatError(f"{key!r} is {found!r}, expected {wanted}; {_REMAKE}.", path=path)
+
+    for key in ("system", "n_queries", "measures"):
+        if key not in res:
+            raise DataFormatError(f"lacks the key {key!r} (keys found: {', '.join(map(repr, res)) or 'none'}); "
+                                  f"{_REMAKE}.", path=path)
+    if not isinstance(res["system"], str) or not res["system"]:
+        raise bad("system", res["system"], "the system's name (a non-empty string)")
+    if not isinstance(res.get("task", ""), str):
+        raise bad("task", res["task"], "the task's name (a string)")
+    for key in ("n_queries", "n_missing", "n_dropped", "n_unjudged"):
+        value = res.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key == "n_queries"):
+            raise bad(key, value, "a whole number" + (" of 1 or more" if key == "n_queries" else " of 0 or more"))
+    means = res["measures"]
+    if not isinstance(means, dict) or not means:
+        raise bad("measures", means, "an object measure -> mean, with at least one measure")
+    for m, v in means.items():
+        if not m or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise bad(f"measures.{m}", v, "a finite number")
+    ci = res.get("ci95")
+    if ci is not None:
+        if not isinstance(ci, dict):
+            raise bad("ci95", ci, "an object measure -> [low, high]")
+        for m, v in ci.items():
+            ok = (m in means and isinstance(v, list) and len(v) == 2
+                  and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
+                  and v[0] <= v[1])
+            if not ok:
+                raise bad(f"ci95.{m}", v, "[low, high], two finite numbers for a measure in 'measures'")
+    return res
+
+
+def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple[float, int]]], list[str]]:
+    """(measure -> query_id -> (value, line number), query ids in order of first appearance); every value checked
+    against its measure's range."""
+    values: dict[str, dict[str, tuple[float, int]]] = {m: {} for m in measures}
+    seen: dict[str, None] = {}
+    n = 0
+    try:
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataFormatError(f"not UTF-8 text (byte {raw[exc.start]:#04x}); {_REMAKE}.", path=path,
+                                          line=n) from None
+                line = line[:-1] if line.endswith("\n") else line
+                if n == 1:
+                    if line != _METRICS_HEADER:
+                        raise DataFormatError(f"found the header {line[:80]!r}, expected "
+                                              f"{_METRICS_HEADER!r}; {_REMAKE}.", path=path, line=n)
+                    continue
+                parts = line.split("\t")
+                if len(parts) != 3 or not parts[0]:
+                    raise DataFormatError(f"found {line[:80]!r}, expected 'query_id<TAB>measure<TAB>value'; "
+                                          f"{_REMAKE}.", path=path, line=n)
+                qid, m, text = parts
+                if m not in values:
+                    raise DataFormatError(f"query {qid!r} has a value for {m!r}, which results.json does not list "
+                                          f"(it lists {', '.join(measures)}); {_REMAKE}.", path=path, line=n)
+                value = float(text) if _NUMBER.fullmatch(text) else math.nan
+                if not _in_range(m, value):
+                    raise DataFormatError(f"query {qid!r} has {m} {text[:40]!r}; {m} values are {_range_text(m)}, "
+                                          f"so this file was edited or damaged: {_REMAKE}.", path=path, line=n)
+                if qid in values[m]:
+                    raise DataFormatError(f"query {qid!r} has a second {m} value (the first is on line "
+                                          f"{values[m][qid][1]}); each query has one value per measure: "
+                                          f"{_REMAKE}.", path=path, line=n)
+                values[m][qid] = (value, n)
+                seen.setdefault(qid)
+    except OSError as exc:
+        raise DataFormatError(f"cannot be read ({exc.strerror}).", path=path) from None
+    if n < 2:
+        raise DataFormatError(f"holds no per-query values ({'no header' if n == 0 else 'only the header'}); "
+                              f"{_REMAKE}.", path=path)
+    return values, list(seen)
+
+
+def load_results(directory: str | os.PathLike) -> Results:
+    """The Results stored in a run directory, checked so that a damaged or edited one is bad input.
+
+    Per-query values come from metrics.tsv and are the one source of truth: each lies in its measure's range, every
+    measure covers the same queries, their count is results.json's ``n_queries`` and their mean its stored mean (to
+    1e-9). The means returned are recomputed from them, in the order evaluation sums them, so they are exactly the
+    numbers ``evaluate`` gave.
+    """
+    directory = Path(directory)
+    if not os.path.lexists(directory):
+        raise DataFormatError(f"no such run directory; {_REMAKE}.", path=directory)
+    try:
+        root = directory.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise DataFormatError("a symbolic link that loops or points nowhere; give the run directory itself.",
+                              path=directory) from None
+    if not root.is_dir():
+        raise DataFormatError(f"a file, not a run directory (a folder holding results.json and metrics.tsv); give "
+                              "the folder `gapbench run ... --output DIR` wrote.", path=directory)
+    res_path = _run_file(directory, root, "results.json")
+    met_path = _run_file(directory, root, "metrics.tsv")
+    res = _read_results_json(res_path)
+    stored = res["measures"]
+    found, qids = _read_metrics(met_path, stored)
+    if len(qids) != res["n_queries"]:
+        raise DataFormatError(f"holds values for {len(qids)} queries, but {res_path} says n_queries is "
+                              f"{res['n_queries']}; a query was added or removed: {_REMAKE}.", path=met_path)
+    per_query: dict[str, dict[str, float]] = {}
+    means: dict[str, float] = {}
+    for m in stored:
+        lacking = [q for q in qids if q not in found[m]]
+        if lacking:
+            q = lacking[0]
+            other = next(x for x in stored if q in found[x])
+            raise DataFormatError(f"query {q!r} has {other} (line {found[other][q][1]}) but no {m} value; every "
+                                  f"measure covers the same queries: {_REMAKE}.", path=met_path)
+        per_query[m] = {q: found[m][q][0] for q in qids}
+        means[m] = sum(per_query[m].values()) / len(qids)
+        if abs(means[m] - stored[m]) > 1e-9 * max(1.0, abs(stored[m])):
+            raise DataFormatError(f"the mean {m} of the per-query values in metrics.tsv is {means[m]!r}, but "
+                                  f"{res_path} stores {stored[m]!r}; one of the two files was edited: {_REMAKE}.",
+                                  path=met_path)
+    ci = res.get("ci95") or {}
     return Results(
         system=res["system"],
-        measures=tuple(res["measures"]),
+        measures=tuple(stored),
         per_query=per_query,
-        means=dict(res["measures"]),
-        stored_ci={m: tuple(v) for m, v in res["ci95"].items()},
+        means=means,
+        stored_ci={m: tuple(v) for m, v in ci.items()} if all(m in ci for m in stored) else None,
         n_queries=res["n_queries"],
         n_missing=res.get("n_missing", 0),
         n_dropped=res.get("n_dropped", 0),
