@@ -136,23 +136,9 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
-    from .comparison import compare
-    from .store import load_results
+    from .comparison import compare_run_dirs
 
-    results = [load_results(d) for d in run_dirs]
-    wanted = _measures(measures)
-    if wanted:
-        from dataclasses import replace
-
-        for r in results:
-            missing = [m for m in wanted if m not in r.measures]
-            if missing:
-                _fail(f"{r.system!r} has no stored {missing[0]}; stored: {', '.join(r.measures)}.")
-        results = [replace(r, measures=tuple(wanted)) for r in results]
-    tasks = {r.task for r in results}
-    if len(tasks) > 1:
-        _fail(f"the run directories come from different tasks ({', '.join(sorted(tasks))}); compare runs of one task.")
-    cmp = compare(results, alpha=alpha)
+    cmp = compare_run_dirs(run_dirs, _measures(measures), alpha=alpha)
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
 
 
