@@ -192,11 +192,16 @@ def compare_run_dirs(
                               f"{only_a[:3]}; {len(only_b)} only in the second, e.g. {only_b[:3]}); paired tests need "
                               "runs of the same task revision and queries.")
     names = [r.system for _, r in loaded]
-    results = [replace(r, system=f"{r.system} ({d.name})" if names.count(r.system) > 1 else r.system,
+    results = [replace(r, system=f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
                        measures=tuple(wanted)) for d, r in loaded]
-    labels = [r.system for r in results]
-    twice = next((x for x in labels if labels.count(x) > 1), None)
-    if twice is not None:
-        raise ConfigError(f"two run directories are both named {twice!r} after their system and folder; rename a "
-                          "folder so each system has a distinct name.")
     return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed)
+
+
+def _folder_label(d: Path, dirs: Sequence[Path]) -> str:
+    """The shortest tail of ``d``'s path that no other directory shares (base/wknow vs cand/wknow)."""
+    parts = d.parts
+    for n in range(1, len(parts) + 1):
+        tail = parts[-n:]
+        if all(e.parts[-n:] != tail for e in dirs if e != d):
+            return str(Path(*tail))
+    return str(d)

@@ -256,30 +256,32 @@ def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = 
     """Write JUnit XML, append the Markdown summary, and/or write ``<output>/regress.{json,md}`` atomically."""
     from .formats import atomic_writer
 
-    written = []
-    targets = []
+    targets = []  # (path, text, option)
     if junit:
-        targets.append((Path(junit), report.to_junit()))
-    if summary:
-        # Appended, not replaced: CI step summaries ($GITHUB_STEP_SUMMARY) collect the output of several steps.
-        path = Path(summary)
-        try:
+        targets.append((Path(junit), report.to_junit(), "--junit"))
+    if output:
+        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n", "--output"))
+        targets.append((Path(output) / "regress.md", report.to_markdown(), "--output"))
+    # Checked before anything is written, so a bad path never leaves part of the reports behind.
+    for path, option in [(p, o) for p, _, o in targets] + ([(Path(summary), "--summary")] if summary else []):
+        if path.is_dir():
+            hint = "a folder without folders named regress.json or regress.md" if option == "--output" else "a file path"
+            raise RegressionInputError(f"{path}: is a folder, so {option} cannot write its report there; give {hint}.")
+    written = []
+    path, option = Path(), ""
+    try:
+        if summary:
+            # Appended, not replaced: CI step summaries ($GITHUB_STEP_SUMMARY) collect the output of several steps.
+            path, option = Path(summary), "--summary"
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(report.to_markdown())
-        except OSError as exc:
-            raise RegressionInputError(f"{summary}: cannot be appended to ({exc.strerror}); give a writable file "
-                                       "for --summary.") from None
-        written.append(path)
-    if output:
-        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n"))
-        targets.append((Path(output) / "regress.md", report.to_markdown()))
-    try:
-        for path, text in targets:
+            written.append(path)
+        for path, text, option in targets:
             with atomic_writer(path) as fh:
                 fh.write(text)
             written.append(path)
     except OSError as exc:
-        raise RegressionInputError(f"{exc.filename or path}: cannot be written ({exc.strerror}); give a writable "
-                                   "file path for --junit, --summary or --output.") from None
+        raise RegressionInputError(f"{path}: cannot be written ({exc.strerror}); give {option} a path in a "
+                                   "writable folder.") from None
     return written
