@@ -4,6 +4,8 @@ changes and by deterministic, planted damage to a copy of the run."""
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -12,10 +14,12 @@ import pytest
 
 import gapbench
 from gapbench.cli import app, main
+from gapbench.comparison import compare_run_dirs
+from gapbench.errors import DataFormatError
 from gapbench.evaluation import evaluate
 from gapbench.regress import RegressionInputError, load_result_set, regress
 from gapbench.stats import holm, randomization_test
-from gapbench.store import load_manifest, load_run, save_run_dir
+from gapbench.store import load_manifest, load_results, load_run, save_run_dir, value_range
 from gapbench.types import Run
 
 TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/arithmetic")
@@ -116,13 +120,17 @@ def test_missing_task_in_candidate_is_an_error(sets, tmp_path, capsys):
 
 
 def test_different_query_sets_are_an_error(sets, tmp_path):
+    # A consistent run directory (not an edited one) evaluated on the task's qrels less one query.
     cand = tmp_path / "cand"
     shutil.copytree(sets["baseline"], cand)
-    metrics = cand / TASKS[0].replace("/", "__") / "metrics.tsv"
-    lines = metrics.read_text().splitlines(keepends=True)
-    dropped = lines[1].split("\t")[0]
-    metrics.write_text("".join(l for l in lines if l.split("\t")[0] != dropped))
-    with pytest.raises(RegressionInputError, match=rf"task {TASKS[0]}: the query sets differ \(1 only in the baseline"):
+    src = sets["baseline"] / TASKS[0].replace("/", "__")
+    run, qrels = load_run(src), gapbench.get_task(TASKS[0]).load().qrels
+    dropped = next(iter(qrels))
+    res = evaluate(run, {q: j for q, j in qrels.items() if q != dropped}, gapbench.get_task(TASKS[0]).measures,
+                   task=TASKS[0])
+    save_run_dir(cand / TASKS[0].replace("/", "__"), run, res, load_manifest(src))
+    with pytest.raises(RegressionInputError, match=rf"task {TASKS[0]}: the query sets differ \(1 only in the baseline, "
+                                                   rf"e.g. \[{dropped!r}\]"):
         regress(sets["baseline"], cand)
     assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
 
@@ -147,3 +155,140 @@ def test_output_json_and_single_run_dir(sets, tmp_path):
     doc = json.loads((tmp_path / "regress.json").read_text())
     assert doc["kind"] == "regress" and doc["version"] == 1 and doc["passed"] is False
     assert doc["rows"][0]["task"] == TASKS[0] and (tmp_path / "regress.md").is_file()
+
+
+# ---------------------------------------------------------------- one loader, one source of truth
+
+def test_compare_and_regress_agree(sets, capsys):
+    """Both read the same directories through load_results: the same means, per-query differences and p-values."""
+    for cand in ("planted", "k1"):
+        report = regress(sets["baseline"], sets[cand])
+        for row in report.rows:
+            d = TASKS.index(row.task)
+            dirs = [sets["baseline"] / TASKS[d].replace("/", "__"), sets[cand] / TASKS[d].replace("/", "__")]
+            cmp = compare_run_dirs(dirs, ["nDCG@10"])
+            a, b = cmp.results
+            test = cmp.tests[0]
+            assert (a.means["nDCG@10"], b.means["nDCG@10"]) == (row.baseline, row.candidate)
+            assert test.delta == row.drop and test.p_randomization == row.p
+            gate = load_result_set(sets["baseline"])[row.task], load_result_set(sets[cand])[row.task]
+            assert list(a.per_query["nDCG@10"]) == list(gate[0].per_query["nDCG@10"])
+            assert [a.per_query["nDCG@10"][q] - b.per_query["nDCG@10"][q] for q in a.per_query["nDCG@10"]] == \
+                [gate[0].per_query["nDCG@10"][q] - gate[1].per_query["nDCG@10"][q] for q in a.per_query["nDCG@10"]]
+    # And through the command line: compare's JSON delta and p are the gate's drop and p.
+    capsys.readouterr()
+    assert main(["compare", str(dirs[0]), str(dirs[1]), "-m", "nDCG@10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["tests"][0]["delta"], out["tests"][0]["p_randomization"]) == (row.drop, row.p)
+    assert [s_["measures"]["nDCG@10"] for s_ in out["systems"]] == [row.baseline, row.candidate]
+
+
+def test_loaded_means_are_the_evaluated_means(sets):
+    src = sets["baseline"] / TASKS[0].replace("/", "__")
+    stored = json.loads((src / "results.json").read_text())
+    res = load_results(src)
+    again = evaluate(load_run(src), gapbench.get_task(TASKS[0]).load().qrels, res.measures)
+    assert dict(res.means) == stored["measures"] == dict(again.means)  # exactly, not approximately
+    assert res.per_query == again.per_query
+
+
+def _rewrite_value(run_dir: Path, line_no: int, value: str) -> str:
+    """Put ``value`` on line ``line_no`` of metrics.tsv; returns the query id on that line."""
+    path = run_dir / "metrics.tsv"
+    lines = path.read_text().splitlines(keepends=True)
+    qid, measure, _ = lines[line_no - 1].rstrip("\n").split("\t")
+    lines[line_no - 1] = f"{qid}\t{measure}\t{value}\n"
+    path.write_text("".join(lines))
+    return qid
+
+
+def test_means_come_from_the_per_query_values(sets, tmp_path):
+    """A stored mean within 1e-9 of the per-query values is accepted, and the per-query mean is what is used."""
+    run_dir = tmp_path / "wk"
+    shutil.copytree(sets["baseline"] / TASKS[0].replace("/", "__"), run_dir)
+    before = load_results(run_dir)
+    first = next(iter(before.per_query["nDCG@10"]))
+    old = before.per_query["nDCG@10"][first]
+    new = old + 1e-7 if old < 0.5 else old - 1e-7
+    _rewrite_value(run_dir, 2, repr(new))
+    after = load_results(run_dir)
+    n = before.n_queries
+    values = [after.per_query["nDCG@10"][q] for q in after.per_query["nDCG@10"]]
+    assert after.means["nDCG@10"] == sum(values) / n
+    assert abs(after.means["nDCG@10"] - before.means["nDCG@10"]) == pytest.approx(1e-7 / n, rel=1e-6)
+    # 1e-4 on one query moves the mean by 1e-4 / n, above 1e-9: an edited file.
+    _rewrite_value(run_dir, 2, repr(old + 1e-4 if old < 0.5 else old - 1e-4))
+    with pytest.raises(DataFormatError, match=r"the mean nDCG@10 of the per-query values in metrics.tsv is"):
+        load_results(run_dir)
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("nan", "'nan'"), ("-inf", "'-inf'"), ("1e308", "'1e308'"), ("1.0000001", "'1.0000001'"), ("-0.0001", "'-0.0001'"),
+    ("0x1p-1", "'0x1p-1'"),
+])
+def test_tampered_value_is_bad_input_naming_file_line_and_query(sets, tmp_path, capsys, value, fragment):
+    cand = tmp_path / "cand"
+    shutil.copytree(sets["planted"], cand)
+    run_dir = cand / TASKS[0].replace("/", "__")
+    qid = _rewrite_value(run_dir, 7, value)
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gapbench: error: {run_dir / 'metrics.tsv'}, line 7: query {qid!r} has nDCG@10 {fragment}")
+    assert err.count("\n") == 1
+
+
+def test_a_damaged_baseline_task_is_never_skipped(sets, tmp_path, capsys):
+    """A task folder without results.json used to be left out of the gate; now the gate refuses to run."""
+    base = tmp_path / "base"
+    shutil.copytree(sets["baseline"], base)
+    (base / TASKS[1].replace("/", "__") / "results.json").unlink()
+    assert main(["regress", "--baseline", str(base), "--candidate", str(sets["planted"])]) == 2
+    assert f"{base / TASKS[1].replace('/', '__') / 'results.json'}: missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_drop": float("nan")}, "--max-drop is nan"),
+    ({"max_drop": "0.01"}, "--max-drop is 0.01"),
+    ({"max_drop": 1.0}, "no drop could exceed it"),
+    ({"alpha": float("nan")}, "--alpha is nan"),
+    ({"alpha": True}, "--alpha is True"),
+    ({"n_permutations": 0}, "--permutations is 0"),
+    ({"n_permutations": 2.5}, "--permutations must be a whole number"),
+    ({"n_permutations": 10**7 + 1}, "--permutations is 10,000,001"),
+    ({"seed": -3}, "--seed must be a whole number of 0 or more, got -3"),
+    ({"measure": ""}, "--measure is ''"),
+])
+def test_options_that_would_switch_the_gate_off(sets, kwargs, message):
+    with pytest.raises(RegressionInputError, match=re.escape(message)):
+        regress(sets["baseline"], sets["planted"], **kwargs)
+
+
+def test_permutations_must_allow_a_significant_p(sets):
+    # Two tasks: the smallest Holm p is 2 / (P + 1), below 0.05 from P = 40 on.
+    with pytest.raises(RegressionInputError, match=r"--permutations 39 over 2 task\(s\) cannot give"):
+        regress(sets["baseline"], sets["planted"], n_permutations=39)
+    report = regress(sets["baseline"], sets["planted"], n_permutations=40)
+    row = {r.task: r for r in report.rows}[TASKS[0]]
+    # The planted drop is beyond every sign flip, so p = 1 / 41 and Holm doubles it: 2 / 41 < 0.05.
+    assert row.p == 1 / 41 and row.p_holm == 2 / 41 and row.failed
+    # A single task needs P = 20: p = 1 / 21 < 0.05.
+    one = sets["baseline"] / TASKS[0].replace("/", "__")
+    with pytest.raises(RegressionInputError, match="--permutations 19 over 1 task"):
+        regress(one, sets["planted"] / TASKS[0].replace("/", "__"), n_permutations=19)
+    assert regress(one, sets["planted"] / TASKS[0].replace("/", "__"), n_permutations=20).rows[0].p_holm == 1 / 21
+
+
+def test_report_paths_are_checked_before_anything_is_written(sets, tmp_path, capsys):
+    (tmp_path / "junit").mkdir()
+    summary = tmp_path / "summary.md"
+    code = main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["planted"]),
+                 "--summary", str(summary), "--junit", str(tmp_path / "junit"), "--output", str(tmp_path / "out")])
+    assert code == 2
+    assert f"{tmp_path / 'junit'}: is a folder, so --junit cannot write" in capsys.readouterr().err
+    assert not summary.exists() and not (tmp_path / "out").exists()
+
+
+def test_value_ranges():
+    assert value_range("nDCG@10") == value_range("R@100") == value_range("RR") == value_range("Rprec") == (0.0, 1.0)
+    assert value_range("NumRet") == value_range("NumRel(rel=2)") == (0.0, math.inf)
+    assert value_range("alpha_DCG@10") == value_range("nDCG(gains={0:-1,1:1})@10") == (-math.inf, math.inf)
