@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gapbench.comparison import Comparison, compare
-from gapbench.errors import GapbenchError
+from gapbench.errors import ConfigError, GapbenchError
 from gapbench.evaluation import evaluate
 from gapbench.stats import bootstrap_ci, holm, paired_t_test, randomization_test
 
@@ -254,3 +254,97 @@ def test_compare_needs_two_distinct_systems():
         compare([runs[0], runs[0]], qrels, ["RR"])
     with pytest.raises(GapbenchError, match="qrels"):
         compare(runs)
+
+
+# ---------------------------------------------------------------- parameters and values are checked
+
+@pytest.mark.parametrize("n, message", [
+    (0, "n_permutations is 0; give a whole number from 1 to 10,000,000"),
+    (-5, "n_permutations is -5"),
+    (10**12, "n_permutations is 1,000,000,000,000"),
+    (2.0, "n_permutations must be a whole number"),
+    (True, "n_permutations must be a whole number"),
+    ("100", "n_permutations must be a whole number"),
+])
+def test_randomization_rejects_bad_permutation_counts(n, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        randomization_test([0.1, 0.2], [0.3, 0.1], n_permutations=n)
+
+
+def test_randomization_accepts_the_bounds():
+    # One permutation: p = (hits + 1) / 2, and a constant difference of 30 queries is never reached by a random flip.
+    assert randomization_test([0.5] * 30, [0.0] * 30, n_permutations=1, seed=0) == 0.5
+    assert randomization_test([0.5] * 30, [0.0] * 30, n_permutations=np.int64(3), seed=np.int64(2)) == 0.25
+
+
+@pytest.mark.parametrize("a, b, message", [
+    ([0.1, float("nan")], [0.2, 0.3], r"a\[1\] is nan"),
+    ([0.1, 0.2], [float("inf"), 0.3], r"b\[0\] is inf"),
+    ([0.5], [0.1, 0.2, 0.3], "a has 1 values and b has 3"),  # numpy would have broadcast the single value
+    ([[0.1, 0.2]], [[0.3, 0.4]], "flat list"),
+    (["x", "y"], [0.1, 0.2], "list of numbers"),
+])
+def test_paired_tests_reject_bad_values(a, b, message):
+    with pytest.raises(GapbenchError, match=message):
+        randomization_test(a, b, n_permutations=100)
+    with pytest.raises(GapbenchError, match=message):
+        paired_t_test(a, b)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, None, "0"])
+def test_seeds_are_whole_numbers_of_zero_or_more(seed):
+    with pytest.raises(ConfigError, match="seed must be a whole number of 0 or more"):
+        randomization_test([0.1, 0.2], [0.3, 0.1], seed=seed)
+    with pytest.raises(ConfigError, match="seed must be a whole number of 0 or more"):
+        bootstrap_ci([0.1, 0.2], seed=seed)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_resamples": 0}, "n_resamples is 0"),
+    ({"n_resamples": -10}, "n_resamples is -10"),
+    ({"n_resamples": 10**9}, "n_resamples is 1,000,000,000; give a whole number from 1 to 1,000,000"),
+    ({"n_resamples": 100.0}, "n_resamples must be a whole number"),
+    ({"confidence": 0.0}, "confidence is 0.0"),
+    ({"confidence": 1.0}, "confidence is 1.0"),
+    ({"confidence": 95}, "confidence is 95"),
+    ({"confidence": float("nan")}, "confidence is nan"),
+])
+def test_bootstrap_rejects_bad_parameters(kwargs, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        bootstrap_ci([0.1, 0.2, 0.3], **kwargs)
+
+
+def test_bootstrap_rejects_non_finite_values_and_unequal_lists():
+    from gapbench.stats import bootstrap_cis
+
+    with pytest.raises(GapbenchError, match=r"values\['x'\]\[2\] is nan"):
+        bootstrap_cis({"x": [0.1, 0.2, float("nan")]})
+    with pytest.raises(GapbenchError, match=r"the same queries for every measure, got \[2, 3\]"):
+        bootstrap_cis({"x": [0.1, 0.2, 0.3], "y": [0.1, 0.2]})
+
+
+def test_bootstrap_one_resample_is_one_resampled_mean():
+    # With one resample both quantiles are that resample's mean; the indices come from default_rng(seed).
+    vals = [0.0, 1.0, 0.25, 0.5]
+    idx = np.random.default_rng(3).integers(0, 4, size=(1, 4))
+    want = float(np.asarray(vals)[idx].mean())
+    assert bootstrap_ci(vals, n_resamples=1, seed=3) == (want, want)
+
+
+@pytest.mark.parametrize("p, message", [
+    ([0.01, float("nan")], r"p_values\[1\] is nan"),
+    ([0.01, 1.5], r"p_values\[1\] is 1.5; p-values lie between 0 and 1"),
+    ([-0.1], r"p_values\[0\] is -0.1"),
+])
+def test_holm_rejects_values_that_are_not_p_values(p, message):
+    with pytest.raises(GapbenchError, match=message):
+        holm(p)
+
+
+def test_compare_rejects_bad_alpha_and_permutations():
+    runs, qrels = _three_runs()
+    for alpha in (float("nan"), 0.0, 1.0, -1.0):
+        with pytest.raises(ConfigError, match="alpha is"):
+            compare(runs, qrels, ["RR"], alpha=alpha)
+    with pytest.raises(ConfigError, match="n_permutations is 0"):
+        compare(runs, qrels, ["RR"], n_permutations=0)
