@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Mapping
+from typing import Annotated, Mapping, Optional
 
 import numpy as np
 
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
 from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -44,33 +45,49 @@ def make_stemmer(name: str | None):
         raise ConfigError(f"unknown stemmer {name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}.") from None
 
 
+# bm25s' stopword lists by code and name; "none" (or an empty value) turns stopword removal off
+STOPWORDS = (
+    "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr", "french", "es", "spanish",
+    "pt", "portuguese", "it", "italian", "ru", "russian", "sv", "swedish", "no", "norwegian", "zh", "chinese",
+    "tr", "turkish", "ko", "korean", "da", "danish", "none",
+)
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+K1 = Annotated[float, Range(ge=0)]
+B = Annotated[float, Range(ge=0, le=1)]
+Stopwords = Annotated[Optional[str], OneOf(*STOPWORDS)]
+
+
+def no_term(tokens, vocab) -> bool:
+    """Whether an analysed query shares no term with the index (bm25s keeps '' as its empty-text placeholder)."""
+    return not any(t and t in vocab for t in tokens)
+
+
 class BM25:
     """Sparse BM25 retriever (bm25s)."""
 
     name = "bm25"
 
+    @checked
     def __init__(
         self,
-        k1: float = 1.5,
-        b: float = 0.75,
-        method: str = "lucene",
-        stopwords: str = "en",
-        stemmer: str = "none",
+        k1: K1 = 1.5,
+        b: B = 0.75,
+        method: Annotated[str, OneOf(*METHODS)] = "lucene",
+        stopwords: Stopwords = "en",
+        stemmer: str | None = "none",
         use_title: bool = True,
         keep_zero: bool = True,
     ) -> None:
-        if k1 < 0 or not 0 <= b <= 1:
-            raise ConfigError(f"bm25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}.")
-        methods = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-        if method not in methods:
-            raise ConfigError(f"bm25 method {method!r} is not one of {', '.join(methods)}.")
         self.k1, self.b, self.method = float(k1), float(b), method
-        self.stopwords = None if stopwords in ("none", "") else stopwords
-        self.stemmer_name = None if stemmer in ("none", "") else stemmer
+        self.stopwords = None if stopwords in (None, "none", "") else stopwords
+        self.stemmer_name = None if stemmer in (None, "none", "") else stemmer
+        make_stemmer(self.stemmer_name)  # an unknown stemmer fails here, before any data is read
         self.use_title = use_title
         self.keep_zero = keep_zero
         self._model = None
+        self._indexed = False
         self._doc_ids: list[str] = []
+        self.empty_queries: tuple[str, ...] = ()
 
     def config(self) -> dict:
         return {
@@ -100,28 +117,42 @@ class BM25:
         self._doc_ids = [d.doc_id for d in docs]
         self._keys = tie_keys(self._doc_ids)
         self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
-        model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        model.index(self._tokenize(texts, ids=True), show_progress=False)
-        self._model = model
+        tokenized = self._tokenize(texts, ids=True)
+        self._model = None
+        if any(t for t in tokenized.vocab):
+            # bm25s cannot index a vocabulary without a term; such an index matches no query (see search)
+            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+            model.index(tokenized, show_progress=False)
+            self._model = model
+        self._indexed = True
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        if self._model is None:
+        """Top-k per query. A query that shares no term with the index (no term left after analysis, or none in the
+        corpus' vocabulary) matches no document: it gets an empty ranking, as in Lucene, and its id is listed in
+        ``empty_queries``; ranking it by all-zero scores would only order documents by id."""
+        if not self._indexed:
             raise GapbenchError("bm25: search() was called before index(corpus).")
         qids = list(queries)
         tokens = self._tokenize([_query_text(queries[q]) for q in qids], ids=False)
         excluded = exclusion_indices(qids, exclude, self._doc_index)
+        vocab = self._model.vocab_dict if self._model is not None else {}
         out = {}
-        get_scores = self._model.get_scores
+        empty = []
         with progress(len(qids), f"{self.name}: searching") as advance:
             for qid, toks, ex in zip(qids, tokens, excluded):
-                out[qid] = self._rank(get_scores, toks, ex, k)
+                if no_term(toks, vocab):
+                    out[qid] = []
+                    empty.append(qid)
+                else:
+                    out[qid] = self._rank(self._model.get_scores, toks, ex, k)
                 advance(1)
+        self.empty_queries = tuple(empty)
         return Run(out, self.name, _sorted=True)
 
     def _rank(self, get_scores, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
         doc_ids = self._doc_ids
-        scores = apply_mask(get_scores(toks) if toks else np.zeros(len(doc_ids), dtype=np.float32), ex)
+        scores = apply_mask(get_scores(toks), ex)
         if not self.keep_zero:
             scores = np.where(scores > 0, scores, -np.inf)
         top = select_topk(scores, k, self._keys)
@@ -137,13 +168,14 @@ class BM25Lucene(BM25):
 
     name = "bm25-lucene"
 
+    @checked
     def __init__(
         self,
-        k1: float = 0.9,
-        b: float = 0.4,
-        method: str = "lucene",
-        stopwords: str = "en",
-        stemmer: str = "porter",
+        k1: K1 = 0.9,
+        b: B = 0.4,
+        method: Annotated[str, OneOf(*METHODS)] = "lucene",
+        stopwords: Stopwords = "en",
+        stemmer: str | None = "porter",
         use_title: bool = True,
         keep_zero: bool = False,
     ) -> None:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from typing import Mapping, Sequence
+from typing import Annotated, Mapping, Sequence
 
 import numpy as np
 
-from gapbench.adapters.bm25 import _bm25s, _query_text, make_stemmer
-from gapbench.errors import ConfigError, GapbenchError
+from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, make_stemmer
+from gapbench.errors import GapbenchError
+from gapbench.options import OneOf, checked
 from gapbench.progress import progress
 from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -52,28 +53,27 @@ class BM25QS:
 
     name = "bm25-qs"
 
+    @checked
     def __init__(
         self,
-        k1: float = 0.9,
-        b: float = 0.4,
-        stopwords: str = "en",
-        stemmer: str = "porter",
+        k1: K1 = 0.9,
+        b: B = 0.4,
+        stopwords: Stopwords = "en",
+        stemmer: str | None = "porter",
         use_title: bool = True,
         keep_zero: bool = True,
-        variant: str = "bright",
+        variant: Annotated[str, OneOf(*VARIANTS)] = "bright",
     ) -> None:
-        if k1 < 0 or not 0 <= b <= 1:
-            raise ConfigError(f"bm25-qs needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}.")
-        if variant not in VARIANTS:
-            raise ConfigError(f"bm25-qs variant {variant!r} is not one of {', '.join(VARIANTS)}.")
         self.k1, self.b = float(k1), float(b)
-        self.stopwords = None if stopwords in ("none", "") else stopwords
-        self.stemmer_name = None if stemmer in ("none", "") else stemmer
+        self.stopwords = None if stopwords in (None, "none", "") else stopwords
+        self.stemmer_name = None if stemmer in (None, "none", "") else stemmer
+        make_stemmer(self.stemmer_name)  # an unknown stemmer fails here, before any data is read
         self.use_title = use_title
         # BRIGHT ranks every document, zero scores included, so each query gets k results where the corpus allows.
         self.keep_zero = keep_zero
         self.variant = variant
         self._weights = None  # documents x vocabulary, CSC: a query touches only its own columns
+        self.empty_queries: tuple[str, ...] = ()
 
     def config(self) -> dict:
         return {
@@ -160,18 +160,30 @@ class BM25QS:
         ids, weights = self.query_weights(text)
         if not ids.size:
             return np.zeros(len(self._doc_ids), dtype=np.float32)
+        return self._dot(ids, weights)
+
+    def _dot(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.asarray(self._weights[:, ids] @ weights, dtype=np.float32).ravel()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        """Top-k per query. A query that shares no term with the index (none left after analysis, or none in the
+        corpus' vocabulary) matches no document: it gets an empty ranking and its id is listed in ``empty_queries``."""
         if self._weights is None:
             raise GapbenchError("bm25-qs: search() was called before index(corpus).")
         qids = list(queries)
         excluded = exclusion_indices(qids, exclude, self._doc_index)
         out = {}
+        empty = []
         with progress(len(qids), f"{self.name}: searching") as advance:
             for qid, ex in zip(qids, excluded):
-                out[qid] = self._rank(self.scores(_query_text(queries[qid])), ex, k)
+                ids, weights = self.query_weights(_query_text(queries[qid]))
+                if ids.size:
+                    out[qid] = self._rank(self._dot(ids, weights), ex, k)
+                else:
+                    out[qid] = []
+                    empty.append(qid)
                 advance(1)
+        self.empty_queries = tuple(empty)
         return Run(out, self.name, _sorted=True)
 
     def _rank(self, scores: np.ndarray, ex, k: int) -> list[tuple[str, float]]:

@@ -12,17 +12,20 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Annotated, Mapping, Optional
 
 import numpy as np
 
 from gapbench.cache import EmbeddingCache
+from gapbench.options import Matches, Range, checked
 from gapbench.progress import progress
-from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEVICE = Matches(r"(cpu|cuda|mps|xpu)(:[0-9]+)?", "cpu, cuda, cuda:N, mps or xpu")
+Positive = Annotated[int, Range(ge=1)]
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 
 
@@ -78,27 +81,39 @@ class _quiet_transformers:
         return False
 
 
+def _check_device(device: str) -> None:
+    """Fail before a model loads when this machine's torch cannot use ``device`` (torch would fail mid-encoding)."""
+    import torch
+
+    kind, _, index = device.partition(":")
+    backend = getattr(torch, kind, None) if kind in ("cuda", "xpu") else getattr(torch.backends, kind, None)
+    available = kind == "cpu" or bool(backend is not None and backend.is_available())
+    count = backend.device_count() if available and kind in ("cuda", "xpu") else 1
+    if not available or (index and int(index) >= count):
+        found = "cpu" + (f" and {count} {kind} device(s)" if available and kind != "cpu" else "")
+        raise GapbenchError(f"dense: device {device!r} is not available on this machine (it has {found}); use dense:device=cpu.")
+
+
 class Dense:
     """Bi-encoder retriever (sentence-transformers)."""
 
     name = "dense"
 
+    @checked
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
         revision: str | None = None,
         query_prompt: str = "",
         doc_prompt: str = "",
-        batch_size: int = 64,
-        max_length: int | None = None,
-        device: str = "cpu",
+        batch_size: Positive = 64,
+        max_length: Annotated[Optional[int], Range(ge=1)] = None,
+        device: Annotated[str, DEVICE] = "cpu",
         normalize: bool = True,
         use_title: bool = True,
-        chunk_size: int = 2048,
+        chunk_size: Positive = 2048,
         cache: bool = True,
     ) -> None:
-        if batch_size < 1 or chunk_size < 1:
-            raise ConfigError("dense: batch_size and chunk_size must be positive.")
         self.model_name = model
         self.revision = revision
         self.query_prompt = query_prompt
@@ -140,6 +155,7 @@ class Dense:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 raise MissingDependencyError("sentence-transformers", "dense", "The dense retriever") from None
+            _check_device(self.device)
             try:
                 with _quiet_transformers():
                     self._model = SentenceTransformer(self._resolved, device=self.device, revision=self.revision)

@@ -42,6 +42,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from gapbench.errors import ConfigError
+from gapbench.options import parse_float, parse_int, unknown_option
 from gapbench.retrieval import config_of, fingerprint_of, get_retriever, search_with
 from gapbench.types import Corpus, Queries, Run, sort_ranking
 
@@ -154,6 +155,11 @@ class _Fusion:
 
     @classmethod
     def _parse_options(cls, body: str, spec: str) -> dict[str, str]:
+        if any(ch in body for ch in "[]()"):
+            raise ConfigError(
+                f"{cls.method}: the option bracket in {spec!r} holds another bracket; write plain key=value pairs, "
+                f"e.g. [{cls._example_options()}]."
+            )
         out: dict[str, str] = {}
         for piece in body.split(","):
             if not piece.strip():
@@ -166,9 +172,7 @@ class _Fusion:
                     f"write [{cls._example_options()}]."
                 )
             if key not in cls.options:
-                raise ConfigError(
-                    f"{cls.method} has no option {key!r}; accepted options: {', '.join(cls.options)}."
-                )
+                raise unknown_option(cls.method, key, list(cls.options))
             if key in out:
                 raise ConfigError(f"{cls.method}: option {key!r} is given twice in {spec!r}.")
             out[key] = value.strip()
@@ -176,25 +180,25 @@ class _Fusion:
 
     @classmethod
     def _coerce_options(cls, raw: Mapping[str, str], n: int) -> dict[str, Any]:
+        # digits only: int() and float() would also take "1_000", "nan" and "inf"
         kwargs: dict[str, Any] = {}
         if "depth" in raw:
-            try:
-                kwargs["depth"] = int(raw["depth"])
-            except ValueError:
-                raise ConfigError(f"{cls.method}: depth={raw['depth']!r} must be a positive integer.") from None
+            kwargs["depth"] = parse_int(raw["depth"])
+            if kwargs["depth"] is None:
+                raise ConfigError(f"{cls.method}: depth={raw['depth']!r} must be a positive integer.")
         if "weights" in raw:
-            try:
-                kwargs["weights"] = [float(w) for w in raw["weights"].split(";")]
-            except ValueError:
+            kwargs["weights"] = [parse_float(w) for w in raw["weights"].split(";")]
+            if None in kwargs["weights"]:
                 raise ConfigError(
-                    f"{cls.method}: weights={raw['weights']!r} must be numbers separated by ';', one per retriever, "
-                    f"e.g. weights={';'.join(['1'] * n)}."
-                ) from None
+                    f"{cls.method}: weights={raw['weights']!r} must be numbers separated by ';', finite and one per "
+                    f"retriever, e.g. weights={';'.join(['1'] * n)}."
+                )
         if "k" in raw:
-            try:
-                kwargs["k"] = float(raw["k"])
-            except ValueError:
-                raise ConfigError(f"{cls.method}: k={raw['k']!r} must be a number >= 0 (the RRF constant, default 60).") from None
+            kwargs["k"] = parse_float(raw["k"])
+            if kwargs["k"] is None:
+                raise ConfigError(
+                    f"{cls.method}: k={raw['k']!r} must be a number >= 0 and finite (the RRF constant, default 60)."
+                )
         return kwargs
 
     # -- identity

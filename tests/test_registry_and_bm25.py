@@ -46,7 +46,7 @@ def test_parse_spec_and_typed_options():
     assert (r.k1, r.b, r.stemmer_name) == (1.2, 0.5, "porter")
     with pytest.raises(ConfigError, match="accepted options: k1, b"):
         get_retriever("bm25:k9=1")
-    with pytest.raises(ConfigError, match="must be a float"):
+    with pytest.raises(ConfigError, match="option k1 of bm25 must be a finite number >= 0, got 'high'"):
         get_retriever("bm25:k1=high")
     with pytest.raises(ConfigError, match="not key=value"):
         parse_spec("bm25:k1")
