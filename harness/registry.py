@@ -8,7 +8,8 @@ never pulls in torch or an API SDK. Outside packages add entries through the ent
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Generic, Iterator, TypeVar
+import unicodedata
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import DuplicateNameError, UnknownNameError
 
@@ -21,6 +22,21 @@ def resolve_lazy(target: str) -> object:
     for part in attr.split(".") if attr else []:
         obj = getattr(obj, part)
     return obj
+
+
+def _spelling_hint(name: str, names: Iterable[str]) -> str:
+    """Why a name that looks right is unknown: case, surrounding spaces, or non-ASCII look-alike characters."""
+    names = list(names)
+    odd = list(dict.fromkeys(ch for ch in name if not ch.isascii() or not ch.isprintable()))
+    plain = unicodedata.normalize("NFKC", name).strip()
+    same = [n for n in names if n.casefold() == plain.casefold()]
+    target = f" {same[0]!r}" if same and same[0] != name else ""
+    if odd:
+        shown = ", ".join(f"{ch!r} (U+{ord(ch):04X})" for ch in odd[:3])
+        return f"The name contains non-ASCII or invisible characters ({shown}); type{target or ' it'} in plain ASCII."
+    if name != name.strip():
+        return f"The name has spaces around it; write{target or ' it without them'}."
+    return f"Names are case-sensitive: the registered name is{target}." if target else ""
 
 
 class Registry(Generic[T]):
@@ -69,8 +85,10 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         self._ensure_loaded()
-        if name not in self._entries:
-            raise UnknownNameError(self.kind, name, self._entries, self.hint)
+        if not isinstance(name, str) or name not in self._entries:
+            name = name if isinstance(name, str) else repr(name)
+            hint = " ".join(h for h in (_spelling_hint(name, self._entries), self.hint) if h)
+            raise UnknownNameError(self.kind, name, self._entries, hint)
         entry = self._entries[name]
         if isinstance(entry, str):
             entry = resolve_lazy(entry)

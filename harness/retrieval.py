@@ -8,7 +8,7 @@ import json
 from typing import Any, Mapping, Protocol, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
-from .options import build, parse_spec
+from .options import build, check_one_line, parse_spec
 from .registry import Registry
 from .types import Corpus, Queries, Run
 
@@ -69,6 +69,9 @@ def get_retriever(spec: str | Any) -> Any:
             spec = spec()
         _check_protocol(spec)
         return spec
+    check_one_line(spec, "retriever spec")
+    if not spec.strip():
+        raise ConfigError("empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME.")
     _ensure_builtin()
     head, _, rest = spec.partition(":")
     cls = RETRIEVERS.get(head.strip())
@@ -78,7 +81,7 @@ def get_retriever(spec: str | Any) -> Any:
         _check_protocol(obj)
         return obj
     name, options = parse_spec(spec)
-    obj = build(cls, options, f"retriever {name!r}") if inspect.isclass(cls) or callable(cls) else cls
+    obj = build(cls, options, name) if inspect.isclass(cls) or callable(cls) else cls
     if not getattr(obj, "name", None) or obj.name == getattr(type(obj), "name", None) and options:
         try:
             obj.name = spec
@@ -138,9 +141,9 @@ def get_reranker(spec: str | Any, *, llm_base_url: str | None = None, llm_model:
             raise ConfigError(f"{type(spec).__name__} is not a reranker: it lacks rerank(queries, run, corpus).")
         return spec
     _ensure_builtin()
-    name, options = parse_spec(spec)
+    name, options = parse_spec(spec, "reranker")
     cls = RERANKERS.get(name)
     for key, value in (("llm_base_url", llm_base_url), ("llm_model", llm_model)):
         if value is not None:
             options.setdefault(key, value)
-    return build(cls, options, f"reranker {name!r}")
+    return build(cls, options, name)

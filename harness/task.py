@@ -56,26 +56,79 @@ class Task:
 
 
 def get_task(name: str) -> Task:
-    """A registered task by name, or a local BEIR-format folder given as a path."""
-    from pathlib import Path
-
+    """A registered task by name (``NAME`` or ``NAME:key=value,...``), or a local BEIR-format folder given as a path."""
     if isinstance(name, Task):
         return name
-    path = Path(name).expanduser()
-    if path.is_dir():
+    from .options import build, check_one_line, parse_spec
+
+    check_one_line(name, "task name")
+    if not name.strip():
+        raise ConfigError("empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.")
+    path = _as_path(name)
+    if path is not None and path.is_dir():
         from gapbench.tasks.local import beir_folder_task
 
         return beir_folder_task(path)
-    from .options import build, parse_spec
-
     _ensure_builtin()
-    base, options = parse_spec(name)
+    from .suites import SUITES
+
+    registered = name.partition(":")[0].strip() in TASKS or name.partition(":")[0].strip() in SUITES
+    if path is not None and path.exists() and not registered:
+        raise ConfigError(
+            f"task {name!r} is a file, not a task: give a registered task name (see `gapbench tasks`) or a BEIR folder "
+            "holding corpus.jsonl, queries.jsonl and qrels/."
+        )
+    if _looks_like_path(name):
+        raise ConfigError(
+            f"task {name!r} is neither a registered task nor an existing folder; check the path, or name a task "
+            "(see `gapbench tasks`)."
+        )
+    base, options = parse_spec(name, "task")
+    _reject_suite(base, options)
     entry = TASKS.get(base)
     if isinstance(entry, Task):
         if options:
-            raise ConfigError(f"task {base!r} takes no options (got {', '.join(options)}).")
+            raise ConfigError(
+                f"task {base!r} takes no options (got {', '.join(options)}); write it as {base!r} alone."
+            )
         return entry
     return build(entry, options, f"task {base!r}")
+
+
+def _as_path(name: str):
+    """``name`` as a local path, or None when it cannot be one (a null byte, an unknown ~user, a name too long)."""
+    from pathlib import Path
+
+    try:
+        path = Path(name).expanduser()
+        path.exists()
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return path
+
+
+def _looks_like_path(name: str) -> bool:
+    # registered names contain '/' too (beir/arguana), so only explicit path forms count
+    parts = name.replace("\\", "/").split("/")
+    return name.startswith(("/", "./", "~")) or "\\" in name or ".." in parts or "." in parts
+
+
+def _reject_suite(base: str, options: dict) -> None:
+    """A suite names several tasks: it is run whole by ``gapbench run SUITE`` and takes no options."""
+    from .suites import SUITES
+
+    if base not in SUITES:
+        return
+    suite = SUITES.get(base)
+    if options:
+        raise ConfigError(
+            f"suite {base!r} takes no options (got {', '.join(options)}); options belong to single tasks, for "
+            f"example {suite.tasks[0]}:OPTION=VALUE."
+        )
+    raise ConfigError(
+        f"{base!r} is a suite of {len(suite.tasks)} tasks, not a single task; run it with `gapbench run {base} -r "
+        f"RETRIEVER`, or name one of its tasks, for example {suite.tasks[0]!r}."
+    )
 
 
 def register_task(name: str, obj=None, *, replace: bool = False):
