@@ -1,78 +1,247 @@
-"""Readers and writers for TREC qrels and runs, BEIR folders and JSONL (gzip handled by magic bytes)."""
+"""Readers and writers for TREC qrels and runs, BEIR folders and JSONL.
+
+Every reader opens its file exactly once and reads it front to back, so named pipes, ``/dev/stdin`` and process
+substitution work as well as plain files; gzip is recognised by its magic bytes on that same stream. One rule for all
+text: UTF-8, a leading byte order mark is dropped (it is invisible and would otherwise stick to the first id), CRLF line
+ends are accepted, and an undecodable byte is reported with its line and offset.
+
+What the readers accept (trec_eval's rules where it has one):
+
+* ids: non-empty, at most 1024 printable characters, no whitespace (:func:`gapbench.types.id_problem`); columns of
+  TREC files are separated by spaces or tabs, and any other invisible character on a line is an error;
+* relevance grades: ASCII integers (``-1``, ``0``, ``3``) from -127 to 127, the range trec_eval documents; ranks: ASCII
+  integers; scores: finite ASCII decimals (``2``, ``-0.5``, ``1.5e-3``). Python's ``int`` and ``float`` would also
+  take ``3_0``, ``+3``, Arabic-Indic digits, ``nan``, ``inf`` and ``1e400``; none of these is accepted;
+* a (query, document) pair given twice in qrels or a run is an error, as in trec_eval ("duplicate docs");
+* BEIR JSONL: ids and texts are JSON strings. ``"_id": 12`` is refused with the fix ``"_id": "12"``: BEIR's own loader
+  keeps such an id as a number, which then never matches the string ids of its qrels. A null or absent title is an
+  empty title.
+"""
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
 import math
 import os
+import zlib
+from contextlib import closing
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
-from .types import Corpus, Document, Qrels, Queries, Query, Run
+from .types import MAX_GRADE, MAX_ID_LENGTH, Corpus, Document, Qrels, Queries, Query, Run, ids_clean, id_problem, show_id
 
 PathLike = str | os.PathLike
 
+GZIP_MAGIC = b"\x1f\x8b"
+# A TREC or BEIR qrels line is a few ids and numbers; a longer one is not such a file (or is /dev/zero).
+MAX_TREC_LINE_BYTES = 1 << 16
+# JSONL documents can be long (whole papers), but a line this long is a broken or hostile file.
+MAX_JSONL_LINE_BYTES = 1 << 28
+
+
+class _Replay(io.RawIOBase):
+    """``head`` followed by the rest of ``raw``: the bytes read to sniff the format are served again, not lost."""
+
+    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+        self._head = head
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _GzipInput(gzip.GzipFile):
+    """A gzip reader that also closes the stream it decompresses."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        super().__init__(fileobj=source, mode="rb")
+        self._source = source
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._source.close()
+
+
+def open_binary(path: PathLike) -> IO[bytes]:
+    """Open ``path`` once for reading, gunzipping on the same stream when it starts with the gzip magic bytes."""
+    try:
+        raw = open(path, "rb", buffering=0)
+    except FileNotFoundError:
+        raise DataFormatError("file not found; check the path.", path=path) from None
+    except IsADirectoryError:
+        raise DataFormatError("is a directory, expected a file.", path=path) from None
+    except PermissionError:
+        raise DataFormatError("permission denied; make the file readable (chmod u+r) or give a copy.", path=path) from None
+    except OSError as exc:
+        raise DataFormatError(f"cannot open the file ({exc.strerror or exc}).", path=path) from None
+    try:
+        # a pipe may deliver fewer bytes than asked, so read until both magic bytes (or the end) are in
+        head = b""
+        while len(head) < len(GZIP_MAGIC):
+            chunk = raw.read(len(GZIP_MAGIC) - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except OSError as exc:
+        raw.close()
+        raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
+    stream = io.BufferedReader(_Replay(head, raw), 1 << 16)
+    return _GzipInput(stream) if head == GZIP_MAGIC else stream
+
 
 def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
-    """Open a text file, transparently gunzipping when the file starts with the gzip magic bytes."""
-    path = Path(path)
+    """Open a UTF-8 text file (a leading BOM dropped, gzip recognised by its magic bytes); ``"wt"`` writes, gzip for .gz."""
     if "r" in mode:
-        if not path.exists():
-            raise DataFormatError("file not found; check the path.", path=path)
-        if path.is_dir():
-            raise DataFormatError("is a directory, expected a file.", path=path)
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-        if magic == b"\x1f\x8b":
-            return gzip.open(path, "rt", encoding="utf-8")
-        return open(path, "r", encoding="utf-8")
+        return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig")
+    path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "wt", encoding="utf-8")
     return open(path, "w", encoding="utf-8")
 
 
-def _lines(path: PathLike) -> Iterator[tuple[int, str]]:
-    with open_text(path) as fh:
+def text_lines(path: PathLike, max_bytes: int = MAX_JSONL_LINE_BYTES) -> Iterator[tuple[int, str]]:
+    """(line number, text with its line end) of every line, decoded from UTF-8 in one pass over the file."""
+    offset = 0
+    with open_binary(path) as fh:
+        gz = isinstance(fh, gzip.GzipFile)
         try:
-            for n, line in enumerate(fh, 1):
-                yield n, line
-        except UnicodeDecodeError as exc:
-            raise DataFormatError(f"not valid UTF-8 text ({exc.reason}).", path=path) from None
-        except (EOFError, gzip.BadGzipFile, OSError) as exc:
+            for n, raw in enumerate(iter(lambda: fh.readline(max_bytes + 1), b""), 1):
+                if len(raw) > max_bytes and not raw.endswith(b"\n"):
+                    raise DataFormatError(
+                        f"line longer than {max_bytes:,} bytes; this is not a file of this format (or it lacks "
+                        "line breaks).", path=path, line=n,
+                    )
+                if n == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, offset = raw[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataFormatError(
+                        f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line (offset "
+                        f"{offset + exc.start} of the {'decompressed ' if gz else ''}file); save it as UTF-8.",
+                        path=path, line=n,
+                    ) from None
+                yield n, text
+                offset += len(raw)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise DataFormatError(f"truncated or corrupt gzip file ({exc}).", path=path) from None
+        except OSError as exc:
+            raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
+
+
+def _check_line(line: str, path: PathLike, n: int) -> None:
+    """Columns are separated by spaces or tabs; any other invisible character would split or hide an id."""
+    if line.rstrip("\r\n").replace("\t", " ").isprintable():
+        return
+    body = line.rstrip("\r\n")
+    col, char = next((i, c) for i, c in enumerate(body, 1) if c != "\t" and not c.isprintable())
+    raise DataFormatError(
+        f"column {col} holds the invisible character U+{ord(char):04X}; separate columns with spaces or tabs and "
+        "keep ids printable.", path=path, line=n,
+    )
+
+
+def _check_length(what: str, value: str, path: PathLike, n: int) -> None:
+    if len(value) > MAX_ID_LENGTH:
+        raise DataFormatError(f"{what} {show_id(value)} is {len(value)} characters long; ids have at most "
+                              f"{MAX_ID_LENGTH}.", path=path, line=n)
+
+
+def _is_int(text: str) -> bool:
+    """An ASCII integer with an optional minus sign, nothing else (no '+', '_', spaces or other scripts' digits)."""
+    digits = text[1:] if text[:1] == "-" else text
+    return digits.isascii() and digits.isdigit()
+
+
+def _grade(text: str, path: PathLike, n: int, hint: str = "") -> int:
+    if not _is_int(text):
+        raise DataFormatError(f"relevance {text!r} is not an integer grade; write it as ASCII digits such as 0, 1 "
+                              f"or 2{hint}.", path=path, line=n)
+    grade = int(text)
+    if not -MAX_GRADE <= grade <= MAX_GRADE:
+        raise DataFormatError(f"relevance {text} is outside the grades trec_eval accepts (-{MAX_GRADE} to "
+                              f"{MAX_GRADE}).", path=path, line=n)
+    return grade
+
+
+def _score(text: str, path: PathLike, n: int) -> float:
+    value = None
+    if text.isascii() and "_" not in text and text[:1] != "+":
+        try:
+            value = float(text)
+        except ValueError:
+            pass
+    if value is None:
+        raise DataFormatError(f"score {text!r} is not a number; write it as an ASCII decimal such as 12.5 or -3e-2.",
+                              path=path, line=n)
+    if not math.isfinite(value):
+        raise DataFormatError(f"score {text} is not a finite number; trec_eval cannot order NaN or infinite scores, "
+                              "so give every document a finite score.", path=path, line=n)
+    return value
+
+
+Check = Callable[[str, str, int], None]
+
+
+def _read(parse, path: PathLike, max_bytes: int, *args):
+    with closing(text_lines(path, max_bytes)) as lines:
+        return parse(lines, path, *args)
 
 
 # ---------------------------------------------------------------- TREC qrels
 
-def read_trec_qrels(path: PathLike) -> Qrels:
-    """``query_id iteration doc_id relevance`` per line (whitespace-separated)."""
+def read_trec_qrels(path: PathLike, check: Check | None = None) -> Qrels:
+    """``query_id iteration doc_id relevance`` per line (whitespace-separated).
+
+    ``check(query_id, doc_id, line)`` is called for every judgement, to report an unknown id with its line.
+    """
+    return _read(_parse_trec_qrels, path, MAX_TREC_LINE_BYTES, check)
+
+
+def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: Check | None) -> Qrels:
     data: dict[str, dict[str, int]] = {}
-    seen_any = False
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        seen_any = True
+    for n, line in lines:
+        _check_line(line, path, n)
         parts = line.split()
+        if not parts:
+            continue
         if len(parts) != 4:
             raise DataFormatError(
                 f"expected 4 columns 'query_id iteration doc_id relevance', found {len(parts)}: {line.strip()[:80]!r}",
                 path=path, line=n,
             )
         qid, _, did, rel = parts
-        try:
-            grade = int(rel)
-        except ValueError:
-            raise DataFormatError(f"relevance {rel!r} is not an integer grade.", path=path, line=n) from None
+        _check_length("query id", qid, path, n)
+        _check_length("document id", did, path, n)
+        grade = _grade(rel, path, n)
         row = data.setdefault(qid, {})
         if did in row:
             raise DuplicateIdError(
-                f"document {did!r} is judged twice for query {qid!r}; keep one judgement per pair.", path=path, line=n
+                f"document {did!r} is judged twice for query {qid!r}; keep one judgement per pair (trec_eval "
+                "refuses duplicates too).", path=path, line=n,
             )
+        if check is not None:
+            check(qid, did, n)
         row[did] = grade
-    if not seen_any:
+    if not data:
         raise DataFormatError("the qrels file is empty.", path=path)
     return Qrels(data, source=str(path))
 
@@ -88,47 +257,55 @@ def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:
 
 def read_trec_run(path: PathLike, name: str | None = None) -> Run:
     """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval."""
+    return _read(_parse_trec_run, path, MAX_TREC_LINE_BYTES, name)
+
+
+def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str | None) -> Run:
     data: dict[str, dict[str, float]] = {}
     tag = None
-    seen_any = False
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        seen_any = True
+    for n, line in lines:
+        _check_line(line, path, n)
         parts = line.split()
+        if not parts:
+            continue
         if len(parts) != 6:
             raise DataFormatError(
                 f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: {line.strip()[:80]!r}",
                 path=path, line=n,
             )
         qid, _, did, rank, score, tag = parts
-        try:
-            value = float(score)
-        except ValueError:
-            raise DataFormatError(f"score {score!r} is not a number.", path=path, line=n) from None
-        if not math.isfinite(value):
-            raise DataFormatError(
-                f"score of document {did!r} for query {qid!r} is {score}; scores must be finite numbers.",
-                path=path, line=n,
-            )
-        try:
-            int(rank)
-        except ValueError:
-            raise DataFormatError(f"rank {rank!r} is not an integer.", path=path, line=n) from None
+        _check_length("query id", qid, path, n)
+        _check_length("document id", did, path, n)
+        if not _is_int(rank):
+            raise DataFormatError(f"rank {rank!r} is not an integer; write it as ASCII digits such as 1.",
+                                  path=path, line=n)
+        value = _score(score, path, n)
         row = data.setdefault(qid, {})
         if did in row:
             raise DuplicateIdError(
-                f"document {did!r} appears twice for query {qid!r}; a run lists each document once per query.",
-                path=path, line=n,
+                f"document {did!r} appears twice for query {qid!r}; a run lists each document once per query "
+                "(trec_eval refuses duplicates too).", path=path, line=n,
             )
         row[did] = value
-    if not seen_any:
+    if not data:
         raise DataFormatError("the run file is empty.", path=path)
     return Run(data, name or tag or Path(path).name, source=str(path))
 
 
 def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
-    tag = (tag or run.name or "gapbench").replace(" ", "_")
+    """Write ``run`` as TREC lines; an id that would not read back as itself is refused before anything is written."""
+    tag = "_".join(str(tag or run.name or "gapbench").split()) or "gapbench"
+    if not tag.isprintable():
+        raise DataFormatError(f"run tag {tag!r} holds invisible characters; give a printable name.", path=path)
+    bad_queries = not ids_clean(list(run))
+    for qid, ranking in run.items():
+        dids = [did for did, _ in ranking]
+        if bad_queries or not ids_clean(dids):
+            for what, value in (("query id", qid), *(("document id", d) for d in dids)):
+                problem = id_problem(value)
+                if problem is not None:
+                    raise DataFormatError(f"refusing to write {what} {show_id(value)} into a TREC run: it {problem}.",
+                                          path=path)
     with atomic_writer(path) as fh:
         for qid, ranking in run.items():
             fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
@@ -138,16 +315,56 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
 
 def read_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object); blank lines are skipped, malformed ones raise with the line number."""
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(f"malformed JSON ({exc.msg} at column {exc.colno}).", path=path, line=n) from None
-        if not isinstance(obj, dict):
-            raise DataFormatError(f"expected a JSON object per line, found {type(obj).__name__}.", path=path, line=n)
-        yield n, obj
+    with closing(text_lines(path)) as lines:
+        for n, line in lines:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(f"malformed JSON ({exc.msg} at column {exc.colno}).", path=path, line=n) from None
+            except RecursionError:
+                raise DataFormatError("JSON nested too deeply to read; a record is a flat object of fields.",
+                                      path=path, line=n) from None
+            except ValueError as exc:  # e.g. an integer of more digits than Python converts
+                raise DataFormatError(f"unreadable JSON value ({exc}).", path=path, line=n) from None
+            if not isinstance(obj, dict):
+                raise DataFormatError(f"expected a JSON object per line, found {_json_type(obj)}.", path=path, line=n)
+            if ("\\ud" in line or "\\uD" in line) and _has_lone_surrogate(obj):
+                raise DataFormatError("a string holds an unpaired surrogate escape (\\ud800-\\udfff), which is not "
+                                      "text; fix or remove the escape.", path=path, line=n)
+            yield n, obj
+
+
+def _has_lone_surrogate(obj) -> bool:
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"the string {show_id(value)}"
 
 
 def write_jsonl(records: Iterable[dict], path: PathLike) -> None:
@@ -156,10 +373,31 @@ def write_jsonl(records: Iterable[dict], path: PathLike) -> None:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
-def _field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, required: bool = True) -> str:
+def _id_field(obj: dict, names: tuple[str, ...], kind: str, path: PathLike, n: int) -> str:
     for name in names:
-        if name in obj and obj[name] is not None:
-            return str(obj[name])
+        if name in obj:
+            value = obj[name]
+            if isinstance(value, str):
+                problem = id_problem(value)
+                if problem is None:
+                    return value
+                raise DataFormatError(f"{kind} id {show_id(value)} (field {name!r}) {problem}.", path=path, line=n)
+            fix = f'"{name}": "{value}"' if isinstance(value, int) and not isinstance(value, bool) else f'"{name}": "d1"'
+            raise DataFormatError(f"field {name!r} is {_json_type(value)}; {kind} ids are JSON strings, for example "
+                                  f"{fix}.", path=path, line=n)
+    raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).", path=path, line=n)
+
+
+def _text_field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, required: bool = True) -> str:
+    for name in names:
+        if name in obj:
+            value = obj[name]
+            if isinstance(value, str):
+                return value
+            if value is None and not required:
+                return ""
+            raise DataFormatError(f"field {name!r} is {_json_type(value)}; it must be a JSON string (\"\" when "
+                                  "empty).", path=path, line=n)
     if required:
         raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).", path=path, line=n)
     return ""
@@ -170,8 +408,9 @@ def read_jsonl_corpus(path: PathLike) -> Corpus:
 
     def docs():
         for n, obj in read_jsonl(path):
-            did = _field(obj, ("_id", "doc_id", "id", "docid"), path, n)
-            yield n, Document(did, _field(obj, ("text", "contents", "content"), path, n), _field(obj, ("title",), path, n, required=False))
+            did = _id_field(obj, ("_id", "doc_id", "id", "docid"), "document", path, n)
+            text = _text_field(obj, ("text", "contents", "content"), path, n)
+            yield n, Document(did, text, _text_field(obj, ("title",), path, n, required=False))
 
     return _collect(Corpus, docs(), path, "document")
 
@@ -179,8 +418,9 @@ def read_jsonl_corpus(path: PathLike) -> Corpus:
 def read_jsonl_queries(path: PathLike) -> Queries:
     def queries():
         for n, obj in read_jsonl(path):
-            qid = _field(obj, ("_id", "query_id", "id", "qid"), path, n)
-            yield n, Query(qid, _field(obj, ("text", "query"), path, n), _field(obj, ("instruction",), path, n, required=False))
+            qid = _id_field(obj, ("_id", "query_id", "id", "qid"), "query", path, n)
+            text = _text_field(obj, ("text", "query"), path, n)
+            yield n, Query(qid, text, _text_field(obj, ("instruction",), path, n, required=False))
 
     return _collect(Queries, queries(), path, "query")
 
@@ -201,54 +441,79 @@ def _collect(cls, numbered: Iterator, path: PathLike, kind: str):
     return cls(recs, source=str(path))
 
 
-def read_beir_qrels(path: PathLike) -> Qrels:
-    """BEIR ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score``, header line optional."""
+# ---------------------------------------------------------------- BEIR qrels
+
+# the first cell of a header line: BEIR writes query-id; other tools write these
+_HEADER_FIRST = ("query-id", "query_id", "queryid", "qid", "query", "topic", "topic_id", "topic-id")
+
+
+def read_beir_qrels(path: PathLike, check: Check | None = None) -> Qrels:
+    """BEIR ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score``, header line optional.
+
+    ``check(query_id, doc_id, line)`` is called for every judgement, to report an unknown id with its line.
+    """
+    return _read(_parse_beir_qrels, path, MAX_TREC_LINE_BYTES, check)
+
+
+def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: Check | None) -> Qrels:
     data: dict[str, dict[str, int]] = {}
-    seen_any = False
-    for n, line in _lines(path):
+    first = True
+    for n, line in lines:
+        _check_line(line, path, n)
         if not line.strip():
             continue
-        parts = line.rstrip("\n").rstrip("\r").split("\t")
+        body = line.rstrip("\r\n")
+        parts = body.split("\t")
         if len(parts) == 1:
-            parts = line.split()
-        if n == 1 and len(parts) >= 3 and not _is_int(parts[-1]):
-            continue  # header such as "query-id corpus-id score" or "query_id corpus_id score"
-        seen_any = True
+            parts = body.split()
+        parts = [p.strip(" ") for p in parts]
+        if first and len(parts) >= 3 and parts[0].lower() in _HEADER_FIRST and not _is_int(parts[-1]):
+            first = False
+            continue  # header such as "query-id corpus-id score"
+        hint = " (a header line starts with query-id)" if first else ""
+        first = False
         if len(parts) == 4:  # TREC-style line inside a .tsv
             parts = [parts[0], parts[2], parts[3]]
         if len(parts) != 3:
             raise DataFormatError(
                 f"expected 3 tab-separated columns 'query-id corpus-id score', found {len(parts)}.", path=path, line=n
             )
-        qid, did, score = (p.strip() for p in parts)
-        if not _is_int(score):
-            raise DataFormatError(f"relevance {score!r} is not an integer grade.", path=path, line=n)
+        qid, did, score = parts
+        for what, value in (("query id", qid), ("document id", did)):
+            problem = id_problem(value)
+            if problem is not None:
+                raise DataFormatError(f"{what} {show_id(value)} {problem}.", path=path, line=n)
+        grade = _grade(score, path, n, hint)
         row = data.setdefault(qid, {})
         if did in row:
-            raise DuplicateIdError(f"document {did!r} is judged twice for query {qid!r}.", path=path, line=n)
-        row[did] = int(score)
-    if not seen_any:
+            raise DuplicateIdError(f"document {did!r} is judged twice for query {qid!r}; keep one judgement per pair.",
+                                   path=path, line=n)
+        if check is not None:
+            check(qid, did, n)
+        row[did] = grade
+    if not data:
         raise DataFormatError("the qrels file has no judgements.", path=path)
     return Qrels(data, source=str(path))
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-        return True
-    except ValueError:
-        return False
+def read_qrels(path: PathLike, check: Check | None = None) -> Qrels:
+    """TREC qrels (4 columns) or BEIR qrels (3 tab-separated columns, optional header), told apart by the first line."""
+    with closing(text_lines(path, MAX_TREC_LINE_BYTES)) as lines:
+        for n, line in lines:
+            if line.strip():
+                rest = _chain((n, line), lines)
+                if len(line.split()) == 4 and "\t" not in line.strip():
+                    return _parse_trec_qrels(rest, path, check)
+                return _parse_beir_qrels(rest, path, check)
+    raise DataFormatError("the qrels file is empty.", path=path)
 
 
-def read_qrels(path: PathLike) -> Qrels:
-    """TREC qrels (4 columns) or BEIR qrels (3 tab-separated columns, optional header)."""
-    for _, line in _lines(path):
-        if line.strip():
-            if len(line.split()) == 4 and "\t" not in line.strip():
-                return read_trec_qrels(path)
-            break
-    return read_beir_qrels(path)
+def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    yield first
+    yield from rest
 
+
+# ---------------------------------------------------------------- BEIR folders
 
 def read_beir_folder(folder: PathLike, split: str = "test"):
     """Load a BEIR-format folder into a :class:`~gapbench.types.TaskData`."""
@@ -272,34 +537,19 @@ def read_beir_folder(folder: PathLike, split: str = "test"):
         )
     corpus = read_jsonl_corpus(corpus_path)
     queries = read_jsonl_queries(queries_path)
-    qrels = read_beir_qrels(qrels_path)
-    missing_q = [q for q in qrels if q not in queries]
-    if missing_q:
-        raise DataFormatError(
-            f"qrels name {len(missing_q)} queries absent from queries.jsonl (first: {missing_q[0]!r}); "
-            "add them to queries.jsonl or remove their judgements.",
-            path=qrels_path, line=_line_of(qrels_path, missing_q[0]),
-        )
-    for qid, docs in qrels.items():
-        for did in docs:
-            if did not in corpus:
-                raise DataFormatError(
-                    f"qrels of query {qid!r} name document {did!r}, absent from corpus.jsonl; "
-                    "add the document or remove the judgement.",
-                    path=qrels_path, line=_line_of(qrels_path, qid, did),
-                )
+
+    def known(qid: str, did: str, n: int) -> None:
+        if qid not in queries:
+            raise DataFormatError(f"query {qid!r} is judged here but absent from {queries_path.name}; add it there "
+                                  "or remove its judgements.", path=qrels_path, line=n)
+        if did not in corpus:
+            raise DataFormatError(f"qrels of query {qid!r} name document {did!r}, absent from {corpus_path.name}; "
+                                  "add the document or remove the judgement.", path=qrels_path, line=n)
+
+    qrels = read_beir_qrels(qrels_path, known)
     # BEIR evaluates only the queries that have judgements in this split.
     queries = Queries(q for q in queries.values() if q.query_id in qrels)
     return TaskData(corpus, queries, qrels)
-
-
-def _line_of(path: PathLike, qid: str, did: str | None = None) -> int | None:
-    """Line number of the first judgement of ``qid`` (and ``did``), found again only when reporting an error."""
-    for n, line in _lines(path):
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] == qid and (did is None or did in parts[1:-1]):
-            return n
-    return None
 
 
 def _find(folder: Path, name: str) -> Path:

@@ -36,12 +36,57 @@ class Query:
     instruction: str = ""
 
 
-def _check_id(value: object, what: str) -> str:
+MAX_ID_LENGTH = 1024
+# The widest grade range trec_eval documents; pytrec_eval allocates one counter per grade up to the largest, so a
+# grade of 2**31 alone costs minutes and gigabytes.
+MAX_GRADE = 127
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an id, or None when it can.
+
+    An id is a non-empty string of at most :data:`MAX_ID_LENGTH` printable characters without spaces: TREC files
+    separate their columns by whitespace and their records by newlines, so any other id could not be written to a
+    run file and read back as itself.
+    """
     if not isinstance(value, str):
-        raise DataFormatError(f"{what} {value!r} is a {type(value).__name__}; ids must be strings (use str(id)).")
-    if not value or value != value.strip():
-        raise DataFormatError(f"{what} {value!r} is empty or has surrounding whitespace; give a non-empty id.")
+        return f"is a {type(value).__name__}, not a string"
+    if not value:
+        return "is empty"
+    if len(value) > MAX_ID_LENGTH:
+        return f"is {len(value)} characters long; ids have at most {MAX_ID_LENGTH}"
+    if value.isprintable() and " " not in value:
+        return None
+    bad = next(c for c in value if c == " " or not c.isprintable())
+    return (f"contains {_describe(bad)}; ids cannot hold whitespace, control or invisible characters "
+            "(they would break TREC files)")
+
+
+def _describe(char: str) -> str:
+    names = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\ufeff": "a byte order mark"}
+    return names.get(char, f"the character U+{ord(char):04X}")
+
+
+def show_id(value: object) -> str:
+    """``repr`` of an id, cut short so that an over-long id cannot flood an error message."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + "..." + text[-10:]
+
+
+def _check_id(value: object, what: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise DataFormatError(f"{what} {show_id(value)} {problem}; give a valid id.")
     return value
+
+
+def grade_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a relevance grade, or None when it can (an int within +-:data:`MAX_GRADE`)."""
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+        return "is not an integer grade"
+    if not -MAX_GRADE <= value <= MAX_GRADE:
+        return f"is outside the grades trec_eval accepts (-{MAX_GRADE} to {MAX_GRADE})"
+    return None
 
 
 class _Records(Mapping):
@@ -144,18 +189,16 @@ class Qrels(Mapping):
         clean: dict[str, dict[str, int]] = {}
         for qid, docs in data.items():
             qid = _check_id(qid, "query id")
-            if isinstance(docs, dict) and ids_clean(docs) and set(map(type, docs.values())) == {int}:
+            if isinstance(docs, dict) and ids_clean(docs) and _grades_clean(docs.values()):
                 clean[qid] = dict(docs)
                 continue
             row: dict[str, int] = {}
             for did, rel in docs.items():
                 did = _check_id(did, "doc id")
-                if isinstance(rel, bool) or not isinstance(rel, (int,)) and not (
-                    isinstance(rel, float) and rel.is_integer()
-                ):
+                problem = grade_problem(rel)
+                if problem is not None:
                     raise DataFormatError(
-                        f"relevance of ({qid!r}, {did!r}) is {rel!r}; relevance must be an integer grade",
-                        path=source,
+                        f"relevance of ({qid!r}, {did!r}) is {rel!r}, which {problem}.", path=source
                     )
                 row[did] = int(rel)
             clean[qid] = row
@@ -224,19 +267,18 @@ _RANK_KEY = itemgetter(1, 0)
 
 
 def ids_clean(ids) -> bool:
-    """True when every id is a non-empty ASCII string without whitespace (the common case), checked at C speed.
-
-    False means "check one by one", not "invalid": ids with inner spaces or non-ASCII letters are allowed.
-    """
+    """True when every id passes :func:`id_problem`, checked at C speed; False means "check one by one"."""
     try:
-        joined = "\x00".join(ids)
+        joined = "".join(ids)
     except TypeError:
         return False
-    if not joined.isascii() or "\x00\x00" in joined or joined.startswith("\x00") or joined.endswith("\x00"):
+    if not joined.isprintable() or " " in joined:
         return False
-    return not (
-        " " in joined or "\t" in joined or "\n" in joined or "\r" in joined or "\x0b" in joined or "\x0c" in joined
-    ) and bool(joined or not ids)
+    return not ids or (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_LENGTH)
+
+
+def _grades_clean(grades) -> bool:
+    return set(map(type, grades)) == {int} and -MAX_GRADE <= min(grades) and max(grades) <= MAX_GRADE
 
 
 def clean_scores(ranking: Mapping) -> Mapping[str, float] | None:

@@ -18,9 +18,9 @@ import re
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.formats import open_text, read_jsonl_corpus, read_qrels
+from gapbench.formats import read_jsonl_corpus, read_qrels, text_lines
 from gapbench.task import TASKS, Task
-from gapbench.types import Queries, Query, TaskData
+from gapbench.types import Queries, Query, TaskData, id_problem, show_id
 
 FIELDS = ("title", "desc", "narr")
 _TAG = re.compile(r"<\s*(/?)\s*(top|num|title|desc|narr)\s*>", re.IGNORECASE)
@@ -32,11 +32,8 @@ _LABELS = {"num": re.compile(r"^\s*number\s*:\s*", re.IGNORECASE),
 
 
 def _lines(path: Path) -> list[str]:
-    with open_text(path) as fh:
-        try:
-            return fh.read().splitlines()
-        except UnicodeDecodeError as exc:
-            raise DataFormatError(f"not valid UTF-8 text ({exc.reason}).", path=path) from None
+    # read once into memory: both parsers and the format sniff use these lines, and a pipe cannot be read twice
+    return [line.rstrip("\r\n") for _, line in text_lines(path)]
 
 
 def _is_sgml(lines: list[str]) -> bool:
@@ -46,13 +43,13 @@ def _is_sgml(lines: list[str]) -> bool:
     return False
 
 
-def parse_sgml_topics(path: str | Path) -> list[dict]:
+def parse_sgml_topics(path: str | Path, lines: list[str] | None = None) -> list[dict]:
     """Records ``{"num", "title", "desc", "narr", "line"}`` from a classic TREC topics file, in file order."""
     path = Path(path)
     topics: list[dict] = []
     current: dict | None = None
     field: str | None = None
-    for n, line in enumerate(_lines(path), 1):
+    for n, line in enumerate(_lines(path) if lines is None else lines, 1):
         pos = 0
         for m in _TAG.finditer(line):
             _append(current, field, line[pos:m.start()], path, n)
@@ -105,11 +102,11 @@ def _finish(topic: dict, path: Path, n: int) -> dict:
     return out
 
 
-def parse_tsv_topics(path: str | Path) -> list[dict]:
+def parse_tsv_topics(path: str | Path, lines: list[str] | None = None) -> list[dict]:
     """Records ``{"num", "title", "line"}`` from ``query_id<TAB>text`` lines."""
     path = Path(path)
     topics = []
-    for n, line in enumerate(_lines(path), 1):
+    for n, line in enumerate(_lines(path) if lines is None else lines, 1):
         if not line.strip():
             continue
         qid, tab, text = line.partition("\t")
@@ -130,8 +127,9 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
     if field not in FIELDS:
         raise ConfigError(f"topics field {field!r}: choose one of {', '.join(FIELDS)}.")
     path = Path(path)
-    sgml = _is_sgml(_lines(path))
-    topics = parse_sgml_topics(path) if sgml else parse_tsv_topics(path)
+    lines = _lines(path)
+    sgml = _is_sgml(lines)
+    topics = parse_sgml_topics(path, lines) if sgml else parse_tsv_topics(path, lines)
     seen: dict[str, int] = {}
     queries = []
     for t in topics:
@@ -139,6 +137,9 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
             raise DuplicateIdError(f"topic {t['num']!r} appears twice (first on line {seen[t['num']]}).",
                                    path=path, line=t["line"])
         seen[t["num"]] = t["line"]
+        problem = id_problem(t["num"])
+        if problem is not None:
+            raise DataFormatError(f"topic number {show_id(t['num'])} {problem}.", path=path, line=t["line"])
         text = t[field] if sgml else t["title"]
         if not text:
             raise DataFormatError(f"topic {t['num']!r} has an empty <{field}>.", path=path, line=t["line"])
@@ -148,19 +149,17 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
 
 def load(topics: str | Path, qrels: str | Path, corpus: str | Path, field: str = "title") -> TaskData:
     queries = read_topics(topics, field)
-    judged = read_qrels(qrels)
     docs = read_jsonl_corpus(corpus)
-    missing = [q for q in judged if q not in queries]
-    if missing:
-        raise DataFormatError(
-            f"qrels judge {len(missing)} topics absent from {topics} (first: {missing[0]!r}); give the matching "
-            "topics file or drop those judgements.", path=qrels)
-    for qid, row in judged.items():
-        for did in row:
-            if did not in docs:
-                raise DataFormatError(f"qrels of topic {qid!r} name document {did!r}, absent from {corpus}.",
-                                      path=qrels)
-    return TaskData(docs, queries, judged)
+
+    def known(qid: str, did: str, n: int) -> None:
+        if qid not in queries:
+            raise DataFormatError(f"topic {qid!r} is judged here but absent from {topics}; give the matching topics "
+                                  "file or drop its judgements.", path=qrels, line=n)
+        if did not in docs:
+            raise DataFormatError(f"qrels of topic {qid!r} name document {did!r}, absent from {corpus}; add the "
+                                  "document or drop the judgement.", path=qrels, line=n)
+
+    return TaskData(docs, queries, read_qrels(qrels, known))
 
 
 def trec_files_task(topics: str | Path, qrels: str | Path, corpus: str | Path, name: str | None = None,
@@ -168,7 +167,8 @@ def trec_files_task(topics: str | Path, qrels: str | Path, corpus: str | Path, n
     """A :class:`Task` over local TREC topics, qrels and a JSONL corpus (read when the task is loaded)."""
     paths = {"topics": topics, "qrels": qrels, "corpus": corpus}
     for key, value in paths.items():
-        if not Path(value).expanduser().is_file():
+        # any readable non-directory will do: named pipes and /dev/stdin are read once, front to back
+        if not Path(value).expanduser().exists() or Path(value).expanduser().is_dir():
             raise ConfigError(f"local/trec: {key}={value} is not a file; give the path of the {key} file.")
     topics, qrels, corpus = (Path(v).expanduser().resolve() for v in paths.values())
     if field not in FIELDS:

@@ -111,8 +111,8 @@ def test_options_and_mismatched_files(tmp_path):
         get_task(f"local/trec:topics={TOPICS},qrels={tmp_path / 'nope'},corpus={CORPUS}")
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("301 0 FBIS3-10082 1\n399 0 FBIS3-10082 1\n")
-    with pytest.raises(DataFormatError, match=r"judge 1 topics absent .*\(first: '399'\)"):
+    with pytest.raises(DataFormatError, match=r"qrels.txt, line 2: topic '399' is judged here but absent from"):
         local_trec.trec_files_task(TOPICS, qrels, CORPUS).load()
-    qrels.write_text("301 0 NOT-IN-CORPUS 1\n")
-    with pytest.raises(DataFormatError, match="'NOT-IN-CORPUS', absent from"):
+    qrels.write_text("301 0 FBIS3-10082 1\n\n301 0 NOT-IN-CORPUS 1\n")
+    with pytest.raises(DataFormatError, match="qrels.txt, line 3: .*'NOT-IN-CORPUS', absent from"):
         local_trec.trec_files_task(TOPICS, qrels, CORPUS).load()
