@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import re
@@ -15,35 +16,203 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
+from .options import Range
 from .stats import bootstrap_cis
 from .types import Qrels, Run, clean_scores
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 
+# A cut-off deeper than any ranking changes nothing but P@k's denominator; the bound keeps every backend's integers
+# (C longs in trec_eval) exact. Leave the cut-off out to evaluate the whole ranking.
+MAX_CUTOFF = 1_000_000_000
+ACCEPTED_FORMS = (
+    f"accepted forms: NAME, NAME@K or NAME(param=value,...)@K, K a whole number from 1 to {MAX_CUTOFF}, for example "
+    "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, nDCG(dcg=exp-log2)@10, P(rel=2)@5"
+)
+_MEASURE = re.compile(r"(?P<name>[^\W\d]\w*)(?:\((?P<params>[^()]*)\))?(?:@(?P<at>[^@()]*))?")
+_MAX_MEASURE_LEN = 200
+# What each ir-measures parameter may be, beyond its type (the same name means the same thing in every measure).
+_PARAM_RANGES = {
+    "cutoff": Range(ge=1, le=MAX_CUTOFF),
+    "rel": Range(ge=1),  # the lowest grade counted relevant: 0 would count judged non-relevant documents
+    "min_rel": Range(ge=0),
+    "max_rel": Range(ge=1),
+    "recall": Range(ge=0, le=1),
+    "p": Range(gt=0, lt=1),
+    "T": Range(gt=0),
+    "alpha": Range(ge=0, le=1),
+    "beta": Range(ge=0),
+}
+# Providers that run an external program on temporary files, and need numeric query ids (gdeval is a perl script).
+_EXTERNAL_PROVIDERS = ("gdeval",)
+
+
+def split_measures(text: str) -> list[str]:
+    """``"nDCG@10, P(rel=2)@5 AP"`` -> ``["nDCG@10", "P(rel=2)@5", "AP"]``: commas and spaces inside brackets stay."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth = max(depth - 1, 0)
+        if depth == 0 and (ch == "," or ch.isspace()):
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p for p in parts if p]
+
 
 def parse_measures(measures: str | Iterable[str] | None) -> list:
-    """Measure names as ir-measures writes them (``nDCG@10``, ``R@100``, ``RR@10``, ``AP``, ``P@10``)."""
-    import ir_measures
+    """Measure names as ir-measures writes them (``nDCG@10``, ``R@100``, ``RR@10``, ``AP``, ``P@10``), each checked
+    before any backend sees it: the name, every parameter's type and range, and that an installed backend computes it.
 
+    ``None`` means the defaults; an explicitly empty list is an error.
+    """
     if measures is None:
         measures = DEFAULT_MEASURES
     if isinstance(measures, str):
-        measures = [m for m in measures.replace(",", " ").split() if m]
-    out = []
-    for name in measures:
-        if not isinstance(name, str):
-            out.append(name)
-            continue
-        try:
-            out.append(ir_measures.parse_measure(name))
-        except (ValueError, NameError, SyntaxError, TypeError) as exc:
-            raise ConfigError(
-                f"unknown measure {name!r} ({exc}). Write measures as ir-measures does, for example "
-                "nDCG@10, R@100, RR@10, AP, P@10, Judged@10."
-            ) from None
-    if not out:
+        measures = split_measures(measures)
+    elif not isinstance(measures, Iterable):
+        raise ConfigError(f"measures must be a list of names such as ['nDCG@10', 'R@100'], got {type(measures).__name__}.")
+    measures = list(measures)
+    if not measures:
         raise ConfigError("no measures given; for example --measures nDCG@10,R@100.")
+    return [_parse_measure(m) for m in measures]
+
+
+def _measure_error(text: str, problem: str) -> ConfigError:
+    return ConfigError(f"measure {text!r}: {problem}; {ACCEPTED_FORMS}.")
+
+
+def _parse_measure(item):
+    import ir_measures
+
+    if isinstance(item, ir_measures.Measure):
+        return _checked_measure(item, str(item), dict(item.params))
+    if not isinstance(item, str):
+        raise ConfigError(f"measure {item!r} is a {type(item).__name__}; give measure names as text, e.g. 'nDCG@10'.")
+    text = item.strip()
+    if not text:
+        raise ConfigError(f"an empty measure name was given; {ACCEPTED_FORMS}.")
+    if len(text) > _MAX_MEASURE_LEN or any(ord(ch) < 32 or ch == "\x7f" for ch in text):
+        raise _measure_error(text[:60] + ("..." if len(text) > 60 else ""),
+                             f"a measure is one short line (at most {_MAX_MEASURE_LEN} characters, no control characters)")
+    m = _MEASURE.fullmatch(text)
+    if m is None:
+        why = "it has more than one '@'" if text.count("@") > 1 else "it is not written as NAME, NAME@K or NAME(param=value,...)@K"
+        raise _measure_error(text, why)
+    name = m.group("name")
+    registry = ir_measures.measures.registry
+    if name not in registry:
+        same = [n for n in registry if n.casefold() == name.casefold()]
+        close = same or difflib.get_close_matches(name, list(registry), n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"unknown measure {text!r}: no measure is named {name!r}.{hint} {ACCEPTED_FORMS[0].upper()}{ACCEPTED_FORMS[1:]}.")
+    base = registry[name]
+    supported = base.SUPPORTED_PARAMS
+    params: dict = {}
+    if m.group("params") is not None:
+        for piece in split_measures(m.group("params").replace(" ", "")):
+            key, eq, raw = piece.partition("=")
+            if not eq or not key:
+                raise _measure_error(text, f"parameter {piece!r} is not key=value")
+            if key not in supported or key == base.AT_PARAM:
+                accepted = ", ".join(k for k in supported if k != base.AT_PARAM) or "none"
+                raise _measure_error(text, f"{name} has no parameter {key!r} (its parameters: {accepted})")
+            if key in params:
+                raise _measure_error(text, f"parameter {key!r} is given twice")
+            params[key] = _param_value(text, name, key, raw, supported[key].dtype)
+    if m.group("at") is not None:
+        at = base.AT_PARAM
+        if at not in supported:
+            raise _measure_error(text, f"{name} takes no cut-off; write it without '@'")
+        params[at] = _param_value(text, name, at, m.group("at"), supported[at].dtype)
+    return _checked_measure(base(**params), text, {**base.params, **params})
+
+
+def _param_value(text: str, name: str, key: str, raw: str, dtype):
+    """One parameter value parsed by its declared type: digits for int, a finite decimal for float, true/false for
+    bool, a bare or quoted word for str, ``{grade:gain,...}`` for dict. Nothing is evaluated as Python."""
+    label = "cut-off" if key in ("cutoff", "recall") else key
+    what = {int: "a whole number", float: "a finite number", bool: "true or false", dict: "{grade:gain,...}"}.get(dtype, "a word")
+    rng = _PARAM_RANGES.get(key)
+    if rng is not None and dtype in (int, float):
+        what += " " + rng.describe()
+    fail = _measure_error(text, f"{label} of {name} must be {what}, got {raw!r}")
+    value = raw.strip()
+    if dtype is bool:
+        if value.lower() not in ("true", "false"):
+            raise fail
+        return value.lower() == "true"
+    if dtype is int:
+        if not re.fullmatch(r"[+-]?[0-9]+", value):
+            raise fail
+        out: object = int(value)
+    elif dtype is float:
+        if not re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", value) or not math.isfinite(float(value)):
+            raise fail
+        out = float(value)
+    elif dtype is dict:
+        pairs = re.fullmatch(r"\{((?:[+-]?[0-9]+:[+-]?[0-9]+,?)*)\}", value)
+        if pairs is None:
+            raise fail
+        return {int(k): int(v) for k, v in (p.split(":") for p in pairs.group(1).split(",") if p)}
+    else:
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if not re.fullmatch(r"[\w.+-]+", value):
+            raise fail
+        return value
+    if rng is not None and not rng.holds(out):
+        raise fail
     return out
+
+
+def _checked_measure(measure, text: str, params: Mapping):
+    """``measure`` once every parameter has the declared type and range and an installed backend computes it."""
+    import ir_measures
+    from ir_measures.measures.base import _NOT_PROVIDED
+
+    name = measure.__name__
+    for key, info in measure.SUPPORTED_PARAMS.items():
+        if key not in params:
+            if info.required:
+                example = f"{name}@10" if key == "cutoff" else f"{name}({key}=3)" + ("@10" if "cutoff" in measure.SUPPORTED_PARAMS else "")
+                label = "a cut-off" if key == measure.AT_PARAM else f"the parameter {key} ({info.desc})"
+                raise _measure_error(text, f"{name} needs {label}, for example {example}")
+            continue
+        value = params[key]
+        ok = (
+            isinstance(value, bool) if info.dtype is bool
+            else isinstance(value, int) and not isinstance(value, bool) if info.dtype is int
+            else isinstance(value, float) and math.isfinite(value) if info.dtype is float
+            else info.dtype is None or isinstance(value, info.dtype)
+        )
+        rng = _PARAM_RANGES.get(key)
+        if not ok or (rng is not None and info.dtype in (int, float) and not rng.holds(value)):
+            raise _measure_error(text, f"{key} of {name} has the wrong type or range: {value!r}")
+        if info.choices is not _NOT_PROVIDED and value not in info.choices:
+            raise _measure_error(text, f"{key} of {name} must be one of {', '.join(map(str, info.choices))}, got {value!r}")
+    waiting = []
+    for provider in ir_measures.DefaultPipeline.providers:
+        try:
+            if not provider.supports(measure):
+                continue
+        except Exception:  # a provider that cannot judge these parameters does not compute them
+            continue
+        if not provider.is_available():
+            waiting.append(f"{provider.NAME} ({provider.install_instructions() or 'not installed'})")
+            continue
+        if provider.NAME in _EXTERNAL_PROVIDERS:
+            instead = "nDCG(gains={0:0,1:1,2:3,3:7}) gives exponential gains" if measure.__name__ == "nDCG" else "choose another measure"
+            raise _measure_error(text, f"{measure} is computed only by {provider.NAME}, an external program that "
+                                       f"gapbench does not run; {instead}")
+        return measure
+    if waiting:
+        raise _measure_error(text, f"{measure} needs an evaluator that is not installed: {'; '.join(waiting)}")
+    raise _measure_error(text, f"no installed evaluator computes {measure} with these parameters")
 
 
 @dataclass(frozen=True)
