@@ -28,16 +28,17 @@ def register(app: typer.Typer) -> None:
         directory: Path = typer.Argument(..., help="Submission folder: submission.json and runs/<task>.trec[.gz]."),
         as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
     ) -> None:
-        """Check a submission (schema, task names, ids, duplicates, scores, sizes, paths, hashes); exit 2 if invalid."""
-        from .submissions import validate_submission
+        """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
+        scores.json against a recomputation from the runs); exit 2 if invalid."""
+        from .submissions import SubmissionError, validate_submission
 
         report = validate_submission(directory)
         if as_json:
             typer.echo(json.dumps({"ok": report.ok, "problems": [p.__dict__ for p in report.problems]}, indent=2))
-        else:
-            typer.echo(str(report), err=not report.ok)
+        elif report.ok:
+            typer.echo(str(report))
         if not report.ok:
-            raise typer.Exit(2)
+            raise SubmissionError(report.one_line())
 
     @submit_app.command("score")
     def submit_score(

@@ -4,6 +4,10 @@ Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.submi
 writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
 requests) and ``leaderboard.json``.
 
+Every number on a board is recomputed from the submission's run files (:func:`gapbench.submissions.scored_submission`
+validates the submission, re-scores its runs with the task's qrels and refuses it when its ``scores.json`` differs).
+Every text taken from a submission is escaped for Markdown and for HTML; exports write only under ``--out``.
+
 Ranking (the rule the README states):
 
 - Each system's score on a task is the mean of the task's main measure over its queries; the **Full Benchmark Avg.**
@@ -33,16 +37,27 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import GapbenchError
-from .submissions import SubmissionError, load_scores, run_file_name
+from .errors import ConfigError, GapbenchError
+from .submissions import (
+    MODEL_NAME, REVISION, URL, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
+)
 
 ALPHA = 0.05
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def md(text: object) -> str:
+    """Text from a submission as literal Markdown: one line, with every character that starts markup escaped (a '|'
+    cannot end a table cell, '<' cannot open HTML, '[' cannot open a link)."""
+    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
 
 
 @dataclass(frozen=True)
@@ -77,12 +92,12 @@ class Board:
 
     def to_markdown(self) -> str:
         label = self._measure_label()
-        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
+        short = [md(t.split("/", 1)[1] if t.startswith(self.suite + "/") else t) for t in self.tasks]
         head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
         lines = [
-            f"# {self.suite} leaderboard",
+            f"# {md(self.suite)} leaderboard",
             "",
-            f"{label} per task ({len(self.tasks)} tasks) and the Full Benchmark Avg. (unweighted mean over tasks), "
+            f"{md(label)} per task ({len(self.tasks)} tasks) and the Full Benchmark Avg. (unweighted mean over tasks), "
             f"from {len(self.entries)} scored submissions under `submissions/`. Built by `gapbench leaderboard build`; "
             "do not edit by hand.",
             "",
@@ -90,7 +105,7 @@ class Board:
             "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|",
         ]
         for e in self.entries:
-            cells = [str(e["rank"]) if e["rank"] is not None else "-", f"**{e['system']}**"]
+            cells = [str(e["rank"]) if e["rank"] is not None else "-", f"**{md(e['system'])}**"]
             for t in self.tasks:
                 v = e["tasks"].get(t)
                 cells.append(f"{v['mean']:.4f} ({v['ci95'][0]:.3f}-{v['ci95'][1]:.3f})" if v else "-")
@@ -103,16 +118,19 @@ class Board:
             lines += ["## Paired tests (Full Benchmark Avg.)", "",
                       "| A | B | avg(A) - avg(B) | p (randomization) | p (Holm) | separable |", "|---|---|---:|---:|---:|---|"]
             for t in self.tests:
-                lines.append(f"| {t['a']} | {t['b']} | {t['delta']:+.4f} | {t['p']:.4f} | {t['p_holm']:.4f} | "
+                lines.append(f"| {md(t['a'])} | {md(t['b'])} | {t['delta']:+.4f} | {t['p']:.4f} | {t['p_holm']:.4f} | "
                              f"{'yes' if t['significant'] else 'no'} |")
             lines.append("")
         lines += ["## Submissions", ""]
         for e in self.entries:
             models = ", ".join(f"{m['name']} @ {m['revision']}" for m in e["models"]) or "none (lexical)"
-            lines.append(f"- **{e['system']}**: {e['description']} Models: {models}. Adapter: `{e['adapter'].get('name')}`. "
-                         f"gapbench {e['gapbench_version']}, scored {e['date']}. Contact: {e['contact']}."
-                         + (f" {e['url']}" if e.get("url") else ""))
-        lines += ["", "Task names: " + ", ".join(f"`{t}`" for t in self.tasks) + ".", ""]
+            url = e.get("url")
+            lines.append(f"- **{md(e['system'])}**: {md(e['description'])} Models: {md(models)}. "
+                         f"Adapter: {md(e['adapter'].get('name'))}. gapbench {md(e['gapbench_version'])}, scored "
+                         f"{md(e['date'])}. Contact: {md(e['contact'])}."
+                         # An autolink is literal text for Markdown; URL's character set has no '<', '>' or space.
+                         + (f" <{url}>" if isinstance(url, str) and URL.fullmatch(url) else ""))
+        lines += ["", "Task names: " + ", ".join(md(t) for t in self.tasks) + ".", ""]
         return "\n".join(lines)
 
     def to_html(self) -> str:
@@ -141,7 +159,8 @@ class Board:
         subs = "".join(
             f"<li><b>{esc(e['system'])}</b>: {esc(e['description'])} Models: "
             f"{esc(', '.join(m['name'] + ' @ ' + m['revision'] for m in e['models']) or 'none (lexical)')}. "
-            f"gapbench {esc(e['gapbench_version'])}, scored {esc(e['date'])}. Contact: {esc(e['contact'])}.</li>"
+            f"Adapter: {esc(str(e['adapter'].get('name')))}. gapbench {esc(e['gapbench_version'])}, scored {esc(e['date'])}. "
+            f"Contact: {esc(e['contact'])}.</li>"
             for e in self.entries
         )
         rules = "".join(f"<li>{esc(r[2:])}</li>" for r in _RULES(self))
@@ -188,15 +207,20 @@ def build_board(
     submissions: Iterable[str | os.PathLike], suite: str | None = None, *, alpha: float = ALPHA,
     n_resamples: int = 1000, n_permutations: int = 10_000, seed: int = 0,
 ) -> Board:
-    """A :class:`Board` from scored submission directories (every scores.json is re-checked against its inputs)."""
+    """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
+    and refused when its scores.json disagrees; the board shows only the recomputed numbers."""
     from .stats import holm, randomization_test
     from .suites import get_suite
 
+    if not 0.0 < alpha < 1.0:  # also false for NaN
+        raise ConfigError(f"--alpha is {alpha}; give a significance level between 0 and 1, e.g. 0.05.")
+    for name, value, low in (("n_resamples", n_resamples, 1), ("n_permutations", n_permutations, 1), ("seed", seed, 0)):
+        if not low <= value < 2**63:
+            raise ConfigError(f"{name} is {value}; give an integer of at least {low}.")
     scored = []
     for d in sorted(Path(s) for s in submissions):
-        sc = load_scores(d)
-        sc["_meta"] = json.loads((d / "submission.json").read_text(encoding="utf-8"))
-        scored.append(sc)
+        report = scored_submission(d)
+        scored.append({**report.scores, "_meta": report.meta})
     if not scored:
         raise SubmissionError("no scored submissions; add one under <root>/<suite>/submissions/<system>/ and run "
                               "`gapbench submit score` on it.")
@@ -312,9 +336,14 @@ def build_boards(root: str | os.PathLike = "leaderboards", **kwargs) -> list[Pat
         raise SubmissionError(f"{root}: no such folder; give --root pointing at the leaderboards folder.")
     written = []
     for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
+        # A link would make the board read submissions, and write its files, outside --root.
+        for p in (suite_dir, suite_dir / "submissions"):
+            if p.is_symlink():
+                raise SubmissionError(f"{p}: is a symbolic link; boards are built only from real folders under "
+                                      f"{root}. Replace the link with the folder.")
         if not is_suite(suite_dir.name):
             raise SubmissionError(f"{suite_dir}: {suite_dir.name!r} is not a registered suite; rename the folder.")
-        subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir()]
+        subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir() or p.is_symlink()]
         if not subs:
             continue
         written += write_board(build_board(subs, suite_dir.name, **kwargs), suite_dir)
@@ -333,6 +362,29 @@ def mteb_metric_name(measure: str) -> str:
     return f"{key}_at_{cut}" if cut else key
 
 
+def _out_path(out: str | os.PathLike, *parts: str) -> Path:
+    """``out / parts...`` for names taken from data: each part one plain name (no '/', '..', link), the result under out."""
+    out = Path(out)
+    path = out
+    for part in parts:
+        if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part:
+            raise SubmissionError(f"{part!r:.80} cannot name a file or folder under {out}; it must be a plain name.")
+        path = path / part
+        if path.is_symlink():
+            raise SubmissionError(f"{path}: is a symbolic link; exports write only real files under {out}. Remove it.")
+    if not path.resolve().is_relative_to(out.resolve()):
+        raise SubmissionError(f"{path}: resolves outside {out}; exports write only under --out.")
+    return path
+
+
+def _path_part(text: str, pattern: re.Pattern, what: str) -> str:
+    """A model name or revision as one folder name ('/' -> '__'), refused unless it matches its validated form."""
+    if not isinstance(text, str) or not pattern.fullmatch(text):
+        raise SubmissionError(f"{what} {text!r:.80} cannot be a folder name; give letters, digits and . _ - with '/' "
+                              "between parts.")
+    return text.replace("/", "__")
+
+
 def export_mteb(
     submission: str | os.PathLike, out: str | os.PathLike, *, split: str = "test", languages: Sequence[str] = ("eng-Latn",),
     hf_subset: str = "default",
@@ -341,17 +393,17 @@ def export_mteb(
 
     Fields follow MTEB's TaskResult: ``dataset_revision``, ``task_name``, ``mteb_version`` (null: not produced by
     MTEB), ``scores: {split: [{main_score, ndcg_at_10, ..., hf_subset, languages}]}``, ``evaluation_time`` (null),
-    ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them.
+    ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them. The scores are recomputed
+    from the runs; the folder names come from validated model names and never leave ``out``.
     """
     from .formats import atomic_writer
 
-    submission = Path(submission)
-    scores = load_scores(submission)
-    meta = json.loads((submission / "submission.json").read_text(encoding="utf-8"))
+    report = scored_submission(submission)
+    scores, meta = report.scores, report.meta
     models = meta.get("models") or []
     name = models[0]["name"] if models else meta["system"]
     revision = models[0]["revision"] if models else "no_revision_available"
-    folder = Path(out) / name.replace("/", "__") / revision.replace("/", "__")
+    folder = _out_path(out, _path_part(name, MODEL_NAME, "model name"), _path_part(revision, REVISION, "model revision"))
     written = []
     for task, t in scores["tasks"].items():
         entry = {mteb_metric_name(m): float(v) for m, v in t["measures"].items()}
@@ -359,27 +411,35 @@ def export_mteb(
                       "languages": list(languages)})
         result = {"dataset_revision": t["revision"], "task_name": task, "mteb_version": None,
                   "scores": {split: [entry]}, "evaluation_time": None, "kg_co2_emissions": None}
-        path = folder / f"{run_file_name(task)}.json"
+        path = _out_path(folder, f"{run_file_name(task)}.json")
         with atomic_writer(path) as fh:
             json.dump(result, fh, indent=2)
         written.append(path)
-    with atomic_writer(folder / "model_meta.json") as fh:
+    path = _out_path(folder, "model_meta.json")
+    with atomic_writer(path) as fh:
         json.dump({"name": name, "revision": revision, "framework": ["gapbench"],
                    "gapbench_system": meta["system"], "gapbench_adapter": meta.get("adapter", {})}, fh, indent=2)
-    written.append(folder / "model_meta.json")
+    written.append(path)
     return written
 
 
 def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[Path]:
-    """Write each task's run of a submission as plain TREC text, ``<out>/<task>.trec`` (hashes checked first)."""
-    from .formats import atomic_writer, open_text
+    """Write each task's run of a validated, scored submission as plain TREC text, ``<out>/<task>.trec``.
+
+    Only the run paths of submission.json are read (validated to be ``runs/<task>.trec[.gz]`` inside the submission);
+    paths named in scores.json are never opened."""
+    from .formats import atomic_writer
 
     submission = Path(submission)
-    scores = load_scores(submission)
+    report = scored_submission(submission)
     written = []
-    for task, t in scores["tasks"].items():
-        path = Path(out) / f"{run_file_name(task)}.trec"
-        with open_text(submission / t["run"]) as src, atomic_writer(path) as dst:
+    for task, entry in report.meta["tasks"].items():
+        path = _out_path(out, f"{run_file_name(task)}.trec")
+        try:
+            src = open_run_text(inside(submission, entry["run"]))
+        except Refused as exc:
+            raise SubmissionError(f"{submission / entry['run']}: {exc.args[0]}") from None
+        with src, atomic_writer(path) as dst:
             for line in src:
                 dst.write(line)
         written.append(path)

@@ -8,11 +8,32 @@ A submission is a directory holding exactly::
 
 Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no hidden files, no other folders.
 
+**Trust.** A submission comes from a stranger, so nothing in it is believed that can be recomputed:
+
+- Every number a board shows is recomputed from the validated run files with the task's own qrels (pytrec_eval, a few
+  tenths of a second per task). ``scores.json`` is a receipt: `gapbench submit validate` and `gapbench leaderboard
+  build` recompute it and refuse a submission whose ``scores.json`` differs from the recomputation in any field (per
+  query value, mean, CI, input hash, run path, ...), naming the task, measure and query. A public board refuses a
+  forged receipt rather than silently fixing it, so the submitter has to re-score and the stored file never
+  disagrees with the board.
+- The only paths ever opened are ``submission.json``, ``scores.json`` and the run paths of ``submission.json``, which
+  must be exactly ``runs/<task>.trec[.gz]``; every path is checked to stay inside the submission (no ``..``, no
+  absolute path, no symbolic link on the way, opened with ``O_NOFOLLOW``). Paths named in ``scores.json`` are only
+  compared, never opened.
+- Names that end up in boards and file names are validated at the door (``system``: 1-64 letters, digits and
+  ``._+-``; model names and revisions: the same characters with ``/`` between parts; free text: one line without
+  control characters, length-capped; ``url``: http(s) without spaces, quotes or brackets), and every free-text field
+  is escaped again when a board is rendered.
+- Work is bounded by the input's size: run files are capped at 25 MB as stored and 100 MB once gunzipped (counted
+  while streaming, so a gzip bomb stops at the cap), JSON at 1 MB (submission.json) or 50 MB (scores.json) and 32
+  levels of nesting, and id checks are set lookups; "did you mean" suggestions are made for the first few unknown
+  ids only, then counted.
+
 ``submission.json`` (``format_version`` 1; unknown fields are errors)::
 
     {
       "format_version": 1,
-      "system": "bm25-lucene",                          # unique name on the board
+      "system": "bm25-lucene",                          # unique name on the board: letters, digits, . _ + -
       "description": "Anserini's flat BM25 ...",
       "suite": "impliret",                              # a registered suite; every task must belong to it
       "gapbench_version": "0.1.0",                      # the gapbench that produced the runs
@@ -32,7 +53,7 @@ Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no
 ``scores.json`` (kind ``submission_scores``, version 1)::
 
     {"kind": "submission_scores", "task": <suite>, "version": 1, "system": ..., "suite": ...,
-     "manifest": {"gapbench_version", "date", "versions": {package: version},
+     "manifest": {"gapbench_version", "date", "versions": {package: version}, "n_resamples", "seed",
                   "inputs": {"submission.json": sha256, "runs/...": sha256}},
      "tasks": {task: {"revision", "fingerprints": {"corpus", "queries", "qrels"}, "run": path, "run_sha256",
                       "main_measure", "measures": {m: mean}, "ci95": {m: [lo, hi]}, "n_queries", "n_missing",
@@ -46,46 +67,80 @@ Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no
 from __future__ import annotations
 
 import difflib
+import gzip
 import hashlib
+import io
 import json
 import math
 import os
+import re
 import stat
+import unicodedata
+import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
-from .errors import GapbenchError
+from .errors import ConfigError, GapbenchError
 
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
-MAX_JSON_BYTES = 1_000_000
+MAX_RUN_TEXT_BYTES = 100_000_000  # per run file once gunzipped
+MAX_LINE_CHARS = 10_000
+MAX_JSON_BYTES = 1_000_000  # submission.json
+MAX_SCORES_BYTES = 50_000_000  # scores.json carries every per-query value
+MAX_JSON_DEPTH = 32
 MAX_PER_QUERY = 1000
+MAX_TASKS = 100
 MAX_PROBLEMS_PER_FILE = 20
+MAX_PROBLEMS_SHOWN = 20  # in the one-line error of an invalid submission
+SHOWN_UNKNOWN_IDS = 3  # unknown ids reported one by one (with a suggestion); the rest are counted
+MAX_RESAMPLES = 10_000
+SCORE_TOLERANCE = 1e-9  # recomputed vs stored values; pytrec_eval is deterministic, this only absorbs libm noise
 RUN_SUFFIXES = (".trec", ".trec.gz")
+
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127}(?:/[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127})*")
+URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]{1,292}")
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!-]{0,31}")
+PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+FINGERPRINT = re.compile(r"[A-Za-z0-9:._-]{1,128}")
+_BAD_CHAR_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
 
 # field -> (accepted types, required, description)
 FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "format_version": ((int,), True, "the integer 1"),
-    "system": ((str,), True, "a non-empty system name"),
-    "description": ((str,), True, "a sentence describing the system"),
+    "system": ((str,), True, "a system name of 1-64 letters, digits and . _ + -, starting with a letter or digit"),
+    "description": ((str,), True, "one or two sentences on one line (at most 1000 characters)"),
     "suite": ((str,), True, "a registered suite name (see `gapbench tasks`)"),
     "gapbench_version": ((str,), True, "the gapbench version that made the runs, e.g. \"0.1.0\""),
     "models": ((list,), True, "a list of {\"name\", \"revision\"} objects ([] for lexical systems)"),
     "adapter": ((dict,), True, "an object {\"name\", \"config\"[, \"fingerprint\"]}"),
-    "contact": ((str,), True, "a name with an e-mail address or a URL"),
+    "contact": ((str,), True, "a name with an e-mail address or a URL, on one line (at most 200 characters)"),
     "tasks": ((dict,), True, "an object task name -> {\"revision\", \"run\", \"sha256\"}"),
-    "url": ((str,), False, "a link to code or paper"),
-    "date": ((str,), False, "an ISO date"),
+    "url": ((str,), False, "an http(s):// link to code or paper"),
+    "date": ((str,), False, "an ISO date, YYYY-MM-DD"),
     "k": ((int,), False, "documents per query in the runs"),
 }
+# free-text field -> (pattern it must match, or None for one line of printable text; length cap)
+TEXT_RULES: dict[str, tuple[re.Pattern | None, int]] = {
+    "system": (SYSTEM_NAME, 64), "description": (None, 1000), "suite": (SYSTEM_NAME, 64),
+    "gapbench_version": (VERSION, 32), "contact": (None, 200), "url": (URL, 300), "date": (ISO_DATE, 10),
+}
 TASK_FIELDS = {"revision": "the task revision", "run": "runs/<task>.trec[.gz]", "sha256": "64 hex digits"}
-MODEL_FIELDS = {"name": "model identifier", "revision": "model revision (commit or version)"}
+MODEL_FIELDS = {"name": "model identifier such as org/model", "revision": "model revision (commit or version)"}
 ADAPTER_FIELDS = {"name": (str, True), "config": (dict, True), "fingerprint": (str, False)}
 
 
 class SubmissionError(GapbenchError):
     """A submission is invalid; the message lists every problem found."""
+
+
+class Refused(Exception):
+    """A file of a submission cannot be read as asked (escape, link, size); the message says why and the fix."""
 
 
 @dataclass(frozen=True)
@@ -95,9 +150,11 @@ class Problem:
     line: int | None = None
     severity: str = "error"  # or "warning"
 
+    def where(self) -> str:
+        return self.path + (f", line {self.line}" if self.line is not None else "")
+
     def __str__(self) -> str:
-        where = self.path + (f", line {self.line}" if self.line is not None else "")
-        return f"{self.severity}: {where}: {self.message}"
+        return f"{self.severity}: {self.where()}: {self.message}"
 
 
 @dataclass
@@ -106,6 +163,10 @@ class ValidationReport:
     problems: list[Problem] = field(default_factory=list)
     meta: dict | None = None
     runs: dict[str, Path] = field(default_factory=dict)  # task -> run file (valid entries only)
+    rankings: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict, repr=False)  # task -> q -> d -> s
+    hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of the bytes that were read
+    scores: dict | None = field(default=None, repr=False)  # recomputed scores.json, when it matched the stored one
+    data: dict[str, Any] = field(default_factory=dict, repr=False)  # task -> its loaded TaskData
 
     @property
     def errors(self) -> list[Problem]:
@@ -135,6 +196,14 @@ class ValidationReport:
         )
         return "\n".join([head, *map(str, self.problems)])
 
+    def one_line(self) -> str:
+        """The errors on one line, for the CLI's one-line error contract."""
+        errors = self.errors
+        shown = "; ".join(f"{p.where()}: {p.message}" for p in errors[:MAX_PROBLEMS_SHOWN])
+        more = f"; ... and {len(errors) - MAX_PROBLEMS_SHOWN} more errors" if len(errors) > MAX_PROBLEMS_SHOWN else ""
+        text = f"{self.directory}: invalid submission, {len(errors)} error{'s' if len(errors) != 1 else ''}: {shown}{more}"
+        return re.sub(r"[\r\n\x0b\x0c\x85\u2028\u2029]+", " ", text)
+
 
 def run_file_name(task: str) -> str:
     """``impliret/multispeaker/wknow`` -> ``impliret__multispeaker__wknow`` (the file stem of its run)."""
@@ -149,12 +218,179 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+# ---------------------------------------------------------------- reading inside a submission
+
+def inside(directory: Path, rel: str) -> Path:
+    """``directory / rel`` after checking that it cannot leave ``directory``: a relative '/'-path without '..', and no
+    symbolic link on the way (each component is lstat'ed, and the resolved path must stay under the directory)."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        raise Refused(f"path {rel!r:.80} is empty or not a string; give runs/<task>.trec.gz.")
+    if rel.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", rel) or os.path.isabs(rel):
+        raise Refused(f"path {rel!r:.80} is absolute; give a path relative to the submission, runs/<task>.trec.gz.")
+    if "\\" in rel:
+        raise Refused(f"path {rel!r:.80} uses backslashes; write it with '/'.")
+    parts = PurePosixPath(rel).parts
+    if ".." in parts:
+        raise Refused(f"path {rel!r:.80} contains '..'; files must live inside the submission (runs/<task>.trec.gz).")
+    path = directory
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise Refused(f"path {rel!r:.80} goes through the symbolic link {path.relative_to(directory).as_posix()}; "
+                           "submissions may not contain links. Replace it with the file itself.")
+    if not path.resolve().is_relative_to(directory.resolve()):
+        raise Refused(f"path {rel!r:.80} resolves outside the submission; keep every file under it.")
+    return path
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """Open a regular file without following a link and without blocking on a pipe."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise Refused("does not exist; add it or fix the path.") from None
+    except OSError as exc:
+        raise Refused(f"cannot be opened ({exc.strerror}); it must be a readable regular file, not a link.") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused("is not a regular file; submit a plain file.")
+    return os.fdopen(fd, "rb")
+
+
+class _Capped(io.RawIOBase):
+    """A byte stream that refuses to give more than ``cap`` bytes: a gzip bomb stops at the cap, not at its end."""
+
+    def __init__(self, source: BinaryIO, cap: int) -> None:
+        self.source, self.cap, self.total = source, cap, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.source.readinto(buffer)
+        self.total += n or 0
+        if self.total > self.cap:
+            raise Refused(f"inflates to more than {self.cap:,} bytes (the cap on a run's text); keep at most "
+                           f"{MAX_PER_QUERY} documents per query.")
+        return n
+
+
+class _Hashing(io.RawIOBase):
+    """Passes bytes through and hashes them, so a run's sha256 is of exactly the bytes that were parsed."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self.source, self.sha = source, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.source.readinto(buffer)
+        if n:
+            self.sha.update(memoryview(buffer)[:n])
+        return n
+
+
+def _text_stream(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> io.TextIOWrapper:
+    """An open regular file as UTF-8 text from its start, gunzipped when it starts with the gzip magic (sniffed on
+    the same handle), never more than ``cap`` bytes of text."""
+    raw.seek(0)
+    magic = raw.read(2)
+    raw.seek(0)
+    source: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    return io.TextIOWrapper(io.BufferedReader(_Capped(source, cap)), encoding="utf-8")
+
+
+def open_run_text(path: Path, cap: int = MAX_RUN_TEXT_BYTES) -> io.TextIOWrapper:
+    """A run file of a submission as text (see :func:`_text_stream`), opened without following links."""
+    return _text_stream(_open_regular(path), cap)
+
+
+def _digest(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> str:
+    """sha256 of a file's bytes; a gzip file is also inflated once and refused past ``cap`` bytes of text, so a bomb
+    costs a fraction of a second of zlib instead of minutes of line parsing."""
+    hashing = _Hashing(raw)
+    buffered = io.BufferedReader(hashing)
+    if buffered.peek(2)[:2] == b"\x1f\x8b":
+        gz = gzip.GzipFile(fileobj=buffered, mode="rb")
+        total = 0
+        while chunk := gz.read(1 << 20):
+            total += len(chunk)
+            if total > cap:
+                raise Refused(f"inflates to more than {cap:,} bytes (the cap on a run's text); keep at most "
+                              f"{MAX_PER_QUERY} documents per query.")
+    while buffered.read(1 << 20):
+        pass
+    return hashing.sha.hexdigest()
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise Refused(f"key {key!r:.60} appears twice in one object; keep one.")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise Refused(f"holds the literal {name}, which is not JSON; write a finite number.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise Refused(f"holds the number {text[:40]}, which overflows to infinity; write a finite number.")
+    return value
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a parsed JSON value, stopping once past ``limit``."""
+    if limit < 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(v, limit - 1) for v in children), default=0)
+
+
+def read_json(path: Path, cap: int) -> tuple[Any, str]:
+    """(strictly parsed JSON, sha256 of its bytes). Raises :class:`Refused` (with a line number when the syntax is
+    wrong: ``exc.args[1]``) for a BOM, bad UTF-8, NaN or Infinity, duplicate keys, more than ``cap`` bytes or more
+    than MAX_JSON_DEPTH levels of nesting."""
+    with _open_regular(path) as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise Refused(f"is over the {cap:,}-byte cap; shorten it.")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise Refused("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON.") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant,
+                           parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise Refused(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno) from None
+    except RecursionError:
+        raise Refused(f"is nested too deeply; at most {MAX_JSON_DEPTH} levels are accepted.") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit
+        raise Refused(f"holds a value JSON readers refuse ({str(exc)[:80]}); write ordinary numbers.") from None
+    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise Refused(f"is nested more than {MAX_JSON_DEPTH} levels deep; flatten it.")
+    return value, hashlib.sha256(data).hexdigest()
+
+
 # ---------------------------------------------------------------- validation
 
 def validate_submission(
-    directory: str | os.PathLike, *, max_run_bytes: int = MAX_RUN_BYTES, check_ids: bool = True
+    directory: str | os.PathLike, *, max_run_bytes: int = MAX_RUN_BYTES, check_ids: bool = True,
+    check_scores: bool = True,
 ) -> ValidationReport:
-    """Check a submission directory and collect every problem (never stops at the first one)."""
+    """Check a submission directory and collect every problem (never stops at the first one).
+
+    With ``check_scores`` a present ``scores.json`` is recomputed from the runs and must match
+    (``report.scores`` then holds the recomputation).
+    """
     directory = Path(directory)
     report = ValidationReport(directory)
     if directory.is_symlink():
@@ -164,79 +400,93 @@ def validate_submission(
         report.error(str(directory), "is not a directory; a submission is a folder with submission.json and runs/.")
         return report
     files = _check_tree(directory, report, max_run_bytes)
-    meta = _load_meta(directory, report)
+    meta = _load_meta(directory, files, report)
     if meta is None:
         return report
     report.meta = meta
     _check_schema(meta, report)
     _check_tasks(directory, meta, files, report, check_ids)
+    if check_scores and "scores.json" in files and report.ok:
+        _check_scores(directory, report)
     return report
 
 
 def _check_tree(directory: Path, report: ValidationReport, max_run_bytes: int) -> set[str]:
-    """Relative paths of the acceptable regular files; every other entry is reported."""
+    """Relative paths of the acceptable regular files; every other entry is reported (the first few, then a count)."""
     ok: set[str] = set()
+    shown = 0
+    extra = 0
+
+    def err(rel: str, message: str) -> None:
+        nonlocal shown, extra
+        if shown < MAX_PROBLEMS_PER_FILE:
+            report.error(rel, message)
+            shown += 1
+        else:
+            extra += 1
+
     for root, dirs, names in os.walk(directory, followlinks=False):
         root_p = Path(root)
-        for d in list(dirs):
+        for d in sorted(dirs):
             p = root_p / d
             rel = p.relative_to(directory).as_posix()
             if p.is_symlink():
-                report.error(rel, "is a symbolic link; submissions may not contain links. Replace it with the file itself.")
+                err(rel, "is a symbolic link; submissions may not contain links. Replace it with the file itself.")
                 dirs.remove(d)
             elif rel != "runs":
-                report.error(rel + "/", "unexpected folder; a submission holds only submission.json and runs/. Remove it.")
+                err(rel + "/", "unexpected folder; a submission holds only submission.json and runs/. Remove it.")
                 dirs.remove(d)
-        for name in names:
+        for name in sorted(names):
             p = root_p / name
             rel = p.relative_to(directory).as_posix()
-            st = p.lstat()
+            try:
+                st = p.lstat()
+            except OSError as exc:
+                err(rel, f"cannot be read ({exc.strerror}); remove it.")
+                continue
             if stat.S_ISLNK(st.st_mode):
-                report.error(rel, "is a symbolic link; submissions may not contain links. Replace it with the file itself.")
+                err(rel, "is a symbolic link; submissions may not contain links. Replace it with the file itself.")
                 continue
             if not stat.S_ISREG(st.st_mode):
-                report.error(rel, "is not a regular file; remove it.")
+                err(rel, "is not a regular file; remove it.")
                 continue
             allowed = rel in ("submission.json", "scores.json") or (
                 rel.startswith("runs/") and "/" not in rel[5:] and rel.endswith(RUN_SUFFIXES) and not name.startswith(".")
             )
             if not allowed:
-                report.error(
-                    rel,
-                    "not allowed: a submission is data only (submission.json and runs/<task>.trec or .trec.gz); "
-                    "code, scripts and other files are rejected. Remove it.",
-                )
+                err(rel, "not allowed: a submission is data only (submission.json and runs/<task>.trec or .trec.gz); "
+                         "code, scripts, hidden and other files are rejected. Remove it.")
                 continue
             if st.st_mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH):
-                report.error(rel, f"is executable (mode {stat.S_IMODE(st.st_mode):o}); data files must not be. "
-                             f"Fix with: chmod a-x {rel}")
+                err(rel, f"is executable (mode {stat.S_IMODE(st.st_mode):o}); data files must not be. "
+                         f"Fix with: chmod a-x {rel}")
                 continue
-            cap = MAX_JSON_BYTES if rel.endswith(".json") and rel != "scores.json" else max_run_bytes
-            if rel != "scores.json" and st.st_size > cap:
-                report.error(rel, f"is {st.st_size:,} bytes, over the {cap:,}-byte cap; "
-                             + ("gzip it and keep at most 1000 documents per query." if rel.startswith("runs/") else "shorten it."))
+            cap = {"submission.json": MAX_JSON_BYTES, "scores.json": MAX_SCORES_BYTES}.get(rel, max_run_bytes)
+            if st.st_size > cap:
+                err(rel, f"is {st.st_size:,} bytes, over the {cap:,}-byte cap; "
+                         + ("gzip it and keep at most 1000 documents per query." if rel.startswith("runs/") else "shorten it."))
                 continue
             ok.add(rel)
+    if extra:
+        report.error(str(directory), f"... and {extra} more entries that are not allowed; a submission holds only "
+                                     "submission.json, scores.json and runs/<task>.trec[.gz].")
     return ok
 
 
-def _load_meta(directory: Path, report: ValidationReport) -> dict | None:
-    path = directory / "submission.json"
-    if not path.is_file() or path.is_symlink():
-        if not path.is_symlink():
+def _load_meta(directory: Path, files: set[str], report: ValidationReport) -> dict | None:
+    if "submission.json" not in files:
+        if not os.path.lexists(directory / "submission.json"):
             report.error("submission.json", "missing; every submission needs one (see leaderboards/README.md).")
         return None
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        report.error("submission.json", "is not UTF-8 text; save it as UTF-8 JSON.")
-        return None
-    except json.JSONDecodeError as exc:
-        report.error("submission.json", f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno)
+        meta, digest = read_json(directory / "submission.json", MAX_JSON_BYTES)
+    except Refused as exc:
+        report.error("submission.json", exc.args[0], exc.args[1] if len(exc.args) > 1 else None)
         return None
     if not isinstance(meta, dict):
-        report.error("submission.json", f"must hold a JSON object, found {type(meta).__name__}.")
+        report.error("submission.json", f"must hold a JSON object, found {_json_type(meta)}.")
         return None
+    report.hashes["submission.json"] = digest
     return meta
 
 
@@ -250,13 +500,34 @@ def _json_type(value: Any) -> str:
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def text_problem(value: str, pattern: re.Pattern | None, cap: int) -> str | None:
+    """Why ``value`` may not appear on a board or in a file name, or None when it may."""
+    if len(value) > cap:
+        return f"is {len(value):,} characters long; at most {cap} are accepted"
+    for ch in value:
+        if unicodedata.category(ch) in _BAD_CHAR_CATEGORIES:
+            return f"contains the control or invisible character U+{ord(ch):04X}; write it on one line of plain text"
+    if value != value.strip():
+        return "has leading or trailing spaces; remove them"
+    if pattern is not None and not pattern.fullmatch(value):
+        return "has characters that are not accepted"
+    return None
+
+
+def _check_text(where: str, key: str, value: str, pattern: re.Pattern | None, cap: int, what: str,
+                report: ValidationReport) -> None:
+    why = text_problem(value, pattern, cap)
+    if why:
+        report.error(where, f"field {key!r} ({value!r:.60}) {why}; give {what}.")
+
+
 def _check_schema(meta: dict, report: ValidationReport) -> None:
     src = "submission.json"
     for key in meta:
         if key not in FIELDS:
             close = difflib.get_close_matches(key, list(FIELDS), n=1, cutoff=0.6)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            report.error(src, f"unknown field {key!r}.{hint} Accepted fields: {', '.join(FIELDS)}.")
+            report.error(src, f"unknown field {key!r:.60}.{hint} Accepted fields: {', '.join(FIELDS)}.")
     for key, (types, required, what) in FIELDS.items():
         if key not in meta:
             if required:
@@ -268,32 +539,48 @@ def _check_schema(meta: dict, report: ValidationReport) -> None:
             continue
         if isinstance(value, str) and not value.strip():
             report.error(src, f"field {key!r} is empty; give {what}.")
-    if meta.get("format_version") not in (None, FORMAT_VERSION) and isinstance(meta.get("format_version"), int):
+            continue
+        if key in TEXT_RULES:
+            _check_text(src, key, value, *TEXT_RULES[key], what, report)
+    if meta.get("format_version") not in (None, FORMAT_VERSION) and type(meta.get("format_version")) is int:
         report.error(src, f"format_version {meta['format_version']} is not supported; this gapbench reads version {FORMAT_VERSION}.")
-    if isinstance(meta.get("k"), int) and not 1 <= meta["k"] <= MAX_PER_QUERY:
+    if type(meta.get("k")) is int and not 1 <= meta["k"] <= MAX_PER_QUERY:
         report.error(src, f"field 'k' is {meta['k']}; give 1 to {MAX_PER_QUERY}.")
     models = meta.get("models")
     if isinstance(models, list):
-        for i, m in enumerate(models):
+        for i, m in enumerate(models[:MAX_PROBLEMS_PER_FILE]):
             if not isinstance(m, dict):
                 report.error(src, f"models[{i}] is a {_json_type(m)}; expected an object {{\"name\", \"revision\"}}.")
                 continue
             for k2 in m:
                 if k2 not in MODEL_FIELDS:
-                    report.error(src, f"models[{i}] has unknown field {k2!r}; accepted: name, revision.")
+                    report.error(src, f"models[{i}] has unknown field {k2!r:.60}; accepted: name, revision.")
             for k2, what in MODEL_FIELDS.items():
                 if not isinstance(m.get(k2), str) or not m.get(k2, "").strip():
                     report.error(src, f"models[{i}].{k2} is missing or not a non-empty string; give the {what}.")
+                    continue
+                pattern, cap = (MODEL_NAME, 193) if k2 == "name" else (REVISION, 256)
+                why = text_problem(m[k2], pattern, cap)
+                if why:
+                    report.error(src, f"models[{i}].{k2} ({m[k2]!r:.60}) {why}; give the {what}: letters, digits "
+                                      f"and . _ - {'(and + = : @) ' if k2 == 'revision' else ''}with '/' between parts.")
+        if len(models) > MAX_PROBLEMS_PER_FILE:
+            report.error(src, f"lists {len(models)} models; at most {MAX_PROBLEMS_PER_FILE} are accepted.")
     adapter = meta.get("adapter")
     if isinstance(adapter, dict):
         for k2 in adapter:
             if k2 not in ADAPTER_FIELDS:
-                report.error(src, f"adapter has unknown field {k2!r}; accepted: {', '.join(ADAPTER_FIELDS)}.")
+                report.error(src, f"adapter has unknown field {k2!r:.60}; accepted: {', '.join(ADAPTER_FIELDS)}.")
         for k2, (t, required) in ADAPTER_FIELDS.items():
             if k2 in adapter and not isinstance(adapter[k2], t):
                 report.error(src, f"adapter.{k2} is a {_json_type(adapter[k2])}; expected {_type_names((t,))}.")
             elif k2 not in adapter and required:
                 report.error(src, f"adapter.{k2} is missing; give the adapter's {k2}.")
+        for k2, pattern, cap, fix in (("name", SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64"),
+                                      ("fingerprint", FINGERPRINT, 128, "letters, digits and : . _ -, at most 128")):
+            why = text_problem(adapter[k2], pattern, cap) if isinstance(adapter.get(k2), str) else None
+            if why:
+                report.error(src, f"adapter.{k2} ({adapter[k2]!r:.60}) {why}; give {fix} characters.")
 
 
 def _check_tasks(directory: Path, meta: dict, files: set[str], report: ValidationReport, check_ids: bool) -> None:
@@ -303,7 +590,7 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
     src = "submission.json"
     tasks = meta.get("tasks")
     suite = None
-    if isinstance(meta.get("suite"), str) and meta["suite"].strip():
+    if isinstance(meta.get("suite"), str) and SYSTEM_NAME.fullmatch(meta["suite"]):
         try:
             suite = get_suite(meta["suite"])
         except UnknownNameError as exc:
@@ -312,14 +599,17 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
         return
     if not tasks:
         report.error(src, "field 'tasks' is empty; list at least one task with its run.")
+    if len(tasks) > MAX_TASKS:
+        report.error(src, f"field 'tasks' lists {len(tasks):,} tasks; a submission covers one suite, at most {MAX_TASKS}.")
+        return
     listed: set[str] = set()
     for name, entry in tasks.items():
-        where = f"{src} (task {name!r})"
+        where = f"{src} (task {name!r:.80})"
         task = None
         try:
             task = _registered_task(name)
         except GapbenchError as exc:
-            report.error(src, f"task {name!r}: {exc}")
+            report.error(src, f"task {name!r:.80}: {exc}")
         if task is not None and suite is not None and task.name not in suite.tasks:
             report.error(src, f"task {name!r} is not part of suite {suite.name!r} (its tasks: {', '.join(suite.tasks)}); "
                          "remove it or submit it to its own suite's board.")
@@ -329,7 +619,7 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
         for key in entry:
             if key not in TASK_FIELDS:
                 close = difflib.get_close_matches(key, list(TASK_FIELDS), n=1, cutoff=0.6)
-                report.error(where, f"unknown field {key!r}." + (f" Did you mean {close[0]!r}?" if close else "")
+                report.error(where, f"unknown field {key!r:.60}." + (f" Did you mean {close[0]!r}?" if close else "")
                              + f" Accepted: {', '.join(TASK_FIELDS)}.")
         bad = False
         for key, what in TASK_FIELDS.items():
@@ -339,34 +629,39 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
         if bad:
             continue
         if task is not None and task.revision and entry["revision"] != task.revision:
-            report.error(where, f"revision {entry['revision']!r} differs from the registered task's {task.revision!r}; "
+            report.error(where, f"revision {entry['revision']!r:.80} differs from the registered task's {task.revision!r}; "
                          "re-run on the current task data and update the revision.")
         rel = entry["run"]
-        if not _safe_relpath(rel, where, report):
+        try:
+            path = inside(directory, rel)
+        except Refused as exc:
+            report.error(where, f"run {exc.args[0]}")
             continue
-        expected = {f"runs/{run_file_name(name)}{s}" for s in RUN_SUFFIXES}
+        if task is None:
+            continue
+        expected = {f"runs/{run_file_name(task.name)}{s}" for s in RUN_SUFFIXES}
         if rel not in expected:
-            report.error(where, f"run path {rel!r} should be runs/{run_file_name(name)}.trec or .trec.gz; rename the file.")
+            report.error(where, f"run path {rel!r:.80} should be runs/{run_file_name(task.name)}.trec or .trec.gz; "
+                         "rename the file.")
             continue
         listed.add(rel)
-        path = directory / rel
         if rel not in files:
-            if not path.exists() and not path.is_symlink():
+            if not os.path.lexists(path):
                 report.error(where, f"run file {rel} does not exist; add it or remove the task.")
             continue
-        digest = sha256_file(path)
         if not _is_hex64(entry["sha256"]):
-            report.error(where, f"sha256 {entry['sha256']!r:.80} is not 64 hex digits; put {digest}.")
+            report.error(where, f"sha256 {entry['sha256']!r:.80} is not 64 hex digits; put the sha256 of {rel} "
+                         f"(sha256sum {rel}).")
             continue
-        if digest != entry["sha256"].lower():
+        n_before = len(report.errors)
+        ranking, digest = _check_run_file(path, rel, task if check_ids else None, report)
+        if digest is not None and digest != entry["sha256"].lower():
             report.error(where, f"sha256 mismatch for {rel}: submission.json says {entry['sha256']}, the file hashes to "
                          f"{digest}; update submission.json if the file is the one you mean to submit.")
-            continue
-        if task is not None:
-            n_before = len(report.errors)
-            _check_run_file(path, rel, task if check_ids else None, report)
-            if len(report.errors) == n_before:
-                report.runs[name] = path
+        if len(report.errors) == n_before and ranking is not None:
+            report.runs[name] = path
+            report.rankings[name] = ranking
+            report.hashes[rel] = digest
     for rel in sorted(files - listed):
         if rel.startswith("runs/"):
             report.error(rel, "is not listed in submission.json 'tasks'; list it (with its sha256) or remove it.")
@@ -387,28 +682,40 @@ def _registered_task(name: str):
     return get_task(name)
 
 
-def _safe_relpath(rel: str, where: str, report: ValidationReport) -> bool:
-    if rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":") or os.path.isabs(rel):
-        report.error(where, f"run path {rel!r} is absolute; give a path relative to the submission, runs/<task>.trec.gz.")
-        return False
-    if ".." in Path(rel.replace("\\", "/")).parts:
-        report.error(where, f"run path {rel!r} contains '..'; runs must live inside the submission under runs/.")
-        return False
-    if "\\" in rel:
-        report.error(where, f"run path {rel!r} uses backslashes; write it with '/'.")
-        return False
-    return True
+def _load(task, report: ValidationReport):
+    """The task's data, loaded once per validation (ids are checked and runs scored against the same copy)."""
+    if task.name not in report.data:
+        report.data[task.name] = task.load()
+    return report.data[task.name]
 
 
 def _is_hex64(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> None:
-    """Line-level checks of one TREC run against its task: format, ids, duplicates, scores, depth."""
-    from .formats import open_text
+def _decimal(text: str) -> float | None:
+    """A TREC score as trec_eval reads it, or None: Python's float() also takes '3_0', 'nan', 'inf' and non-ASCII
+    digits, which trec_eval would read differently or not at all."""
+    if not text.isascii() or "_" in text or text.lstrip("+-")[:1].isalpha():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
-    data = task.load() if task is not None else None
+
+def _is_integer(text: str) -> bool:
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit()
+
+
+def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tuple[dict | None, str | None]:
+    """Line-level checks of one TREC run against its task: format, ids, duplicates, scores, depth.
+
+    Returns (query -> doc -> score, sha256 of the file's bytes); the ranking is None when the file cannot be read.
+    The file is opened once: hashed (and a gzip's inflated size capped), then parsed from the start of the same handle.
+    """
+    data = _load(task, report) if task is not None else None
     problems = 0
     extra = 0
 
@@ -420,63 +727,99 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> Non
         else:
             extra += 1
 
-    per_query: dict[str, set[str]] = {}
+    per_query: dict[str, dict[str, float]] = {}
     first_score: float | None = None
     all_equal = True
     n_lines = 0
+    unknown_q = unknown_d = 0
+    n = 0
     try:
-        with open_text(path) as fh:
-            for n, raw in enumerate(fh, 1):
-                if not raw.strip():
+        raw = _open_regular(path)
+    except Refused as exc:
+        err(exc.args[0])
+        return None, None
+    digest = None
+    try:
+        with raw:
+            digest = _digest(raw)
+            fh = _text_stream(raw)
+            while True:
+                raw_line = fh.readline(MAX_LINE_CHARS + 1)
+                if not raw_line:
+                    break
+                n += 1
+                if len(raw_line) > MAX_LINE_CHARS:
+                    err(f"line is longer than {MAX_LINE_CHARS:,} characters; a run line is 'query_id Q0 doc_id rank "
+                        "score tag'. Check that this is a TREC run.", n)
+                    break
+                if n == 1 and raw_line.startswith("\ufeff"):
+                    err("starts with a UTF-8 byte-order mark (BOM), which would stick to the first query id; "
+                        "save the run without BOM.", n)
+                    raw_line = raw_line[1:]
+                if not raw_line.strip():
                     continue
                 n_lines += 1
-                parts = raw.split()
+                parts = raw_line.split()
                 if len(parts) != 6:
-                    err(f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: {raw.strip()[:60]!r}.", n)
+                    err(f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: "
+                        f"{raw_line.strip()[:60]!r}.", n)
                     continue
                 qid, _, did, rank, score, _ = parts
-                try:
-                    value = float(score)
-                except ValueError:
-                    err(f"score {score!r} is not a number; write a decimal number.", n)
+                value = _decimal(score)
+                if value is None:
+                    err(f"score {score[:40]!r} is not a decimal number; write digits with an optional '.', sign and "
+                        "exponent (no '_', 'nan' or 'inf').", n)
                     continue
                 if not math.isfinite(value):
-                    err(f"score {score} of document {did!r} for query {qid!r} is not finite; scores must be finite numbers.", n)
+                    err(f"score {score[:40]} of document {did[:80]!r} for query {qid[:80]!r} is not finite; scores "
+                        "must be finite numbers.", n)
                     continue
-                try:
-                    int(rank)
-                except ValueError:
-                    err(f"rank {rank!r} is not an integer.", n)
+                if not _is_integer(rank):
+                    err(f"rank {rank[:40]!r} is not an integer; write digits only.", n)
                 if first_score is None:
                     first_score = value
                 elif value != first_score:
                     all_equal = False
-                docs = per_query.setdefault(qid, set())
-                if did in docs:
-                    err(f"document {did!r} appears twice for query {qid!r}; list each document once per query.", n)
-                    continue
-                docs.add(did)
-                if len(docs) == MAX_PER_QUERY + 1:
-                    err(f"query {qid!r} has more than {MAX_PER_QUERY} documents; keep the top {MAX_PER_QUERY}.", n)
                 if data is not None:
                     if qid not in data.queries:
-                        close = difflib.get_close_matches(qid, data.queries.ids()[:5000], n=1)
-                        err(f"query id {qid!r} is not a query of task {task.name}"
-                            + (f" (did you mean {close[0]!r}?)" if close else "") + "; use the task's query ids.", n)
-                    elif did not in data.corpus:
-                        err(f"document id {did!r} (query {qid!r}) is not in the corpus of task {task.name}; "
-                            "rank only the task's documents.", n)
-    except UnicodeDecodeError:
-        err("is not UTF-8 text; write the run as UTF-8 (gzip allowed).")
-        return
-    except (EOFError, OSError) as exc:
+                        unknown_q += 1
+                        if unknown_q <= SHOWN_UNKNOWN_IDS:
+                            close = difflib.get_close_matches(qid, data.queries.ids()[:5000], n=1)
+                            err(f"query id {qid[:80]!r} is not a query of task {task.name}"
+                                + (f" (did you mean {close[0]!r}?)" if close else "") + "; use the task's query ids.", n)
+                        continue
+                    if did not in data.corpus:
+                        unknown_d += 1
+                        if unknown_d <= SHOWN_UNKNOWN_IDS:
+                            err(f"document id {did[:80]!r} (query {qid[:80]!r}) is not in the corpus of task "
+                                f"{task.name}; rank only the task's documents.", n)
+                        continue
+                docs = per_query.setdefault(qid, {})
+                if did in docs:
+                    err(f"document {did[:80]!r} appears twice for query {qid[:80]!r}; list each document once per query.", n)
+                    continue
+                docs[did] = value
+                if len(docs) == MAX_PER_QUERY + 1:
+                    err(f"query {qid[:80]!r} has more than {MAX_PER_QUERY} documents; keep the top {MAX_PER_QUERY}.", n)
+    except Refused as exc:
+        err(exc.args[0], n or None)
+        return None, digest
+    except UnicodeDecodeError as exc:
+        err(f"is not UTF-8 text ({exc.reason}); write the run as UTF-8 (gzip allowed).", n + 1)
+        return None, digest
+    except (EOFError, OSError, zlib.error) as exc:
         err(f"truncated or corrupt gzip file ({exc}); re-create it.")
-        return
+        return None, digest
+    for what, count, fix in (("a query id that is not a query", unknown_q, "use the task's query ids"),
+                             ("a document id that is not in the corpus", unknown_d, "rank only the task's documents")):
+        if count > SHOWN_UNKNOWN_IDS:
+            report.error(rel, f"{count:,} lines in all name {what} of task {task.name} (the first {SHOWN_UNKNOWN_IDS} "
+                              f"are shown); {fix}.")
     if extra:
         report.error(rel, f"... and {extra} more problems in this file (only the first {MAX_PROBLEMS_PER_FILE} are shown).")
     if n_lines == 0:
         report.error(rel, "is empty; a run lists 'query_id Q0 doc_id rank score tag' lines.")
-        return
+        return None, digest
     if all_equal and n_lines > 1:
         report.error(rel, f"every score is {first_score}; a run with all-equal scores is ranked by the tie rule, "
                      "not by the system. Write the system's real scores.")
@@ -485,13 +828,14 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> Non
         if missing:
             report.warn(rel, f"{len(missing)} of {len(data.queries)} queries of {task.name} have no results "
                         f"(first: {missing[0]!r}); they score 0.")
+    return per_query, digest
 
 
 def check_submission(directory: str | os.PathLike, **kwargs) -> ValidationReport:
     """:func:`validate_submission`, raising :class:`SubmissionError` listing every error when it is invalid."""
     report = validate_submission(directory, **kwargs)
     if not report.ok:
-        raise SubmissionError(str(report))
+        raise SubmissionError(report.one_line())
     return report
 
 
@@ -512,6 +856,9 @@ def write_submission(
     from .formats import atomic_writer, write_trec_run
     from .task import get_task
 
+    why = text_problem(system, SYSTEM_NAME, 64) if isinstance(system, str) else "is not a string"
+    if why:
+        raise ConfigError(f"system name {system!r:.80} {why}; give {FIELDS['system'][2]}.")
     directory = Path(directory)
     (directory / "runs").mkdir(parents=True, exist_ok=True)
     tasks = {}
@@ -575,27 +922,31 @@ def _jsonable(value: Any) -> Any:
 
 # ---------------------------------------------------------------- scoring
 
-def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
-    import gapbench
+def _check_bootstrap(n_resamples: Any, seed: Any) -> str | None:
+    if type(n_resamples) is not int or not 1 <= n_resamples <= MAX_RESAMPLES:
+        return f"n_resamples {n_resamples!r:.40} is not an integer from 1 to {MAX_RESAMPLES:,}"
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        return f"seed {seed!r:.40} is not an integer from 0 to 2**63 - 1"
+    return None
 
+
+def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """The scores.json document of a valid submission, recomputed from its parsed runs (manifest without date and
+    package versions, which describe the scoring machine rather than the submission)."""
     from .evaluation import evaluate
-    from .formats import atomic_writer, read_trec_run
-    from .store import package_versions, utc_now
     from .suites import get_suite
+    from .types import Run
 
-    directory = Path(directory)
-    report = check_submission(directory)
     meta = report.meta
-    inputs = {"submission.json": sha256_file(directory / "submission.json")}
+    inputs = {"submission.json": report.hashes["submission.json"]}
     tasks_out: dict[str, dict] = {}
     for name in meta["tasks"]:
         task = _registered_task(name)
-        data = task.load()
+        data = _load(task, report)
         rel = meta["tasks"][name]["run"]
-        inputs[rel] = sha256_file(directory / rel)
-        run = read_trec_run(directory / rel, name=meta["system"])
-        res = evaluate(run, data.qrels, task.measures, task=task.name, n_resamples=n_resamples, seed=seed)
+        inputs[rel] = report.hashes[rel]
+        res = evaluate(Run(report.rankings[name], meta["system"]), data.qrels, task.measures, task=task.name,
+                       n_resamples=n_resamples, seed=seed)
         tasks_out[task.name] = {
             "revision": task.revision,
             "fingerprints": {"corpus": data.corpus.fingerprint, "queries": data.queries.fingerprint,
@@ -614,37 +965,153 @@ def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, s
     out: dict[str, Any] = {
         "kind": "submission_scores", "task": suite.name, "version": 1,
         "system": meta["system"], "suite": suite.name,
-        "manifest": {"gapbench_version": gapbench.__version__, "date": utc_now(), "versions": package_versions(),
-                     "n_resamples": n_resamples, "seed": seed, "inputs": inputs},
+        "manifest": {"n_resamples": n_resamples, "seed": seed, "inputs": inputs},
         "tasks": tasks_out,
     }
     if all(t in tasks_out for t in suite.tasks):
         measures = [m for m in tasks_out[suite.tasks[0]]["measures"] if all(m in tasks_out[t]["measures"] for t in suite.tasks)]
         out["full_benchmark_avg"] = {m: sum(tasks_out[t]["measures"][m] for t in suite.tasks) / len(suite.tasks)
                                      for m in measures}
+    return out
+
+
+def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
+    import gapbench
+
+    from .formats import atomic_writer
+    from .store import package_versions, utc_now
+
+    why = _check_bootstrap(n_resamples, seed)
+    if why:
+        raise ConfigError(f"{why}; pass --seed 0 or another non-negative integer.")
+    directory = Path(directory)
+    report = check_submission(directory, check_scores=False)
+    out = compute_scores(report, n_resamples=n_resamples, seed=seed)
+    out["manifest"] = {"gapbench_version": gapbench.__version__, "date": utc_now(), "versions": package_versions(),
+                       **out["manifest"]}
     with atomic_writer(directory / "scores.json") as fh:
         json.dump(out, fh)
     return out
 
 
-def load_scores(directory: str | os.PathLike, *, verify: bool = True) -> dict:
-    """Read ``scores.json``; with ``verify`` the input hashes must still match the files (else re-score)."""
-    from .errors import DataFormatError
+def _label(key: Any) -> str:
+    return key if isinstance(key, str) and re.fullmatch(r"[\w./@:+=-]{1,80}", key) else repr(key)[:80]
 
-    directory = Path(directory)
-    path = directory / "scores.json"
-    if not path.is_file():
-        raise SubmissionError(f"{directory}: not scored yet (no scores.json); run `gapbench submit score {directory}`.")
+
+def _where(path: tuple) -> str:
+    """A difference's position in words: task, measure and query where there are ones."""
+    if len(path) >= 2 and path[0] == "tasks":
+        rest = path[2:]
+        head = f"task {_label(path[1])}"
+        if len(rest) == 3 and rest[0] == "per_query":
+            return f"{head}, measure {_label(rest[1])}, query {_label(rest[2])}"
+        if len(rest) == 2 and rest[0] == "measures":
+            return f"{head}, mean {_label(rest[1])}"
+        if len(rest) >= 2 and rest[0] == "ci95":
+            return f"{head}, 95% CI of {_label(rest[1])}"
+        return head + "".join(f", {_label(p)}" for p in rest)
+    if len(path) == 3 and path[:2] == ("manifest", "inputs"):
+        return f"manifest.inputs[{_label(path[2])}]"
+    return ".".join(_label(p) for p in path) or "the whole file"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _differences(stored: Any, fresh: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    """(position, what differs) for every place where the stored document departs from the recomputed one."""
+    if isinstance(fresh, dict):
+        if not isinstance(stored, dict):
+            yield path, f"is a {_json_type(stored)}, expected an object"
+            return
+        for key, value in fresh.items():
+            if key not in stored:
+                yield path + (key,), "is missing"
+            else:
+                yield from _differences(stored[key], value, path + (key,))
+        for key in stored:
+            if key not in fresh:
+                yield path + (key,), "is not produced by a recomputation (an entry the runs do not give)"
+    elif isinstance(fresh, list):
+        if not isinstance(stored, list) or len(stored) != len(fresh):
+            yield path, f"is {_show(stored)} in scores.json, the runs give {_show(fresh)}"
+            return
+        for i, (a, b) in enumerate(zip(stored, fresh)):
+            yield from _differences(a, b, path + (i,))
+    elif isinstance(fresh, float):
+        if (isinstance(stored, bool) or not isinstance(stored, (int, float))
+                or not math.isclose(stored, fresh, rel_tol=0.0, abs_tol=SCORE_TOLERANCE)):
+            yield path, f"is {_show(stored)} in scores.json, the runs give {fresh!r}"
+    elif type(stored) is not type(fresh) or stored != fresh:
+        if path[:2] == ("manifest", "inputs") or path[-1:] == ("run_sha256",):
+            yield path, f"is {_show(stored)}: the file changed since it was scored (it now hashes to {fresh})"
+        else:
+            yield path, f"is {_show(stored)} in scores.json, the runs give {_show(fresh)}"
+
+
+def _check_scores(directory: Path, report: ValidationReport) -> None:
+    """Recompute scores.json from the validated runs and report every field that differs (the first few, then a count)."""
+    src = "scores.json"
     try:
-        scores = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"malformed JSON ({exc.msg}); re-create it with `gapbench submit score`.", path=path) from None
-    if scores.get("kind") != "submission_scores" or scores.get("version") != 1:
-        raise DataFormatError("not a gapbench scores.json (kind 'submission_scores', version 1).", path=path)
-    if verify:
-        for rel, digest in scores["manifest"]["inputs"].items():
-            p = directory / rel
-            if not p.is_file() or sha256_file(p) != digest:
-                raise SubmissionError(f"{p}: changed since it was scored (sha256 differs from scores.json); "
-                                      f"run `gapbench submit score {directory}` again.")
-    return scores
+        stored, _ = read_json(directory / src, MAX_SCORES_BYTES)
+    except Refused as exc:
+        report.error(src, exc.args[0], exc.args[1] if len(exc.args) > 1 else None)
+        return
+    fix = f"re-create it with `gapbench submit score {directory}` (never edit it by hand)"
+    if not isinstance(stored, dict) or stored.get("kind") != "submission_scores" or stored.get("version") != 1:
+        report.error(src, f"is not a gapbench scores.json (kind 'submission_scores', version 1); {fix}.")
+        return
+    manifest = stored.get("manifest")
+    if not isinstance(manifest, dict):
+        report.error(src, f"manifest is a {_json_type(manifest)}, expected an object; {fix}.")
+        return
+    why = _check_bootstrap(manifest.get("n_resamples"), manifest.get("seed"))
+    if why:
+        report.error(src, f"manifest {why}; {fix}.")
+        return
+    fresh = compute_scores(report, n_resamples=manifest["n_resamples"], seed=manifest["seed"])
+    # The scoring machine's own description is kept as stored once it is well-formed (it is shown, not computed).
+    for key, pattern in (("gapbench_version", VERSION), ("date", ISO_DATETIME)):
+        value = manifest.get(key)
+        if not isinstance(value, str) or text_problem(value, pattern, 40):
+            report.error(src, f"manifest.{key} {value!r:.60} is malformed; {fix}.")
+            return
+        fresh["manifest"][key] = value
+    versions = manifest.get("versions")
+    if not isinstance(versions, dict) or len(versions) > 100 or not all(
+            isinstance(v, str) and not text_problem(k, PACKAGE, 64) and not text_problem(v, VERSION, 64)
+            for k, v in versions.items()):
+        report.error(src, f"manifest.versions must map package names to versions; {fix}.")
+        return
+    fresh["manifest"]["versions"] = versions
+    diffs = _differences(stored, fresh)
+    shown = 0
+    total = 0
+    for path, what in diffs:
+        total += 1
+        if shown < SHOWN_UNKNOWN_IDS:
+            report.error(src, f"does not match a recomputation from the runs: {_where(path)} {what}")
+            shown += 1
+    if total:
+        count = f"{total:,} values in all differ from the recomputation; " if total > shown else ""
+        report.error(src, f"{count}boards show only scores recomputed from the runs and refuse a scores.json that "
+                          f"disagrees: {fix}.")
+        return
+    report.scores = fresh
+
+
+def scored_submission(directory: str | os.PathLike) -> ValidationReport:
+    """A valid, scored submission whose scores.json matched a recomputation from its runs (``report.scores``)."""
+    directory = Path(directory)
+    report = check_submission(directory)
+    if report.scores is None:
+        raise SubmissionError(f"{directory}: not scored yet (no scores.json); run `gapbench submit score {directory}`.")
+    return report
+
+
+def load_scores(directory: str | os.PathLike) -> dict:
+    """The scores of a scored submission, recomputed from its runs; refused unless scores.json matches them."""
+    return scored_submission(directory).scores

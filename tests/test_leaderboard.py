@@ -149,7 +149,7 @@ def test_tampered_submission_blocks_the_build(board_root, tmp_path):
     shutil.copytree(board_root, root)
     run = next((root / SUITE / "submissions" / "bm25" / "runs").iterdir())
     run.write_bytes(run.read_bytes()[:-10] + b"0000000000")
-    with pytest.raises(SubmissionError, match="changed since it was scored"):
+    with pytest.raises(SubmissionError, match=r"trec\.gz: truncated or corrupt gzip file"):
         build_boards(root)
     (tmp_path / "empty").mkdir()
     with pytest.raises(SubmissionError, match="nothing to build"):

@@ -113,7 +113,7 @@ def test_cli_prints_every_problem_and_exits_2(sub, capsys):
     (sub / "runs" / "x.py").write_text("print(1)\n")
     assert main(["submit", "validate", str(sub)]) == 2
     err = capsys.readouterr().err
-    assert "4 errors" in err
+    assert err.startswith(f"gapbench: error: {sub}: invalid submission, 4 errors: ") and err.count("\n") == 1
     assert "field 'k' is a string ('20'); expected integer: documents per query in the runs." in err
     assert "unknown field 'sytem'. Did you mean 'system'?" in err
     assert "missing field 'system'" in err
@@ -140,7 +140,8 @@ def test_missing_field(sub):
     meta = _meta(sub)
     del meta["contact"]
     _set_meta(sub, meta)
-    assert _one(sub, "contact") == "error: submission.json: missing field 'contact': give a name with an e-mail address or a URL."
+    assert _one(sub, "contact") == ("error: submission.json: missing field 'contact': give a name with an e-mail address "
+                                    "or a URL, on one line (at most 200 characters).")
 
 
 def test_wrong_type(sub):
@@ -255,7 +256,7 @@ def test_dotdot_path_rejected(sub):
     meta = _meta(sub)
     meta["tasks"][TASK]["run"] = "runs/../../elsewhere/impliret__unispeaker__wknow.trec.gz"
     _set_meta(sub, meta)
-    assert "contains '..'; runs must live inside the submission" in _one(sub, "'..'")
+    assert "contains '..'; files must live inside the submission" in _one(sub, "'..'")
 
 
 def test_wrong_run_name(sub):
@@ -302,10 +303,36 @@ def test_duplicate_document(sub):
 def test_non_finite_score(sub):
     lines = _lines(sub)
     parts = lines[2].split()
-    parts[4] = "nan"
+    parts[4] = "1e999"
     lines[2] = " ".join(parts)
     _write_run(sub, lines)
-    assert "line 3: score nan of document" in _one(sub, "finite")
+    assert f"line 3: score 1e999 of document {parts[2]!r} for query '0' is not finite" in _one(sub, "finite")
+
+
+@pytest.mark.parametrize("score", ["nan", "-inf", "Infinity", "3_0", "\u0663", "0x1p3"])
+def test_scores_python_reads_but_trec_eval_does_not(sub, score):
+    lines = _lines(sub)
+    parts = lines[2].split()
+    parts[4] = score
+    lines[2] = " ".join(parts)
+    _write_run(sub, lines)
+    assert f"line 3: score {score!r} is not a decimal number" in _one(sub, "decimal")
+
+
+def test_rank_with_underscore(sub):
+    lines = _lines(sub)
+    parts = lines[1].split()
+    parts[3] = "1_0"
+    lines[1] = " ".join(parts)
+    _write_run(sub, lines)
+    assert "line 2: rank '1_0' is not an integer" in _one(sub, "rank")
+
+
+def test_byte_order_mark_in_a_run(sub):
+    lines = _lines(sub)
+    lines[0] = "\ufeff" + lines[0]
+    _write_run(sub, lines)
+    assert f"{RUN}, line 1: starts with a UTF-8 byte-order mark" in _one(sub, "byte-order")
 
 
 def test_non_numeric_score_and_bad_columns(sub):
@@ -314,7 +341,7 @@ def test_non_numeric_score_and_bad_columns(sub):
     lines[1] = " ".join(p[:4] + ["high", p[5]])
     lines[2] = " ".join(lines[2].split()[:5])
     _write_run(sub, lines)
-    assert "line 2: score 'high' is not a number" in _one(sub, "'high'")
+    assert "line 2: score 'high' is not a decimal number" in _one(sub, "'high'")
     assert "line 3: expected 6 columns 'query_id Q0 doc_id rank score tag', found 5" in _one(sub, "6 columns")
 
 
@@ -333,11 +360,30 @@ def test_more_than_1000_per_query(sub):
 
 def test_problems_are_capped_per_file(sub):
     lines = _lines(sub)
-    lines += [f"bad{i} Q0 0 1 1.0 bm25" for i in range(30)]
+    lines += [f"0 Q0 {i} 1 1.0" for i in range(30)]
     _write_run(sub, lines)
     errs = _errors(sub)
-    assert len([e for e in errs if "is not a query of task" in e]) == 20
+    assert len([e for e in errs if "expected 6 columns" in e]) == 20
     assert any("... and 10 more problems in this file" in e for e in errs)
+
+
+def test_15000_unknown_ids_are_counted_not_each_looked_up(sub):
+    """Each unknown id used to cost a fuzzy lookup over 1500 ids (15,000 lines: ~40 s); now the first three get a
+    suggestion and the rest are counted."""
+    lines = _lines(sub)
+    lines += [f"q-{i} Q0 {i} 1 {i}.0 bm25" for i in range(15_000)]
+    lines += [f"0 Q0 no-doc-{i} 1 {i}.0 bm25" for i in range(5)]
+    _write_run(sub, lines)
+    errs = _errors(sub)
+    first = len(_lines(sub)) - 15_005 + 1
+    assert [e for e in errs if "query id 'q-" in e] == [
+        f"error: {RUN}, line {first + i}: query id 'q-{i}' is not a query of task {TASK}; use the task's query ids."
+        for i in range(3)]
+    assert (f"error: {RUN}: 15,000 lines in all name a query id that is not a query of task {TASK} (the first 3 are "
+            "shown); use the task's query ids.") in errs
+    assert len([e for e in errs if "document id 'no-doc-" in e]) == 3
+    assert (f"error: {RUN}: 5 lines in all name a document id that is not in the corpus of task {TASK} (the first 3 "
+            "are shown); rank only the task's documents.") in errs
 
 
 def test_not_a_directory(tmp_path):
