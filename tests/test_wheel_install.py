@@ -1,0 +1,213 @@
+"""gapbench as users install it. The sdist, and the wheel built from that sdist, carry every module and data file; a
+fresh virtual environment gets the wheel and its dependencies from the package registries (pinned by
+constraints/ci.txt) and runs the main commands from a folder outside the checkout, so nothing is imported or read from
+the source tree. Also: CI runs the README's set-up commands exactly as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "constraints" / "ci.txt"
+TASK = "impliret/multispeaker/wknow"
+# source folder -> package folder inside the wheel
+PACKAGES = {"harness": "gapbench", "tasks": "gapbench/tasks", "adapters": "gapbench/adapters"}
+
+
+def _shipped_files() -> dict[str, str]:
+    """Every module and run-time data file of the checkout: checkout path -> path inside the wheel."""
+    out = {}
+    for folder, package in PACKAGES.items():
+        for src in sorted((ROOT / folder).rglob("*")):
+            rel = src.relative_to(ROOT / folder)
+            if src.is_file() and "__pycache__" not in rel.parts and (src.suffix == ".py" or rel.parts[0] in ("data", "prompts")):
+                out[f"{folder}/{rel.as_posix()}"] = f"{package}/{rel.as_posix()}"
+    return out
+
+
+# ---------------------------------------------------------------- CI runs the README's commands
+def _readme_setup_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Set up"):text.index("\n## ", text.index("## Set up") + 1)]
+    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+
+
+def test_ci_runs_the_readme_setup_commands_verbatim():
+    install, test = _readme_setup_blocks()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert install in ci and test in ci
+    assert ci.index(install) < ci.index(test)
+    assert "-c constraints/ci.txt" in install and "sudo" in install and "apt-get update" in install
+    assert test.strip() == "HF_HUB_OFFLINE=1 python -m pytest -q"
+    assert "set -euo pipefail" in ci and "CI=true" in ci and "HF_HUB_OFFLINE=1" in ci
+
+
+def test_constraints_pin_every_package_exactly():
+    pins = [line for line in CONSTRAINTS.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][A-Za-z0-9.]*", p) for p in pins), pins
+    names = {p.split("==")[0].lower().replace("_", "-") for p in pins}
+    # the libraries that broke or can break us are pinned, and the project itself is not
+    assert {"torch", "typer", "click", "numpy", "bm25s", "ir-measures", "sentence-transformers"} <= names
+    assert "gapbench" not in names
+    assert "torch==2.13.0" in pins  # the README's torch, without the +cpu label of a local build
+
+
+# ---------------------------------------------------------------- the sdist and the wheel
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    """An sdist built from a copy of the sources, and the wheel pip builds from that sdist (as `python -m build` does)."""
+    base = tmp_path_factory.mktemp("dist")
+    src = base / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for folder in PACKAGES:
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    out = base / "out"
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    name = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, check=True, capture_output=True,
+                          text=True).stdout.split()[-1]
+    sdist = out / name
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(sdist)], check=True, capture_output=True)
+    return {"sdist": sdist, "wheel": next(out.glob("gapbench-*.whl"))}
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_carry_every_module_and_data_file(dists):
+    shipped = _shipped_files()
+    data = [f for f in shipped if not f.endswith(".py")]
+    # today: 28 data files (ImpliRet, RAR-b MCR, the ARGUS slice and KB, with provenance) and 5 prompt templates
+    assert len(data) >= 33 and "tasks/data/argus/kb_wikipedia_first_paragraphs.jsonl" in shipped
+    with tarfile.open(dists["sdist"]) as tar:
+        top = dists["sdist"].name[: -len(".tar.gz")]
+        in_sdist = {n[len(top) + 1:] for n in tar.getnames()}
+    assert sorted(set(shipped) - in_sdist) == []
+    in_wheel = set(zipfile.ZipFile(dists["wheel"]).namelist())
+    assert sorted(set(shipped.values()) - in_wheel) == []
+    assert not any(n.startswith(("harness/", "tasks/", "adapters/", "tests/")) for n in in_wheel)
+    entry = next(n for n in in_wheel if n.endswith(".dist-info/entry_points.txt"))
+    assert "gapbench = gapbench.cli:main" in zipfile.ZipFile(dists["wheel"]).read(entry).decode()
+
+
+# ---------------------------------------------------------------- installed in a fresh venv, used from elsewhere
+@pytest.fixture(scope="module")
+def installed(dists, tmp_path_factory):
+    """A fresh venv with torch, then the wheel with the extras the commands below need, all pinned by the lock file."""
+    base = tmp_path_factory.mktemp("installed")
+    venv, work = base / "venv", base / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), HF_HUB_OFFLINE="1",
+               GAPBENCH_HOME=str(base / "home"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS)]
+    for target in ("torch==2.13.0", f"{dists['wheel']}[argus,report]"):
+        done = subprocess.run([*pip, target], env=env, cwd=work, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    def gapbench(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
+        done = subprocess.run([str(venv / "bin" / "gapbench"), *args], env=env, cwd=work, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == expect, (args, done.stdout[-2000:], done.stderr[-3000:])
+        return done
+
+    return {"venv": venv, "work": work, "env": env, "gapbench": gapbench}
+
+
+@pytest.mark.slow
+def test_imports_come_from_the_venv_not_the_checkout(installed):
+    code = ("import json, gapbench, gapbench.tasks, gapbench.adapters, gapbench.cli\n"
+            "print(json.dumps([gapbench.__file__, gapbench.tasks.__file__, gapbench.adapters.__file__]))")
+    done = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c", code], env=installed["env"],
+                          cwd=installed["work"], capture_output=True, text=True, check=True)
+    site = installed["venv"] / "lib"
+    for path in json.loads(done.stdout):
+        assert Path(path).is_relative_to(site) and "site-packages" in path, path
+    freeze = subprocess.run([str(installed["venv"] / "bin" / "python"), "-m", "pip", "freeze"], env=installed["env"],
+                            capture_output=True, text=True, check=True).stdout
+    # the lock file decided the versions: typer (whose vendored click broke the CLI once) is the pinned one
+    pinned = dict(line.split("==") for line in CONSTRAINTS.read_text().splitlines() if "==" in line)
+    assert f"typer=={pinned['typer']}" in freeze.splitlines()
+
+
+@pytest.mark.slow
+def test_tasks_run_and_evaluate(installed):
+    gapbench, work = installed["gapbench"], installed["work"]
+    listing = json.loads(gapbench("tasks", "--json").stdout)
+    suites = {s["name"]: s["tasks"] for s in listing["suites"]}
+    assert len(suites["impliret"]) == 6 and TASK in suites["impliret"]
+    assert "rarb-mcr/piqa" in {t["name"] for t in listing["tasks"]}
+
+    run = json.loads(gapbench("run", TASK, "-r", "bm25", "-o", "run-bm25", "--json").stdout)
+    assert run["n_queries"] == 1500
+    # the shipped ImpliRet slice read from the wheel gives the pinned BM25 figures (tests/test_leaderboard.py)
+    assert run["measures"]["nDCG@10"] == pytest.approx(0.1518, abs=5e-5)
+    assert run["measures"]["R@100"] == pytest.approx(0.9827, abs=5e-5)
+    assert {p.name for p in (work / "run-bm25").iterdir()} >= {"run.trec.gz", "manifest.json", "results.json"}
+
+    evaluated = json.loads(gapbench("evaluate", "--run", "run-bm25/run.trec.gz", "--task", TASK, "--json").stdout)
+    assert evaluated["n_queries"] == 1500 and evaluated["measures"] == run["measures"]
+
+    report = gapbench("report", TASK, "run-bm25", "--out", "report")
+    assert "1 systems" in report.stdout
+    rep = json.loads((work / "report" / "report.json").read_text())
+    assert rep["systems"][0]["measures"] == run["measures"]
+    assert rep["per_query"]["distribution"]["bm25"]["n"] == 1500
+    assert (work / "report" / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert all((work / "report" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in rep["figures"])
+
+
+@pytest.mark.slow
+def test_argus_audit_and_probe_read_the_shipped_slice(installed):
+    gapbench, work = installed["gapbench"], installed["work"]
+    audit = json.loads(gapbench("argus", "audit", "-r", "random", "--out", "audit", "--json").stdout)
+    # the vendored slice: 620 paragraphs, 103 targets, 695 relations; chance is k / N_effective averaged over pairs
+    assert (audit["n_entities"], audit["n_targets"], audit["n_pairs"]) == (620, 103, 695)
+    assert audit["chance"] == pytest.approx(0.0812077, abs=1e-6)
+    assert {p.name for p in (work / "audit").iterdir()} >= {"argus_audit.json", "argus_audit.md", "argus_lda.png"}
+
+    probe = json.loads(gapbench("argus", "probe", "-r", "random", "--families", "ridge", "--datasets", "directed",
+                                "--out", "probe", "--json").stdout)
+    # the 103 audited targets, split about 60/20/20 by the seed
+    assert probe["split"] == {"train": 62, "validation": 21, "test": 20}
+    assert probe["selected"]["family"] == "ridge" and (work / "probe" / "probe" / "probe.json").is_file()
+
+
+@pytest.mark.slow
+def test_packaged_prompts_and_kb_load(installed):
+    code = ("import json; from gapbench.llm import available_prompts, load_prompt\n"
+            "from gapbench.argus_augment import ReferenceKB\n"
+            "print(json.dumps({'prompts': available_prompts(), 'listwise': len(load_prompt('listwise_rank')),\n"
+            "                  'kb': len(ReferenceKB.packaged().passages)}))")
+    done = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c", code], env=installed["env"],
+                          cwd=installed["work"], capture_output=True, text=True, check=True)
+    got = json.loads(done.stdout)
+    assert got["prompts"] == sorted(p.stem for p in (ROOT / "harness" / "prompts").glob("*.txt"))
+    assert got["listwise"] == len((ROOT / "harness" / "prompts" / "listwise_rank.txt").read_text(encoding="utf-8"))
+    kb_lines = (ROOT / "tasks" / "data" / "argus_kb" / "landmarks_kb.jsonl").read_text(encoding="utf-8").splitlines()
+    assert got["kb"] == sum(1 for line in kb_lines if line.strip()) == 97
+
+
+@pytest.mark.slow
+def test_submit_validate_a_shipped_submission(installed):
+    gapbench, work = installed["gapbench"], installed["work"]
+    shutil.copytree(ROOT / "leaderboards" / "impliret" / "submissions" / "bm25", work / "sub")
+    report = json.loads(gapbench("submit", "validate", "sub", "--json").stdout)
+    assert report == {"ok": True, "problems": []}
+    # and the installed validator does reject: a run file whose bytes no longer match its recorded sha256
+    run = work / "sub" / "runs" / "impliret__multispeaker__wknow.trec.gz"
+    run.write_bytes(run.read_bytes() + b"\0")
+    bad = gapbench("submit", "validate", "sub", expect=2)
+    assert "sha256 mismatch for runs/impliret__multispeaker__wknow.trec.gz" in bad.stderr
+    assert bad.stderr.startswith("gapbench: error: ") and bad.stderr.count("\n") == 1
