@@ -27,7 +27,7 @@ DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 MAX_CUTOFF = 1_000_000_000
 ACCEPTED_FORMS = (
     f"accepted forms: NAME, NAME@K or NAME(param=value,...)@K, K a whole number from 1 to {MAX_CUTOFF}, for example "
-    "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, nDCG(dcg=exp-log2)@10, P(rel=2)@5"
+    "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, P(rel=2)@5, nDCG(judged_only=true)@10"
 )
 _MEASURE = re.compile(r"(?P<name>[^\W\d]\w*)(?:\((?P<params>[^()]*)\))?(?:@(?P<at>[^@()]*))?")
 _MAX_MEASURE_LEN = 200

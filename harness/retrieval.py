@@ -74,6 +74,8 @@ def get_retriever(spec: str | Any) -> Any:
         raise ConfigError("empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME.")
     _ensure_builtin()
     head, _, rest = spec.partition(":")
+    if not head.strip():
+        parse_spec(spec)  # raises: a spec with no name before ':'
     cls = RETRIEVERS.get(head.strip())
     if getattr(cls, "takes_spec", False):
         # composite retrievers (fusion) read the rest of the spec themselves, e.g. "rrf:bm25+dense:model=NAME"

@@ -1,0 +1,145 @@
+"""Task and retriever names, adapter options and measures, given to ``gapbench run`` and ``gapbench evaluate``.
+
+Each bad name or value must be refused before any data is read or any backend runs, with one line that names the
+option, the name or the measure and says what is accepted: non-finite, out-of-range and mistyped option values,
+unknown or duplicated options, malformed fusion specs, names that are paths, files, suites, empty, or spelled with
+look-alike characters, and measures that ir-measures or pytrec_eval would crash on or refuse. Valid specs and
+measures next to them must run. Most cases run on a six-document BEIR folder written into the case's folder, so bm25
+takes milliseconds; the task-name cases use the registered tasks, refused before anything loads.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import Case
+
+_DOCS = {
+    "d1": ("Apple orchards", "Apple trees grow in orchards and give apples in autumn."),
+    "d2": ("Banana farming", "Banana plants need warm weather and a lot of water."),
+    "d3": ("Cherry blossom", "Cherry trees blossom in spring; the fruit ripens in summer."),
+    "d4": ("Date palms", "Date palms grow in deserts near oases and give sweet dates."),
+    "d5": ("Elderberry", "Elderberry bushes give dark berries used for syrup."),
+    "d6": ("Fig trees", "Fig trees grow in warm dry places and give soft sweet figs."),
+}
+_QUERIES = {"q1": "which trees give apples", "q2": "plants that need warm weather", "q3": "sweet fruit of the desert"}
+_QRELS = {"q1": {"d1": 2, "d3": 1}, "q2": {"d2": 1, "d6": 1}, "q3": {"d4": 2}}
+
+
+def _beir(docs=_DOCS, queries=_QUERIES, qrels=_QRELS, folder: str = "beir") -> dict[str, str]:
+    corpus = "".join(json.dumps({"_id": d, "title": t, "text": x}) + "\n" for d, (t, x) in docs.items())
+    qs = "".join(json.dumps({"_id": q, "text": x}) + "\n" for q, x in queries.items())
+    rels = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, j in qrels.items() for d, g in j.items())
+    return {f"{folder}/corpus.jsonl": corpus, f"{folder}/queries.jsonl": qs, f"{folder}/qrels/test.tsv": rels}
+
+
+BEIR = _beir()
+# every text is stopwords or punctuation: no document has an indexable term
+STOPWORD_BEIR = _beir({d: ("", "the of and " if i % 2 else "!!! ...") for i, d in enumerate(_DOCS)})
+RUN = "".join(f"{q} Q0 {d} {i} {10 - i} sys\n" for q in _QRELS for i, d in enumerate(sorted(_DOCS), 1))
+QRELS = "".join(f"{q} 0 {d} {g}\n" for q, j in _QRELS.items() for d, g in j.items())
+EVAL_FILES = {"run.txt": RUN, "qrels.txt": QRELS}
+
+
+def run(case_id: str, spec: str, names=(), *, measures: str | None = "nDCG@10", expect: int = 2,
+        files=None, task: str = "{tmp}/beir", process: bool = False) -> Case:
+    argv = ["run", task, "-r", spec] + (["-m", measures] if measures is not None else [])
+    return Case(case_id, argv, files=BEIR if files is None else files, expect=expect, names=tuple(names), process=process)
+
+
+def task(case_id: str, name: str, names=()) -> Case:
+    return Case(case_id, ["run", name, "-r", "bm25"], names=tuple(names))
+
+
+def measure(case_id: str, text: str, names=(), *, expect: int = 2, process: bool = False) -> Case:
+    argv = ["evaluate", "--qrels", "{tmp}/qrels.txt", "--run", "{tmp}/run.txt", "-m", text]
+    return Case(case_id, argv, files=EVAL_FILES, expect=expect, names=tuple(names), process=process)
+
+
+CASES = [
+    # ---- option values of the BM25 family: each names the option, the retriever and what it accepts
+    run("bm25-k1-nan", "bm25:k1=nan", ["option k1 of bm25 must be a finite number >= 0, got 'nan'"]),
+    run("bm25-k1-inf", "bm25:k1=inf", ["option k1 of bm25", "'inf'"]),
+    run("bm25-k1-overflow", "bm25:k1=1e999", ["option k1 of bm25", "'1e999'"]),
+    run("bm25-k1-negative", "bm25:k1=-1", ["option k1 of bm25", ">= 0", "'-1'"]),
+    run("bm25-b-above-1", "bm25:b=2", ["option b of bm25 must be a finite number from 0 to 1, got '2'"]),
+    run("bm25-b-negative", "bm25:b=-0.1", ["option b of bm25", "'-0.1'"]),
+    run("bm25-k1-empty", "bm25:k1=", ["option k1 of bm25", "got ''"]),
+    run("bm25-k1-underscore", "bm25:k1=1_0", ["option k1 of bm25", "'1_0'"]),
+    run("bm25-k1-twice", "bm25:k1=1,k1=2", ["'k1' is given twice"]),
+    run("bm25-unknown-option", "bm25:kl=1", ["bm25 has no option 'kl'", "Did you mean 'k1'?"]),
+    run("bm25-batch-size", "bm25:batch_size=abc", ["bm25 has no option 'batch_size'", "accepted options: k1, b"]),
+    run("bm25-option-not-pair", "bm25:k1", ["option 'k1'", "is not key=value"]),
+    run("bm25-method", "bm25:method=okapi", ["option method of bm25 must be one of lucene, robertson", "'okapi'"]),
+    run("bm25-stopwords", "bm25:stopwords=klingon", ["option stopwords of bm25", "'klingon'"]),
+    run("bm25-stemmer", "bm25:stemmer=klingon", ["unknown stemmer 'klingon'", "porter"]),
+    run("lucene-keep-zero", "bm25-lucene:keep_zero=maybe", ["option keep_zero of bm25-lucene must be true or false"]),
+    run("qs-variant", "bm25-qs:variant=pyserini", ["option variant of bm25-qs must be one of bright, anserini"]),
+    # ---- dense: refused at the spec, before any model loads
+    run("dense-batch-text", "dense:batch_size=abc", ["option batch_size of dense must be a whole number >= 1, got 'abc'"]),
+    run("dense-batch-fraction", "dense:batch_size=1.5", ["option batch_size of dense", "'1.5'"]),
+    run("dense-batch-zero", "dense:batch_size=0", ["option batch_size of dense", "'0'"]),
+    run("dense-device", "dense:device=quantum", ["option device of dense must be cpu, cuda", "'quantum'"]),
+    run("dense-max-length", "dense:max_length=-5", ["option max_length of dense", "'-5'"]),
+    # ---- fusion specs
+    run("rrf-no-members", "rrf:", ["rrf needs the retrievers to fuse"]),
+    run("rrf-stray-plus", "rrf:bm25+", ["retriever number 2", "is empty"]),
+    run("rrf-one-member", "rrf:bm25", ["fuses at least two retrievers, got 1"]),
+    run("rrf-k-nan", "rrf:[k=nan]bm25+bm25", ["rrf: k='nan'", "finite"]),
+    run("rrf-nested-bracket", "rrf:[k=[1]]bm25+bm25", ["holds another bracket"]),
+    run("rrf-unclosed-bracket", "rrf:[k=60bm25+bm25", ["option bracket", "is not closed"]),
+    run("rrf-unbalanced-paren", "rrf:bm25+bm25)", ["unbalanced ')'"]),
+    run("rrf-unknown-option", "rrf:[dpth=10]bm25+bm25", ["rrf has no option 'dpth'", "Did you mean 'depth'?"]),
+    run("rrf-weight-inf", "rrf:[weights=1;inf]bm25+bm25", ["weights='1;inf'", "finite"]),
+    run("rrf-depth-exponent", "rrf:[depth=1e3]bm25+bm25", ["depth='1e3' must be a positive integer"]),
+    run("rrf-member-option", "rrf:bm25+bm25:k1=nan", ["option k1 of bm25", "'nan'"]),
+    # ---- retriever names
+    run("retriever-empty", "", ["empty retriever name"]),
+    run("retriever-case", "BM25", ["unknown retriever 'BM25'", "the registered name is 'bm25'"]),
+    run("retriever-fullwidth", "ｂｍ２５", ["unknown retriever", "U+FF42", "type 'bm25' in plain ASCII"]),
+    run("retriever-cyrillic", "bм25", ["unknown retriever", "U+043C", "Did you mean 'bm25'"]),
+    run("retriever-path", "../bm25", ["unknown retriever '../bm25'"]),
+    run("retriever-newline", "bm25\nfake-row 1", ["control character '\\n'"]),
+    run("retriever-no-name", ":k1=1", ["has no name before ':'"]),
+    # ---- task names: refused before any data is read or fetched
+    task("task-empty", "", ["empty task name"]),
+    task("task-parent-path", "../nowhere", ["task '../nowhere' is neither a registered task nor an existing folder"]),
+    Case("task-is-a-file", ["run", "{tmp}/notes.txt", "-r", "bm25"], files={"notes.txt": "not a task\n"},
+         names=("{tmp}/notes.txt", "is a file")),
+    task("task-tab", "impliret/multispeaker/wknow\t", ["control character '\\t'"]),
+    task("task-bool-option", "bright/biology:instructions=maybe",
+         ["option instructions of task 'bright/biology' must be true or false, got 'maybe'"]),
+    task("task-beir-bool", "beir/arguana:ignore_identical_ids=2", ["option ignore_identical_ids", "'2'"]),
+    task("task-unknown-option", "impliret/multispeaker/wknow:sourse=hub", ["no option 'sourse'", "Did you mean 'source'?"]),
+    task("task-option-not-pair", "bright/biology:instructions", ["'instructions'", "is not key=value"]),
+    task("task-misspelt", "impliret/multispeaker/wknwo", ["unknown task", "Did you mean 'impliret/multispeaker/wknow'"]),
+    task("suite-with-options", "impliret:source=hub", ["suite 'impliret' takes no options"]),
+    Case("suite-as-evaluate-task", ["evaluate", "--task", "impliret", "--run", "{tmp}/run.txt"], files=EVAL_FILES,
+         names=("'impliret' is a suite of 6 tasks",)),
+    # ---- measures: all refused before pytrec_eval or ir-measures sees them; nDCG@0 used to abort the interpreter
+    measure("ndcg-at-0", "nDCG@0", ["measure 'nDCG@0'", "from 1 to 1000000000", "accepted forms"], process=True),
+    measure("ndcg-at-negative", "nDCG@-1", ["measure 'nDCG@-1'", "got '-1'"]),
+    measure("p-at-fraction", "P@1.5", ["measure 'P@1.5'", "whole number"]),
+    measure("r-at-word", "R@abc", ["measure 'R@abc'"]),
+    measure("two-cutoffs", "nDCG@10@5", ["more than one '@'"]),
+    measure("ap-rel-0", "AP(rel=0)", ["rel of AP must be a whole number >= 1, got '0'"]),
+    measure("judged-at-0", "Judged@0", ["measure 'Judged@0'"]),
+    measure("huge-cutoff", "nDCG@99999999999999999999", ["from 1 to 1000000000"]),
+    measure("unknown-parameter", "nDCG(foo=1)@10", ["nDCG has no parameter 'foo'", "dcg, gains, judged_only"]),
+    measure("external-evaluator", "ERR@10", ["ERR@10 is computed only by gdeval"]),
+    measure("missing-evaluator", "alpha_nDCG@10", ["needs an evaluator that is not installed", "pyndeval"]),
+    measure("required-parameter", "SDCG@10", ["SDCG needs the parameter max_rel"]),
+    measure("unsupported-parameter", "NumRel(rel=2)", ["no installed evaluator computes NumRel(rel=2)"]),
+    measure("lower-case-name", "ndcg@10", ["unknown measure 'ndcg@10'", "Did you mean 'nDCG'"]),
+    measure("python-expression", "__import__('os').system('true')", ["measure"]),
+    measure("no-cutoff-allowed", "Bpref@5", ["Bpref takes no cut-off"]),
+    measure("empty-list", "", ["no measures given"]),
+    measure("listed-twice", "nDCG@10,NDCG@10", ["listed twice"]),
+    # ---- valid inputs next to them
+    run("valid-bm25-options", "bm25:k1=1.2,b=0.75", expect=0, measures="nDCG@10,R@100,AP"),
+    run("valid-rrf", "rrf:bm25+bm25-lucene", expect=0),
+    run("valid-rrf-options", "rrf:[k=20,depth=50,weights=1;2]bm25+(fuse-minmax:bm25-lucene+bm25-qs)", expect=0),
+    run("valid-default-measures", "bm25-qs:variant=anserini", expect=0, measures=None),
+    run("valid-stopword-corpus", "bm25", expect=0, files=STOPWORD_BEIR),
+    measure("valid-parameters", "P(rel=2)@5,IPrec@0.5,nDCG(judged_only=true)@10,R@100", expect=0),
+]
