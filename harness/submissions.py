@@ -95,6 +95,7 @@ MAX_TASKS = 100
 MAX_PROBLEMS_PER_FILE = 20
 MAX_PROBLEMS_SHOWN = 20  # in the one-line error of an invalid submission
 SHOWN_UNKNOWN_IDS = 3  # unknown ids reported one by one (with a suggestion); the rest are counted
+SHOWN_DIFFERENCES = 5  # between scores.json and its recomputation; the rest are counted
 MAX_RESAMPLES = 10_000
 SCORE_TOLERANCE = 1e-9  # recomputed vs stored values; pytrec_eval is deterministic, this only absorbs libm noise
 RUN_SUFFIXES = (".trec", ".trec.gz")
@@ -506,9 +507,9 @@ def text_problem(value: str, pattern: re.Pattern | None, cap: int) -> str | None
         return f"is {len(value):,} characters long; at most {cap} are accepted"
     for ch in value:
         if unicodedata.category(ch) in _BAD_CHAR_CATEGORIES:
-            return f"contains the control or invisible character U+{ord(ch):04X}; write it on one line of plain text"
+            return f"contains the control or invisible character U+{ord(ch):04X}"
     if value != value.strip():
-        return "has leading or trailing spaces; remove them"
+        return "has leading or trailing spaces"
     if pattern is not None and not pattern.fullmatch(value):
         return "has characters that are not accepted"
     return None
@@ -1008,8 +1009,8 @@ def _where(path: tuple) -> str:
             return f"{head}, measure {_label(rest[1])}, query {_label(rest[2])}"
         if len(rest) == 2 and rest[0] == "measures":
             return f"{head}, mean {_label(rest[1])}"
-        if len(rest) >= 2 and rest[0] == "ci95":
-            return f"{head}, 95% CI of {_label(rest[1])}"
+        if len(rest) == 3 and rest[0] == "ci95" and rest[2] in (0, 1):
+            return f"{head}, {('lower', 'upper')[rest[2]]} end of the 95% CI of {_label(rest[1])}"
         return head + "".join(f", {_label(p)}" for p in rest)
     if len(path) == 3 and path[:2] == ("manifest", "inputs"):
         return f"manifest.inputs[{_label(path[2])}]"
@@ -1092,7 +1093,7 @@ def _check_scores(directory: Path, report: ValidationReport) -> None:
     total = 0
     for path, what in diffs:
         total += 1
-        if shown < SHOWN_UNKNOWN_IDS:
+        if shown < SHOWN_DIFFERENCES:
             report.error(src, f"does not match a recomputation from the runs: {_where(path)} {what}")
             shown += 1
     if total:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import gapbench
 from gapbench.cli import app, main
 from gapbench.submissions import (
-    SubmissionError, load_scores, score_submission, sha256_file, validate_submission, write_submission,
+    Refused, SubmissionError, inside, load_scores, score_submission, sha256_file, validate_submission, write_submission,
 )
 
 TASK = "impliret/unispeaker/wknow"
@@ -389,3 +390,267 @@ def test_15000_unknown_ids_are_counted_not_each_looked_up(sub):
 def test_not_a_directory(tmp_path):
     assert _errors(tmp_path / "nope") == [f"error: {tmp_path / 'nope'}: is not a directory; a submission is a folder with "
                                           "submission.json and runs/."]
+
+
+# ---------------------------------------------------------------- JSON read strictly
+
+@pytest.mark.parametrize("text, needle", [
+    ('\ufeff{"system": "x"}', "starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM."),
+    ('{"k": NaN}', "holds the literal NaN, which is not JSON; write a finite number."),
+    ('{"k": -Infinity}', "holds the literal -Infinity, which is not JSON"),
+    ('{"k": 1e400}', "holds the number 1e400, which overflows to infinity"),
+    ('{"system": "a", "system": "b"}', "key 'system' appears twice in one object; keep one."),
+    ('[' * 5000 + ']' * 5000, "is nested too deeply; at most 32 levels are accepted."),
+    ('{"adapter": {"config": ' + '{"a": ' * 40 + '1' + '}' * 40 + '}}', "is nested more than 32 levels deep"),
+    ('{"k": ' + '9' * 5000 + '}', "holds a value JSON readers refuse"),
+    ('"just a string"', "must hold a JSON object, found string."),
+])
+def test_submission_json_read_strictly(sub, text, needle):
+    (sub / "submission.json").write_text(text, encoding="utf-8")
+    assert _errors(sub) == [f"error: submission.json: {needle}"] or needle in _one(sub, needle)
+
+
+def test_submission_json_over_the_cap_is_not_parsed(sub):
+    (sub / "submission.json").write_text('{"description": "' + "x" * 1_000_001 + '"}')
+    assert _one(sub, "cap") == "error: submission.json: is 1,000,020 bytes, over the 1,000,000-byte cap; shorten it."
+
+
+def test_submission_json_not_utf8(sub):
+    (sub / "submission.json").write_bytes(b'{"system": "\xff"}')
+    assert _one(sub, "UTF-8") == "error: submission.json: is not UTF-8 text (byte 12); save it as UTF-8 JSON."
+
+
+def test_boolean_format_version_and_float_k(sub):
+    meta = _meta(sub)
+    meta["format_version"], meta["k"] = True, 20.0
+    _set_meta(sub, meta)
+    assert "field 'format_version' is a boolean (True); expected integer" in _one(sub, "format_version")
+    assert "field 'k' is a number (20.0); expected integer" in _one(sub, "'k'")
+
+
+# ---------------------------------------------------------------- names at the door
+
+@pytest.mark.parametrize("field, value, why", [
+    ("system", "bm25 | 1.0 | 1.0 |", "has characters that are not accepted"),
+    ("system", "bm25\n| 1 | **forged** |", "contains the control or invisible character U+000A"),
+    ("system", "<b>bm25</b>", "has characters that are not accepted"),
+    ("system", "-rf", "has characters that are not accepted"),
+    ("system", "a" * 65, "is 65 characters long; at most 64 are accepted"),
+    ("description", "fine text\n| 1 | **forged** | 0.99 |", "contains the control or invisible character U+000A"),
+    ("description", "right-to-left \u202e override", "contains the control or invisible character U+202E"),
+    ("description", "x" * 1001, "is 1,001 characters long; at most 1000 are accepted"),
+    ("contact", "me@example.org\r\n", "contains the control or invisible character U+000D"),
+    ("contact", " me@example.org", "has leading or trailing spaces"),
+    ("url", "javascript:alert(1)", "has characters that are not accepted"),
+    ("url", "https://example.org/<script>", "has characters that are not accepted"),
+    ("date", "2024|01|01", "has characters that are not accepted"),
+    ("gapbench_version", "0.1.0 <b>", "has characters that are not accepted"),
+])
+def test_free_text_fields_are_checked(sub, field, value, why):
+    meta = _meta(sub)
+    meta[field] = value
+    _set_meta(sub, meta)
+    msg = _one(sub, f"field {field!r} (")
+    assert msg.startswith(f"error: submission.json: field {field!r} ({value!r:.60}) {why}; give ")
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "/abs", "a/../../b", "org/model/extra", "org\\model", "."])
+def test_model_names_that_could_leave_a_folder(sub, name):
+    meta = _meta(sub)
+    meta["models"] = [{"name": name, "revision": "main"}]
+    _set_meta(sub, meta)
+    assert f"models[0].name ({name!r}) has characters that are not accepted" in _one(sub, "models[0].name")
+
+
+@pytest.mark.parametrize("revision", ["..", "main/../../x", "/etc", "a b"])
+def test_model_revisions_that_could_leave_a_folder(sub, revision):
+    meta = _meta(sub)
+    meta["models"] = [{"name": "org/model", "revision": revision}]
+    _set_meta(sub, meta)
+    assert f"models[0].revision ({revision!r}) has characters that are not accepted" in _one(sub, "models[0].revision")
+
+
+def test_valid_names_pass(sub):
+    meta = _meta(sub)
+    meta.update(system="my_system+v2.1", url="https://example.org/a?b=1&c=%20#x", date="2025-02-03",
+                models=[{"name": "org/model-x.v1", "revision": "pypi:pkg==1.0/sub"}], contact="Ann <ann@example.org>",
+                description="Uses | pipes, <b>tags</b>, [links](x) and **stars**: all shown literally.")
+    _set_meta(sub, meta)
+    assert validate_submission(sub).ok
+
+
+def test_write_submission_refuses_a_bad_system_name(tmp_path):
+    with pytest.raises(gapbench.errors.ConfigError, match=r"system name 'a\|b' has characters that are not accepted"):
+        write_submission(tmp_path / "x", system="a|b", description="d", suite="impliret", runs={}, adapter={},
+                         contact="c")
+
+
+# ---------------------------------------------------------------- paths stay inside the submission
+
+def test_inside_refuses_every_escape(tmp_path):
+    d = tmp_path / "sub"
+    (d / "runs").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x.trec").write_text("x")
+    os.symlink(tmp_path / "outside", d / "linked")
+    os.symlink(d / "runs", d / "alias")  # a link that stays inside is still a link
+    (d / "runs" / "a.trec").write_text("x")
+    assert inside(d, "runs/a.trec") == d / "runs" / "a.trec"
+    for rel, why in [("/etc/passwd", "is absolute"), ("../outside/x.trec", "contains '..'"),
+                     ("runs/../../outside/x.trec", "contains '..'"), ("linked/x.trec", "symbolic link linked"),
+                     ("alias/a.trec", "symbolic link alias"), ("runs\\a.trec", "backslashes"), ("", "is empty"),
+                     ("C:/x", "is absolute")]:
+        with pytest.raises(Refused, match=re.escape(why)):
+            inside(d, rel)
+
+
+def test_runs_folder_linked_outside(sub, tmp_path):
+    outside = tmp_path / "elsewhere"
+    shutil.move(sub / "runs", outside)
+    os.symlink(outside, sub / "runs")
+    errs = _errors(sub)
+    assert "error: runs: is a symbolic link; submissions may not contain links. Replace it with the file itself." in errs
+    assert any("goes through the symbolic link runs" in e for e in errs)
+
+
+def test_run_linked_to_a_file_inside(sub):
+    os.replace(sub / RUN, sub / "data.bin")
+    os.symlink(sub / "data.bin", sub / RUN)
+    errs = _errors(sub)
+    assert f"error: {RUN}: is a symbolic link; submissions may not contain links. Replace it with the file itself." in errs
+    assert any(f"goes through the symbolic link {RUN}" in e for e in errs)
+
+
+def test_gzip_bomb_stops_at_the_inflated_cap(sub):
+    member = gzip.compress(b"0" * 10_000_000, compresslevel=9)
+    (sub / RUN).write_bytes(member * 200)  # 2 GB of text in about 2 MB
+    meta = _meta(sub)
+    meta["tasks"][TASK]["sha256"] = sha256_file(sub / RUN)
+    _set_meta(sub, meta)
+    assert (sub / RUN).stat().st_size < 3_000_000
+    assert _one(sub, "inflates") == (f"error: {RUN}: inflates to more than 100,000,000 bytes (the cap on a run's text); "
+                                     "keep at most 1000 documents per query.")
+
+
+def test_a_fifo_in_runs_does_not_hang(sub):
+    os.mkfifo(sub / "runs" / "pipe.trec")
+    assert _one(sub, "pipe") == "error: runs/pipe.trec: is not a regular file; remove it."
+
+
+# ---------------------------------------------------------------- scores.json is recomputed, never trusted
+
+@pytest.fixture(scope="module")
+def scored(valid, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("scored") / "bm25"
+    shutil.copytree(valid, d)
+    score_submission(d)
+    return d
+
+
+@pytest.fixture()
+def ssub(scored, tmp_path) -> Path:
+    d = tmp_path / "s"
+    shutil.copytree(scored, d)
+    return d
+
+
+def _edit_scores(d: Path, edit) -> None:
+    doc = json.loads((d / "scores.json").read_text())
+    edit(doc)
+    (d / "scores.json").write_text(json.dumps(doc))
+
+
+def _refusal(d: Path) -> str:
+    with pytest.raises(SubmissionError) as info:
+        load_scores(d)
+    return str(info.value)
+
+
+def test_scored_submission_matches_its_recomputation(ssub):
+    report = validate_submission(ssub)
+    assert report.ok and report.scores is not None
+    stored = json.loads((ssub / "scores.json").read_text())
+    assert report.scores == stored  # every field, to the last bit
+    assert main(["submit", "validate", str(ssub)]) == 0
+
+
+def test_forged_per_query_value(ssub, capsys):
+    q = "7"
+    real = json.loads((ssub / "scores.json").read_text())["tasks"][TASK]["per_query"]["nDCG@10"][q]
+    _edit_scores(ssub, lambda s: s["tasks"][TASK]["per_query"]["nDCG@10"].__setitem__(q, 1.0))
+    msg = _refusal(ssub)
+    assert (f"scores.json: does not match a recomputation from the runs: task {TASK}, measure nDCG@10, query 7 is 1.0 in "
+            f"scores.json, the runs give {real!r}") in msg
+    assert "boards show only scores recomputed from the runs and refuse a scores.json that disagrees" in msg
+    assert main(["submit", "validate", str(ssub)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "measure nDCG@10, query 7 is 1.0" in err
+
+
+def test_forged_mean_and_ci(ssub):
+    real = json.loads((ssub / "scores.json").read_text())["tasks"][TASK]["measures"]["nDCG@10"]
+
+    def edit(s):
+        s["tasks"][TASK]["measures"]["nDCG@10"] = 0.9
+        s["tasks"][TASK]["ci95"]["nDCG@10"] = [0.85, 0.95]
+    _edit_scores(ssub, edit)
+    msg = _refusal(ssub)
+    assert f"task {TASK}, mean nDCG@10 is 0.9 in scores.json, the runs give {real!r}" in msg
+    assert f"task {TASK}, lower end of the 95% CI of nDCG@10 is 0.85 in scores.json" in msg
+
+
+def test_emptied_inputs_no_longer_switch_the_check_off(ssub):
+    _edit_scores(ssub, lambda s: s["manifest"].__setitem__("inputs", {}))
+    msg = _refusal(ssub)
+    assert "manifest.inputs[submission.json] is missing" in msg and f"manifest.inputs[{RUN}] is missing" in msg
+
+
+def test_swapped_run_path_is_compared_never_opened(ssub, tmp_path):
+    def edit(s):
+        s["tasks"][TASK]["run"] = "/etc/passwd"
+        s["manifest"]["inputs"] = {"/etc/passwd": "0" * 64}
+    _edit_scores(ssub, edit)
+    msg = _refusal(ssub)
+    assert f"task {TASK}, run is '/etc/passwd' in scores.json, the runs give '{RUN}'" in msg
+    assert "manifest.inputs[/etc/passwd] is not produced by a recomputation" in msg
+    assert main(["leaderboard", "export-trec", str(ssub), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_changed_description_after_scoring(ssub):
+    meta = _meta(ssub)
+    meta["description"] = "Now claims to be something else."
+    _set_meta(ssub, meta)
+    msg = _refusal(ssub)
+    assert "manifest.inputs[submission.json] is '" in msg and "the file changed since it was scored" in msg
+
+
+def test_a_thousand_forged_values_are_counted(ssub):
+    _edit_scores(ssub, lambda s: s["tasks"][TASK]["per_query"]["R@100"].update(
+        {q: 0.5 for q in list(s["tasks"][TASK]["per_query"]["R@100"])[:1000]}))
+    msg = _refusal(ssub)
+    assert msg.count("does not match a recomputation") == 5
+    # R@100 with one gold document per query is 0 or 1, so every forged 0.5 differs.
+    assert "1,000 values in all differ from the recomputation" in msg
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda s: s.update(kind="other"), "is not a gapbench scores.json"),
+    (lambda s: s["manifest"].update(n_resamples=10**9), "manifest n_resamples 1000000000 is not an integer from 1 to"),
+    (lambda s: s["manifest"].update(seed=-1), "manifest seed -1 is not an integer from 0"),
+    (lambda s: s["manifest"].update(date="2024-01-01\n| forged |"), "manifest.date '2024-01-01\\n| forged |' is malformed"),
+    (lambda s: s["manifest"].update(gapbench_version="<script>"), "manifest.gapbench_version '<script>' is malformed"),
+    (lambda s: s.update(full_benchmark_avg={"nDCG@10": 1.0}), "full_benchmark_avg is not produced by a recomputation"),
+    (lambda s: s["tasks"].update({"impliret/unispeaker/temporal": {}}),
+     "task impliret/unispeaker/temporal is not produced by a recomputation"),
+    (lambda s: s["tasks"][TASK].update(n_queries=True), f"task {TASK}, n_queries is True in scores.json, the runs give 1500"),
+])
+def test_other_tampering(ssub, edit, needle):
+    _edit_scores(ssub, edit)
+    assert needle in _refusal(ssub)
+
+
+def test_score_refuses_a_negative_seed(sub, capsys):
+    assert main(["submit", "score", str(sub), "--seed", "-1"]) == 2
+    assert "seed -1 is not an integer from 0 to 2**63 - 1" in capsys.readouterr().err
+    assert not (sub / "scores.json").exists()
