@@ -92,7 +92,7 @@ def _parse_measure(item):
     if isinstance(item, ir_measures.Measure):
         return _checked_measure(item, str(item), dict(item.params))
     if not isinstance(item, str):
-        raise ConfigError(f"measure {item!r} is a {type(item).__name__}; give measure names as text, e.g. 'nDCG@10'.")
+        raise ConfigError(f"measure {item!r} is not text but {type(item).__name__}; give measure names as text, e.g. 'nDCG@10'.")
     text = item.strip()
     if not text:
         raise ConfigError(f"an empty measure name was given; {ACCEPTED_FORMS}.")

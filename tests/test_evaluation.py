@@ -297,3 +297,129 @@ def test_cross_check_against_pytrec_eval():
             assert res.per_query[name][q] == pytest.approx(raw[q][pte_name], abs=1e-12, rel=0), (q, name)
     for q in set(positive) - set(common):
         assert all(res.per_query[name][q] == 0.0 for name in PTE.values())
+
+
+# ---------------------------------------------------------------- measure checks (before any backend sees them)
+
+from gapbench.evaluation import ACCEPTED_FORMS, parse_measures, split_measures  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("nDCG@0", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '0'"),
+        ("nDCG@-1", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '-1'"),
+        ("P@1.5", "cut-off of P must be a whole number from 1 to 1000000000, got '1.5'"),
+        ("R@abc", "cut-off of R must be a whole number from 1 to 1000000000, got 'abc'"),
+        ("R@1_0", "cut-off of R must be a whole number from 1 to 1000000000, got '1_0'"),
+        ("nDCG@1e3", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '1e3'"),
+        ("P@", "cut-off of P must be a whole number from 1 to 1000000000, got ''"),
+        ("Judged@0", "cut-off of Judged must be a whole number from 1 to 1000000000, got '0'"),
+        ("nDCG@99999999999999999999",
+         "cut-off of nDCG must be a whole number from 1 to 1000000000, got '99999999999999999999'"),
+        ("IPrec@1.5", "cut-off of IPrec must be a finite number from 0 to 1, got '1.5'"),
+        ("nDCG@10@5", "it has more than one '@'"),
+        ("nDCG@10)", "it is not written as NAME, NAME@K or NAME(param=value,...)@K"),
+        ("AP(rel=0)", "rel of AP must be a whole number >= 1, got '0'"),
+        ("RR(rel=True)", "rel of RR must be a whole number >= 1, got 'True'"),
+        ("P(rel=1.0)@5", "rel of P must be a whole number >= 1, got '1.0'"),
+        ("Compat(p=1)", "p of Compat must be a finite number > 0 and < 1, got '1'"),
+        ("Compat(p=nan)", "p of Compat must be a finite number > 0 and < 1, got 'nan'"),
+        ("nDCG(judged_only=1)@10", "judged_only of nDCG must be true or false, got '1'"),
+        ("nDCG(dcg=exp)@10", "dcg of nDCG must be one of log2, exp-log2, got 'exp'"),
+        ("nDCG(foo=1)@10", "nDCG has no parameter 'foo' (its parameters: dcg, gains, judged_only)"),
+        ("P(cutoff=5)", "P has no parameter 'cutoff' (its parameters: rel, judged_only)"),
+        ("P(rel=2,rel=3)@5", "parameter 'rel' is given twice"),
+        ("P(rel)@5", "parameter 'rel' is not key=value"),
+        ("Bpref@5", "Bpref takes no cut-off; write it without '@'"),
+        ("P", "P needs a cut-off, for example P@10"),
+        ("SDCG@10", "SDCG needs the parameter max_rel (maximum relevance score), for example SDCG(max_rel=3)@10"),
+        ("NumRel(rel=2)", "no installed evaluator computes NumRel(rel=2) with these parameters"),
+        ("ERR@10", "ERR@10 is computed only by gdeval, an external program that gapbench does not run; choose "
+                   "another measure"),
+        ("nDCG(dcg=exp-log2)@10", "nDCG(dcg='exp-log2')@10 is computed only by gdeval, an external program that "
+                                  "gapbench does not run; nDCG(gains={0:0,1:1,2:3,3:7}) gives exponential gains"),
+        ("alpha_nDCG@10", "alpha_nDCG@10 needs an evaluator that is not installed: pyndeval (pip install "
+                          "ir-measures[pyndeval])"),
+        ("x" * 201, "a measure is one short line (at most 200 characters, no control characters)"),
+    ],
+)
+def test_bad_measures_are_refused_with_the_accepted_forms(text, problem):
+    with pytest.raises(ConfigError) as err:
+        parse_measures([text])
+    shown = text if len(text) <= 60 else text[:60] + "..."
+    assert str(err.value) == f"measure {shown!r}: {problem}; {ACCEPTED_FORMS}."
+
+
+def test_unknown_measure_names_suggest_the_registered_spelling():
+    with pytest.raises(ConfigError) as err:
+        parse_measures(["ndcg@10"])
+    assert str(err.value).startswith("unknown measure 'ndcg@10': no measure is named 'ndcg'. Did you mean 'nDCG' or "
+                                     "'NDCG'? Accepted forms: NAME, NAME@K")
+    with pytest.raises(ConfigError, match="no measure is named '__import__'"):
+        parse_measures(["__import__(name='os')"])
+
+
+def test_measure_lists_explicitly_empty_are_errors_and_none_means_the_defaults():
+    for empty in ([], (), "", " , "):
+        with pytest.raises(ConfigError, match=r"^no measures given; for example --measures nDCG@10,R@100\.$"):
+            parse_measures(empty)
+    with pytest.raises(ConfigError, match="an empty measure name was given"):
+        parse_measures(["nDCG@10", " "])
+    assert [str(m) for m in parse_measures(None)] == ["nDCG@10", "R@100", "RR@10"]
+    with pytest.raises(ConfigError, match="measure 10 is not text but int"):
+        parse_measures([10])
+
+
+def test_split_measures_keeps_parameters_together():
+    assert split_measures("nDCG@10, P(rel=2)@5 AP,,SetF(rel=2, beta=0.5)") == [
+        "nDCG@10", "P(rel=2)@5", "AP", "SetF(rel=2, beta=0.5)"]
+    assert [str(m) for m in parse_measures("SetF(rel=2, beta=0.5) nDCG(gains={0:0,1:1,2:5})@10")] == [
+        "SetF(rel=2,beta=0.5)", "nDCG(gains={2:5})@10"]
+
+
+def test_parameterised_measures_give_hand_computed_values():
+    r = evaluate(RUN, QRELS, "P(rel=2)@5,IPrec@0.5,AP(rel=3),Judged@5,R@0010")
+    assert r.measures == ("P(rel=2)@5", "IPrec@0.5", "AP(rel=3)", "Judged@5", "R@10")
+    pq = r.per_query
+    # grade >= 2 in qA's top 5: a02, a04; in qF's: f2
+    assert pq["P(rel=2)@5"] == pytest.approx({"qA": 2 / 5, "qC": 0.0, "qF": 1 / 5})
+    # qA reaches recall 0.5 (3 of 5 relevant) at rank 7 (a07): 3/7, and no later rank is more precise
+    assert pq["IPrec@0.5"] == pytest.approx({"qA": 3 / 7, "qC": 0.0, "qF": 1.0})
+    # grade >= 3: qA's a04 at rank 4, qF's f2 at rank 2
+    assert pq["AP(rel=3)"] == pytest.approx({"qA": 1 / 4, "qC": 0.0, "qF": 1 / 2})
+    # judged among qA's top 5: a01, a02, a04
+    assert pq["Judged@5"] == pytest.approx({"qA": 3 / 5, "qC": 0.0, "qF": 1.0})
+    assert pq["R@10"] == pytest.approx({"qA": 3 / 5, "qC": 0.0, "qF": 1.0})
+
+
+def test_measure_objects_are_checked_like_names():
+    import ir_measures
+
+    assert [str(m) for m in parse_measures([ir_measures.nDCG @ 10, ir_measures.AP(rel=2)])] == ["nDCG@10", "AP(rel=2)"]
+    with pytest.raises(ConfigError, match=r"^measure 'AP\(rel=0\)': rel of AP has the wrong type or range: 0;"):
+        parse_measures([ir_measures.AP(rel=0)])
+
+
+def test_ndcg_at_zero_is_an_error_not_an_abort():
+    # pytrec_eval asserts (and aborts the interpreter) on a zero cut-off, so this runs in its own process
+    import subprocess
+    import sys
+
+    code = (
+        "import ir_measures\n"
+        "from gapbench.errors import ConfigError\n"
+        "from gapbench.evaluation import evaluate\n"
+        "for m in ('nDCG@0', ir_measures.nDCG @ 0, ir_measures.P @ 0):\n"
+        "    try:\n"
+        "        evaluate({'q': {'d': 1.0}}, {'q': {'d': 1}}, [m])\n"
+        "    except ConfigError as exc:\n"
+        "        print(str(exc).split(';')[0])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        "measure 'nDCG@0': cut-off of nDCG must be a whole number from 1 to 1000000000, got '0'",
+        "measure 'nDCG@0': cutoff of nDCG has the wrong type or range: 0",
+        "measure 'P@0': cutoff of P has the wrong type or range: 0",
+    ]

@@ -230,3 +230,45 @@ def test_rrf_end_to_end_offline(capsys):
     assert len(result.manifest["retriever"]["config"]["components"]) == 2
     with capsys.disabled():
         print(f"\nrrf:bm25+dense on impliret/multispeaker/wknow: nDCG@10 = {ndcg:.4f}, timings {result.manifest['timings']}")
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("rrf:[k=nan]bm25+bm25", "rrf: k='nan' must be a number >= 0 and finite (the RRF constant, default 60)."),
+        ("rrf:[k=inf]bm25+bm25", "rrf: k='inf' must be a number >= 0 and finite (the RRF constant, default 60)."),
+        ("rrf:[k=1_0]bm25+bm25", "rrf: k='1_0' must be a number >= 0 and finite (the RRF constant, default 60)."),
+        ("rrf:[depth=1e3]bm25+bm25", "rrf: depth='1e3' must be a positive integer."),
+        ("rrf:[depth=1_000]bm25+bm25", "rrf: depth='1_000' must be a positive integer."),
+        ("rrf:[weights=nan;1]bm25+bm25",
+         "rrf: weights='nan;1' must be numbers separated by ';', finite and one per retriever, e.g. weights=1;1."),
+        ("rrf:[k=[1]]bm25+bm25", "rrf: the option bracket in '[k=[1]]bm25+bm25' holds another bracket; write plain "
+                                 "key=value pairs, e.g. [k=60,depth=1000,weights=1;2]."),
+        ("fuse-dbsf:[[depth=5]]bm25+bm25", "fuse-dbsf: the option bracket in '[[depth=5]]bm25+bm25' holds another "
+                                           "bracket; write plain key=value pairs, e.g. [depth=1000,weights=1;2]."),
+        ("rrf:[dpth=5]bm25+bm25", "rrf has no option 'dpth'; accepted options: k, depth, weights. Did you mean 'depth'?"),
+        ("rrf:bm25+bm25:k1=nan", "option k1 of bm25 must be a finite number >= 0, got 'nan'."),
+        ("rrf:bm25+()", "rrf: retriever number 2 in 'bm25+()' is empty (a stray '+'); write rrf:bm25+dense or "
+                        "rrf:[k=60,depth=1000,weights=1;2]bm25+dense."),
+    ],
+)
+def test_non_finite_and_malformed_fusion_options(spec, message):
+    with pytest.raises(ConfigError) as err:
+        get_retriever(spec)
+    assert str(err.value) == message
+
+
+def test_fusion_of_components_that_match_nothing_is_empty():
+    # an empty query, and a corpus whose texts have no term at all: every component ranks nothing, so does the fusion
+    from gapbench.types import Corpus, Document, Queries, Query
+
+    f = get_retriever("rrf:bm25+bm25-qs")
+    f.index(Corpus([Document("d1", "apple pie"), Document("d2", "banana bread")]))
+    run = f.search(Queries([Query("q", "the of"), Query("p", "apple")]), 5)
+    assert run["q"] == ()
+    # d1 first in both lists; d2 second in both, kept with a zero score (keep_zero) since the query matched something
+    assert [d for d, _ in run["p"]] == ["d1", "d2"]
+    assert dict(run["p"]) == pytest.approx({"d1": 2 / 61, "d2": 2 / 62})
+    g = get_retriever("fuse-minmax:bm25-lucene+bm25-qs")
+    g.index(Corpus([Document("d1", ""), Document("d2", "the and")]))
+    assert dict(g.search(Queries([Query("p", "apple")]), 5).items()) == {"p": ()}

@@ -118,3 +118,196 @@ def test_user_retriever_without_exclude_still_gets_k_results():
     p.index(corpus)
     run = search_with(p, Queries([Query("q", "x")]), 3, {"q": frozenset({"d0", "d1"})})
     assert [d for d, _ in run["q"]] == ["d2", "d3", "d4"]
+
+
+# ---------------------------------------------------------------- option checks
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("bm25:k1=nan", "option k1 of bm25 must be a finite number >= 0, got 'nan'."),
+        ("bm25:k1=inf", "option k1 of bm25 must be a finite number >= 0, got 'inf'."),
+        ("bm25:k1=-inf", "option k1 of bm25 must be a finite number >= 0, got '-inf'."),
+        ("bm25:k1=1e999", "option k1 of bm25 must be a finite number >= 0, got '1e999'."),
+        ("bm25:k1=-1", "option k1 of bm25 must be a finite number >= 0, got '-1'."),
+        ("bm25:k1=", "option k1 of bm25 must be a finite number >= 0, got ''."),
+        ("bm25:k1=1_0", "option k1 of bm25 must be a finite number >= 0, got '1_0'."),
+        ("bm25:b=2", "option b of bm25 must be a finite number from 0 to 1, got '2'."),
+        ("bm25:b=-0.1", "option b of bm25 must be a finite number from 0 to 1, got '-0.1'."),
+        ("bm25-lucene:b=1.5", "option b of bm25-lucene must be a finite number from 0 to 1, got '1.5'."),
+        ("bm25-qs:k1=nan", "option k1 of bm25-qs must be a finite number >= 0, got 'nan'."),
+        ("bm25:method=okapi", "option method of bm25 must be one of lucene, robertson, atire, bm25l, bm25+, got 'okapi'."),
+        ("bm25:use_title=maybe", "option use_title of bm25 must be true or false, got 'maybe'."),
+        ("bm25:keep_zero=2", "option keep_zero of bm25 must be true or false, got '2'."),
+        ("bm25-qs:variant=lucene", "option variant of bm25-qs must be one of bright, anserini, got 'lucene'."),
+        ("bm25:k1=1,k1=2", "option 'k1' is given twice in 'bm25:k1=1,k1=2'; give each option once."),
+        ("bm25:kl=1", "bm25 has no option 'kl'; accepted options: k1, b, method, stopwords, stemmer, use_title, "
+                      "keep_zero. Did you mean 'k1'?"),
+        ("dense:batch_size=abc", "option batch_size of dense must be a whole number >= 1, got 'abc'."),
+        ("dense:batch_size=1.5", "option batch_size of dense must be a whole number >= 1, got '1.5'."),
+        ("dense:batch_size=0", "option batch_size of dense must be a whole number >= 1, got '0'."),
+        ("dense:batch_size=3_2", "option batch_size of dense must be a whole number >= 1, got '3_2'."),
+        ("dense:chunk_size=-1", "option chunk_size of dense must be a whole number >= 1, got '-1'."),
+        ("dense:device=quantum", "option device of dense must be cpu, cuda, cuda:N, mps or xpu, got 'quantum'."),
+        ("dense:device=cuda:x", "option device of dense must be cpu, cuda, cuda:N, mps or xpu, got 'cuda:x'."),
+        ("dense:cache=perhaps", "option cache of dense must be true or false, got 'perhaps'."),
+    ],
+)
+def test_bad_option_values_name_option_owner_and_accepted_values(spec, message):
+    with pytest.raises(ConfigError) as err:
+        get_retriever(spec)
+    assert str(err.value) == message
+
+
+def test_options_are_checked_on_python_calls_too():
+    from gapbench.adapters.bm25_qs import BM25QS
+    from gapbench.adapters.dense import Dense
+
+    with pytest.raises(ConfigError, match=r"^option k1 of bm25 must be a finite number >= 0, got nan\.$"):
+        BM25(k1=float("nan"))
+    with pytest.raises(ConfigError, match=r"^option k1 of bm25-lucene must be a finite number >= 0, got '1'\.$"):
+        BM25Lucene(k1="1")  # a string from Python is not coerced: the type is part of the contract
+    with pytest.raises(ConfigError, match=r"^option b of bm25-qs must be a finite number from 0 to 1, got True\.$"):
+        BM25QS(b=True)
+    with pytest.raises(ConfigError, match=r"^option batch_size of dense must be a whole number >= 1, got 2\.5\.$"):
+        Dense(batch_size=2.5)
+    # accepted values keep their types; "none" and an empty value both switch stopwords and stemming off
+    r = get_retriever("bm25:k1=2,b=0,stopwords=none,stemmer=")
+    assert (r.k1, r.b, r.stopwords, r.stemmer_name) == (2.0, 0.0, None, None)
+    assert BM25(k1=0, b=1).config()["k1"] == 0.0
+    d = get_retriever("dense:batch_size=+8,max_length=none,device=cuda:1")  # no model is loaded by a spec
+    assert (d.batch_size, d.max_length, d.device, d.model_loads) == (8, None, "cuda:1", 0)
+
+
+def test_dense_device_missing_on_this_machine_fails_before_the_model_loads():
+    import torch
+
+    from gapbench.adapters.dense import Dense
+    from gapbench.errors import GapbenchError
+
+    d = Dense(device=f"cuda:{torch.cuda.device_count()}", cache=False)  # one past the last GPU, or cuda:0 on CPU
+    with pytest.raises(GapbenchError, match=r"^dense: device 'cuda:\d+' is not available on this machine"):
+        d.embed(["text"])
+    assert d.model_loads == 0
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("", "empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME."),
+        ("  ", "empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME."),
+        (":k1=1", "retriever spec ':k1=1' has no name before ':'; write NAME or NAME:key=value,key=value."),
+        ("bm25\nrow", "retriever spec 'bm25\\nrow' contains the control character '\\n' at position 4; write it on "
+                      "one line without tabs or control characters."),
+        ("dense:query_prompt=a\tb", "retriever spec 'dense:query_prompt=a\\tb' contains the control character "
+                                    "'\\t' at position 20; write it on one line without tabs or control characters."),
+    ],
+)
+def test_malformed_retriever_specs(spec, message):
+    with pytest.raises(ConfigError) as err:
+        get_retriever(spec)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    "name, parts",
+    [
+        ("BM25", ["unknown retriever 'BM25'.", "Names are case-sensitive: the registered name is 'bm25'."]),
+        ("ｂｍ２５", ["'ｂ' (U+FF42), 'ｍ' (U+FF4D), '２' (U+FF12)", "type 'bm25' in plain ASCII."]),
+        ("bм25", ["Did you mean 'bm25'", "('м' (U+043C)); type it in plain ASCII."]),
+        ("bm25\u200b", ["'\\u200b' (U+200B)"]),
+        ("../bm25", ["unknown retriever '../bm25'."]),
+    ],
+)
+def test_look_alike_names_are_explained(name, parts):
+    with pytest.raises(UnknownNameError) as err:
+        get_retriever(name)
+    for part in parts:
+        assert part in str(err.value)
+
+
+def test_task_names_and_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("x")
+    cases = {
+        "": "empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.",
+        "notes.txt": "task 'notes.txt' is a file, not a task: give a registered task name (see `gapbench tasks`) or a "
+                     "BEIR folder holding corpus.jsonl, queries.jsonl and qrels/.",
+        "../nowhere": "task '../nowhere' is neither a registered task nor an existing folder; check the path, or name a "
+                      "task (see `gapbench tasks`).",
+        "a\x00b": "task name 'a\\x00b' contains the control character '\\x00' at position 1; write it on one line "
+                  "without tabs or control characters.",
+        "bright/biology:instructions=maybe": "option instructions of task 'bright/biology' must be true or false, "
+                                             "got 'maybe'.",
+        "beir/arguana:ignore_identical_ids=2": "option ignore_identical_ids of task 'beir/arguana' must be true or "
+                                               "false, got '2'.",
+        "impliret/multispeaker/wknow:sourse=hub": "task 'impliret/multispeaker/wknow' has no option 'sourse'; "
+                                                  "accepted options: source, revision. Did you mean 'source'?",
+        "impliret:source=hub": "suite 'impliret' takes no options (got source); options belong to single tasks, for "
+                               "example impliret/multispeaker/arithmetic:OPTION=VALUE.",
+        "impliret": "'impliret' is a suite of 6 tasks, not a single task; run it with `gapbench run impliret -r "
+                    "RETRIEVER`, or name one of its tasks, for example 'impliret/multispeaker/arithmetic'.",
+    }
+    for name, message in cases.items():
+        with pytest.raises(ConfigError) as err:
+            get_task(name)
+        assert str(err.value) == message, name
+    with pytest.raises(UnknownNameError, match="Did you mean 'impliret/multispeaker/wknow'"):
+        get_task("Impliret/multispeaker/wknow")
+    # a registered name wins over a file of the same name in the working directory
+    (tmp_path / "impliret").mkdir()
+    (tmp_path / "impliret" / "multispeaker").mkdir()
+    (tmp_path / "impliret" / "multispeaker" / "wknow").write_text("x")
+    assert get_task("impliret/multispeaker/wknow").name == "impliret/multispeaker/wknow"
+
+
+# ---------------------------------------------------------------- queries and corpora without terms
+
+
+def test_query_without_terms_gets_an_empty_ranking_and_is_counted():
+    r = BM25(k1=1.2, b=0.75)
+    r.index(CORPUS)
+    queries = Queries([Query("stop", "the of and"), Query("q", "apple cherry"), Query("oov", "zebra"),
+                       Query("punct", "?!")])
+    run = r.search(queries, 3)
+    assert run["stop"] == () and run["oov"] == () and run["punct"] == ()
+    assert r.empty_queries == ("stop", "oov", "punct")
+    avgdl = (3 + 2 + 4) / 3  # the other query is scored exactly as before
+    assert dict(run["q"])["d1"] == pytest.approx(lucene_bm25(2, 3, avgdl, 1, 3, 1.2, 0.75), rel=1e-5)
+    assert len(run["q"]) == 3
+
+
+@pytest.mark.parametrize("spec", ["bm25", "bm25-lucene", "bm25-qs", "rrf:bm25+bm25-qs", "fuse-dbsf:bm25+bm25-lucene"])
+@pytest.mark.parametrize("texts", [["", "  "], ["the and of", "!!! ... ?"]], ids=["empty", "stopwords"])
+def test_corpus_without_any_term_indexes_and_matches_nothing(spec, texts):
+    # Lucene indexes such a corpus and returns no hits; so does gapbench, instead of failing inside bm25s
+    r = get_retriever(spec)
+    r.index(Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)]))
+    run = r.search(Queries([Query("q1", "apple pie"), Query("q2", "banana")]), 5)
+    assert dict(run.items()) == {"q1": (), "q2": ()}
+    if not spec.startswith(("rrf", "fuse")):
+        assert r.empty_queries == ("q1", "q2")
+
+
+def test_corpus_without_terms_evaluates_to_zero_with_every_query_counted_missing():
+    from gapbench.runner import run
+    from gapbench.task import Task
+    from gapbench.types import Qrels, TaskData
+
+    data = TaskData(Corpus([Document("d1", "the"), Document("d2", "")]),
+                    Queries([Query("q1", "apple"), Query("q2", "pie")]), Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}}))
+    result = run(Task("no-terms", lambda: data), "bm25", measures=["nDCG@10", "R@100"])
+    assert result.results.means == {"nDCG@10": 0.0, "R@100": 0.0}
+    assert (result.results.n_queries, result.results.n_missing) == (2, 2)
+
+
+def test_dense_encodes_empty_texts():
+    from gapbench.adapters.dense import Dense
+
+    d = Dense(cache=False)
+    d.index(Corpus([Document("d0", ""), Document("d1", "")]))
+    run = d.search(Queries([Query("q", "apple")]), 5)
+    (first, s1), (second, s2) = run["q"]
+    assert (first, second) == ("d1", "d0") and s1 == s2  # identical empty documents tie; doc_id descending
+    assert -1.0 <= s1 <= 1.0
