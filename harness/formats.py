@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
-from .types import MAX_GRADE, MAX_ID_LENGTH, Corpus, Document, Qrels, Queries, Query, Run, ids_clean, id_problem, show_id
+from .types import (
+    MAX_GRADE, MAX_ID_LENGTH, Corpus, Document, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
+    show_id,
+)
 
 PathLike = str | os.PathLike
 
@@ -89,7 +92,8 @@ def open_binary(path: PathLike) -> IO[bytes]:
     except IsADirectoryError:
         raise DataFormatError("is a directory, expected a file.", path=path) from None
     except PermissionError:
-        raise DataFormatError("permission denied; make the file readable (chmod u+r) or give a copy.", path=path) from None
+        raise DataFormatError("permission denied; make the file readable (chmod u+r) or give a copy.",
+                              path=path) from None
     except OSError as exc:
         raise DataFormatError(f"cannot open the file ({exc.strerror or exc}).", path=path) from None
     try:
@@ -108,7 +112,7 @@ def open_binary(path: PathLike) -> IO[bytes]:
 
 
 def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
-    """Open a UTF-8 text file (a leading BOM dropped, gzip recognised by its magic bytes); ``"wt"`` writes, gzip for .gz."""
+    """Open a UTF-8 text file once (a leading BOM dropped, gzip told by its magic bytes); ``"wt"``: gzip for .gz."""
     if "r" in mode:
         return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig")
     path = Path(path)
@@ -117,52 +121,91 @@ def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
     return open(path, "w", encoding="utf-8")
 
 
-def text_lines(path: PathLike, max_bytes: int = MAX_JSONL_LINE_BYTES) -> Iterator[tuple[int, str]]:
-    """(line number, text with its line end) of every line, decoded from UTF-8 in one pass over the file."""
-    offset = 0
+def text_lines(path: PathLike, max_bytes: int = MAX_JSONL_LINE_BYTES, *,
+               columns: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line, without its line end, decoded from UTF-8 in one pass over the file.
+
+    The file is read and decoded in blocks, which keeps the per-line cost to a split; CRLF ends become LF. With
+    ``columns``, lines are columns separated by spaces or tabs, and any other invisible character is an error.
+    """
+    done = 0  # lines before the current chunk
+    offset = 0  # bytes before the current chunk
+    pending: list[bytes] = []  # the start of a line that continues in the next block
+    pending_len = 0
     with open_binary(path) as fh:
         gz = isinstance(fh, gzip.GzipFile)
         try:
-            for n, raw in enumerate(iter(lambda: fh.readline(max_bytes + 1), b""), 1):
-                if len(raw) > max_bytes and not raw.endswith(b"\n"):
-                    raise DataFormatError(
-                        f"line longer than {max_bytes:,} bytes; this is not a file of this format (or it lacks "
-                        "line breaks).", path=path, line=n,
-                    )
-                if n == 1 and raw.startswith(codecs.BOM_UTF8):
-                    raw, offset = raw[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
+            block = fh.read(_BLOCK)
+            if block.startswith(codecs.BOM_UTF8):
+                block, offset = block[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
+            while block or pending:
+                cut = block.rfind(b"\n") + 1
+                if block and not cut:
+                    pending.append(block)
+                    pending_len += len(block)
+                    if pending_len > max_bytes:
+                        _too_long(path, done + 1, max_bytes)
+                    block = fh.read(_BLOCK)
+                    continue
+                chunk = b"".join((*pending, block[:cut])) if block else b"".join(pending)
+                rest = block[cut:]
+                pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
                 try:
-                    text = raw.decode("utf-8")
+                    text = chunk.decode("utf-8")
                 except UnicodeDecodeError as exc:
+                    line_start = chunk.rfind(b"\n", 0, exc.start) + 1
                     raise DataFormatError(
-                        f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line (offset "
-                        f"{offset + exc.start} of the {'decompressed ' if gz else ''}file); save it as UTF-8.",
-                        path=path, line=n,
+                        f"not valid UTF-8: byte 0x{chunk[exc.start]:02x} at byte {exc.start - line_start + 1} of the "
+                        f"line (offset {offset + exc.start} of the {'decompressed ' if gz else ''}file); save it as "
+                        "UTF-8.", path=path, line=done + chunk.count(b"\n", 0, exc.start) + 1,
                     ) from None
-                yield n, text
-                offset += len(raw)
+                if "\r" in text:
+                    text = text.replace("\r\n", "\n")
+                if columns and not text.replace("\t", " ").replace("\n", " ").isprintable():
+                    _check_lines(text.split("\n"), path, done + 1)
+                lines = text.split("\n")
+                if block:
+                    lines.pop()  # the empty string after the chunk's last line end
+                # a character is at most 4 bytes, so only a line of over max_bytes/4 characters needs encoding
+                if max(map(len, lines)) > max_bytes // 4:
+                    for i, line in enumerate(lines, done + 1):
+                        if len(line.encode("utf-8", "surrogatepass")) > max_bytes:
+                            _too_long(path, i, max_bytes)
+                yield from enumerate(lines, done + 1)
+                done += len(lines)
+                offset += len(chunk)
+                block = fh.read(_BLOCK) if block else b""
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise DataFormatError(f"truncated or corrupt gzip file ({exc}).", path=path) from None
         except OSError as exc:
             raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
 
 
-def _check_line(line: str, path: PathLike, n: int) -> None:
+_BLOCK = 1 << 20
+
+
+def _too_long(path: PathLike, n: int, max_bytes: int) -> None:
+    raise DataFormatError(f"line longer than {max_bytes:,} bytes; this is not a file of this format (or it lacks "
+                          "line breaks).", path=path, line=n)
+
+
+def _check_lines(lines: list[str], path: PathLike, first: int) -> None:
     """Columns are separated by spaces or tabs; any other invisible character would split or hide an id."""
-    if line.rstrip("\r\n").replace("\t", " ").isprintable():
-        return
-    body = line.rstrip("\r\n")
-    col, char = next((i, c) for i, c in enumerate(body, 1) if c != "\t" and not c.isprintable())
+    n, line = next((n, x) for n, x in enumerate(lines, first) if not x.replace("\t", " ").isprintable())
+    col, char = next((i, c) for i, c in enumerate(line, 1) if c != "\t" and not c.isprintable())
+    if char == "\r":
+        raise DataFormatError("a carriage return ends a line without a line feed (old Mac line ends); convert the "
+                              "file to LF or CRLF line ends.", path=path, line=n)
     raise DataFormatError(
-        f"column {col} holds the invisible character U+{ord(char):04X}; separate columns with spaces or tabs and "
-        "keep ids printable.", path=path, line=n,
+        f"column {col} holds the invisible character {describe_char(char)}; separate columns with spaces or tabs "
+        "and keep ids printable.", path=path, line=n,
     )
 
 
-def _check_length(what: str, value: str, path: PathLike, n: int) -> None:
-    if len(value) > MAX_ID_LENGTH:
-        raise DataFormatError(f"{what} {show_id(value)} is {len(value)} characters long; ids have at most "
-                              f"{MAX_ID_LENGTH}.", path=path, line=n)
+def _too_long_id(qid: str, did: str, path: PathLike, n: int) -> None:
+    what, value = ("query id", qid) if len(qid) > MAX_ID_LENGTH else ("document id", did)
+    raise DataFormatError(f"{what} {show_id(value)} is {len(value)} characters long; ids have at most "
+                          f"{MAX_ID_LENGTH}.", path=path, line=n)
 
 
 def _is_int(text: str) -> bool:
@@ -201,8 +244,8 @@ def _score(text: str, path: PathLike, n: int) -> float:
 Check = Callable[[str, str, int], None]
 
 
-def _read(parse, path: PathLike, max_bytes: int, *args):
-    with closing(text_lines(path, max_bytes)) as lines:
+def _read(parse, path: PathLike, *args):
+    with closing(text_lines(path, MAX_TREC_LINE_BYTES, columns=True)) as lines:
         return parse(lines, path, *args)
 
 
@@ -213,13 +256,12 @@ def read_trec_qrels(path: PathLike, check: Check | None = None) -> Qrels:
 
     ``check(query_id, doc_id, line)`` is called for every judgement, to report an unknown id with its line.
     """
-    return _read(_parse_trec_qrels, path, MAX_TREC_LINE_BYTES, check)
+    return _read(_parse_trec_qrels, path, check)
 
 
 def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: Check | None) -> Qrels:
     data: dict[str, dict[str, int]] = {}
     for n, line in lines:
-        _check_line(line, path, n)
         parts = line.split()
         if not parts:
             continue
@@ -229,8 +271,8 @@ def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
                 path=path, line=n,
             )
         qid, _, did, rel = parts
-        _check_length("query id", qid, path, n)
-        _check_length("document id", did, path, n)
+        if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
+            _too_long_id(qid, did, path, n)
         grade = _grade(rel, path, n)
         row = data.setdefault(qid, {})
         if did in row:
@@ -257,14 +299,13 @@ def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:
 
 def read_trec_run(path: PathLike, name: str | None = None) -> Run:
     """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval."""
-    return _read(_parse_trec_run, path, MAX_TREC_LINE_BYTES, name)
+    return _read(_parse_trec_run, path, name)
 
 
 def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str | None) -> Run:
     data: dict[str, dict[str, float]] = {}
     tag = None
     for n, line in lines:
-        _check_line(line, path, n)
         parts = line.split()
         if not parts:
             continue
@@ -274,12 +315,18 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
                 path=path, line=n,
             )
         qid, _, did, rank, score, tag = parts
-        _check_length("query id", qid, path, n)
-        _check_length("document id", did, path, n)
-        if not _is_int(rank):
+        if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
+            _too_long_id(qid, did, path, n)
+        if not (rank.isdigit() and rank.isascii()) and not _is_int(rank):
             raise DataFormatError(f"rank {rank!r} is not an integer; write it as ASCII digits such as 1.",
                                   path=path, line=n)
-        value = _score(score, path, n)
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        # float() also takes '3_0', '+3', other scripts' digits, 'nan' and 'inf'; _score names what is wrong
+        if not (math.isfinite(value) and score.isascii() and "_" not in score and score[0] != "+"):
+            value = _score(score, path, n)
         row = data.setdefault(qid, {})
         if did in row:
             raise DuplicateIdError(
@@ -382,7 +429,8 @@ def _id_field(obj: dict, names: tuple[str, ...], kind: str, path: PathLike, n: i
                 if problem is None:
                     return value
                 raise DataFormatError(f"{kind} id {show_id(value)} (field {name!r}) {problem}.", path=path, line=n)
-            fix = f'"{name}": "{value}"' if isinstance(value, int) and not isinstance(value, bool) else f'"{name}": "d1"'
+            number = isinstance(value, int) and not isinstance(value, bool)
+            fix = f'"{name}": "{value}"' if number else f'"{name}": "d1"'
             raise DataFormatError(f"field {name!r} is {_json_type(value)}; {kind} ids are JSON strings, for example "
                                   f"{fix}.", path=path, line=n)
     raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).", path=path, line=n)
@@ -399,7 +447,8 @@ def _text_field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, re
             raise DataFormatError(f"field {name!r} is {_json_type(value)}; it must be a JSON string (\"\" when "
                                   "empty).", path=path, line=n)
     if required:
-        raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).", path=path, line=n)
+        raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).",
+                              path=path, line=n)
     return ""
 
 
@@ -452,20 +501,18 @@ def read_beir_qrels(path: PathLike, check: Check | None = None) -> Qrels:
 
     ``check(query_id, doc_id, line)`` is called for every judgement, to report an unknown id with its line.
     """
-    return _read(_parse_beir_qrels, path, MAX_TREC_LINE_BYTES, check)
+    return _read(_parse_beir_qrels, path, check)
 
 
 def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: Check | None) -> Qrels:
     data: dict[str, dict[str, int]] = {}
     first = True
     for n, line in lines:
-        _check_line(line, path, n)
         if not line.strip():
             continue
-        body = line.rstrip("\r\n")
-        parts = body.split("\t")
+        parts = line.split("\t")
         if len(parts) == 1:
-            parts = body.split()
+            parts = line.split()
         parts = [p.strip(" ") for p in parts]
         if first and len(parts) >= 3 and parts[0].lower() in _HEADER_FIRST and not _is_int(parts[-1]):
             first = False
@@ -498,7 +545,7 @@ def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
 
 def read_qrels(path: PathLike, check: Check | None = None) -> Qrels:
     """TREC qrels (4 columns) or BEIR qrels (3 tab-separated columns, optional header), told apart by the first line."""
-    with closing(text_lines(path, MAX_TREC_LINE_BYTES)) as lines:
+    with closing(text_lines(path, MAX_TREC_LINE_BYTES, columns=True)) as lines:
         for n, line in lines:
             if line.strip():
                 rest = _chain((n, line), lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import unicodedata
 from operator import itemgetter
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -58,13 +59,14 @@ def id_problem(value: object) -> str | None:
     if value.isprintable() and " " not in value:
         return None
     bad = next(c for c in value if c == " " or not c.isprintable())
-    return (f"contains {_describe(bad)}; ids cannot hold whitespace, control or invisible characters "
+    return (f"contains {describe_char(bad)}; ids cannot hold whitespace, control or invisible characters "
             "(they would break TREC files)")
 
 
-def _describe(char: str) -> str:
-    names = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\ufeff": "a byte order mark"}
-    return names.get(char, f"the character U+{ord(char):04X}")
+def describe_char(char: str) -> str:
+    """``U+00A0 (NO-BREAK SPACE)``: a character that cannot be seen, named so that it can be found."""
+    name = unicodedata.name(char, "") or {"\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}.get(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
 
 
 def show_id(value: object) -> str:
