@@ -4,6 +4,7 @@ bootstrap CIs, tie groups by Holm-corrected paired tests, rank stability, render
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -212,3 +213,129 @@ def test_committed_impliret_board():
     assert bm25["average"] == pytest.approx(0.1224, abs=5e-5)
     sizes = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
     assert sizes < 18_000_000
+
+
+def _copy(board_root: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "lb"
+    shutil.copytree(board_root, root, symlinks=True)
+    return root
+
+
+def test_forged_scores_json_is_refused_by_the_build(board_root, tmp_path, capsys):
+    root = _copy(board_root, tmp_path)
+    path = root / SUITE / "submissions" / "bm25-damaged" / "scores.json"
+    doc = json.loads(path.read_text())
+    pq = doc["tasks"][TASKS[1]]["per_query"]["nDCG@10"]
+    q = next(q for q, v in pq.items() if v == 0.0)
+    pq[q] = 1.0
+    doc["tasks"][TASKS[1]]["measures"]["nDCG@10"] += 1.0 / len(pq)  # a careful forger keeps the mean consistent
+    path.write_text(json.dumps(doc))
+    before = (root / SUITE / "README.md").read_bytes() if (root / SUITE / "README.md").exists() else None
+    assert main(["leaderboard", "build", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bm25-damaged: invalid submission" in err
+    assert f"task {TASKS[1]}, measure nDCG@10, query {q} is 1.0 in scores.json, the runs give 0.0" in err
+    assert f"task {TASKS[1]}, mean nDCG@10 is" in err
+    after = (root / SUITE / "README.md").read_bytes() if (root / SUITE / "README.md").exists() else None
+    assert after == before  # nothing rendered from a forged submission
+
+
+def test_board_numbers_are_the_recomputed_ones(board_root):
+    """The board's per-task means equal a fresh evaluation of the run files with the task's qrels."""
+    from gapbench.evaluation import evaluate
+
+    board = build_board(_subs(board_root), SUITE)
+    for system in ("bm25", "bm25-lucene"):
+        for t in TASKS:
+            run = read_trec_run(board_root / SUITE / "submissions" / system / "runs" / f"{t.replace('/', '__')}.trec.gz")
+            fresh = evaluate(run, gapbench.get_task(t).load().qrels, ["nDCG@10"]).means["nDCG@10"]
+            assert board.entry(system)["tasks"][t]["mean"] == fresh
+
+
+HOSTILE = ("Fine | 9 | **forged** |\u00a0<script>alert(1)</script> [click](https://evil.example) `code` ~~x~~ $x$ "
+           "&amp; _u_ \\")
+
+
+def test_free_text_is_escaped_in_markdown_and_html(board_root, tmp_path):
+    root = _copy(board_root, tmp_path)
+    d = root / SUITE / "submissions" / "bm25"
+    meta = json.loads((d / "submission.json").read_text())
+    meta.update(description=HOSTILE, contact="<img src=x onerror=alert(1)> | row", url="https://example.org/code?a=1&b=2")
+    meta["adapter"]["name"] = "bm25_x"
+    (d / "submission.json").write_text(json.dumps(meta))
+    score_submission(d)
+    build_boards(root)
+    md_text = (root / SUITE / "README.md").read_text()
+    page = (root / SUITE / "index.html").read_text()
+    table = [l for l in md_text.splitlines() if l.startswith("| ") and "**" in l and "---" not in l]
+    assert len(table) == 3  # one row per system: nothing forged
+    line = next(l for l in md_text.splitlines() if l.startswith("- **bm25**"))
+    assert line == (
+        "- **bm25**: Fine \\| 9 \\| \\*\\*forged\\*\\* \\|\u00a0\\<script\\>alert(1)\\</script\\> \\[click\\]"
+        "(https://evil.example) \\`code\\` \\~\\~x\\~\\~ \\$x\\$ \\&amp; \\_u\\_ \\\\ Models: none (lexical). "
+        f"Adapter: bm25\\_x. gapbench {gapbench.__version__}, scored {board_entry_date(root)}. "
+        "Contact: \\<img src=x onerror=alert(1)\\> \\| row. <https://example.org/code?a=1&b=2>")
+    assert "<script" not in page and "<img" not in page
+    assert ("Fine | 9 | **forged** |\u00a0&lt;script&gt;alert(1)&lt;/script&gt; [click](https://evil.example) `code` "
+            "~~x~~ $x$ &amp;amp; _u_ \\") in page
+    assert "Contact: &lt;img src=x onerror=alert(1)&gt; | row." in page
+
+
+def board_entry_date(root: Path) -> str:
+    doc = json.loads((root / SUITE / "leaderboard.json").read_text())
+    return next(e["date"] for e in doc["entries"] if e["system"] == "bm25")
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "/abs", "a/../../b"])
+def test_export_mteb_refuses_model_names_that_leave_out(board_root, tmp_path, capsys, name):
+    root = _copy(board_root, tmp_path)
+    d = root / SUITE / "submissions" / "bm25-lucene"
+    meta = json.loads((d / "submission.json").read_text())
+    meta["models"][0]["name"] = name
+    (d / "submission.json").write_text(json.dumps(meta))
+    out = tmp_path / "box" / "out"
+    assert main(["leaderboard", "export-mteb", str(d), "--out", str(out)]) == 2
+    assert f"models[0].name ({name!r}) has characters that are not accepted" in capsys.readouterr().err
+    assert not (tmp_path / "box").exists()
+
+
+def test_export_paths_stay_under_out(board_root, tmp_path):
+    from gapbench.leaderboard import _out_path, _path_part
+    from gapbench.submissions import MODEL_NAME
+
+    out = tmp_path / "out"
+    for part in ("..", ".", "", "a/b", "a\\b"):
+        with pytest.raises(SubmissionError, match="must be a plain name"):
+            _out_path(out, part)
+    for name in ("..", "../x", "/abs", "a/../../b"):
+        with pytest.raises(SubmissionError, match="cannot be a folder name"):
+            _path_part(name, MODEL_NAME, "model name")
+    assert _out_path(out, _path_part("org/m", MODEL_NAME, "model name"), "x.json") == out / "org__m" / "x.json"
+    # A link planted under --out would carry the export elsewhere.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.mkdir()
+    os.symlink(elsewhere, out / "org__lucene-model")
+    sub = board_root / SUITE / "submissions" / "bm25-lucene"
+    with pytest.raises(SubmissionError, match="org__lucene-model: is a symbolic link; exports write only real files"):
+        export_mteb(sub, out)
+    target = tmp_path / "victim.txt"
+    target.write_text("keep me")
+    os.symlink(target, out / "impliret__unispeaker__wknow.trec")
+    with pytest.raises(SubmissionError, match=r"wknow\.trec: is a symbolic link"):
+        export_trec(sub, out)
+    assert target.read_text() == "keep me" and list(elsewhere.iterdir()) == []
+
+
+def test_build_refuses_a_linked_suite_folder(board_root, tmp_path, capsys):
+    root = tmp_path / "lb"
+    root.mkdir()
+    os.symlink(board_root / SUITE, root / SUITE)
+    assert main(["leaderboard", "build", "--root", str(root)]) == 2
+    assert f"{root / SUITE}: is a symbolic link; boards are built only from real folders" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("alpha", ["nan", "0", "1", "-0.5", "inf"])
+def test_build_refuses_a_meaningless_alpha(board_root, capsys, alpha):
+    assert main(["leaderboard", "build", "--root", str(board_root), "--alpha", alpha]) == 2
+    assert f"--alpha is {float(alpha)}; give a significance level between 0 and 1" in capsys.readouterr().err
