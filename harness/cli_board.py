@@ -100,8 +100,9 @@ def register(app: typer.Typer) -> None:
         measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
         max_drop: float = typer.Option(0.01, "--max-drop", help="Tolerated drop of the mean (absolute)."),
         alpha: float = typer.Option(0.05, "--alpha", help="Significance level after Holm correction over tasks."),
-        n_permutations: int = typer.Option(10_000, "--permutations"),
-        seed: int = typer.Option(0, "--seed"),
+        n_permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of the paired test (1 to 10,000,000; "
+                                           "enough for a Holm p below --alpha)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the sign flips (0 or more)."),
         junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
         summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),

@@ -288,6 +288,21 @@ def test_report_paths_are_checked_before_anything_is_written(sets, tmp_path, cap
     assert not summary.exists() and not (tmp_path / "out").exists()
 
 
+def test_value_ranges_hold_on_real_values(sets):
+    """Every per-query value the evaluator gives lies in value_range, and the ranges are tight where they are known."""
+    src = sets["baseline"] / TASKS[0].replace("/", "__")
+    measures = ["nDCG@10", "R@100", "P@10", "AP", "AP@100", "RR", "RR@10", "Success@10", "Rprec", "Judged@10",
+                "Bpref", "infAP", "IPrec@0.5", "Compat(p=0.8)", "SetP", "SetR", "SetF", "SetAP", "SetRelP", "NumRet",
+                "NumRel", "NumRelRet", "NumQ"]
+    res = evaluate(load_run(src), gapbench.get_task(TASKS[0]).load().qrels, measures)
+    for m in res.measures:
+        lo, hi = value_range(m)
+        values = list(res.per_query[m].values())
+        assert all(lo <= v <= hi for v in values), m
+        assert (lo, hi) == ((0.0, math.inf) if m.startswith("Num") else (0.0, 1.0)), m
+    assert max(res.per_query["NumRet"].values()) == 100.0  # a count, well above 1: why counts are not capped
+
+
 def test_value_ranges():
     assert value_range("nDCG@10") == value_range("R@100") == value_range("RR") == value_range("Rprec") == (0.0, 1.0)
     assert value_range("NumRet") == value_range("NumRel(rel=2)") == (0.0, math.inf)
