@@ -81,6 +81,8 @@ _UNIT_MEASURES = frozenset({
 _COUNT_MEASURES = frozenset({"NumQ", "NumRel", "NumRelRet", "NumRet"})
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _MAX_RESULTS_JSON = 16 * 2**20  # a results.json holds a few means; anything near this size is not one
+_MAX_METRICS = 1024 * 2**20  # a million queries with ten measures take about 400 MiB
+_MAX_LINE = 4096
 _METRICS_HEADER = "query_id\tmeasure\tvalue"
 _REMAKE = "re-create the run directory with `gapbench run TASK -r RETRIEVER --output DIR`"
 
@@ -212,8 +214,16 @@ def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple
     seen: dict[str, None] = {}
     n = 0
     try:
+        size = path.stat().st_size
+        if size > _MAX_METRICS:
+            raise DataFormatError(f"is {size:,} bytes, more than the {_MAX_METRICS // 2**20} MiB a metrics.tsv of "
+                                  f"any task needs; {_REMAKE}.", path=path)
         with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
+            # readline with a limit, so that one endless line is refused without being read into memory
+            for n, raw in enumerate(iter(lambda: fh.readline(_MAX_LINE + 1), b""), 1):
+                if len(raw) > _MAX_LINE:
+                    raise DataFormatError(f"longer than {_MAX_LINE:,} bytes, which no 'query_id<TAB>measure<TAB>value' "
+                                          f"line is; {_REMAKE}.", path=path, line=n)
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:

@@ -279,6 +279,11 @@ METRICS = [
     Case("metrics-header-only", _gate(), setup=_edit_lines(lambda ls: ls[:1]), names=(MET, "only the header")),
     Case("metrics-blank-line", _gate(), setup=_edit_lines(lambda ls: ls[:3] + ["\n"] + ls[3:]),
          names=(MET, "line 4", "found ''")),
+    Case("metrics-endless-line", _gate(), setup=_edit_lines(lambda ls: ls[:5] + ["9" * 2_000_000 + "\n"] + ls[5:]),
+         names=(MET, "line 6", "longer than 4,096 bytes")),
+    # 1.1 GiB that take no disk space (a sparse file): refused by its size, before a byte is read.
+    Case("metrics-sparse-gigabytes", _gate(), setup=lambda t: (_pair(t), os.truncate(_metrics(t), 1100 * 2**20)),
+         names=(MET, "1,153,433,600 bytes", "1024 MiB")),
     Case("metrics-not-utf8", _gate(), setup=lambda t: (_pair(t), _metrics(t).write_bytes(
         _metrics(t).read_bytes().replace(b"\n0\t", b"\n\xe90\t", 1))), names=(MET, "line 2", "not UTF-8")),
     # Within range, but no longer the numbers results.json was computed from: one query raised from 0 to 1.
@@ -302,7 +307,7 @@ COMPARE = [
     Case("compare-measure-not-stored", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow", "-m", "AP"], setup=_pair,
          names=("{tmp}/base/wknow", "no stored AP", "nDCG@10, R@100")),
     Case("compare-measures-empty", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow", "-m", ""], setup=_pair,
-         names=("--measures is []",)),
+         names=("--measures",)),
     Case("compare-measure-twice", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow", "-m", "R@100,R@100"],
          setup=_pair, names=("lists R@100 twice",)),
     Case("compare-other-task", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow"],
