@@ -267,8 +267,8 @@ def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
             continue
         if len(parts) != 4:
             raise DataFormatError(
-                f"expected 4 columns 'query_id iteration doc_id relevance', found {len(parts)}: {line.strip()[:80]!r}",
-                path=path, line=n,
+                f"expected 4 columns 'query_id iteration doc_id relevance', found {len(parts)}: {line.strip()[:80]!r}"
+                + (" (this looks like a run; give it with --run)" if len(parts) == 6 else ""), path=path, line=n,
             )
         qid, _, did, rel = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
@@ -311,8 +311,8 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
             continue
         if len(parts) != 6:
             raise DataFormatError(
-                f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: {line.strip()[:80]!r}",
-                path=path, line=n,
+                f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: {line.strip()[:80]!r}"
+                + (" (this looks like qrels; give them with --qrels)" if len(parts) == 4 else ""), path=path, line=n,
             )
         qid, _, did, rank, score, tag = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
@@ -523,7 +523,8 @@ def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
             parts = [parts[0], parts[2], parts[3]]
         if len(parts) != 3:
             raise DataFormatError(
-                f"expected 3 tab-separated columns 'query-id corpus-id score', found {len(parts)}.", path=path, line=n
+                f"expected 3 tab-separated columns 'query-id corpus-id score' (or TREC's 4), found {len(parts)}"
+                + (" (this looks like a run; give it with --run)." if len(parts) == 6 else "."), path=path, line=n,
             )
         qid, did, score = parts
         for what, value in (("query id", qid), ("document id", did)):

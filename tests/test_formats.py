@@ -357,3 +357,391 @@ def test_beir_qrels_name_query_absent_from_queries(tmp_path):
         read_beir_folder(folder)
     msg = _err(ei)
     assert str(folder / "qrels" / "test.tsv") in msg and "'q7'" in msg
+
+
+# ---------------------------------------------------------------- one open per file: pipes and standard input
+
+import math  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+from gapbench.evaluation import evaluate  # noqa: E402
+from gapbench.formats import read_jsonl, read_jsonl_queries, text_lines  # noqa: E402
+from gapbench.types import MAX_ID_LENGTH  # noqa: E402
+
+# d2 ranked above the one relevant document d1: nDCG@10 = 1 / log2(3) for each query
+NDCG_RANK_2 = 1 / math.log2(3)
+
+
+def _feed_fifo(path: Path, payload: bytes) -> threading.Thread:
+    """A FIFO at ``path`` written once by a thread, as a shell pipe would; a second open by the reader would hang,
+    so a guard opens it for writing once more after the first writer is done, turning a hang into an empty read."""
+    os.mkfifo(path)
+
+    def write():
+        with open(path, "wb") as fh:
+            fh.write(payload)
+
+    def guard():
+        writer.join()
+        done.wait(20)
+        if not done.is_set():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    done = threading.Event()
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    threading.Thread(target=guard, daemon=True).start()
+    writer.done = done
+    return writer
+
+
+def test_fifo_is_read_once_plain_and_gzip(tmp_path):
+    for name, payload in (("run.fifo", RUN_TEXT.encode()), ("run.gz.fifo", gzip.compress(RUN_TEXT.encode()))):
+        writer = _feed_fifo(tmp_path / name, payload)
+        try:
+            run = read_trec_run(tmp_path / name)
+        finally:
+            writer.done.set()
+        assert run["q1"] == (("d2", 3.5), ("d1", 3.5), ("d3", -0.25)) and run["q2"] == (("d9", 0.001),)
+    writer = _feed_fifo(tmp_path / "qrels.fifo", QRELS_TEXT.encode())
+    try:
+        # read_qrels tells TREC from BEIR by the first line, on the same stream
+        assert read_qrels(tmp_path / "qrels.fifo").to_dict() == {"q1": {"d1": 2, "d2": 0}, "q2": {"d3": 1, "d4": -1}}
+    finally:
+        writer.done.set()
+
+
+def _big_pair(n_queries: int) -> tuple[str, str]:
+    qrels = "".join(f"q{i} 0 d1 1\n" for i in range(n_queries))
+    run = "".join(f"q{i} Q0 d2 1 2.0 piped\nq{i} Q0 d1 2 1.0 piped\n"
+                  + "".join(f"q{i} Q0 filler{i}-{j} {j} {-j}.5 piped\n" for j in range(3, 5))
+                  for i in range(n_queries))
+    return qrels, run
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_dev_stdin_in_a_real_process(tmp_path, compress):
+    # over 64 KiB, more than a pipe holds, so a sniff that reads and reopens would lose the start
+    qrels, run = _big_pair(2000)
+    assert len(run) > 1 << 16
+    (tmp_path / "qrels.txt").write_text(qrels)
+    payload = gzip.compress(run.encode()) if compress else run.encode()
+    proc = subprocess.run(
+        [sys.executable, "-m", "gapbench", "evaluate", "--qrels", "qrels.txt", "--run", "/dev/stdin", "-m", "nDCG@10",
+         "--json"], cwd=tmp_path, input=payload, capture_output=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = json.loads(proc.stdout)
+    assert out["n_queries"] == 2000 and out["system"] == "piped"
+    assert out["measures"]["nDCG@10"] == pytest.approx(NDCG_RANK_2, abs=1e-12)
+
+
+# ---------------------------------------------------------------- one rule for a byte order mark: dropped everywhere
+
+BOM = b"\xef\xbb\xbf"
+PAIR_QRELS = "q1 0 d1 1\nq1 0 d2 0\n"
+PAIR_RUN = "q1 Q0 d2 1 2.0 s\nq1 Q0 d1 2 1.0 s\n"
+
+
+@pytest.mark.parametrize("which", ["qrels", "run", "both"])
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_bom_gives_the_same_numbers(tmp_path, which, compress):
+    def put(name: str, text: str, bom: bool) -> Path:
+        data = (BOM if bom else b"") + text.encode()
+        (tmp_path / name).write_bytes(gzip.compress(data) if compress else data)
+        return tmp_path / name
+
+    qrels = read_qrels(put("q.txt", PAIR_QRELS, which in ("qrels", "both")))
+    run = read_trec_run(put("r.txt", PAIR_RUN, which in ("run", "both")))
+    assert qrels.to_dict() == {"q1": {"d1": 1, "d2": 0}} and list(run) == ["q1"]
+    assert evaluate(run, qrels, ["nDCG@10"]).means["nDCG@10"] == pytest.approx(NDCG_RANK_2, abs=1e-12)
+
+
+def test_bom_in_beir_tsv_and_jsonl(tmp_path):
+    plain = make_beir(tmp_path / "plain", "query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t1\n")
+    bom = make_beir(tmp_path / "bom", "query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t1\n")
+    for rel in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (bom / rel).write_bytes(BOM + (bom / rel).read_bytes())
+    a, b = read_beir_folder(plain), read_beir_folder(bom)
+    assert b.corpus.ids()[0] == "d1" and b.queries.ids() == ["q1", "q2"]
+    assert (a.corpus.fingerprint, a.queries.fingerprint, a.qrels.fingerprint) == (
+        b.corpus.fingerprint, b.queries.fingerprint, b.qrels.fingerprint)
+    run = Run({"q1": {"d4": 2.0, "d1": 1.0}, "q2": {"d2": 1.0}})
+    # q1: relevant d1 (grade 2) at rank 2 -> 1/log2(3); q2: at rank 1 -> 1
+    expected = (NDCG_RANK_2 + 1.0) / 2
+    assert evaluate(run, a.qrels, ["nDCG@10"]).means["nDCG@10"] == pytest.approx(expected, abs=1e-12)
+    assert evaluate(run, b.qrels, ["nDCG@10"]).means["nDCG@10"] == pytest.approx(expected, abs=1e-12)
+    # a BOM on the first line of a JSONL file used to be a JSON error
+    p = tmp_path / "one.jsonl"
+    p.write_bytes(BOM + b'{"_id": "x", "text": "y"}\n')
+    assert list(read_jsonl(p)) == [(1, {"_id": "x", "text": "y"})]
+
+
+def test_bom_after_the_first_line_is_an_error(tmp_path):
+    p = tmp_path / "mid.qrels"
+    p.write_bytes(b"q1 0 d1 1\n" + BOM + b"q1 0 d2 0\n")
+    with pytest.raises(DataFormatError, match="line 2: column 1 holds the invisible character U\\+FEFF"):
+        read_trec_qrels(p)
+
+
+def test_crlf_line_ends_are_accepted(tmp_path):
+    q = tmp_path / "crlf.qrels"
+    q.write_bytes(PAIR_QRELS.replace("\n", "\r\n").encode())
+    r = tmp_path / "crlf.run"
+    r.write_bytes(PAIR_RUN.replace("\n", "\r\n").encode())
+    assert read_trec_qrels(q).to_dict() == {"q1": {"d1": 1, "d2": 0}}
+    assert read_trec_run(r).name == "s"  # not "s\r"
+    folder = make_beir(tmp_path / "beir", "query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\n")
+    for rel in ("corpus.jsonl", "queries.jsonl"):
+        (folder / rel).write_bytes((folder / rel).read_bytes().replace(b"\n", b"\r\n"))
+    data = read_beir_folder(folder)
+    assert data.corpus["d1"] == Document("d1", "alpha beta", "First") and data.qrels.to_dict() == {"q1": {"d1": 1}}
+
+
+def test_old_mac_line_ends_are_named(tmp_path):
+    p = tmp_path / "cr.qrels"
+    p.write_bytes(b"q1 0 d1 1\rq1 0 d2 0\r")
+    with pytest.raises(DataFormatError, match="line 1: a carriage return ends a line without a line feed"):
+        read_trec_qrels(p)
+
+
+# ---------------------------------------------------------------- numbers: ASCII only, finite scores
+
+@pytest.mark.parametrize("grade", ["3_0", "+3", "\u0661\u0662", "3.0", "1e2", "0x1", "nan", "three", "\uff13"])
+def test_relevance_must_be_an_ascii_integer(tmp_path, grade):
+    p = write(tmp_path / "g.qrels", f"q1 0 d1 1\nq1 0 d2 {grade}\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_trec_qrels(p)
+    assert f"{p}, line 2: relevance {grade!r} is not an integer grade" in _err(ei)
+    folder = make_beir(tmp_path / "beir", f"q1\td1\t1\nq1\td2\t{grade}\n")
+    with pytest.raises(DataFormatError, match="line 2: relevance .* is not an integer grade"):
+        read_beir_folder(folder)
+
+
+@pytest.mark.parametrize("grade", ["128", "-128", "2147483648", "99999999999999999999"])
+def test_relevance_outside_trec_evals_range(tmp_path, grade):
+    # pytrec_eval allocates a counter per grade up to the largest: 2**31 - 1 took 52 s and 16 GB when measured
+    p = write(tmp_path / "big.qrels", f"q1 0 d1 {grade}\n")
+    with pytest.raises(DataFormatError, match=f"line 1: relevance {grade} is outside the grades trec_eval accepts"):
+        read_trec_qrels(p)
+    with pytest.raises(DataFormatError, match="outside the grades trec_eval accepts"):
+        Qrels({"q1": {"d1": int(grade)}})
+
+
+def test_relevance_edges_accepted(tmp_path):
+    p = write(tmp_path / "edge.qrels", "q1 0 d1 127\nq1 0 d2 -127\nq1 0 d3 007\nq1 0 d4 -0\n")
+    assert read_trec_qrels(p).to_dict() == {"q1": {"d1": 127, "d2": -127, "d3": 7, "d4": 0}}
+
+
+@pytest.mark.parametrize("rank", ["1_0", "+1", "\u0661", "1.0", "one", "1e1"])
+def test_rank_must_be_an_ascii_integer(tmp_path, rank):
+    p = write(tmp_path / "rank.run", f"q1 Q0 d1 1 2.0 t\nq1 Q0 d2 {rank} 1.0 t\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_trec_run(p)
+    assert f"{p}, line 2: rank {rank!r} is not an integer" in _err(ei)
+
+
+@pytest.mark.parametrize("score", ["1_0", "+1", "\u0661\u0662", "0x1p3", "1,5", "--1", "e3"])
+def test_score_must_be_an_ascii_decimal(tmp_path, score):
+    p = write(tmp_path / "s.run", f"q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 {score} t\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_trec_run(p)
+    assert f"{p}, line 2: score {score!r} is not a number" in _err(ei)
+
+
+@pytest.mark.parametrize("score", ["nan", "-NaN", "inf", "-Infinity", "1e400", "-1e309"])
+def test_non_finite_scores_name_file_and_line(tmp_path, score):
+    p = write(tmp_path / "s.run", f"q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 {score} t\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_trec_run(p)
+    assert f"{p}, line 2: score {score} is not a finite number; trec_eval cannot order" in _err(ei)
+
+
+def test_score_spellings_accepted(tmp_path):
+    p = write(tmp_path / "ok.run", "q1 Q0 a 1 1e-3 t\nq1 Q0 b 2 -0.5 t\nq1 Q0 c 3 .5 t\nq1 Q0 d 4 5. t\nq1 Q0 e 5 1E5 t\n"
+                                   "q1 Q0 f -1 -2 t\n")
+    assert dict(read_trec_run(p)["q1"]) == {"a": 0.001, "b": -0.5, "c": 0.5, "d": 5.0, "e": 100000.0, "f": -2.0}
+
+
+# ---------------------------------------------------------------- BEIR JSONL: ids and texts are JSON strings
+
+@pytest.mark.parametrize("value, found, fix", [
+    ("12", "the number 12", '"_id": "12"'),
+    ("true", "the boolean true", '"_id": "d1"'),
+    ("1.5", "the number 1.5", '"_id": "d1"'),
+    ("null", "null", '"_id": "d1"'),
+    ('["a"]', "a list", '"_id": "d1"'),
+    ('{"a": 1}', "an object", '"_id": "d1"'),
+])
+def test_non_string_ids_are_refused(tmp_path, value, found, fix):
+    p = write(tmp_path / "corpus.jsonl", f'{{"_id": "d0", "text": "a"}}\n{{"_id": {value}, "text": "b"}}\n')
+    with pytest.raises(DataFormatError) as ei:
+        read_jsonl_corpus(p)
+    assert _err(ei) == f"{p}, line 2: field '_id' is {found}; document ids are JSON strings, for example {fix}."
+    q = write(tmp_path / "queries.jsonl", f'{{"_id": {value}, "text": "b"}}\n')
+    with pytest.raises(DataFormatError, match=f"line 1: field '_id' is {found}; query ids are JSON strings"):
+        read_jsonl_queries(q)
+
+
+@pytest.mark.parametrize("record, message", [
+    ('{"_id": "d1", "text": null}', "field 'text' is null; it must be a JSON string"),
+    ('{"_id": "d1", "text": 5}', "field 'text' is the number 5; it must be a JSON string"),
+    ('{"_id": "d1", "text": "a", "title": ["a"]}', "field 'title' is a list; it must be a JSON string"),
+    ('{"_id": "d1", "text": "a", "title": false}', "field 'title' is the boolean false; it must be a JSON string"),
+    ('{"_id": "d1", "text": {"en": "a"}}', "field 'text' is an object; it must be a JSON string"),
+])
+def test_non_string_texts_are_refused(tmp_path, record, message):
+    p = write(tmp_path / "corpus.jsonl", record + "\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_jsonl_corpus(p)
+    assert _err(ei).startswith(f"{p}, line 1: {message}")
+
+
+def test_null_title_is_empty_and_text_may_be_empty(tmp_path):
+    p = write(tmp_path / "corpus.jsonl", '{"_id": "d1", "title": null, "text": ""}\n{"_id": "d2", "text": "x"}\n')
+    assert list(read_jsonl_corpus(p).values()) == [Document("d1", "", ""), Document("d2", "x", "")]
+
+
+@pytest.mark.parametrize("doc_id, problem", [
+    ("d 1", "contains U+0020 (SPACE)"),
+    ("d\\t1", "contains U+0009 (TAB)"),
+    ("d1\\n", "contains U+000A (LINE FEED)"),
+    ("d\\u00001", "contains U+0000"),
+    ("d\\u200b1", "contains U+200B (ZERO WIDTH SPACE)"),
+    ("d\\u00a01", "contains U+00A0 (NO-BREAK SPACE)"),
+    ("", "is empty"),
+])
+def test_ids_that_would_break_a_run_file_are_refused_at_the_door(tmp_path, doc_id, problem):
+    p = write(tmp_path / "corpus.jsonl", f'{{"_id": "ok", "text": "a"}}\n\n{{"_id": "{doc_id}", "text": "b"}}\n')
+    with pytest.raises(DataFormatError) as ei:
+        read_jsonl_corpus(p)
+    shown = json.loads(f'"{doc_id}"')
+    assert _err(ei).startswith(f"{p}, line 3: document id {shown!r} (field '_id') {problem}")
+    assert "\n" not in _err(ei)
+
+
+def test_over_long_ids_are_refused(tmp_path):
+    long_id = "d" * (MAX_ID_LENGTH + 1)
+    p = write(tmp_path / "corpus.jsonl", f'{{"_id": "{long_id}", "text": "b"}}\n')
+    with pytest.raises(DataFormatError, match=f"line 1: document id 'ddd.*' \\(field '_id'\\) is {MAX_ID_LENGTH + 1} "
+                                              f"characters long; ids have at most {MAX_ID_LENGTH}"):
+        read_jsonl_corpus(p)
+    r = write(tmp_path / "long.run", f"q1 Q0 {long_id} 1 1.0 t\n")
+    with pytest.raises(DataFormatError, match=f"long.run, line 1: document id .* is {MAX_ID_LENGTH + 1} characters"):
+        read_trec_run(r)
+    ok = "d" * MAX_ID_LENGTH
+    assert read_trec_run(write(tmp_path / "ok.run", f"q1 Q0 {ok} 1 1.0 t\n"))["q1"] == ((ok, 1.0),)
+
+
+def test_ids_are_checked_in_every_collection():
+    for bad in ("a b", "a\tb", "", "a\x00b", "\ufeffa"):
+        with pytest.raises(DataFormatError, match="give a valid id"):
+            Run({bad: {"d1": 1.0}})
+        with pytest.raises(DataFormatError, match="give a valid id"):
+            Run({"q1": {"d1": 1.0, bad: 2.0}})
+        with pytest.raises(DataFormatError, match="give a valid id"):
+            Qrels({"q1": {bad: 1}})
+        with pytest.raises(DataFormatError, match="give a valid id"):
+            Corpus([Document(bad, "text")])
+    # non-ASCII letters are ids like any other
+    assert Run({"q\u00e9": {"d\u4e2d": 1.0}})["q\u00e9"] == (("d\u4e2d", 1.0),)
+
+
+def test_write_trec_run_refuses_an_id_that_would_break_the_file(tmp_path):
+    # the constructors check ids; a run built on the trusted path (_sorted) is checked again before writing
+    for qid, did in (("q 1", "d1"), ("q1", "d\n1"), ("q1", "d\t1"), ("q1", "")):
+        run = Run({qid: ((did, 1.0),)}, "sys", _sorted=True)
+        path = tmp_path / "out.run"
+        with pytest.raises(DataFormatError, match="refusing to write .* into a TREC run"):
+            write_trec_run(run, path)
+        assert not path.exists() and not list(tmp_path.iterdir())
+    write_trec_run(Run({"q1": {"d1": 1.0}}, "my\tsys\nname"), tmp_path / "ok.run")
+    assert (tmp_path / "ok.run").read_text() == "q1 Q0 d1 1 1.0 my_sys_name\n"
+
+
+# ---------------------------------------------------------------- malformed files
+
+def test_deeply_nested_json_names_file_and_line(tmp_path):
+    p = tmp_path / "deep.jsonl"
+    p.write_text('{"_id": "d1", "text": "a"}\n' + "[" * 100_000 + "\n")
+    with pytest.raises(DataFormatError) as ei:
+        read_jsonl_corpus(p)
+    assert _err(ei) == f"{p}, line 2: JSON nested too deeply to read; a record is a flat object of fields."
+    p.write_text('{"_id": "d1", "text": ' + "[" * 100_000 + "\n")
+    with pytest.raises(DataFormatError, match="line 1: JSON nested too deeply"):
+        read_jsonl_corpus(p)
+
+
+def test_json_number_of_too_many_digits(tmp_path):
+    p = write(tmp_path / "corpus.jsonl", '{"_id": ' + "9" * 5000 + ', "text": "a"}\n')
+    with pytest.raises(DataFormatError, match="line 1: unreadable JSON value"):
+        read_jsonl_corpus(p)
+
+
+def test_unpaired_surrogate_escape(tmp_path):
+    p = write(tmp_path / "corpus.jsonl", '{"_id": "d1", "text": "ok \\ud83d\\ude00"}\n{"_id": "d2", "text": "x\\ud800"}\n')
+    with pytest.raises(DataFormatError, match="line 2: a string holds an unpaired surrogate escape"):
+        read_jsonl_corpus(p)
+    p = write(tmp_path / "ok.jsonl", '{"_id": "d1", "text": "ok \\ud83d\\ude00"}\n')
+    assert read_jsonl_corpus(p)["d1"].text == "ok \U0001f600"
+
+
+def test_invalid_utf8_names_line_and_byte(tmp_path):
+    p = tmp_path / "latin1.qrels"
+    p.write_bytes("q1 0 d1 1\nq1 0 caf\u00e9 0\n".encode("latin-1"))
+    with pytest.raises(DataFormatError) as ei:
+        read_trec_qrels(p)
+    assert _err(ei) == (f"{p}, line 2: not valid UTF-8: byte 0xe9 at byte 9 of the line (offset 18 of the file); "
+                        "save it as UTF-8.")
+    gz = tmp_path / "latin1.qrels.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    with pytest.raises(DataFormatError, match="line 2: .*offset 18 of the decompressed file"):
+        read_trec_qrels(gz)
+
+
+def test_binary_garbage(tmp_path):
+    p = tmp_path / "image.run"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    with pytest.raises(DataFormatError, match="image.run, line 1: not valid UTF-8: byte 0x89 at byte 1"):
+        read_trec_run(p)
+    p.write_bytes(b"q1 Q0 d1 1 1.0 t\nq1 Q0 d\x002 2 0.5 t\n")
+    with pytest.raises(DataFormatError, match="line 2: column 8 holds the invisible character U\\+0000"):
+        read_trec_run(p)
+
+
+def test_a_line_without_end_is_bounded(tmp_path):
+    with pytest.raises(DataFormatError, match="/dev/zero, line 1: line longer than 65,536 bytes"):
+        read_trec_run("/dev/zero")
+    p = tmp_path / "huge.qrels"
+    p.write_text("q1 0 d1 1\n" + "q2 0 " + "x" * 70_000 + " 1\n")
+    with pytest.raises(DataFormatError, match="huge.qrels, line 2: line longer than 65,536 bytes"):
+        read_trec_qrels(p)
+
+
+def test_directory_and_unreadable_file(tmp_path):
+    with pytest.raises(DataFormatError, match=f"{tmp_path}: is a directory, expected a file"):
+        read_trec_run(tmp_path)
+    with pytest.raises(DataFormatError, match=f"{tmp_path}: is a directory"):
+        list(text_lines(tmp_path))
+
+
+def test_non_breaking_space_between_columns(tmp_path):
+    p = write(tmp_path / "nbsp.qrels", "q1 0 d1 1\nq1\u00a00 d2 0\n")
+    with pytest.raises(DataFormatError, match="line 2: column 3 holds the invisible character U\\+00A0 "
+                                              "\\(NO-BREAK SPACE\\)"):
+        read_trec_qrels(p)
+
+
+def test_text_lines_numbers_lines_across_blocks(tmp_path):
+    # lines that straddle the 1 MiB read blocks keep their numbers and text
+    lines = [f"line {i} " + "x" * (i % 3000) for i in range(3000)]
+    p = tmp_path / "long.txt"
+    p.write_text("\r\n".join(lines))  # no final line end
+    got = list(text_lines(p))
+    assert got == list(enumerate(lines, 1))
