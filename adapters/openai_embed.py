@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Mapping
 
 import numpy as np
@@ -38,7 +39,7 @@ class OpenAIEmbed:
         use_title: bool = True,
         chunk_size: int = 2048,
         max_retries: int = 6,
-        timeout: float = 120.0,
+        timeout: float | None = None,
     ) -> None:
         if batch_size < 1 or chunk_size < 1 or concurrency < 1:
             raise ConfigError("openai-embed: batch_size, chunk_size and concurrency must be positive.")
@@ -50,7 +51,13 @@ class OpenAIEmbed:
         self.query_prompt, self.doc_prompt, self.use_title = query_prompt, doc_prompt, use_title
         self.max_retries, self.timeout = max_retries, timeout
         self._client = None
+        self._client_lock = threading.Lock()
         self._doc_emb = None
+        from gapbench.llm import LLMConfig
+
+        # checked now (URL, time limits from $GAPBENCH_LLM_*), so a wrong endpoint is reported before any work
+        self._llm_config = LLMConfig(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=concurrency,
+                                     max_retries=max_retries, timeout=timeout).resolved()
 
     def config(self) -> dict:
         from gapbench.llm import redact_url
@@ -66,15 +73,13 @@ class OpenAIEmbed:
 
     @property
     def client(self):
-        if self._client is None:
-            from gapbench.llm import LLMClient, LLMConfig
+        with self._client_lock:
+            if self._client is None:
+                from gapbench.llm import LLMClient
 
-            self._client = LLMClient(
-                LLMConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env,
-                          concurrency=self.concurrency, max_retries=self.max_retries, timeout=self.timeout),
-                cache=False,  # embeddings are cached by EmbeddingCache, keyed by texts
-            )
-        return self._client
+                # embeddings are cached by EmbeddingCache, keyed by texts
+                self._client = LLMClient(self._llm_config, cache=False)
+            return self._client
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         nonempty = [i for i, t in enumerate(texts) if t.strip()]

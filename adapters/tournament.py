@@ -209,24 +209,36 @@ class _PoolReranker:
         self.max_chars = max_chars
         self.reasks = reasks
         self._ranker: LLMListwise | None = None
+        # the client is made in the first worker thread that needs it: one lock so all threads share one client
+        self._lock = threading.Lock()
+        self._llm_config = None
+        if client is None:
+            from gapbench.llm import LLMConfig
+
+            # a bad URL, a missing model or a bad time limit is reported now, not from a worker thread after the
+            # retrieval work
+            self._llm_config = LLMConfig(**{k: v for k, v in self._llm_args.items() if v is not None}).resolved()
 
     @property
     def client(self):
-        if self._client is None:
-            from gapbench.llm import LLMClient, LLMConfig
+        with self._lock:
+            if self._client is None:
+                from gapbench.llm import LLMClient
 
-            self._client = LLMClient(LLMConfig(**{k: v for k, v in self._llm_args.items() if v is not None}))
-        return self._client
+                self._client = LLMClient(self._llm_config)
+            return self._client
 
     @property
     def ranker(self) -> LLMListwise:
-        if self._ranker is None:
-            self._ranker = LLMListwise(self.client, max_chars=self.max_chars, reasks=self.reasks)
-        return self._ranker
+        client = self.client
+        with self._lock:
+            if self._ranker is None:
+                self._ranker = LLMListwise(client, max_chars=self.max_chars, reasks=self.reasks)
+            return self._ranker
 
     def config(self) -> dict:
         return {"depth": self.depth, "max_chars": self.max_chars, "reasks": self.reasks, **self._algo_config(),
-                "llm": self.client.describe() if self._client is not None or self._llm_args.get("model") else None}
+                "llm": self.client.describe()}
 
     def _algo_config(self) -> dict:
         return {}
@@ -247,7 +259,12 @@ class _PoolReranker:
 
         qids = [q for q in queries if q in pools]
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as ex:
-            ordered = dict(ex.map(one, qids))
+            futures = [ex.submit(one, q) for q in qids]
+            try:
+                ordered = dict(f.result() for f in futures)
+            finally:  # after a failure, queries not started yet are not started; answers received stay cached
+                for f in futures:
+                    f.cancel()
         return Run({q: [(d, float(len(o) - i)) for i, d in enumerate(o)] for q, o in ordered.items()}, self.name,
                    _sorted=True)
 

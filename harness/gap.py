@@ -311,12 +311,13 @@ def run_gap(
     if task_obj.instruction:
         queries = queries.with_instruction(task_obj.instruction)
     k = max([depth, *pool_sizes]) if pool_sizes else depth
+    # the verifier first: a wrong endpoint, model or time limit is reported before the retrievers' work
+    rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
     runs = []
     for spec in retrievers:
         retr = get_retriever(spec)
         retr.index(data.corpus)
         runs.append(search_with(retr, queries, k, data.excluded or None))
-    rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
     extra = dict(qrels_variants or {})
     base, options = parse_spec(task) if isinstance(task, str) else (task_obj.name, {})
     if not extra and base.startswith("obliq/") and options.get("qrels", "gold") == "gold":

@@ -7,8 +7,14 @@ response cache, usage counters, and the prompt templates.
     answers = llm.chat_many([ChatRequest(prompt, tag="q1"), ...])       # in input order
     manifest["llm"] = llm.manifest()                                   # config and counters, never the key
 
-Retries (exponential backoff with jitter, ``Retry-After`` honoured) happen on 429, 408, 5xx, timeouts and connection
-errors; any other 4xx raises :class:`LLMRequestError` at once. The base URL and model come from the arguments, then
+Retries (exponential backoff with jitter, ``Retry-After`` honoured) happen on 429, 408, 5xx, timeouts and dropped
+connections; any other 4xx, and an answer that is not an OpenAI-format response, raises at once. Every retry loop is
+bounded in time, not only in attempts: one attempt by ``timeout`` (``$GAPBENCH_LLM_TIMEOUT``, default 120 s, however
+slowly the body drips in), one call with its retries by ``call_timeout`` (``$GAPBENCH_LLM_CALL_TIMEOUT``, 300 s), and
+a whole command by ``outage_timeout`` (``$GAPBENCH_LLM_OUTAGE_TIMEOUT``, 300 s): once the endpoint has given no usable
+answer for that long, every call of the client gives up, so a server that accepts connections and never answers ends
+the command after about that long. An endpoint that cannot be reached at all (connection refused, unknown host, no
+TCP connection within 10 s) fails at once, unless it has answered before in this client (a server restarting). The base URL and model come from the arguments, then
 ``$OPENAI_BASE_URL`` (else OpenAI's own URL); the key is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept
 out of every message, repr, manifest and counter. Local servers need no key.
 
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import re
+import socket
 import sqlite3
 import string
 import threading
@@ -45,6 +53,11 @@ PROMPTS_DIR = Path(__file__).with_name("prompts")
 _NO_KEY = "EMPTY"  # vLLM's convention for servers that check no key; the openai package insists on some value
 _RETRY_STATUSES = frozenset({408, 429})
 _RETRY_AFTER_CAP = 120.0  # a server's Retry-After is honoured up to this (or retry_wait_max when larger)
+_CONNECT_TIMEOUT = 10.0  # a TCP connection that takes longer is not coming: no retry waits for it
+# (field, environment variable, default) of the time bounds; an argument wins over the variable, the variable over
+# the default
+_TIME_BOUNDS = (("timeout", "GAPBENCH_LLM_TIMEOUT", 120.0), ("call_timeout", "GAPBENCH_LLM_CALL_TIMEOUT", 300.0),
+                ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0))
 
 
 # --------------------------------------------------------------------------------------------------------- errors
@@ -149,7 +162,12 @@ class LLMConfig:
 
     ``max_retries`` retries follow the first attempt (so ``max_retries + 1`` attempts at most); the wait before retry
     n is drawn from [w/2, w] with w = ``min(retry_wait * 2**(n-1), retry_wait_max)``, or is the server's Retry-After
-    when that is longer (up to 120 s, or ``retry_wait_max`` when larger). ``price_in`` / ``price_out`` are prices per 1M input / output tokens (any currency; reported as cost).
+    when that is longer (up to 120 s, or ``retry_wait_max`` when larger). ``price_in`` / ``price_out`` are prices per
+    1M input / output tokens (any currency; reported as cost).
+
+    Time bounds in seconds (None: the environment variable, else the default; see the module docstring): ``timeout``
+    per attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the
+    client gives up for good. ``max_response_bytes`` caps the size of one response body.
     """
 
     base_url: str | None = None
@@ -157,7 +175,7 @@ class LLMConfig:
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
     max_tokens: int | None = 512
-    timeout: float = 120.0
+    timeout: float | None = None
     max_retries: int = 6
     concurrency: int = 8
     seed: int | None = 0
@@ -165,6 +183,9 @@ class LLMConfig:
     price_out: float | None = None
     retry_wait: float = 1.0
     retry_wait_max: float = 60.0
+    call_timeout: float | None = None
+    outage_timeout: float | None = None
+    max_response_bytes: int = 256 * 2**20
 
     def __post_init__(self) -> None:
         def bad(name: str, accepted: str) -> ConfigError:
@@ -174,8 +195,12 @@ class LLMConfig:
             raise bad("concurrency", "an integer >= 1")
         if self.max_retries < 0:
             raise bad("max_retries", "an integer >= 0 (0 means one attempt, no retry)")
-        if not self.timeout > 0:
-            raise bad("timeout", "a number of seconds > 0")
+        for name, _, _ in _TIME_BOUNDS:
+            value = getattr(self, name)
+            if value is not None and not 0 < value < math.inf:
+                raise bad(name, "a finite number of seconds > 0, or None for the environment variable or default")
+        if self.max_response_bytes < 1:
+            raise bad("max_response_bytes", "an integer >= 1")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise bad("max_tokens", "an integer >= 1, or None for the server's default")
         if self.temperature < 0:
@@ -193,27 +218,67 @@ class LLMConfig:
         for suffix in ("/chat/completions", "/embeddings"):
             if base.endswith(suffix):  # a pasted endpoint URL rather than the API root
                 base = base[: -len(suffix)]
-        parts = urlsplit(base)
+        try:
+            parts = urlsplit(base)
+        except ValueError:  # e.g. an unclosed [ of an IPv6 address
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"LLM base URL {redact_url(base)!r} is not an http(s) URL; give the API root, e.g. "
                               "http://localhost:8000/v1 (vLLM), http://localhost:8080/v1 (llama.cpp), "
                               "http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1 (--llm-base-url).")
+        problem = _url_problem(parts, base)
+        if problem:
+            raise ConfigError(f"LLM base URL {redact_url(base)!r} {problem}; give the API root of a reachable server, "
+                              "e.g. http://localhost:8000/v1 (--llm-base-url or $OPENAI_BASE_URL).")
         if not self.model:
             raise ConfigError("no LLM model given; pass the model name (--llm-model, or LLMConfig(model=...)) as the "
                               "endpoint knows it, e.g. 'gpt-4o-mini' or the name vLLM was started with.")
-        return replace(self, base_url=base)
+        bounds = {name: _env_seconds(env, default) if getattr(self, name) is None else getattr(self, name)
+                  for name, env, default in _TIME_BOUNDS}
+        return replace(self, base_url=base, **bounds)
+
+
+def _url_problem(parts, raw: str) -> str | None:
+    """What is wrong with an http(s) URL (``raw``, split into ``parts``) that urlsplit accepted, or None."""
+    if any(c.isspace() or ord(c) < 32 for c in raw):  # urlsplit silently drops tabs and newlines
+        return "contains spaces or control characters"
+    try:
+        port = parts.port
+    except ValueError:
+        return "has a port that is not a number from 0 to 65535"
+    if port == 0:
+        return "has port 0, where no server listens"
+    host = parts.hostname
+    if not host:
+        return "has no host name"
+    if not re.fullmatch(r"[\w.~%:\-]+", host):
+        return f"has the host name {host!r}, which is not a valid host"
+    return None
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ConfigError(f"${name}={raw!r} is not accepted; set it to a finite number of seconds > 0 (e.g. 30), or "
+                          "unset it for the default.")
+    return value
 
 
 def redact_url(url: str) -> str:
     """``url`` without user, password, query string or fragment: safe to print."""
     try:
         p = urlsplit(url)
-        host = p.hostname or ""
-        if p.port:
-            host += f":{p.port}"
-        return urlunsplit((p.scheme, host, p.path, "", ""))
-    except ValueError:
-        return "<unparseable URL>"
+        if any(ord(c) < 32 for c in url):  # urlsplit would drop them, and show a URL other than the one given
+            raise ValueError(url)
+    except ValueError:  # unparseable (an unclosed IPv6 bracket): still drop what may hold a credential
+        return re.sub(r"//[^/]*@", "//", re.split(r"[?#]", url, maxsplit=1)[0])
+    return urlunsplit((p.scheme, p.netloc.rpartition("@")[2], p.path, "", ""))
 
 
 # --------------------------------------------------------------------------------------------------------- records
@@ -272,35 +337,78 @@ def cache_key(payload: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------- cache
+_BUSY_S = 60.0  # how long a cache statement waits for another writer
+_SETUP_LOCK = threading.Lock()
+_SET_UP: set[str] = set()  # cache files this process has already set up
+
+
+def _set_up(conn: sqlite3.Connection) -> None:
+    """WAL mode and the table, retried while another process sets up the same file: SQLite answers a lock upgrade
+    that could deadlock with "database is locked" at once, without waiting out the busy timeout."""
+    deadline = time.monotonic() + _BUSY_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                         "response TEXT NOT NULL, created REAL NOT NULL)")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.01, 0.05))
+
+
 class ResponseCache:
     """A SQLite table key -> response JSON, in WAL mode so readers never wait on the writer; shared by threads (one
-    connection behind a lock: a lookup costs microseconds next to an HTTP call) and safe across processes."""
+    connection behind a lock: a lookup costs microseconds next to an HTTP call) and safe across processes.
+
+    Many caches may be opened on one file at once (rerankers open theirs from worker threads): the file is set up
+    (WAL, the table) once per process under a lock, and a setup that races another process is retried.
+    """
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
         self.path = Path(path) if path is not None else cache_dir("llm") / "responses.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-            "response TEXT NOT NULL, created REAL NOT NULL)"
-        )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(self.path), timeout=_BUSY_S, check_same_thread=False,
+                                         isolation_level=None)
+            self._conn.execute(f"PRAGMA busy_timeout={int(_BUSY_S * 1000)}")
+            key = str(self.path.resolve())
+            with _SETUP_LOCK:
+                if key not in _SET_UP or not self._conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE name = 'responses'").fetchone():  # deleted since
+                    _set_up(self._conn)
+                    _SET_UP.add(key)
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # a per-connection setting
+        except (OSError, sqlite3.Error) as exc:
+            raise self._broken("opened", exc) from None
+
+    def _broken(self, what: str, exc: BaseException) -> GapbenchError:
+        return GapbenchError(
+            f"the LLM response cache {str(self.path)!r} cannot be {what} ({type(exc).__name__}: {_one_line(str(exc))}); "
+            "if it is damaged, delete it (gapbench cache clear llm) and re-run, or point $GAPBENCH_HOME at a writable "
+            "folder.")
+
+    def _query(self, what: str, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            with self._lock:
+                return self._conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            error = self._broken(what, exc)
+        raise error
 
     def get(self, key: str) -> dict | None:
-        with self._lock:
-            row = self._conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        rows = self._query("read", "SELECT response FROM responses WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
 
     def put(self, key: str, model: str, response: Mapping[str, Any]) -> None:
         blob = json.dumps(response, ensure_ascii=False)
-        with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)", (key, model, blob, time.time()))
+        self._query("written", "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)", (key, model, blob, time.time()))
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return self._query("read", "SELECT COUNT(*) FROM responses")[0][0]
 
     def close(self) -> None:
         with self._lock:
@@ -362,10 +470,20 @@ class LLMUsage:
 def _openai_module():
     try:
         import openai
-        import tenacity  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError(exc.name or "openai", "llm", "The LLM client") from None
     return openai
+
+
+class _Garbage(Exception):
+    """A 2xx answer that is not a usable OpenAI-format response; retrying the same request would get the same."""
+
+
+class _Slow(Exception):
+    """The body was still arriving when the attempt's time ran out (a drip): retried like a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the answer was still arriving after {seconds:g} s")
 
 
 class LLMClient:
@@ -386,14 +504,12 @@ class LLMClient:
                 raise ConfigError(f"unknown LLM option(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}.")
             config = replace(config, **overrides)
         self.config = config.resolved()
-        self.endpoint = redact_url(self.config.base_url)
         key = api_key if api_key is not None else os.environ.get(self.config.api_key_env)
-        if not key:
-            if urlsplit(self.config.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
-                raise ConfigError(f"no API key for {self.endpoint}: set the environment variable "
-                                  f"${self.config.api_key_env} (or choose another with api_key_env=...).")
-            key = _NO_KEY
-        self.__key = key
+        self.__key = key or _NO_KEY
+        self.endpoint = self.redact(redact_url(self.config.base_url))
+        if not key and urlsplit(self.config.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
+            raise ConfigError(f"no API key for {self.endpoint}: set the environment variable "
+                              f"${self.config.api_key_env} (or choose another with api_key_env=...).")
         self.usage = LLMUsage(self.config.price_in, self.config.price_out)
         if cache is False:
             self.cache: ResponseCache | None = None
@@ -401,6 +517,12 @@ class LLMClient:
             self.cache = ResponseCache(None if cache is True else cache)
         self._client = None
         self._client_lock = threading.Lock()
+        # the endpoint's health across every call of this client, i.e. of one command: see _with_retries
+        self._health_lock = threading.Lock()
+        self._answered = False
+        self._failing_since: float | None = None
+        self._last_failure = ""
+        self._gave_up: str | None = None
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.endpoint!r})"
@@ -410,7 +532,7 @@ class LLMClient:
         with self._client_lock:
             if self._client is None:
                 openai = _openai_module()
-                # the openai package's own retries are off: tenacity owns them, so every HTTP call is counted
+                # the openai package's own retries are off: ours are bounded in time and count every HTTP call
                 self._client = openai.OpenAI(api_key=self.__key, base_url=self.config.base_url,
                                              timeout=self.config.timeout, max_retries=0)
             return self._client
@@ -423,75 +545,175 @@ class LLMClient:
         text = re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
         return re.sub(r"sk-[A-Za-z0-9_\-]{6,}", "sk-[redacted]", text)
 
-    def _wait(self, state) -> float:
+    def _post(self, resource, seconds: float, **kwargs: Any) -> Any:
+        """The JSON of a 2xx answer to one request, read within ``seconds`` however slowly it arrives."""
+        openai = _openai_module()
+        start = time.monotonic()
+        timeout = openai.Timeout(seconds, connect=min(_CONNECT_TIMEOUT, seconds))
+        with resource.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+            http = response.http_response
+            chunks, size = [], 0
+            for chunk in http.iter_bytes():
+                size += len(chunk)
+                if size > self.config.max_response_bytes:
+                    raise _Garbage(f"a body larger than {self.config.max_response_bytes} bytes (max_response_bytes)")
+                chunks.append(chunk)
+                if time.monotonic() - start > seconds:
+                    raise _Slow(seconds)
+            content_type = http.headers.get("content-type", "")
+        return _decode_json(b"".join(chunks), content_type)
+
+    def _attempt_time(self, call_start: float) -> float:
+        """Seconds the next attempt may take: the least of the timeout, the call's and the command's time left."""
+        cfg, now = self.config, time.monotonic()
+        with self._health_lock:
+            failing = 0.0 if self._failing_since is None else now - self._failing_since
+        return min(cfg.timeout, cfg.call_timeout - (now - call_start), cfg.outage_timeout - failing)
+
+    def _with_retries(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any]) -> Any:
+        """``fn(seconds)`` with retries on transient faults, bounded by attempts, the call's time and the command's.
+
+        The command's bound: the endpoint's failing streak starts with the first attempt that failed after the last
+        usable answer; once it is ``outage_timeout`` long, this call and every later one give up at once.
+        """
         cfg = self.config
-        ceiling = min(cfg.retry_wait * 2 ** (state.attempt_number - 1), cfg.retry_wait_max)
+        start = time.monotonic()
+        attempts = 0
+        failure: BaseException | None = None
+        seconds = cfg.timeout
+        stop = "attempts"
+        while True:
+            with self._health_lock:
+                gave_up, failing = self._gave_up, self._failing_since is not None
+            seconds = self._attempt_time(start)
+            if gave_up is not None or seconds < 0.05:
+                stop = "outage" if gave_up is not None or failing else "call"
+                break
+            attempts += 1
+            self.usage.add(tag, calls=1)
+            began = time.monotonic()
+            try:
+                out = fn(seconds)
+            except Exception as exc:  # classified outside this block so the error raised carries no link to it
+                failure = exc
+            else:
+                with self._health_lock:
+                    self._answered, self._failing_since = True, None
+                return out
+            if not self._retryable(failure):
+                stop = "final"
+                break
+            with self._health_lock:
+                if self._failing_since is None or began < self._failing_since:
+                    self._failing_since = began
+                failing_since = self._failing_since
+                self._last_failure = _describe(failure)
+            delay = self._delay(attempts, failure)
+            after = time.monotonic() + delay + 0.05
+            if attempts > cfg.max_retries:
+                stop = "attempts"
+                break
+            if after - failing_since >= cfg.outage_timeout:
+                stop = "outage"
+                break
+            if after - start >= cfg.call_timeout:
+                stop = "call"
+                break
+            self.usage.add(tag, retries=1)
+            time.sleep(delay)
+        error = self._translate(failure, what, model, attempts, seconds, stop)
+        if error is None:
+            raise failure
+        if stop == "outage":
+            with self._health_lock:
+                if self._gave_up is None:
+                    self._gave_up = str(error)
+                error = LLMUnavailableError(self._gave_up, endpoint=error.endpoint, status=error.status)
+        self.usage.add(tag, failures=1)
+        raise error
+
+    def _retryable(self, exc: BaseException) -> bool:
+        kind = _failure_kind(exc)
+        if kind == "status":
+            return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+        if kind in ("refused", "dns", "connect", "connect_timeout"):
+            return self._answered  # it answered before: a restart, not a wrong address
+        return kind in ("timeout", "slow", "dropped")
+
+    def _delay(self, attempt: int, exc: BaseException) -> float:
+        cfg = self.config
+        ceiling = min(cfg.retry_wait * 2 ** (attempt - 1), cfg.retry_wait_max)
         delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-        after = _retry_after(state.outcome.exception())
+        after = _retry_after(exc)
         if after is not None:
             delay = max(delay, min(after, max(cfg.retry_wait_max, _RETRY_AFTER_CAP)))
         return delay
 
-    def _with_retries(self, what: str, model: str, tag: str | None, fn: Callable[[], Any]) -> Any:
-        from tenacity import Retrying, retry_if_exception, stop_after_attempt
-
-        attempts = 0
-
-        def attempt():
-            nonlocal attempts
-            attempts += 1
-            self.usage.add(tag, calls=1)
-            return fn()
-
-        retrying = Retrying(
-            stop=stop_after_attempt(self.config.max_retries + 1), wait=self._wait,
-            retry=retry_if_exception(_is_retryable), reraise=True,
-            before_sleep=lambda state: self.usage.add(tag, retries=1),
-        )
-        error: LLMError | None = None
-        try:
-            return retrying(attempt)
-        except Exception as exc:  # translated outside this block so the new error carries no link to the request
-            error = self._translate(exc, what, model, attempts)
-            if error is None:
-                raise
-        self.usage.add(tag, failures=1)
-        raise error
-
-    def _translate(self, exc: BaseException, what: str, model: str, attempts: int) -> LLMError | None:
-        openai = _openai_module()
+    def _translate(self, exc: BaseException | None, what: str, model: str, attempts: int, seconds: float,
+                   stop: str) -> LLMError | None:
+        """The one-line error for a call that failed (``exc``: its last failure; ``stop``: why it stopped)."""
+        cfg = self.config
         url = f"{self.endpoint}/{what}"
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            said = self.redact(_server_message(exc))
-            if _is_retryable(exc):
-                return LLMUnavailableError(
-                    f"LLM endpoint {url} still answers HTTP {status} {tries} (model {model!r}): {said}. Raise "
-                    "max_retries, lower concurrency, or try later; answers already received are cached, so a re-run "
-                    "resumes where this one stopped.", endpoint=url, status=status)
-            hint = {
-                401: f"Check the API key in ${self.config.api_key_env} (the key is read from that variable).",
-                403: f"The key in ${self.config.api_key_env} is not allowed to use this model or endpoint.",
-                404: "Check the model name and that the base URL is the API root ending in /v1, e.g. "
-                     "http://localhost:8000/v1 (--llm-base-url, --llm-model).",
-            }.get(status, "The endpoint rejected the request; check the model name, max_tokens, temperature and the "
-                          "prompt length for this model.")
-            return LLMRequestError(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not retried: {said}. "
-                                   f"{hint}", endpoint=url, status=status)
-        if isinstance(exc, openai.APITimeoutError):
-            return LLMUnavailableError(
-                f"LLM endpoint {url} did not answer within {self.config.timeout:g}s, {tries}. Raise the timeout, "
-                "lower concurrency, or check the server's load.", endpoint=url)
-        if isinstance(exc, openai.APIConnectionError):
-            return LLMUnavailableError(
-                f"cannot connect to the LLM endpoint {url} ({tries}): {self.redact(type(exc).__name__)}. Is the "
-                "server running and the base URL right (--llm-base-url)?", endpoint=url)
-        if isinstance(exc, (openai.OpenAIError, ValueError, KeyError, TypeError)):
-            return LLMResponseError(
-                f"LLM endpoint {url} answered with something that is not an OpenAI-format response "
-                f"({self.redact(type(exc).__name__)}: {self.redact(str(exc))[:300]}).", endpoint=url)
-        return None
+        kind = _failure_kind(exc) if exc is not None else "none"
+        where = "--llm-base-url (or $OPENAI_BASE_URL)"
+        status = getattr(exc, "status_code", None) if kind == "status" else None
+        if stop == "final":
+            if kind == "status":
+                said = _server_message(exc)
+                hint = {
+                    401: f"Check the API key in ${cfg.api_key_env} (the key is read from that variable).",
+                    403: f"The key in ${cfg.api_key_env} is not allowed to use this model or endpoint.",
+                    404: "Check the model name and that the base URL is the API root ending in /v1, e.g. "
+                         "http://localhost:8000/v1 (--llm-base-url, --llm-model).",
+                }.get(status, "The endpoint rejected the request; check the model name, max_tokens, temperature and "
+                              "the prompt length for this model.")
+                return LLMRequestError(self._line(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not "
+                                                  f"retried: {said}. {hint}"), endpoint=url, status=status)
+            if kind in ("refused", "dns", "connect", "connect_timeout"):
+                parts = urlsplit(cfg.base_url)
+                detail = {
+                    "refused": f"connection refused: nothing listens on {parts.hostname}:{_port(parts)}. Start the "
+                               f"server there, or point {where} at the one that runs",
+                    "dns": f"the host name {parts.hostname!r} does not resolve. Check the host in {where}",
+                    "connect_timeout": f"no TCP connection within {min(_CONNECT_TIMEOUT, seconds):g} s. Check that "
+                                       f"{parts.hostname} is up and reachable from here and the port in {where}",
+                }.get(kind, f"{_describe(exc)}. Is the server running, and is {where} right?")
+                return LLMUnavailableError(self._line(f"cannot connect to the LLM endpoint {url}: {detail}."),
+                                           endpoint=url)
+            if kind == "garbage":
+                return LLMResponseError(self._line(
+                    f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
+                    f"{model!r}): {exc}. Check that {where} is the API root of an OpenAI-compatible server (it ends "
+                    "in /v1), not a proxy or sign-in page."), endpoint=url)
+            openai = _openai_module()
+            if isinstance(exc, openai.OpenAIError):
+                return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): {_describe(exc)}."),
+                                        endpoint=url)
+            return None
+        if kind == "status":
+            head = f"LLM endpoint {url} still answers HTTP {status} {tries} (model {model!r}): {_server_message(exc)}"
+        elif kind == "timeout":
+            head = f"LLM endpoint {url} did not answer within {seconds:g} s, {tries} (model {model!r})"
+        elif kind == "none":  # other calls used up the time of this one
+            head = f"LLM endpoint {url} gave no usable answer (model {model!r}); last failure: {self._last_failure}"
+        else:
+            head = f"LLM endpoint {url} still fails {tries} (model {model!r}): {_describe(exc)}"
+        why = {
+            "attempts": "",
+            "call": f"; gave up: one call may take {cfg.call_timeout:g} s with its retries "
+                    "($GAPBENCH_LLM_CALL_TIMEOUT or call_timeout)",
+            "outage": f"; gave up: no usable answer for {cfg.outage_timeout:g} s, the limit for one command "
+                      "($GAPBENCH_LLM_OUTAGE_TIMEOUT or outage_timeout)",
+        }[stop]
+        cached = (f"answers already received are cached in {str(self.cache.path)!r}, so a re-run resumes where this "
+                  "one stopped" if self.cache is not None else "nothing was cached (cache=False)")
+        return LLMUnavailableError(self._line(
+            f"{head}{why}. Check that the server is up and not overloaded, lower concurrency, or raise max_retries, "
+            f"the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; {cached}."), endpoint=url, status=status)
+
+    def _line(self, text: str) -> str:
+        return self.redact(_one_line(text))
 
     # -- chat -------------------------------------------------------------------------------------------------
     def payload(self, request: ChatRequest) -> dict[str, Any]:
@@ -513,23 +735,14 @@ class LLMClient:
         api = self._api()
         extra = {k: v for k, v in body.items() if k not in ("model", "messages")}
 
-        def call() -> ChatResponse:
-            resp = api.chat.completions.create(model=body["model"], messages=body["messages"], extra_body=extra)
-            if not resp.choices:
-                raise ValueError("the response has no choices")
-            choice = resp.choices[0]
-            usage = resp.usage
-            return ChatResponse(
-                text=choice.message.content or "", finish_reason=choice.finish_reason,
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                cached=False, model=resp.model or "",
-            )
+        def call(seconds: float) -> ChatResponse:
+            data = self._post(api.chat.completions, seconds, model=body["model"], messages=body["messages"],
+                              extra_body=extra)
+            return _chat_response(data)
 
         out = self._with_retries("chat/completions", body["model"], tag, call)
         self.usage.add(tag, prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
         return out
-
     def chat(self, messages: str | Sequence[Message] | ChatRequest, *, tag: str | None = None,
              **params: Any) -> ChatResponse:
         """One answer: ``llm.chat("Say hi", tag="q1", max_tokens=5).text``."""
@@ -642,16 +855,14 @@ class LLMClient:
         extra = {"dimensions": dimensions} if dimensions is not None else {}
 
         def one(batch: list[str]) -> "np.ndarray":
-            def call():
-                resp = api.embeddings.create(input=batch, model=model, encoding_format="float", extra_body=extra)
-                data = sorted(resp.data, key=lambda d: d.index)
-                if len(data) != len(batch):
-                    raise ValueError(f"{len(data)} embeddings came back for {len(batch)} texts")
-                return np.asarray([d.embedding for d in data], dtype=np.float32), resp.usage
+            def call(seconds: float):
+                data = self._post(api.embeddings, seconds, input=batch, model=model, encoding_format="float",
+                                  extra_body=extra)
+                return _embeddings(data, len(batch))
 
             self.usage.add(tag, requests=1)
-            arr, usage = self._with_retries("embeddings", model, tag, call)
-            self.usage.add(tag, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0))
+            arr, tokens = self._with_retries("embeddings", model, tag, call)
+            self.usage.add(tag, prompt_tokens=tokens)
             return arr
 
         width = max(1, min(concurrency or self.config.concurrency, len(batches)))
@@ -659,7 +870,12 @@ class LLMClient:
             parts = [one(b) for b in batches]
         else:
             with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gapbench-embed") as pool:
-                parts = list(pool.map(one, batches))
+                futures = [pool.submit(one, b) for b in batches]
+                try:
+                    parts = [f.result() for f in futures]
+                finally:  # a failed batch stops the ones not started; the ones in flight end within their bounds
+                    for f in futures:
+                        f.cancel()
         if not parts:
             return np.zeros((0, dimensions or 0), dtype=np.float32)
         if len({p.shape[1] for p in parts}) > 1:
@@ -679,7 +895,8 @@ class LLMClient:
     def describe(self) -> dict[str, Any]:
         c = self.config
         return {"endpoint": self.endpoint, "model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens,
-                "seed": c.seed, "timeout": c.timeout, "max_retries": c.max_retries, "concurrency": c.concurrency,
+                "seed": c.seed, "timeout": c.timeout, "call_timeout": c.call_timeout,
+                "outage_timeout": c.outage_timeout, "max_retries": c.max_retries, "concurrency": c.concurrency,
                 "api_key_env": c.api_key_env, "cache": str(self.cache.path) if self.cache else None}
 
     def manifest(self) -> dict[str, Any]:
@@ -700,13 +917,152 @@ class LLMClient:
         self.close()
 
 
-def _is_retryable(exc: BaseException) -> bool:
+# --------------------------------------------------------------------------------------------------------- responses
+def _decode_json(body: bytes, content_type: str) -> Any:
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise _Garbage("JSON nested too deeply to read") from None
+    except ValueError:  # not JSON, or not UTF-8
+        raise _Garbage(f"{_body_kind(body, content_type)} where JSON was expected") from None
+
+
+def _body_kind(body: bytes, content_type: str) -> str:
+    text = body.decode("utf-8", "replace")
+    if not text.strip():
+        return f"an empty body (Content-Type {content_type or 'none'!r})"
+    if "html" in content_type.lower() or text.lstrip().startswith("<"):
+        words = _one_line(re.sub(r"<[^>]*>", " ", text))
+        return f"an HTML page ({words[:120]!r})"
+    return f"{len(body)} bytes of {content_type or 'unlabelled'} text starting {_one_line(text)[:80]!r}"
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def _object(data: Any, wanted: str) -> dict:
+    """``data`` when it is an object holding ``wanted``; else what it is instead, as a _Garbage."""
+    if not isinstance(data, dict):
+        raise _Garbage(f"a JSON {_json_type(data)} where an object with {wanted!r} was expected")
+    if wanted not in data:
+        err = data.get("error")
+        if err is not None:
+            said = err.get("message", err) if isinstance(err, dict) else err
+            raise _Garbage(f"an error object with a success status: {str(said)[:300]!r}")
+        keys = ", ".join(sorted(map(str, data))[:8]) or "none"
+        raise _Garbage(f"a JSON object without {wanted!r} (its keys: {keys})")
+    return data
+
+
+def _count(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _chat_response(data: Any) -> ChatResponse:
+    choices = _object(data, "choices")["choices"]
+    if not isinstance(choices, list) or not choices:
+        raise _Garbage(f"'choices' is {'empty' if choices == [] else 'a JSON ' + _json_type(choices)}, not a list "
+                       "with one answer")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise _Garbage(f"choices[0] is a JSON {_json_type(choice)} without a 'message' object")
+    finish = choice.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    content = message.get("content")
+    if content is None:
+        if isinstance(message.get("refusal"), str):
+            raise _Garbage(f"the model refused: {message['refusal'][:200]!r}")
+        hint = "; the answer ran out of tokens: raise max_tokens" if finish == "length" else ""
+        raise _Garbage(f"the message has no content (content null, finish_reason {finish!r}){hint}")
+    if not isinstance(content, str):
+        raise _Garbage(f"the message content is a JSON {_json_type(content)}, not a string")
+    usage = data.get("usage")
+    model = data.get("model")
+    return ChatResponse(text=content, finish_reason=finish, prompt_tokens=_count(usage, "prompt_tokens"),
+                        completion_tokens=_count(usage, "completion_tokens"), cached=False,
+                        model=model if isinstance(model, str) else "")
+
+
+def _embeddings(data: Any, n: int):
+    """(float32 array in input order, prompt tokens) from an embeddings response for ``n`` texts."""
+    import numpy as np
+
+    items = _object(data, "data")["data"]
+    if not isinstance(items, list) or len(items) != n:
+        got = len(items) if isinstance(items, list) else f"a JSON {_json_type(items)} instead of"
+        raise _Garbage(f"{got} embeddings came back for {n} texts")
+    if not all(isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items):
+        raise _Garbage("an item of 'data' has no 'embedding' list")
+    index = [d.get("index", i) for i, d in enumerate(items)]
+    if not all(type(i) is int for i in index) or sorted(index) != list(range(n)):
+        raise _Garbage(f"the embeddings' 'index' values are not 0 to {n - 1} once each")
+    order = sorted(range(n), key=index.__getitem__)
+    try:
+        arr = np.asarray([items[i]["embedding"] for i in order], dtype=np.float32)
+    except (TypeError, ValueError):
+        raise _Garbage("the embeddings are not lists of numbers of one length") from None
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise _Garbage("the embeddings are not lists of numbers of one length")
+    return arr, _count(data.get("usage"), "prompt_tokens")
+
+
+# --------------------------------------------------------------------------------------------------------- failures
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    out: list[BaseException] = []
+    while exc is not None and len(out) < 12 and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _transport_names(chain: list[BaseException]) -> set[str]:
+    """Class names of the HTTP library's errors in ``chain`` (httpx or its forks, whichever openai uses)."""
+    return {c.__name__ for e in chain for c in type(e).__mro__ if c.__module__.split(".")[0].startswith(("httpx",
+                                                                                                         "httpcore"))}
+
+
+def _failure_kind(exc: BaseException) -> str:
+    """status, timeout, slow, dropped, refused, dns, connect, connect_timeout, garbage, or other."""
     openai = _openai_module()
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
+    if isinstance(exc, _Garbage):
+        return "garbage"
+    if isinstance(exc, _Slow):
+        return "slow"
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    return False
+        return "status"
+    chain = _chain(exc)
+    names = _transport_names(chain)
+    if "ConnectTimeout" in names:
+        return "connect_timeout"
+    if isinstance(exc, openai.APITimeoutError) or "TimeoutException" in names:
+        return "timeout"
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "refused"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "dns"
+    if "ConnectError" in names:
+        return "connect"
+    if isinstance(exc, openai.APIConnectionError) or "TransportError" in names:
+        return "dropped"
+    return "other"
+
+
+def _describe(exc: BaseException) -> str:
+    """What went wrong, in a few words, from the deepest informative error (no request, no headers)."""
+    chain = _chain(exc)
+    named = [e for e in chain if _transport_names([e]) or isinstance(e, OSError)]
+    if isinstance(exc, (_Slow, _Garbage)) or not named:
+        return _one_line(str(exc) or type(exc).__name__)[:300]
+    first = named[0]
+    return f"{type(first).__name__}: {_one_line(str(first)) or 'no detail'}"[:300]
+
+
+def _port(parts) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
@@ -725,14 +1081,19 @@ def _retry_after(exc: BaseException | None) -> float | None:
 
 
 def _server_message(exc) -> str:
+    """The server's own words from an error answer, on one line: the message of a JSON error, else the text of the
+    body (an HTML page reduced to its words)."""
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         err = body.get("error", body)
         if isinstance(err, Mapping):
-            return str(err.get("message") or err)[:300]
-        return str(err)[:300]
+            return _one_line(str(err.get("message") or err))[:300]
+        return _one_line(str(err))[:300]
     try:
         text = exc.response.text
     except Exception:  # a streamed or unreadable body
         text = ""
-    return (text or getattr(exc, "message", "") or "no message").strip()[:300]
+    text = text or getattr(exc, "message", "") or ""
+    if "<" in text and ">" in text:
+        text = re.sub(r"<[^>]*>", " ", text)
+    return _one_line(text)[:300] or "no message"

@@ -32,6 +32,16 @@ hash, or fixed with ``malformed_kinds``). ``latency`` delays every answer; ``for
 answers every request with that HTTP status; ``api_key`` makes a missing or wrong bearer token a 401 (whose message
 echoes the token received when ``echo_key``, as careless servers do); ``models`` makes other model names a 404.
 
+Endpoint faults (``fault="hang"``, or set ``server.fault`` at any time): every API request from the ``fault_after``-th
+on (counted from 0 since the fault was set), for ``fault_times`` requests (None: all), is answered badly, as broken
+servers and proxies do: ``hang`` (read the request, never answer; the handler gives up after ``hang_max`` seconds or
+when the server stops), ``drip`` (the right answer, ``drip_bytes`` bytes every ``drip_interval`` seconds), ``close``
+(hang up without a response), ``close_mid_body`` (headers and half the body, then hang up), ``not_json``,
+``no_choices``, ``empty_choices``, ``null_content``, ``bad_schema`` (choices that are strings), ``error_200`` (an
+OpenAI error object with status 200), ``html_502`` (a proxy's multi-line HTML 502 page), ``html_200`` (a sign-in
+page with status 200), ``text_plain`` (the right answer labelled text/plain), ``deep_json`` (JSON nested 100,000
+deep), ``huge_body`` (a 200 whose body is ``huge_bytes`` of spaces before the answer).
+
 Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
 request's ``dimensions``); ``encoding_format`` float or base64. An empty input string gets 400, as from OpenAI.
 
@@ -46,6 +56,7 @@ import hashlib
 import json
 import random
 import re
+import socket
 import struct
 import threading
 import time
@@ -54,6 +65,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
 HTTP_FAULTS = ("429", "500", "slow")
+ENDPOINT_FAULTS = ("hang", "drip", "close", "close_mid_body", "not_json", "no_choices", "empty_choices", "null_content",
+                   "bad_schema", "error_200", "html_502", "html_200", "text_plain", "deep_json", "huge_body")
 CONTENT_FAULTS = ("truncated", "malformed")
 MALFORMED_KINDS = ("garbage", "duplicate", "out_of_range")
 _PASSAGE = re.compile(r"^\[(\d+)\](?: (.*))?$")
@@ -99,6 +112,30 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connections into SYN retries
     app: "LLMServer"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open: set = set()  # connections being served, closed on stop as a stopping server's are
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._open_lock:
+            open_now = list(self._open)
+        for sock in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def handle_error(self, request, client_address) -> None:
         import sys
 
@@ -117,15 +154,21 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str, headers: Mapping[str, str] | None = None,
+                    *, length: int | None = None, pieces: Any = None) -> None:
+        """Headers, then ``data`` (or the byte strings ``pieces`` yields, written as they come)."""
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data) if length is None else length))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            for piece in (pieces if pieces is not None else [data]):
+                self.wfile.write(piece)
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -169,6 +212,13 @@ class LLMServer:
         api_key: str | None = None,
         echo_key: bool = False,
         models: set[str] | None = None,
+        fault: str | None = None,
+        fault_after: int = 0,
+        fault_times: int | None = None,
+        hang_max: float = 60.0,
+        drip_interval: float = 0.2,
+        drip_bytes: int = 1,
+        huge_bytes: int = 64 * 2**20,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(HTTP_FAULTS) - set(CONTENT_FAULTS)
@@ -187,13 +237,17 @@ class LLMServer:
         self.embed_dim = embed_dim
         self.api_key, self.echo_key, self.models = api_key, echo_key, models
         self.force_status: int | None = None
+        self.fault_after, self.fault_times = fault_after, fault_times
+        self._lock = threading.Lock()
+        self.fault = fault
+        self.hang_max, self.drip_interval, self.drip_bytes, self.huge_bytes = hang_max, drip_interval, drip_bytes, huge_bytes
+        self._stopping = threading.Event()
         self._judged: dict[str, dict[str, int]] = {}
         for qkey, docs in (qrels or {}).items():
             qtext = _norm(queries[qkey] if queries is not None else qkey)
             row = self._judged.setdefault(qtext, {})
             for dkey, grade in docs.items():
                 row[_norm(corpus[dkey] if corpus is not None and dkey in corpus else dkey)] = int(grade)
-        self._lock = threading.Lock()
         self._seen: Counter = Counter()
         self._counts: Counter = Counter()
         self.log: list[tuple[str, int, str]] = []
@@ -203,8 +257,32 @@ class LLMServer:
         self._port: int | None = None
         self._thread: threading.Thread | None = None
 
+    @property
+    def fault(self) -> str | None:
+        return self._fault
+
+    @fault.setter
+    def fault(self, mode: str | None) -> None:
+        if mode is not None and mode not in ENDPOINT_FAULTS:
+            raise ValueError(f"unknown endpoint fault {mode!r}; accepted: {ENDPOINT_FAULTS}")
+        with self._lock:
+            self._fault, self._fault_seen = mode, 0
+
+    def _take_fault(self) -> str | None:
+        """The endpoint fault this API request meets, if any (counts the request)."""
+        with self._lock:
+            if self._fault is None:
+                return None
+            n = self._fault_seen
+            self._fault_seen += 1
+            hit = n >= self.fault_after and (self.fault_times is None or n < self.fault_after + self.fault_times)
+            if hit:
+                self._counts[self._fault] += 1
+            return self._fault if hit else None
+
     # -- life cycle -------------------------------------------------------------------------------------------
     def start(self) -> "LLMServer":
+        self._stopping.clear()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.app = self
         self._port = self._httpd.server_address[1]
@@ -214,9 +292,11 @@ class LLMServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # releases handlers that hang or drip
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.drop_connections()
             self._httpd = None
 
     def __enter__(self) -> "LLMServer":
@@ -356,6 +436,19 @@ class LLMServer:
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
             return self._fail(h, 400, f"malformed JSON body: {exc}", "invalid_request_error")
+        h.fault = self._take_fault()
+        if h.fault == "hang":
+            self._stopping.wait(self.hang_max)
+            h.close_connection = True
+            return 0, "hang"
+        if h.fault == "close":
+            h.close_connection = True
+            return 0, "close"
+        if h.fault == "html_502":
+            page = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<h1>502 Bad Gateway</h1>\r\n"
+                    "<p>The upstream server did not answer.</p>\r\n<hr><address>test-proxy</address>\r\n</body>\r\n</html>\r\n")
+            h._send_bytes(502, page.encode(), "text/html")
+            return 502, "html_502"
         if self.force_status is not None:
             return self._fail(h, self.force_status, f"forced status {self.force_status} (test server)",
                               "invalid_request_error" if self.force_status < 500 else "server_error")
@@ -407,13 +500,12 @@ class LLMServer:
                             [outcome] if outcome == "truncated" else []))
         pt, ct = sum(_tokens(c) for c in contents), _tokens(text)
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
-        h._send(200, {
+        return self._deliver(h, {
             "id": f"chatcmpl-{digest[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
                          "logprobs": None}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
-        })
-        return 200, outcome
+        }, outcome)
 
     def _embeddings(self, h: _Handler, body: dict, model: Any) -> tuple[int, str]:
         inputs = body.get("input")
@@ -433,9 +525,56 @@ class LLMServer:
             data.append({"object": "embedding", "index": i, "embedding": emb})
         self._count("ok")
         pt = sum(_tokens(t) for t in inputs)
-        h._send(200, {"object": "list", "data": data, "model": model,
-                      "usage": {"prompt_tokens": pt, "total_tokens": pt}})
-        return 200, "ok"
+        return self._deliver(h, {"object": "list", "data": data, "model": model,
+                                 "usage": {"prompt_tokens": pt, "total_tokens": pt}}, "ok")
+
+    def _deliver(self, h: _Handler, payload: dict, outcome: str) -> tuple[int, str]:
+        """Send a 200 answer, spoilt as the request's endpoint fault says."""
+        fault = getattr(h, "fault", None)
+        data = json.dumps(payload).encode("utf-8")
+        if fault is None:
+            h._send_bytes(200, data, "application/json")
+            return 200, outcome
+        if fault == "drip":
+            def pieces():
+                for i in range(0, len(data), self.drip_bytes):
+                    if i and self._stopping.wait(self.drip_interval):
+                        return
+                    yield data[i:i + self.drip_bytes]
+            h._send_bytes(200, data, "application/json", pieces=pieces())
+        elif fault == "close_mid_body":
+            h._send_bytes(200, data, "application/json", pieces=[data[: len(data) // 2]])
+            h.close_connection = True
+        elif fault == "huge_body":
+            chunk = b" " * 2**20
+            pieces = [chunk] * (self.huge_bytes // len(chunk)) + [b" " * (self.huge_bytes % len(chunk)), data]
+            h._send_bytes(200, data, "application/json", length=self.huge_bytes + len(data), pieces=pieces)
+        elif fault in ("text_plain", "html_200", "not_json", "deep_json"):
+            body, ctype = {
+                "text_plain": (data, "text/plain; charset=utf-8"),
+                "html_200": (b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body><h1>Sign in to "
+                             b"continue</h1>\n<form method=post><input name=user></form></body></html>\n", "text/html"),
+                "not_json": (b"upstream said: OK but no JSON here {", "application/json"),
+                "deep_json": (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+            }[fault]
+            h._send_bytes(200, body, ctype)
+        else:
+            spoilt = dict(payload)
+            if fault == "no_choices":
+                spoilt.pop("choices", None)
+                spoilt.pop("data", None)
+            elif fault == "empty_choices":
+                spoilt["choices" if "choices" in spoilt else "data"] = []
+            elif fault == "null_content" and "choices" in spoilt:
+                spoilt["choices"] = [{**c, "message": {**c["message"], "content": None}, "finish_reason": "length"}
+                                     for c in spoilt["choices"]]
+            elif fault == "bad_schema":
+                key = "choices" if "choices" in spoilt else "data"
+                spoilt[key] = [json.dumps(x) for x in spoilt[key]]
+            elif fault == "error_200":
+                spoilt = _error("The model is overloaded; try again later (test server).", "server_error")
+            h._send(200, spoilt)
+        return 200, fault
 
 
 def llm_server_fixture(scope: str = "function", **kwargs: Any):

@@ -189,13 +189,36 @@ def test_chat_many_raises_the_first_error_or_returns_it(tmp_path):
         assert all(isinstance(o, LLMRequestError) for o in out)
 
 
-def test_no_server_is_a_connection_error(tmp_path):
-    with socket.socket() as s:
+def test_no_server_is_a_connection_error_at_the_first_attempt(tmp_path):
+    with socket.socket() as s:  # bound, never listening: the port refuses connections while the test holds it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", cache=False, max_retries=1, retry_wait=0.0)
-    with pytest.raises(LLMUnavailableError, match="cannot connect.*after 2 attempts.*Is the server running"):
-        client.chat("hi")
+        client = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", cache=False, max_retries=6)
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat("hi")
+    assert str(err.value) == (
+        f"cannot connect to the LLM endpoint http://127.0.0.1:{port}/v1/chat/completions: connection refused: nothing "
+        f"listens on 127.0.0.1:{port}. Start the server there, or point --llm-base-url (or $OPENAI_BASE_URL) at the "
+        "one that runs.")
+    assert client.usage.total()["calls"] == 1 and client.usage.total()["retries"] == 0
+
+
+def test_an_unknown_host_is_reported_at_once():
+    client = LLMClient(base_url="http://gapbench-no-such-host.invalid:8000/v1", model="m", cache=False)
+    with pytest.raises(LLMUnavailableError, match=r"the host name 'gapbench-no-such-host.invalid' does not resolve\. "
+                                                  r"Check the host in --llm-base-url \(or \$OPENAI_BASE_URL\)"):
+        client.embed_many(["a text"])
+    assert client.usage.total()["calls"] == 1
+
+
+def test_a_server_that_goes_away_after_answering_is_retried(tmp_path):
+    with server_of() as srv:
+        client = make_client(srv, tmp_path, max_retries=2)
+        assert client.chat("first").text.startswith("echo ")
+    with pytest.raises(LLMUnavailableError, match=r"still fails after 3 attempts \(model 'judge'\): ConnectError: "
+                                                  r".*Connection refused"):
+        client.chat("second")  # refused now, but it answered before: a restart, so the retries run
+    assert client.usage.total()["retries"] == 2
 
 
 # ----------------------------------------------------------------------------------------------- cache
