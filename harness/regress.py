@@ -94,6 +94,11 @@ class RegressionReport:
                          f"{r.p:.4f} | {r.p_holm:.4f} | {'**FAIL**' if r.failed else 'pass'} |")
         if self.extra_tasks:
             lines += ["", f"Candidate tasks without a baseline (not gated): {', '.join(self.extra_tasks)}."]
+        # 2 of the 2^n sign patterns reach any observed mean difference, so p >= 2 / 2^n before Holm's correction.
+        small = [r.task for r in self.rows if len(self.rows) * 2.0 ** (1 - r.n_queries) >= self.alpha]
+        if small:
+            lines += ["", f"Too few queries for any drop to be significant at {self.alpha} (these tasks always pass): "
+                          f"{', '.join(small)}."]
         return "\n".join(lines) + "\n"
 
     def to_junit(self) -> str:

@@ -85,6 +85,7 @@ def test_planted_regression_is_caught(sets, tmp_path):
     assert failed == [f"{TASKS[0]} nDCG@10"]
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "FAILED (1 of 2 tasks regressed)" in text and "**FAIL**" in text
+    assert "Too few queries" not in text
 
 
 def test_change_within_noise_passes(sets, tmp_path):
@@ -307,3 +308,19 @@ def test_value_ranges():
     assert value_range("nDCG@10") == value_range("R@100") == value_range("RR") == value_range("Rprec") == (0.0, 1.0)
     assert value_range("NumRet") == value_range("NumRel(rel=2)") == (0.0, math.inf)
     assert value_range("alpha_DCG@10") == value_range("nDCG(gains={0:-1,1:1})@10") == (-math.inf, math.inf)
+
+
+def test_a_task_too_small_to_fail_is_named(tmp_path):
+    # Four queries, the relevant document first in the baseline and absent from the candidate's top 10: RR@10 drops
+    # from 1 to 0 on each, yet only 2 of the 2^4 sign patterns reach that mean, so p is about 2 / 16 = 0.125.
+    qrels = {f"q{i}": {"rel": 1} for i in range(4)}
+    good = Run({q: {"rel": 2.0, "x": 1.0} for q in qrels}, "good")
+    bad = Run({q: {"rel": 0.0, **{f"x{j}": 1.0 + j for j in range(10)}} for q in qrels}, "bad")
+    for name, run in (("base", good), ("cand", bad)):
+        save_run_dir(tmp_path / name / "tiny", run, evaluate(run, qrels, ["RR@10"], task="tiny"), {})
+    report = regress(tmp_path / "base", tmp_path / "cand", measure="RR@10")
+    row = report.rows[0]
+    assert (row.baseline, row.candidate, row.drop) == (1.0, 0.0, 1.0)
+    assert abs(row.p - 0.125) < 0.01 and report.passed
+    assert "Too few queries for any drop to be significant at 0.05 (these tasks always pass): tiny." in \
+        report.to_markdown()
