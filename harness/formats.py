@@ -369,12 +369,16 @@ def read_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"malformed JSON ({exc.msg} at column {exc.colno}).", path=path, line=n) from None
+                if exc.msg.startswith("Unexpected UTF-8 BOM"):
+                    raise DataFormatError("a byte order mark (U+FEFF) starts this line; only the first line of a file "
+                                          "may carry one, so remove it.", path=path, line=n) from None
+                raise DataFormatError(f"malformed JSON ({exc.msg}: column {exc.colno}).", path=path, line=n) from None
             except RecursionError:
                 raise DataFormatError("JSON nested too deeply to read; a record is a flat object of fields.",
                                       path=path, line=n) from None
-            except ValueError as exc:  # e.g. an integer of more digits than Python converts
-                raise DataFormatError(f"unreadable JSON value ({exc}).", path=path, line=n) from None
+            except ValueError as exc:  # an integer of more digits than Python converts
+                raise DataFormatError(f"unreadable JSON value ({str(exc).split(':')[0]}).", path=path,
+                                      line=n) from None
             if not isinstance(obj, dict):
                 raise DataFormatError(f"expected a JSON object per line, found {_json_type(obj)}.", path=path, line=n)
             if ("\\ud" in line or "\\uD" in line) and _has_lone_surrogate(obj):
@@ -486,7 +490,7 @@ def _collect(cls, numbered: Iterator, path: PathLike, kind: str):
         lines[rid] = n
         recs.append(rec)
     if not recs:
-        raise DataFormatError(f"no {kind}s found; the file is empty.", path=path)
+        raise DataFormatError(f"no {'queries' if kind == 'query' else kind + 's'} found; the file is empty.", path=path)
     return cls(recs, source=str(path))
 
 
