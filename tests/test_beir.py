@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import http.server
 import shutil
@@ -185,3 +186,37 @@ def test_zip_member_outside_the_set_is_refused(monkeypatch, tmp_path, zip_server
     with pytest.raises(DataFormatError, match="unexpected member '../escape.txt'"):
         get_task("beir/arguana").load()
     assert not (tmp_path / "home" / "cache" / "datasets" / "escape.txt").exists()
+
+
+@pytest.mark.parametrize("form", ["bom", "crlf", "gzip"])
+def test_local_copy_in_other_encodings_loads_the_same(tmp_path, form):
+    # the same set with a BOM on every file, CRLF line ends, or gzipped files loads to identical fingerprints
+    copy = Path(shutil.copytree(FIXTURES / "scifact", tmp_path / "scifact"))
+    for path in [p for p in copy.rglob("*") if p.is_file()]:
+        raw = path.read_bytes()
+        if form == "bom":
+            path.write_bytes(b"\xef\xbb\xbf" + raw)
+        elif form == "crlf":
+            path.write_bytes(raw.replace(b"\n", b"\r\n"))
+        else:
+            path.with_name(path.name + ".gz").write_bytes(gzip.compress(raw))
+            path.unlink()
+    if form == "gzip":  # BEIR's layout names plain files; gapbench takes corpus.jsonl.gz and qrels/<split>.tsv.gz too
+        assert (copy / "corpus.jsonl.gz").exists()
+    want = get_task(f"beir/scifact:data_dir={FIXTURES}").load()
+    got = get_task(f"beir/scifact:data_dir={tmp_path}").load()
+    assert got.corpus.fingerprint == want.corpus.fingerprint and got.corpus.fingerprint.startswith("6035728ed2ef")
+    assert got.queries.fingerprint == want.queries.fingerprint and got.queries.ids() == ["1", "3", "5", "13"]
+    assert got.qrels.to_dict() == want.qrels.to_dict() == {
+        "1": {"4983": 1}, "3": {"7912": 1}, "5": {"18670": 1}, "13": {"31715818": 1, "43385013": 0}}
+
+
+def test_integer_ids_in_a_local_copy_are_refused_with_the_fix(tmp_path):
+    # BEIR's loader would keep 4983 as a number that never matches the string "4983" of its qrels
+    copy = Path(shutil.copytree(FIXTURES / "scifact", tmp_path / "scifact"))
+    corpus = copy / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace('"_id": "4983"', '"_id": 4983'))
+    with pytest.raises(DataFormatError) as err:
+        get_task(f"beir/scifact:data_dir={tmp_path}").load()
+    assert str(err.value) == (f"{corpus}, line 1: field '_id' is the number 4983; document ids are JSON strings, for "
+                              'example "_id": "4983".')

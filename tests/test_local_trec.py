@@ -116,3 +116,38 @@ def test_options_and_mismatched_files(tmp_path):
     qrels.write_text("301 0 FBIS3-10082 1\n\n301 0 NOT-IN-CORPUS 1\n")
     with pytest.raises(DataFormatError, match="qrels.txt, line 3: .*'NOT-IN-CORPUS', absent from"):
         local_trec.trec_files_task(TOPICS, qrels, CORPUS).load()
+
+
+def test_every_file_through_a_pipe_and_with_a_bom(tmp_path):
+    # each file is opened once, so named pipes work; a BOM is dropped, so the first topic keeps its number
+    import os
+    import threading
+
+    expected = local_trec.trec_files_task(TOPICS, QRELS, CORPUS).load()
+    paths = {}
+    for name, src in (("topics", TOPICS), ("qrels", QRELS), ("corpus", CORPUS)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        payload = b"\xef\xbb\xbf" + src.read_bytes().replace(b"\n", b"\r\n")
+
+        def feed(path=fifo, data=payload):
+            with open(path, "wb") as fh:
+                fh.write(data)
+
+        threading.Thread(target=feed, daemon=True).start()
+        paths[name] = fifo
+    data = local_trec.trec_files_task(paths["topics"], paths["qrels"], paths["corpus"]).load()
+    assert data.queries.fingerprint == expected.queries.fingerprint and data.queries.ids() == ["301", "302", "303"]
+    assert data.corpus.fingerprint == expected.corpus.fingerprint
+    assert data.qrels.to_dict() == expected.qrels.to_dict()
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("1\tfirst\n3\u00a001\tsecond\n", 2, "topic number '3\\\\xa001' contains U\\+00A0 \\(NO-BREAK SPACE\\)"),
+    ("<top>\n<num> Number: 3\x0001\n<title> a\n</top>\n", 1, "topic number '3\\\\x0001' contains U\\+0000"),
+])
+def test_topic_numbers_are_ids(tmp_path, text, line, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(DataFormatError, match=message) as err:
+        local_trec.read_topics(path)
+    assert err.value.line == line and str(path) in str(err.value)
