@@ -86,7 +86,7 @@ from .errors import ConfigError, GapbenchError
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
 MAX_RUN_TEXT_BYTES = 100_000_000  # per run file once gunzipped
-MAX_LINE_CHARS = 10_000
+MAX_LINE_BYTES = 10_000
 MAX_JSON_BYTES = 1_000_000  # submission.json
 MAX_SCORES_BYTES = 50_000_000  # scores.json carries every per-query value
 MAX_JSON_DEPTH = 32
@@ -200,9 +200,11 @@ class ValidationReport:
     def one_line(self) -> str:
         """The errors on one line, for the CLI's one-line error contract."""
         errors = self.errors
-        shown = "; ".join(f"{p.where()}: {p.message}" for p in errors[:MAX_PROBLEMS_SHOWN])
+        shown = "; ".join((p.message if p.path == str(self.directory) and p.line is None else f"{p.where()}: {p.message}")
+                          .rstrip(".") for p in errors[:MAX_PROBLEMS_SHOWN])
         more = f"; ... and {len(errors) - MAX_PROBLEMS_SHOWN} more errors" if len(errors) > MAX_PROBLEMS_SHOWN else ""
-        text = f"{self.directory}: invalid submission, {len(errors)} error{'s' if len(errors) != 1 else ''}: {shown}{more}"
+        count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+        text = f"{self.directory}: invalid submission, {count}: {shown}{more}."
         return re.sub(r"[\r\n\x0b\x0c\x85\u2028\u2029]+", " ", text)
 
 
@@ -292,19 +294,19 @@ class _Hashing(io.RawIOBase):
         return n
 
 
-def _text_stream(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> io.TextIOWrapper:
-    """An open regular file as UTF-8 text from its start, gunzipped when it starts with the gzip magic (sniffed on
-    the same handle), never more than ``cap`` bytes of text."""
+def _byte_stream(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> io.BufferedReader:
+    """An open regular file's content from its start, gunzipped when it starts with the gzip magic (sniffed on the
+    same handle), never more than ``cap`` bytes."""
     raw.seek(0)
     magic = raw.read(2)
     raw.seek(0)
     source: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
-    return io.TextIOWrapper(io.BufferedReader(_Capped(source, cap)), encoding="utf-8")
+    return io.BufferedReader(_Capped(source, cap))
 
 
 def open_run_text(path: Path, cap: int = MAX_RUN_TEXT_BYTES) -> io.TextIOWrapper:
-    """A run file of a submission as text (see :func:`_text_stream`), opened without following links."""
-    return _text_stream(_open_regular(path), cap)
+    """A run file of a submission as UTF-8 text (see :func:`_byte_stream`), opened without following links."""
+    return io.TextIOWrapper(_byte_stream(_open_regular(path), cap), encoding="utf-8")
 
 
 def _digest(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> str:
@@ -743,16 +745,18 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tup
     try:
         with raw:
             digest = _digest(raw)
-            fh = _text_stream(raw)
+            fh = _byte_stream(raw)
             while True:
-                raw_line = fh.readline(MAX_LINE_CHARS + 1)
-                if not raw_line:
+                chunk = fh.readline(MAX_LINE_BYTES + 1)
+                if not chunk:
                     break
                 n += 1
-                if len(raw_line) > MAX_LINE_CHARS:
-                    err(f"line is longer than {MAX_LINE_CHARS:,} characters; a run line is 'query_id Q0 doc_id rank "
+                if len(chunk) > MAX_LINE_BYTES:
+                    err(f"line is longer than {MAX_LINE_BYTES:,} bytes; a run line is 'query_id Q0 doc_id rank "
                         "score tag'. Check that this is a TREC run.", n)
-                    break
+                    return None, digest
+                # Decoded line by line, so a bad byte is reported on its own line.
+                raw_line = chunk.decode("utf-8")
                 if n == 1 and raw_line.startswith("\ufeff"):
                     err("starts with a UTF-8 byte-order mark (BOM), which would stick to the first query id; "
                         "save the run without BOM.", n)
@@ -806,7 +810,8 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tup
         err(exc.args[0], n or None)
         return None, digest
     except UnicodeDecodeError as exc:
-        err(f"is not UTF-8 text ({exc.reason}); write the run as UTF-8 (gzip allowed).", n + 1)
+        err(f"is not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); write the run as UTF-8 (gzip "
+            "allowed).", n)
         return None, digest
     except (EOFError, OSError, zlib.error) as exc:
         err(f"truncated or corrupt gzip file ({exc}); re-create it.")
