@@ -139,6 +139,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _clause(text: str) -> str:
+    """``text`` ready to be followed by a full stop of ours."""
+    return text.rstrip(" .")
+
+
 def listwise_prompt(query: str, passages: Sequence[str], *, template: str = "listwise_rank",
                     max_chars: int | None = None) -> str:
     """The RankGPT listwise prompt: ``Query: ...`` on one line, then passages ``[1] ...``, ``[2] ...`` one per line.
@@ -669,7 +674,7 @@ class LLMClient:
                 }.get(status, "The endpoint rejected the request; check the model name, max_tokens, temperature and "
                               "the prompt length for this model.")
                 return LLMRequestError(self._line(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not "
-                                                  f"retried: {said}. {hint}"), endpoint=url, status=status)
+                                                  f"retried: {_clause(said)}. {hint}"), endpoint=url, status=status)
             if kind in ("refused", "dns", "connect", "connect_timeout"):
                 parts = urlsplit(cfg.base_url)
                 detail = {
@@ -678,17 +683,18 @@ class LLMClient:
                     "dns": f"the host name {parts.hostname!r} does not resolve. Check the host in {where}",
                     "connect_timeout": f"no TCP connection within {min(_CONNECT_TIMEOUT, seconds):g} s. Check that "
                                        f"{parts.hostname} is up and reachable from here and the port in {where}",
-                }.get(kind, f"{_describe(exc)}. Is the server running, and is {where} right?")
+                }.get(kind, f"{_clause(_describe(exc))}. Is the server running, and is {where} right?")
                 return LLMUnavailableError(self._line(f"cannot connect to the LLM endpoint {url}: {detail}."),
                                            endpoint=url)
             if kind == "garbage":
                 return LLMResponseError(self._line(
                     f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
-                    f"{model!r}): {exc}. Check that {where} is the API root of an OpenAI-compatible server (it ends "
+                    f"{model!r}): {_clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible server (it ends "
                     "in /v1), not a proxy or sign-in page."), endpoint=url)
             openai = _openai_module()
             if isinstance(exc, openai.OpenAIError):
-                return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): {_describe(exc)}."),
+                return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): "
+                                                   f"{_clause(_describe(exc))}."),
                                         endpoint=url)
             return None
         if kind == "status":
@@ -709,7 +715,7 @@ class LLMClient:
         cached = (f"answers already received are cached in {str(self.cache.path)!r}, so a re-run resumes where this "
                   "one stopped" if self.cache is not None else "nothing was cached (cache=False)")
         return LLMUnavailableError(self._line(
-            f"{head}{why}. Check that the server is up and not overloaded, lower concurrency, or raise max_retries, "
+            f"{_clause(head)}{why}. Check that the server is up and not overloaded, lower concurrency, or raise max_retries, "
             f"the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; {cached}."), endpoint=url, status=status)
 
     def _line(self, text: str) -> str:
@@ -950,7 +956,7 @@ def _object(data: Any, wanted: str) -> dict:
         err = data.get("error")
         if err is not None:
             said = err.get("message", err) if isinstance(err, dict) else err
-            raise _Garbage(f"an error object with a success status: {str(said)[:300]!r}")
+            raise _Garbage(f"an error object with a success status: {_one_line(str(said))[:300]}")
         keys = ", ".join(sorted(map(str, data))[:8]) or "none"
         raise _Garbage(f"a JSON object without {wanted!r} (its keys: {keys})")
     return data

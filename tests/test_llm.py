@@ -6,22 +6,25 @@ import json
 import logging
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from gapbench.adapters.tournament import Tournament
+from gapbench.cli import main
 from gapbench.errors import ConfigError, GapbenchError, UnknownNameError
 from gapbench.llm import (
-    ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMUnavailableError, ResponseCache, cache_key,
-    listwise_prompt, prompt_fields, render,
+    ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMResponseError, LLMUnavailableError, ResponseCache,
+    cache_key, listwise_prompt, prompt_fields, render,
 )
+from gapbench.task import get_task
 from llm_server import LLMServer, llm_server_fixture, parse_listwise
-
-
-
 
 QUERIES = {f"q{i}": f"question number {i} about topic {i % 4}" for i in range(12)}
 CORPUS = {f"d{j}": f"passage {j} discusses topic {j % 4} with detail {j * 7 % 11}" for j in range(40)}
@@ -394,3 +397,326 @@ def test_the_key_never_leaks(tmp_path, monkeypatch, caplog):
     for m in messages:
         assert KEY not in m and "S3CRET" not in m, m
     assert client.manifest()["usage"]["per_query"]["q2"]["calls"] == 1
+
+
+# ----------------------------------------------------------------------------------------------- unreachable endpoints
+@pytest.mark.parametrize("url, problem", [
+    ("http://127.0.0.1:99999/v1", "has a port that is not a number from 0 to 65535"),
+    ("http://127.0.0.1:8k/v1", "has a port that is not a number from 0 to 65535"),
+    ("http://127.0.0.1:0/v1", "has port 0, where no server listens"),
+    ("http://local host:8000/v1", "contains spaces or control characters"),
+    ("http://localhost:8000/v1\n", None),  # a trailing newline (a pasted line) is only trimmed
+    ("http://local\thost:8000/v1", "contains spaces or control characters"),
+    ("http://loc$alhost:8000/v1", "has the host name 'loc$alhost', which is not a valid host"),
+    ("http://user:pw@:8000/v1", "has no host name"),
+])
+def test_malformed_base_urls_are_reported_before_any_call(url, problem):
+    if problem is None:
+        assert LLMClient(base_url=url, model="m", cache=False).endpoint == "http://localhost:8000/v1"
+        return
+    with pytest.raises(ConfigError) as err:
+        LLMClient(base_url=url, model="m", cache=False)
+    assert problem in str(err.value) and "(--llm-base-url or $OPENAI_BASE_URL)" in str(err.value)
+    assert "\n" not in str(err.value) and "pw" not in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "http://[::1/v1", "ftp://host/v1", "http:///v1"])
+def test_base_urls_that_are_not_http_urls(url):
+    with pytest.raises(ConfigError, match="is not an http\\(s\\) URL; give the API root"):
+        LLMClient(base_url=url, model="m", cache=False)
+
+
+def test_a_tournament_reports_a_bad_endpoint_when_it_is_built():
+    with pytest.raises(ConfigError, match="has a port that is not a number"):
+        Tournament(llm_base_url="http://127.0.0.1:123456/v1", llm_model="m")
+    with pytest.raises(ConfigError, match="no LLM model given"):
+        Tournament(llm_base_url="http://127.0.0.1:8000/v1")
+
+
+# ----------------------------------------------------------------------------------------------- time bounds
+def test_time_limits_come_from_arguments_then_environment_then_defaults(monkeypatch):
+    def bounds(**kw) -> tuple:
+        c = LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False, **kw).config
+        return c.timeout, c.call_timeout, c.outage_timeout
+
+    for name in ("GAPBENCH_LLM_TIMEOUT", "GAPBENCH_LLM_CALL_TIMEOUT", "GAPBENCH_LLM_OUTAGE_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    assert bounds() == (120.0, 300.0, 300.0)
+    monkeypatch.setenv("GAPBENCH_LLM_TIMEOUT", "7.5")
+    monkeypatch.setenv("GAPBENCH_LLM_CALL_TIMEOUT", "20")
+    monkeypatch.setenv("GAPBENCH_LLM_OUTAGE_TIMEOUT", " 40 ")
+    assert bounds() == (7.5, 20.0, 40.0)
+    assert bounds(timeout=3, outage_timeout=9) == (3, 20.0, 9)
+    described = LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False).describe()
+    assert (described["timeout"], described["call_timeout"], described["outage_timeout"]) == (7.5, 20.0, 40.0)
+    for bad in ("abc", "0", "-1", "nan", "inf"):
+        monkeypatch.setenv("GAPBENCH_LLM_OUTAGE_TIMEOUT", bad)
+        with pytest.raises(ConfigError, match=re.escape(f"$GAPBENCH_LLM_OUTAGE_TIMEOUT='{bad}' is not accepted; set "
+                                                        "it to a finite number of seconds > 0")):
+            bounds()
+    for field_name in ("timeout", "call_timeout", "outage_timeout"):
+        for bad in (0, -2.0, float("nan"), float("inf")):
+            with pytest.raises(ConfigError, match=f"LLMConfig.{field_name}="):
+                LLMConfig(**{field_name: bad})
+
+
+def test_a_hanging_endpoint_ends_every_call_within_the_outage_bound(tmp_path):
+    with server_of(fault="hang", hang_max=10) as srv:
+        client = make_client(srv, tmp_path, timeout=0.3, call_timeout=60, outage_timeout=1.0, max_retries=50,
+                             concurrency=4)
+        out = client.chat_many([f"p{i}" for i in range(8)], return_exceptions=True)
+        hung = srv.counts["hang"]
+    assert all(isinstance(o, LLMUnavailableError) for o in out)
+    assert len({str(o) for o in out}) == 1  # the first call to give up speaks for all
+    msg = str(out[0])
+    assert msg.startswith(f"LLM endpoint {srv.base_url}/chat/completions did not answer within ")
+    assert ("; gave up: no usable answer for 1 s, the limit for one command ($GAPBENCH_LLM_OUTAGE_TIMEOUT or "
+            "outage_timeout). Check that the server is up") in msg
+    usage = client.usage.total()
+    assert usage["calls"] == hung and usage["failures"] == 8
+    # four workers with at most 1 s / 0.3 s + 1 attempts each (51 allowed); the last four prompts were never sent
+    assert 4 <= hung <= 20
+
+
+def test_one_call_with_its_retries_is_bounded_by_call_timeout(tmp_path):
+    with server_of(fault="hang", hang_max=10) as srv:
+        client = make_client(srv, tmp_path, timeout=0.3, call_timeout=1.0, outage_timeout=60, max_retries=50)
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat("hello")
+        assert 2 <= srv.counts["hang"] <= 4
+    assert re.search(r"did not answer within [0-9.]+ s, after [2-4] attempts \(model 'judge'\); gave up: one call may "
+                     r"take 1 s with its retries \(\$GAPBENCH_LLM_CALL_TIMEOUT or call_timeout\)\.", str(err.value))
+
+
+def test_a_dripping_answer_is_cut_at_the_attempt_timeout(tmp_path):
+    with server_of(fault="drip", drip_interval=0.05, fault_times=1) as srv, server_of() as clean:
+        client = make_client(srv, tmp_path, timeout=0.5)
+        assert client.chat("hello").text == make_client(clean, tmp_path).chat("hello").text
+        assert srv.counts["drip"] == 1 and client.usage.total()["retries"] == 1
+    with server_of(fault="drip", drip_interval=0.05) as srv:
+        client = make_client(srv, tmp_path, timeout=0.5, max_retries=1)
+        with pytest.raises(LLMUnavailableError, match=r"still fails after 2 attempts \(model 'judge'\): the answer was "
+                                                      r"still arriving after 0\.5 s\. Check that the server is up"):
+            client.chat("hello")
+
+
+@pytest.mark.parametrize("fault", ["close", "close_mid_body", "html_502", "hang"])
+def test_transient_faults_are_retried_to_the_fault_free_answer(tmp_path, fault):
+    with server_of(fault=fault, fault_times=2, hang_max=10) as srv, server_of() as clean:
+        client = make_client(srv, tmp_path, timeout=0.5)
+        got = client.chat_many(["first", "second"], concurrency=1)
+        vecs = client.embed_many(["a text", "another text"])
+        expected = make_client(clean, tmp_path).chat_many(["first", "second"], concurrency=1)
+        assert srv.counts[fault] == 2
+    assert [r.text for r in got] == [r.text for r in expected]
+    assert np.allclose(vecs, [LLMServer.embed(t, 64) for t in ["a text", "another text"]], atol=1e-6)
+    assert client.usage.total()["retries"] == 2 and client.usage.total()["failures"] == 0
+
+
+def test_an_html_error_page_is_summed_up_on_one_line(tmp_path):
+    with server_of(fault="html_502") as srv:
+        client = make_client(srv, tmp_path, max_retries=1)
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat("hello")
+    assert str(err.value) == (
+        f"LLM endpoint {srv.base_url}/chat/completions still answers HTTP 502 after 2 attempts (model 'judge'): 502 Bad "
+        "Gateway 502 Bad Gateway The upstream server did not answer. test-proxy. Check that the server is up and not "
+        "overloaded, lower concurrency, or raise max_retries, the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; "
+        "nothing was cached (cache=False).")
+    assert err.value.status == 502
+
+
+GARBAGE = {
+    "not_json": "36 bytes of application/json text starting 'upstream said: OK but no JSON here {' where JSON was "
+                "expected",
+    "no_choices": "a JSON object without 'choices' (its keys: created, id, model, object, usage)",
+    "empty_choices": "'choices' is empty, not a list with one answer",
+    "null_content": "the message has no content (content null, finish_reason 'length'); the answer ran out of "
+                    "tokens: raise max_tokens",
+    "bad_schema": "choices[0] is a JSON string without a 'message' object",
+    "error_200": "an error object with a success status: The model is overloaded; try again later (test server)",
+    "html_200": "an HTML page ('Sign in Sign in to continue') where JSON was expected",
+    "deep_json": "JSON nested too deeply to read",
+}
+GARBAGE_EMBEDDINGS = {
+    "no_choices": "a JSON object without 'data' (its keys: model, object, usage)",
+    "empty_choices": "0 embeddings came back for 2 texts",
+    "bad_schema": "an item of 'data' has no 'embedding' list",
+    "error_200": GARBAGE["error_200"],
+    "html_200": GARBAGE["html_200"],
+}
+
+
+def _garbage_message(url: str, said: str) -> str:
+    return (f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model 'judge'): "
+            f"{said}. Check that --llm-base-url (or $OPENAI_BASE_URL) is the API root of an OpenAI-compatible server "
+            "(it ends in /v1), not a proxy or sign-in page.")
+
+
+@pytest.mark.parametrize("fault", list(GARBAGE))
+def test_garbage_answers_are_one_clear_error_without_retries(tmp_path, fault):
+    with server_of(fault=fault) as srv:
+        client = make_client(srv, tmp_path, max_retries=5)
+        with pytest.raises(LLMResponseError) as err:
+            client.chat("hello")
+        assert srv.calls == 1
+        if fault in GARBAGE_EMBEDDINGS:
+            with pytest.raises(LLMResponseError) as emb_err:
+                client.embed_many(["a", "b"], "embedder")
+            assert str(emb_err.value) == _garbage_message(f"{srv.base_url}/embeddings",
+                                                          GARBAGE_EMBEDDINGS[fault]).replace("'judge'", "'embedder'")
+    assert str(err.value) == _garbage_message(f"{srv.base_url}/chat/completions", GARBAGE[fault])
+    assert client.usage.total()["failures"] >= 1
+
+
+def test_a_valid_answer_with_the_wrong_content_type_is_accepted(tmp_path):
+    with server_of(fault="text_plain") as srv, server_of() as clean:
+        got = make_client(srv, tmp_path).chat_many([p for _, p in prompts()[:3]])
+        expected = make_client(clean, tmp_path).chat_many([p for _, p in prompts()[:3]])
+        assert srv.counts["text_plain"] == 3
+    assert [r.text for r in got] == [r.text for r in expected]
+
+
+def test_a_huge_body_is_cut_at_max_response_bytes(tmp_path):
+    with server_of(fault="huge_body", huge_bytes=3 * 2**20) as srv:
+        client = make_client(srv, tmp_path, max_response_bytes=2**20)
+        with pytest.raises(LLMResponseError) as err:
+            client.chat("hello")
+    assert str(err.value) == _garbage_message(f"{srv.base_url}/chat/completions",
+                                              "a body larger than 1048576 bytes (max_response_bytes)")
+
+
+# ----------------------------------------------------------------------------------------------- nothing computed is lost
+def test_answers_before_an_outage_are_cached_and_reused(tmp_path):
+    asked = [f"prompt {i}" for i in range(6)]
+    with server_of(fault="hang", fault_after=3, hang_max=10) as srv:
+        client = make_client(srv, tmp_path, cache=True, timeout=0.3, outage_timeout=0.8)
+        with pytest.raises(LLMUnavailableError, match=re.escape(f"cached in {str(tmp_path / 'responses.sqlite')!r}, so "
+                                                                "a re-run resumes where this one stopped.")):
+            client.chat_many(asked, concurrency=1)
+    with server_of() as clean:
+        out = make_client(clean, tmp_path, cache=True).chat_many(asked, concurrency=1)
+        assert clean.calls == 3
+    assert [r.cached for r in out] == [True] * 3 + [False] * 3
+
+
+GAP = ["gap", "impliret/multispeaker/wknow", "--retrievers", "bm25", "--depth", "5", "--pool-sizes", "",
+       "--max-queries", "2", "--llm-model", "m"]
+
+
+def _gap_calls(base_url: str, capsys) -> tuple[int, str]:
+    code = main([*GAP, "--llm-base-url", base_url, "--json"])
+    out, err = capsys.readouterr()
+    assert err == "" or code != 0
+    return code, err
+
+
+def test_gap_stops_within_the_bound_and_resumes_from_the_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GAPBENCH_LLM_TIMEOUT", "0.5")
+    monkeypatch.setenv("GAPBENCH_LLM_OUTAGE_TIMEOUT", "1.5")
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "fresh"))
+    with LLMServer() as clean:
+        assert _gap_calls(clean.base_url, capsys)[0] == 0
+        full = clean.calls
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    with LLMServer(fault="hang", fault_after=1, hang_max=10) as srv:
+        code, err = _gap_calls(srv.base_url, capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"gapbench: error: LLM endpoint {srv.base_url}/chat/completions did not answer within ")
+    assert "gave up: no usable answer for 1.5 s, the limit for one command ($GAPBENCH_LLM_OUTAGE_TIMEOUT" in err
+    with LLMServer() as clean:
+        assert _gap_calls(clean.base_url, capsys)[0] == 0
+        assert clean.calls == full - 1  # the one answer received before the outage came from the cache
+
+
+# ----------------------------------------------------------------------------------------------- the key, end to end
+def test_the_key_never_reaches_the_command_line_or_the_manifest(tmp_path, monkeypatch, capsys, caplog):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GAPBENCH_LLM_TIMEOUT", "0.3")
+    monkeypatch.setenv("GAPBENCH_LLM_OUTAGE_TIMEOUT", "0.6")
+    seen: list[str] = []
+    with socket.socket() as refused:
+        refused.bind(("127.0.0.1", 0))
+        port = refused.getsockname()[1]
+        urls = [f"http://127.0.0.1:{port}/v1", f"http://user:{KEY}@127.0.0.1:{port}/v1?api_key={KEY}",
+                f"http://127.0.0.1:{port}/{KEY}/v1"]
+        for url in urls:
+            assert main([*GAP, "--llm-base-url", url]) == 2
+            seen.extend(capsys.readouterr())
+    for server in (server_of(fault="hang", hang_max=10), server_of(fault="error_200"),
+                   server_of(api_key="sk-the-right-one-0000000000", echo_key=True)):
+        with server as srv:
+            assert main([*GAP, "--llm-base-url", srv.base_url]) == 2
+        seen.extend(capsys.readouterr())
+    with server_of(api_key=KEY) as srv:
+        assert main([*GAP, "--llm-base-url", srv.base_url, "-o", str(tmp_path / "gap")]) == 0
+    seen.extend(capsys.readouterr())
+    manifest = (tmp_path / "gap" / "gap.json").read_text()
+    assert json.loads(manifest)["meta"]["llm"]["endpoint"] == srv.base_url
+    seen += [manifest, caplog.text]
+    assert "Incorrect API key provided: [redacted]" in "".join(seen)
+    for text in seen:
+        assert KEY not in text and "S3CRET" not in text, text
+
+
+# ----------------------------------------------------------------------------------------------- cache from threads
+def test_clients_made_from_eight_threads_at_once_share_one_new_cache_file(tmp_path):
+    path = tmp_path / "new" / "responses.sqlite"
+    start = threading.Barrier(8)
+
+    def make_and_ask(k: int) -> str:
+        start.wait()
+        return make_client(srv, tmp_path, cache=path).chat(f"prompt {k}").text
+
+    with server_of() as srv:
+        with ThreadPoolExecutor(8) as pool:
+            texts = list(pool.map(make_and_ask, range(8)))
+        expected = [make_client(srv, tmp_path).chat(f"prompt {k}").text for k in range(8)]
+    assert texts == expected
+    cache = ResponseCache(path)
+    assert len(cache) == 8 and cache._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_caches_opened_from_several_processes_and_threads_at_once(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    script = (
+        "import sys, threading\n"
+        "from gapbench.llm import ResponseCache\n"
+        "start = threading.Barrier(8)\n"
+        "def work(k):\n"
+        "    start.wait()\n"
+        "    ResponseCache(sys.argv[1]).put(f'{sys.argv[2]}-{k}', 'm', {'text': str(k)})\n"
+        "threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), f"p{i}"], stderr=subprocess.PIPE)
+             for i in range(4)]
+    errors = [p.communicate()[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    assert len(ResponseCache(path)) == 32
+
+
+def test_a_damaged_cache_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "responses.sqlite"
+    path.write_bytes(b"not a database, but a file in its place " * 50)
+    with pytest.raises(GapbenchError) as err:
+        ResponseCache(path)
+    assert str(err.value) == (
+        f"the LLM response cache {str(path)!r} cannot be opened (DatabaseError: file is not a database); if it is "
+        "damaged, delete it (gapbench cache clear llm) and re-run, or point $GAPBENCH_HOME at a writable folder.")
+
+
+def test_a_tournament_makes_one_client_from_its_worker_threads(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    data = get_task("impliret/multispeaker/wknow").load()
+    qids = data.qrels.positive_queries()[:16]
+    docs = list(data.corpus)[:6]
+    with server_of() as srv:
+        rr = Tournament(llm_base_url=srv.base_url, llm_model="judge", concurrency=8)
+        run = rr.rerank_pools(data.queries, {q: docs for q in qids}, data.corpus)
+        assert srv.calls == 16
+    assert rr.llm_requests == 16 and rr.llm_calls == 16  # every ranking counted by the one shared client
+    assert sorted(run) == sorted(qids) and all(len(run[q]) == 6 for q in qids)
