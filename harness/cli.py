@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import json
+import os
+import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import typer
 
-from .errors import GapbenchError
+from .errors import ConfigError, GapbenchError, UnknownNameError
+from .extras import missing_dependency
 
 app = typer.Typer(
     add_completion=False,
@@ -21,8 +29,16 @@ cache_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Show o
 app.add_typer(cache_app, name="cache")
 
 
+# Characters that would break the one-line message or drive the terminal (user input is echoed in messages).
+_UNPRINTABLE = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029] if c != 0x09}
+
+
+def _one_line(message: str) -> str:
+    return str(message).translate(_UNPRINTABLE)
+
+
 def _fail(message: str) -> None:
-    typer.echo(f"gapbench: error: {message}", err=True)
+    typer.echo(f"gapbench: error: {_one_line(message)}", err=True)
     raise typer.Exit(2)
 
 
@@ -32,7 +48,57 @@ def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
     out: list[str] = []
     for v in values:
         out.extend(m for m in v.replace(",", " ").split() if m)
+    if not out:
+        # an empty -m (often an unset shell variable) must not quietly mean "the defaults"
+        _fail(f"-m/--measures got {' '.join(values)!r}, which names no measure; give e.g. -m nDCG@10,R@100, "
+              "or omit -m for the defaults.")
     return out
+
+
+# More documents per query than any judged pool holds; a typo such as --k 10000000000 must not fill the memory.
+_MOST = 100_000
+
+
+def _count(option: str, value: int, what: str) -> int:
+    shown = value if abs(value) < 10**18 else f"a {len(str(abs(value)))}-digit number"
+    if value < 1:
+        _fail(f"{option} must be at least 1, got {shown}.")
+    if value > _MOST:
+        _fail(f"{option} must be at most {_MOST} ({what}), got {shown}.")
+    return value
+
+
+def _not_empty(**given: Optional[str]) -> None:
+    """An option given as '' (often an unset shell variable) is refused rather than read as 'not given'."""
+    for name, value in given.items():
+        if value is not None and not value.strip():
+            _fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
+
+
+def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
+    """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
+    if output is None:
+        return
+    if run_dir:
+        from .store import check_run_dir_target
+
+        check_run_dir_target(output)
+        return
+    path = Path(os.path.realpath(output))
+    blocker = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        where = "is an existing file" if blocker == path else f"lies under the file {blocker}"
+        _fail(f"--output {output} {where}; --output names a folder: give a new folder name, or move the file away.")
+
+
+def _pool_sizes(text: str) -> list[int]:
+    sizes = []
+    for piece in text.replace(",", " ").split():
+        if not re.fullmatch(r"[+-]?[0-9]+", piece, re.ASCII) or len(piece) > 18:
+            _fail(f"--pool-sizes: {piece[:30]!r} is not a whole number of documents; give budgets like "
+                  "--pool-sizes 50,100,200 (or '' for no scaling curve).")
+        sizes.append(_count("--pool-sizes", int(piece), "documents per pool"))
+    return sizes
 
 
 @app.command("tasks")
@@ -74,13 +140,23 @@ def run_cmd(
     from .runner import run
     from .suites import is_suite, run_suite
 
-    if k < 1:
-        _fail(f"--k must be at least 1, got {k}.")
-    if is_suite(task):
-        suite_result = run_suite(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed)
+    _count("--k", k, "documents per query")
+    if seed < 0:
+        _fail(f"--seed must be 0 or more, got {seed}.")
+    _not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model)
+    wanted = _measures(measures)
+    suite = is_suite(task)
+    _check_output(output, run_dir=not suite)
+    if suite:
+        extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
+                                ("--llm-model", llm_model)) if v is not None]
+        if extra:
+            _fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
+                  f"{extra[0]} (`gapbench tasks` lists them).")
+        suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    result = run(task, retriever, measures=_measures(measures), k=k, output=output, seed=seed, reranker=reranker,
+    result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
                  llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
     res = result.results
     if as_json:
@@ -106,6 +182,7 @@ def evaluate_cmd(
 
     if (qrels is None) == (task is None):
         _fail("give exactly one of --qrels FILE or --task NAME.")
+    wanted = _measures(measures)
     run = read_trec_run(run_file)
     if task is not None:
         from .task import get_task
@@ -117,10 +194,10 @@ def evaluate_cmd(
         if unknown:
             _fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
         qrels_obj, label = data.qrels, task_obj.name
-        measures = measures or list(task_obj.measures)
+        wanted = wanted or list(task_obj.measures)
     else:
         qrels_obj, label = read_qrels(qrels), str(qrels)
-    res = evaluate(run, qrels_obj, _measures(measures), task=label)
+    res = evaluate(run, qrels_obj, wanted, task=label)
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
                                "measures": {m: res.means[m] for m in res.measures}}))
@@ -160,8 +237,16 @@ def gap_cmd(
     """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
     from .gap import run_gap
 
-    report = run_gap(task, [r for r in _split_specs(retrievers)], verifier=verifier, depth=depth,
-                     pool_sizes=[int(x) for x in pool_sizes.replace(",", " ").split()], measure=measure,
+    _count("--depth", depth, "documents per retriever in the pool")
+    sizes = _pool_sizes(pool_sizes)
+    if max_queries is not None and max_queries < 1:
+        _fail(f"--max-queries must be at least 1, got {max_queries}; leave it out to use every query.")
+    if seed < 0:
+        _fail(f"--seed must be 0 or more, got {seed}.")
+    _not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
+    specs = _split_specs(retrievers)
+    _check_output(output, run_dir=False)
+    report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
                      max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model, output=output)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
 
@@ -205,6 +290,14 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
     """Delete the caches (or one kind)."""
     from . import cache
 
+    if kind is not None and not kind.strip():
+        _fail("the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists.")
+    if kind is not None:
+        # only a kind that exists as a folder of the cache: '', '..' or '/' would reach outside one kind
+        kinds = list(cache.info()["kinds"])
+        if kind not in kinds:
+            raise UnknownNameError("cache kind", kind, kinds, "Leave KIND out to clear every cache; "
+                                   "`gapbench cache info` lists them.")
     freed = cache.clear(kind)
     typer.echo(f"freed {freed / 1e6:.1f} MB")
 
@@ -220,28 +313,173 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM. Not a KeyboardInterrupt: typer turns that into a silent exit code 130 (older versions also
+    print an empty line), and every ``finally`` and ``with`` between here and the signal still runs its clean-up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[list[int]]:
+    """While the command runs, SIGINT and SIGTERM raise :class:`_Interrupted` (handlers exist only in the main thread).
+    Yields the signals caught, for the rare one that lands in a weakref callback or ``__del__``, where Python drops the
+    exception: the command then ends as it would have, and is reported as interrupted."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def stop(signum, frame):
+        caught.append(signum)
+        raise _Interrupted(signum)
+
+    def unraisable(info):
+        if not isinstance(info.exc_value, _Interrupted):
+            hook(info)
+
+    hook = sys.unraisablehook
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = unraisable
     try:
-        rv = app(args=argv, standalone_mode=False)
-        if isinstance(rv, int):
-            return rv
+        yield caught
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        sys.unraisablehook = hook
+
+
+def _interrupted(signum: int) -> int:
+    name = signal.Signals(signum).name
+    _say(f"gapbench: interrupted by {name}; nothing half-written was left, and finished work (caches) is kept.")
+    return 128 + signum
+
+
+def _say(line: str) -> None:
+    try:
+        typer.echo(line, err=True)
+    except (OSError, ValueError):  # stderr closed or gone: the exit code still tells
+        pass
+
+
+def _click_classes(name: str) -> tuple[type, ...]:
+    """Class ``name`` from every click typer may use: its own copy (``typer._click``, typer >= 0.24) or the click
+    package (older typer), plus whatever typer itself derives from, should the copy move again."""
+    found: list[type] = []
+    for module in ("typer._click.exceptions", "click.exceptions", "typer.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type):
+            found.append(cls)
+    for exported in (typer.BadParameter, typer.Abort):
+        found.extend(c for c in type.mro(exported) if c.__name__ == name)
+    return tuple(dict.fromkeys(found))
+
+
+def _given_value(argv: list[str], exc) -> Optional[str]:
+    """What the user gave for the option a BadParameter is about (click does not keep it)."""
+    opts = list(getattr(getattr(exc, "param", None), "opts", None) or [])
+    value = None
+    for i, token in enumerate(argv):
+        for opt in opts:
+            if not opt.startswith("-"):
+                continue
+            if token == opt and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif opt.startswith("--") and token.startswith(opt + "="):
+                value = token[len(opt) + 1:]
+    return value if value is None or len(value) <= 60 else value[:57] + "..."
+
+
+def _close(word: str, choices: list[str]) -> list[str]:
+    """Near matches, compared without the leading dashes that every option shares."""
+    bare = {c.lstrip("-"): c for c in choices}
+    return [bare[c] for c in difflib.get_close_matches(word.lstrip("-"), list(bare), n=3, cutoff=0.6)]
+
+
+def _command_path(args: list[str]) -> str:
+    """'gapbench run' for the sub-command the arguments name, for errors raised before click knew it."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    path = ["gapbench"]
+    for token in args:
+        sub = getattr(command, "commands", {}).get(token)
+        if sub is None:
+            break
+        command, path = sub, [*path, token]
+    return " ".join(path)
+
+
+def _usage_message(exc, argv: list[str]) -> str:
+    """One line for a click usage error: what was wrong, near matches, and where help is."""
+    ctx = getattr(exc, "ctx", None)
+    text = exc.format_message().strip()
+    option = getattr(exc, "option_name", None)
+    if option is not None and hasattr(exc, "possibilities"):  # no such option
+        known = sorted({o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("-")}) if ctx else []
+        close = _close(option, list(exc.possibilities or []) or known)
+        text = f"no such option {option!r}"
+        if close:
+            text += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
+        elif known:
+            text += f"; the options are {', '.join(known)}"
+    command = re.match(r"No such command '(.*)'\.?$", text, re.S)
+    if command and ctx is not None and hasattr(ctx.command, "list_commands"):
+        names = list(ctx.command.list_commands(ctx))
+        close = _close(command.group(1), names)
+        text = f"no such command {command.group(1)!r}"
+        text += (". Did you mean " + " or ".join(repr(c) for c in close) + "?") if close else f"; the commands are {', '.join(names)}"
+    if getattr(exc, "param", None) is not None and not text.startswith("Missing"):
+        value = _given_value(argv, exc)
+        if value is not None:
+            text = f"{text.rstrip('.')} (got {value!r})"
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    where = ctx.command_path if ctx is not None else _command_path(argv)
+    return f"{text if text.endswith('?') else text.rstrip('.') + '.'} Try '{where} --help'."
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with _signals_interrupt() as caught:
+            rv = app(args=args, prog_name="gapbench", standalone_mode=False)
+        if caught:
+            return _interrupted(caught[0])
+    except _Interrupted as exc:
+        return _interrupted(exc.signum)
+    except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
+        return _interrupted(signal.SIGINT)
     except GapbenchError as exc:
-        typer.echo(f"gapbench: error: {exc}", err=True)
+        _say(f"gapbench: error: {_one_line(exc)}")
         return 2
     except typer.Exit as exc:
         return exc.exit_code
-    except KeyboardInterrupt:
-        typer.echo("gapbench: interrupted; finished work is cached and will be reused.", err=True)
-        return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and isinstance(exc, _click_classes("UsageError")):
+            # `gapbench` or `gapbench cache` alone: the help, as --help gives it (rich printed it already)
+            typer.echo(exc.format_message(), nl=False)
+            return 0
+        if isinstance(exc, _click_classes("UsageError") + _click_classes("ClickException")):
+            _say(f"gapbench: error: {_one_line(_usage_message(exc, args))}")
             return 2
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, _click_classes("Abort")):
+            _say("gapbench: aborted.")
             return 130
+        if isinstance(exc, ModuleNotFoundError) and (missing := missing_dependency(exc, args)):
+            _say(f"gapbench: error: {missing}")
+            return 2
         raise
+    if isinstance(rv, int) and not isinstance(rv, bool):
+        if rv == 130:  # typer's own answer to a KeyboardInterrupt it caught
+            return _interrupted(signal.SIGINT)
+        return rv
     return 0
 
 

@@ -630,32 +630,97 @@ def write_beir_folder(data, folder: PathLike, split: str = "test") -> None:
 # ---------------------------------------------------------------- atomic writes
 
 class atomic_writer:
-    """Write to a temporary file beside ``path`` and rename it into place on success (gzip for ``.gz``)."""
+    """Write to a temporary file beside ``path`` and rename it into place on success (gzip for ``.gz``).
+
+    On any exception, SIGINT and SIGTERM included (the CLI raises them as exceptions), the temporary is removed; what a
+    killed process left is removed by the next writer into the same folder (:meth:`remove_stale`).
+    """
+
+    # .NAME.tmpPID (atomic_writer, save_run_dir) and .NAME.oldPID (the run directory save_run_dir is replacing)
+    _TEMPORARY = r"\.(?P<name>.+)\.(?P<kind>tmp|old)(?P<pid>[0-9]{1,7})"
 
     def __init__(self, path: PathLike, binary: bool = False) -> None:
         self.path = Path(path)
         self.binary = binary
 
     def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from .errors import ConfigError
+
+        if self.path.is_dir():
+            raise ConfigError(f"{self.path} is a folder; give the name of a file to write.")
         self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-        if self.path.suffix == ".gz":
-            # mtime=0 keeps the bytes identical across runs, so content hashes are reproducible.
-            raw = open(self.tmp, "wb")
-            self._raw = raw
-            gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-            self.fh = gz if self.binary else io.TextIOWrapper(gz, encoding="utf-8")
-        else:
-            self._raw = None
-            self.fh = open(self.tmp, "wb" if self.binary else "w", encoding=None if self.binary else "utf-8")
+        self._raw = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.remove_stale(self.path.parent)
+            if self.path.suffix == ".gz":
+                # mtime=0 keeps the bytes identical across runs, so content hashes are reproducible.
+                self._raw = open(self.tmp, "wb")
+                gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0)
+                self.fh = gz if self.binary else io.TextIOWrapper(gz, encoding="utf-8")
+            else:
+                self.fh = open(self.tmp, "wb" if self.binary else "w", encoding=None if self.binary else "utf-8")
+        except BaseException as exc:
+            if self._raw is not None:
+                self._raw.close()
+            self.tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise ConfigError(f"cannot write {self.path}: {exc.strerror or exc}.") from None
+            raise
         return self.fh
 
     def __exit__(self, exc_type, exc, tb):
-        self.fh.close()
-        if self._raw is not None:
-            self._raw.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
+        try:
+            try:
+                self.fh.close()
+            finally:
+                if self._raw is not None:
+                    self._raw.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+                return False
+        except BaseException:
             self.tmp.unlink(missing_ok=True)
+            raise
+        self.tmp.unlink(missing_ok=True)
         return False
+
+    @classmethod
+    def remove_stale(cls, folder: PathLike) -> None:
+        """Remove the temporaries in ``folder`` of writers that no longer run (never those of a live process). A stale
+        ``.NAME.oldPID`` whose NAME is gone is the only copy of an earlier run directory, so it is put back instead."""
+        import re
+        import shutil
+
+        if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows
+            return
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            m = re.fullmatch(cls._TEMPORARY, entry.name)
+            if m is None or cls._alive(int(m["pid"])):
+                continue
+            home = os.path.join(folder, m["name"])
+            try:
+                if m["kind"] == "old" and not os.path.lexists(home):
+                    os.replace(entry.path, home)
+                elif entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue  # another writer got there first, or it is not ours to remove
+
+    @staticmethod
+    def _alive(pid: int) -> bool:
+        if pid <= 0 or pid == os.getpid():  # 0 would signal our own group; our own temporaries are ours to manage
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # it exists, under another user
+            return True
+        return True

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from .errors import DataFormatError
+from .errors import ConfigError, DataFormatError
 from .evaluation import Results
 from .formats import atomic_writer, read_trec_run, write_trec_run
 from .types import Run
@@ -43,32 +43,82 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+RUN_FILES = ("run.trec.gz", "metrics.tsv", "results.json", "manifest.json")
+
+
+def check_run_dir_target(directory: str | os.PathLike) -> Path:
+    """Where a run directory named ``directory`` goes (symbolic links followed); refused when writing it there would
+    replace a file or a folder that is not a run directory, since a run directory replaces its folder as a whole."""
+    path = Path(os.path.realpath(directory))
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{directory} is an existing file, and a run directory is a folder; give a new folder name, "
+                          "or move the file away.")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ConfigError(f"{directory}: {parent} is a file, so no folder can be made inside it; give a path under a "
+                          "folder.")
+    if path.is_dir():
+        try:
+            foreign = sorted(name for name in os.listdir(path) if name not in RUN_FILES)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the folder {directory} ({exc.strerror or exc}).") from None
+        if foreign:
+            more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+            raise ConfigError(f"{directory} already holds {foreign[0]!r}{more}, so it is not a gapbench run directory, "
+                              "and writing one there would replace the whole folder; give a new or empty folder, or "
+                              "an earlier run directory.")
+    return path
+
+
 def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manifest: dict) -> Path:
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    write_trec_run(run, tmp / "run.trec.gz")
-    with atomic_writer(tmp / "metrics.tsv") as fh:
+    """Write the run directory into a hidden sibling and rename it into place; an interrupted or failed write (SIGINT
+    and SIGTERM arrive here as exceptions) removes its sibling, and stale ones of dead processes go at the next write."""
+    target = check_run_dir_target(directory)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_writer.remove_stale(target.parent)
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir()
+            _write_run_files(tmp, run, results, manifest)
+            _swap_into_place(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    except OSError as exc:
+        where = f" at {exc.filename}" if exc.filename else ""
+        raise ConfigError(f"cannot write the run directory {directory}: {exc.strerror or exc}{where}.") from None
+    return Path(directory)
+
+
+def _write_run_files(folder: Path, run: Run, results: Results, manifest: dict) -> None:
+    write_trec_run(run, folder / "run.trec.gz")
+    with atomic_writer(folder / "metrics.tsv") as fh:
         fh.write("query_id\tmeasure\tvalue\n")
         for m in results.measures:
             for qid, v in results.per_query[m].items():
                 fh.write(f"{qid}\t{m}\t{v!r}\n")
     res = results.to_dict()
-    with atomic_writer(tmp / "results.json") as fh:
+    with atomic_writer(folder / "results.json") as fh:
         json.dump(res, fh, indent=2)
-    with atomic_writer(tmp / "manifest.json") as fh:
+    with atomic_writer(folder / "manifest.json") as fh:
         json.dump({"manifest_version": MANIFEST_VERSION, **manifest}, fh, indent=2, default=str)
-    if directory.exists():
-        old = directory.with_name(f".{directory.name}.old{os.getpid()}")
-        os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, directory)
-    return directory
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    if not target.exists():
+        os.replace(tmp, target)
+        return
+    old = target.with_name(f".{target.name}.old{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        os.replace(old, target)  # the earlier run goes back where it was
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 # Measure families whose per-query values lie in [0, 1], and the counts, which are whole numbers of 0 or more. Any
