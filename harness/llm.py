@@ -14,8 +14,11 @@ slowly the body drips in), one call with its retries by ``call_timeout`` (``$GAP
 a whole command by ``outage_timeout`` (``$GAPBENCH_LLM_OUTAGE_TIMEOUT``, 300 s): once the endpoint has given no usable
 answer for that long, every call of the client gives up, so a server that accepts connections and never answers ends
 the command after about that long. An endpoint that cannot be reached at all (connection refused, unknown host, no
-TCP connection within 10 s) fails at once, unless it has answered before in this client (a server restarting). The base URL and model come from the arguments, then
-``$OPENAI_BASE_URL`` (else OpenAI's own URL); the key is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept
+TCP connection within 10 s) fails at once, unless it has answered before in this client (a server restarting).
+Answers that are not OpenAI-format responses (not JSON, no choices, content null, an HTML page, an error object with
+status 200) are clear errors; the body's Content-Type is not held against a valid answer.
+
+The base URL and model come from the arguments, then ``$OPENAI_BASE_URL`` (else OpenAI's own URL); the key is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept
 out of every message, repr, manifest and counter. Local servers need no key.
 
 Responses are cached in ``cache_dir("llm")/responses.sqlite`` keyed by sha256 of (model, messages, parameters), so a
@@ -392,8 +395,8 @@ class ResponseCache:
 
     def _broken(self, what: str, exc: BaseException) -> GapbenchError:
         return GapbenchError(
-            f"the LLM response cache {str(self.path)!r} cannot be {what} ({type(exc).__name__}: {_one_line(str(exc))}); "
-            "if it is damaged, delete it (gapbench cache clear llm) and re-run, or point $GAPBENCH_HOME at a writable "
+            f"the LLM response cache {str(self.path)!r} cannot be {what} ({type(exc).__name__}: "
+            f"{_one_line(str(exc))}); if it is damaged, delete it (gapbench cache clear llm) and re-run, or point $GAPBENCH_HOME at a writable "
             "folder.")
 
     def _query(self, what: str, sql: str, args: tuple = ()) -> list[tuple]:
@@ -585,7 +588,7 @@ class LLMClient:
         start = time.monotonic()
         attempts = 0
         failure: BaseException | None = None
-        seconds = cfg.timeout
+        spent = cfg.timeout  # the time the last attempt was given
         stop = "attempts"
         while True:
             with self._health_lock:
@@ -594,6 +597,7 @@ class LLMClient:
             if gave_up is not None or seconds < 0.05:
                 stop = "outage" if gave_up is not None or failing else "call"
                 break
+            spent = seconds
             attempts += 1
             self.usage.add(tag, calls=1)
             began = time.monotonic()
@@ -626,7 +630,7 @@ class LLMClient:
                 break
             self.usage.add(tag, retries=1)
             time.sleep(delay)
-        error = self._translate(failure, what, model, attempts, seconds, stop)
+        error = self._translate(failure, what, model, attempts, spent, stop)
         if error is None:
             raise failure
         if stop == "outage":
@@ -689,13 +693,12 @@ class LLMClient:
             if kind == "garbage":
                 return LLMResponseError(self._line(
                     f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
-                    f"{model!r}): {_clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible server (it ends "
-                    "in /v1), not a proxy or sign-in page."), endpoint=url)
+                    f"{model!r}): {_clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible "
+                    "server (it ends in /v1), not a proxy or sign-in page."), endpoint=url)
             openai = _openai_module()
             if isinstance(exc, openai.OpenAIError):
                 return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): "
-                                                   f"{_clause(_describe(exc))}."),
-                                        endpoint=url)
+                                                   f"{_clause(_describe(exc))}."), endpoint=url)
             return None
         if kind == "status":
             head = f"LLM endpoint {url} still answers HTTP {status} {tries} (model {model!r}): {_server_message(exc)}"
@@ -715,8 +718,8 @@ class LLMClient:
         cached = (f"answers already received are cached in {str(self.cache.path)!r}, so a re-run resumes where this "
                   "one stopped" if self.cache is not None else "nothing was cached (cache=False)")
         return LLMUnavailableError(self._line(
-            f"{_clause(head)}{why}. Check that the server is up and not overloaded, lower concurrency, or raise max_retries, "
-            f"the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; {cached}."), endpoint=url, status=status)
+            f"{_clause(head)}{why}. Check that the server is up and not overloaded, lower concurrency, or raise "
+            f"max_retries, the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; {cached}."), endpoint=url, status=status)
 
     def _line(self, text: str) -> str:
         return self.redact(_one_line(text))

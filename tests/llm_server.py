@@ -240,7 +240,8 @@ class LLMServer:
         self.fault_after, self.fault_times = fault_after, fault_times
         self._lock = threading.Lock()
         self.fault = fault
-        self.hang_max, self.drip_interval, self.drip_bytes, self.huge_bytes = hang_max, drip_interval, drip_bytes, huge_bytes
+        self.hang_max, self.huge_bytes = hang_max, huge_bytes
+        self.drip_interval, self.drip_bytes = drip_interval, drip_bytes
         self._stopping = threading.Event()
         self._judged: dict[str, dict[str, int]] = {}
         for qkey, docs in (qrels or {}).items():
@@ -446,7 +447,8 @@ class LLMServer:
             return 0, "close"
         if h.fault == "html_502":
             page = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<h1>502 Bad Gateway</h1>\r\n"
-                    "<p>The upstream server did not answer.</p>\r\n<hr><address>test-proxy</address>\r\n</body>\r\n</html>\r\n")
+                    "<p>The upstream server did not answer.</p>\r\n<hr><address>test-proxy</address>\r\n"
+                    "</body>\r\n</html>\r\n")
             h._send_bytes(502, page.encode(), "text/html")
             return 502, "html_502"
         if self.force_status is not None:

@@ -519,8 +519,8 @@ def test_an_html_error_page_is_summed_up_on_one_line(tmp_path):
         with pytest.raises(LLMUnavailableError) as err:
             client.chat("hello")
     assert str(err.value) == (
-        f"LLM endpoint {srv.base_url}/chat/completions still answers HTTP 502 after 2 attempts (model 'judge'): 502 Bad "
-        "Gateway 502 Bad Gateway The upstream server did not answer. test-proxy. Check that the server is up and not "
+        f"LLM endpoint {srv.base_url}/chat/completions still answers HTTP 502 after 2 attempts (model 'judge'): "
+        "502 Bad Gateway 502 Bad Gateway The upstream server did not answer. test-proxy. Check that the server is up and not "
         "overloaded, lower concurrency, or raise max_retries, the timeout ($GAPBENCH_LLM_TIMEOUT) or the limits; "
         "nothing was cached (cache=False).")
     assert err.value.status == 502
@@ -586,7 +586,7 @@ def test_a_huge_body_is_cut_at_max_response_bytes(tmp_path):
                                               "a body larger than 1048576 bytes (max_response_bytes)")
 
 
-# ----------------------------------------------------------------------------------------------- nothing computed is lost
+# ---------------------------------------------------------------------------------------- nothing computed is lost
 def test_answers_before_an_outage_are_cached_and_reused(tmp_path):
     asked = [f"prompt {i}" for i in range(6)]
     with server_of(fault="hang", fault_after=3, hang_max=10) as srv:
@@ -720,3 +720,20 @@ def test_a_tournament_makes_one_client_from_its_worker_threads(tmp_path, monkeyp
         assert srv.calls == 16
     assert rr.llm_requests == 16 and rr.llm_calls == 16  # every ranking counted by the one shared client
     assert sorted(run) == sorted(qids) and all(len(run[q]) == 6 for q in qids)
+
+
+def test_openai_embed_reports_a_bad_endpoint_when_built_and_garbage_when_indexing(tmp_path, monkeypatch):
+    from gapbench.adapters.openai_embed import OpenAIEmbed
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="'http://127.0.0.1:70000/v1' has a port that is not a number"):
+        OpenAIEmbed(model="embedder", base_url="http://127.0.0.1:70000/v1")
+    monkeypatch.setenv("GAPBENCH_LLM_TIMEOUT", "0.3")
+    assert OpenAIEmbed(model="embedder", base_url="http://127.0.0.1:8000/v1").client.config.timeout == 0.3
+    data = get_task("impliret/multispeaker/wknow").load()
+    with server_of(fault="html_200") as srv:
+        retriever = OpenAIEmbed(model="embedder", base_url=srv.base_url)
+        with pytest.raises(LLMResponseError, match=re.escape(f"LLM endpoint {srv.base_url}/embeddings answered with "
+                                                             "something that is not an OpenAI-format response (model "
+                                                             "'embedder'): an HTML page")):
+            retriever.index(data.corpus)
