@@ -62,6 +62,41 @@ def test_constraints_pin_every_package_exactly():
     assert "torch==2.13.0" in pins  # the README's torch, without the +cpu label of a local build
 
 
+def _extras() -> dict[str, set[str]]:
+    """pyproject.toml's extras, each with the distributions it brings, its gapbench[...] references followed."""
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    raw = read_configuration(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
+    name = lambda req: re.match(r"[A-Za-z0-9._-]+", req).group(0).lower().replace("_", "-")
+
+    def brings(extra: str) -> set[str]:
+        out: set[str] = set()
+        for req in raw[extra]:
+            inner = re.fullmatch(r"gapbench\[([^\]]+)\]", req)
+            out |= set().union(*(brings(e) for e in inner.group(1).split(","))) if inner else {name(req)}
+        return out
+
+    return {extra: brings(extra) for extra in raw}
+
+
+def test_a_missing_optional_module_names_an_extra_that_brings_it():
+    from gapbench.extras import COMMAND_EXTRAS, OPTIONAL_MODULES, missing_dependency
+
+    extras = _extras()
+    for module, (package, extra) in OPTIONAL_MODULES.items():
+        assert package in extras[extra], (module, extra)
+    for command in COMMAND_EXTRAS:
+        assert command in extras
+    err = missing_dependency(ModuleNotFoundError("No module named 'sklearn'", name="sklearn.linear_model"), ["signals"])
+    assert str(err) == ("gapbench signals needs the package 'scikit-learn', which is not installed. "
+                        "Install it with: pip install 'gapbench[signals]'")
+    err = missing_dependency(ModuleNotFoundError("No module named 'torch'", name="torch"), ["run", "beir/scifact"])
+    assert str(err).endswith("needs the package 'torch', which is not installed. Install it with: pip install 'gapbench[dense]'")
+    # gapbench's own modules, and modules no extra provides, stay tracebacks: they are bugs, not set-up
+    assert missing_dependency(ModuleNotFoundError("No module named 'gapbench.nope'", name="gapbench.nope"), ["run"]) is None
+    assert missing_dependency(ModuleNotFoundError("No module named 'numpy'", name="numpy"), ["run"]) is None
+
+
 # ---------------------------------------------------------------- the sdist and the wheel
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> dict[str, Path]:
@@ -101,10 +136,9 @@ def test_sdist_and_wheel_carry_every_module_and_data_file(dists):
 
 
 # ---------------------------------------------------------------- installed in a fresh venv, used from elsewhere
-@pytest.fixture(scope="module")
-def installed(dists, tmp_path_factory):
-    """A fresh venv with torch, then the wheel with the extras the commands below need, all pinned by the lock file."""
-    base = tmp_path_factory.mktemp("installed")
+def _fresh_venv(base: Path, targets: list[str]) -> dict:
+    """A fresh venv under ``base`` with ``targets`` pip-installed in turn, pinned by the lock file, and a folder outside
+    the checkout to run its ``gapbench`` in."""
     venv, work = base / "venv", base / "work"
     work.mkdir()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -112,7 +146,7 @@ def installed(dists, tmp_path_factory):
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), HF_HUB_OFFLINE="1",
                GAPBENCH_HOME=str(base / "home"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS)]
-    for target in ("torch==2.13.0", f"{dists['wheel']}[argus,report]"):
+    for target in targets:
         done = subprocess.run([*pip, target], env=env, cwd=work, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
 
@@ -123,6 +157,18 @@ def installed(dists, tmp_path_factory):
         return done
 
     return {"venv": venv, "work": work, "env": env, "gapbench": gapbench}
+
+
+@pytest.fixture(scope="module")
+def installed(dists, tmp_path_factory):
+    """torch first (as the README does), then the wheel with the extras the commands below need."""
+    return _fresh_venv(tmp_path_factory.mktemp("installed"), ["torch==2.13.0", f"{dists['wheel']}[argus,report]"])
+
+
+@pytest.fixture(scope="module")
+def core(dists, tmp_path_factory):
+    """`pip install gapbench` alone: no extras, no torch, and (with today's typer) no click."""
+    return _fresh_venv(tmp_path_factory.mktemp("core"), [str(dists["wheel"])])
 
 
 @pytest.mark.slow
@@ -211,3 +257,30 @@ def test_submit_validate_a_shipped_submission(installed):
     bad = gapbench("submit", "validate", "sub", expect=2)
     assert "sha256 mismatch for runs/impliret__multispeaker__wknow.trec.gz" in bad.stderr
     assert bad.stderr.startswith("gapbench: error: ") and bad.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_core_install_runs_bm25_and_names_the_extra_it_lacks(core):
+    gapbench, work = core["gapbench"], core["work"]
+    run = json.loads(gapbench("run", TASK, "-r", "bm25", "-o", "run-bm25", "--json").stdout)
+    assert run["measures"]["nDCG@10"] == pytest.approx(0.1518, abs=5e-5)
+    evaluated = json.loads(gapbench("evaluate", "--run", "run-bm25/run.trec.gz", "--task", TASK, "--json").stdout)
+    assert evaluated["measures"] == run["measures"]
+    shutil.copytree(ROOT / "leaderboards" / "impliret" / "submissions" / "bm25", work / "sub")
+    assert json.loads(gapbench("submit", "validate", "sub", "--json").stdout) == {"ok": True, "problems": []}
+    # a usage error is one line whichever click typer brings (the bug of typer 0.29's vendored click)
+    usage = gapbench("run", TASK, "-r", "bm25", "--bogus", expect=2)
+    assert usage.stderr.startswith("gapbench: error: no such option '--bogus'") and usage.stderr.count("\n") == 1
+    # ARGUS's audit itself needs only the core; its plot and the probes need the argus extra
+    audit = json.loads(gapbench("argus", "audit", "-r", "random", "--no-plot", "--out", "audit", "--json").stdout)
+    assert (audit["n_entities"], audit["n_targets"], audit["n_pairs"]) == (620, 103, 695)
+    # commands that need an extra say which one, in one line
+    needs = "needs the package {!r}, which is not installed. Install it with: pip install 'gapbench[{}]'"
+    for args, message in (
+        (("report", TASK, "run-bm25", "--out", "report"), "gapbench report " + needs.format("matplotlib", "report")),
+        (("argus", "audit", "-r", "random", "--out", "audit"), "gapbench argus " + needs.format("matplotlib", "argus")),
+        (("argus", "probe", "-r", "random", "--out", "probe"), "gapbench argus " + needs.format("scikit-learn", "argus")),
+        (("run", TASK, "-r", "dense"), "The dense retriever " + needs.format("sentence-transformers", "dense")),
+    ):
+        assert gapbench(*args, expect=2).stderr == f"gapbench: error: {message}\n"
+    assert not (work / "report").exists()
