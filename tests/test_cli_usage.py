@@ -1,0 +1,474 @@
+"""The command line itself: usage errors of every kind, argument checks, help, and real signals to real processes.
+
+Every bad use ends with exit code 2 and one line ``gapbench: error: ... Try 'gapbench CMD --help'.`` on stderr, never
+a traceback, whichever click typer uses. SIGINT and SIGTERM end with one line and 130 or 143, and leave no half-written
+output; finished work (embedding caches, an earlier run directory) stays.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+
+from gapbench.cli import _click_classes, app, main
+from gapbench.formats import atomic_writer
+from gapbench.store import RUN_FILES
+
+from llm_server import LLMServer
+
+TASK = "impliret/multispeaker/wknow"
+
+
+@pytest.fixture(autouse=True)
+def _clean_cwd(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # task names are tried as folder paths first
+
+
+def usage_error(capsys, argv: list[str]) -> str:
+    """Run ``argv`` through main(); check exit 2, nothing on stdout and one error line; return that line."""
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out, err)
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.startswith("gapbench: error: ") and err.endswith("\n") and err.count("\n") == 1, err
+    return err.rstrip("\n")
+
+
+# ---------------------------------------------------------------- usage errors, each kind, through main()
+
+@pytest.mark.parametrize("argv, line", [
+    # unknown option, with its near match; far from every option, the options are listed
+    (["run", "x", "-r", "bm25", "--retriver", "bm25"],
+     "no such option '--retriver'. Did you mean '--retriever' or '--reranker'? Try 'gapbench run --help'."),
+    (["run", "x", "-r", "bm25", "--outptu", "o"],
+     "no such option '--outptu'. Did you mean '--output'? Try 'gapbench run --help'."),
+    (["tasks", "--bogus"], "no such option '--bogus'; the options are --json. Try 'gapbench tasks --help'."),
+    # missing argument, missing required option
+    (["run", "-r", "bm25"], "missing argument 'task'. Try 'gapbench run --help'."),
+    (["run", TASK], "missing option '--retriever' / '-r'. Try 'gapbench run --help'."),
+    (["evaluate", "--qrels", "q.txt"], "missing option '--run'. Try 'gapbench evaluate --help'."),
+    # option without its value (at the end, so click cannot take the next word)
+    (["run", TASK, "-r"], "option '-r' requires an argument. Try 'gapbench run --help'."),
+    (["gap", TASK, "--depth"], "option '--depth' requires an argument. Try 'gapbench gap --help'."),
+    # a flag given a value (the bool options are flags)
+    (["tasks", "--json=yes"], "option '--json' does not take a value. Try 'gapbench tasks --help'."),
+    (["argus", "audit", TASK, "--no-plot=1"],
+     "option '--no-plot' does not take a value. Try 'gapbench argus audit --help'."),
+    # extra arguments
+    (["tasks", "extra"], "got unexpected extra argument(s) (extra). Try 'gapbench tasks --help'."),
+    (["run", TASK, "second", "-r", "bm25"], "got unexpected extra argument(s) (second). Try 'gapbench run --help'."),
+    # mistyped commands and sub-commands suggest the close one
+    (["rnu"], "no such command 'rnu'. Did you mean 'run'? Try 'gapbench --help'."),
+    (["cache", "clr"], "no such command 'clr'. Did you mean 'clear'? Try 'gapbench cache --help'."),
+    (["argus", "audt"], "no such command 'audt'. Did you mean 'audit'? Try 'gapbench argus --help'."),
+    (["submit", "valdate"], "no such command 'valdate'. Did you mean 'validate'? Try 'gapbench submit --help'."),
+    (["leaderboard", "bild"], "no such command 'bild'. Did you mean 'build'? Try 'gapbench leaderboard --help'."),
+])
+def test_usage_error_is_one_line(capsys, argv, line):
+    assert usage_error(capsys, argv) == "gapbench: error: " + line
+
+
+@pytest.mark.parametrize("argv, option, given, where", [
+    (["run", TASK, "-r", "bm25", "--k", "abc"], "--k", "abc", "gapbench run"),
+    (["run", TASK, "-r", "bm25", "--k=1.5"], "--k", "1.5", "gapbench run"),
+    (["run", TASK, "-r", "bm25", "--seed", ""], "--seed", "", "gapbench run"),
+    (["gap", TASK, "--max-queries", "ten"], "--max-queries", "ten", "gapbench gap"),
+    (["compare", "a", "b", "--alpha", "abc"], "--alpha", "abc", "gapbench compare"),
+    (["regress", "--baseline", "a", "--candidate", "b", "--max-drop", "1%"], "--max-drop", "1%", "gapbench regress"),
+])
+def test_bad_type_names_option_and_value(capsys, argv, option, given, where):
+    line = usage_error(capsys, argv)
+    assert line.startswith(f"gapbench: error: invalid value for '{option}': ")
+    assert line.endswith(f" (got {given!r}). Try '{where} --help'.")
+
+
+def test_far_mistyped_command_lists_the_commands(capsys):
+    line = usage_error(capsys, ["xyzzy"])
+    assert line.startswith("gapbench: error: no such command 'xyzzy'; the commands are tasks, run, evaluate, compare, ")
+    assert line.endswith(". Try 'gapbench --help'.")
+
+
+def test_control_characters_in_arguments_stay_on_one_line(tmp_path, capsys):
+    line = usage_error(capsys, ["tasks", "x\ny\x1b[31m"])  # click escapes these itself (as \x0a), or we do
+    assert "\x1b" not in line and line.startswith("gapbench: error: got unexpected extra argument(s) (x")
+    (tmp_path / "a\nb\x1b[31m").write_text("")  # a file name echoed raw in gapbench's own message
+    line = usage_error(capsys, ["run", TASK, "-r", "bm25", "-o", "a\nb\x1b[31m"])
+    assert line.startswith(r"gapbench: error: a\nb\x1b[31m is an existing file, and a run directory is a folder")
+
+
+def test_a_huge_bad_value_is_shown_shortened(capsys):
+    line = usage_error(capsys, ["run", TASK, "-r", "bm25", "--k", "9" * 5000])
+    assert "(got '" + "9" * 57 + "...')" in line and len(line) < 400
+
+
+def test_usage_errors_of_the_click_package_are_caught(capsys):
+    """Older typer raises the click package's exceptions, newer ones its own copy's: both are one line and exit 2."""
+    click = pytest.importorskip("click", reason="the click package is only there (and only used) with older typer")
+    import typer._click.exceptions as own
+
+    assert own.UsageError in _click_classes("UsageError") and click.exceptions.UsageError in _click_classes("UsageError")
+
+    def broken(ctx: typer.Context) -> None:
+        raise click.exceptions.UsageError("the old click says no", ctx=None)
+
+    app.command("zz-old-click")(broken)
+    try:
+        assert usage_error(capsys, ["zz-old-click"]) == \
+            "gapbench: error: the old click says no. Try 'gapbench zz-old-click --help'."
+    finally:
+        app.registered_commands.pop()
+
+
+@pytest.mark.parametrize("raised, line", [
+    (typer.Abort, "gapbench: aborted."),  # what a prompt raises on end of input
+    (KeyboardInterrupt, "gapbench: interrupted by SIGINT; nothing half-written was left, and finished work (caches) "
+                        "is kept."),  # typer turns it into a silent exit code 130
+])
+def test_abort_and_keyboard_interrupt_are_130_with_a_line(capsys, raised, line):
+    def stopped() -> None:
+        raise raised()
+
+    app.command("zz-stopped")(stopped)
+    try:
+        code = main(["zz-stopped"])
+    finally:
+        app.registered_commands.pop()
+    out, err = capsys.readouterr()
+    assert code == 130 and out == "" and err == line + "\n"
+
+
+# ---------------------------------------------------------------- help
+
+@pytest.mark.parametrize("argv, usage", [
+    (["--help"], "Usage: gapbench [OPTIONS] COMMAND [ARGS]..."),
+    ([], "Usage: gapbench [OPTIONS] COMMAND [ARGS]..."),  # nothing asked: the help, exit 0 as with --help
+    (["run", "--help"], "Usage: gapbench run [OPTIONS]"),
+    (["cache"], "Usage: gapbench cache [OPTIONS] COMMAND [ARGS]..."),
+    (["cache", "--help"], "Usage: gapbench cache [OPTIONS] COMMAND [ARGS]..."),
+])
+def test_help_exits_0_on_stdout(capsys, argv, usage):
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert usage in " ".join(out.split())
+
+
+# ---------------------------------------------------------------- argument checks of run, evaluate, gap, cache
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", TASK, "-r", "bm25", "--k", "0"], "--k must be at least 1, got 0."),
+    (["run", TASK, "-r", "bm25", "--k", "-3"], "--k must be at least 1, got -3."),
+    (["run", TASK, "-r", "bm25", "--k", "100001"], "--k must be at most 100000 (documents per query), got 100001."),
+    (["run", TASK, "-r", "bm25", "--k", "9" * 30],
+     "--k must be at most 100000 (documents per query), got a 30-digit number."),
+    (["run", TASK, "-r", "bm25", "--seed", "-1"], "--seed must be 0 or more, got -1."),
+    (["run", TASK, "-r", "bm25", "-m", ""],
+     "-m/--measures got '', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+    (["run", TASK, "-r", "bm25", "--measures", " , "],
+     "-m/--measures got ' , ', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+    (["run", TASK, "-r", "bm25", "--reranker", ""], "--reranker is empty; give a value, or leave the option out."),
+    (["run", TASK, "-r", "bm25", "--augment", " "], "--augment is empty; give a value, or leave the option out."),
+    (["run", TASK, "-r", "bm25", "--llm-model", ""], "--llm-model is empty; give a value, or leave the option out."),
+    (["run", "impliret", "-r", "bm25", "--reranker", "tournament"],
+     "impliret is a suite, and a suite run takes no --reranker; run its tasks one by one with --reranker "
+     "(`gapbench tasks` lists them)."),
+    (["evaluate", "--run", "r.txt", "--qrels", "q.txt", "-m", ","],
+     "-m/--measures got ',', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+    (["gap", TASK, "--depth", "0"], "--depth must be at least 1, got 0."),
+    (["gap", TASK, "--depth", "-10"], "--depth must be at least 1, got -10."),
+    (["gap", TASK, "--depth", "10000000"],
+     "--depth must be at most 100000 (documents per retriever in the pool), got 10000000."),
+    (["gap", TASK, "--pool-sizes", "abc"],
+     "--pool-sizes: 'abc' is not a whole number of documents; give budgets like --pool-sizes 50,100,200 (or '' for "
+     "no scaling curve)."),
+    (["gap", TASK, "--pool-sizes", "10,-5"], "--pool-sizes must be at least 1, got -5."),
+    (["gap", TASK, "--pool-sizes", "1e3"],
+     "--pool-sizes: '1e3' is not a whole number of documents; give budgets like --pool-sizes 50,100,200 (or '' for "
+     "no scaling curve)."),
+    (["gap", TASK, "--pool-sizes", "50,0"], "--pool-sizes must be at least 1, got 0."),
+    (["gap", TASK, "--pool-sizes", "50,1000000"],
+     "--pool-sizes must be at most 100000 (documents per pool), got 1000000."),
+    (["gap", TASK, "--max-queries", "0"], "--max-queries must be at least 1, got 0; leave it out to use every query."),
+    (["gap", TASK, "--max-queries", "-2"], "--max-queries must be at least 1, got -2; leave it out to use every query."),
+    (["gap", TASK, "--retrievers", ""], "--retrievers is empty; for example --retrievers bm25,dense."),
+    (["gap", TASK, "--retrievers", " , "], "--retrievers is empty; for example --retrievers bm25,dense."),
+    (["gap", TASK, "--measure", ""], "--measure is empty; give a value, or leave the option out."),
+    (["gap", TASK, "--verifier", ""], "--verifier is empty; give a value, or leave the option out."),
+    (["cache", "clear", ""],
+     "the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists."),
+])
+def test_bad_argument_values(capsys, argv, line):
+    assert usage_error(capsys, argv) == "gapbench: error: " + line
+
+
+def test_output_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "taken").write_text("keep me\n")
+    line = usage_error(capsys, ["run", TASK, "-r", "bm25", "-o", "taken"])
+    assert line == ("gapbench: error: taken is an existing file, and a run directory is a folder; give a new folder "
+                    "name, or move the file away.")
+    line = usage_error(capsys, ["run", TASK, "-r", "bm25", "-o", "taken/run1"])
+    assert line == (f"gapbench: error: taken/run1: {tmp_path / 'taken'} is a file, so no folder can be made inside it; "
+                    "give a path under a folder.")
+    line = usage_error(capsys, ["gap", TASK, "-o", "taken"])
+    assert line == ("gapbench: error: --output taken is an existing file; --output names a folder: give a new folder "
+                    "name, or move the file away.")
+    assert (tmp_path / "taken").read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_output_folder_with_other_files_is_not_replaced(tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me\n")
+    (folder / "results.json").write_text("{}")
+    line = usage_error(capsys, ["run", TASK, "-r", "bm25", "-o", "mine"])
+    assert line == ("gapbench: error: mine already holds 'notes.txt', so it is not a gapbench run directory, and "
+                    "writing one there would replace the whole folder; give a new or empty folder, or an earlier run "
+                    "directory.")
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "results.json"]
+    assert (folder / "notes.txt").read_text() == "keep me\n"
+
+
+def test_run_directory_is_replaced_whole_and_leaves_no_sibling(tmp_path, capsys):
+    out = tmp_path / "empty"
+    out.mkdir()
+    for k in ("5", "7"):
+        assert main(["run", TASK, "-r", "bm25", "-m", "nDCG@10", "--k", k, "-o", "empty", "--json"]) == 0
+        assert sorted(p.name for p in out.iterdir()) == sorted(RUN_FILES)
+        assert json.loads((out / "manifest.json").read_text())["k"] == int(k)
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_cache_clear_takes_only_an_existing_kind(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    (home / "cache" / "embeddings" / "m").mkdir(parents=True)
+    (home / "cache" / "embeddings" / "m" / "chunk-00000.npy").write_bytes(b"x" * 1000)
+    (home / "settings.txt").write_text("outside the cache\n")
+    (tmp_path / "beside.txt").write_text("outside gapbench's home\n")
+    monkeypatch.setenv("GAPBENCH_HOME", str(home))
+    for kind in ("..", "../..", "/", str(tmp_path), "embeddings/..", "embedings"):
+        line = usage_error(capsys, ["cache", "clear", kind])
+        assert line.startswith(f"gapbench: error: unknown cache kind {kind!r}.")
+        assert line.endswith("Available: embeddings. Leave KIND out to clear every cache; `gapbench cache info` lists "
+                             "them.")
+    assert "Did you mean 'embeddings'?" in usage_error(capsys, ["cache", "clear", "embedings"])
+    assert (home / "settings.txt").exists() and (tmp_path / "beside.txt").exists()
+    assert main(["cache", "clear", "embeddings"]) == 0
+    assert capsys.readouterr().out == "freed 0.0 MB\n"
+    assert not (home / "cache" / "embeddings").exists() and (home / "settings.txt").exists()
+
+
+# ---------------------------------------------------------------- as a real process
+
+def _gapbench(args: list[str], cwd: Path, **kw) -> subprocess.Popen:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", **kw.pop("env", {}))
+    return subprocess.Popen([sys.executable, *kw.pop("python", []), "-m", "gapbench", *args], cwd=cwd, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["run", "nope", "-r", "bm25", "--bogus"], "no such option '--bogus'; the options are "),
+    (["cache", "clr"], "no such command 'clr'. Did you mean 'clear'? Try 'gapbench cache --help'."),
+    (["run", TASK, "-r", "bm25", "--k", "abc"], "invalid value for '--k': "),
+    (["gap", TASK, "--pool-sizes", "10,-5"], "--pool-sizes must be at least 1, got -5."),
+])
+def test_usage_errors_in_a_real_process(tmp_path, args, line):
+    out, err = _gapbench(args, tmp_path).communicate(timeout=60)
+    err = err.decode()
+    assert out == b"" and "Traceback" not in err
+    assert err.startswith("gapbench: error: " + line) and err.count("\n") == 1
+
+
+def test_no_arguments_in_a_real_process_prints_help(tmp_path):
+    proc = _gapbench([], tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and err == b""
+    assert "Usage: gapbench [OPTIONS] COMMAND [ARGS]..." in " ".join(out.decode().split())
+
+
+# ---------------------------------------------------------------- signals to real processes
+
+INTERRUPTED = "gapbench: interrupted by {}; nothing half-written was left, and finished work (caches) is kept.\n"
+
+
+def _wait_for(predicate, proc: subprocess.Popen, what: str, limit: float = 120.0) -> None:
+    end = time.monotonic() + limit
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(f"gapbench ended ({proc.returncode}) before {what}: {proc.stderr.read().decode()}")
+        if time.monotonic() > end:
+            proc.kill()
+            raise AssertionError(f"no {what} within {limit} s")
+        time.sleep(0.001)
+
+
+def _ended_by(proc: subprocess.Popen, sig: int) -> str:
+    """Wait for ``proc``; check it ended by ``sig`` (before printing any result) and return its stderr."""
+    out, err = proc.communicate(timeout=60)
+    err = err.decode()
+    assert "Traceback" not in err and out == b""
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    return err
+
+
+def test_sigint_while_loading_the_command_line(tmp_path):
+    """-X importtime reports each import as it ends: once typer is in, gapbench.cli is still loading."""
+    proc = _gapbench(["tasks", "--json"], tmp_path, python=["-X", "importtime"])
+    for raw in proc.stderr:
+        if raw.decode().split("|")[-1].strip() == "typer":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    lines = [ln for ln in err.decode().splitlines() if not ln.startswith("import time:")]
+    assert proc.returncode == 130 and lines == [INTERRUPTED.format("SIGINT").rstrip("\n")]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_while_reading_a_fifo(tmp_path, sig):
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
+    os.mkfifo(tmp_path / "run.fifo")
+    proc = _gapbench(["evaluate", "--run", "run.fifo", "--qrels", "q.txt"], tmp_path)
+    writer: list[int] = []
+
+    def reader_is_there() -> bool:  # a writer can open the pipe only once gapbench has it open to read
+        try:
+            writer.append(os.open(tmp_path / "run.fifo", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    _wait_for(reader_is_there, proc, "gapbench opening the pipe")
+    try:
+        proc.send_signal(sig)
+        assert _ended_by(proc, sig) == INTERRUPTED.format(signal.Signals(sig).name)
+    finally:
+        os.close(writer[0])
+
+
+def _start_run_and_catch_the_write(tmp_path: Path, sig: int, *extra: str) -> subprocess.Popen:
+    """Start a run with --output out and send ``sig`` while run.trec.gz is being written into the hidden sibling."""
+    proc = _gapbench(["run", TASK, "-r", "bm25", "-m", "nDCG@10", "-o", "out", *extra], tmp_path)
+    partial = tmp_path / f".out.tmp{proc.pid}" / f".run.trec.gz.tmp{proc.pid}"
+    _wait_for(lambda: partial.exists() and partial.stat().st_size > 0, proc, "the run file being written")
+    proc.send_signal(sig)
+    return proc
+
+
+def test_sigterm_while_writing_the_run_directory_leaves_nothing(tmp_path):
+    proc = _start_run_and_catch_the_write(tmp_path, signal.SIGTERM)
+    assert _ended_by(proc, signal.SIGTERM) == INTERRUPTED.format("SIGTERM")
+    assert list(tmp_path.iterdir()) == []  # no run directory, no hidden sibling, no partial gzip
+
+
+def test_sigint_while_replacing_a_run_directory_keeps_the_earlier_one(tmp_path, capsys):
+    assert main(["run", TASK, "-r", "bm25", "-m", "nDCG@10", "--k", "10", "-o", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    proc = _start_run_and_catch_the_write(tmp_path, signal.SIGINT)
+    assert _ended_by(proc, signal.SIGINT) == INTERRUPTED.format("SIGINT")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+
+
+def test_a_later_run_removes_stale_temporaries_of_dead_processes_only(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        stale_dir = tmp_path / f".out.tmp{dead.pid}"
+        stale_dir.mkdir()
+        (stale_dir / f".run.trec.gz.tmp{dead.pid}").write_bytes(gzip.compress(b"q1 Q0 d1 1 1.0 x\n")[:20])
+        (tmp_path / f".other.json.tmp{dead.pid}").write_text("{")
+        orphan = tmp_path / f".earlier.old{dead.pid}"  # a run directory a killed process had moved aside
+        orphan.mkdir()
+        (orphan / "results.json").write_text("{}")
+        (tmp_path / f".busy.json.tmp{live.pid}").write_text("being written")
+        (tmp_path / ".notes.tmp").write_text("not a temporary of ours")
+        proc = _gapbench(["run", TASK, "-r", "bm25", "-m", "nDCG@10", "--k", "10", "-o", "out"], tmp_path)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [".busy.json.tmp%d" % live.pid, ".notes.tmp", "earlier", "out"])
+        assert (tmp_path / "earlier" / "results.json").read_text() == "{}"
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(RUN_FILES)
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_interrupted_embedding_keeps_finished_chunks(tmp_path):
+    """openai-embed writes a cache chunk per answered request; the server hangs on the third, and SIGINT comes."""
+    folder = tmp_path / "beir"
+    folder.mkdir()
+    docs = [{"_id": f"d{i}", "title": "", "text": f"document {i} about topic {i % 5}"} for i in range(12)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "topic 3"}\n')
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    home = tmp_path / "home"
+    with LLMServer(embed_dim=16, fault="hang", fault_after=2, hang_max=30) as srv:
+        spec = f"openai-embed:model=e,base_url={srv.base_url},chunk_size=4,batch_size=4,concurrency=1"
+        args = ["run", str(folder), "-r", spec, "-m", "nDCG@10"]
+        env = {"GAPBENCH_HOME": str(home), "OPENAI_API_KEY": "test"}
+        proc = _gapbench(args, tmp_path, env=env)
+        _wait_for(lambda: srv.counts["hang"] == 1, proc, "the third embeddings request")
+        proc.send_signal(signal.SIGINT)
+        assert _ended_by(proc, signal.SIGINT) == INTERRUPTED.format("SIGINT")
+        chunks = sorted(p.name for p in home.rglob("chunk-*"))
+        assert chunks == ["chunk-00000.npy", "chunk-00001.npy"]
+        srv.fault = None
+        srv.reset_counts()
+        proc = _gapbench(args, tmp_path, env=env)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        # the corpus's last chunk and the query: two requests, not four
+        assert srv.counts["embeddings"] == 2
+    assert sorted(p.name for p in home.rglob("chunk-*")) == ["chunk-00000.npy"] * 2 + ["chunk-00001.npy", "chunk-00002.npy"]
+
+
+# ---------------------------------------------------------------- atomic_writer
+
+def test_atomic_writer_removes_its_temporary_on_an_exception(tmp_path):
+    target = tmp_path / "table.tsv.gz"
+    with atomic_writer(target) as fh:
+        fh.write("first\n")
+    with pytest.raises(RuntimeError, match="half way"):
+        with atomic_writer(target) as fh:
+            fh.write("second\n" * 10000)
+            raise RuntimeError("half way")
+    assert [p.name for p in tmp_path.iterdir()] == ["table.tsv.gz"]
+    assert gzip.decompress(target.read_bytes()) == b"first\n"
+
+
+def test_atomic_writer_refuses_a_folder(tmp_path, capsys):
+    (tmp_path / "table.tsv").mkdir()
+    from gapbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="table.tsv is a folder; give the name of a file to write"):
+        with atomic_writer(tmp_path / "table.tsv") as fh:
+            fh.write("x")
+    assert [p.name for p in tmp_path.iterdir()] == ["table.tsv"]
+
+
+def test_atomic_writer_sweeps_dead_writers_only(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f".a.json.tmp{dead.pid}").write_text("{")
+    (tmp_path / f".b.json.tmp{os.getppid()}").write_text("{")  # the process that started pytest runs
+    (tmp_path / f".c.json.tmp{os.getpid()}").write_text("{")  # this process's own
+    with atomic_writer(tmp_path / "a.json") as fh:
+        fh.write("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["a.json", f".b.json.tmp{os.getppid()}", f".c.json.tmp{os.getpid()}"])
