@@ -282,12 +282,13 @@ class LLMServer:
             return self._fault if hit else None
 
     # -- life cycle -------------------------------------------------------------------------------------------
-    def start(self) -> "LLMServer":
+    def start(self, poll_interval: float = 0.05) -> "LLMServer":
+        """Serve from a daemon thread; ``poll_interval`` is how often it looks for a stop (new requests wake it)."""
         self._stopping.clear()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.app = self
         self._port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": poll_interval},
                                         name="llm-test-server", daemon=True)
         self._thread.start()
         return self

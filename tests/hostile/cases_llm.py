@@ -31,7 +31,8 @@ REFUSED = f"http://127.0.0.1:{_REFUSING.getsockname()[1]}/v1"
 
 
 def _server(**kwargs) -> str:
-    return LLMServer(hang_max=30.0, drip_interval=0.1, **kwargs).start().base_url
+    # never stopped, so it need not look for a stop often
+    return LLMServer(hang_max=30.0, drip_interval=0.1, **kwargs).start(poll_interval=5.0).base_url
 
 
 def _chat(url: str) -> str:
