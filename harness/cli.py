@@ -50,8 +50,8 @@ def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
         out.extend(m for m in v.replace(",", " ").split() if m)
     if not out:
         # an empty -m (often an unset shell variable) must not quietly mean "the defaults"
-        _fail(f"-m/--measures got {' '.join(values)!r}, which names no measure; give e.g. -m nDCG@10,R@100, "
-              "or omit -m for the defaults.")
+        _fail(f"no measures given: -m/--measures is {' '.join(values)!r}; give e.g. -m nDCG@10,R@100, or omit -m "
+              "for the defaults.")
     return out
 
 
@@ -421,19 +421,19 @@ def _usage_message(exc, argv: list[str]) -> str:
     text = exc.format_message().strip()
     option = getattr(exc, "option_name", None)
     if option is not None and hasattr(exc, "possibilities"):  # no such option
-        known = sorted({o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("-")}) if ctx else []
+        params = ctx.command.params if ctx is not None else []
+        known = sorted({o for p in params for o in getattr(p, "opts", []) if o.startswith("-")})
         close = _close(option, list(exc.possibilities or []) or known)
-        text = f"no such option {option!r}"
+        text = f"no such option {option!r}" + (f"; the options are {', '.join(known)}" if known else "")
         if close:
-            text += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
-        elif known:
-            text += f"; the options are {', '.join(known)}"
+            text = f"no such option {option!r}. Did you mean " + " or ".join(repr(c) for c in close) + "?"
     command = re.match(r"No such command '(.*)'\.?$", text, re.S)
     if command and ctx is not None and hasattr(ctx.command, "list_commands"):
         names = list(ctx.command.list_commands(ctx))
         close = _close(command.group(1), names)
-        text = f"no such command {command.group(1)!r}"
-        text += (". Did you mean " + " or ".join(repr(c) for c in close) + "?") if close else f"; the commands are {', '.join(names)}"
+        text = f"no such command {command.group(1)!r}; the commands are {', '.join(names)}"
+        if close:
+            text = f"no such command {command.group(1)!r}. Did you mean " + " or ".join(repr(c) for c in close) + "?"
     if getattr(exc, "param", None) is not None and not text.startswith("Missing"):
         value = _given_value(argv, exc)
         if value is not None:

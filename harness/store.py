@@ -71,8 +71,8 @@ def check_run_dir_target(directory: str | os.PathLike) -> Path:
 
 
 def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manifest: dict) -> Path:
-    """Write the run directory into a hidden sibling and rename it into place; an interrupted or failed write (SIGINT
-    and SIGTERM arrive here as exceptions) removes its sibling, and stale ones of dead processes go at the next write."""
+    """Write the run directory into a hidden sibling and rename it into place. An interrupted or failed write (SIGINT
+    and SIGTERM arrive as exceptions) removes its sibling; stale ones of dead processes go at the next write."""
     target = check_run_dir_target(directory)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     try:

@@ -117,7 +117,8 @@ def test_usage_errors_of_the_click_package_are_caught(capsys):
     click = pytest.importorskip("click", reason="the click package is only there (and only used) with older typer")
     import typer._click.exceptions as own
 
-    assert own.UsageError in _click_classes("UsageError") and click.exceptions.UsageError in _click_classes("UsageError")
+    found = _click_classes("UsageError")
+    assert own.UsageError in found and click.exceptions.UsageError in found
 
     def broken(ctx: typer.Context) -> None:
         raise click.exceptions.UsageError("the old click says no", ctx=None)
@@ -174,9 +175,9 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
      "--k must be at most 100000 (documents per query), got a 30-digit number."),
     (["run", TASK, "-r", "bm25", "--seed", "-1"], "--seed must be 0 or more, got -1."),
     (["run", TASK, "-r", "bm25", "-m", ""],
-     "-m/--measures got '', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+     "no measures given: -m/--measures is ''; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
     (["run", TASK, "-r", "bm25", "--measures", " , "],
-     "-m/--measures got ' , ', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+     "no measures given: -m/--measures is ' , '; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
     (["run", TASK, "-r", "bm25", "--reranker", ""], "--reranker is empty; give a value, or leave the option out."),
     (["run", TASK, "-r", "bm25", "--augment", " "], "--augment is empty; give a value, or leave the option out."),
     (["run", TASK, "-r", "bm25", "--llm-model", ""], "--llm-model is empty; give a value, or leave the option out."),
@@ -184,7 +185,7 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
      "impliret is a suite, and a suite run takes no --reranker; run its tasks one by one with --reranker "
      "(`gapbench tasks` lists them)."),
     (["evaluate", "--run", "r.txt", "--qrels", "q.txt", "-m", ","],
-     "-m/--measures got ',', which names no measure; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
+     "no measures given: -m/--measures is ','; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
     (["gap", TASK, "--depth", "0"], "--depth must be at least 1, got 0."),
     (["gap", TASK, "--depth", "-10"], "--depth must be at least 1, got -10."),
     (["gap", TASK, "--depth", "10000000"],
@@ -200,7 +201,8 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
     (["gap", TASK, "--pool-sizes", "50,1000000"],
      "--pool-sizes must be at most 100000 (documents per pool), got 1000000."),
     (["gap", TASK, "--max-queries", "0"], "--max-queries must be at least 1, got 0; leave it out to use every query."),
-    (["gap", TASK, "--max-queries", "-2"], "--max-queries must be at least 1, got -2; leave it out to use every query."),
+    (["gap", TASK, "--max-queries", "-2"],
+     "--max-queries must be at least 1, got -2; leave it out to use every query."),
     (["gap", TASK, "--retrievers", ""], "--retrievers is empty; for example --retrievers bm25,dense."),
     (["gap", TASK, "--retrievers", " , "], "--retrievers is empty; for example --retrievers bm25,dense."),
     (["gap", TASK, "--measure", ""], "--measure is empty; give a value, or leave the option out."),
@@ -435,7 +437,8 @@ def test_interrupted_embedding_keeps_finished_chunks(tmp_path):
         assert proc.returncode == 0, err
         # the corpus's last chunk and the query: two requests, not four
         assert srv.counts["embeddings"] == 2
-    assert sorted(p.name for p in home.rglob("chunk-*")) == ["chunk-00000.npy"] * 2 + ["chunk-00001.npy", "chunk-00002.npy"]
+    chunks = sorted(p.name for p in home.rglob("chunk-*"))
+    assert chunks == ["chunk-00000.npy", "chunk-00000.npy", "chunk-00001.npy", "chunk-00002.npy"]
 
 
 # ---------------------------------------------------------------- atomic_writer
