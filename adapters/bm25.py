@@ -57,11 +57,6 @@ B = Annotated[float, Range(ge=0, le=1)]
 Stopwords = Annotated[Optional[str], OneOf(*STOPWORDS)]
 
 
-def no_term(tokens, vocab) -> bool:
-    """Whether an analysed query shares no term with the index (bm25s keeps '' as its empty-text placeholder)."""
-    return not any(t and t in vocab for t in tokens)
-
-
 class BM25:
     """Sparse BM25 retriever (bm25s)."""
 
@@ -120,39 +115,39 @@ class BM25:
         tokenized = self._tokenize(texts, ids=True)
         self._model = None
         if any(t for t in tokenized.vocab):
-            # bm25s cannot index a vocabulary without a term; such an index matches no query (see search)
+            # bm25s cannot index a corpus without any term (every text empty or stopwords); every document of such
+            # a corpus scores 0 for every query, and keep_zero decides whether they are ranked (see _rank)
             model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
             model.index(tokenized, show_progress=False)
             self._model = model
         self._indexed = True
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        """Top-k per query. A query that shares no term with the index (no term left after analysis, or none in the
-        corpus' vocabulary) matches no document: it gets an empty ranking, as in Lucene, and its id is listed in
-        ``empty_queries``; ranking it by all-zero scores would only order documents by id."""
+        """Top-k per query. A query with no term left after analysis (empty, stopwords, punctuation) has nothing to
+        match: it gets an empty ranking and its id is listed in ``empty_queries``."""
         if not self._indexed:
             raise GapbenchError("bm25: search() was called before index(corpus).")
         qids = list(queries)
         tokens = self._tokenize([_query_text(queries[q]) for q in qids], ids=False)
         excluded = exclusion_indices(qids, exclude, self._doc_index)
-        vocab = self._model.vocab_dict if self._model is not None else {}
         out = {}
         empty = []
         with progress(len(qids), f"{self.name}: searching") as advance:
             for qid, toks, ex in zip(qids, tokens, excluded):
-                if no_term(toks, vocab):
+                if any(toks):
+                    out[qid] = self._rank(toks, ex, k)
+                else:
                     out[qid] = []
                     empty.append(qid)
-                else:
-                    out[qid] = self._rank(self._model.get_scores, toks, ex, k)
                 advance(1)
         self.empty_queries = tuple(empty)
         return Run(out, self.name, _sorted=True)
 
-    def _rank(self, get_scores, toks, ex, k) -> list[tuple[str, float]]:
+    def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
         doc_ids = self._doc_ids
-        scores = apply_mask(get_scores(toks), ex)
+        raw = self._model.get_scores(toks) if self._model is not None else np.zeros(len(doc_ids), dtype=np.float32)
+        scores = apply_mask(raw, ex)
         if not self.keep_zero:
             scores = np.where(scores > 0, scores, -np.inf)
         top = select_topk(scores, k, self._keys)

@@ -142,7 +142,9 @@ class BM25QS:
         """(term ids, float32 BM25 weights) of one query, the query treated as a document of this corpus."""
         if self._weights is None:
             raise GapbenchError("bm25-qs: query_weights() was called before index(corpus).")
-        toks = self.analyze([text])[0]
+        return self._weights_of(self.analyze([text])[0])
+
+    def _weights_of(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         counts: dict[int, int] = {}
         for tok in toks:
             tid = self._vocab.get(tok)
@@ -166,8 +168,9 @@ class BM25QS:
         return np.asarray(self._weights[:, ids] @ weights, dtype=np.float32).ravel()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        """Top-k per query. A query that shares no term with the index (none left after analysis, or none in the
-        corpus' vocabulary) matches no document: it gets an empty ranking and its id is listed in ``empty_queries``."""
+        """Top-k per query. A query with no term left after analysis (empty, stopwords, punctuation) has nothing to
+        match: it gets an empty ranking and its id is listed in ``empty_queries``. A query whose terms are all absent
+        from the corpus scores 0 everywhere, and keep_zero decides, as BRIGHT ranks every document."""
         if self._weights is None:
             raise GapbenchError("bm25-qs: search() was called before index(corpus).")
         qids = list(queries)
@@ -176,12 +179,15 @@ class BM25QS:
         empty = []
         with progress(len(qids), f"{self.name}: searching") as advance:
             for qid, ex in zip(qids, excluded):
-                ids, weights = self.query_weights(_query_text(queries[qid]))
-                if ids.size:
-                    out[qid] = self._rank(self._dot(ids, weights), ex, k)
-                else:
+                toks = self.analyze([_query_text(queries[qid])])[0]
+                if not toks:
                     out[qid] = []
                     empty.append(qid)
+                    advance(1)
+                    continue
+                ids, weights = self._weights_of(toks)
+                scores = self._dot(ids, weights) if ids.size else np.zeros(len(self._doc_ids), dtype=np.float32)
+                out[qid] = self._rank(scores, ex, k)
                 advance(1)
         self.empty_queries = tuple(empty)
         return Run(out, self.name, _sorted=True)

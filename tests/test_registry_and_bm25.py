@@ -271,35 +271,58 @@ def test_query_without_terms_gets_an_empty_ranking_and_is_counted():
     queries = Queries([Query("stop", "the of and"), Query("q", "apple cherry"), Query("oov", "zebra"),
                        Query("punct", "?!")])
     run = r.search(queries, 3)
-    assert run["stop"] == () and run["oov"] == () and run["punct"] == ()
-    assert r.empty_queries == ("stop", "oov", "punct")
+    assert run["stop"] == () and run["punct"] == ()
+    assert r.empty_queries == ("stop", "punct")
+    # a query with terms that match nothing scores 0 everywhere; keep_zero ranks those documents by the tie rule
+    assert run["oov"] == (("d3", 0.0), ("d2", 0.0), ("d1", 0.0))
     avgdl = (3 + 2 + 4) / 3  # the other query is scored exactly as before
     assert dict(run["q"])["d1"] == pytest.approx(lucene_bm25(2, 3, avgdl, 1, 3, 1.2, 0.75), rel=1e-5)
     assert len(run["q"]) == 3
+    lucene = BM25Lucene()
+    lucene.index(CORPUS)
+    assert dict(lucene.search(queries, 3).items())["oov"] == ()  # keep_zero off: nothing matched, nothing ranked
+    assert lucene.empty_queries == ("stop", "punct")
 
 
-@pytest.mark.parametrize("spec", ["bm25", "bm25-lucene", "bm25-qs", "rrf:bm25+bm25-qs", "fuse-dbsf:bm25+bm25-lucene"])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("bm25", [("d1", 0.0), ("d0", 0.0)]),
+        ("bm25-lucene", []),
+        ("bm25-qs", [("d1", 0.0), ("d0", 0.0)]),
+        ("rrf:bm25+bm25-qs", [("d1", 2 / 61), ("d0", 2 / 62)]),
+        ("fuse-dbsf:bm25+bm25-lucene", [("d1", 0.5), ("d0", 0.5)]),  # equal scores normalise to 0.5; absent: 0
+    ],
+)
 @pytest.mark.parametrize("texts", [["", "  "], ["the and of", "!!! ... ?"]], ids=["empty", "stopwords"])
-def test_corpus_without_any_term_indexes_and_matches_nothing(spec, texts):
-    # Lucene indexes such a corpus and returns no hits; so does gapbench, instead of failing inside bm25s
+def test_corpus_without_any_term_indexes_and_scores_zero(spec, expected, texts):
+    # bm25s cannot index such a corpus; gapbench indexes it, every document scores 0 for every query, and each
+    # adapter's keep_zero rule decides whether zero-score documents are ranked (bm25-lucene: no, as in Lucene)
     r = get_retriever(spec)
     r.index(Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)]))
-    run = r.search(Queries([Query("q1", "apple pie"), Query("q2", "banana")]), 5)
-    assert dict(run.items()) == {"q1": (), "q2": ()}
+    run = r.search(Queries([Query("q1", "apple pie"), Query("q2", "the")]), 5)
+    assert [d for d, _ in run["q1"]] == [d for d, _ in expected]
+    assert [s for _, s in run["q1"]] == pytest.approx([s for _, s in expected])
+    assert run["q2"] == ()  # no term to search for
     if not spec.startswith(("rrf", "fuse")):
-        assert r.empty_queries == ("q1", "q2")
+        assert r.empty_queries == ("q2",)
 
 
-def test_corpus_without_terms_evaluates_to_zero_with_every_query_counted_missing():
+def test_corpus_without_terms_evaluates_with_every_query_counted():
     from gapbench.runner import run
     from gapbench.task import Task
     from gapbench.types import Qrels, TaskData
 
     data = TaskData(Corpus([Document("d1", "the"), Document("d2", "")]),
                     Queries([Query("q1", "apple"), Query("q2", "pie")]), Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}}))
-    result = run(Task("no-terms", lambda: data), "bm25", measures=["nDCG@10", "R@100"])
-    assert result.results.means == {"nDCG@10": 0.0, "R@100": 0.0}
-    assert (result.results.n_queries, result.results.n_missing) == (2, 2)
+    task = Task("no-terms", lambda: data)
+    lucene = run(task, "bm25-lucene", measures=["nDCG@10", "R@100"]).results
+    assert lucene.means == {"nDCG@10": 0.0, "R@100": 0.0}
+    assert (lucene.n_queries, lucene.n_missing) == (2, 2)  # empty rankings: reported as judged queries absent
+    # bm25 ranks both zero-score documents, d2 before d1 (doc_id descending): q2's gold first, q1's second
+    plain = run(task, "bm25", measures=["nDCG@10"]).results
+    assert plain.per_query["nDCG@10"] == pytest.approx({"q1": 1 / math.log2(3), "q2": 1.0})
+    assert plain.n_missing == 0
 
 
 def test_dense_encodes_empty_texts():
