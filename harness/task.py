@@ -59,7 +59,12 @@ def get_task(name: str) -> Task:
     """A registered task by name (``NAME`` or ``NAME:key=value,...``), or a local BEIR-format folder given as a path."""
     if isinstance(name, Task):
         return name
+    import os
+
     from .options import build, check_one_line, parse_spec
+
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
 
     check_one_line(name, "task name")
     if not name.strip():

@@ -255,6 +255,8 @@ def test_task_names_and_options(tmp_path, monkeypatch):
         assert str(err.value) == message, name
     with pytest.raises(UnknownNameError, match="Did you mean 'impliret/multispeaker/wknow'"):
         get_task("Impliret/multispeaker/wknow")
+    with pytest.raises(ConfigError, match="is a file, not a task"):
+        get_task(tmp_path / "notes.txt")  # a path object is read as the path it names
     # a registered name wins over a file of the same name in the working directory
     (tmp_path / "impliret").mkdir()
     (tmp_path / "impliret" / "multispeaker").mkdir()
