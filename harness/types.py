@@ -75,10 +75,10 @@ def show_id(value: object) -> str:
     return text if len(text) <= 80 else text[:60] + "..." + text[-10:]
 
 
-def _check_id(value: object, what: str) -> str:
+def _check_id(value: object, what: str, source: str | None = None) -> str:
     problem = id_problem(value)
     if problem is not None:
-        raise DataFormatError(f"{what} {show_id(value)} {problem}; give a valid id.")
+        raise DataFormatError(f"{what} {show_id(value)} {problem}; give a valid id.", path=source)
     return value
 
 
@@ -100,7 +100,7 @@ class _Records(Mapping):
     def __init__(self, records: Iterable, *, source: str | None = None) -> None:
         data: dict = {}
         for rec in records:
-            rid = _check_id(getattr(rec, self._id_attr), f"{self._kind} id")
+            rid = _check_id(getattr(rec, self._id_attr), f"{self._kind} id", source)
             if rid in data:
                 where = f" in {source}" if source else ""
                 raise DuplicateIdError(f"duplicate {self._kind} id {rid!r}{where}; every {self._kind} id must be unique.")
@@ -190,13 +190,13 @@ class Qrels(Mapping):
     def __init__(self, data: Mapping[str, Mapping[str, int]], *, source: str | None = None) -> None:
         clean: dict[str, dict[str, int]] = {}
         for qid, docs in data.items():
-            qid = _check_id(qid, "query id")
+            qid = _check_id(qid, "query id", source)
             if isinstance(docs, dict) and ids_clean(docs) and _grades_clean(docs.values()):
                 clean[qid] = dict(docs)
                 continue
             row: dict[str, int] = {}
             for did, rel in docs.items():
-                did = _check_id(did, "doc id")
+                did = _check_id(did, "doc id", source)
                 problem = grade_problem(rel)
                 if problem is not None:
                     raise DataFormatError(
@@ -326,7 +326,7 @@ class Run(Mapping):
         out: dict[str, tuple[tuple[str, float], ...]] = {}
         for qid, ranking in data.items():
             if not _sorted:
-                _check_id(qid, "query id")
+                _check_id(qid, "query id", source)
             items = ranking.items() if isinstance(ranking, Mapping) else ranking
             if _sorted:
                 out[qid] = tuple(items)
@@ -339,7 +339,7 @@ class Run(Mapping):
             seen: set[str] = set()
             pairs = []
             for did, score in items:
-                _check_id(did, "doc id")
+                _check_id(did, "doc id", source)
                 if did in seen:
                     raise DuplicateIdError(
                         f"document {did!r} is ranked twice for query {qid!r}; a run lists each document once per query.",
