@@ -29,6 +29,7 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _NONE = ("none", "null", "")
+MAX_SPEC_LEN = 4096  # a name or spec is typed or scripted; longer text is a mistake (a file pasted into the argument)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def check_one_line(text: str, what: str) -> None:
     """Reject a name with a control character (a newline would forge lines in run files, tables and messages)."""
     if not isinstance(text, str):
         raise ConfigError(f"{what} must be text, got {type(text).__name__}.")
+    if len(text) > MAX_SPEC_LEN:
+        raise ConfigError(f"{what} {text[:40]!r}... is {len(text)} characters long; at most {MAX_SPEC_LEN} are accepted.")
     bad = next((i for i, ch in enumerate(text) if ch in "\x7f" or ord(ch) < 32), None)
     if bad is not None:
         raise ConfigError(

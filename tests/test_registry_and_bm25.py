@@ -202,9 +202,13 @@ def test_dense_device_missing_on_this_machine_fails_before_the_model_loads():
                       "one line without tabs or control characters."),
         ("dense:query_prompt=a\tb", "retriever spec 'dense:query_prompt=a\\tb' contains the control character "
                                     "'\\t' at position 20; write it on one line without tabs or control characters."),
+        (None, "retriever spec 'bm25:stemmer=xxxxxxxxxxxxxxxxxxxxxxxxxxx'... is 5013 characters long; at most 4096 "
+               "are accepted."),
     ],
 )
 def test_malformed_retriever_specs(spec, message):
+    if spec is None:
+        spec = "bm25:stemmer=" + "x" * 5000
     with pytest.raises(ConfigError) as err:
         get_retriever(spec)
     assert str(err.value) == message
