@@ -564,7 +564,8 @@ def test_non_finite_scores_name_file_and_line(tmp_path, score):
 
 
 def test_score_spellings_accepted(tmp_path):
-    p = write(tmp_path / "ok.run", "q1 Q0 a 1 1e-3 t\nq1 Q0 b 2 -0.5 t\nq1 Q0 c 3 .5 t\nq1 Q0 d 4 5. t\nq1 Q0 e 5 1E5 t\n"
+    p = write(tmp_path / "ok.run", "q1 Q0 a 1 1e-3 t\nq1 Q0 b 2 -0.5 t\nq1 Q0 c 3 .5 t\nq1 Q0 d 4 5. t\n"
+                                   "q1 Q0 e 5 1E5 t\n"
                                    "q1 Q0 f -1 -2 t\n")
     assert dict(read_trec_run(p)["q1"]) == {"a": 0.001, "b": -0.5, "c": 0.5, "d": 5.0, "e": 100000.0, "f": -2.0}
 
@@ -685,7 +686,8 @@ def test_json_number_of_too_many_digits(tmp_path):
 
 
 def test_unpaired_surrogate_escape(tmp_path):
-    p = write(tmp_path / "corpus.jsonl", '{"_id": "d1", "text": "ok \\ud83d\\ude00"}\n{"_id": "d2", "text": "x\\ud800"}\n')
+    p = write(tmp_path / "corpus.jsonl",
+              '{"_id": "d1", "text": "ok \\ud83d\\ude00"}\n{"_id": "d2", "text": "x\\ud800"}\n')
     with pytest.raises(DataFormatError, match="line 2: a string holds an unpaired surrogate escape"):
         read_jsonl_corpus(p)
     p = write(tmp_path / "ok.jsonl", '{"_id": "d1", "text": "ok \\ud83d\\ude00"}\n')

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from . import Case
+from .cases_trec import fifo
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "beir"
 F = "{tmp}/beir"
@@ -149,7 +150,8 @@ CASES = [
     doc(json.dumps({"_id": LONG, "text": "a"}), "corpus-id-overlong", ["is 1025 characters long"]),
     query('{"_id": "q\\r7", "text": "a"}', "query-id-carriage-return", ["U+000D (CARRIAGE RETURN)"]),
     # ---- duplicates
-    doc('{"_id": "d2", "text": "again"}', "corpus-duplicate-id", ["duplicate document id 'd2'", "first seen on line 2"]),
+    doc('{"_id": "d2", "text": "again"}', "corpus-duplicate-id",
+        ["duplicate document id 'd2'", "first seen on line 2"]),
     query('{"_id": "q1", "text": "again"}', "query-duplicate-id", ["duplicate query id 'q1'", "line 1"]),
     judged("q1\td1\t0\n", "qrels-duplicate-pair", ["'d1' is judged twice for query 'q1'"], at=4),
     # ---- qrels lines
@@ -177,6 +179,9 @@ CASES = [
     run("valid-crlf", {}, setup=_copy("scifact", _crlf), expect=0),
     run("valid-gzip", {}, setup=_copy("arguana", _gzip), expect=0),
     run("valid-written", expect=0),
+    run("valid-qrels-fifo", setup=fifo("beir/qrels/test.tsv", _JUDGED.encode()), expect=0),
+    run("corpus-fifo-bad-id", setup=fifo("beir/corpus.jsonl", _jsonl([*_DOCS, '{"_id": "d 5", "text": "a"}']).encode()),
+        names=(CORPUS, "line 5", "document id 'd 5'")),
 ]
 
 if os.geteuid() != 0:  # root reads any file, so an unreadable one cannot be made

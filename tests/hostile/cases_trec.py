@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from . import Case
@@ -25,7 +26,8 @@ Q, R = "{tmp}/qrels.txt", "{tmp}/run.txt"
 
 
 def evaluate(case_id: str, names=(), *, qrels: str | bytes = QRELS, run: str | bytes = RUN, expect: int = 2,
-             setup=None, qrels_arg: str = Q, run_arg: str = R, process: bool = False, stdin: bytes | None = None) -> Case:
+             setup=None, qrels_arg: str = Q, run_arg: str = R, process: bool = False,
+             stdin: bytes | None = None) -> Case:
     files = {"qrels.txt": qrels, "run.txt": run}
     argv = ["evaluate", "--qrels", qrels_arg, "--run", run_arg, "-m", "nDCG@10"]
     return Case(case_id, argv, files=files, expect=expect, names=tuple(names), setup=setup, process=process,
@@ -68,7 +70,12 @@ def with_task(case_id: str, run: str | bytes, names=(), expect: int = 2) -> Case
 
 
 # ---- named pipes: a writer thread feeds the FIFO once, as a shell pipe would
-def _fifo(name: str, payload: bytes):
+def fifo(name: str, payload: bytes):
+    """A setup replacing the file ``name`` (under {tmp}) by a FIFO that a thread writes ``payload`` to, once.
+
+    A reader that opened it a second time would wait forever for a writer; a guard thread opens it once more after
+    20 s, which turns such a hang into an empty read, and so into a failing case rather than a stuck suite.
+    """
     def setup(tmp: Path) -> None:
         path = tmp / name
         path.unlink()
@@ -81,7 +88,17 @@ def _fifo(name: str, payload: bytes):
             except OSError:
                 pass
 
-        threading.Thread(target=write, daemon=True).start()
+        def guard() -> None:
+            writer.join()
+            time.sleep(20)
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader waits (ENXIO), or the case's folder is gone
+                pass
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        threading.Thread(target=guard, daemon=True).start()
     return setup
 
 
@@ -125,7 +142,8 @@ CASES = [
     bad_run("run-score-nan", run_line("q1 Q0 d9 2 nan sys\n"), ["line 2", "score nan is not a finite number"]),
     bad_run("run-score-inf", run_line("q1 Q0 d9 2 -inf sys\n"), ["line 2", "score -inf is not a finite number"]),
     bad_run("run-score-overflow", run_line("q1 Q0 d9 2 1e400 sys\n"), ["line 2", "score 1e400 is not a finite"]),
-    bad_run("run-score-underscore", run_line("q1 Q0 d9 2 1_000.5 sys\n"), ["line 2", "score '1_000.5' is not a number"]),
+    bad_run("run-score-underscore", run_line("q1 Q0 d9 2 1_000.5 sys\n"),
+            ["line 2", "score '1_000.5' is not a number"]),
     bad_run("run-score-word", run_line("q1 Q0 d9 2 high sys\n"), ["line 2", "score 'high' is not a number"]),
     bad_run("run-score-fullwidth", run_line("q1 Q0 d9 2 \uff19.5 sys\n"), ["line 2", "is not a number"]),
     bad_run("run-rank-float", run_line("q1 Q0 d9 2.5 8.5 sys\n"), ["line 2", "rank '2.5' is not an integer"]),
@@ -142,7 +160,8 @@ CASES = [
     bad_run("run-latin1", run_line("q1 Q0 caf\u00e9 2 8.5 sys\n").encode("latin-1"),
             ["line 2", "not valid UTF-8: byte 0xe9 at byte 10 of the line"]),
     bad_run("run-png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", ["line 1", "not valid UTF-8: byte 0x89"]),
-    bad_qrels("qrels-truncated-gzip", gzip.compress("".join(f"q{i} 0 d{i} 1\n" for i in range(5000)).encode())[:300], ["truncated or corrupt gzip"]),
+    bad_qrels("qrels-truncated-gzip", gzip.compress("".join(f"q{i} 0 d{i} 1\n" for i in range(5000)).encode())[:300],
+              ["truncated or corrupt gzip"]),
     bad_run("run-gzip-magic-then-junk", b"\x1f\x8b" + b"junk" * 20, ["truncated or corrupt gzip"]),
     # ---- invisible characters: between columns, inside ids, a BOM after the first line
     bad_run("run-nbsp-separator", run_line("q1\u00a0Q0 d9 2 8.5 sys\n"), ["line 2", "U+00A0 (NO-BREAK SPACE)"]),
@@ -156,7 +175,7 @@ CASES = [
     evaluate("run-dev-zero", ("/dev/zero", "line 1", "line longer than"), run_arg="/dev/zero"),
     # ---- a pipe and standard input carry bad lines like a file does
     evaluate("qrels-fifo-bad-grade", (Q, "line 2", "relevance 'x'"),
-             setup=_fifo("qrels.txt", qrels_line("q1 0 d2 x\n").encode())),
+             setup=fifo("qrels.txt", qrels_line("q1 0 d2 x\n").encode())),
     evaluate("run-stdin-bad-score", ("/dev/stdin", "line 2", "score 'NaN?' is not a number"), run_arg="/dev/stdin",
              process=True, stdin=run_line("q1 Q0 d9 2 NaN? sys\n").encode()),
     # ---- runs given with --task: every id must be in the task
@@ -169,7 +188,7 @@ CASES = [
     evaluate("valid-crlf", qrels=QRELS.replace("\n", "\r\n"), run=RUN.replace("\n", "\r\n"), expect=0),
     evaluate("valid-gzip", qrels=gzip.compress(QRELS.encode()), run=gzip.compress(RUN.encode()), expect=0),
     evaluate("valid-gzip-bom", qrels=gzip.compress(BOM + QRELS.encode()), expect=0),
-    evaluate("valid-fifo-gzip", setup=_fifo("run.txt", gzip.compress(RUN.encode())), expect=0),
+    evaluate("valid-fifo-gzip", setup=fifo("run.txt", gzip.compress(RUN.encode())), expect=0),
     evaluate("valid-stdin", run_arg="/dev/stdin", process=True, stdin=RUN.encode(), expect=0),
     with_task("valid-task", RUN, expect=0),
 ]
