@@ -28,6 +28,9 @@ Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no
   while streaming, so a gzip bomb stops at the cap), JSON at 1 MB (submission.json) or 50 MB (scores.json) and 32
   levels of nesting, and id checks are set lookups; "did you mean" suggestions are made for the first few unknown
   ids only, then counted.
+- Speed: a clean run is read in one regex pass, and what a run's bytes gave (its validation, its scores for a
+  seed and resample count) is kept in gapbench's cache keyed by the run's sha256, the task's revision and data
+  fingerprints, and the checking and scoring code itself, so rebuilding a board re-reads only new runs.
 
 ``submission.json`` (``format_version`` 1; unknown fields are errors)::
 
@@ -67,6 +70,7 @@ Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no
 from __future__ import annotations
 
 import difflib
+import functools
 import gzip
 import hashlib
 import io
@@ -75,6 +79,7 @@ import math
 import os
 import re
 import stat
+import sys
 import unicodedata
 import zlib
 from dataclasses import dataclass, field
@@ -278,22 +283,6 @@ class _Capped(io.RawIOBase):
         return n
 
 
-class _Hashing(io.RawIOBase):
-    """Passes bytes through and hashes them, so a run's sha256 is of exactly the bytes that were parsed."""
-
-    def __init__(self, source: BinaryIO) -> None:
-        self.source, self.sha = source, hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self.source.readinto(buffer)
-        if n:
-            self.sha.update(memoryview(buffer)[:n])
-        return n
-
-
 def _byte_stream(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> io.BufferedReader:
     """An open regular file's content from its start, gunzipped when it starts with the gzip magic (sniffed on the
     same handle), never more than ``cap`` bytes."""
@@ -309,22 +298,59 @@ def open_run_text(path: Path, cap: int = MAX_RUN_TEXT_BYTES) -> io.TextIOWrapper
     return io.TextIOWrapper(_byte_stream(_open_regular(path), cap), encoding="utf-8")
 
 
-def _digest(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> str:
-    """sha256 of a file's bytes; a gzip file is also inflated once and refused past ``cap`` bytes of text, so a bomb
-    costs a fraction of a second of zlib instead of minutes of line parsing."""
-    hashing = _Hashing(raw)
-    buffered = io.BufferedReader(hashing)
-    if buffered.peek(2)[:2] == b"\x1f\x8b":
-        gz = gzip.GzipFile(fileobj=buffered, mode="rb")
-        total = 0
-        while chunk := gz.read(1 << 20):
-            total += len(chunk)
-            if total > cap:
-                raise Refused(f"inflates to more than {cap:,} bytes (the cap on a run's text); keep at most "
-                              f"{MAX_PER_QUERY} documents per query.")
-    while buffered.read(1 << 20):
-        pass
-    return hashing.sha.hexdigest()
+def _read_run(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> tuple[str, bytes]:
+    """(sha256 of a run file's bytes, its content, gunzipped when it starts with the gzip magic). The content is
+    refused past ``cap`` bytes while it is being inflated, so a gzip bomb costs a fraction of a second of zlib."""
+    stored = raw.read()
+    digest = hashlib.sha256(stored).hexdigest()
+    if stored[:2] != b"\x1f\x8b":
+        return digest, stored
+    parts, total = [], 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(stored), mode="rb") as gz:
+            while chunk := gz.read(1 << 20):
+                total += len(chunk)
+                if total > cap:
+                    raise Refused(f"inflates to more than {cap:,} bytes (the cap on a run's text); keep at most "
+                                  f"{MAX_PER_QUERY} documents per query.", digest)
+                parts.append(chunk)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise Refused(f"truncated or corrupt gzip file ({exc}); re-create it.", digest) from None
+    return digest, b"".join(parts)
+
+
+# A well-formed run line: 6 columns, an integer rank, a decimal score (the fast path; anything else gets a message).
+_RUN_LINE = re.compile(r"^[ \t]*(\S+)[ \t]+\S+[ \t]+(\S+)[ \t]+[+-]?[0-9]+[ \t]+"
+                       r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[ \t]+\S+[ \t\r]*$", re.M)
+
+
+def _clean_run(content: bytes, data) -> dict[str, dict[str, float]] | None:
+    """query -> doc -> score of a run with nothing to report, read in one regex pass; None as soon as anything would
+    need a message (the line-by-line check then finds and words every problem)."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    rows = _RUN_LINE.findall(text)
+    if not rows or text.startswith("\ufeff") or len(rows) != sum(1 for line in text.split("\n") if line.strip()):
+        return None
+    queries = set(data.queries.ids()) if data is not None else None
+    docs_ok = set(data.corpus.ids()) if data is not None else None
+    per_query: dict[str, dict[str, float]] = {}
+    for qid, did, score in rows:
+        docs = per_query.get(qid)
+        if docs is None:
+            if queries is not None and qid not in queries:
+                return None
+            docs = per_query[qid] = {}
+        if did in docs or (docs_ok is not None and did not in docs_ok):
+            return None
+        docs[did] = float(score)
+    values = {v for docs in per_query.values() for v in docs.values()}
+    if (len(values) == 1 and len(rows) > 1) or not all(map(math.isfinite, values)) or max(
+            map(len, per_query.values())) > MAX_PER_QUERY or any(len(line) > MAX_LINE_BYTES for line in text.split("\n")):
+        return None
+    return per_query
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
@@ -661,10 +687,11 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
         if digest is not None and digest != entry["sha256"].lower():
             report.error(where, f"sha256 mismatch for {rel}: submission.json says {entry['sha256']}, the file hashes to "
                          f"{digest}; update submission.json if the file is the one you mean to submit.")
-        if len(report.errors) == n_before and ranking is not None:
+        if len(report.errors) == n_before and digest is not None:
             report.runs[name] = path
-            report.rankings[name] = ranking
             report.hashes[rel] = digest
+            if ranking is not None:  # None: validated before (cache); parsed again only if it must be scored
+                report.rankings[name] = ranking
     for rel in sorted(files - listed):
         if rel.startswith("runs/"):
             report.error(rel, "is not listed in submission.json 'tasks'; list it (with its sha256) or remove it.")
@@ -712,11 +739,14 @@ def _is_integer(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
-def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tuple[dict | None, str | None]:
+def _check_run_file(
+    path: Path, rel: str, task, report: ValidationReport, use_cache: bool = True,
+) -> tuple[dict | None, str | None]:
     """Line-level checks of one TREC run against its task: format, ids, duplicates, scores, depth.
 
-    Returns (query -> doc -> score, sha256 of the file's bytes); the ranking is None when the file cannot be read.
-    The file is opened once: hashed (and a gzip's inflated size capped), then parsed from the start of the same handle.
+    Returns (query -> doc -> score, sha256 of the file's bytes). The ranking is None when the file is invalid, or when
+    these very bytes were validated against this task before (the cache; its warnings are repeated). The file is read
+    once; a clean run takes the regex fast path, anything else is checked line by line.
     """
     data = _load(task, report) if task is not None else None
     problems = 0
@@ -741,11 +771,27 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tup
     except Refused as exc:
         err(exc.args[0])
         return None, None
-    digest = None
     try:
         with raw:
-            digest = _digest(raw)
-            fh = _byte_stream(raw)
+            digest, content = _read_run(raw)
+    except Refused as exc:
+        err(exc.args[0])
+        return None, exc.args[1] if len(exc.args) > 1 else None
+    seen = _cache_path("valid", task, data, digest) if data is not None and use_cache else None
+    warnings = _cache_read(seen) if seen else None
+    if isinstance(warnings, list) and all(isinstance(w, str) for w in warnings):
+        for w in warnings:
+            report.warn(rel, w)
+        return None, digest
+    n_before = len(report.problems)
+    clean = _clean_run(content, data)
+    if clean is not None:
+        _warn_missing(clean, task, data, rel, report)
+        if seen:
+            _cache_write(seen, [p.message for p in report.problems[n_before:]])
+        return clean, digest
+    try:
+        with io.BytesIO(content) as fh:
             while True:
                 chunk = fh.readline(MAX_LINE_BYTES + 1)
                 if not chunk:
@@ -806,15 +852,9 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tup
                 docs[did] = value
                 if len(docs) == MAX_PER_QUERY + 1:
                     err(f"query {qid[:80]!r} has more than {MAX_PER_QUERY} documents; keep the top {MAX_PER_QUERY}.", n)
-    except Refused as exc:
-        err(exc.args[0], n or None)
-        return None, digest
     except UnicodeDecodeError as exc:
         err(f"is not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); write the run as UTF-8 (gzip "
             "allowed).", n)
-        return None, digest
-    except (EOFError, OSError, zlib.error) as exc:
-        err(f"truncated or corrupt gzip file ({exc}); re-create it.")
         return None, digest
     for what, count, fix in (("a query id that is not a query", unknown_q, "use the task's query ids"),
                              ("a document id that is not in the corpus", unknown_d, "rank only the task's documents")):
@@ -829,12 +869,62 @@ def _check_run_file(path: Path, rel: str, task, report: ValidationReport) -> tup
     if all_equal and n_lines > 1:
         report.error(rel, f"every score is {first_score}; a run with all-equal scores is ranked by the tie rule, "
                      "not by the system. Write the system's real scores.")
+    _warn_missing(per_query, task, data, rel, report)
+    if seen and not any(p.severity == "error" for p in report.problems[n_before:]):
+        _cache_write(seen, [p.message for p in report.problems[n_before:]])
+    return per_query, digest
+
+
+# ---------------------------------------------------------------- cache of what a run's bytes gave before
+
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    """gapbench's version, the versions of the libraries that score, and the source of the modules that check and
+    score runs: a cached result is reused only by the very code that made it."""
+    import gapbench
+
+    from . import evaluation, stats
+    from .store import package_versions
+
+    h = hashlib.sha256(json.dumps([gapbench.__version__, package_versions()], sort_keys=True).encode())
+    for module in (evaluation, stats, sys.modules[__name__]):
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def _cache_path(kind: str, task, data, digest: str, *extra: Any) -> Path:
+    """Where the result of ``kind`` for these run bytes on this task (name, revision, data fingerprints, measures) is
+    kept, under gapbench's own cache (``gapbench cache clear submissions`` frees it)."""
+    from .cache import cache_dir
+
+    parts = [_code_key(), kind, digest, task.name, task.revision, data.corpus.fingerprint, data.queries.fingerprint,
+             data.qrels.fingerprint, list(task.measures), *extra]
+    return cache_dir("submissions") / kind / (hashlib.sha256(json.dumps(parts).encode()).hexdigest() + ".json")
+
+
+def _cache_read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _cache_write(path: Path, value: Any) -> None:
+    from .formats import atomic_writer
+
+    try:
+        with atomic_writer(path) as fh:
+            json.dump(value, fh)
+    except OSError:  # a cache that cannot be written only costs time
+        pass
+
+
+def _warn_missing(per_query: dict, task, data, rel: str, report: ValidationReport) -> None:
     if data is not None:
         missing = [q for q in data.queries if q not in per_query]
         if missing:
             report.warn(rel, f"{len(missing)} of {len(data.queries)} queries of {task.name} have no results "
                         f"(first: {missing[0]!r}); they score 0.")
-    return per_query, digest
 
 
 def check_submission(directory: str | os.PathLike, **kwargs) -> ValidationReport:
@@ -936,12 +1026,38 @@ def _check_bootstrap(n_resamples: Any, seed: Any) -> str | None:
     return None
 
 
-def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """The scores.json document of a valid submission, recomputed from its parsed runs (manifest without date and
-    package versions, which describe the scoring machine rather than the submission)."""
+def _score_task(report: ValidationReport, name: str, task, data, n_resamples: int, seed: int) -> dict:
+    """One task's entry of scores.json, evaluated from the validated run with the task's qrels."""
     from .evaluation import evaluate
-    from .suites import get_suite
     from .types import Run
+
+    rel = report.meta["tasks"][name]["run"]
+    ranking = report.rankings.get(name)
+    if ranking is None:  # validated from the cache: parse it again, uncached
+        ranking, _ = _check_run_file(report.runs[name], rel, task, ValidationReport(report.directory), use_cache=False)
+    res = evaluate(Run(ranking, report.meta["system"]), data.qrels, task.measures, task=task.name,
+                   n_resamples=n_resamples, seed=seed)
+    return {
+        "revision": task.revision,
+        "fingerprints": {"corpus": data.corpus.fingerprint, "queries": data.queries.fingerprint,
+                         "qrels": data.qrels.fingerprint},
+        "run": rel,
+        "run_sha256": report.hashes[rel],
+        "main_measure": task.main_measure,
+        "measures": dict(res.means),
+        "ci95": {m: list(res.ci[m]) for m in res.measures},
+        "n_queries": res.n_queries,
+        "n_missing": res.n_missing,
+        "n_dropped": res.n_dropped,
+        "per_query": {m: dict(v) for m, v in res.per_query.items()},
+    }
+
+
+def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """The scores.json document of a valid submission, recomputed from its runs (manifest without date and package
+    versions, which describe the scoring machine rather than the submission). A task whose run bytes were scored
+    before by this same code, on the same task data, is taken from gapbench's cache."""
+    from .suites import get_suite
 
     meta = report.meta
     inputs = {"submission.json": report.hashes["submission.json"]}
@@ -951,22 +1067,12 @@ def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: i
         data = _load(task, report)
         rel = meta["tasks"][name]["run"]
         inputs[rel] = report.hashes[rel]
-        res = evaluate(Run(report.rankings[name], meta["system"]), data.qrels, task.measures, task=task.name,
-                       n_resamples=n_resamples, seed=seed)
-        tasks_out[task.name] = {
-            "revision": task.revision,
-            "fingerprints": {"corpus": data.corpus.fingerprint, "queries": data.queries.fingerprint,
-                             "qrels": data.qrels.fingerprint},
-            "run": rel,
-            "run_sha256": inputs[rel],
-            "main_measure": task.main_measure,
-            "measures": dict(res.means),
-            "ci95": {m: list(res.ci[m]) for m in res.measures},
-            "n_queries": res.n_queries,
-            "n_missing": res.n_missing,
-            "n_dropped": res.n_dropped,
-            "per_query": {m: dict(v) for m, v in res.per_query.items()},
-        }
+        kept = _cache_path("scores", task, data, inputs[rel], n_resamples, seed)
+        entry = _cache_read(kept)
+        if not isinstance(entry, dict) or entry.get("run") != rel:
+            entry = _score_task(report, name, task, data, n_resamples, seed)
+            _cache_write(kept, entry)
+        tasks_out[task.name] = entry
     suite = get_suite(meta["suite"])
     out: dict[str, Any] = {
         "kind": "submission_scores", "task": suite.name, "version": 1,

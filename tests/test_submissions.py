@@ -654,3 +654,23 @@ def test_score_refuses_a_negative_seed(sub, capsys):
     assert main(["submit", "score", str(sub), "--seed", "-1"]) == 2
     assert "seed -1 is not an integer from 0 to 2**63 - 1" in capsys.readouterr().err
     assert not (sub / "scores.json").exists()
+
+
+def test_results_of_the_same_bytes_come_from_the_cache(ssub):
+    """A run validated and scored once is not parsed again (the board build stays fast); the cached report and
+    scores equal the computed ones, and an unreadable cache entry is recomputed."""
+    from gapbench.cache import cache_dir, clear
+
+    if cache_dir("submissions").exists():
+        clear("submissions")
+    first = validate_submission(ssub)
+    assert list(first.rankings) == [TASK] and first.scores is not None
+    kept = {kind: sorted((cache_dir("submissions") / kind).iterdir()) for kind in ("valid", "scores")}
+    assert [len(v) for v in kept.values()] == [1, 1]
+    second = validate_submission(ssub)
+    assert second.rankings == {} and second.scores == first.scores
+    assert [str(p) for p in second.problems] == [str(p) for p in first.problems]
+    for path in kept["valid"] + kept["scores"]:
+        path.write_text("{not json")
+    third = validate_submission(ssub)
+    assert list(third.rankings) == [TASK] and third.scores == first.scores
