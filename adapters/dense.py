@@ -91,7 +91,9 @@ def _check_device(device: str) -> None:
     count = backend.device_count() if available and kind in ("cuda", "xpu") else 1
     if not available or (index and int(index) >= count):
         found = "cpu" + (f" and {count} {kind} device(s)" if available and kind != "cpu" else "")
-        raise GapbenchError(f"dense: device {device!r} is not available on this machine (it has {found}); use dense:device=cpu.")
+        raise GapbenchError(
+            f"dense: device {device!r} is not available on this machine (it has {found}); use dense:device=cpu."
+        )
 
 
 class Dense:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
-from .options import Range
+from .options import Range, parse_float, parse_int
 from .stats import bootstrap_cis
 from .types import Qrels, Run, clean_scores
 
@@ -75,7 +75,9 @@ def parse_measures(measures: str | Iterable[str] | None) -> list:
     if isinstance(measures, str):
         measures = split_measures(measures)
     elif not isinstance(measures, Iterable):
-        raise ConfigError(f"measures must be a list of names such as ['nDCG@10', 'R@100'], got {type(measures).__name__}.")
+        raise ConfigError(
+            f"measures must be a list of names such as ['nDCG@10', 'R@100'], got {type(measures).__name__}."
+        )
     measures = list(measures)
     if not measures:
         raise ConfigError("no measures given; for example --measures nDCG@10,R@100.")
@@ -92,24 +94,30 @@ def _parse_measure(item):
     if isinstance(item, ir_measures.Measure):
         return _checked_measure(item, str(item), dict(item.params))
     if not isinstance(item, str):
-        raise ConfigError(f"measure {item!r} is not text but {type(item).__name__}; give measure names as text, e.g. 'nDCG@10'.")
+        raise ConfigError(
+            f"measure {item!r} is not text but {type(item).__name__}; give measure names as text, e.g. 'nDCG@10'."
+        )
     text = item.strip()
     if not text:
         raise ConfigError(f"an empty measure name was given; {ACCEPTED_FORMS}.")
     if len(text) > _MAX_MEASURE_LEN or any(ord(ch) < 32 or ch == "\x7f" for ch in text):
-        raise _measure_error(text[:60] + ("..." if len(text) > 60 else ""),
-                             f"a measure is one short line (at most {_MAX_MEASURE_LEN} characters, no control characters)")
+        shown = text[:60] + ("..." if len(text) > 60 else "")
+        raise _measure_error(
+            shown, f"a measure is one short line (at most {_MAX_MEASURE_LEN} characters, no control characters)"
+        )
     m = _MEASURE.fullmatch(text)
     if m is None:
-        why = "it has more than one '@'" if text.count("@") > 1 else "it is not written as NAME, NAME@K or NAME(param=value,...)@K"
-        raise _measure_error(text, why)
+        if text.count("@") > 1:
+            raise _measure_error(text, "it has more than one '@'")
+        raise _measure_error(text, "it is not written as NAME, NAME@K or NAME(param=value,...)@K")
     name = m.group("name")
     registry = ir_measures.measures.registry
     if name not in registry:
         same = [n for n in registry if n.casefold() == name.casefold()]
         close = same or difflib.get_close_matches(name, list(registry), n=3, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise ConfigError(f"unknown measure {text!r}: no measure is named {name!r}.{hint} {ACCEPTED_FORMS[0].upper()}{ACCEPTED_FORMS[1:]}.")
+        forms = ACCEPTED_FORMS[0].upper() + ACCEPTED_FORMS[1:]
+        raise ConfigError(f"unknown measure {text!r}: no measure is named {name!r}.{hint} {forms}.")
     base = registry[name]
     supported = base.SUPPORTED_PARAMS
     params: dict = {}
@@ -136,7 +144,8 @@ def _param_value(text: str, name: str, key: str, raw: str, dtype):
     """One parameter value parsed by its declared type: digits for int, a finite decimal for float, true/false for
     bool, a bare or quoted word for str, ``{grade:gain,...}`` for dict. Nothing is evaluated as Python."""
     label = "cut-off" if key in ("cutoff", "recall") else key
-    what = {int: "a whole number", float: "a finite number", bool: "true or false", dict: "{grade:gain,...}"}.get(dtype, "a word")
+    nouns = {int: "a whole number", float: "a finite number", bool: "true or false", dict: "{grade:gain,...}"}
+    what = nouns.get(dtype, "a word")
     rng = _PARAM_RANGES.get(key)
     if rng is not None and dtype in (int, float):
         what += " " + rng.describe()
@@ -146,28 +155,21 @@ def _param_value(text: str, name: str, key: str, raw: str, dtype):
         if value.lower() not in ("true", "false"):
             raise fail
         return value.lower() == "true"
-    if dtype is int:
-        if not re.fullmatch(r"[+-]?[0-9]+", value):
+    if dtype in (int, float):
+        out = parse_int(value) if dtype is int else parse_float(value)
+        if out is None or (rng is not None and not rng.holds(out)):
             raise fail
-        out: object = int(value)
-    elif dtype is float:
-        if not re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", value) or not math.isfinite(float(value)):
-            raise fail
-        out = float(value)
-    elif dtype is dict:
+        return out
+    if dtype is dict:
         pairs = re.fullmatch(r"\{((?:[+-]?[0-9]+:[+-]?[0-9]+,?)*)\}", value)
         if pairs is None:
             raise fail
         return {int(k): int(v) for k, v in (p.split(":") for p in pairs.group(1).split(",") if p)}
-    else:
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        if not re.fullmatch(r"[\w.+-]+", value):
-            raise fail
-        return value
-    if rng is not None and not rng.holds(out):
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    if not re.fullmatch(r"[\w.+-]+", value):
         raise fail
-    return out
+    return value
 
 
 def _checked_measure(measure, text: str, params: Mapping):
@@ -179,7 +181,8 @@ def _checked_measure(measure, text: str, params: Mapping):
     for key, info in measure.SUPPORTED_PARAMS.items():
         if key not in params:
             if info.required:
-                example = f"{name}@10" if key == "cutoff" else f"{name}({key}=3)" + ("@10" if "cutoff" in measure.SUPPORTED_PARAMS else "")
+                at = "@0.5" if measure.AT_PARAM == "recall" else "@10" if "cutoff" in measure.SUPPORTED_PARAMS else ""
+                example = f"{name}{at}" if key == measure.AT_PARAM else f"{name}({key}=3){at}"
                 label = "a cut-off" if key == measure.AT_PARAM else f"the parameter {key} ({info.desc})"
                 raise _measure_error(text, f"{name} needs {label}, for example {example}")
             continue
@@ -194,7 +197,8 @@ def _checked_measure(measure, text: str, params: Mapping):
         if not ok or (rng is not None and info.dtype in (int, float) and not rng.holds(value)):
             raise _measure_error(text, f"{key} of {name} has the wrong type or range: {value!r}")
         if info.choices is not _NOT_PROVIDED and value not in info.choices:
-            raise _measure_error(text, f"{key} of {name} must be one of {', '.join(map(str, info.choices))}, got {value!r}")
+            choices = ", ".join(map(str, info.choices))
+            raise _measure_error(text, f"{key} of {name} must be one of {choices}, got {value!r}")
     waiting = []
     for provider in ir_measures.DefaultPipeline.providers:
         try:
@@ -206,7 +210,9 @@ def _checked_measure(measure, text: str, params: Mapping):
             waiting.append(f"{provider.NAME} ({provider.install_instructions() or 'not installed'})")
             continue
         if provider.NAME in _EXTERNAL_PROVIDERS:
-            instead = "nDCG(gains={0:0,1:1,2:3,3:7}) gives exponential gains" if measure.__name__ == "nDCG" else "choose another measure"
+            instead = "choose another measure"
+            if name == "nDCG":
+                instead = "nDCG(gains={0:0,1:1,2:3,3:7}) gives exponential gains"
             raise _measure_error(text, f"{measure} is computed only by {provider.NAME}, an external program that "
                                        f"gapbench does not run; {instead}")
         return measure

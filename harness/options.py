@@ -113,7 +113,9 @@ def check_one_line(text: str, what: str) -> None:
     if not isinstance(text, str):
         raise ConfigError(f"{what} must be text, got {type(text).__name__}.")
     if len(text) > MAX_SPEC_LEN:
-        raise ConfigError(f"{what} {text[:40]!r}... is {len(text)} characters long; at most {MAX_SPEC_LEN} are accepted.")
+        raise ConfigError(
+            f"{what} {text[:40]!r}... is {len(text)} characters long; at most {MAX_SPEC_LEN} are accepted."
+        )
     bad = next((i for i, ch in enumerate(text) if ch in "\x7f" or ord(ch) < 32), None)
     if bad is not None:
         raise ConfigError(
@@ -137,7 +139,7 @@ def _split_options(rest: str) -> list[str]:
 
 
 def _unwrap(annotation) -> tuple[Any, bool, tuple]:
-    """(base type, whether None is allowed, constraints) of an annotation such as ``Annotated[int | None, Range(ge=1)]``."""
+    """(base type, whether None is allowed, constraints) of an annotation, e.g. ``Annotated[int | None, Range(ge=1)]``."""
     constraints: tuple = ()
     if typing.get_origin(annotation) is typing.Annotated:
         constraints = tuple(m for m in annotation.__metadata__ if isinstance(m, (Range, OneOf, Matches)))
@@ -253,7 +255,9 @@ def checked(init: Callable) -> Callable:
         owner = getattr(self, "name", None) or type(self).__name__
         for key, value in bound.arguments.items():
             ann = hints.get(key)
-            if ann is not None and (typing.get_origin(ann) is typing.Annotated or _unwrap(ann)[0] in (int, float, bool)):
+            if ann is None:
+                continue
+            if typing.get_origin(ann) is typing.Annotated or _unwrap(ann)[0] in (int, float, bool):
                 check(value, ann, key, owner)
         return init(self, *args, **kwargs)
 
