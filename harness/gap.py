@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
-from .evaluation import evaluate
+from .evaluation import evaluate, parse_measures
 from .types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
@@ -170,6 +170,8 @@ def measure_gap(
         raise ConfigError("the gap needs at least one retriever run.")
     if depth < 1:
         raise ConfigError(f"pool depth must be at least 1, got {depth}.")
+    # Results are keyed by the canonical name (NDCG@10 and MRR@10 are stored as nDCG@10 and RR@10).
+    measure = str(parse_measures([measure])[0])
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"retrievers must have distinct names, got {names}.")

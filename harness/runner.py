@@ -49,8 +49,14 @@ def run(
     >>> result.results.means["nDCG@10"]  # doctest: +SKIP
     """
     task_obj = get_task(task) if not isinstance(task, Task) else task
-    measures = tuple(measures) if measures else task_obj.measures
+    measures = tuple(measures) if measures is not None else task_obj.measures
     retr = get_retriever(retriever)
+    rr = None
+    if reranker is not None:
+        from .retrieval import get_reranker
+
+        # Built before any retrieval, so a bad endpoint or option is reported before minutes of work.
+        rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
     name = getattr(retr, "name", None) or type(retr).__name__
     data = task_obj.load()
     queries = data.queries
@@ -74,10 +80,7 @@ def run(
     timings["search_s"] = round(time.perf_counter() - t0, 4)
     result_run.check_against(data.corpus)
     rerank_info = None
-    if reranker is not None:
-        from .retrieval import get_reranker
-
-        rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
+    if rr is not None:
         t0 = time.perf_counter()
         result_run = rr.rerank(queries, result_run, data.corpus)
         timings["rerank_s"] = round(time.perf_counter() - t0, 4)

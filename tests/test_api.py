@@ -80,3 +80,12 @@ def test_wheel_contains_every_subpackage_and_data(tmp_path):
     for prompt in (ROOT / "harness" / "prompts").glob("*.txt"):
         assert f"gapbench/prompts/{prompt.name}" in names, prompt
     assert not any(n.startswith(("tasks/", "adapters/", "harness/")) for n in names)
+
+
+def test_run_with_an_explicitly_empty_measure_list_is_an_error():
+    """``measures=[]`` is not ``measures=None``: it used to mean the task's defaults silently."""
+    import gapbench
+    from gapbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no measures given"):
+        gapbench.run("impliret/multispeaker/wknow", "bm25", measures=[])

@@ -148,3 +148,15 @@ def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
     assert all(row["verifier_gold_infused"] == 1.0 for row in out["pool_scaling"])
     assert (out_dir / "gap.json").exists() and (out_dir / "pool_scaling.png").stat().st_size > 5000
     assert "sk-test-secret" not in (out_dir / "gap.json").read_text()
+
+
+def test_measure_aliases_are_read_under_their_canonical_name(wknow, tmp_path):
+    """NDCG@10 is stored as nDCG@10 and MRR@10 as RR@10; the gap reads them under those names (was a KeyError)."""
+    data, qids, run = wknow
+    with judge_server(data) as srv:
+        verifier = Tournament(client=client_for(srv, tmp_path), concurrency=4)
+        alias = measure_gap(TASK, data, [run], verifier.rerank_pools, measure="MRR@10", depth=20, query_ids=qids[:6])
+        canonical = measure_gap(TASK, data, [run], verifier.rerank_pools, measure="RR@10", depth=20, query_ids=qids[:6])
+    assert alias.measure == "RR@10"
+    assert alias.retrievers == canonical.retrievers
+    assert alias.verifier_standard == canonical.verifier_standard == pytest.approx(alias.pool_recall)
