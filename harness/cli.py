@@ -94,9 +94,11 @@ def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
 def _pool_sizes(text: str) -> list[int]:
     sizes = []
     for piece in text.replace(",", " ").split():
-        if not re.fullmatch(r"[+-]?[0-9]+", piece, re.ASCII) or len(piece) > 18:
+        if not re.fullmatch(r"[+-]?[0-9]+", piece, re.ASCII):
             _fail(f"--pool-sizes: {piece[:30]!r} is not a whole number of documents; give budgets like "
                   "--pool-sizes 50,100,200 (or '' for no scaling curve).")
+        if len(piece) > 4000:  # more digits than int() reads
+            _fail(f"--pool-sizes must be at most {_MOST} (documents per pool), got a {len(piece)}-digit number.")
         sizes.append(_count("--pool-sizes", int(piece), "documents per pool"))
     return sizes
 
