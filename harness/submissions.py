@@ -110,7 +110,8 @@ MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0
 REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127}(?:/[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127})*")
 URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]{1,292}")
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
+ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                          r"(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
 VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!-]{0,31}")
 PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 FINGERPRINT = re.compile(r"[A-Za-z0-9:._-]{1,128}")
@@ -347,8 +348,9 @@ def _clean_run(content: bytes, data) -> dict[str, dict[str, float]] | None:
             return None
         docs[did] = float(score)
     values = {v for docs in per_query.values() for v in docs.values()}
-    if (len(values) == 1 and len(rows) > 1) or not all(map(math.isfinite, values)) or max(
-            map(len, per_query.values())) > MAX_PER_QUERY or any(len(line) > MAX_LINE_BYTES for line in text.split("\n")):
+    if ((len(values) == 1 and len(rows) > 1) or not all(map(math.isfinite, values))
+            or max(map(len, per_query.values())) > MAX_PER_QUERY
+            or max(map(len, content.split(b"\n"))) > MAX_LINE_BYTES):
         return None
     return per_query
 
@@ -1184,21 +1186,20 @@ def _check_scores(directory: Path, report: ValidationReport) -> None:
     if why:
         report.error(src, f"manifest {why}; {fix}.")
         return
-    fresh = compute_scores(report, n_resamples=manifest["n_resamples"], seed=manifest["seed"])
     # The scoring machine's own description is kept as stored once it is well-formed (it is shown, not computed).
     for key, pattern in (("gapbench_version", VERSION), ("date", ISO_DATETIME)):
         value = manifest.get(key)
         if not isinstance(value, str) or text_problem(value, pattern, 40):
             report.error(src, f"manifest.{key} {value!r:.60} is malformed; {fix}.")
             return
-        fresh["manifest"][key] = value
     versions = manifest.get("versions")
     if not isinstance(versions, dict) or len(versions) > 100 or not all(
             isinstance(v, str) and not text_problem(k, PACKAGE, 64) and not text_problem(v, VERSION, 64)
             for k, v in versions.items()):
         report.error(src, f"manifest.versions must map package names to versions; {fix}.")
         return
-    fresh["manifest"]["versions"] = versions
+    fresh = compute_scores(report, n_resamples=manifest["n_resamples"], seed=manifest["seed"])
+    fresh["manifest"] = {key: manifest[key] for key in ("gapbench_version", "date", "versions")} | fresh["manifest"]
     diffs = _differences(stored, fresh)
     shown = 0
     total = 0
