@@ -30,7 +30,9 @@ def _shipped_files() -> dict[str, str]:
     for folder, package in PACKAGES.items():
         for src in sorted((ROOT / folder).rglob("*")):
             rel = src.relative_to(ROOT / folder)
-            if src.is_file() and "__pycache__" not in rel.parts and (src.suffix == ".py" or rel.parts[0] in ("data", "prompts")):
+            if "__pycache__" in rel.parts or not src.is_file():
+                continue
+            if src.suffix == ".py" or rel.parts[0] in ("data", "prompts"):
                 out[f"{folder}/{rel.as_posix()}"] = f"{package}/{rel.as_posix()}"
     return out
 
@@ -87,20 +89,22 @@ def test_a_missing_optional_module_names_an_extra_that_brings_it():
         assert package in extras[extra], (module, extra)
     for command in COMMAND_EXTRAS:
         assert command in extras
-    err = missing_dependency(ModuleNotFoundError("No module named 'sklearn'", name="sklearn.linear_model"), ["signals"])
-    assert str(err) == ("gapbench signals needs the package 'scikit-learn', which is not installed. "
-                        "Install it with: pip install 'gapbench[signals]'")
-    err = missing_dependency(ModuleNotFoundError("No module named 'torch'", name="torch"), ["run", "beir/scifact"])
-    assert str(err).endswith("needs the package 'torch', which is not installed. Install it with: pip install 'gapbench[dense]'")
+    missing = lambda module: ModuleNotFoundError(f"No module named {module!r}", name=module)
+    assert str(missing_dependency(missing("sklearn.linear_model"), ["signals"])) == (
+        "gapbench signals needs the package 'scikit-learn', which is not installed. "
+        "Install it with: pip install 'gapbench[signals]'")
+    assert str(missing_dependency(missing("torch"), ["run", "beir/scifact"])) == (
+        "gapbench run needs the package 'torch', which is not installed. "
+        "Install it with: pip install 'gapbench[dense]'")
     # gapbench's own modules, and modules no extra provides, stay tracebacks: they are bugs, not set-up
-    assert missing_dependency(ModuleNotFoundError("No module named 'gapbench.nope'", name="gapbench.nope"), ["run"]) is None
-    assert missing_dependency(ModuleNotFoundError("No module named 'numpy'", name="numpy"), ["run"]) is None
+    assert missing_dependency(missing("gapbench.nope"), ["run"]) is None
+    assert missing_dependency(missing("numpy"), ["run"]) is None
 
 
 # ---------------------------------------------------------------- the sdist and the wheel
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> dict[str, Path]:
-    """An sdist built from a copy of the sources, and the wheel pip builds from that sdist (as `python -m build` does)."""
+    """An sdist built from a copy of the sources, and the wheel pip builds from it (as `python -m build` does)."""
     base = tmp_path_factory.mktemp("dist")
     src = base / "src"
     src.mkdir()
@@ -279,7 +283,8 @@ def test_core_install_runs_bm25_and_names_the_extra_it_lacks(core):
     for args, message in (
         (("report", TASK, "run-bm25", "--out", "report"), "gapbench report " + needs.format("matplotlib", "report")),
         (("argus", "audit", "-r", "random", "--out", "audit"), "gapbench argus " + needs.format("matplotlib", "argus")),
-        (("argus", "probe", "-r", "random", "--out", "probe"), "gapbench argus " + needs.format("scikit-learn", "argus")),
+        (("argus", "probe", "-r", "random", "--out", "probe"),
+         "gapbench argus " + needs.format("scikit-learn", "argus")),
         (("run", TASK, "-r", "dense"), "The dense retriever " + needs.format("sentence-transformers", "dense")),
     ):
         assert gapbench(*args, expect=2).stderr == f"gapbench: error: {message}\n"
