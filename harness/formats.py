@@ -214,15 +214,20 @@ def _is_int(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
+def _bare(text: str) -> str:
+    """A number as written, cut short like :func:`show_id` when it is long."""
+    return text if len(text) <= 40 else show_id(text)
+
+
 def _grade(text: str, path: PathLike, n: int, hint: str = "") -> int:
     if not _is_int(text):
-        raise DataFormatError(f"relevance {text!r} is not an integer grade; write it as ASCII digits such as 0, 1 "
-                              f"or 2{hint}.", path=path, line=n)
-    grade = int(text)
-    if not -MAX_GRADE <= grade <= MAX_GRADE:
-        raise DataFormatError(f"relevance {text} is outside the grades trec_eval accepts (-{MAX_GRADE} to "
+        raise DataFormatError(f"relevance {show_id(text)} is not an integer grade; write it as ASCII digits such as "
+                              f"0, 1 or 2{hint}.", path=path, line=n)
+    # int() of thousands of digits is refused by Python itself; no grade in range has more than 3 significant digits
+    if len(text.lstrip("-0")) > 3 or not -MAX_GRADE <= int(text) <= MAX_GRADE:
+        raise DataFormatError(f"relevance {_bare(text)} is outside the grades trec_eval accepts (-{MAX_GRADE} to "
                               f"{MAX_GRADE}).", path=path, line=n)
-    return grade
+    return int(text)
 
 
 def _score(text: str, path: PathLike, n: int) -> float:
@@ -233,11 +238,11 @@ def _score(text: str, path: PathLike, n: int) -> float:
         except ValueError:
             pass
     if value is None:
-        raise DataFormatError(f"score {text!r} is not a number; write it as an ASCII decimal such as 12.5 or -3e-2.",
-                              path=path, line=n)
+        raise DataFormatError(f"score {show_id(text)} is not a number; write it as an ASCII decimal such as 12.5 or "
+                              "-3e-2.", path=path, line=n)
     if not math.isfinite(value):
-        raise DataFormatError(f"score {text} is not a finite number; trec_eval cannot order NaN or infinite scores, "
-                              "so give every document a finite score.", path=path, line=n)
+        raise DataFormatError(f"score {_bare(text)} is not a finite number; trec_eval cannot order NaN or infinite "
+                              "scores, so give every document a finite score.", path=path, line=n)
     return value
 
 
@@ -318,7 +323,7 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
             _too_long_id(qid, did, path, n)
         if not (rank.isdigit() and rank.isascii()) and not _is_int(rank):
-            raise DataFormatError(f"rank {rank!r} is not an integer; write it as ASCII digits such as 1.",
+            raise DataFormatError(f"rank {show_id(rank)} is not an integer; write it as ASCII digits such as 1.",
                                   path=path, line=n)
         try:
             value = float(score)

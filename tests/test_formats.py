@@ -535,8 +535,19 @@ def test_relevance_outside_trec_evals_range(tmp_path, grade):
 
 
 def test_relevance_edges_accepted(tmp_path):
-    p = write(tmp_path / "edge.qrels", "q1 0 d1 127\nq1 0 d2 -127\nq1 0 d3 007\nq1 0 d4 -0\n")
-    assert read_trec_qrels(p).to_dict() == {"q1": {"d1": 127, "d2": -127, "d3": 7, "d4": 0}}
+    p = write(tmp_path / "edge.qrels", "q1 0 d1 127\nq1 0 d2 -127\nq1 0 d3 007\nq1 0 d4 -0\nq1 0 d5 -00000000002\n")
+    assert read_trec_qrels(p).to_dict() == {"q1": {"d1": 127, "d2": -127, "d3": 7, "d4": 0, "d5": -2}}
+
+
+def test_numbers_of_thousands_of_digits(tmp_path):
+    # Python's int() refuses over 4300 digits with its own error; the message is cut short, one line
+    digits = "9" * 6000
+    p = write(tmp_path / "g.qrels", f"q1 0 d1 {digits}\n")
+    with pytest.raises(DataFormatError, match=f"line 1: relevance '{'9' * 59}\\.\\.\\.9{{9}}' is outside the grades"):
+        read_trec_qrels(p)
+    r = write(tmp_path / "s.run", f"q1 Q0 d1 1 {digits} t\nq1 Q0 d2 {digits} 1 t\n")
+    with pytest.raises(DataFormatError, match="line 1: score '9+\\.\\.\\.9+' is not a finite number"):
+        read_trec_run(r)
 
 
 @pytest.mark.parametrize("rank", ["1_0", "+1", "\u0661", "1.0", "one", "1e1"])

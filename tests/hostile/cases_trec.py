@@ -139,6 +139,8 @@ CASES = [
     bad_qrels("qrels-grade-huge", qrels_line("q1 0 d2 2147483647\n"),
               ["line 2", "relevance 2147483647 is outside the grades trec_eval accepts (-127 to 127)"]),
     bad_qrels("qrels-grade-very-negative", qrels_line("q1 0 d2 -99999\n"), ["line 2", "relevance -99999 is outside"]),
+    bad_qrels("qrels-grade-6000-digits", qrels_line(f"q1 0 d2 {'9' * 6000}\n"), ["line 2", "' is outside the grades"]),
+    bad_run("run-score-6000-digits", run_line(f"q1 Q0 d9 2 {'9' * 6000} sys\n"), ["line 2", "' is not a finite number"]),
     bad_run("run-score-nan", run_line("q1 Q0 d9 2 nan sys\n"), ["line 2", "score nan is not a finite number"]),
     bad_run("run-score-inf", run_line("q1 Q0 d9 2 -inf sys\n"), ["line 2", "score -inf is not a finite number"]),
     bad_run("run-score-overflow", run_line("q1 Q0 d9 2 1e400 sys\n"), ["line 2", "score 1e400 is not a finite"]),
