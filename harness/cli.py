@@ -442,6 +442,8 @@ def _usage_message(exc, argv: list[str]) -> str:
             text = f"{text.rstrip('.')} (got {value!r})"
     if text[:1].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]
+    for token in sorted({t for t in argv if len(t) > 60}, key=len, reverse=True):
+        text = text.replace(token, token[:57] + "...")  # click may quote whatever was typed, however long
     where = ctx.command_path if ctx is not None else _command_path(argv)
     return f"{text if text.endswith('?') else text.rstrip('.') + '.'} Try '{where} --help'."
 
@@ -472,6 +474,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             _say(f"gapbench: error: {_one_line(_usage_message(exc, args))}")
             return 2
         if isinstance(exc, _click_classes("Abort")):
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # older typer's answer to one
+                return _interrupted(signal.SIGINT)
             _say("gapbench: aborted.")
             return 130
         if isinstance(exc, ModuleNotFoundError) and (missing := missing_dependency(exc, args)):
