@@ -16,7 +16,7 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from .errors import ConfigError, GapbenchError, UnknownNameError
+from .errors import GapbenchError, UnknownNameError
 from .extras import missing_dependency
 
 app = typer.Typer(
