@@ -465,6 +465,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     except typer.Exit as exc:
         return exc.exit_code
+    except SystemExit as exc:
+        if isinstance(exc.__context__, BrokenPipeError):
+            # typer's answer when the reader of our output went away (`gapbench ... | head`) is exit 1, which here
+            # means "a significant regression"; end as a process killed by SIGPIPE would, silently
+            return 141
+        raise
     except Exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and isinstance(exc, _click_classes("UsageError")):
             # `gapbench` or `gapbench cache` alone: the help, as --help gives it (rich printed it already)

@@ -299,6 +299,14 @@ def test_no_arguments_in_a_real_process_prints_help(tmp_path):
     assert "Usage: gapbench [OPTIONS] COMMAND [ARGS]..." in " ".join(out.decode().split())
 
 
+def test_a_closed_output_pipe_is_not_exit_1(tmp_path):
+    """`gapbench ... | head` that stops reading: 141, as a process ended by SIGPIPE, not 1 ("a regression")."""
+    proc = _gapbench(["tasks"], tmp_path)
+    proc.stdout.close()  # before gapbench has written anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and err == b""
+
+
 # ---------------------------------------------------------------- signals to real processes
 
 INTERRUPTED = "gapbench: interrupted by {}; nothing half-written was left, and finished work (caches) is kept.\n"
