@@ -643,6 +643,7 @@ class atomic_writer:
 
     # .NAME.tmpPID (atomic_writer, save_run_dir) and .NAME.oldPID (the run directory save_run_dir is replacing)
     _TEMPORARY = r"\.(?P<name>.+)\.(?P<kind>tmp|old)(?P<pid>[0-9]{1,7})"
+    _swept: set[str] = set()  # folders already swept by this process: one scan each, however many files go there
 
     def __init__(self, path: PathLike, binary: bool = False) -> None:
         self.path = Path(path)
@@ -699,6 +700,10 @@ class atomic_writer:
 
         if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows
             return
+        key = os.path.realpath(folder)
+        if key in cls._swept:
+            return
+        cls._swept.add(key)
         try:
             entries = list(os.scandir(folder))
         except OSError:
