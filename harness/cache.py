@@ -67,6 +67,10 @@ def info() -> dict:
 
 def clear(kind: str | None = None) -> int:
     """Remove the cache (or one kind of it); returns the bytes freed."""
+    if kind is not None and (not kind or kind in (".", "..") or "/" in kind or "\\" in kind or "\0" in kind):
+        # A kind is one folder name under the cache: '..', '/' or '' would delete outside it (or all of it).
+        raise GapbenchError(f"cache kind {kind!r} is not a folder name under {home() / 'cache'}; "
+                            "give one of the kinds `gapbench cache info` lists, or no kind to clear them all.")
     target = cache_dir(kind) if kind else home() / "cache"
     if kind and not target.exists():
         have = ", ".join(info()["kinds"]) or "none"

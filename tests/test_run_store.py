@@ -112,3 +112,20 @@ def test_evaluate_against_a_task_checks_ids(tmp_path, capsys):
     assert main(["evaluate", "--task", "impliret/multispeaker/wknow", "--run", str(run_file)]) == 2
     err = capsys.readouterr().err
     assert "no-such-doc" in err and str(run_file) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["", "..", ".", "/", "../outside", "a/b"])
+def test_cache_clear_never_leaves_the_cache(kind, tmp_path, monkeypatch):
+    """``cache.clear`` itself (not only the CLI) refuses a kind that is not one folder name under the cache."""
+    from gapbench import cache
+    from gapbench.errors import GapbenchError
+
+    home = tmp_path / "home"
+    (home / "cache" / "embeddings").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    monkeypatch.setenv("GAPBENCH_HOME", str(home))
+    with pytest.raises(GapbenchError, match="not a folder name"):
+        cache.clear(kind)
+    assert (outside / "keep.txt").exists() and (home / "cache" / "embeddings").is_dir()

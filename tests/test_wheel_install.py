@@ -136,7 +136,7 @@ def test_sdist_and_wheel_carry_every_module_and_data_file(dists):
     assert sorted(set(shipped.values()) - in_wheel) == []
     assert not any(n.startswith(("harness/", "tasks/", "adapters/", "tests/")) for n in in_wheel)
     entry = next(n for n in in_wheel if n.endswith(".dist-info/entry_points.txt"))
-    assert "gapbench = gapbench.cli:main" in zipfile.ZipFile(dists["wheel"]).read(entry).decode()
+    assert "gapbench = gapbench.__main__:entry" in zipfile.ZipFile(dists["wheel"]).read(entry).decode()
 
 
 # ---------------------------------------------------------------- installed in a fresh venv, used from elsewhere
