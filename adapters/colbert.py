@@ -152,8 +152,8 @@ class TokenEmbeddingCache(ChunkedCache):
             raise GapbenchError("colbert: the model produced NaN or infinite token vectors.")
         return mats
 
-    def _write(self, tmp: Path, chunk: TokenMatrices) -> None:
-        np.savez(tmp, flat=chunk.flat, offsets=chunk.offsets)
+    def _write(self, fh, chunk: TokenMatrices) -> None:
+        np.savez(fh, flat=chunk.flat, offsets=chunk.offsets)
 
     def _combine(self, parts: list[TokenMatrices]) -> TokenMatrices:
         return TokenMatrices.concat(parts)

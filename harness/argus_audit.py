@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -78,7 +77,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import read_jsonl
+from .formats import atomic_writer, read_jsonl, save_figure_atomic, write_text_atomic
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -624,14 +623,8 @@ def _is_undirected(data: AuditData) -> bool:
 
 
 # ---------------------------------------------------------------- outputs
-def _atomic_write_bytes(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
-
-
 def write_json(path: Path, obj: dict) -> None:
-    _atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
+    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
 
 
 def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tuple[str, str]]:
@@ -679,10 +672,10 @@ def plot_lda(result: AuditResult, path: Path) -> None:
                  f"k={result.k}, N={result.n_requested}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        save_figure_atomic(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def audit_markdown(d: dict) -> str:
@@ -722,11 +715,10 @@ def write_audit(result: AuditResult, out: str | Path, *, plot: bool = True) -> d
     d = result.to_dict()
     paths = {"json": out / "argus_audit.json", "md": out / "argus_audit.md", "embeddings": out / "argus_embeddings.npz"}
     write_json(paths["json"], d)
-    _atomic_write_bytes(paths["md"], audit_markdown(d).encode())
-    tmp = out / ".argus_embeddings.tmp.npz"
-    np.savez(tmp, qids=np.array(result.qids), embeddings=result.embeddings,
-             fingerprint=np.array(result.encoder["fingerprint"]))
-    os.replace(tmp, paths["embeddings"])
+    write_text_atomic(paths["md"], audit_markdown(d))
+    with atomic_writer(paths["embeddings"], binary=True) as fh:
+        np.savez(fh, qids=np.array(result.qids), embeddings=result.embeddings,
+                 fingerprint=np.array(result.encoder["fingerprint"]))
     if plot:
         paths["lda"] = out / "argus_lda.png"
         plot_lda(result, paths["lda"])

@@ -50,6 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .cache import cache_dir
 from .errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
+from .formats import atomic_writer, write_text_atomic
 from .types import Corpus, Document, Queries, Run
 
 DEFAULT_TAU = 0.3
@@ -78,16 +79,6 @@ class Mention:
     def key(self) -> str:
         """The entity a mention belongs to within its document: the surface form, case folded, spaces collapsed."""
         return " ".join(self.text.split()).casefold()
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _spacy_tagger(batch_size: int) -> tuple[str, Callable[[list[str]], list[list[tuple[int, int, str]]]]]:
@@ -164,8 +155,8 @@ def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterab
             for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
                 raw[did] = [list(e) for e in ents]
         if cache:
-            _atomic_write(path, json.dumps({"ner": ner, "version": version, "corpus": corpus.fingerprint,
-                                            "entities": raw}))
+            write_text_atomic(path, json.dumps({"ner": ner, "version": version, "corpus": corpus.fingerprint,
+                                                "entities": raw}))
     keep = None if labels is None else frozenset(labels)
     out: dict[str, tuple[Mention, ...]] = {}
     for did, doc in corpus.items():
@@ -277,11 +268,8 @@ def mention_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Se
         emb = emb / np.where(norms > 0, norms, 1.0)
     seconds = time.perf_counter() - t0
     if cache:
-        import io
-
-        buf = io.BytesIO()
-        np.savez(buf, emb=emb, n_truncated=np.int64(n_trunc))
-        _atomic_write(path, buf.getvalue())
+        with atomic_writer(path, binary=True) as fh:
+            np.savez(fh, emb=emb, n_truncated=np.int64(n_trunc))
     return emb, {"mode": mode, "n_truncated": n_trunc, "seconds": seconds, "cached": False}
 
 

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .argus_augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
                             expansion_views, kb_hits, synthesis_views, view_stats)
 from .errors import ConfigError, GapbenchError
+from .formats import save_figure_atomic, write_text_atomic
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -329,18 +330,7 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
     return result
 
 
-def _atomic(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def plot(d: Mapping[str, Any], path: Path) -> None:
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,10 +352,10 @@ def plot(d: Mapping[str, Any], path: Path) -> None:
     ax.set_title(f"ARGUS: {title} | {d['retriever']}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    _atomic(path, buf.getvalue())
+    try:
+        save_figure_atomic(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def write_outputs(result: ArgusComparison, out: str | os.PathLike, *, with_plot: bool = True) -> dict[str, Path]:
@@ -374,8 +364,8 @@ def write_outputs(result: ArgusComparison, out: str | os.PathLike, *, with_plot:
     out.mkdir(parents=True, exist_ok=True)
     d = result.to_dict()
     paths = {"json": out / f"{KIND}.json", "md": out / f"{KIND}.md"}
-    _atomic(paths["json"], json.dumps(d, indent=2, sort_keys=False) + "\n")
-    _atomic(paths["md"], comparison_markdown(d))
+    write_text_atomic(paths["json"], json.dumps(d, indent=2, sort_keys=False) + "\n")
+    write_text_atomic(paths["md"], comparison_markdown(d))
     if with_plot:
         paths["png"] = out / f"{KIND}.png"
         plot(d, paths["png"])

@@ -41,15 +41,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from .argus_audit import _atomic_write_bytes, band_of, write_json
+from .argus_audit import band_of, write_json
 from .errors import ConfigError, GapbenchError
+from .formats import atomic_writer, write_bytes_atomic, write_text_atomic
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
@@ -236,14 +236,12 @@ class Probe:
         d.mkdir(parents=True, exist_ok=True)
         if self.fitted.family == "xgboost":
             weights = d / "xgb.json"
-            tmp = d / ".xgb.tmp.json"
-            self.fitted.booster.save_model(str(tmp))
-            os.replace(tmp, weights)
+            # save_raw("json") holds the bytes save_model writes to a .json file
+            write_bytes_atomic(weights, bytes(self.fitted.booster.save_raw(raw_format="json")))
         else:
             weights = d / "weights.npz"
-            tmp = d / ".weights.tmp.npz"
-            np.savez(tmp, **self.fitted.arrays)
-            os.replace(tmp, weights)
+            with atomic_writer(weights, binary=True) as fh:
+                np.savez(fh, **self.fitted.arrays)
         sidecar = {
             "kind": "argus_probe_model", "format_version": FORMAT_VERSION, "family": self.fitted.family,
             "params": self.fitted.params, "fingerprint": self.fingerprint, "dim": self.dim, "meta": self.meta,
@@ -415,5 +413,5 @@ def write_probe_report(report: dict, out: str | Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "argus_probe.json", "md": out / "argus_probe.md"}
     write_json(paths["json"], report)
-    _atomic_write_bytes(paths["md"], probe_markdown(report).encode())
+    write_text_atomic(paths["md"], probe_markdown(report))
     return paths

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import GapbenchError
+from .formats import atomic_writer, write_text_atomic
 
 
 def home() -> Path:
@@ -116,7 +117,8 @@ class ChunkedCache:
     def _make(self, encoded, n: int):
         raise NotImplementedError
 
-    def _write(self, tmp: Path, chunk) -> None:
+    def _write(self, fh, chunk) -> None:
+        """Write ``chunk`` into the open binary file ``fh``."""
         raise NotImplementedError
 
     def _combine(self, parts: list):
@@ -124,11 +126,12 @@ class ChunkedCache:
 
     def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None):
         self.dir.mkdir(parents=True, exist_ok=True)
+        # what a killed encoding was writing is swept here, also when a later run has since finished every chunk
+        atomic_writer.remove_stale(self.dir)
         meta = self.dir / "meta.json"
         if not meta.exists():
-            tmp = meta.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size, "key": self.key}))
-            os.replace(tmp, meta)
+            write_text_atomic(meta, json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size,
+                                                "key": self.key}))
         parts = []
         for i in range(self.n_chunks):
             path = self._chunk_path(i)
@@ -136,9 +139,8 @@ class ChunkedCache:
             chunk = self._read(path, hi - lo) if path.exists() else None
             if chunk is None:
                 chunk = self._make(encode(list(self.texts[lo:hi])), hi - lo)
-                tmp = path.with_name(path.name + ".tmp" + self.suffix)
-                self._write(tmp, chunk)
-                os.replace(tmp, path)
+                with atomic_writer(path, binary=True) as fh:
+                    self._write(fh, chunk)
             parts.append(chunk)
             if progress:
                 progress(hi - lo)
@@ -165,8 +167,8 @@ class EmbeddingCache(ChunkedCache):
             raise GapbenchError(f"encoder returned {arr.shape[0]} vectors for {n} texts.")
         return arr
 
-    def _write(self, tmp: Path, chunk: np.ndarray) -> None:
-        np.save(tmp, chunk)
+    def _write(self, fh, chunk: np.ndarray) -> None:
+        np.save(fh, chunk)
 
     def _combine(self, parts: list) -> np.ndarray:
         if not parts:

@@ -678,12 +678,9 @@ def plot_density(r: CoverageReport, out: Path) -> Path:
 
 
 def _save_fig(fig, path: Path) -> Path:
-    import os
+    from .formats import save_figure_atomic
 
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.png")
-    fig.savefig(tmp)
-    os.replace(tmp, path)
-    return path
+    return save_figure_atomic(fig, path)
 
 
 def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:

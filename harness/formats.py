@@ -734,3 +734,22 @@ class atomic_writer:
         except OSError:  # it exists, under another user
             return True
         return True
+
+
+def write_text_atomic(path: PathLike, text: str) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` through :class:`atomic_writer`; returns the path."""
+    return write_bytes_atomic(path, text.encode("utf-8"))  # encoded here: the same bytes on every platform
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through :class:`atomic_writer` (gzip-compressed for ``.gz``); returns the path."""
+    with atomic_writer(path, binary=True) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def save_figure_atomic(fig, path: PathLike, **savefig_kwargs) -> Path:
+    """Save a matplotlib figure as PNG at ``path`` through :class:`atomic_writer`; the figure stays open."""
+    with atomic_writer(path, binary=True) as fh:
+        fig.savefig(fh, format="png", **savefig_kwargs)
+    return Path(path)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
 from .evaluation import evaluate, parse_measures
+from .formats import save_figure_atomic, write_text_atomic
 from .types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
@@ -261,20 +262,17 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    try:
+        return save_figure_atomic(fig, Path(path))
+    finally:
+        plt.close(fig)
 
 
 def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "gap.json"}
-    tmp = out / ".gap.json.tmp"
-    tmp.write_text(json.dumps(report.to_dict(), indent=2))
-    tmp.replace(paths["json"])
+    write_text_atomic(paths["json"], json.dumps(report.to_dict(), indent=2))
     if report.pool_scaling:
         paths["png"] = plot_pool_scaling(report, out / "pool_scaling.png")
     return paths

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from .errors import ConfigError, DataFormatError
+from .formats import write_bytes_atomic, write_text_atomic
 
 REPORT_VERSION = 1
 
@@ -152,18 +153,11 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         paths: dict[str, Path] = {}
         for fig in self.figures:
-            _atomic_write(out / fig.name, fig.png)
-        paths["html"] = _atomic_write(out / "report.html", self.to_html().encode("utf-8"))
-        paths["md"] = _atomic_write(out / "report.md", self.to_markdown().encode("utf-8"))
-        paths["json"] = _atomic_write(out / "report.json", json.dumps(self.to_dict(), indent=2).encode("utf-8"))
+            write_bytes_atomic(out / fig.name, fig.png)
+        paths["html"] = write_text_atomic(out / "report.html", self.to_html())
+        paths["md"] = write_text_atomic(out / "report.md", self.to_markdown())
+        paths["json"] = write_text_atomic(out / "report.json", json.dumps(self.to_dict(), indent=2))
         return paths
-
-
-def _atomic_write(path: Path, payload: bytes) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
-    return path
 
 
 # ---------------------------------------------------------------- analyses on disk

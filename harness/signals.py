@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import atomic_writer
+from .formats import atomic_writer, save_figure_atomic
 from .types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -706,13 +706,10 @@ def plot_gate(report: SignalsReport, path: str | Path) -> Path | None:
 def _save(fig, path) -> Path:
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    try:
+        return save_figure_atomic(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:

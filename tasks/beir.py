@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
 import urllib.error
 import urllib.request
 import zipfile
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
-from gapbench.formats import read_beir_folder
+from gapbench.formats import atomic_writer, read_beir_folder
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
@@ -181,23 +180,23 @@ def download_zip(name: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     zip_path = root / f"{archive}.zip"
     if not (zip_path.exists() and _md5(zip_path) == expected):
-        part = root / f"{archive}.zip.part{os.getpid()}"
         try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp, open(part, "wb") as out:
-                shutil.copyfileobj(resp, out, 1 << 20)
+            # the writer drops the partial download on any exception, a wrong checksum or an interrupt included
+            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp, \
+                    atomic_writer(zip_path, binary=True) as out:
+                h = hashlib.md5()
+                for block in iter(lambda: resp.read(1 << 20), b""):
+                    h.update(block)
+                    out.write(block)
+                if h.hexdigest() != expected:
+                    raise DatasetUnavailableError(
+                        f"the BEIR zip downloaded from {url} has md5 {h.hexdigest()}, but BEIR publishes {expected}; "
+                        f"the download is truncated or the file changed upstream. Retry, or give a checked local copy "
+                        f"with data_dir=DIR or {ENV_VAR}=DIR."
+                    )
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            part.unlink(missing_ok=True)
             reason = getattr(exc, "reason", exc)
             raise DatasetUnavailableError(_offline_message(name, url, f"{type(exc).__name__}: {reason}")) from None
-        got = _md5(part)
-        if got != expected:
-            part.unlink(missing_ok=True)
-            raise DatasetUnavailableError(
-                f"the BEIR zip downloaded from {url} has md5 {got}, but BEIR publishes {expected}; the download is "
-                f"truncated or the file changed upstream. Retry, or give a checked local copy with data_dir=DIR "
-                f"or {ENV_VAR}=DIR."
-            )
-        os.replace(part, zip_path)
     _extract(zip_path, root, archive)
     done.touch()
     if not (folder / "corpus.jsonl").exists():

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from gapbench.formats import write_text_atomic
+
 OUT = Path(__file__).with_name("landmarks_kb.jsonl")
 
 
@@ -44,9 +46,7 @@ def main(src: str) -> None:
             continue
         seen.add(row["itemQ"])
         out.append(passage(row))
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in out), encoding="utf-8")
-    tmp.replace(OUT)
+    write_text_atomic(OUT, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in out))
     print(f"wrote {len(out)} passages to {OUT}")
 
 
