@@ -77,7 +77,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import atomic_writer, read_jsonl, save_figure_atomic, write_text_atomic
+from .formats import atomic_writer, output_folder, read_jsonl, save_figure_atomic, write_text_atomic
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -710,8 +710,7 @@ def audit_markdown(d: dict) -> str:
 
 def write_audit(result: AuditResult, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write argus_audit.json/.md, argus_lda.png and argus_embeddings.npz into ``out``; returns their paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out)
     d = result.to_dict()
     paths = {"json": out / "argus_audit.json", "md": out / "argus_audit.md", "embeddings": out / "argus_embeddings.npz"}
     write_json(paths["json"], d)

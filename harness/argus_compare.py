@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .argus_augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
                             expansion_views, kb_hits, synthesis_views, view_stats)
 from .errors import ConfigError, GapbenchError
-from .formats import save_figure_atomic, write_text_atomic
+from .formats import output_folder, save_figure_atomic, write_text_atomic
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -360,8 +360,7 @@ def plot(d: Mapping[str, Any], path: Path) -> None:
 
 def write_outputs(result: ArgusComparison, out: str | os.PathLike, *, with_plot: bool = True) -> dict[str, Path]:
     """``argus_compare.json``, ``.md`` and ``.png`` in ``out`` (created), each written atomically."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out)
     d = result.to_dict()
     paths = {"json": out / f"{KIND}.json", "md": out / f"{KIND}.md"}
     write_text_atomic(paths["json"], json.dumps(d, indent=2, sort_keys=False) + "\n")

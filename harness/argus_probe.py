@@ -49,7 +49,7 @@ import numpy as np
 
 from .argus_audit import band_of, write_json
 from .errors import ConfigError, GapbenchError
-from .formats import atomic_writer, write_bytes_atomic, write_text_atomic
+from .formats import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
@@ -232,8 +232,7 @@ class Probe:
     # -- persistence (no pickle)
     def save(self, path: str | Path) -> Path:
         """Write ``probe.json`` and the weights into the directory ``path``; returns it."""
-        d = Path(path)
-        d.mkdir(parents=True, exist_ok=True)
+        d = output_folder(path)
         if self.fitted.family == "xgboost":
             weights = d / "xgb.json"
             # save_raw("json") holds the bytes save_model writes to a .json file
@@ -409,8 +408,7 @@ def probe_markdown(report: dict) -> str:
 
 
 def write_probe_report(report: dict, out: str | Path) -> dict[str, Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out)
     paths = {"json": out / "argus_probe.json", "md": out / "argus_probe.md"}
     write_json(paths["json"], report)
     write_text_atomic(paths["md"], probe_markdown(report))

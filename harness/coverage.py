@@ -685,10 +685,9 @@ def _save_fig(fig, path: Path) -> Path:
 
 def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:
     """Write coverage.json, coverage.md and the PNGs into ``out_dir`` (each atomically)."""
-    from .formats import atomic_writer
+    from .formats import atomic_writer, output_folder
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     paths = {"json": out / "coverage.json", "md": out / "coverage.md"}
     with atomic_writer(paths["json"]) as fh:
         json.dump(report.to_dict(), fh, indent=1)

@@ -657,7 +657,7 @@ class atomic_writer:
         self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
         self._raw = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            output_folder(self.path.parent)
             self.remove_stale(self.path.parent)
             if self.path.suffix == ".gz":
                 # mtime=0 keeps the bytes identical across runs, so content hashes are reproducible.
@@ -669,7 +669,10 @@ class atomic_writer:
         except BaseException as exc:
             if self._raw is not None:
                 self._raw.close()
-            self.tmp.unlink(missing_ok=True)
+            try:
+                self.tmp.unlink(missing_ok=True)
+            except OSError:  # no folder to hold it: a file stands where one of its parents should be
+                pass
             if isinstance(exc, OSError):
                 raise ConfigError(f"cannot write {self.path}: {exc.strerror or exc}.") from None
             raise
@@ -734,6 +737,23 @@ class atomic_writer:
         except OSError:  # it exists, under another user
             return True
         return True
+
+
+def output_folder(path: PathLike) -> Path:
+    """Make the folder ``path`` (and its parents) for outputs; returns it. A file in the way is a clear error."""
+    from .errors import ConfigError
+
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
+        if blocker is not None and not blocker.is_dir():
+            where = "it" if blocker == path else str(blocker)
+            raise ConfigError(f"cannot make the output folder {path}: {where} is a file, not a folder; give a folder "
+                              "name that is not a file or under one, or move the file away.") from None
+        raise ConfigError(f"cannot make the output folder {path}: {exc.strerror or exc}.") from None
+    return path
 
 
 def write_text_atomic(path: PathLike, text: str) -> Path:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ConfigError, GapbenchError
 from .evaluation import evaluate, parse_measures
-from .formats import save_figure_atomic, write_text_atomic
+from .formats import output_folder, save_figure_atomic, write_text_atomic
 from .types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
@@ -269,8 +269,7 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
 
 
 def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     paths = {"json": out / "gap.json"}
     write_text_atomic(paths["json"], json.dumps(report.to_dict(), indent=2))
     if report.pool_scaling:

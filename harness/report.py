@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from .errors import ConfigError, DataFormatError
-from .formats import write_bytes_atomic, write_text_atomic
+from .formats import output_folder, write_bytes_atomic, write_text_atomic
 
 REPORT_VERSION = 1
 
@@ -150,7 +150,7 @@ class Report:
         out = Path(out_dir)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"{out}: the report output must be a directory, and this is a file.")
-        out.mkdir(parents=True, exist_ok=True)
+        output_folder(out)
         paths: dict[str, Path] = {}
         for fig in self.figures:
             write_bytes_atomic(out / fig.name, fig.png)

@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import atomic_writer, save_figure_atomic
+from .formats import atomic_writer, output_folder, save_figure_atomic
 from .types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -714,8 +714,7 @@ def _save(fig, path) -> Path:
 
 def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:
     """Write signals.json, signals.md, signals_per_query.tsv and the PNGs into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     d = report.to_dict()
     paths = {"json": out / "signals.json", "md": out / "signals.md", "tsv": out / "signals_per_query.tsv"}
     with atomic_writer(paths["json"]) as fh:
