@@ -7,6 +7,7 @@ for _name, _target in {
     "bm25-lucene": "gapbench.adapters.bm25:BM25Lucene",
     "dense": "gapbench.adapters.dense:Dense",
     "bm25-qs": "gapbench.adapters.bm25_qs:BM25QS",
+    "bm25-okapi": "gapbench.adapters.bm25_okapi:BM25Okapi",
     "colbert": "gapbench.adapters.colbert:ColBERT",
     "openai-embed": "gapbench.adapters.openai_embed:OpenAIEmbed",
     "rrf": "gapbench.adapters.fusion:RRF",
