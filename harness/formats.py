@@ -750,8 +750,10 @@ def output_folder(path: PathLike) -> Path:
         blocker = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
         if blocker is not None and not blocker.is_dir():
             where = "it" if blocker == path else str(blocker)
-            raise ConfigError(f"cannot make the output folder {path}: {where} is a file, not a folder; give a folder "
-                              "name that is not a file or under one, or move the file away.") from None
+            what = ("a link to nothing" if not blocker.exists() else "a file" if blocker.is_file()
+                    else "not a folder")
+            raise ConfigError(f"cannot make the output folder {path}: {where} is {what}; give a folder name that is "
+                              "not a file or under one, or move the file away.") from None
         raise ConfigError(f"cannot make the output folder {path}: {exc.strerror or exc}.") from None
     return path
 

@@ -112,13 +112,16 @@ def test_an_interrupted_write_keeps_the_earlier_file_and_leaves_no_temporary(tmp
 
 def test_a_file_where_the_folder_should_be_is_a_clear_error_and_nothing_is_written(tmp_path):
     (tmp_path / "taken").write_text("keep me\n")
-    with pytest.raises(ConfigError, match=r"cannot make the output folder .*taken/out: .*taken is a file, not a"):
+    with pytest.raises(ConfigError, match=r"cannot make the output folder .*taken/out: .*taken is a file; give"):
         write_text_atomic(tmp_path / "taken" / "out" / "report.md", "# report\n")
-    with pytest.raises(ConfigError, match=r"output folder .*taken/gap: .*taken is a file, not a folder; give a folder"):
+    with pytest.raises(ConfigError, match=r"output folder .*taken/gap: .*taken is a file; give a folder"):
         save_report(_gap_report("impliret/unispeaker/wknow"), tmp_path / "taken" / "gap")
-    with pytest.raises(ConfigError, match=r"output folder .*taken: it is a file, not a folder"):
+    with pytest.raises(ConfigError, match=r"output folder .*taken: it is a file; give a folder"):
         output_folder(tmp_path / "taken")
-    assert os.listdir(tmp_path) == ["taken"] and (tmp_path / "taken").read_text() == "keep me\n"
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=r"output folder .*gone/out: .*gone is a link to nothing; give a folder"):
+        write_text_atomic(tmp_path / "gone" / "out" / "report.md", "# report\n")
+    assert sorted(os.listdir(tmp_path)) == ["gone", "taken"] and (tmp_path / "taken").read_text() == "keep me\n"
 
 
 # ---------------------------------------------------------------- what a killed process left
