@@ -213,11 +213,13 @@ def compare_cmd(
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
     alpha: float = typer.Option(0.05, "--alpha"),
     as_json: bool = typer.Option(False, "--json"),
+    rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
+                                "its data is on this machine), always (or exit 2) or never."),
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from .comparison import compare_run_dirs
 
-    cmp = compare_run_dirs(run_dirs, _measures(measures), alpha=alpha)
+    cmp = compare_run_dirs(run_dirs, _measures(measures), alpha=alpha, rescore=rescore)
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
 
 

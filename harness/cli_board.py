@@ -106,12 +106,14 @@ def register(app: typer.Typer) -> None:
         junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
         summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
+        rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
+                                    "its data is on this machine), always (or exit 2) or never."),
     ) -> None:
         """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
         from .regress import regress, write_report
 
         report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
-                         n_permutations=n_permutations, seed=seed)
+                         n_permutations=n_permutations, seed=seed, rescore=rescore)
         write_report(report, junit=junit, summary=summary, output=output)
         typer.echo(report.to_markdown())
         raise typer.Exit(report.exit_code)

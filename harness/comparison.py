@@ -35,6 +35,7 @@ class Comparison:
     results: tuple[Results, ...]
     tests: tuple[PairTest, ...]
     alpha: float = 0.05
+    checks: tuple = ()  # gapbench.rescore.Check of the run directories compared, when they came from directories
 
     @property
     def systems(self) -> list[str]:
@@ -52,6 +53,7 @@ class Comparison:
             "tests": [t.__dict__.copy() for t in self.tests],
             "alpha": self.alpha,
             "correction": "holm",
+            "checks": [c.to_dict() for c in self.checks],
         }
 
     def to_frame(self):
@@ -81,7 +83,9 @@ class Comparison:
             f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} comparisons, "
             f"alpha={self.alpha})."
         )
-        return format_table(["system", *measures], rows) + "\n" + note
+        from .rescore import summary
+
+        return "\n".join([format_table(["system", *measures], rows), note, *summary(self.checks)])
 
 
 def compare(
@@ -143,14 +147,18 @@ def compare_run_dirs(
     n_permutations: int = 10_000,
     alpha: float = 0.05,
     seed: int = 0,
+    rescore: str = "auto",
 ) -> Comparison:
-    """Compare stored run directories of one task, read and checked by the loader ``gapbench regress`` uses.
+    """Compare stored run directories of one task, read, checked and re-scored (``rescore``, see
+    :mod:`gapbench.rescore`) as ``gapbench regress`` does.
 
     Systems stored under the same name (one retriever with other options) are told apart by their folder's name.
     """
+    from .rescore import Rescorer, check_mode
     from .store import load_results
 
     check_level("--alpha", alpha, "0.05")
+    check_mode(rescore)
     dirs = [Path(d) for d in run_dirs]
     if len(dirs) < 2:
         shown = f" (got only {dirs[0]})" if dirs else ""
@@ -191,10 +199,11 @@ def compare_run_dirs(
             raise ConfigError(f"{first_dir} and {d} scored different queries ({len(only_a)} only in the first, e.g. "
                               f"{only_a[:3]}; {len(only_b)} only in the second, e.g. {only_b[:3]}); paired tests need "
                               "runs of the same task revision and queries.")
+    check = Rescorer(rescore).check(first.task or str(first_dir), loaded, wanted)
     names = [r.system for _, r in loaded]
     results = [replace(r, system=f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
                        measures=tuple(wanted)) for d, r in loaded]
-    return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed)
+    return replace(compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed), checks=(check,))
 
 
 def _folder_label(d: Path, dirs: Sequence[Path]) -> str:

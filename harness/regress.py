@@ -11,12 +11,15 @@ A result set is a directory of run directories, one per task, as ``gapbench run 
 Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input. Bad input includes options
 that would switch the gate off (a non-finite or out-of-range ``--max-drop``, ``--alpha``, ``--permutations``, or too few
 permutations for any p to fall below alpha) and run directories that are damaged or edited: the per-query values are
-read and checked by :func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too.
+read and checked by :func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too, and then re-scored
+from each directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.rescore`; ``--rescore auto`` re-scores
+the tasks whose data is on this machine and reports the others as checked for consistency only).
 
 ``regress.json`` (kind ``regress``, version 1), written with ``--output DIR``::
 
     {"kind": "regress", "task": "<n> tasks", "version": 1, "measure", "max_drop", "alpha", "n_permutations", "seed",
-     "passed": bool, "extra_tasks": [...],
+     "passed": bool, "extra_tasks": [...], "rescore": "auto" | "always" | "never",
+     "checks": [{"task", "rescored", "why"}],
      "rows": [{"task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed"}]}
 """
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GapbenchError
+from .rescore import Check, summary
 
 
 class RegressionInputError(GapbenchError):
@@ -59,6 +63,8 @@ class RegressionReport:
     seed: int = 0
     baseline: str = ""
     candidate: str = ""
+    rescore: str = "auto"
+    checks: tuple[Check, ...] = ()
 
     @property
     def failures(self) -> list[TaskCheck]:
@@ -76,7 +82,8 @@ class RegressionReport:
         return {"kind": "regress", "task": f"{len(self.rows)} tasks", "version": 1, "measure": self.measure,
                 "max_drop": self.max_drop, "alpha": self.alpha, "n_permutations": self.n_permutations, "seed": self.seed,
                 "baseline": self.baseline, "candidate": self.candidate, "passed": self.passed,
-                "extra_tasks": list(self.extra_tasks), "rows": [r.__dict__.copy() for r in self.rows]}
+                "extra_tasks": list(self.extra_tasks), "rescore": self.rescore,
+                "checks": [c.to_dict() for c in self.checks], "rows": [r.__dict__.copy() for r in self.rows]}
 
     def to_markdown(self) -> str:
         verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
@@ -99,14 +106,19 @@ class RegressionReport:
         if small:
             lines += ["", f"Too few queries for any drop to be significant at {self.alpha} (these tasks always pass): "
                           f"{', '.join(small)}."]
+        for line in summary(self.checks):
+            lines += ["", line]
         return "\n".join(lines) + "\n"
 
     def to_junit(self) -> str:
         suite = ET.Element("testsuite", name="gapbench.regress", tests=str(len(self.rows)),
                            failures=str(len(self.failures)), errors="0", skipped="0")
         props = ET.SubElement(suite, "properties")
+        rescored = ", ".join(c.task for c in self.checks if c.rescored)
+        consistency = "; ".join(f"{c.task} ({c.why})" for c in self.checks if not c.rescored)
         for k, v in (("measure", self.measure), ("max_drop", self.max_drop), ("alpha", self.alpha),
-                     ("baseline", self.baseline), ("candidate", self.candidate)):
+                     ("baseline", self.baseline), ("candidate", self.candidate), ("rescore", self.rescore),
+                     ("rescored", rescored), ("consistency_only", consistency)):
             ET.SubElement(props, "property", name=k, value=str(v))
         for r in self.rows:
             case = ET.SubElement(suite, "testcase", classname="gapbench.regress", name=f"{r.task} {self.measure}")
@@ -125,7 +137,12 @@ class RegressionReport:
 
 
 def load_result_set(directory: str | os.PathLike) -> dict:
-    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself).
+    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself)."""
+    return {task: res for task, (_, res) in load_result_dirs(directory).items()}
+
+
+def load_result_dirs(directory: str | os.PathLike) -> dict:
+    """task name -> (run directory, Results) for every run directory under ``directory`` (or ``directory`` itself).
 
     Every visible folder of a result set must be a run directory: a damaged one is an error, never skipped, so a
     broken baseline task cannot drop out of the gate unnoticed. Plain files (a README) and hidden entries are ignored.
@@ -171,12 +188,14 @@ def load_result_set(directory: str | os.PathLike) -> dict:
         if key in out:
             raise RegressionInputError(f"{directory}: {where[key].name} and {d.name} both hold task {key!r}; keep "
                                        "one run directory per task.")
-        out[key], where[key] = res, d
+        out[key], where[key] = (d, res), d
     return out
 
 
-def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int) -> None:
+def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int,
+                  rescore: str = "auto") -> None:
     """The gate's options, each finite and in a range where a real drop can still fail the gate."""
+    from .rescore import check_mode
     from .stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
     from .store import value_range
 
@@ -194,19 +213,24 @@ def check_options(measure: str, max_drop: float, alpha: float, n_permutations: i
         check_level("--alpha", alpha, "0.05")
         check_count("--permutations", n_permutations, 1, MAX_PERMUTATIONS)
         check_seed(seed, "--seed")
+        check_mode(rescore)
     except GapbenchError as exc:
         raise RegressionInputError(str(exc)) from None
 
 
 def regress(
     baseline: str | os.PathLike, candidate: str | os.PathLike, *, measure: str = "nDCG@10", max_drop: float = 0.01,
-    alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
+    alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0, rescore: str = "auto",
 ) -> RegressionReport:
-    """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input."""
+    """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input, and a
+    :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give."""
+    from .rescore import Rescorer
     from .stats import holm, randomization_test
 
-    check_options(measure, max_drop, alpha, n_permutations, seed)
-    base, cand = load_result_set(baseline), load_result_set(candidate)
+    check_options(measure, max_drop, alpha, n_permutations, seed, rescore)
+    base_dirs, cand_dirs = load_result_dirs(baseline), load_result_dirs(candidate)
+    base = {t: res for t, (_, res) in base_dirs.items()}
+    cand = {t: res for t, (_, res) in cand_dirs.items()}
     # The smallest Holm-adjusted p is (tasks) / (permutations + 1); at or above alpha, no drop could ever fail.
     if len(base) / (n_permutations + 1) >= alpha:
         raise RegressionInputError(
@@ -236,6 +260,9 @@ def regress(
                             "the same task revision and queries")
     if problems:
         raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
+    # Last, as the costly step: every input that is wrong on its face is reported without reading a run file.
+    rescorer = Rescorer(rescore)
+    checks = tuple(rescorer.check(task, [base_dirs[task], cand_dirs[task]], [measure]) for task in base)
     rows, pvals = [], []
     for task, b in base.items():
         c = cand[task]
@@ -248,12 +275,13 @@ def regress(
         rows.append((task, len(qids), mb, mc, mb - mc, p))
         pvals.append(p)
     adjusted = holm(pvals)
-    checks = tuple(
+    gated = tuple(
         TaskCheck(task, n, mb, mc, drop, p, pa, bool(drop > max_drop and pa < alpha))
         for (task, n, mb, mc, drop, p), pa in zip(rows, adjusted)
     )
     extra = tuple(t for t in cand if t not in base)
-    return RegressionReport(measure, max_drop, alpha, checks, extra, n_permutations, seed, str(baseline), str(candidate))
+    return RegressionReport(measure, max_drop, alpha, gated, extra, n_permutations, seed, str(baseline),
+                            str(candidate), rescore, checks)
 
 
 def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,

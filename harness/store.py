@@ -196,14 +196,15 @@ def _json_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _read_results_json(path: Path) -> dict:
+def _read_json(path: Path) -> object:
+    """The JSON value in a run directory's ``path``: strict (no NaN, no duplicate keys), at most 16 MiB."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(_MAX_RESULTS_JSON + 1)
     except OSError as exc:
         raise DataFormatError(f"cannot be read ({exc.strerror}).", path=path) from None
     if len(data) > _MAX_RESULTS_JSON:
-        raise DataFormatError(f"larger than {_MAX_RESULTS_JSON // 2**20} MiB, which no results.json is; {_REMAKE}.",
+        raise DataFormatError(f"larger than {_MAX_RESULTS_JSON // 2**20} MiB, which no {path.name} is; {_REMAKE}.",
                               path=path)
     try:
         text = data.decode("utf-8")
@@ -218,7 +219,12 @@ def _read_results_json(path: Path) -> dict:
     except ValueError as exc:
         raise DataFormatError(f"{exc}; {_REMAKE}.", path=path) from None
     except RecursionError:
-        raise DataFormatError(f"JSON nested too deeply to be a results.json; {_REMAKE}.", path=path) from None
+        raise DataFormatError(f"JSON nested too deeply to be a {path.name}; {_REMAKE}.", path=path) from None
+    return res
+
+
+def _read_results_json(path: Path) -> dict:
+    res = _read_json(path)
     if not isinstance(res, dict):
         raise DataFormatError(f"holds a JSON {type(res).__name__}, expected an object with system, task, n_queries, "
                               f"measures and ci95; {_REMAKE}.", path=path)
@@ -366,6 +372,20 @@ def load_results(directory: str | os.PathLike) -> Results:
         n_unjudged=res.get("n_unjudged", 0),
         task=res.get("task", ""),
     )
+
+
+def read_manifest(directory: str | os.PathLike) -> dict | None:
+    """A run directory's manifest.json read as strictly as results.json, or None when the directory has none (one
+    written by hand or by an old gapbench); never a file outside the directory."""
+    directory = Path(directory)
+    if not os.path.lexists(directory / "manifest.json"):
+        return None
+    path = _run_file(directory, directory.resolve(strict=True), "manifest.json")
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise DataFormatError(f"holds a JSON {type(doc).__name__}, expected an object with task, fingerprints and "
+                              f"seed; {_REMAKE}.", path=path)
+    return doc
 
 
 def load_run(directory: str | os.PathLike) -> Run:

@@ -341,4 +341,135 @@ VALID = [
          setup=lambda t: (_copy(t, "base", "base"), _copy(t, "planted", "cand")), expect=0),
 ]
 
-CASES = OPTIONS + FOLDERS + RESULTS_JSON + METRICS + COMPARE + VALID
+# ---------------------------------------------------------------- re-scoring run.trec.gz (--rescore)
+
+RUN = "{tmp}/cand/wknow/run.trec.gz"
+MAN = "{tmp}/cand/wknow/manifest.json"
+
+
+def _consistent(side: str, src: str, edit):
+    """``src`` copied in as ``side`` (base or cand), the other side the baseline, with its nDCG@10 values changed by
+    ``edit(query, value)`` and its stored mean with them: the directory agrees with itself, and only re-scoring its
+    run file tells that the values are not its own."""
+    def setup(tmp: Path) -> None:
+        _copy(tmp, src if side == "base" else "base", "base")
+        _copy(tmp, src if side == "cand" else "base", "cand")
+        folder = tmp / side / "wknow"
+        lines = (folder / "metrics.tsv").read_text().splitlines(keepends=True)
+        out, values = lines[:1], []
+        for line in lines[1:]:
+            qid, m, v = line.rstrip("\n").split("\t")
+            if m == "nDCG@10":
+                v = repr(edit(qid, float(v)))
+                values.append(float(v))
+            out.append(f"{qid}\t{m}\t{v}\n")
+        (folder / "metrics.tsv").write_text("".join(out))
+        doc = json.loads((folder / "results.json").read_text())
+        doc["measures"]["nDCG@10"] = sum(values) / len(values)
+        (folder / "results.json").write_text(json.dumps(doc, indent=2))
+    return setup
+
+
+def _dressed_as_baseline(tmp: Path) -> None:
+    """The planted regression with the baseline's metrics.tsv and results.json: consistent, and claiming no drop."""
+    _copy(tmp, "base", "base")
+    _copy(tmp, "planted", "cand")
+    for name in ("metrics.tsv", "results.json"):
+        shutil.copy(tmp / "base" / "wknow" / name, tmp / "cand" / "wknow" / name)
+
+
+def _manifest(edit, then=_dressed_as_baseline):
+    """``then``, followed by ``edit(doc)`` of the candidate's manifest.json."""
+    def setup(tmp: Path) -> None:
+        then(tmp)
+        path = tmp / "cand" / "wknow" / "manifest.json"
+        path.write_text(json.dumps(edit(json.loads(path.read_text())), indent=2))
+    return setup
+
+
+def _rename_everywhere(tmp: Path, task: str) -> None:
+    _pair(tmp)
+    for side in ("base", "cand"):
+        _rename_task(tmp / side / "wknow", task)
+        path = tmp / side / "wknow" / "manifest.json"
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "task": {**doc["task"], "name": task}}, indent=2))
+
+
+def _run_file(make):
+    """The pair, with the candidate's run.trec.gz replaced by what ``make(path, tmp)`` puts there."""
+    def setup(tmp: Path) -> None:
+        _pair(tmp)
+        path = tmp / "cand" / "wknow" / "run.trec.gz"
+        path.unlink()
+        make(path, tmp)
+    return setup
+
+
+# The forged candidate's first differing query: '0', 0.5 in the baseline, 0.0 once its gold document is pushed down.
+FORGED = (MET, TASK, "nDCG@10", "query '0' has 0.5 here", "gives 0.0", "249 of 1500 queries differ")
+
+RESCORE = [
+    Case("rescore-forged-copy-hides-drop", _gate(), setup=_dressed_as_baseline, names=FORGED),
+    Case("rescore-forged-values-raised", _gate(), setup=_consistent("cand", "planted", lambda q, v: min(1.0, v + 0.05)),
+         names=(MET, "query '0' has 0.05 here", "gives 0.0", "1471 of 1500")),
+    Case("rescore-forged-values-lowered", _gate(), setup=_consistent("cand", "base", lambda q, v: v / 2),
+         names=(MET, "query '0' has 0.25 here", "gives 0.5")),
+    # Below load_results's 1e-9 on the mean (1e-10 / 1500), above re-scoring's 1e-12 on each value.
+    Case("rescore-forged-one-value-by-1e-10", _gate(),
+         setup=_consistent("cand", "base", lambda q, v: v + 1e-10 if q == "1" else v),
+         names=(MET, "query '1' has 1e-10 here", "gives 0.0", "1 of 1500")),
+    # The baseline forged upwards, so that an unchanged candidate would fail: both sides are re-scored.
+    Case("rescore-forged-baseline", _gate(), setup=_consistent("base", "base", lambda q, v: min(1.0, v + 0.1)),
+         names=("{tmp}/base/wknow/metrics.tsv", "query '0' has 0.6 here", "gives 0.5")),
+    Case("rescore-swapped-run-file", _gate(), setup=_run_file(
+        lambda p, t: shutil.copy(_sets() / "planted" / "wknow" / "run.trec.gz", p)), names=FORGED),
+    Case("rescore-manifest-qrels-fingerprint", _gate(), setup=_manifest(
+        lambda d: {**d, "fingerprints": {**d["fingerprints"], "qrels": "0" * 64}}, then=_pair),
+        names=(MAN, TASK, "qrels fingerprint 0000000000000000")),
+    # A forger who names a task revision not on this machine is re-scored on the baseline's data all the same.
+    Case("rescore-forgery-names-another-revision", _gate(), setup=_manifest(
+        lambda d: {**d, "task": {**d["task"], "revision": "hf:zeinabTaghavi/ImpliRet@0000000"}}), names=FORGED),
+    Case("rescore-forgery-without-manifest", _gate(), setup=lambda t: (
+        _dressed_as_baseline(t), (t / "cand" / "wknow" / "manifest.json").unlink()), names=FORGED),
+    Case("rescore-manifest-names-other-task", _gate(), setup=_manifest(
+        lambda d: {**d, "task": {**d["task"], "name": "impliret/unispeaker/wknow"}}, then=_pair),
+        names=(MAN, "names task 'impliret/unispeaker/wknow'", f"holds task '{TASK}'")),
+    Case("rescore-manifest-not-json", _gate(), setup=lambda t: (_pair(t), (t / "cand/wknow/manifest.json").write_text(
+        '{"task": ')), names=(MAN, "malformed JSON")),
+    Case("rescore-manifest-is-a-list", _gate(), setup=lambda t: (_pair(t), (t / "cand/wknow/manifest.json").write_text(
+        "[]")), names=(MAN, "JSON list")),
+    Case("rescore-manifest-seed-negative", _gate(), setup=_manifest(lambda d: {**d, "seed": -1}, then=_pair),
+         names=(MAN, "'seed' is -1")),
+    Case("rescore-run-file-missing", _gate(), setup=_run_file(lambda p, t: None), names=(RUN, "missing")),
+    Case("rescore-run-file-garbled", _gate(), setup=_run_file(lambda p, t: p.write_text("0 Q0 0 1 high bm25\n")),
+         names=(RUN, "line 1", "score 'high'")),
+    Case("rescore-run-file-truncated-gzip", _gate(), setup=_run_file(lambda p, t: p.write_bytes(
+        (_sets() / "base" / "wknow" / "run.trec.gz").read_bytes()[:5000])), names=(RUN,)),
+    Case("rescore-run-file-link-outside", _gate(), setup=_run_file(_link_outside),
+         names=(RUN, "outside the run directory")),
+    Case("rescore-bogus", _gate("--rescore", "bogus"), setup=_pair, names=("--rescore is 'bogus'", "auto")),
+    Case("rescore-empty", _gate("--rescore", ""), setup=_pair, names=("--rescore is ''",)),
+    Case("rescore-always-unknown-task", _gate("--rescore", "always"),
+         setup=lambda t: _rename_everywhere(t, "private/wknow"),
+         names=("--rescore always, but task private/wknow cannot be re-scored here: unknown task 'private/wknow'",)),
+    Case("compare-rescore-forged", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow"], setup=_dressed_as_baseline,
+         names=FORGED),
+    Case("compare-rescore-upper-case", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow", "--rescore", "ALWAYS"],
+         setup=_pair, names=("--rescore is 'ALWAYS'",)),
+]
+
+RESCORE_VALID = [
+    Case("rescore-always-passes", _gate("--rescore", "always"), setup=_pair, expect=0),
+    Case("rescore-always-planted-regression-fails", _gate("--rescore", "always"),
+         setup=lambda t: (_copy(t, "base", "base"), _copy(t, "planted", "cand")), expect=1),
+    # Opting out of re-scoring leaves only the consistency checks, which a consistent forgery passes.
+    Case("rescore-never-trusts-a-consistent-directory", _gate("--rescore", "never"), setup=_dressed_as_baseline,
+         expect=0),
+    Case("rescore-auto-unknown-task-consistency-only", _gate(), setup=lambda t: _rename_everywhere(t, "private/wknow"),
+         expect=0),
+    Case("compare-rescore-always", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow", "--rescore", "always"],
+         setup=lambda t: (_copy(t, "base", "base"), _copy(t, "planted", "cand")), expect=0),
+]
+
+CASES = OPTIONS + FOLDERS + RESULTS_JSON + METRICS + COMPARE + VALID + RESCORE + RESCORE_VALID

@@ -1,0 +1,229 @@
+"""Re-scoring run directories: the per-query values ``gapbench regress`` and ``gapbench compare`` test, recomputed
+from the directory's ``run.trec.gz`` and its task's qrels.
+
+:func:`gapbench.store.load_results` only checks that a run directory agrees with itself, so a directory whose
+per-query values and means were edited together still passes it. Re-scoring closes that: the run file is evaluated
+again (same measures, same seed) and every per-query value must equal the stored one to 1e-12, and the qrels must be
+the ones the manifest records (same fingerprint).
+
+Modes: ``auto`` re-scores every task whose data is on this machine (a task shipped with gapbench, a local folder or
+local copy that still exists) and checks the others for consistency only; ``always`` re-scores every task, loading its
+data as ``gapbench run`` would (a download if need be), and refuses a task it cannot load; ``never`` only checks
+consistency. All run directories of one task are re-scored against the same qrels, taken from the first of their
+manifests that names loadable data, so one side cannot opt out by naming a task revision that is not on this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .errors import ConfigError, DataFormatError, GapbenchError
+from .evaluation import Results
+
+MODES = ("auto", "always", "never")
+TOLERANCE = 1e-12
+_REMAKE = "re-create the run directory with `gapbench run TASK -r RETRIEVER --output DIR`"
+
+
+def check_mode(mode: object, option: str = "--rescore") -> str:
+    if mode not in MODES:
+        raise ConfigError(f"{option} is {str(mode)[:60]!r}; give auto (re-score each task whose data is on this "
+                          "machine), always (re-score every task, or refuse) or never (check consistency only).")
+    return mode
+
+
+@dataclass(frozen=True)
+class Check:
+    """How the run directories of one task were checked: re-scored, or for consistency only and why."""
+
+    task: str
+    rescored: bool
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "rescored": self.rescored, "why": self.why}
+
+
+@dataclass(frozen=True)
+class _Identity:
+    """What a run directory says about its task: the name, and the revision and qrels fingerprint when recorded."""
+
+    name: str
+    revision: str | None
+    qrels: str | None
+    seed: int
+
+
+def _identity(directory: Path, res: Results) -> _Identity:
+    from .store import read_manifest
+
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return _Identity(res.task, None, None, 0)
+    path = directory / "manifest.json"
+
+    def bad(key: str, found: object, wanted: str) -> DataFormatError:
+        return DataFormatError(f"{key!r} is {repr(found)[:80]}, expected {wanted}; {_REMAKE}.", path=path)
+
+    task = manifest.get("task", {})
+    if not isinstance(task, dict):
+        raise bad("task", task, "an object with the task's name and revision")
+    name, revision = task.get("name", res.task), task.get("revision")
+    if not isinstance(name, str) or not name:
+        raise bad("task.name", name, "the task's name")
+    if res.task and name != res.task:
+        raise DataFormatError(f"names task {name!r}, but results.json in the same directory holds task {res.task!r}; "
+                              f"one of the two was edited: {_REMAKE}.", path=path)
+    if revision is not None and not isinstance(revision, str):
+        raise bad("task.revision", revision, "the task's revision (a string)")
+    fingerprints = manifest.get("fingerprints", {})
+    qrels = fingerprints.get("qrels") if isinstance(fingerprints, dict) else None
+    if not isinstance(fingerprints, dict) or not isinstance(qrels, (str, type(None))):
+        raise bad("fingerprints", fingerprints, "an object with the qrels' sha256 under 'qrels'")
+    seed = manifest.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise bad("seed", seed, "a whole number of 0 or more")
+    return _Identity(name, revision, qrels, seed)
+
+
+def _on_this_machine(task) -> bool:
+    # A local folder or local copy records the revision "local"; data shipped inside gapbench names itself so.
+    return task.revision == "local" or task.source.startswith("gapbench package data")
+
+
+class Rescorer:
+    """Re-scores run directories for one command, loading each task's data once and evaluating each run file once
+    (two directories holding the same run file, as a baseline compared with itself, share one evaluation)."""
+
+    def __init__(self, mode: str = "auto") -> None:
+        self.mode = check_mode(mode)
+        self._data: dict[tuple[str, str | None], tuple[object, str]] = {}
+        self._scores: dict[tuple, Results] = {}
+
+    def check(self, task: str, dirs: Sequence[tuple[Path, Results]], measures: Sequence[str]) -> Check:
+        """Re-score ``dirs`` (run directories of ``task`` with their loaded Results) on ``measures``, or say why not;
+        raises :class:`DataFormatError` naming the directory, task, measure and first differing query."""
+        if self.mode == "never":
+            return Check(task, False, "--rescore never")
+        ids = [_identity(d, r) for d, r in dirs]
+        reasons = []
+        for ident in dict.fromkeys((i.name, i.revision) for i in ids):
+            data, why = self._task_data(*ident)
+            if data is not None:
+                break
+            reasons.append(why)
+        else:
+            why = "; ".join(dict.fromkeys(reasons))
+            if self.mode == "always":
+                raise ConfigError(f"--rescore always, but task {task} cannot be re-scored here: {why}; make its data "
+                                  "available, or give --rescore auto to check it for consistency only.")
+            return Check(task, False, why)
+        for (directory, res), ident in zip(dirs, ids):
+            self._rescore(directory, res, ident, data, measures)
+        return Check(task, True)
+
+    def _task_data(self, name: str, revision: str | None):
+        """(TaskData, "") when the task's data can be had in this mode, else (None, why not)."""
+        key = (name, revision)
+        if key not in self._data:
+            self._data[key] = self._load(name, revision)
+        return self._data[key]
+
+    def _load(self, name: str, revision: str | None):
+        from pathlib import PurePath
+
+        from .task import get_task
+
+        if not name:
+            return None, "neither results.json nor manifest.json names its task"
+        if PurePath(name).is_absolute() and not Path(name).is_dir():
+            return None, f"its folder {name} does not exist here"
+        try:
+            task = get_task(name)
+        except GapbenchError as exc:
+            return None, _first_sentence(exc)
+        if self.mode == "auto":
+            if revision is not None and revision != task.revision:
+                return None, f"it was run on revision {revision} of {name}, and {task.revision} is here"
+            if not _on_this_machine(task):
+                return None, f"its data would be downloaded ({task.source})"
+        try:
+            return task.load(), ""
+        except GapbenchError as exc:
+            return None, f"its data cannot be loaded ({_first_sentence(exc)})"
+
+    def _rescore(self, directory: Path, res: Results, ident: _Identity, data, measures: Sequence[str]) -> None:
+        from .evaluation import evaluate
+        from .formats import read_trec_run
+        from .store import _run_file
+
+        fingerprint = data.qrels.fingerprint
+        if ident.qrels is not None and ident.qrels != fingerprint:
+            raise DataFormatError(
+                f"task {res.task or ident.name}: the qrels fingerprint {ident.qrels[:16]}... is not that of the "
+                f"task's qrels here ({fingerprint[:16]}...), so the run was scored on other judgements (another "
+                f"revision of the task) or the manifest was edited; {_REMAKE} on the data here.",
+                path=directory / "manifest.json")
+        path = _run_file(directory, directory.resolve(strict=True), "run.trec.gz")
+        digest = _sha256(path)
+        key = (digest, fingerprint, tuple(measures), ident.seed)
+        fresh = self._scores.get(key)
+        if fresh is None:
+            run = read_trec_run(path)
+            try:
+                fresh = evaluate(run, data.qrels, list(measures), task=res.task, seed=ident.seed)
+            except GapbenchError as exc:
+                raise DataFormatError(f"cannot be re-scored on task {res.task or ident.name}: {exc}",
+                                      path=path) from None
+            self._scores[key] = fresh
+        for stored_name, name in zip(measures, fresh.measures):
+            _compare(directory, res.task or ident.name, stored_name, res.per_query[stored_name],
+                     fresh.per_query[name])
+
+
+def _compare(directory: Path, task: str, measure: str, stored: dict, fresh: dict) -> None:
+    where = directory / "metrics.tsv"
+    head = f"task {task}, {measure}:"
+    if stored.keys() != fresh.keys():
+        only_s, only_f = sorted(stored.keys() - fresh.keys()), sorted(fresh.keys() - stored.keys())
+        raise DataFormatError(
+            f"{head} it scores {len(stored)} queries, but run.trec.gz scored on the task's qrels gives "
+            f"{len(fresh)} ({len(only_s)} only here, e.g. {only_s[:3]}; {len(only_f)} only in the re-scoring, e.g. "
+            f"{only_f[:3]}); the values do not come from this run file: {_REMAKE}.", path=where)
+    differ = [q for q in stored if not abs(stored[q] - fresh[q]) <= TOLERANCE]
+    if differ:
+        q = differ[0]
+        raise DataFormatError(
+            f"{head} query {q!r} has {stored[q]!r} here, but run.trec.gz scored on the task's qrels gives "
+            f"{fresh[q]!r} ({len(differ)} of {len(stored)} queries differ); the per-query values do not come from "
+            f"this run file (edited, or the run file was replaced): {_REMAKE}.", path=where)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _first_sentence(exc: Exception) -> str:
+    text = str(exc).split(". ")[0].rstrip(".")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def summary(checks: Sequence[Check]) -> list[str]:
+    """Markdown lines saying which tasks were re-scored and which were checked for consistency only."""
+    lines = []
+    done = [c.task for c in checks if c.rescored]
+    if done:
+        lines.append(f"Re-scored from run.trec.gz against the task's qrels: {', '.join(done)}.")
+    rest = [c for c in checks if not c.rescored]
+    if rest:
+        lines.append("Checked for consistency only (per-query values agree with the stored means, not re-scored): "
+                     + "; ".join(f"{c.task} ({c.why})" for c in rest) + ".")
+    return lines
+
