@@ -324,3 +324,196 @@ def test_a_task_too_small_to_fail_is_named(tmp_path):
     assert abs(row.p - 0.125) < 0.01 and report.passed
     assert "Too few queries for any drop to be significant at 0.05 (these tasks always pass): tiny." in \
         report.to_markdown()
+
+
+# ---------------------------------------------------------------- re-scoring run.trec.gz against the task's qrels
+
+def _forge(run_dir: Path, values: dict[str, float], measure: str = "nDCG@10") -> None:
+    """Put ``values`` in ``run_dir``'s metrics.tsv and their mean in its results.json: a consistent edit, which every
+    check of load_results passes."""
+    lines = (run_dir / "metrics.tsv").read_text().splitlines(keepends=True)
+    out = lines[:1]
+    for line in lines[1:]:
+        qid, m, _ = line.rstrip("\n").split("\t")
+        out.append(f"{qid}\t{m}\t{values[qid]!r}\n" if m == measure else line)
+    (run_dir / "metrics.tsv").write_text("".join(out))
+    doc = json.loads((run_dir / "results.json").read_text())
+    doc["measures"][measure] = sum(values.values()) / len(values)
+    (run_dir / "results.json").write_text(json.dumps(doc, indent=2))
+
+
+def _first_difference(stored: dict[str, float], fresh: dict[str, float]) -> tuple[str, int]:
+    differ = [q for q in stored if stored[q] != fresh[q]]
+    return differ[0], len(differ)
+
+
+def _rescored(run_dir: Path, task: str, measure: str = "nDCG@10") -> dict[str, float]:
+    """The reference: the directory's run file evaluated on the task's qrels."""
+    return evaluate(load_run(run_dir), gapbench.get_task(task).load().qrels, [measure]).per_query[measure]
+
+
+def test_consistent_forgery_hiding_a_drop_is_refused(sets, tmp_path, capsys):
+    """The planted regression with the baseline's per-query values and mean: consistent, so only re-scoring tells."""
+    cand = tmp_path / "cand"
+    shutil.copytree(sets["planted"], cand)
+    run_dir = cand / TASKS[0].replace("/", "__")
+    base = _values(sets["baseline"], TASKS[0])
+    _forge(run_dir, base)
+    assert load_results(run_dir).means["nDCG@10"] == load_results(sets["baseline"] / run_dir.name).means["nDCG@10"]
+    # Without re-scoring the forgery passes the gate: the hole --rescore closes.
+    report = regress(sets["baseline"], cand, rescore="never")
+    assert report.passed and {r.task: r.drop for r in report.rows}[TASKS[0]] == 0.0
+    assert [c.rescored for c in report.checks] == [False, False]
+    fresh = _rescored(run_dir, TASKS[0])
+    q, n = _first_difference(base, fresh)
+    assert n == len(sets["damaged"])  # each damaged query had its gold document in the top 10, and has it no more
+    expected = (f"gapbench: error: {run_dir / 'metrics.tsv'}: task {TASKS[0]}, nDCG@10: query {q!r} has {base[q]!r} "
+                f"here, but run.trec.gz scored on the task's qrels gives {fresh[q]!r} ({n} of 1500 queries differ)")
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1
+    # compare reads the directory through the same checks and refuses it with the same message.
+    assert main(["compare", str(sets["baseline"] / run_dir.name), str(run_dir)]) == 2
+    assert capsys.readouterr().err == err
+
+
+def test_consistent_forgery_making_a_drop_is_refused(sets, tmp_path, capsys):
+    """The other way round: a change within noise, its values lowered (mean with them) so that the gate would fail."""
+    cand = tmp_path / "cand"
+    shutil.copytree(sets["k1"], cand)
+    run_dir = cand / TASKS[1].replace("/", "__")
+    values = _values(sets["k1"], TASKS[1])
+    lowered = {q: v * 0.5 for q, v in values.items()}
+    _forge(run_dir, lowered)
+    assert regress(sets["baseline"], cand, rescore="never").exit_code == 1
+    q, n = _first_difference(lowered, _rescored(run_dir, TASKS[1]))
+    assert n == sum(1 for v in values.values() if v > 0)
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
+    assert f"{run_dir / 'metrics.tsv'}: task {TASKS[1]}, nDCG@10: query {q!r} has {lowered[q]!r} here, but run.trec.gz " \
+           f"scored on the task's qrels gives {values[q]!r} ({n} of 1500 queries differ)" in capsys.readouterr().err
+
+
+def test_a_run_file_from_another_system_is_refused(sets, tmp_path, capsys):
+    cand = tmp_path / "cand"
+    shutil.copytree(sets["baseline"], cand)
+    run_dir = cand / TASKS[0].replace("/", "__")
+    shutil.copy(sets["k1"] / run_dir.name / "run.trec.gz", run_dir / "run.trec.gz")
+    base, other = _values(sets["baseline"], TASKS[0]), _values(sets["k1"], TASKS[0])
+    q, n = _first_difference(base, other)
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
+    assert f"query {q!r} has {base[q]!r} here, but run.trec.gz scored on the task's qrels gives {other[q]!r} ({n} of " \
+           "1500 queries differ)" in capsys.readouterr().err
+
+
+def test_the_qrels_fingerprint_must_be_the_manifests(sets, tmp_path, capsys):
+    cand = tmp_path / "cand"
+    shutil.copytree(sets["baseline"], cand)
+    path = cand / TASKS[1].replace("/", "__") / "manifest.json"
+    doc = json.loads(path.read_text())
+    real = gapbench.get_task(TASKS[1]).load().qrels.fingerprint
+    assert doc["fingerprints"]["qrels"] == real
+    doc["fingerprints"]["qrels"] = "ab" * 32
+    path.write_text(json.dumps(doc))
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"gapbench: error: {path}: task {TASKS[1]}: the qrels fingerprint abababababababab... is not that of the "
+        f"task's qrels here ({real[:16]}...)")
+
+
+def test_reports_say_which_tasks_were_rescored(sets, tmp_path):
+    report = regress(sets["baseline"], sets["k1"])
+    tasks = sorted(TASKS, key=lambda t: t.replace("/", "__"))  # in the order of the run directories' names
+    assert [(c.task, c.rescored) for c in report.checks] == [(t, True) for t in tasks]
+    assert f"Re-scored from run.trec.gz against the task's qrels: {', '.join(tasks)}." in report.to_markdown()
+    assert "consistency only" not in report.to_markdown()
+    from gapbench.regress import write_report
+
+    write_report(report, junit=tmp_path / "j.xml", output=tmp_path)
+    doc = json.loads((tmp_path / "regress.json").read_text())
+    assert doc["rescore"] == "auto" and doc["checks"] == [{"task": t, "rescored": True, "why": ""} for t in tasks]
+    props = {p.get("name"): p.get("value") for p in ET.parse(tmp_path / "j.xml").getroot().iter("property")}
+    assert props["rescore"] == "auto" and props["rescored"] == ", ".join(tasks) and props["consistency_only"] == ""
+
+
+def _beir_folder(folder: Path) -> None:
+    """Twelve documents on four topics, four queries, each with two relevant documents."""
+    folder.mkdir()
+    topics = ["apples orchards", "rivers bridges", "violins strings", "glaciers ice"]
+    docs = [{"_id": f"d{i}", "title": "", "text": f"{topics[i % 4]} note {i} " + "filler " * (i % 3)} for i in range(12)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{t}", "text": topics[t].split()[0] + " note"})
+                                                  + "\n" for t in range(4)))
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{t}\td{t}\t1\nq{t}\td{t + 8}\t1\n" for t in range(4)))
+
+
+def test_a_beir_folder_that_is_gone_is_checked_for_consistency_only(tmp_path, capsys):
+    folder = tmp_path / "mini"
+    _beir_folder(folder)
+    for name, spec in (("base", "bm25"), ("cand", "bm25:k1=0.5")):
+        gapbench.run(str(folder), spec, measures=["nDCG@10", "R@10"], k=10, output=tmp_path / name / "mini")
+    task = str(folder.resolve())
+    report = regress(tmp_path / "base", tmp_path / "cand", n_permutations=100)
+    assert [(c.task, c.rescored) for c in report.checks] == [(task, True)]
+    # The reference values: the base run on the folder's qrels, as re-scoring computes them.
+    data = gapbench.get_task(task).load()
+    ref = evaluate(load_run(tmp_path / "base" / "mini"), data.qrels, ["nDCG@10"])
+    assert report.rows[0].baseline == ref.means["nDCG@10"] and report.rows[0].n_queries == 4
+    shutil.rmtree(folder)
+    why = f"its folder {task} does not exist here"
+    capsys.readouterr()
+    assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
+                 "--permutations", "100", "--junit", str(tmp_path / "j.xml"), "--output", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert ("Checked for consistency only (per-query values agree with the stored means, not re-scored): "
+            f"{task} ({why}).") in out
+    assert json.loads((tmp_path / "out" / "regress.json").read_text())["checks"] == [
+        {"task": task, "rescored": False, "why": why}]
+    props = {p.get("name"): p.get("value") for p in ET.parse(tmp_path / "j.xml").getroot().iter("property")}
+    assert props["rescored"] == "" and props["consistency_only"] == f"{task} ({why})"
+    assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
+                 "--permutations", "100", "--rescore", "always"]) == 2
+    assert capsys.readouterr().err == (f"gapbench: error: --rescore always, but task {task} cannot be re-scored here: "
+                                       f"{why}; make its data available, or give --rescore auto to check it for "
+                                       "consistency only.\n")
+    # compare agrees with the gate on both modes.
+    dirs = [str(tmp_path / "base" / "mini"), str(tmp_path / "cand" / "mini")]
+    assert main(["compare", *dirs, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checks"] == [{"task": task, "rescored": False, "why": why}]
+    assert main(["compare", *dirs, "--rescore", "always"]) == 2
+    assert f"task {task} cannot be re-scored here: {why}" in capsys.readouterr().err
+
+
+def test_task_data_is_loaded_once_per_command(sets, tmp_path):
+    """Both sides name the same task: its data is loaded once, however many run directories are re-scored."""
+    from gapbench.task import TASKS as REGISTRY, Task
+
+    impliret = gapbench.get_task(TASKS[0])
+    loads = []
+
+    def loader():
+        loads.append(1)
+        return impliret.loader()
+
+    task = Task("test-rescore/wknow", loader, source="local copy", revision="local", measures=impliret.measures,
+                main_measure=impliret.main_measure)
+    REGISTRY.register(task.name, task, replace=True)
+    try:
+        for name, spec in (("base", "bm25"), ("cand", "bm25:k1=1.2")):
+            gapbench.run(task, spec, k=20, output=tmp_path / name / "wknow")
+        loads.clear()
+        report = regress(tmp_path / "base", tmp_path / "cand")
+        assert [(c.task, c.rescored) for c in report.checks] == [(task.name, True)] and len(loads) == 1
+        loads.clear()
+        cmp = compare_run_dirs([tmp_path / "base" / "wknow", tmp_path / "cand" / "wknow"])
+        assert cmp.checks[0].rescored and len(loads) == 1
+    finally:
+        REGISTRY.unregister(task.name)
+
+
+def test_rescore_mode_is_checked(sets):
+    with pytest.raises(RegressionInputError, match=re.escape("--rescore is 'sometimes'; give auto")):
+        regress(sets["baseline"], sets["k1"], rescore="sometimes")
+    with pytest.raises(gapbench.errors.ConfigError, match=re.escape("--rescore is 'None'")):
+        compare_run_dirs([sets["baseline"] / "x", sets["k1"] / "x"], rescore=None)
