@@ -75,6 +75,18 @@ def _not_empty(**given: Optional[str]) -> None:
             _fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
 
 
+@contextmanager
+def _llm_settings(temperature: Optional[float], top_p: Optional[float], max_tokens: Optional[int], seed: Optional[int],
+                  stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:
+    """The --llm-* sampling options, given to every LLM client the command builds (checked before any work)."""
+    from .llm import command_settings, parse_extra
+
+    given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
+             "stop": stop or None, "extra": parse_extra(extra) if extra else None}
+    with command_settings({k: v for k, v in given.items() if v is not None}, options=True):
+        yield
+
+
 def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
     """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
     if output is None:
@@ -135,6 +147,12 @@ def run_cmd(
     reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
+    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
+    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
+    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
+    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
+    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
+    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -158,8 +176,9 @@ def run_cmd(
         suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                 llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
+    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+        result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
+                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
@@ -235,6 +254,12 @@ def gap_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
+    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
+    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
+    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
+    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
+    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
+    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write gap.json and pool_scaling.png here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -250,8 +275,10 @@ def gap_cmd(
     _not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
     specs = _split_specs(retrievers)
     _check_output(output, run_dir=False)
-    report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
-                     max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model, output=output)
+    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+        report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
+                         max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
+                         output=output)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
 
 

@@ -24,6 +24,15 @@ out of every message, repr, manifest and counter. Local servers need no key.
 Responses are cached in ``cache_dir("llm")/responses.sqlite`` keyed by sha256 of (model, messages, parameters), so a
 re-run makes no calls. The endpoint is not part of the key: the same model name on two servers shares answers.
 
+Sampling is the user's: ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop`` and ``extra`` request fields
+(``{"reasoning_effort": "low"}``) are config fields, and ``with command_settings({"temperature": 0.7}): ...`` (the
+CLI's ``--llm-*`` options) sets them for every client a command builds, however deep. The key is made from the parameters
+asked for. A server that refuses one of them (HTTP 400 naming it, as OpenAI's reasoning models refuse ``temperature``
+or want ``max_completion_tokens`` for ``max_tokens``) gets the request again without it, or renamed, once per
+parameter; the client keeps doing so for the rest of the command and the manifest says what was sent. An answer cut by
+its token budget (``finish_reason == "length"``) is asked again once with double the budget (up to
+``max_tokens_cap``); cut again, it is kept with ``truncated=True`` and counted per query.
+
 Prompt templates are ``prompts/<name>.txt`` files in this package, filled with ``str.format`` fields
 (``render("listwise_rank", query=..., passages=..., num=...)``); a literal brace is written ``{{`` or ``}}``.
 A path to your own ``.txt`` file works wherever a template name does.
@@ -42,10 +51,11 @@ import sqlite3
 import string
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from .cache import cache_dir
@@ -56,6 +66,7 @@ PROMPTS_DIR = Path(__file__).with_name("prompts")
 _NO_KEY = "EMPTY"  # vLLM's convention for servers that check no key; the openai package insists on some value
 _RETRY_STATUSES = frozenset({408, 429})
 _RETRY_AFTER_CAP = 120.0  # a server's Retry-After is honoured up to this (or retry_wait_max when larger)
+_MAX_TOKENS_CAP = 8192  # the budget a re-ask of an answer cut at its budget may grow to, by default
 _CONNECT_TIMEOUT = 10.0  # a TCP connection that takes longer is not coming: no retry waits for it
 # (field, environment variable, default) of the time bounds; an argument wins over the variable, the variable over
 # the default
@@ -176,13 +187,21 @@ class LLMConfig:
     Time bounds in seconds (None: the environment variable, else the default; see the module docstring): ``timeout``
     per attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the
     client gives up for good. ``max_response_bytes`` caps the size of one response body.
+
+    Sampling: ``temperature``, ``top_p`` and ``seed`` (None: not sent), ``max_tokens`` (None: the server's default),
+    ``stop`` (a string or up to 4 strings), ``extra`` (other request fields, e.g. ``{"reasoning_effort": "low"}``).
+    ``max_tokens_cap`` bounds the budget of the one re-ask of an answer cut by its budget.
     """
 
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
+    temperature: float | None = 0.0
     max_tokens: int | None = 512
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens_cap: int = _MAX_TOKENS_CAP
     timeout: float | None = None
     max_retries: int = 6
     concurrency: int = 8
@@ -211,8 +230,34 @@ class LLMConfig:
             raise bad("max_response_bytes", "an integer >= 1")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise bad("max_tokens", "an integer >= 1, or None for the server's default")
-        if self.temperature < 0:
-            raise bad("temperature", "a number >= 0")
+        if self.temperature is not None and (isinstance(self.temperature, bool) or not 0 <= self.temperature <= 2):
+            raise bad("temperature", "a number from 0 to 2")  # the comparisons also refuse nan
+        if self.top_p is not None and (isinstance(self.top_p, bool) or not 0 <= self.top_p <= 1):
+            raise bad("top_p", "a number from 0 to 1, or None to leave it to the server")
+        if self.seed is not None and (type(self.seed) is not int or not -2**63 <= self.seed < 2**63):
+            raise bad("seed", "a whole number that fits 64 bits, or None for no seed")
+        if self.max_tokens_cap < 1:
+            raise bad("max_tokens_cap", "an integer >= 1")
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop  # one string is the common case
+        if stop is not None and (not isinstance(stop, (list, tuple)) or not 1 <= len(stop) <= 4
+                                 or not all(isinstance(x, str) and x for x in stop)):
+            raise bad("stop", "one to four non-empty strings, or None")
+        if stop is not None:
+            object.__setattr__(self, "stop", tuple(stop))
+        if not isinstance(self.extra, Mapping):
+            raise bad("extra", "a mapping of request field -> JSON value, e.g. {'reasoning_effort': 'low'}")
+        for k, v in self.extra.items():
+            if not isinstance(k, str) or not k or k in _RESERVED:
+                raise ConfigError(f"LLMConfig.extra field {k!r} is not accepted; {_RESERVED_WHY}")
+            if k in _OWN_FIELDS:
+                raise ConfigError(f"LLMConfig.extra field {k!r} has its own setting; give {k}=... (--llm-"
+                                  f"{k.replace('_', '-')}) instead of an extra field.")
+            try:
+                json.dumps(v, allow_nan=False)
+            except (TypeError, ValueError):
+                raise ConfigError(f"LLMConfig.extra field {k!r} = {v!r} is not a JSON value; give a string, number, "
+                                  "boolean, null, list or object.") from None
+        object.__setattr__(self, "extra", dict(self.extra))  # a private copy: the config stays as it was made
         for name in ("price_in", "price_out"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise bad(name, "a price per 1M tokens >= 0, or None")
@@ -220,7 +265,13 @@ class LLMConfig:
             raise bad("retry_wait" if self.retry_wait < 0 else "retry_wait_max", "a number of seconds >= 0")
 
     def resolved(self) -> "LLMConfig":
-        """This config with the base URL filled in (argument, else ``$OPENAI_BASE_URL``, else OpenAI) and checked."""
+        """This config with the command's settings (:func:`command_settings`) over its own, the base URL filled in
+        (argument, else ``$OPENAI_BASE_URL``, else OpenAI) and checked."""
+        with _COMMAND_LOCK:
+            command = dict(_COMMAND)
+        return replace(self, **command)._resolved() if command else self._resolved()
+
+    def _resolved(self) -> "LLMConfig":
         base = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         base = base.strip().rstrip("/")
         for suffix in ("/chat/completions", "/embeddings"):
@@ -244,6 +295,75 @@ class LLMConfig:
         bounds = {name: _env_seconds(env, default) if getattr(self, name) is None else getattr(self, name)
                   for name, env, default in _TIME_BOUNDS}
         return replace(self, base_url=base, **bounds)
+
+
+_RESERVED = ("model", "messages", "stream", "n")
+_RESERVED_WHY = ("model and messages come from the config and the prompt, and one whole answer is read per request "
+                 "(no stream, no n); give other request fields, e.g. reasoning_effort=low.")
+_OWN_FIELDS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+_COMMAND_LOCK = threading.Lock()
+_COMMAND: dict[str, Any] = {}
+
+
+@contextmanager
+def command_settings(settings: Mapping[str, Any], *, options: bool = False) -> Iterator[None]:
+    """Config fields the user set for a whole command (the CLI's ``--llm-*`` options): inside the block every config
+    resolved takes them over its own values, so they reach clients built deep inside rerankers and in worker threads.
+    Checked on entry, so a bad value fails before any work; ``options``: name them as ``--llm-*`` options."""
+    global _COMMAND
+    known = {f.name for f in fields(LLMConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(f"unknown LLM setting(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}.")
+    checked = {}
+    for k, v in settings.items():
+        try:
+            checked[k] = getattr(replace(LLMConfig(), **{k: v}), k)
+        except ConfigError as exc:
+            if not options:
+                raise
+            said = str(exc).replace(f"LLMConfig.{k}={v!r}", f"--llm-{k.replace('_', '-')} {_short(repr(v))}")
+            raise ConfigError(said.replace("LLMConfig.extra field", "--llm-extra field")) from None
+    settings = checked
+    with _COMMAND_LOCK:
+        before, _COMMAND = _COMMAND, {**_COMMAND, **settings}
+    try:
+        yield
+    finally:
+        with _COMMAND_LOCK:
+            _COMMAND = before
+
+
+def parse_extra(items: Sequence[str], option: str = "--llm-extra") -> dict[str, Any]:
+    """Request fields from ``key=value`` items (the value read as JSON when it is JSON, else as a string: ``n_probs=3``,
+    ``reasoning_effort=low``) or JSON objects (``{"reasoning_effort": "low"}``); a later item wins."""
+    out: dict[str, Any] = {}
+    for item in items:
+        text = item.strip()
+        if text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                raise ConfigError(f"{option} {_short(item)!r} starts like a JSON object but is not one; give "
+                                  "key=value (e.g. reasoning_effort=low) or a JSON object like '{\"top_k\": 20}'.")
+            out.update(value)
+            continue
+        key, eq, raw = text.partition("=")
+        key = key.strip()
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
+            raise ConfigError(f"{option} {_short(item)!r} is not key=value; give a request field and its value, e.g. "
+                              f"{option} reasoning_effort=low or {option} top_k=20.")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _url_problem(parts, raw: str) -> str | None:
@@ -325,15 +445,16 @@ class ChatResponse:
     completion_tokens: int
     cached: bool
     model: str = ""
+    truncated: bool = False  # cut by its token budget even after the re-ask with a larger one
 
     def to_cache(self) -> dict:
         return {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "model": self.model}
+                "completion_tokens": self.completion_tokens, "model": self.model, "truncated": self.truncated}
 
     @classmethod
     def from_cache(cls, data: Mapping[str, Any]) -> "ChatResponse":
         return cls(data["text"], data.get("finish_reason"), int(data.get("prompt_tokens", 0)),
-                   int(data.get("completion_tokens", 0)), True, data.get("model", ""))
+                   int(data.get("completion_tokens", 0)), True, data.get("model", ""), bool(data.get("truncated")))
 
 
 def cache_key(payload: Mapping[str, Any]) -> str:
@@ -427,15 +548,18 @@ class ResponseCache:
 
 
 # --------------------------------------------------------------------------------------------------------- counters
-_COUNTERS = ("requests", "calls", "retries", "cache_hits", "failures", "prompt_tokens", "completion_tokens")
+_COUNTERS = ("requests", "calls", "retries", "cache_hits", "failures", "prompt_tokens", "completion_tokens",
+             "resent", "length_reasks", "truncated")
 
 
 class LLMUsage:
     """Thread-safe counters, in total and per tag (query id).
 
     ``requests``: answers asked for; ``calls``: HTTP calls made (first attempts and retries); ``retries``;
-    ``cache_hits``: answers served without a call; ``failures``: requests that raised; tokens are those billed
-    (real calls only); cost = tokens x price per 1M tokens, when a price is set.
+    ``cache_hits``: answers served without a call; ``failures``: requests that raised; ``resent``: requests sent
+    again without a parameter the server refused; ``length_reasks``: answers cut by their token budget and asked again
+    with a larger one; ``truncated``: answers still cut after that (cached ones too: they are the answers used);
+    tokens are those billed (real calls only); cost = tokens x price per 1M tokens, when a price is set.
     """
 
     def __init__(self, price_in: float | None = None, price_out: float | None = None) -> None:
@@ -487,6 +611,15 @@ class _Garbage(Exception):
     """A 2xx answer that is not a usable OpenAI-format response; retrying the same request would get the same."""
 
 
+class _Rejected(Exception):
+    """A 400 that names a request parameter the server or model refuses: ``rename`` is the name it wants instead, or
+    None to leave the parameter out."""
+
+    def __init__(self, param: str, rename: str | None, said: str) -> None:
+        super().__init__(said)
+        self.param, self.rename, self.said = param, rename, said
+
+
 class _Slow(Exception):
     """The body was still arriving when the attempt's time ran out (a drip): retried like a timeout."""
 
@@ -531,6 +664,10 @@ class LLMClient:
         self._failing_since: float | None = None
         self._last_failure = ""
         self._gave_up: str | None = None
+        # parameters the server refused, for the rest of the command: name -> name sent instead (None: left out)
+        self._adjust_lock = threading.Lock()
+        self._adjusted: dict[str, str | None] = {}
+        self._refusals: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.endpoint!r})"
@@ -728,30 +865,82 @@ class LLMClient:
     def payload(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (config defaults, then the request's own parameters)."""
         body: dict[str, Any] = {"model": self.config.model, "messages": [dict(m) for m in _messages(request.messages)],
-                                "temperature": self.config.temperature}
-        if self.config.max_tokens is not None:
-            body["max_tokens"] = self.config.max_tokens
-        if self.config.seed is not None:
-            body["seed"] = self.config.seed
+                                **self._sampling()}
         for k, v in request.params.items():
-            if k in ("model", "messages", "stream", "n"):
+            if k in _RESERVED:
                 raise ConfigError(f"request parameter {k!r} cannot be set per request here; accepted are sampling "
                                   "parameters such as temperature, max_tokens, top_p, stop, seed.")
             body[k] = v
         return body
 
-    def _call_chat(self, body: Mapping[str, Any], tag: str | None) -> ChatResponse:
-        api = self._api()
-        extra = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    def _sampling(self) -> dict[str, Any]:
+        """The config's request parameters, as asked for (before any the server refused are taken out)."""
+        c = self.config
+        named = {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": c.seed,
+                 "stop": list(c.stop) if c.stop else None}
+        return {**{k: v for k, v in named.items() if v is not None}, **c.extra}
 
-        def call(seconds: float) -> ChatResponse:
-            data = self._post(api.chat.completions, seconds, model=body["model"], messages=body["messages"],
-                              extra_body=extra)
-            return _chat_response(data)
-
-        out = self._with_retries("chat/completions", body["model"], tag, call)
-        self.usage.add(tag, prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
+    def _as_sent(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``body`` with the parameters the server refused left out or renamed."""
+        with self._adjust_lock:
+            adjusted = dict(self._adjusted)
+        out = dict(body)
+        for name, instead in adjusted.items():
+            if name in out:
+                value = out.pop(name)
+                if instead is not None:
+                    out.setdefault(instead, value)
         return out
+
+    def _learn(self, adjusted: Mapping[str, str | None]) -> None:
+        with self._adjust_lock:
+            self._adjusted.update(adjusted)
+
+    def _call_chat(self, body: Mapping[str, Any], tag: str | None) -> ChatResponse:
+        """One answer to ``body``: refused parameters dropped, and an answer cut by its budget asked again once."""
+        out = self._send_chat(body, tag)
+        if out.finish_reason != "length":
+            return out
+        budget_key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        budget = body.get(budget_key)
+        budget = budget if type(budget) is int else None
+        larger = min(self.config.max_tokens_cap, 2 * budget if budget else self.config.max_tokens_cap)
+        if budget is None or larger > budget:
+            self.usage.add(tag, length_reasks=1)
+            out = self._send_chat({**body, budget_key: larger}, tag)
+        if out.finish_reason == "length":
+            self.usage.add(tag, truncated=1)
+            out = replace(out, truncated=True)
+        return out
+
+    def _send_chat(self, body: Mapping[str, Any], tag: str | None) -> ChatResponse:
+        api = self._api()
+        while True:  # ends: each refusal takes a parameter out of those sent (or renames max_tokens, once)
+            sent = self._as_sent(body)
+            params = {k: v for k, v in sent.items() if k not in ("model", "messages")}
+
+            def call(seconds: float) -> ChatResponse:
+                try:
+                    data = self._post(api.chat.completions, seconds, model=sent["model"], messages=sent["messages"],
+                                      extra_body=params)
+                except _openai_module().APIStatusError as exc:
+                    refused = _refused_param(exc, params)
+                    if refused is None:
+                        raise
+                    raise refused from None
+                return _chat_response(data)
+
+            try:
+                out = self._with_retries("chat/completions", body["model"], tag, call)
+            except _Rejected as rej:
+                self._learn({rej.param: rej.rename})
+                with self._adjust_lock:
+                    self._refusals[rej.param] = rej.said
+                self.usage.add(tag, resent=1)
+                continue
+            self.usage.add(tag, prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
+            return out
+
     def chat(self, messages: str | Sequence[Message] | ChatRequest, *, tag: str | None = None,
              **params: Any) -> ChatResponse:
         """One answer: ``llm.chat("Say hi", tag="q1", max_tokens=5).text``."""
@@ -781,7 +970,9 @@ class LLMClient:
                 hit = self.cache.get(key)
                 if hit is not None:
                     results[i] = ChatResponse.from_cache(hit)
-                    self.usage.add(req.tag, cache_hits=1)
+                    self.usage.add(req.tag, cache_hits=1, truncated=int(results[i].truncated))
+                    if isinstance(hit.get("adjusted"), dict):
+                        self._learn(hit["adjusted"])
                     if progress:
                         progress(1)
                     continue
@@ -793,8 +984,10 @@ class LLMClient:
 
         def run(key: str, first: int) -> ChatResponse:
             out = self._call_chat(bodies[first], reqs[first].tag)
-            if self.cache is not None:
-                self.cache.put(key, bodies[first]["model"], out.to_cache())
+            if self.cache is not None:  # with the refusals learnt, so a re-run's manifest says what was sent
+                with self._adjust_lock:
+                    adjusted = dict(self._adjusted)
+                self.cache.put(key, bodies[first]["model"], {**out.to_cache(), "adjusted": adjusted})
             return out
 
         def settle(key: str, fut: Future) -> None:
@@ -806,7 +999,7 @@ class LLMClient:
                 else:
                     results[i] = fut.result() if n == 0 else replace(fut.result(), cached=True)
                     if n:
-                        self.usage.add(reqs[i].tag, cache_hits=1)
+                        self.usage.add(reqs[i].tag, cache_hits=1, truncated=int(results[i].truncated))
             if progress:
                 progress(len(idxs))
 
@@ -896,15 +1089,26 @@ class LLMClient:
     # -- reporting --------------------------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
-        """sha256 over what shapes the answers: model, temperature, max_tokens, seed (not the endpoint or key)."""
+        """sha256 over what shapes the answers: model and every sampling parameter (not the endpoint or key).
+
+        The parameters added after the first four enter only when set, so fingerprints of older runs still match."""
         c = self.config
-        blob = json.dumps([c.model, c.temperature, c.max_tokens, c.seed], sort_keys=True)
+        more = {"top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": c.extra or None,
+                "max_tokens_cap": c.max_tokens_cap if c.max_tokens_cap != _MAX_TOKENS_CAP else None}
+        more = {k: v for k, v in more.items() if v is not None}
+        blob = json.dumps([c.model, c.temperature, c.max_tokens, c.seed] + ([more] if more else []), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def describe(self) -> dict[str, Any]:
+        """The config, and under ``sent`` the parameters as the server got them (refused ones left out or renamed,
+        with its words under ``refused``)."""
         c = self.config
+        with self._adjust_lock:
+            refused = dict(self._refusals)
         return {"endpoint": self.endpoint, "model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens,
-                "seed": c.seed, "timeout": c.timeout, "call_timeout": c.call_timeout,
+                "seed": c.seed, "top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": dict(c.extra),
+                "max_tokens_cap": c.max_tokens_cap, "sent": self._as_sent(self._sampling()), "refused": refused,
+                "timeout": c.timeout, "call_timeout": c.call_timeout,
                 "outage_timeout": c.outage_timeout, "max_retries": c.max_retries, "concurrency": c.concurrency,
                 "api_key_env": c.api_key_env, "cache": str(self.cache.path) if self.cache else None}
 
@@ -994,6 +1198,22 @@ def _chat_response(data: Any) -> ChatResponse:
     return ChatResponse(text=content, finish_reason=finish, prompt_tokens=_count(usage, "prompt_tokens"),
                         completion_tokens=_count(usage, "completion_tokens"), cached=False,
                         model=model if isinstance(model, str) else "")
+
+
+def _refused_param(exc, params: Mapping[str, Any]) -> _Rejected | None:
+    """The parameter a 400 refuses, when it names one that was sent (``param`` of OpenAI's error object, else a
+    quoted name in the message, as vLLM and llama.cpp word it); None for any other error."""
+    if getattr(exc, "status_code", None) not in (400, 422):
+        return None
+    said = _server_message(exc)
+    param = getattr(exc, "param", None)
+    if param not in params:
+        quoted = [k for k in params if re.search(rf"['\"`]{re.escape(k)}['\"`]", said)]
+        param = quoted[0] if len(quoted) == 1 else None
+    if param is None:
+        return None
+    rename = "max_completion_tokens" if param == "max_tokens" and "max_completion_tokens" in said else None
+    return _Rejected(param, rename, said)
 
 
 def _embeddings(data: Any, n: int):

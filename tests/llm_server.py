@@ -42,11 +42,20 @@ OpenAI error object with status 200), ``html_502`` (a proxy's multi-line HTML 50
 page with status 200), ``text_plain`` (the right answer labelled text/plain), ``deep_json`` (JSON nested 100,000
 deep), ``huge_body`` (a 200 whose body is ``huge_bytes`` of spaces before the answer).
 
+Sampling parameters. Every chat request's parameters (all of the body but ``messages``) are kept in ``received``, in
+order of arrival, so a test sees what reached the server. ``reject_params`` refuses named parameters the way OpenAI's
+reasoning models do: ``{"max_tokens": "max_completion_tokens", "temperature": None}`` answers a request carrying
+``max_tokens`` with HTTP 400 ``{"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this
+model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error", "param": "max_tokens", "code":
+"unsupported_parameter"}}`` (a name to use instead, or None: the parameter is refused outright, code
+``unsupported_value`` for ``temperature`` and ``top_p``). ``enforce_max_tokens`` cuts a chat answer longer than the
+request's ``max_tokens`` (or ``max_completion_tokens``) to that many tokens, with ``finish_reason: "length"``.
+
 Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
 request's ``dimensions``); ``encoding_format`` float or base64. An empty input string gets 400, as from OpenAI.
 
 Counters: ``counts`` (requests, chat, embeddings, ok, 429, 500, slow, truncated, malformed, malformed:<kind>, 400,
-401, 404), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, and ``log`` (path, status, kind) per request.
+401, 404, refused:<param>, length), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, and ``log`` (path, status, kind) per request.
 """
 
 from __future__ import annotations
@@ -219,6 +228,8 @@ class LLMServer:
         drip_interval: float = 0.2,
         drip_bytes: int = 1,
         huge_bytes: int = 64 * 2**20,
+        reject_params: Mapping[str, str | None] | None = None,
+        enforce_max_tokens: bool = False,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(HTTP_FAULTS) - set(CONTENT_FAULTS)
@@ -242,6 +253,9 @@ class LLMServer:
         self.fault = fault
         self.hang_max, self.huge_bytes = hang_max, huge_bytes
         self.drip_interval, self.drip_bytes = drip_interval, drip_bytes
+        self.reject_params = dict(reject_params or {})
+        self.enforce_max_tokens = enforce_max_tokens
+        self.received: list[dict[str, Any]] = []
         self._stopping = threading.Event()
         self._judged: dict[str, dict[str, int]] = {}
         for qkey, docs in (qrels or {}).items():
@@ -334,6 +348,7 @@ class LLMServer:
         with self._lock:
             self._counts.clear()
             self.log.clear()
+            self.received.clear()
             self.max_in_flight = self.in_flight
 
     # -- the judge --------------------------------------------------------------------------------------------
@@ -486,7 +501,33 @@ class LLMServer:
             return self._chat(h, body, model)
         return self._embeddings(h, body, model)
 
+    def _refusal(self, body: dict) -> dict | None:
+        """OpenAI's error object for the first parameter of ``body`` this server refuses, or None."""
+        for name, instead in self.reject_params.items():
+            if name in body:
+                if instead:
+                    message = (f"Unsupported parameter: '{name}' is not supported with this model. Use '{instead}' "
+                               "instead.")
+                    code = "unsupported_parameter"
+                elif name in ("temperature", "top_p"):
+                    message = (f"Unsupported value: '{name}' does not support {body[name]!r} with this model. Only "
+                               "the default (1) value is supported.")
+                    code = "unsupported_value"
+                else:
+                    message, code = f"Unsupported parameter: '{name}' is not supported with this model.", \
+                        "unsupported_parameter"
+                return {"error": {"message": message, "type": "invalid_request_error", "param": name, "code": code}}
+        return None
+
     def _chat(self, h: _Handler, body: dict, model: Any) -> tuple[int, str]:
+        with self._lock:
+            self.received.append({k: v for k, v in body.items() if k != "messages"})
+        refusal = self._refusal(body)
+        if refusal is not None:
+            param = refusal["error"]["param"]
+            self._count("400", f"refused:{param}")
+            h._send(400, refusal)
+            return 400, f"refused:{param}"
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return self._fail(h, 400, "'messages' must be a non-empty array", "invalid_request_error")
@@ -501,11 +542,16 @@ class LLMServer:
                               "invalid_request_error")
         self._count("ok", *([outcome.split(":")[0], outcome] if outcome.startswith("malformed") else
                             [outcome] if outcome == "truncated" else []))
+        finish = "stop"
+        budget = body.get("max_completion_tokens", body.get("max_tokens"))
+        if self.enforce_max_tokens and isinstance(budget, int) and _tokens(text) > budget:
+            text, finish = " ".join(text.split()[:budget]), "length"
+            self._count("length")
         pt, ct = sum(_tokens(c) for c in contents), _tokens(text)
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
         return self._deliver(h, {
             "id": f"chatcmpl-{digest[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
                          "logprobs": None}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
         }, outcome)

@@ -24,6 +24,7 @@ from gapbench.llm import (
     cache_key, listwise_prompt, prompt_fields, render,
 )
 from gapbench.task import get_task
+from gapbench.types import Document, Query
 from llm_server import LLMServer, llm_server_fixture, parse_listwise
 
 QUERIES = {f"q{i}": f"question number {i} about topic {i % 4}" for i in range(12)}
@@ -157,7 +158,7 @@ def test_retry_after_is_honoured_then_retries_run_out(tmp_path):
     assert err.value.status == 429
     assert client.usage.to_dict()["per_query"]["q1"] == {
         "requests": 1, "calls": 3, "retries": 2, "cache_hits": 0, "failures": 1, "prompt_tokens": 0,
-        "completion_tokens": 0, "cost": None}
+        "completion_tokens": 0, "resent": 0, "length_reasks": 0, "truncated": 0, "cost": None}
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
@@ -737,3 +738,205 @@ def test_openai_embed_reports_a_bad_endpoint_when_built_and_garbage_when_indexin
                                                              "something that is not an OpenAI-format response (model "
                                                              "'embedder'): an HTML page")):
             retriever.index(data.corpus)
+
+
+# ----------------------------------------------------------------------------------------------- sampling parameters
+def ranked(srv: LLMServer, prompt: str) -> str:
+    """The fault-free judge's whole answer to a listwise prompt, e.g. '[6] > [7] > [8] > [1] > ...'."""
+    return srv.answer(prompt)[0]
+
+
+def test_every_sampling_parameter_reaches_the_server_as_given(tmp_path):
+    with server_of() as srv:
+        make_client(srv, tmp_path).chat("hi")
+        make_client(srv, tmp_path, temperature=0.7, top_p=0.9, max_tokens=64, seed=3, stop="\n\n",
+                    extra={"reasoning_effort": "low", "top_k": 20}).chat("hi")
+        make_client(srv, tmp_path, seed=None, max_tokens=None).chat("hi", stop=["a", "b"], temperature=1.0)
+        got = list(srv.received)
+    assert got == [
+        {"model": "judge", "temperature": 0.0, "max_tokens": 512, "seed": 0},
+        {"model": "judge", "temperature": 0.7, "top_p": 0.9, "max_tokens": 64, "seed": 3, "stop": ["\n\n"],
+         "reasoning_effort": "low", "top_k": 20},
+        {"model": "judge", "temperature": 1.0, "stop": ["a", "b"]},
+    ]
+
+
+@pytest.mark.parametrize("change", [{"temperature": 0.5}, {"top_p": 0.5}, {"max_tokens": 100}, {"seed": 1},
+                                    {"stop": "END"}, {"extra": {"reasoning_effort": "high"}}])
+def test_each_parameter_changes_the_cache_key_and_the_fingerprint(tmp_path, change):
+    with server_of() as srv:
+        base = make_client(srv, tmp_path, cache=True)
+        other = make_client(srv, tmp_path, cache=True, **change)
+        assert cache_key(other.payload(ChatRequest("hi"))) != cache_key(base.payload(ChatRequest("hi")))
+        assert other.fingerprint != base.fingerprint
+        base.chat("hi")
+        assert other.chat("hi").cached is False  # never the answer made with the other parameters
+        assert base.chat("hi").cached and other.chat("hi").cached
+        assert srv.calls == 2
+
+
+def test_the_fingerprint_of_the_first_four_parameters_is_unchanged(tmp_path):
+    import hashlib
+
+    with server_of() as srv:
+        client = make_client(srv, tmp_path)
+        capped = make_client(srv, tmp_path, max_tokens_cap=100)
+    old = hashlib.sha256(json.dumps(["judge", 0.0, 512, 0]).encode()).hexdigest()  # fingerprints of earlier runs
+    assert client.fingerprint == old and capped.fingerprint != old
+
+
+def test_refused_parameters_are_sent_again_without_them_for_the_rest_of_the_command(tmp_path):
+    ps = [ChatRequest(p, tag=qid) for qid, p in prompts()[:4]]
+    refuse = {"max_tokens": "max_completion_tokens", "temperature": None, "seed": None}
+    with server_of(reject_params=refuse) as srv:
+        client = make_client(srv, tmp_path, cache=True)
+        out = client.chat_many(ps, concurrency=1)
+        got, counts = list(srv.received), srv.counts
+        again = make_client(srv, tmp_path, cache=True)
+        again.chat_many(ps)
+        assert srv.calls == 4 + 3  # the re-run: all cached
+    assert [r.text for r in out] == [ranked(srv, r.messages) for r in ps]
+    # the first request learns one refusal at a time, the others go out right at once
+    assert got[:4] == [{"model": "judge", "temperature": 0.0, "max_tokens": 512, "seed": 0},
+                       {"model": "judge", "temperature": 0.0, "max_completion_tokens": 512, "seed": 0},
+                       {"model": "judge", "max_completion_tokens": 512, "seed": 0},
+                       {"model": "judge", "max_completion_tokens": 512}]
+    assert got[4:] == [{"model": "judge", "max_completion_tokens": 512}] * 3
+    assert counts["refused:max_tokens"] == counts["refused:temperature"] == counts["refused:seed"] == 1
+    usage = client.usage.to_dict()
+    assert usage["calls"] == 7 and usage["resent"] == 3 and usage["failures"] == 0
+    assert usage["per_query"]["q0"]["resent"] == 3 and usage["per_query"]["q1"]["resent"] == 0
+    manifest = client.manifest()
+    assert manifest["temperature"] == 0.0 and manifest["max_tokens"] == 512  # asked for
+    assert manifest["sent"] == {"max_completion_tokens": 512}  # what the server got
+    assert manifest["refused"]["max_tokens"] == ("Unsupported parameter: 'max_tokens' is not supported with this "
+                                                 "model. Use 'max_completion_tokens' instead.")
+    assert sorted(manifest["refused"]) == ["max_tokens", "seed", "temperature"]
+    assert again.manifest()["sent"] == {"max_completion_tokens": 512}  # learnt from the cache
+
+
+def test_the_refusal_is_what_the_openai_package_parses(tmp_path):
+    import openai
+    with server_of(reject_params={"max_tokens": "max_completion_tokens"}) as srv:
+        api = openai.OpenAI(base_url=srv.base_url, api_key="EMPTY", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as err:
+            api.chat.completions.create(model="judge", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
+    assert err.value.status_code == 400 and err.value.param == "max_tokens"
+    assert err.value.code == "unsupported_parameter" and err.value.type == "invalid_request_error"
+
+
+def test_a_refused_extra_field_is_left_out_and_other_400s_fail_at_once(tmp_path):
+    with server_of(reject_params={"reasoning_effort": None}) as srv:
+        client = make_client(srv, tmp_path, extra={"reasoning_effort": "low"})
+        assert client.chat("hi").text.startswith("echo ")
+        assert srv.received[-1] == {"model": "judge", "temperature": 0.0, "max_tokens": 512, "seed": 0}
+        assert client.manifest()["sent"] == {"temperature": 0.0, "max_tokens": 512, "seed": 0}
+        srv.force_status = 400  # an error that names no parameter: not sent again
+        with pytest.raises(LLMRequestError, match="answered HTTP 400 .* not retried: forced status 400"):
+            client.chat("other")
+    assert client.usage.total()["calls"] == 3 and client.usage.total()["resent"] == 1
+
+
+def test_an_answer_cut_by_its_budget_is_asked_again_with_double_the_budget(tmp_path):
+    (qid, prompt), = prompts()[:1]  # the judge's answer: 8 ids and 7 '>', 15 tokens
+    with server_of(enforce_max_tokens=True) as srv:
+        client = make_client(srv, tmp_path, max_tokens=10)
+        out = client.chat(prompt, tag=qid)
+        budgets = [r["max_tokens"] for r in srv.received]
+    assert budgets == [10, 20]
+    assert out.text == ranked(srv, prompt) and out.finish_reason == "stop" and not out.truncated
+    assert client.usage.to_dict()["per_query"][qid] | {"cost": None} == {
+        "requests": 1, "calls": 2, "retries": 0, "cache_hits": 0, "failures": 0,
+        "prompt_tokens": 2 * len(prompt.split()), "completion_tokens": 10 + 15, "resent": 0, "length_reasks": 1, "truncated": 0, "cost": None}
+
+
+def test_an_answer_cut_again_is_marked_truncated_and_counted_per_query(tmp_path):
+    ps = prompts()[:3]
+    with server_of(enforce_max_tokens=True) as srv:
+        client = make_client(srv, tmp_path, cache=True, max_tokens=4, max_tokens_cap=6)
+        out = client.chat_many([ChatRequest(p, tag=q) for q, p in ps] + [ChatRequest("hi", tag="q9")])
+        budgets = sorted(r["max_tokens"] for r in srv.received)
+        again = make_client(srv, tmp_path, cache=True, max_tokens=4, max_tokens_cap=6)
+        cached = again.chat_many([ChatRequest(p, tag=q) for q, p in ps])
+        assert srv.calls == 3 * 2 + 1
+    assert budgets == [4, 4, 4, 4, 6, 6, 6]  # "echo <digest>" fits in 4 tokens
+    for (q, p), r in zip(ps, out):
+        assert r.truncated and r.finish_reason == "length" and r.text == " ".join(ranked(srv, p).split()[:6])
+    assert not out[3].truncated
+    usage = client.usage.to_dict()
+    assert usage["truncated"] == 3 and usage["length_reasks"] == 3
+    assert all(usage["per_query"][q]["truncated"] == 1 for q, _ in ps) and usage["per_query"]["q9"]["truncated"] == 0
+    assert all(r.cached and r.truncated for r in cached)
+    assert again.usage.total()["truncated"] == 3 and again.usage.total()["calls"] == 0
+
+
+def test_no_reask_when_the_budget_is_already_at_the_cap_and_the_rename_carries_the_larger_budget(tmp_path):
+    (qid, prompt), = prompts()[:1]
+    with server_of(enforce_max_tokens=True) as srv:
+        out = make_client(srv, tmp_path, max_tokens=8, max_tokens_cap=8).chat(prompt, tag=qid)
+        assert [r["max_tokens"] for r in srv.received] == [8] and out.truncated
+    with server_of(enforce_max_tokens=True, reject_params={"max_tokens": "max_completion_tokens"}) as srv:
+        out = make_client(srv, tmp_path, max_tokens=10).chat(prompt, tag=qid)
+        sent = [r.get("max_completion_tokens", r.get("max_tokens")) for r in srv.received]
+        assert sent == [10, 10, 20] and "max_tokens" not in srv.received[-1]
+    assert out.text == ranked(srv, prompt) and not out.truncated
+
+
+def test_a_tournament_gets_the_whole_answer_after_the_budget_reask(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    docs = list(CORPUS)[:6]
+    with server_of(enforce_max_tokens=True) as srv:
+        client = make_client(srv, tmp_path, max_tokens=6)  # 6 ids need 11 tokens
+        rr = Tournament(client=client, batch_size=6, promote=2, max_final=6)
+        run = rr.rerank_pools({q: Query(q, QUERIES[q]) for q in ("q1", "q2")}, {"q1": docs, "q2": docs},
+                              {d: Document(d, CORPUS[d]) for d in docs})
+    assert rr.ranker.repaired == 0 and rr.ranker.reasked == 0
+    assert client.usage.total()["length_reasks"] == 2 and client.usage.total()["truncated"] == 0
+    for q in ("q1", "q2"):
+        order = srv.ideal_order(QUERIES[q], [CORPUS[d] for d in docs])
+        assert [d for d, _ in run[q]] == [docs[i] for i in order]
+
+
+def test_the_cli_options_reach_every_request_and_the_manifest(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    opts = ["--llm-temperature", "0.3", "--llm-top-p", "0.5", "--llm-max-tokens", "300", "--llm-seed", "7",
+            "--llm-stop", "END", "--llm-stop", "STOP", "--llm-extra", "reasoning_effort=low",
+            "--llm-extra", '{"top_k": 20, "min_p": 0.1}', "--llm-extra", "top_k=40"]
+    with LLMServer(reject_params={"seed": None}) as srv:
+        assert main([*GAP, "--llm-base-url", srv.base_url, *opts, "-o", str(tmp_path / "gap")]) == 0
+        got, refused = list(srv.received), srv.counts["refused:seed"]
+    capsys.readouterr()
+    asked = {"model": "m", "temperature": 0.3, "top_p": 0.5, "max_tokens": 300, "stop": ["END", "STOP"],
+             "reasoning_effort": "low", "top_k": 40, "min_p": 0.1}
+    # queries run side by side: each one sent before the first refusal came back carries the seed once
+    assert got.count({**asked, "seed": 7}) == refused >= 1 and got.count(asked) == len(got) - refused >= 2
+    llm = json.loads((tmp_path / "gap" / "gap.json").read_text())["meta"]["llm"]
+    assert llm["usage"]["resent"] == refused
+    assert llm["temperature"] == 0.3 and llm["seed"] == 7 and llm["extra"] == {"reasoning_effort": "low", "top_k": 40,
+                                                                                 "min_p": 0.1}
+    assert llm["sent"] == {k: v for k, v in asked.items() if k != "model"} and list(llm["refused"]) == ["seed"]
+    with LLMClient(model="m", base_url=srv.base_url) as plain:  # the options end with the command
+        assert plain.config.temperature == 0.0 and plain.config.extra == {}
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--llm-temperature", "-1"], "--llm-temperature -1.0 is not accepted; give a number from 0 to 2."),
+    (["--llm-temperature", "nan"], "--llm-temperature nan is not accepted; give a number from 0 to 2."),
+    (["--llm-top-p", "2"], "--llm-top-p 2.0 is not accepted; give a number from 0 to 1"),
+    (["--llm-max-tokens", "0"], "--llm-max-tokens 0 is not accepted; give an integer >= 1"),
+    (["--llm-stop", ""], "--llm-stop [''] is not accepted; give one to four non-empty strings"),
+    (["--llm-extra", "oops"], "--llm-extra 'oops' is not key=value; give a request field and its value"),
+    (["--llm-extra", "{bad"], "--llm-extra '{bad' starts like a JSON object but is not one"),
+    (["--llm-extra", "temperature=1"], "--llm-extra field 'temperature' has its own setting"),
+    (["--llm-extra", "n=2"], "--llm-extra field 'n' is not accepted"),
+    (["--llm-extra", "x=NaN"], "--llm-extra field 'x' = nan is not a JSON value"),
+])
+def test_bad_cli_values_exit_2_with_one_line_before_any_call(tmp_path, monkeypatch, capsys, args, said):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    with LLMServer() as srv:
+        for command in (GAP, ["run", "impliret/multispeaker/wknow", "-r", "bm25", "--reranker", "tournament",
+                              "--llm-model", "m"]):
+            assert main([*command, "--llm-base-url", srv.base_url, *args]) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and err.count("\n") == 1 and err.startswith(f"gapbench: error: {said}"), err
+        assert srv.calls == 0
