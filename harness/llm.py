@@ -1202,14 +1202,16 @@ def _chat_response(data: Any) -> ChatResponse:
 
 def _refused_param(exc, params: Mapping[str, Any]) -> _Rejected | None:
     """The parameter a 400 refuses, when it names one that was sent (``param`` of OpenAI's error object, else a
-    quoted name in the message, as vLLM and llama.cpp word it); None for any other error."""
+    name in the message, quoted or after "param", as other servers word it, e.g. llama.cpp's "Unsupported param:
+    tools"); None for any other error, or when the message names several of the parameters sent."""
     if getattr(exc, "status_code", None) not in (400, 422):
         return None
     said = _server_message(exc)
     param = getattr(exc, "param", None)
     if param not in params:
-        quoted = [k for k in params if re.search(rf"['\"`]{re.escape(k)}['\"`]", said)]
-        param = quoted[0] if len(quoted) == 1 else None
+        named = [k for k in params if re.search(rf"(['\"`]){re.escape(k)}\1|\bparam(?:eter)?s?\b\W*{re.escape(k)}\b",
+                                                said, re.IGNORECASE)]
+        param = named[0] if len(named) == 1 else None
     if param is None:
         return None
     rename = "max_completion_tokens" if param == "max_tokens" and "max_completion_tokens" in said else None

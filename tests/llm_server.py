@@ -48,7 +48,9 @@ reasoning models do: ``{"max_tokens": "max_completion_tokens", "temperature": No
 ``max_tokens`` with HTTP 400 ``{"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this
 model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error", "param": "max_tokens", "code":
 "unsupported_parameter"}}`` (a name to use instead, or None: the parameter is refused outright, code
-``unsupported_value`` for ``temperature`` and ``top_p``). ``enforce_max_tokens`` cuts a chat answer longer than the
+``unsupported_value`` for ``temperature`` and ``top_p``); ``reject_style="llama.cpp"`` words it as llama.cpp's
+server does, ``{"error": {"code": 400, "message": "Unsupported param: max_tokens", "type": "invalid_request_error"}}``,
+naming the parameter only in the message. ``enforce_max_tokens`` cuts a chat answer longer than the
 request's ``max_tokens`` (or ``max_completion_tokens``) to that many tokens, with ``finish_reason: "length"``.
 
 Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
@@ -229,6 +231,7 @@ class LLMServer:
         drip_bytes: int = 1,
         huge_bytes: int = 64 * 2**20,
         reject_params: Mapping[str, str | None] | None = None,
+        reject_style: str = "openai",
         enforce_max_tokens: bool = False,
     ) -> None:
         faults = dict(faults or {})
@@ -254,6 +257,9 @@ class LLMServer:
         self.hang_max, self.huge_bytes = hang_max, huge_bytes
         self.drip_interval, self.drip_bytes = drip_interval, drip_bytes
         self.reject_params = dict(reject_params or {})
+        if reject_style not in ("openai", "llama.cpp"):
+            raise ValueError(f"reject_style must be 'openai' or 'llama.cpp', not {reject_style!r}")
+        self.reject_style = reject_style
         self.enforce_max_tokens = enforce_max_tokens
         self.received: list[dict[str, Any]] = []
         self._stopping = threading.Event()
@@ -505,6 +511,9 @@ class LLMServer:
         """OpenAI's error object for the first parameter of ``body`` this server refuses, or None."""
         for name, instead in self.reject_params.items():
             if name in body:
+                if self.reject_style == "llama.cpp":
+                    return {"error": {"code": 400, "message": f"Unsupported param: {name}",
+                                      "type": "invalid_request_error"}}
                 if instead:
                     message = (f"Unsupported parameter: '{name}' is not supported with this model. Use '{instead}' "
                                "instead.")
@@ -524,7 +533,7 @@ class LLMServer:
             self.received.append({k: v for k, v in body.items() if k != "messages"})
         refusal = self._refusal(body)
         if refusal is not None:
-            param = refusal["error"]["param"]
+            param = next(k for k in self.reject_params if k in body)
             self._count("400", f"refused:{param}")
             h._send(400, refusal)
             return 400, f"refused:{param}"

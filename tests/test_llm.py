@@ -825,6 +825,17 @@ def test_the_refusal_is_what_the_openai_package_parses(tmp_path):
     assert err.value.code == "unsupported_parameter" and err.value.type == "invalid_request_error"
 
 
+def test_a_parameter_named_only_in_the_message_is_left_out(tmp_path):
+    with server_of(reject_params={"seed": None, "top_k": None}, reject_style="llama.cpp") as srv:
+        client = make_client(srv, tmp_path, extra={"top_k": 20})
+        assert client.chat("hi").text.startswith("echo ")
+        got = list(srv.received)
+    assert got == [{"model": "judge", "temperature": 0.0, "max_tokens": 512, "seed": 0, "top_k": 20},
+                   {"model": "judge", "temperature": 0.0, "max_tokens": 512, "top_k": 20},
+                   {"model": "judge", "temperature": 0.0, "max_tokens": 512}]
+    assert client.manifest()["refused"] == {"seed": "Unsupported param: seed", "top_k": "Unsupported param: top_k"}
+
+
 def test_a_refused_extra_field_is_left_out_and_other_400s_fail_at_once(tmp_path):
     with server_of(reject_params={"reasoning_effort": None}) as srv:
         client = make_client(srv, tmp_path, extra={"reasoning_effort": "low"})
