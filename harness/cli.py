@@ -169,7 +169,10 @@ def run_cmd(
     _check_output(output, run_dir=not suite)
     if suite:
         extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
-                                ("--llm-model", llm_model)) if v is not None]
+                                ("--llm-model", llm_model), ("--llm-temperature", llm_temperature),
+                                ("--llm-top-p", llm_top_p), ("--llm-max-tokens", llm_max_tokens),
+                                ("--llm-seed", llm_seed), ("--llm-stop", llm_stop or None),
+                                ("--llm-extra", llm_extra or None)) if v is not None]
         if extra:
             _fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")

@@ -951,3 +951,12 @@ def test_bad_cli_values_exit_2_with_one_line_before_any_call(tmp_path, monkeypat
             out, err = capsys.readouterr()
             assert out == "" and err.count("\n") == 1 and err.startswith(f"gapbench: error: {said}"), err
         assert srv.calls == 0
+
+
+@pytest.mark.parametrize("option, value", [("--llm-temperature", "0.5"), ("--llm-stop", "END"),
+                                           ("--llm-extra", "top_k=20")])
+def test_a_suite_run_refuses_llm_options_it_would_not_use(capsys, option, value):
+    assert main(["run", "impliret", "-r", "bm25", option, value]) == 2
+    out, err = capsys.readouterr()
+    assert err == (f"gapbench: error: impliret is a suite, and a suite run takes no {option}; run its tasks one by one "
+                   f"with {option} (`gapbench tasks` lists them).\n")
