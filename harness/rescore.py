@@ -74,7 +74,9 @@ def _identity(directory: Path, res: Results) -> _Identity:
     name, revision = task.get("name", res.task), task.get("revision")
     if not isinstance(name, str) or not name:
         raise bad("task.name", name, "the task's name")
-    if res.task and name != res.task:
+    # Always the task of results.json, which the gate pairs directories by: so no directory can have another task's
+    # data (or a folder of its choosing) read for it.
+    if name != res.task:
         raise DataFormatError(f"names task {name!r}, but results.json in the same directory holds task {res.task!r}; "
                               f"one of the two was edited: {_REMAKE}.", path=path)
     if revision is not None and not isinstance(revision, str):
@@ -152,7 +154,7 @@ class Rescorer:
                 return None, f"its data would be downloaded ({task.source})"
         try:
             return task.load(), ""
-        except GapbenchError as exc:
+        except (GapbenchError, OSError) as exc:
             return None, f"its data cannot be loaded ({_first_sentence(exc)})"
 
     def _rescore(self, directory: Path, res: Results, ident: _Identity, data, measures: Sequence[str]) -> None:
@@ -211,7 +213,7 @@ def _sha256(path: Path) -> str:
 
 
 def _first_sentence(exc: Exception) -> str:
-    text = str(exc).split(". ")[0].rstrip(".")
+    text = " ".join(str(exc).split(". ")[0].rstrip(".").splitlines())
     return text if len(text) <= 200 else text[:197] + "..."
 
 

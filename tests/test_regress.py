@@ -389,8 +389,9 @@ def test_consistent_forgery_making_a_drop_is_refused(sets, tmp_path, capsys):
     q, n = _first_difference(lowered, _rescored(run_dir, TASKS[1]))
     assert n == sum(1 for v in values.values() if v > 0)
     assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(cand)]) == 2
-    assert f"{run_dir / 'metrics.tsv'}: task {TASKS[1]}, nDCG@10: query {q!r} has {lowered[q]!r} here, but run.trec.gz " \
-           f"scored on the task's qrels gives {values[q]!r} ({n} of 1500 queries differ)" in capsys.readouterr().err
+    assert f"{run_dir / 'metrics.tsv'}: task {TASKS[1]}, nDCG@10: query {q!r} has {lowered[q]!r} here, but " \
+           f"run.trec.gz scored on the task's qrels gives {values[q]!r} ({n} of 1500 queries differ)" \
+           in capsys.readouterr().err
 
 
 def test_a_run_file_from_another_system_is_refused(sets, tmp_path, capsys):
@@ -439,7 +440,8 @@ def _beir_folder(folder: Path) -> None:
     """Twelve documents on four topics, four queries, each with two relevant documents."""
     folder.mkdir()
     topics = ["apples orchards", "rivers bridges", "violins strings", "glaciers ice"]
-    docs = [{"_id": f"d{i}", "title": "", "text": f"{topics[i % 4]} note {i} " + "filler " * (i % 3)} for i in range(12)]
+    docs = [{"_id": f"d{i}", "title": "", "text": f"{topics[i % 4]} note {i} " + "filler " * (i % 3)}
+            for i in range(12)]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{t}", "text": topics[t].split()[0] + " note"})
                                                   + "\n" for t in range(4)))
