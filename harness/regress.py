@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GapbenchError
-from .rescore import Check, summary
+from .rescore import Check, Rescorer, check_mode, summary
 
 
 class RegressionInputError(GapbenchError):
@@ -181,21 +181,20 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     if not dirs:
         raise RegressionInputError(f"{directory}: holds no run directory (no */results.json); write one with "
                                    "`gapbench run TASK -r RETRIEVER --output DIR/NAME`.")
-    out, where = {}, {}
+    out = {}
     for d in dirs:
         res = load_results(d)
         key = res.task or d.name
         if key in out:
-            raise RegressionInputError(f"{directory}: {where[key].name} and {d.name} both hold task {key!r}; keep "
+            raise RegressionInputError(f"{directory}: {out[key][0].name} and {d.name} both hold task {key!r}; keep "
                                        "one run directory per task.")
-        out[key], where[key] = (d, res), d
+        out[key] = (d, res)
     return out
 
 
 def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int,
                   rescore: str = "auto") -> None:
     """The gate's options, each finite and in a range where a real drop can still fail the gate."""
-    from .rescore import check_mode
     from .stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
     from .store import value_range
 
@@ -224,7 +223,6 @@ def regress(
 ) -> RegressionReport:
     """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input, and a
     :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give."""
-    from .rescore import Rescorer
     from .stats import holm, randomization_test
 
     check_options(measure, max_drop, alpha, n_permutations, seed, rescore)
