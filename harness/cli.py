@@ -16,6 +16,8 @@ from typing import Iterator, List, Optional
 
 import typer
 
+from . import cli_llm
+
 from .errors import GapbenchError, UnknownNameError
 from .extras import missing_dependency
 
@@ -73,18 +75,6 @@ def _not_empty(**given: Optional[str]) -> None:
     for name, value in given.items():
         if value is not None and not value.strip():
             _fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
-
-
-@contextmanager
-def _llm_settings(temperature: Optional[float], top_p: Optional[float], max_tokens: Optional[int], seed: Optional[int],
-                  stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:
-    """The --llm-* sampling options, given to every LLM client the command builds (checked before any work)."""
-    from .llm import command_settings, parse_extra
-
-    given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
-             "stop": stop or None, "extra": parse_extra(extra) if extra else None}
-    with command_settings({k: v for k, v in given.items() if v is not None}, options=True):
-        yield
 
 
 def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
@@ -147,12 +137,12 @@ def run_cmd(
     reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
-    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
-    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
-    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
-    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
-    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
-    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
+    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
+    llm_top_p: Optional[float] = cli_llm.TOP_P,
+    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
+    llm_seed: Optional[int] = cli_llm.SEED,
+    llm_stop: Optional[List[str]] = cli_llm.STOP,
+    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -179,7 +169,7 @@ def run_cmd(
         suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
                      llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
     res = result.results
@@ -257,12 +247,12 @@ def gap_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
-    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
-    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
-    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
-    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
-    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
+    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
+    llm_top_p: Optional[float] = cli_llm.TOP_P,
+    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
+    llm_seed: Optional[int] = cli_llm.SEED,
+    llm_stop: Optional[List[str]] = cli_llm.STOP,
+    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write gap.json and pool_scaling.png here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -278,7 +268,7 @@ def gap_cmd(
     _not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
     specs = _split_specs(retrievers)
     _check_output(output, run_dir=False)
-    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
                          max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
                          output=output)

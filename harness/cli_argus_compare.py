@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from . import cli_llm
+
 ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
 
 
@@ -37,20 +39,19 @@ def compare_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis; without it synthesis is skipped."),
-    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
-    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
-    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
-    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
-    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
-    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
+    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
+    llm_top_p: Optional[float] = cli_llm.TOP_P,
+    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
+    llm_seed: Optional[int] = cli_llm.SEED,
+    llm_stop: Optional[List[str]] = cli_llm.STOP,
+    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write argus_compare.json/.md/.png here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
     from .argus_compare import compare_argus
-    from .cli import _llm_settings
 
-    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
                                llm_base_url=llm_base_url, llm_model=llm_model,
                                variants=[v.strip() for v in variants.split(",") if v.strip()],

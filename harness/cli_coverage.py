@@ -11,6 +11,8 @@ from typing import List, Optional
 
 import typer
 
+from . import cli_llm
+
 
 def _ints(text: str, what: str) -> list[int]:
     from .errors import ConfigError
@@ -40,19 +42,19 @@ def coverage_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="Sampling temperature, 0 to 2 (default 0)."),
-    llm_top_p: Optional[float] = typer.Option(None, "--llm-top-p", help="Nucleus sampling mass, 0 to 1 (default: not sent)."),
-    llm_max_tokens: Optional[int] = typer.Option(None, "--llm-max-tokens", help="Token budget of one answer (default 512)."),
-    llm_seed: Optional[int] = typer.Option(None, "--llm-seed", help="Sampling seed sent with each request (default 0)."),
-    llm_stop: Optional[List[str]] = typer.Option(None, "--llm-stop", help="A stop string (repeatable, up to 4)."),
-    llm_extra: Optional[List[str]] = typer.Option(None, "--llm-extra", help="Another request field, key=value or a JSON object (repeatable), e.g. reasoning_effort=low."),
+    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
+    llm_top_p: Optional[float] = cli_llm.TOP_P,
+    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
+    llm_seed: Optional[int] = cli_llm.SEED,
+    llm_stop: Optional[List[str]] = cli_llm.STOP,
+    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
-    from .cli import _llm_settings, _split_specs
+    from .cli import _split_specs
     from .coverage import run_coverage
 
-    with _llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
+    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         report = run_coverage(
             task, _split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
             k_candidates=_ints(k_range, "--k-range"), seed=seed, n_resamples=resamples, min_queries=min_queries,
