@@ -40,6 +40,7 @@ import numpy as np
 
 from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.formats import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -429,16 +430,23 @@ class ColBERT:
             return indexes.PLAID(index_folder=str(folder), index_name="colbert", override=override, **kwargs)
 
         if not done.exists():
-            tmp = final.with_name(final.name + ".building")
+            # pylate writes a folder, so atomic_writer cannot hold it; its .NAME.tmpPID name lets the next build
+            # sweep what a killed one left, as atomic_writer does for files
+            tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
+            output_folder(final.parent)
+            atomic_writer.remove_stale(final.parent)
             shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            idx = open_index(tmp, True)
-            mats = [np.asarray(self._docs[i], dtype=np.float32) for i in range(len(self._docs))]
-            idx.add_documents(documents_ids=list(self._doc_ids), documents_embeddings=mats)
-            (tmp / "COMPLETE").write_text(json.dumps({"n_docs": len(mats), "backend": self._backend}))
-            del idx
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
+            try:
+                tmp.mkdir()
+                idx = open_index(tmp, True)
+                mats = [np.asarray(self._docs[i], dtype=np.float32) for i in range(len(self._docs))]
+                idx.add_documents(documents_ids=list(self._doc_ids), documents_embeddings=mats)
+                write_text_atomic(tmp / "COMPLETE", json.dumps({"n_docs": len(mats), "backend": self._backend}))
+                del idx
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(tmp, final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         return open_index(final, False)
 
     def query_texts(self, queries: Queries) -> list[str]:

@@ -28,6 +28,7 @@ from gapbench.errors import ConfigError, DatasetUnavailableError  # noqa: E402
 from gapbench.formats import (atomic_writer, output_folder, save_figure_atomic,  # noqa: E402
                               write_bytes_atomic, write_text_atomic)
 from gapbench.gap import GapReport, save_report  # noqa: E402
+from gapbench.types import Corpus, Document, Queries, Query  # noqa: E402
 
 
 def _dead_pid() -> int:
@@ -250,6 +251,31 @@ def test_the_cache_sweeps_a_killed_chunk_and_re_encodes_only_the_missing_ones(tm
     assert done.returncode == 0, done.stderr
     assert not dead.exists() and live.exists()
     assert {n: (cache.dir / n).stat().st_mtime_ns for n in finished} == finished
+
+
+def test_a_killed_colbert_index_build_is_swept_by_the_next_build(tmp_path, monkeypatch):
+    import pylate  # noqa: F401  (CI installs the colbert extra; see tests/test_colbert.py)
+
+    from gapbench.adapters.colbert import ColBERT
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    corpus = Corpus([Document("a", "The cat sat on the mat."), Document("b", "Stock markets fell sharply."),
+                     Document("c", "A kitten rests on a rug.")])
+    ann = ColBERT(index="voyager", k_token=64)
+    ann._backend = ann._choose_backend(len(corpus))
+    final = ann._index_dir(corpus.fingerprint)
+    final.parent.mkdir(parents=True)
+    killed = final.with_name(f".{final.name}.tmp{_dead_pid()}")  # pylate writes a folder
+    killed.mkdir()
+    (killed / "colbert.voyager").write_bytes(b"half an index")
+    live = final.with_name(f".{final.name}.tmp{os.getppid()}")
+    live.mkdir()
+
+    ann.index(corpus)
+    assert ann._backend == "voyager"
+    assert sorted(os.listdir(final.parent)) == sorted([final.name, live.name])
+    assert json.loads((final / "COMPLETE").read_text()) == {"n_docs": 3, "backend": "voyager"}
+    assert [d for d, _ in ann.search(Queries([Query("q", "where is the cat sitting")]), 3)["q"]][:1] in (["a"], ["c"])
 
 
 # ---------------------------------------------------------------- the same bytes as before
