@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import GapbenchError
-from .formats import atomic_writer, write_text_atomic
+from .formats import atomic_writer, output_folder, write_text_atomic
 
 
 def home() -> Path:
@@ -125,7 +125,7 @@ class ChunkedCache:
         raise NotImplementedError
 
     def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None):
-        self.dir.mkdir(parents=True, exist_ok=True)
+        output_folder(self.dir)
         # what a killed encoding was writing is swept here, also when a later run has since finished every chunk
         atomic_writer.remove_stale(self.dir)
         meta = self.dir / "meta.json"
