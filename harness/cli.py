@@ -47,9 +47,9 @@ def _fail(message: str) -> None:
 def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
     if not values:
         return None
-    out: list[str] = []
-    for v in values:
-        out.extend(m for m in v.replace(",", " ").split() if m)
+    from .evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
+
+    out = [m for v in values for m in split_measures(v)]
     if not out:
         # an empty -m (often an unset shell variable) must not quietly mean "the defaults"
         _fail(f"no measures given: -m/--measures is {' '.join(values)!r}; give e.g. -m nDCG@10,R@100, or omit -m "
@@ -77,7 +77,7 @@ def _not_empty(**given: Optional[str]) -> None:
             _fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
 
 
-def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
+def _check_output(output: Optional[Path], *, run_dir: bool, option: str = "output") -> None:
     """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
     if output is None:
         return
@@ -86,11 +86,17 @@ def _check_output(output: Optional[Path], *, run_dir: bool) -> None:
 
         check_run_dir_target(output)
         return
-    path = Path(os.path.realpath(output))
-    blocker = next((p for p in (path, *path.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        where = "is an existing file" if blocker == path else f"lies under the file {blocker}"
-        _fail(f"--output {output} {where}; --output names a folder: give a new folder name, or move the file away.")
+    from .formats import output_blocker
+
+    real = Path(os.path.realpath(output))
+    found = output_blocker(real)
+    if found is not None:
+        blocker, what = found
+        if blocker == real:
+            where = f"is {'an existing file' if what == 'a file' else what}"
+        else:
+            where = f"lies under the file {blocker}" if what == "a file" else f"lies under {blocker}, which is {what}"
+        _fail(f"--{option} {output} {where}; --{option} names a folder: give a new folder name, or move the file away.")
 
 
 def _pool_sizes(text: str) -> list[int]:

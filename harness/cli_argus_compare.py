@@ -17,12 +17,6 @@ from . import cli_llm
 ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
 
 
-def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
-    if not values:
-        return None
-    return [m for v in values for m in v.replace(",", " ").split() if m]
-
-
 def compare_cmd(
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
@@ -50,12 +44,15 @@ def compare_cmd(
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
     from .argus_compare import compare_argus
+    from .cli import _check_output, _measures
 
+    _check_output(output, run_dir=False)
+    wanted = _measures(measures)
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
                                llm_base_url=llm_base_url, llm_model=llm_model,
                                variants=[v.strip() for v in variants.split(",") if v.strip()],
-                               measures=_measures(measures), k=k, seed=seed, output=output)
+                               measures=wanted, k=k, seed=seed, output=output)
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
     if output is not None and not as_json:
         typer.echo(f"wrote {output}/argus_compare.json, .md, .png")

@@ -51,9 +51,10 @@ def coverage_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
-    from .cli import _split_specs
+    from .cli import _check_output, _split_specs
     from .coverage import run_coverage
 
+    _check_output(out, run_dir=False, option="out")
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         report = run_coverage(
             task, _split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,

@@ -45,9 +45,10 @@ def signals_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
-    from .cli import _fail, _split_specs
+    from .cli import _check_output, _fail, _split_specs
     from .signals import run_signals
 
+    _check_output(output, run_dir=False)
     if window < 1:
         _fail(f"--window must be at least 1, got {window}.")
     report = run_signals(

@@ -747,15 +747,25 @@ def output_folder(path: PathLike) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        blocker = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
-        if blocker is not None and not blocker.is_dir():
+        found = output_blocker(path)
+        if found is not None:
+            blocker, what = found
             where = "it" if blocker == path else str(blocker)
-            what = ("a link to nothing" if not blocker.exists() else "a file" if blocker.is_file()
-                    else "not a folder")
             raise ConfigError(f"cannot make the output folder {path}: {where} is {what}; give a folder name that is "
                               "not a file or under one, or move the file away.") from None
         raise ConfigError(f"cannot make the output folder {path}: {exc.strerror or exc}.") from None
     return path
+
+
+def output_blocker(path: PathLike) -> tuple[Path, str] | None:
+    """(the entry, what it is) that keeps ``path`` from becoming an output folder: ``path`` itself or its nearest
+    existing parent when that is a file, a link to nothing or anything else but a folder; None when nothing does."""
+    path = Path(path)
+    blocker = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
+    if blocker is None or blocker.is_dir():
+        return None
+    what = "a link to nothing" if not blocker.exists() else "a file" if blocker.is_file() else "not a folder"
+    return blocker, what
 
 
 def write_text_atomic(path: PathLike, text: str) -> Path:

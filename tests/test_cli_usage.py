@@ -482,3 +482,17 @@ def test_atomic_writer_sweeps_dead_writers_only(tmp_path):
         fh.write("{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["a.json", f".b.json.tmp{os.getppid()}", f".c.json.tmp{os.getpid()}"])
+
+
+def test_measures_with_commas_inside_their_parameters_stay_whole(tmp_path, capsys):
+    """-m splits at commas between measures, not inside ``SetF(rel=2,beta=0.5)`` (it used to break it in two)."""
+    qrels, run = tmp_path / "q.txt", tmp_path / "r.txt"
+    qrels.write_text("q1 0 d1 2\nq1 0 d2 0\nq1 0 d3 1\nq2 0 e1 1\n")
+    run.write_text("q1 Q0 d2 1 3.0 s\nq1 Q0 d1 2 2.0 s\nq1 Q0 d3 3 1.0 s\nq2 Q0 e9 1 1.0 s\nq2 Q0 e1 2 0.5 s\n")
+    assert main(["evaluate", "--qrels", str(qrels), "--run", str(run), "-m", "SetF(rel=2,beta=0.5),P@2", "--json"]) == 0
+    means = json.loads(capsys.readouterr().out)["measures"]
+    assert list(means) == ["SetF(rel=2,beta=0.5)", "P@2"]
+    # q1: the one grade-2 document is among the 3 retrieved, P = 1/3, R = 1; trec_eval's set_F weighs by beta (not
+    # beta squared): (1 + 0.5) P R / (0.5 P + R) = 3/7. q2 has no grade-2 document: 0.
+    assert means["SetF(rel=2,beta=0.5)"] == pytest.approx(3 / 14)
+    assert means["P@2"] == pytest.approx((1 / 2 + 1 / 2) / 2)
