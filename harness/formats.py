@@ -363,6 +363,71 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
             fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
 
 
+# ---------------------------------------------------------------- strict JSON documents
+
+class StrictJSONError(ValueError):
+    """Why bytes are not a strict JSON document; ``line`` is set for syntax errors."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def _strict_object(pairs: list) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJSONError(f"key {key!r:.60} appears twice in one object; keep one.")
+        out[key] = value
+    return out
+
+
+def _strict_constant(name: str):
+    raise StrictJSONError(f"holds the literal {name}, which is not JSON; write a finite number.")
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJSONError(f"holds the number {text[:40]}, which overflows to infinity; write a finite number.")
+    return value
+
+
+def _json_depth(value, limit: int) -> int:
+    """Nesting depth of a parsed JSON value, stopping once past ``limit``."""
+    if limit < 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_json_depth(v, limit - 1) for v in children), default=0)
+
+
+def parse_json_strict(data: bytes, *, max_depth: int = 32):
+    """The JSON document in ``data``, read as a published file must be: UTF-8 without a byte-order mark, no NaN or
+    Infinity, no number that overflows, no key twice in one object, at most ``max_depth`` levels of nesting.
+    Raises :class:`StrictJSONError` saying what is wrong and the fix (the caller names the file)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 JSON.",
+                              data[:exc.start].count(b"\n") + 1) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_strict_constant,
+                           parse_float=_strict_float)
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno) from None
+    except RecursionError:
+        raise StrictJSONError(f"is nested too deeply; at most {max_depth} levels are accepted.") from None
+    except StrictJSONError:
+        raise
+    except ValueError as exc:  # an integer literal beyond Python's digit limit
+        raise StrictJSONError(f"holds a value JSON readers refuse ({str(exc)[:80]}); write ordinary numbers.") from None
+    if _json_depth(value, max_depth) > max_depth:
+        raise StrictJSONError(f"is nested more than {max_depth} levels deep; flatten it.")
+    return value
+
+
 # ---------------------------------------------------------------- JSONL
 
 def read_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:

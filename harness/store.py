@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import ConfigError, DataFormatError
 from .evaluation import Results
-from .formats import atomic_writer, read_trec_run, write_trec_run
+from .formats import StrictJSONError, atomic_writer, parse_json_strict, read_trec_run, write_trec_run
 from .types import Run
 
 MANIFEST_VERSION = 1
@@ -183,19 +183,6 @@ def _run_file(directory: Path, root: Path, name: str) -> Path:
     return path
 
 
-def _json_pairs(pairs: list) -> dict:
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} appears twice")
-        out[key] = value
-    return out
-
-
-def _json_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def _read_json(path: Path) -> object:
     """The JSON value in a run directory's ``path``: strict (no NaN, no duplicate keys), at most 16 MiB."""
     try:
@@ -207,20 +194,9 @@ def _read_json(path: Path) -> object:
         raise DataFormatError(f"larger than {_MAX_RESULTS_JSON // 2**20} MiB, which no {path.name} is; {_REMAKE}.",
                               path=path)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise DataFormatError(f"not UTF-8 text (byte {data[exc.start]:#04x}); {_REMAKE}.", path=path, line=line) from None
-    try:
-        res = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant)
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"malformed JSON ({exc.msg}, column {exc.colno}); {_REMAKE}.", path=path,
-                              line=exc.lineno) from None
-    except ValueError as exc:
-        raise DataFormatError(f"{exc}; {_REMAKE}.", path=path) from None
-    except RecursionError:
-        raise DataFormatError(f"JSON nested too deeply to be a {path.name}; {_REMAKE}.", path=path) from None
-    return res
+        return parse_json_strict(data, max_depth=64)
+    except StrictJSONError as exc:
+        raise DataFormatError(f"{str(exc).rstrip('.')}; {_REMAKE}.", path=path, line=exc.line) from None
 
 
 def _read_results_json(path: Path) -> dict:

@@ -87,6 +87,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 from .errors import ConfigError, GapbenchError
+from .formats import StrictJSONError, parse_json_strict
 
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
@@ -355,34 +356,6 @@ def _clean_run(content: bytes, data) -> dict[str, dict[str, float]] | None:
     return per_query
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise Refused(f"key {key!r:.60} appears twice in one object; keep one.")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise Refused(f"holds the literal {name}, which is not JSON; write a finite number.")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise Refused(f"holds the number {text[:40]}, which overflows to infinity; write a finite number.")
-    return value
-
-
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON value, stopping once past ``limit``."""
-    if limit < 0 or not isinstance(value, (dict, list)):
-        return 0
-    children = value.values() if isinstance(value, dict) else value
-    return 1 + max((_depth(v, limit - 1) for v in children), default=0)
-
-
 def read_json(path: Path, cap: int) -> tuple[Any, str]:
     """(strictly parsed JSON, sha256 of its bytes). Raises :class:`Refused` (with a line number when the syntax is
     wrong: ``exc.args[1]``) for a BOM, bad UTF-8, NaN or Infinity, duplicate keys, more than ``cap`` bytes or more
@@ -391,23 +364,10 @@ def read_json(path: Path, cap: int) -> tuple[Any, str]:
         data = fh.read(cap + 1)
     if len(data) > cap:
         raise Refused(f"is over the {cap:,}-byte cap; shorten it.")
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise Refused("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Refused(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON.") from None
-    try:
-        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant,
-                           parse_float=_finite_float)
-    except json.JSONDecodeError as exc:
-        raise Refused(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno) from None
-    except RecursionError:
-        raise Refused(f"is nested too deeply; at most {MAX_JSON_DEPTH} levels are accepted.") from None
-    except ValueError as exc:  # an integer literal beyond Python's digit limit
-        raise Refused(f"holds a value JSON readers refuse ({str(exc)[:80]}); write ordinary numbers.") from None
-    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        raise Refused(f"is nested more than {MAX_JSON_DEPTH} levels deep; flatten it.")
+        value = parse_json_strict(data, max_depth=MAX_JSON_DEPTH)
+    except StrictJSONError as exc:
+        raise Refused(*((str(exc), exc.line) if exc.line is not None else (str(exc),))) from None
     return value, hashlib.sha256(data).hexdigest()
 
 

@@ -417,7 +417,7 @@ def test_submission_json_over_the_cap_is_not_parsed(sub):
 
 def test_submission_json_not_utf8(sub):
     (sub / "submission.json").write_bytes(b'{"system": "\xff"}')
-    assert _one(sub, "UTF-8") == "error: submission.json: is not UTF-8 text (byte 12); save it as UTF-8 JSON."
+    assert _one(sub, "UTF-8") == "error: submission.json, line 1: is not UTF-8 text (byte 12, 0xff); save it as UTF-8 JSON."
 
 
 def test_boolean_format_version_and_float_k(sub):

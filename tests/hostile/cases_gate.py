@@ -233,10 +233,10 @@ RESULTS_JSON = [
          names=(RES, "ci95.R@100")),
     Case("results-json-nan-mean", _gate(), setup=lambda t: (_pair(t), _results(t).write_text(
         _results(t).read_text().replace('"nDCG@10": 0.15', '"nDCG@10": NaN, "x": 0.15', 1))),
-        names=(RES, "NaN is not a number JSON allows")),
+        names=(RES, "holds the literal NaN, which is not JSON")),
     Case("results-json-overflowing-mean", _gate(), setup=lambda t: (_pair(t), _results(t).write_text(
         _results(t).read_text().replace('"nDCG@10": 0.15', '"nDCG@10": 1e999, "x": 0.15', 1))),
-        names=(RES, "'measures.nDCG@10' is inf")),
+        names=(RES, "holds the number 1e999, which overflows to infinity")),
     Case("results-json-duplicate-key", _gate(), setup=lambda t: (_pair(t), _results(t).write_text(
         _results(t).read_text().replace('"system"', '"n_queries": 1500, "system"', 1))),
         names=(RES, "'n_queries' appears twice")),
