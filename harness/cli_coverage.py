@@ -38,7 +38,9 @@ def coverage_cmd(
     max_chars: int = typer.Option(1000, "--max-chars", help="Characters of each document given to NER (0: all)."),
     measure: str = typer.Option("nDCG@10", "--measure", "-m"),
     generate: int = typer.Option(0, "--generate", help="Generate up to N LLM queries per missing cluster."),
-    candidates: int = typer.Option(5, "--candidates", help="Documents the LLM judge sees per generated query."),
+    judge_depth: int = typer.Option(10, "--judge-depth",
+                                    help="Each system's top k pooled for judging a generated query."),
+    judge_batch: int = typer.Option(20, "--judge-batch", help="At most this many pooled documents per judge prompt."),
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
@@ -60,7 +62,8 @@ def coverage_cmd(
             task, _split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
             k_candidates=_ints(k_range, "--k-range"), seed=seed, n_resamples=resamples, min_queries=min_queries,
             query_entities=query_entities, max_chars=max_chars or None, measure=measure, generate=generate,
-            n_candidates=candidates, llm_base_url=llm_base_url, llm_model=llm_model, output=out,
+            judge_depth=judge_depth, judge_batch=judge_batch, llm_base_url=llm_base_url, llm_model=llm_model,
+            output=out,
         )
     if as_json:
         typer.echo(json.dumps(report.to_dict()))

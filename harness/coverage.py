@@ -55,18 +55,23 @@ Metrics, over the K clusters and the evaluated queries Q (n_c = number of querie
 Missing strata: clusters with n_c = 0, each with up to 3 sample documents (most mentions of the cluster's entities,
 then doc_id). With ``generate=N`` the LLM writes up to N queries per missing cluster (``prompts/coverage_generate.txt``,
 grounded in one sample document each, in turn). A query that repeats any word 4-gram of that document's title
-(lower-cased ``\\w+`` tokens) is rejected. The others are judged (``prompts/coverage_judge.txt``) against candidates:
-the grounding document plus the first system's top ``n_candidates - 1`` other documents for the query, in a seeded
-shuffled order; the query is accepted when the grounding document is judged relevant, and its qrels are the judged
-relevant candidates (grade 1). Accepted queries (ids ``syn-<cluster>-<n>``) are searched by every system, carry
-``synthetic: true`` wherever they appear, and the metrics are recomputed on the augmented set (``augmented``).
+(lower-cased ``\\w+`` tokens) is rejected. The others are judged (``prompts/coverage_judge.txt``) over a pool that
+favours no system: the grounding document plus the union of every system's top ``judge_depth`` (default 10; the paper
+gives no depth) for the query, deduplicated, in a seeded shuffled order, cut into prompts of at most ``judge_batch``
+(default 20) documents so that the prompt stays within a small model's context. The query is accepted when the
+grounding document is judged relevant, and its qrels are the judged relevant documents of its pool (grade 1). Each
+query row records its ``pool_size``; ``synthetic.judging`` counts, per system, the documents of its top-k that were
+judged (``judged``) and judged relevant (``relevant``), and those that neither another system nor the grounding brought
+into the pool (``unique``, ``unique_relevant``): what judging one system's list alone would have missed. Accepted
+queries (ids ``syn-<cluster>-<n>``) are searched by every system, carry ``synthetic: true`` wherever they appear, and
+the metrics are recomputed on the augmented set (``augmented``).
 
 Output (``save_coverage``): ``coverage.json`` (schema below), ``coverage.md`` and PNGs
 (``coverage_boxplot_<system>.png``: nDCG per cluster, at most 30 clusters by mass; ``coverage_density.png``)::
 
     {"kind": "coverage", "task": str, "version": 1, "measure": "nDCG@10",
      "config": {"entities", "embedder", "clusters", "k_candidates", "seed", "n_resamples", "min_queries",
-                "query_entities", "max_chars", "retrievers", "generate"},
+                "query_entities", "max_chars", "retrievers", "generate", "judge_depth", "judge_batch"},
      "entities": {"method", "n_docs", "n_docs_with_entities", "n_mentions", "n_unique", "model"},
      "clustering": {"k", "criterion": "given" | "silhouette", "silhouette": {k: score}},
      "clusters": [{"cluster_id", "label", "top_entities", "n_entities", "mass", "n_queries", "touched"}],
@@ -80,8 +85,11 @@ Output (``save_coverage``): ``coverage.json`` (schema below), ``coverage.md`` an
      "queries": [{"query_id", "clusters", "synthetic"}],
      "missing": [{"cluster_id", "label", "mass", "sample_docs": [{"doc_id", "title", "snippet"}]}],
      "synthetic": null | {"requested", "generated", "rejected_copy", "rejected_judge", "accepted",
-                          "queries": [{"query_id", "cluster_id", "text", "grounded_in", "relevant", "status",
-                                       "synthetic": true}]},
+                          "judging": {"depth", "batch", "queries", "prompts", "judged", "judged_relevant",
+                                      "pool_size": null | {"min", "mean", "max"},
+                                      "systems": {name: {"judged", "relevant", "unique", "unique_relevant"}}},
+                          "queries": [{"query_id", "cluster_id", "text", "grounded_in", "relevant", "pool_size",
+                                       "status", "synthetic": true}]},
      "augmented": null | {"coverage": {...}, "systems": {...}},
      "timings": {"entities_s", "embed_s", "cluster_s", "retrieval_s", "metrics_s"}}   (wall seconds; not reproducible)
 
@@ -611,6 +619,13 @@ def to_markdown(r: CoverageReport) -> str:
                   f"Requested {sy['requested']}, generated {sy['generated']}, rejected for copying the title "
                   f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.",
                   ""]
+        jd = sy.get("judging")
+        if jd and jd["pool_size"]:
+            per = "; ".join(f"{s}: {c['judged']} judged, {c['relevant']} relevant, {c['unique']} only from it "
+                            f"({c['unique_relevant']} relevant)" for s, c in jd["systems"].items())
+            lines += [f"Judged over the pooled top {jd['depth']} of every system plus the grounding document: "
+                      f"{jd['judged']} documents for {jd['queries']} queries (pool size {jd['pool_size']['min']} to "
+                      f"{jd['pool_size']['max']}), {jd['judged_relevant']} relevant. {per}.", ""]
         for q in sy["queries"]:
             lines.append(f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['status']}): {q['text']}")
         if r.augmented:
@@ -734,7 +749,8 @@ def run_coverage(
     max_chars: int | None = 1000,
     measure: str = "nDCG@10",
     generate: int = 0,
-    n_candidates: int = 5,
+    judge_depth: int = 10,
+    judge_batch: int = 20,
     llm_base_url: str | None = None,
     llm_model: str | None = None,
     llm_client: Any = None,
@@ -749,8 +765,9 @@ def run_coverage(
         raise ConfigError(f"--entities {entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
     if not retrievers:
         raise ConfigError("no retrievers given; for example --retrievers bm25,dense.")
-    if generate < 0 or n_candidates < 1 or min_queries < 1:
-        raise ConfigError("--generate must be >= 0, --candidates >= 1 and --min-queries >= 1.")
+    if generate < 0 or judge_depth < 1 or judge_batch < 1 or min_queries < 1:
+        raise ConfigError(f"--generate {generate}, --judge-depth {judge_depth}, --judge-batch {judge_batch} and "
+                          f"--min-queries {min_queries}: give --generate >= 0 and the others >= 1.")
     task_obj = get_task(task)
     data = task_obj.load()
     corpus = data.corpus
@@ -834,7 +851,7 @@ def run_coverage(
     all_qcl = dict(qcl)
     if generate:
         synthetic, syn_qrels, syn_queries = _generate(missing, corpus, strata, client, retr_objs, generate,
-                                                      n_candidates, seed, task_obj.instruction)
+                                                      judge_depth, judge_batch, seed, task_obj.instruction)
         if syn_queries:
             syn_qcl = query_clusters(syn_qrels, strata)
             for name, retr in retr_objs:
@@ -849,7 +866,7 @@ def run_coverage(
               "clusters": clusters, "k_candidates": list(k_candidates), "seed": seed, "n_resamples": n_resamples,
               "min_queries": min_queries, "query_entities": query_entities, "max_chars": max_chars or 0,
               "retrievers": [r if isinstance(r, str) else type(r).__name__ for r in retrievers],
-              "generate": generate}
+              "generate": generate, "judge_depth": judge_depth, "judge_batch": judge_batch}
     report = CoverageReport(
         task=task_obj.name, measure=measure, config=config,
         entities={"method": entities, "model": model_name, "n_docs": len(corpus),
@@ -867,8 +884,33 @@ def run_coverage(
     return report
 
 
-def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, n_candidates: int,
-              seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
+def judging_pool(grounded_in: str, rankings: Iterable[Sequence[str]], depth: int) -> list[str]:
+    """The grounding document, then every ranking's top ``depth`` in turn, each document once.
+
+    >>> judging_pool("g", [["a", "g", "b"], ["c", "a"]], 2)
+    ['g', 'a', 'c']
+    """
+    pool = dict.fromkeys([grounded_in])
+    for ranked in rankings:
+        pool.update(dict.fromkeys(ranked[:depth]))
+    return list(pool)
+
+
+def pool_counts(grounded_in: str, tops: Mapping[str, Sequence[str]], relevant: Iterable[str]) -> dict[str, dict]:
+    """Per system: its top-k documents judged, those judged relevant, and the ones only it brought into the pool."""
+    rel = set(relevant)
+    out = {}
+    for name, top in tops.items():
+        mine = set(top)
+        others = set().union(*(set(t) for n, t in tops.items() if n != name)) | {grounded_in}
+        unique = mine - others
+        out[name] = {"judged": len(mine), "relevant": len(mine & rel), "unique": len(unique),
+                     "unique_relevant": len(unique & rel)}
+    return out
+
+
+def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, judge_depth: int,
+              judge_batch: int, seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
     """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
     from .llm import ChatRequest, render
     from .retrieval import search_with
@@ -894,7 +936,7 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
     for (c, i, did), ans in zip(slots, answers):
         text = parse_generated_query(ans.text)
         row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "text": text, "grounded_in": did, "relevant": [],
-               "status": "generated", "synthetic": True}
+               "pool_size": 0, "status": "generated", "synthetic": True}
         if not text:
             row["status"] = "rejected_empty"
         elif copies_title(text, corpus[did].title):
@@ -902,36 +944,47 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
         else:
             cand_q.append((row, Query(row["query_id"], text, instruction)))
         rows.append(row)
-    judged_q: dict[str, int] = {}
+    names = [name for name, _ in retr_objs]
+    counts = {name: {"judged": 0, "relevant": 0, "unique": 0, "unique_relevant": 0} for name in names}
+    judging = {"depth": judge_depth, "batch": judge_batch, "queries": len(cand_q), "prompts": 0, "judged": 0,
+               "judged_relevant": 0, "pool_size": None, "systems": counts}
     if cand_q:
         qs = Queries(q for _, q in cand_q)
-        first = retr_objs[0][1]
-        run = search_with(first, qs, n_candidates + 1, None)
-        jreqs = []
-        cands_of = {}
+        runs = {name: search_with(retr, qs, judge_depth, None) for name, retr in retr_objs}
+        tops_of, parts, jreqs = {}, [], []
         for row, q in cand_q:
-            others = [d for d, _ in run.get(q.query_id, ()) if d != row["grounded_in"]][: n_candidates - 1]
-            cands = [row["grounded_in"], *others]
-            random.Random(f"{seed}:{q.query_id}").shuffle(cands)
-            cands_of[q.query_id] = cands
-            listing = "\n".join(f"[{j}] {' '.join(corpus[d].full_text.split())[:1000]}" for j, d in enumerate(cands))
-            jreqs.append(ChatRequest(render("coverage_judge", query=q.text, documents=listing),
-                                     tag=f"judge:{q.query_id}"))
+            tops = {name: [d for d, _ in run.get(q.query_id, ())][:judge_depth] for name, run in runs.items()}
+            pool = judging_pool(row["grounded_in"], tops.values(), judge_depth)
+            # a seeded order, so neither the grounding document nor any system's list sits in a fixed position
+            random.Random(f"{seed}:{q.query_id}").shuffle(pool)
+            tops_of[q.query_id] = tops
+            row["pool_size"] = len(pool)
+            for p, start in enumerate(range(0, len(pool), judge_batch)):
+                chunk = pool[start:start + judge_batch]
+                listing = "\n".join(f"[{j}] {' '.join(corpus[d].full_text.split())[:1000]}"
+                                     for j, d in enumerate(chunk))
+                jreqs.append(ChatRequest(render("coverage_judge", query=q.text, documents=listing),
+                                         tag=f"judge:{q.query_id}" + (f":{p}" if p else "")))
+                parts.append((q.query_id, chunk))
         janswers = client.chat_many(jreqs)
-        for (row, q), ans in zip(cand_q, janswers):
-            cands = cands_of[q.query_id]
-            rel = [cands[j] for j in parse_judgement(ans.text, len(cands))]
+        rel_of: dict[str, set[str]] = {}
+        for (qid, chunk), ans in zip(parts, janswers):
+            rel_of.setdefault(qid, set()).update(chunk[j] for j in parse_judgement(ans.text, len(chunk)))
+        for row, q in cand_q:
+            rel = rel_of.get(q.query_id, set())
             row["relevant"] = sorted(rel)
-            if row["grounded_in"] in rel:
-                row["status"] = "accepted"
-                judged_q[q.query_id] = 1
-            else:
-                row["status"] = "rejected_judge"
+            row["status"] = "accepted" if row["grounded_in"] in rel else "rejected_judge"
+            for name, c in pool_counts(row["grounded_in"], tops_of[q.query_id], rel).items():
+                for key, n in c.items():
+                    counts[name][key] += n
+        sizes = [row["pool_size"] for row, _ in cand_q]
+        judging.update(prompts=len(jreqs), judged=sum(sizes), judged_relevant=sum(len(r) for r in rel_of.values()),
+                       pool_size={"min": min(sizes), "mean": sum(sizes) / len(sizes), "max": max(sizes)})
     accepted = [r for r in rows if r["status"] == "accepted"]
     summary = {"requested": len(slots), "generated": sum(1 for r in rows if r["text"]),
                "rejected_copy": sum(1 for r in rows if r["status"] == "rejected_copy"),
                "rejected_judge": sum(1 for r in rows if r["status"] == "rejected_judge"),
-               "accepted": len(accepted), "queries": rows}
+               "accepted": len(accepted), "judging": judging, "queries": rows}
     if not accepted:
         return summary, None, None
     qrels = Qrels({r["query_id"]: {d: 1 for d in r["relevant"]} for r in accepted})

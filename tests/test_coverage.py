@@ -246,8 +246,14 @@ class CoverageServer(LLMServer):
 
     entities: the document's first word (the fixture's titles start with the topic entity);
     generate: 'what did <title's first word> do', but the title itself when it names cantatas (a copy to reject);
-    judge: the candidates whose text contains the query's capitalised name; NONE for Beethoven (a judge rejection).
+    judge: the candidates whose text contains the query's capitalised name or a word of ``also``; NONE for Beethoven
+    (a judge rejection).
     """
+
+    def __init__(self, *args, also: tuple[str, ...] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.also = also
+        self.judge_prompts: list[str] = []
 
     def answer(self, prompt: str) -> tuple[str, str]:
         if prompt.startswith("Extract the key entities"):
@@ -259,12 +265,13 @@ class CoverageServer(LLMServer):
                 return title, "generate"
             return f"Query: what did {title.split()[0]} do", "generate"
         if prompt.startswith("Decide which of the numbered documents"):
+            self.judge_prompts.append(prompt)
             query = re.search(r"^Search query: (.*)$", prompt, re.M).group(1)
             name = re.search(r"[A-Z]\w+", query).group(0)
             if name == "Beethoven":
                 return "NONE", "judge"
             docs = re.findall(r"^\[(\d+)\] (.*)$", prompt, re.M)
-            rel = [i for i, text in docs if name.lower() in text.lower()]
+            rel = [i for i, text in docs if any(w.lower() in text.lower() for w in (name, *self.also))]
             return ", ".join(rel) or "NONE", "judge"
         return super().answer(prompt)
 
@@ -304,11 +311,85 @@ def test_llm_entities_and_generation_for_missing_strata(tmp_path):
         assert json.loads((tmp_path / "b" / "coverage.json").read_text())["synthetic"] == syn
 
 
+class Fixed:
+    """A retriever with one hand-made ranking for every query."""
+
+    def __init__(self, name: str, order: list[str]):
+        self.name, self.order = name, order
+
+    def index(self, corpus) -> None:
+        pass
+
+    def search(self, queries, k):
+        return {q: {d: float(len(self.order) - i) for i, d in enumerate(self.order[:k])} for q in queries}
+
+
+def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
+    from gapbench.coverage import run_coverage
+
+    # top 2: first {m1, c1}, second {m2, t1}; the pool is {m1 (the grounding), c1, m2, t1}. The judge finds Mozart's
+    # and the symphony documents relevant, m1 and m2: m2 only the second system retrieves.
+    systems = [Fixed("first", ["m1", "c1", "c2", "m2"]), Fixed("second", ["m2", "t1", "m1"])]
+    with CoverageServer(also=("symphonies",)) as srv:
+        common = dict(entities="llm", clusters=3, generate=1, judge_depth=2, n_resamples=20,
+                      llm_base_url=srv.base_url, llm_model="cov-pool")  # a model of its own: no answer cached
+        rep = run_coverage(str(FIXTURE), systems, **common)
+        assert srv.counts["chat"] == 15 + 1 + 1  # extractions, one generation, one judge prompt of 4 documents
+        syn = rep.synthetic
+        [row] = syn["queries"]
+        assert (row["text"], row["status"], row["pool_size"]) == ("what did Mozart do", "accepted", 4)
+        assert row["relevant"] == ["m1", "m2"]
+        assert syn["judging"] == {
+            "depth": 2, "batch": 20, "queries": 1, "prompts": 1, "judged": 4, "judged_relevant": 2,
+            "pool_size": {"min": 4, "mean": 4.0, "max": 4},
+            "systems": {"first": {"judged": 2, "relevant": 1, "unique": 1, "unique_relevant": 0},
+                        "second": {"judged": 2, "relevant": 1, "unique": 2, "unique_relevant": 1}}}
+        judged = [re.findall(r"^\[\d+\] (\w+)", p, re.M) for p in srv.judge_prompts]
+        assert [sorted(j) for j in judged] == [["Beethoven", "Microsoft", "Mozart", "Paris"]]
+        # both systems retrieve both relevant documents: first at ranks 1 and 4, second at 1 and 3 (nDCG@10 by hand);
+        # judged over the first system's list alone, m2 would be unjudged and the second would score 1 / log2(4)
+        c = row["cluster_id"]
+        ideal = 1 + 1 / np.log2(3)
+        aug = rep.augmented["systems"]
+        assert aug["first"]["per_cluster"][c]["mean"] == pytest.approx((1 + 1 / np.log2(5)) / ideal)  # 0.8772
+        assert aug["second"]["per_cluster"][c]["mean"] == pytest.approx((1 + 1 / np.log2(4)) / ideal)  # 0.9197
+        assert rep.config["judge_depth"] == 2 and rep.config["judge_batch"] == 20
+        # prompts of at most 3 documents: the same pool in two prompts, the same judgement; the generation is cached
+        batched = run_coverage(str(FIXTURE), systems, **common, judge_batch=3)
+        assert srv.counts["chat"] == 17 + 2
+        assert batched.synthetic["judging"]["prompts"] == 2
+        assert batched.synthetic["queries"][0]["relevant"] == ["m1", "m2"]
+        # depth 1: first {m1}, second {m2}; the pool is {m1, m2}
+        shallow = run_coverage(str(FIXTURE), systems, **{**common, "judge_depth": 1})
+        assert shallow.synthetic["queries"][0]["pool_size"] == 2
+        assert shallow.synthetic["judging"]["systems"]["second"] == {"judged": 1, "relevant": 1, "unique": 1,
+                                                                      "unique_relevant": 1}
+    md = str(rep)
+    assert "Judged over the pooled top 2 of every system plus the grounding document: 4 documents" in md
+
+
+def test_pool_helpers_by_hand():
+    from gapbench.coverage import judging_pool, pool_counts
+
+    assert judging_pool("g", [["a", "b", "c"], ["b", "d"], []], 2) == ["g", "a", "b", "d"]
+    counts = pool_counts("g", {"x": ["a", "b"], "y": ["b", "d"], "z": ["g"]}, ["b", "d", "g"])
+    assert counts == {"x": {"judged": 2, "relevant": 1, "unique": 1, "unique_relevant": 0},
+                      "y": {"judged": 2, "relevant": 2, "unique": 1, "unique_relevant": 1},
+                      "z": {"judged": 1, "relevant": 1, "unique": 0, "unique_relevant": 0}}
+
+
+def test_judge_depth_and_batch_must_be_positive(capsys):
+    assert cli.main(["coverage", str(FIXTURE), "--judge-depth", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--judge-depth 0" in err and "others >= 1" in err and len(err.strip().splitlines()) == 1
+    assert cli.main(["coverage", str(FIXTURE), "--judge-batch", "0"]) == 2
+
+
 def test_generate_needs_an_llm():
     from gapbench.coverage import _generate
 
     with pytest.raises(ConfigError, match="--llm-base-url"):
-        _generate([], None, None, None, [], 1, 5, 0, "")
+        _generate([], None, None, None, [], 1, 10, 20, 0, "")
 
 
 def test_module_examples():
