@@ -13,6 +13,8 @@ for _name, _target in {
     "rrf": "gapbench.adapters.fusion:RRF",
     "fuse-minmax": "gapbench.adapters.fusion:MinMaxFusion",
     "fuse-dbsf": "gapbench.adapters.fusion:DBSFusion",
+    "rewrite": "gapbench.adapters.llm_retrievers:QueryRewrite",
+    "agent": "gapbench.adapters.llm_retrievers:MultiHopAgent",
 }.items():
     if _name not in RETRIEVERS._entries:
         RETRIEVERS.register(_name, _target)

@@ -62,8 +62,10 @@ def config_of(retriever: Any) -> dict[str, Any]:
     return public_config(dict(cfg))
 
 
-def get_retriever(spec: str | Any) -> Any:
-    """A retriever from a spec string (``bm25``, ``dense:model=NAME``), a registered class, or an object."""
+def get_retriever(spec: str | Any, *, llm_base_url: str | None = None, llm_model: str | None = None) -> Any:
+    """A retriever from a spec string (``bm25``, ``dense:model=NAME``), a registered class, or an object.
+
+    ``llm_base_url`` and ``llm_model`` reach the LLM retrievers (``rewrite:bm25``, ``agent:bm25``) that take them."""
     if not isinstance(spec, str):
         if inspect.isclass(spec):
             spec = spec()
@@ -79,7 +81,8 @@ def get_retriever(spec: str | Any) -> Any:
     cls = RETRIEVERS.get(head.strip())
     if getattr(cls, "takes_spec", False):
         # composite retrievers (fusion) read the rest of the spec themselves, e.g. "rrf:bm25+dense:model=NAME"
-        obj = cls.from_spec(rest)
+        llm = {"llm_base_url": llm_base_url, "llm_model": llm_model} if getattr(cls, "takes_llm", False) else {}
+        obj = cls.from_spec(rest, **llm)
         _check_protocol(obj)
         return obj
     name, options = parse_spec(spec)

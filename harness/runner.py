@@ -50,7 +50,7 @@ def run(
     """
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
-    retr = get_retriever(retriever)
+    retr = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
     rr = None
     if reranker is not None:
         from .retrieval import get_reranker

@@ -56,6 +56,10 @@ request's ``max_tokens`` (or ``max_completion_tokens``) to that many tokens, wit
 Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
 request's ``dimensions``); ``encoding_format`` float or base64. An empty input string gets 400, as from OpenAI.
 
+Query rewriting and the multi-hop agent (``gapbench.adapters.llm_retrievers``): prompts with an ``Original query:``
+line are answered by :meth:`LLMServer.retrieval_answer` from ``rewrites``, ``searches`` and ``selections`` (scripted
+answers per query text) or the qrels judge; they are kept in ``prompts``.
+
 Counters: ``counts`` (requests, chat, embeddings, ok, 429, 500, slow, truncated, malformed, malformed:<kind>, 400,
 401, 404, refused:<param>, length), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, and ``log`` (path, status, kind) per request.
 """
@@ -233,6 +237,9 @@ class LLMServer:
         reject_params: Mapping[str, str | None] | None = None,
         reject_style: str = "openai",
         enforce_max_tokens: bool = False,
+        rewrites: Mapping[str, str] | None = None,
+        searches: Mapping[str, list[str]] | None = None,
+        selections: Mapping[str, list[str]] | None = None,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(HTTP_FAULTS) - set(CONTENT_FAULTS)
@@ -261,6 +268,10 @@ class LLMServer:
             raise ValueError(f"reject_style must be 'openai' or 'llama.cpp', not {reject_style!r}")
         self.reject_style = reject_style
         self.enforce_max_tokens = enforce_max_tokens
+        self.rewrites = {_norm(q): a for q, a in (rewrites or {}).items()}
+        self.searches = {_norm(q): list(a) for q, a in (searches or {}).items()}
+        self.selections = {_norm(q): list(a) for q, a in (selections or {}).items()}
+        self.prompts: list[str] = []  # prompts of the rewrite and agent modes, in order of arrival
         self.received: list[dict[str, Any]] = []
         self._stopping = threading.Event()
         self._judged: dict[str, dict[str, int]] = {}
@@ -382,6 +393,9 @@ class LLMServer:
         """(answer text, content kind) for a prompt, before HTTP faults: what a fault-free call returns."""
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
         parsed = parse_listwise(prompt)
+        retrieval = self.retrieval_answer(prompt)
+        if retrieval is not None:
+            return retrieval
         if parsed is None:
             return f"echo {digest[:16]}", "echo"
         query, passages = parsed
@@ -407,6 +421,44 @@ class LLMServer:
             bad = ids[:-1] + [n + 1] + [0] if n >= 1 else [1]
             return " > ".join(f"[{i}]" for i in bad), "malformed:out_of_range"
         return " > ".join(f"[{i}]" for i in ids), "ok"
+
+    def retrieval_answer(self, prompt: str) -> tuple[str, str] | None:
+        """The answer to a query-rewrite or agent prompt (``prompts/query_rewrite.txt``, ``agent_search.txt``,
+        ``agent_select.txt``: an ``Original query:`` line, the last line says which), None for other prompts.
+
+        Rewrite: ``rewrites[query]``, else the query itself. Search: ``searches[query][hop - 1]``, else the query.
+        Selection: ``selections[query][hop - 1]``, else the judge: ``Selected:`` the documents graded > 0 for the
+        query, highest grade first (then in the order shown), and ``Notes: hop N: M relevant``."""
+        lines = [line.rstrip() for line in prompt.splitlines()]
+        query = next((line[len("Original query: "):] for line in lines if line.startswith("Original query: ")), None)
+        last = next((line for line in reversed(lines) if line.strip()), "")
+        if query is None:
+            return None
+        query = _norm(query)
+        hop_line = next((re.match(r"Hop (\d+) of \d+\.$", line) for line in lines if line.startswith("Hop ")), None)
+        hop = int(hop_line.group(1)) if hop_line else 1
+        with self._lock:
+            self.prompts.append(prompt)
+        if last == "Rewritten query:":
+            return self.rewrites.get(query, query), "rewrite"
+        if last == "Search query:":
+            script = self.searches.get(query, [])
+            return (script[hop - 1] if hop <= len(script) else query), "search"
+        if last.startswith("Notes:"):
+            script = self.selections.get(query, [])
+            if hop <= len(script):
+                return script[hop - 1], "select"
+            start = lines.index("Documents:") + 1
+            docs = []
+            for line in lines[start:]:
+                m = _PASSAGE.match(line)
+                if not m:
+                    break
+                docs.append(m.group(2) or "")
+            graded = sorted((-self.grade(query, d), i) for i, d in enumerate(docs) if self.grade(query, d) > 0)
+            picked = " ".join(f"[{i + 1}]" for _, i in graded) or "none"
+            return f"Selected: {picked}\nNotes: hop {hop}: {len(graded)} relevant", "select"
+        return None
 
     # -- embeddings -------------------------------------------------------------------------------------------
     @staticmethod

@@ -1,0 +1,359 @@
+"""The two LLM retrieval baselines of OBLIQ-Bench (section 5, Tables 2-4), around any retriever.
+
+Specs (the inner retriever is any retriever spec, fusions and options included)::
+
+    rewrite:bm25                          the LLM rewrites each query once; bm25 retrieves the top k for the rewrite
+    agent:bm25                            four hops: search query -> top 25 -> selection and notes
+    agent:[hops=2,per_hop=10]dense:model=NAME
+    rewrite:[llm_model=NAME,llm_base_url=http://localhost:8000/v1]bm25
+
+Query rewriter (the paper: "reformulate the query once into a retrieval-optimized form", then the retriever takes the
+top 1,000): one call per query with ``prompts/query_rewrite.txt``; the inner retriever takes the top k (the run's
+``--k``, 1000 by default) for the rewrite.
+
+Multi-hop agent (the paper: in each of four hops the LLM writes a search query from the original query and the notes of
+earlier hops, the retriever returns the top 25, the LLM reads them, selects pertinent candidates and writes notes; at
+the end selected documents come first and the retrieved-but-unselected fill the tail): per hop one call with
+``prompts/agent_search.txt`` and one with ``prompts/agent_select.txt`` per query. The final ranking is the selected
+documents in selection order (hop by hop, each document once), then the other retrieved documents in retrieval order
+(hop by hop, rank by rank), cut to k.
+
+Malformed answers are handled and counted per query (``fallbacks`` in the manifest's retriever config): an empty
+rewrite or search query falls back to the original query (``empty_rewrite``, ``empty_search``); a selection answer
+without a ``Selected:`` line selects nothing (``unparsed_selection``); identifiers outside the hop's documents are
+dropped (``unknown_ids``). Every call goes through :class:`gapbench.llm.LLMClient`, so it is cached and counted per
+query; the fingerprint covers the model and its sampling, the prompt texts, the options and the inner retriever.
+
+The LLM endpoint and model come from the bracket, else ``--llm-base-url`` / ``--llm-model`` (``gapbench.run``'s
+``llm_base_url`` / ``llm_model``), else ``$OPENAI_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from typing import Any, Mapping
+
+from gapbench.adapters.fusion import _matching_close, _strip_parens
+from gapbench.errors import ConfigError
+from gapbench.options import parse_int, unknown_option
+from gapbench.retrieval import config_of, fingerprint_of, get_retriever, search_with
+from gapbench.types import Queries, Query, Run
+
+_FALLBACKS = ("empty_rewrite", "empty_search", "unparsed_selection", "unknown_ids")
+_FENCE = re.compile(r"^```[\w-]*\s*|\s*```$")
+_SELECTED = re.compile(r"^\W*selected\W*:(.*)$", re.IGNORECASE | re.MULTILINE)
+_NOTES = re.compile(r"\bnotes\b[*_ ]*:[*_ ]*(.*)$", re.IGNORECASE | re.DOTALL)
+_NUMBER = re.compile(r"\d+")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _answer_line(text: str, label: str) -> str:
+    """The one-line answer inside ``text``: code fences and a repeated ``label:`` (``Rewritten query:``) removed."""
+    text = _FENCE.sub("", (text or "").strip())
+    text = re.sub(rf"^\W*{re.escape(label)}\s*:", "", text.strip(), flags=re.IGNORECASE)
+    return _one_line(text).strip("\"' ")
+
+
+def parse_selection(answer: str, n: int) -> tuple[list[int] | None, int, str]:
+    """(0-based selected positions or None when the answer has no ``Selected:`` line, unknown ids, notes)."""
+    text = _FENCE.sub("", (answer or "").strip())
+    notes_m = _NOTES.search(text)
+    notes = _one_line(notes_m.group(1)) if notes_m else ""
+    m = _SELECTED.search(text)
+    if m is None:
+        return None, 0, notes
+    order: list[int] = []
+    unknown = 0
+    ids = re.split(r"(?i)\bnotes\W*:", m.group(1))[0]  # "Selected: [2] Notes: ..." on one line
+    for token in _NUMBER.findall(ids):
+        i = int(token) - 1
+        if not 0 <= i < n:
+            unknown += 1
+        elif i not in order:
+            order.append(i)
+    return order, unknown, notes
+
+
+class _LLMRetriever:
+    """Shared machinery: spec parsing, the inner retriever, the LLM client, fallback counters, config, fingerprint."""
+
+    name = "llm-retriever"
+    method = "llm"
+    takes_spec = True
+    takes_llm = True
+    prompts: tuple[str, ...] = ()
+    options: tuple[str, ...] = ("llm_base_url", "llm_model", "concurrency")
+
+    def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
+                 concurrency: int = 8, client=None) -> None:
+        from gapbench.llm import LLMConfig
+
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ConfigError(f"{self.method}: concurrency must be a positive integer, got {concurrency!r}.")
+        self.retriever = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
+        self.concurrency = concurrency
+        self._client = client
+        self._lock = threading.Lock()
+        self._fallbacks: dict[str, dict[str, int]] = {}
+        if client is None:
+            # a bad URL or a missing model is reported now, before the inner retriever indexes anything
+            args = {"base_url": llm_base_url, "model": llm_model, "concurrency": concurrency}
+            self._llm_config = LLMConfig(**{k: v for k, v in args.items() if v is not None}).resolved()
+        inner = getattr(self.retriever, "name", None) or type(self.retriever).__name__
+        changed = [f"{k}={v}" for k, v in self._params().items() if v != self._defaults().get(k)]
+        self.name = f"{self.method}:{'[' + ','.join(changed) + ']' if changed else ''}{inner}"
+
+    # -- spec parsing
+    @classmethod
+    def from_spec(cls, rest: str, *, llm_base_url: str | None = None,
+                  llm_model: str | None = None) -> "_LLMRetriever":
+        """Build from the part of a spec after ``NAME:``, e.g. ``"[hops=2]bm25"``; the bracket's llm_* win."""
+        text = rest.strip()
+        usage = f"write {cls.method}:bm25 or {cls.method}:[{cls._example()}]bm25"
+        raw: dict[str, str] = {}
+        if text.startswith("["):
+            end = _matching_close(text)
+            if end < 0:
+                raise ConfigError(f"{cls.method}: the option bracket in {rest!r} is not closed; {usage}.")
+            for piece in text[1:end].split(","):
+                if not piece.strip():
+                    continue
+                key, eq, value = piece.partition("=")
+                key = key.strip()
+                if not eq or not key:
+                    raise ConfigError(f"{cls.method}: option {piece.strip()!r} in {rest!r} is not key=value; {usage}.")
+                if key not in cls.options:
+                    raise unknown_option(cls.method, key, list(cls.options))
+                if key in raw:
+                    raise ConfigError(f"{cls.method}: option {key!r} is given twice in {rest!r}.")
+                raw[key] = value.strip()
+            text = text[end + 1:].strip()
+        inner = _strip_parens(text)
+        if not inner:
+            raise ConfigError(f"{cls.method} needs the retriever it drives, and {rest!r} names none; {usage}.")
+        kwargs: dict[str, Any] = {"llm_base_url": llm_base_url, "llm_model": llm_model}
+        for key, value in raw.items():
+            if key in ("llm_base_url", "llm_model"):
+                kwargs[key] = value
+                continue
+            kwargs[key] = parse_int(value)
+            if kwargs[key] is None or kwargs[key] < 1:
+                raise ConfigError(f"{cls.method}: {key}={value!r} in {rest!r} must be a positive integer.")
+        return cls(inner, **kwargs)
+
+    @classmethod
+    def _example(cls) -> str:
+        return "llm_model=NAME"
+
+    def _params(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        return {}
+
+    # -- the LLM
+    @property
+    def client(self):
+        with self._lock:
+            if self._client is None:
+                from gapbench.llm import LLMClient
+
+                self._client = LLMClient(self._llm_config)
+            return self._client
+
+    def _ask(self, prompts: Mapping[str, str]) -> dict[str, str]:
+        """Answers to one prompt per query id, in parallel, cached, counted under the query id."""
+        from gapbench.llm import ChatRequest
+
+        qids = list(prompts)
+        answers = self.client.chat_many([ChatRequest(prompts[q], tag=q) for q in qids], concurrency=self.concurrency)
+        return {q: a.text for q, a in zip(qids, answers)}
+
+    def _fallback(self, qid: str, kind: str, n: int = 1) -> None:
+        with self._lock:
+            row = self._fallbacks.setdefault(qid, dict.fromkeys(_FALLBACKS, 0))
+            row[kind] += n
+
+    @property
+    def fallbacks(self) -> dict[str, Any]:
+        """Malformed answers handled so far: totals and per query (queries with none are left out)."""
+        with self._lock:
+            rows = {q: dict(r) for q, r in sorted(self._fallbacks.items())}
+        total = {k: sum(r[k] for r in rows.values()) for k in _FALLBACKS}
+        return {**total, "per_query": rows}
+
+    @staticmethod
+    def _query_text(q: Query) -> str:
+        return _one_line(f"{q.instruction} {q.text}" if q.instruction else q.text)
+
+    # -- identity
+    def config(self) -> dict:
+        return {"method": self.method, **self._params(), "prompts": list(self.prompts),
+                "retriever": {"name": getattr(self.retriever, "name", None) or type(self.retriever).__name__,
+                              "class": f"{type(self.retriever).__module__}.{type(self.retriever).__qualname__}",
+                              "config": config_of(self.retriever)},
+                "llm": self.client.manifest(), "fallbacks": self.fallbacks}
+
+    @property
+    def fingerprint(self) -> str:
+        from gapbench.llm import load_prompt
+
+        payload = {"adapter": f"gapbench-llm-{self.method}/1", **self._params(), "llm": self.client.fingerprint,
+                   "prompts": {p: hashlib.sha256(load_prompt(p).encode()).hexdigest() for p in self.prompts},
+                   "retriever": fingerprint_of(self.retriever)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    # -- retriever protocol
+    def index(self, corpus) -> None:
+        self.retriever.index(corpus)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class QueryRewrite(_LLMRetriever):
+    """OBLIQ-Bench's query rewriter: one LLM rewrite per query, then the inner retriever's top k for it."""
+
+    method = "rewrite"
+    prompts = ("query_rewrite",)
+
+    def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
+                 concurrency: int = 8, client=None) -> None:
+        super().__init__(retriever, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
+                         client=client)
+        self.rewrites: dict[str, str] = {}
+
+    def config(self) -> dict:
+        return {**super().config(), "rewrites": dict(self.rewrites)}
+
+    def rewrite(self, queries: Queries) -> Queries:
+        """The queries as the LLM rewrote them (the task's instruction kept; an empty rewrite keeps the query)."""
+        from gapbench.llm import render
+
+        answers = self._ask({q.query_id: render("query_rewrite", query=self._query_text(q)) for q in queries.values()})
+        out = []
+        for q in queries.values():
+            text = _answer_line(answers[q.query_id], "rewritten query")
+            if not text:
+                self._fallback(q.query_id, "empty_rewrite")
+                text = q.text
+            self.rewrites[q.query_id] = text
+            out.append(Query(q.query_id, text, q.instruction))
+        return Queries(out)
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        if k < 1:
+            raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")
+        return search_with(self.retriever, self.rewrite(queries), k, exclude).renamed(self.name)
+
+
+class MultiHopAgent(_LLMRetriever):
+    """OBLIQ-Bench's multi-hop agent: ``hops`` rounds of search query, top ``per_hop`` documents, selection and notes."""
+
+    method = "agent"
+    prompts = ("agent_search", "agent_select")
+    options = _LLMRetriever.options + ("hops", "per_hop", "max_chars")
+
+    def __init__(self, retriever: Any, *, hops: int = 4, per_hop: int = 25, max_chars: int = 2000,
+                 llm_base_url: str | None = None, llm_model: str | None = None, concurrency: int = 8,
+                 client=None) -> None:
+        for key, value in (("hops", hops), ("per_hop", per_hop), ("max_chars", max_chars)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"agent: {key} must be a positive integer, got {value!r}.")
+        self.hops, self.per_hop, self.max_chars = hops, per_hop, max_chars
+        super().__init__(retriever, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
+                         client=client)
+        self.trace: dict[str, list[dict[str, Any]]] = {}
+
+    @classmethod
+    def _example(cls) -> str:
+        return "hops=4,per_hop=25"
+
+    def _params(self) -> dict[str, Any]:
+        return {"hops": self.hops, "per_hop": self.per_hop, "max_chars": self.max_chars}
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        return {"hops": 4, "per_hop": 25, "max_chars": 2000}
+
+    def config(self) -> dict:
+        # the retrieved lists are left out: 25 ids per hop and query would swell the manifest
+        return {**super().config(), "trace": {q: [{"search": h["search"], "selected": h.get("selected", [])}
+                                                  for h in t] for q, t in self.trace.items()}}
+
+    def index(self, corpus) -> None:
+        self._texts = corpus  # the selection prompt shows the documents
+        super().index(corpus)
+
+    def _passage(self, doc_id: str) -> str:
+        text = _one_line(self._texts[doc_id].full_text)
+        return text[: self.max_chars].rstrip()
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        from gapbench.llm import render
+
+        if k < 1:
+            raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")
+        if not hasattr(self, "_texts"):
+            raise ConfigError(f"{self.name}: index(corpus) must come before search().")
+        qs = list(queries.values())
+        originals = {q.query_id: self._query_text(q) for q in qs}
+        notes: dict[str, list[str]] = {q.query_id: [] for q in qs}
+        selected: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
+        retrieved: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
+        trace: dict[str, list[dict[str, Any]]] = {q.query_id: [] for q in qs}
+
+        def notes_text(qid: str) -> str:
+            return "\n".join(notes[qid]) or "(none yet)"
+
+        for hop in range(1, self.hops + 1):
+            answers = self._ask({qid: render("agent_search", query=originals[qid], notes=notes_text(qid), hop=hop,
+                                             hops=self.hops) for qid in originals})
+            searches = []
+            for q in qs:
+                text = _answer_line(answers[q.query_id], "search query")
+                if not text:
+                    self._fallback(q.query_id, "empty_search")
+                    text = q.text
+                searches.append(Query(q.query_id, text, q.instruction))
+            found = search_with(self.retriever, Queries(searches), self.per_hop, exclude)
+            prompts = {}
+            for q in searches:
+                docs = [d for d, _ in found.get(q.query_id, ())]
+                trace[q.query_id].append({"search": q.text, "retrieved": docs})
+                retrieved[q.query_id].update(dict.fromkeys(docs))
+                if docs:
+                    lines = "\n".join(f"[{i}] {self._passage(d)}".rstrip() for i, d in enumerate(docs, 1))
+                    prompts[q.query_id] = render("agent_select", query=originals[q.query_id],
+                                                 notes=notes_text(q.query_id), passages=lines, num=len(docs),
+                                                 hop=hop, hops=self.hops)
+            for qid, answer in self._ask(prompts).items():
+                docs = trace[qid][-1]["retrieved"]
+                order, unknown, said = parse_selection(answer, len(docs))
+                if order is None:
+                    self._fallback(qid, "unparsed_selection")
+                    order = []
+                if unknown:
+                    self._fallback(qid, "unknown_ids", unknown)
+                picked = [docs[i] for i in order]
+                trace[qid][-1]["selected"] = picked
+                selected[qid].update(dict.fromkeys(picked))
+                if said:
+                    notes[qid].append(f"Hop {hop}: {said}")
+        self.trace = trace
+        out = {}
+        for qid in originals:
+            order = list(selected[qid]) + [d for d in retrieved[qid] if d not in selected[qid]]
+            order = order[:k]
+            out[qid] = [(d, float(len(order) - i)) for i, d in enumerate(order)]
+        return Run(out, self.name, _sorted=True)
+
+
+__all__ = ["QueryRewrite", "MultiHopAgent", "parse_selection"]
