@@ -7,10 +7,17 @@ never in it). A verifier (the LLM tournament) reranks
 - the gold-infused pool: the same pool with every missing gold document shuffled in, an approximate upper bound.
 
 The report gives the best retriever's score, both verifier scores, the gap (gold-infused verifier minus best
-retriever; the standard-pool gap too), the recall of the pool, and a pool-scaling curve: for each pool budget s, a
-pool of s documents is filled round-robin from the retrievers' rankings, and the verifier (standard and gold-infused)
-is compared with each retriever restricted to that same pool (its own order over the pool's documents, documents it
-did not retrieve at the bottom, gold-infused documents included the same way).
+retriever; the standard-pool gap too), the recall of the pool, and a pool-scaling curve as in the paper's Figure 3
+(Recall@10 by default): for each pool budget s, a pool of s documents is filled round-robin from the retrievers'
+rankings for the verifier (standard and gold-infused), and each retriever is scored on a pool of the same size built
+from the *other* retrievers' rankings, without its own top-k, since its own top-k would be its own hardest distractors
+and lower its score (the paper's footnote 3); it ranks that pool in its own order, documents it did not retrieve at the
+bottom, gold-infused documents included the same way. A lone retriever has no others and is scored on its own pool
+(``retriever_pools`` says which).
+
+A verifier with several seeds (``tournament:seeds=3``) is run once per seed; its scores are the means, and
+``meta["verifier_seeds"]`` (and each pool-scaling row) gives the values per seed, their spread (min, max, standard
+deviation).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -126,10 +134,6 @@ class GapReport:
             "pool_depth": self.pool_depth,
             "n_queries": self.n_queries,
             "llm_calls": self.llm_calls,
-            # the totals of meta["answers"]: how many rankings the model gave, and how many the fallback made up
-            "verifier_answers": {**{k: v for k, v in self.meta["answers"].items() if k != "per_query"},
-                                 "mostly_fallbacks": self.meta["answers"]["fallback_rate"] > 0.5}
-            if self.meta.get("answers") else None,
             "pool_scaling": self.pool_scaling,
             "other_qrels": self.extra_qrels,
             "meta": self.meta,
@@ -145,14 +149,6 @@ class GapReport:
         lines.append(f"  verifier, standard pool       {self.verifier_standard:.4f}")
         lines.append(f"  verifier, gold-infused pool   {self.verifier_gold_infused:.4f}")
         lines.append(f"  gap (gold-infused - best)     {self.gap:+.4f}   standard - best: {self.gap_standard:+.4f}")
-        ans = self.meta.get("answers") or {}
-        if ans.get("rankings"):
-            lines.append(f"  verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
-                         f"repaired, {ans['reasked']} re-asked, {ans['fallback']} completed by fallback "
-                         f"({ans['fallback_rate']:.0%})")
-            if ans["fallback_rate"] > 0.5:
-                lines.append("  WARNING: most verifier answers did not rank their passages and were completed in "
-                             "pool order: these verifier scores say little about the model.")
         for label, other in self.extra_qrels.items():
             lines.append(f"  [{label}] best {other['best_retriever']['value']:.4f}  standard "
                          f"{other['verifier_standard']:.4f}  gold-infused {other['verifier_gold_infused']:.4f}")
@@ -162,6 +158,12 @@ class GapReport:
                 rets = ", ".join(f"{k} {v:.3f}" for k, v in row["retrievers"].items())
                 lines.append(f"    {row['pool_size']:>5}: {row['verifier_standard']:.3f} / {row['verifier_gold_infused']:.3f} | {rets}")
         return "\n".join(lines)
+
+
+def spread(values: Sequence[float], seeds: Sequence[int]) -> dict:
+    """The values of a measure over repeated verifier runs, their mean, range and sample standard deviation."""
+    return {"seeds": list(seeds), "values": list(values), "mean": statistics.fmean(values), "min": min(values),
+            "max": max(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
 def measure_gap(
@@ -177,72 +179,118 @@ def measure_gap(
     query_ids: Sequence[str] | None = None,
     extra_qrels: Mapping[str, Qrels] | None = None,
     calls: Callable[[], int] = lambda: 0,
+    scaling_measure: str = "R@10",
+    verifier_seeds: Sequence[int] | None = None,
+    verifier_corpus: Corpus | None = None,
+    verifier_queries: Queries | None = None,
 ) -> GapReport:
-    """Compute the gap for one task from the retrievers' runs and a pool reranker."""
+    """Compute the gap for one task from the retrievers' runs and a pool reranker.
+
+    ``verifier_seeds``: rerank once per seed (``rerank(queries, pools, corpus, seed=s)``) and report the mean and the
+    spread. ``verifier_corpus`` / ``verifier_queries``: the texts the verifier reads when they differ from the ones the
+    retrievers indexed (problems with their solutions); the same ids.
+    """
     if not runs:
         raise ConfigError("the gap needs at least one retriever run.")
     if depth < 1:
         raise ConfigError(f"pool depth must be at least 1, got {depth}.")
     # Results are keyed by the canonical name (NDCG@10 and MRR@10 are stored as nDCG@10 and RR@10).
     measure = str(parse_measures([measure])[0])
+    scaling_measure = str(parse_measures([scaling_measure])[0])
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"retrievers must have distinct names, got {names}.")
+    seeds = list(verifier_seeds or ())
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"verifier seeds {seeds} repeat a seed; give each seed once.")
     qids = list(query_ids) if query_ids is not None else data.qrels.positive_queries()
     unknown = [q for q in qids if q not in data.queries]
     if unknown:
         raise GapbenchError(f"query {unknown[0]!r} is not in the task.")
     qrels = data.qrels.restrict(qids)
-    queries = Queries(data.queries[q] for q in qids)
+    vsource = verifier_queries if verifier_queries is not None else data.queries
+    missing = [q for q in qids if q not in vsource]
+    if missing:
+        raise GapbenchError(f"query {missing[0]!r} is missing from the verifier's queries; they need the task's ids.")
+    queries = Queries(vsource[q] for q in qids)
+    corpus = verifier_corpus if verifier_corpus is not None else data.corpus
     gold = {q: sorted(d for d, r in qrels[q].items() if r >= 1) for q in qids}
 
-    def score(run: Run, q: Qrels = qrels) -> float:
-        return evaluate(run, q, [measure], n_resamples=0).means[measure]
+    def score(run: Run, q: Qrels = qrels, m: str = measure) -> float:
+        return evaluate(run, q, [m], n_resamples=0).means[m]
+
+    def verify(pools: Mapping[str, Sequence[str]]) -> list[Run]:
+        if not seeds:
+            return [rerank(queries, pools, corpus)]
+        return [rerank(queries, pools, corpus, seed=s) for s in seeds]
+
+    def mean(vruns: Sequence[Run], q: Qrels = qrels, m: str = measure) -> tuple[float, list[float]]:
+        values = [score(r, q, m) for r in vruns]
+        return statistics.fmean(values), values
 
     retr_scores = {r.name: score(_subset(r, qids)) for r in runs}
     best = max(retr_scores.items(), key=lambda kv: kv[1])
     calls_before = calls()
     pools = {q: union_pool(runs, q, depth) for q in qids}
     infused = {q: infuse_gold(pools[q], gold[q], q, seed) for q in qids}
-    std_run = rerank(queries, pools, data.corpus)
-    gold_run = rerank(queries, infused, data.corpus)
+    std_runs = verify(pools)
+    gold_runs = verify(infused)
+    std_mean, std_values = mean(std_runs)
+    gold_mean, gold_values = mean(gold_runs)
     report = GapReport(
         task=task_name,
         measure=measure,
         retrievers=retr_scores,
         best_retriever=best,
-        verifier_standard=score(std_run),
-        verifier_gold_infused=score(gold_run),
+        verifier_standard=std_mean,
+        verifier_gold_infused=gold_mean,
         pool_recall=pool_recall(pools, qrels, qids),
         pool_depth=depth,
         n_queries=len(qids),
         llm_calls=0,
-        meta={"seed": seed, "retrievers": names},
+        meta={"seed": seed, "retrievers": names, "pool_scaling_measure": scaling_measure},
     )
+    if seeds:
+        report.meta["verifier_seeds"] = {"seeds": seeds, "standard": spread(std_values, seeds),
+                                         "gold_infused": spread(gold_values, seeds)}
     for label, other in (extra_qrels or {}).items():
         oq = other.restrict(qids)
         if not oq.positive_queries():
             continue
         report.extra_qrels[label] = {
             "best_retriever": dict(zip(("name", "value"), max(((r.name, score(_subset(r, qids), oq)) for r in runs), key=lambda kv: kv[1]))),
-            "verifier_standard": score(std_run, oq),
-            "verifier_gold_infused": score(gold_run, oq),
+            "verifier_standard": mean(std_runs, oq)[0],
+            "verifier_gold_infused": mean(gold_runs, oq)[0],
         }
     for size in sorted(set(pool_sizes)):
         if size < 1:
             raise ConfigError(f"pool sizes must be positive, got {size}.")
-        spools = {q: budget_pool(runs, q, size) for q in qids}
-        sinfused = {q: infuse_gold(spools[q], gold[q], q, seed) for q in qids}
-        report.pool_scaling.append({
-            "pool_size": size,
-            "pool_recall": pool_recall(spools, qrels, qids),
-            "verifier_standard": score(rerank(queries, spools, data.corpus)),
-            "verifier_gold_infused": score(rerank(queries, sinfused, data.corpus)),
-            "retrievers": {r.name: score(restrict(r, spools)) for r in runs},
-            "retrievers_gold_infused": {r.name: score(restrict(r, sinfused)) for r in runs},
-        })
+        report.pool_scaling.append(_scaling_row(runs, size, qids, qrels, gold, seed, scaling_measure, verify, mean,
+                                                score, seeds))
     report.llm_calls = calls() - calls_before
     return report
+
+
+def _scaling_row(runs, size, qids, qrels, gold, seed, m, verify, mean, score, seeds) -> dict:
+    spools = {q: budget_pool(runs, q, size) for q in qids}
+    sinfused = {q: infuse_gold(spools[q], gold[q], q, seed) for q in qids}
+    std_mean, std_values = mean(verify(spools), m=m)
+    gold_mean, gold_values = mean(verify(sinfused), m=m)
+    row = {"pool_size": size, "measure": m, "pool_recall": pool_recall(spools, qrels, qids),
+           "verifier_standard": std_mean, "verifier_gold_infused": gold_mean,
+           "retrievers": {}, "retrievers_gold_infused": {}, "retriever_pools": {}, "retriever_pool_recall": {}}
+    if seeds:
+        row["verifier_standard_spread"] = spread(std_values, seeds)
+        row["verifier_gold_infused_spread"] = spread(gold_values, seeds)
+    for r in runs:
+        others = [o for o in runs if o is not r]
+        rpools = {q: budget_pool(others, q, size) for q in qids} if others else spools
+        rinfused = {q: infuse_gold(rpools[q], gold[q], q, seed) for q in qids}
+        row["retrievers"][r.name] = score(restrict(r, rpools), m=m)
+        row["retrievers_gold_infused"][r.name] = score(restrict(r, rinfused), m=m)
+        row["retriever_pools"][r.name] = "others" if others else "own"
+        row["retriever_pool_recall"][r.name] = pool_recall(rpools, qrels, qids)
+    return row
 
 
 def _subset(run: Run, qids: Sequence[str]) -> Run:
@@ -269,7 +317,7 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
                 label=f"{name}, gold-infused")
     ax.set_xscale("log")
     ax.set_xlabel("candidate pool size")
-    ax.set_ylabel(report.measure)
+    ax.set_ylabel(rows[0].get("measure", report.measure))
     ax.set_title(f"{report.task}: pool scaling")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
@@ -289,6 +337,21 @@ def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
+def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]]) -> tuple[str | Any, dict]:
+    """``spec`` with the task's defaults for that reranker added where it leaves them out, and the ones added."""
+    if not isinstance(spec, str):
+        return spec, {}
+    from .options import parse_spec
+
+    name, options = parse_spec(spec, "reranker")
+    applied = {k: v for k, v in defaults.get(name, {}).items() if k not in options}
+    if not applied:
+        return spec, {}
+    rest = spec.strip().partition(":")[2]
+    # the defaults go first: a user's value holding commas (seeds=0,1,2) stays whole at the end
+    return f"{name}:" + ",".join([f"{k}={v}" for k, v in applied.items()] + ([rest] if rest else [])), applied
+
+
 def run_gap(
     task: str,
     retrievers: Sequence[str],
@@ -303,8 +366,13 @@ def run_gap(
     llm_model: str | None = None,
     output: str | Path | None = None,
     qrels_variants: Mapping[str, Qrels] | None = None,
+    scaling_measure: str = "R@10",
 ) -> GapReport:
-    """Run the retrievers on ``task`` and measure the retrieval-verification gap with the verifier."""
+    """Run the retrievers on ``task`` and measure the retrieval-verification gap with the verifier.
+
+    A verifier named by a spec takes the task's defaults for it (OBLIQ-Bench's per-task tournament settings) where
+    the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
+    """
     from .options import parse_spec
     from .retrieval import get_reranker, get_retriever, search_with
     from .task import get_task
@@ -322,8 +390,11 @@ def run_gap(
     if task_obj.instruction:
         queries = queries.with_instruction(task_obj.instruction)
     k = max([depth, *pool_sizes]) if pool_sizes else depth
+    verifier, applied = with_task_defaults(verifier, task_obj.reranker_defaults)
     # the verifier first: a wrong endpoint, model or time limit is reported before the retrievers' work
     rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
+    view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, None)
+    seeds = tuple(getattr(rr, "seeds", ()))
     runs = []
     for spec in retrievers:
         retr = get_retriever(spec)
@@ -340,14 +411,14 @@ def run_gap(
             extra["P"] = pool_qrels
     report = measure_gap(
         task_obj.name, data, runs, rr.rerank_pools, measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
-        query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0),
+        query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=scaling_measure,
+        verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0], verifier_queries=view[1],
     )
-    report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)()}
+    report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)(),
+                               "task_defaults": applied, "reads_verifier_view": view[0] is not None}
     client = getattr(rr, "_client", None)
     if client is not None and hasattr(client, "manifest"):
         report.meta["llm"] = client.manifest()
-    if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
-        report.meta["answers"] = rr.answers
     if output:
         save_report(report, output)
     return report

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
 from .registry import Registry
@@ -29,6 +29,12 @@ class Task:
     n_docs: int | None = None
     n_queries: int | None = None
     instruction: str = ""
+    # options a reranker takes on this task unless the user gives them, by reranker name: the settings a dataset's
+    # authors ran their verifier with ({"tournament": {"batch_size": 6, "promote": 2, "max_final": 16}})
+    reranker_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
+    # the corpus and queries a verifier reads when they differ from what the retrievers index (problems shown with
+    # their solutions): data -> (corpus, queries)
+    verifier_view: Callable[[TaskData], tuple[Any, Any]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():

@@ -145,6 +145,9 @@ def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
     assert out["task"] == TASK and out["measure"] == "nDCG@10" and out["verifier_gold_infused"]["value"] == 1.0
     assert out["best_retriever"]["name"] in ("bm25", "dense") and out["llm_calls"] > 0
     assert [row["pool_size"] for row in out["pool_scaling"]] == [20, 50]
+    # Figure 3's protocol: Recall@10, each retriever on a pool built from the other one's ranking
+    assert all(row["measure"] == "R@10" and row["retriever_pools"] == {"bm25": "others", "dense": "others"}
+               for row in out["pool_scaling"])
     assert all(row["verifier_gold_infused"] == 1.0 for row in out["pool_scaling"])
     assert (out_dir / "gap.json").exists() and (out_dir / "pool_scaling.png").stat().st_size > 5000
     assert "sk-test-secret" not in (out_dir / "gap.json").read_text()

@@ -123,3 +123,20 @@ def test_env_copy_and_broken_files(monkeypatch, tmp_path):
         get_task(f"obliq/math:data_dir={copy}").load()
     with pytest.raises(DataFormatError, match="missing descriptive/twitter/queries\\+qrels/qrels.tsv"):
         get_task(f"obliq/twitter:data_dir={copy}").load()
+
+
+def test_tournament_defaults_as_published():
+    """The authors' tournament per task: B=20, P=4, final 20 on twitter and wildchat; B=6, P=2, final 16 on math;
+    B=4, P=2 with solutions. Writing and congress have no published setting and keep the reranker's own."""
+    defaults = {name: get_task(f"obliq/{name}").reranker_defaults for name in obliq.SETS}
+    assert defaults == {
+        "twitter": {"tournament": {"batch_size": 20, "promote": 4, "max_final": 20}},
+        "wildchat": {"tournament": {"batch_size": 20, "promote": 4, "max_final": 20}},
+        "math": {"tournament": {"batch_size": 6, "promote": 2, "max_final": 16}},
+        "writing": {},
+        "congress": {},
+    }
+    soln = get_task("obliq/math:solutions=true,qrels=pool")
+    assert soln.name == "obliq/math:qrels=pool,solutions=true" and soln.verifier_view is not None
+    assert soln.reranker_defaults == {"tournament": {"batch_size": 4, "promote": 2, "max_final": 16}}
+    assert get_task("obliq/math").verifier_view is None
