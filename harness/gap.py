@@ -134,6 +134,10 @@ class GapReport:
             "pool_depth": self.pool_depth,
             "n_queries": self.n_queries,
             "llm_calls": self.llm_calls,
+            # the totals of meta["answers"]: how many rankings the model gave, and how many the fallback made up
+            "verifier_answers": {**{k: v for k, v in self.meta["answers"].items() if k != "per_query"},
+                                 "mostly_fallbacks": self.meta["answers"]["fallback_rate"] > 0.5}
+            if self.meta.get("answers") else None,
             "pool_scaling": self.pool_scaling,
             "other_qrels": self.extra_qrels,
             "meta": self.meta,
@@ -149,6 +153,14 @@ class GapReport:
         lines.append(f"  verifier, standard pool       {self.verifier_standard:.4f}")
         lines.append(f"  verifier, gold-infused pool   {self.verifier_gold_infused:.4f}")
         lines.append(f"  gap (gold-infused - best)     {self.gap:+.4f}   standard - best: {self.gap_standard:+.4f}")
+        ans = self.meta.get("answers") or {}
+        if ans.get("rankings"):
+            lines.append(f"  verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
+                         f"repaired, {ans['reasked']} re-asked, {ans['fallback']} completed by fallback "
+                         f"({ans['fallback_rate']:.0%})")
+            if ans["fallback_rate"] > 0.5:
+                lines.append("  WARNING: most verifier answers did not rank their passages and were completed in "
+                             "pool order: these verifier scores say little about the model.")
         for label, other in self.extra_qrels.items():
             lines.append(f"  [{label}] best {other['best_retriever']['value']:.4f}  standard "
                          f"{other['verifier_standard']:.4f}  gold-infused {other['verifier_gold_infused']:.4f}")
@@ -419,6 +431,8 @@ def run_gap(
     client = getattr(rr, "_client", None)
     if client is not None and hasattr(client, "manifest"):
         report.meta["llm"] = client.manifest()
+    if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
+        report.meta["answers"] = rr.answers
     if output:
         save_report(report, output)
     return report

@@ -88,6 +88,8 @@ def run(
         client = getattr(rr, "_client", None)
         if client is not None and hasattr(client, "manifest"):
             rerank_info["llm"] = client.manifest()
+        if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
+            rerank_info["answers"] = rr.answers
         name = result_run.name
     results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
     manifest = {

@@ -53,6 +53,16 @@ server does, ``{"error": {"code": 400, "message": "Unsupported param: max_tokens
 naming the parameter only in the message. ``enforce_max_tokens`` cuts a chat answer longer than the
 request's ``max_tokens`` (or ``max_completion_tokens``) to that many tokens, with ``finish_reason: "length"``.
 
+Answer styles, as real small models answer (``answer_style="prose"``, settable at any time; ``style_times``: only
+the next that many listwise answers, None: all), applied to an answer that meets no content fault, for ids
+``[2] > [1] > [3]``: ``prose`` ``The Colosseum is in Rome, Italy. It opened in 80 AD.`` (no ids); ``partial`` the
+first half, ``[2]``; ``duplicates`` every id, the first two again: ``[2] > [1] > [2] > [1] > [3]``; ``out_of_range``
+``[2] > [4] > [1] > [3] > [0]``; ``think`` reasoning naming the ids backwards, then the ranking:
+``<think>\nPassage [3] looks off-topic; [2] and [1] are close.\n</think>\n[2] > [1] > [3]``; ``think_open`` that
+reasoning never closed (cut by its budget); ``fenced`` ``Here is the ranking:\n```text\n[2] > [1] > [3]\n```\nPassage
+[3] is the least relevant.``; ``words`` ``My ranking: [2] > [1] > [3]. Passage [2] answers the query directly.``;
+``bare`` ``2, 1, 3``. Counted as ``style:<name>``.
+
 Embeddings: a hashed bag of lowercased words (sign from the hash), L2-normalised, ``embed_dim`` wide (or the
 request's ``dimensions``); ``encoding_format`` float or base64. An empty input string gets 400, as from OpenAI.
 
@@ -84,6 +94,7 @@ ENDPOINT_FAULTS = ("hang", "drip", "close", "close_mid_body", "not_json", "no_ch
                    "bad_schema", "error_200", "html_502", "html_200", "text_plain", "deep_json", "huge_body")
 CONTENT_FAULTS = ("truncated", "malformed")
 MALFORMED_KINDS = ("garbage", "duplicate", "out_of_range")
+ANSWER_STYLES = ("prose", "partial", "duplicates", "out_of_range", "think", "think_open", "fenced", "words", "bare")
 _PASSAGE = re.compile(r"^\[(\d+)\](?: (.*))?$")
 _WORD = re.compile(r"\w+")
 
@@ -223,6 +234,8 @@ class LLMServer:
         slow_delay: float = 2.0,
         retry_after: float = 0.0,
         malformed_kinds: tuple[str, ...] = MALFORMED_KINDS,
+        answer_style: str | None = None,
+        style_times: int | None = None,
         embed_dim: int = 64,
         api_key: str | None = None,
         echo_key: bool = False,
@@ -255,6 +268,9 @@ class LLMServer:
         self.fault_seed = seed if fault_seed is None else fault_seed
         self.slow_delay, self.retry_after = slow_delay, retry_after
         self.malformed_kinds = tuple(malformed_kinds)
+        if answer_style is not None and answer_style not in ANSWER_STYLES:
+            raise ValueError(f"unknown answer style {answer_style!r}; accepted: {ANSWER_STYLES}")
+        self.answer_style, self.style_times = answer_style, style_times
         self.embed_dim = embed_dim
         self.api_key, self.echo_key, self.models = api_key, echo_key, models
         self.force_status: int | None = None
@@ -389,6 +405,34 @@ class LLMServer:
         return sorted(range(len(passages)),
                       key=lambda i: (-self.grade(q, passages[i]), _unit(self.seed, "tie", q, _norm(passages[i]))))
 
+    def _styled(self, ids: list[int]) -> tuple[str, str]:
+        """A fault-free ranking written in the answer style, while ``style_times`` lasts."""
+        with self._lock:
+            style = self.answer_style
+            if style is not None and self.style_times is not None:
+                if self.style_times <= 0:
+                    style = None
+                else:
+                    self.style_times -= 1
+        chain = " > ".join(f"[{i}]" for i in ids)
+        if style is None:
+            return chain, "ok"
+        n = len(ids)
+        reasoning = (f"<think>\nPassage [{ids[-1]}] looks off-topic; "
+                     + " and ".join(f"[{i}]" for i in reversed(ids[:-1])) + " are close.\n")
+        text = {
+            "prose": "The Colosseum is in Rome, Italy. It opened in 80 AD.",
+            "partial": " > ".join(f"[{i}]" for i in ids[: max(1, n // 2)]),
+            "duplicates": " > ".join(f"[{i}]" for i in ids[:2] + ids),
+            "out_of_range": " > ".join(f"[{i}]" for i in ids[:1] + [n + 1] + ids[1:] + [0]),
+            "think": reasoning + "</think>\n" + chain,
+            "think_open": reasoning,
+            "fenced": f"Here is the ranking:\n```text\n{chain}\n```\nPassage [{ids[-1]}] is the least relevant.",
+            "words": f"My ranking: {chain}. Passage [{ids[0]}] answers the query directly.",
+            "bare": ", ".join(map(str, ids)),
+        }[style]
+        return text, f"style:{style}"
+
     def answer(self, prompt: str) -> tuple[str, str]:
         """(answer text, content kind) for a prompt, before HTTP faults: what a fault-free call returns."""
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
@@ -420,7 +464,7 @@ class LLMServer:
                 return " > ".join(f"[{i}]" for i in dup), "malformed:duplicate"
             bad = ids[:-1] + [n + 1] + [0] if n >= 1 else [1]
             return " > ".join(f"[{i}]" for i in bad), "malformed:out_of_range"
-        return " > ".join(f"[{i}]" for i in ids), "ok"
+        return self._styled(ids)
 
     def retrieval_answer(self, prompt: str) -> tuple[str, str] | None:
         """The answer to a query-rewrite or agent prompt (``prompts/query_rewrite.txt``, ``agent_search.txt``,
@@ -602,7 +646,7 @@ class LLMServer:
             return self._fail(h, 400, f"the prompt does not follow the listwise template: {exc}",
                               "invalid_request_error")
         self._count("ok", *([outcome.split(":")[0], outcome] if outcome.startswith("malformed") else
-                            [outcome] if outcome == "truncated" else []))
+                            [outcome] if outcome == "truncated" or outcome.startswith("style:") else []))
         finish = "stop"
         budget = body.get("max_completion_tokens", body.get("max_tokens"))
         if self.enforce_max_tokens and isinstance(budget, int) and _tokens(text) > budget:

@@ -7,9 +7,15 @@ import random
 import pytest
 
 from gapbench.adapters.tournament import (
-    TournamentConfig, parse_permutation, sliding_window, sliding_window_calls, tournament, tournament_calls,
+    LLMListwise, Tournament, TournamentConfig, count_tokens, parse_permutation, read_ranking, sliding_window,
+    sliding_window_calls, tournament, tournament_calls, truncate_tokens,
 )
 from gapbench.errors import ConfigError
+from gapbench.gap import GapReport
+from gapbench.llm import LLMClient
+from gapbench.retrieval import get_reranker
+from gapbench.types import Document, Query
+from llm_server import LLMServer
 
 
 class Oracle:
@@ -90,3 +96,139 @@ def test_config_errors():
         TournamentConfig(batch_size=20, promote=20)
     with pytest.raises(ConfigError):
         tournament_calls(10, 4, 0, 4)
+
+
+# ------------------------------------------------------------------------------------------ real-model answers
+@pytest.mark.parametrize("answer,n,order,dropped", [
+    ("[2] > [1] > [3]", 3, [1, 0, 2], 0),
+    ("[3] > [3] > [9] > [1]", 4, [2, 0], 2),  # a repeat and an unknown id dropped; 2 and 4 missing
+    ("The Colosseum is in Rome, Italy. It opened in 80 AD.", 3, [], 0),  # prose: its numbers are not ids
+    ("The Colosseum is in Rome, Italy. 2 of its 3 tiers stand.", 3, [], 0),
+    ("<think>[1] fits, [3] does not</think>\n[2] > [1] > [3]", 3, [1, 0, 2], 0),  # reasoning is not the answer
+    ("[1] fits</think>[3] > [2] > [1]", 3, [2, 1, 0], 0),  # the opening tag stripped by the server
+    ("<think>Passage [1] fits, [3]", 3, [], 0),  # cut inside its reasoning
+    ("Passage [1] first?\n```text\n[2] > [3] > [1]\n```\nbecause of [1]", 3, [1, 2, 0], 0),
+    ("```[2] > [1]```", 2, [1, 0], 0),
+    ("[2] > [1] > [3], since [2] names it", 3, [1, 0, 2], 0),  # words around the chain
+    ("Compare [1] > [3]; final: [2] > [1] > [3]", 3, [1, 0, 2], 0),  # the longest chain
+    ("[2] is best, then [1]", 3, [1, 0], 0),
+    ("1. [2]\n2. [3]\n3. [1]", 3, [1, 2, 0], 0),  # a numbered list of bracketed ids
+    ("2, 1, 3", 3, [1, 0, 2], 0),
+    ("[2, 3, 1]", 3, [1, 2, 0], 0),
+    ("The ranking is 3 > 1 > 2.", 3, [2, 0, 1], 0),
+    ("[2] > [4] > [1] > [3] > [0]", 3, [1, 0, 2], 2),
+    (None, 2, [], 0),
+])
+def test_read_ranking_rules(answer, n, order, dropped):
+    assert read_ranking(answer, n) == (order, dropped)
+    assert parse_permutation(answer, n) == order + [i for i in range(n) if i not in order]
+
+
+def test_token_count_and_cut():
+    # Hello , world ! BM 25 is 123 45 words: letters by 6, digits by 3, each mark alone
+    assert count_tokens("Hello, world! BM25 is 12345 words") == 10
+    assert count_tokens("amphitheatre") == 2 and count_tokens("東京タワー") == 5 and count_tokens("") == 0
+    assert truncate_tokens("Hello, world! BM25 is", 3) == "Hello, world"
+    assert truncate_tokens("The Colosseum was built", 2) == "The Coloss"
+    assert truncate_tokens("a b", 5) == "a b" and truncate_tokens("a b", None) == "a b"
+    assert truncate_tokens("a", 0) == ""
+
+
+QUERY = "where is the colosseum"
+# input order: bananas (grade 0), rome (3), paris (1), vespasian (2); the judge answers [2] > [4] > [3] > [1]
+PASSAGES = ["Bananas are yellow.", "Rome hosts the Colosseum, an amphitheatre.", "Paris has the Eiffel Tower.",
+            "The Colosseum was built under Vespasian."]
+JUDGE = {QUERY: dict(zip(PASSAGES, (0, 3, 1, 2)))}
+IDEAL = [1, 3, 2, 0]
+
+
+def _client(srv):
+    return LLMClient(base_url=srv.base_url, model="judge", cache=False, retry_wait=0.01, retry_wait_max=0.05)
+
+
+@pytest.mark.parametrize("style,times,order,outcome,extra,calls", [
+    (None, None, IDEAL, "clean", {}, 1),
+    ("think", None, IDEAL, "clean", {}, 1),
+    ("fenced", None, IDEAL, "clean", {}, 1),
+    ("words", None, IDEAL, "clean", {}, 1),
+    ("bare", None, IDEAL, "clean", {}, 1),
+    ("duplicates", None, IDEAL, "repaired", {}, 1),  # [2] > [4] > [2] > [4] > [3] > [1]: every id, repeats dropped
+    ("out_of_range", None, IDEAL, "repaired", {}, 1),  # [2] > [5] > [4] > [3] > [1] > [0]
+    ("prose", 1, IDEAL, "reasked", {"reask_calls": 1}, 2),  # prose once, then the ranking
+    ("partial", 2, IDEAL, "reasked", {"reask_calls": 2}, 3),
+    ("think_open", 1, IDEAL, "reasked", {"reask_calls": 1}, 2),
+    # always prose: 1 + 2 re-asks, then the input order
+    ("prose", None, [0, 1, 2, 3], "fallback", {"reask_calls": 2, "fallback_ids": 4}, 3),
+    # always [2] > [4]: completed with the missing 1 and 3 in input order
+    ("partial", None, [1, 3, 0, 2], "fallback", {"reask_calls": 2, "fallback_ids": 2}, 3),
+])
+def test_answer_styles_of_real_models(style, times, order, outcome, extra, calls):
+    with LLMServer(JUDGE, answer_style=style, style_times=times) as srv:
+        ranker = LLMListwise(_client(srv), reasks=2)
+        assert ranker.rank(QUERY, PASSAGES, tag="q1") == order
+        assert srv.counts["chat"] == calls
+    expected = {"clean": 0, "repaired": 0, "reasked": 0, "fallback": 0, "reask_calls": 0, "fallback_ids": 0,
+                outcome: 1, **extra}
+    expected.update(rankings=1, fallback_rate=1.0 if outcome == "fallback" else 0.0)
+    answers = ranker.answers()
+    assert answers["per_query"] == {"q1": expected}
+    assert {k: v for k, v in answers.items() if k != "per_query"} == expected
+
+
+def test_passages_are_cut_by_tokens_before_the_prompt():
+    # the server counts prompt tokens as words: cut to 2 tokens, the passages lose 2 + 4 + 3 + 4 words ("Bananas"
+    # is Banana|s, then "Rome hosts", "Paris has", "The Coloss"); the judge still knows a cut passage by its prefix
+    used = []
+    for cut in (None, 2):
+        with LLMServer(JUDGE) as srv:
+            client = _client(srv)
+            assert LLMListwise(client, max_tokens_per_passage=cut).rank(QUERY, PASSAGES) == IDEAL
+            used.append(client.usage.total()["prompt_tokens"])
+    assert used[0] - used[1] == 13
+    with pytest.raises(ConfigError, match="max_tokens_per_passage=-1"):
+        Tournament(client=object(), max_tokens_per_passage=-1)
+    rr = get_reranker("tournament:max_tokens_per_passage=300", llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
+    assert rr.max_tokens_per_passage == 300 and rr.max_chars is None
+
+
+DOCS = {f"d{i}": text for i, text in enumerate(PASSAGES + ["Lyon is in France.", "Ancient Rome had an amphitheatre.",
+                                                           "Tea is a drink.", "The Colosseum seated 50,000."])}
+
+
+def _tournament_over(srv, qids=("q1", "q2")):
+    rr = Tournament(client=_client(srv), batch_size=4, promote=2, max_final=4, reasks=1, concurrency=1)
+    queries = {q: Query(q, QUERY) for q in qids}
+    run = rr.rerank_pools(queries, {q: list(DOCS) for q in qids}, {d: Document(d, t) for d, t in DOCS.items()})
+    return rr, run
+
+
+def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
+    judge = {QUERY: {**JUDGE[QUERY], "Ancient Rome had an amphitheatre.": 1, "The Colosseum seated 50,000.": 2}}
+    with LLMServer(judge) as srv:
+        _, clean = _tournament_over(srv)
+    with LLMServer(judge, answer_style="duplicates") as srv:
+        rr, repaired = _tournament_over(srv)
+        # 8 documents, B=4, P=2: two batches, then a final of 4: 3 rankings per query, one call each
+        assert srv.counts["chat"] == 6 and srv.counts["style:duplicates"] == 6
+    assert repaired.to_dict() == clean.to_dict()  # repeats dropped: the judge's order, as without them
+    assert rr.answers["per_query"]["q2"]["repaired"] == 3 and rr.answers["repaired"] == 6
+    assert rr.answers["fallback"] == 0
+    with LLMServer(judge, answer_style="prose") as srv:
+        rr, fallback = _tournament_over(srv, ("q1",))
+        assert srv.counts["chat"] == 6  # 3 rankings x (1 + 1 re-ask)
+    assert rr.answers["fallback"] == 3 and rr.answers["fallback_rate"] == 1.0 and rr.answers["fallback_ids"] == 12
+    # no ranking from the model: each batch keeps its shuffled order, so the "verifier" is the shuffle
+    assert sorted(d for d, _ in fallback["q1"]) == sorted(DOCS)
+
+    report = GapReport("t", "nDCG@10", {"bm25": 0.5}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6,
+                       meta={"answers": rr.answers})
+    text = str(report)
+    assert "verifier answers: 3 rankings: 0 clean, 0 repaired, 0 re-asked, 3 completed by fallback (100%)" in text
+    assert "WARNING: most verifier answers did not rank their passages" in text
+    data = report.to_dict()["verifier_answers"]
+    assert data["fallback"] == 3 and data["rankings"] == 3 and data["mostly_fallbacks"] is True
+    assert "per_query" not in data and report.to_dict()["meta"]["answers"]["per_query"]["q1"]["fallback"] == 3
+    half = dict(rr.answers, clean=3, fallback=3, rankings=6, fallback_rate=0.5)
+    quiet = GapReport("t", "nDCG@10", {"bm25": 0.5}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6, meta={"answers": half})
+    assert "WARNING" not in str(quiet) and quiet.to_dict()["verifier_answers"]["mostly_fallbacks"] is False
+    assert GapReport("t", "nDCG@10", {}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6).to_dict()["verifier_answers"] is None
