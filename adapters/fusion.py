@@ -98,6 +98,7 @@ class _Fusion:
     name = "fusion"
     method = "fusion"
     takes_spec = True
+    takes_llm = True  # passed on to components that talk to an LLM (rrf:bm25+rewrite:bm25)
     options: tuple[str, ...] = ("depth", "weights")
 
     def __init__(self, retrievers: Sequence[Any], *, depth: int = DEFAULT_DEPTH, weights: Sequence[float] | None = None):
@@ -125,7 +126,7 @@ class _Fusion:
 
     # -- spec parsing
     @classmethod
-    def from_spec(cls, rest: str) -> "_Fusion":
+    def from_spec(cls, rest: str, *, llm_base_url: str | None = None, llm_model: str | None = None) -> "_Fusion":
         """Build from the part of a spec after ``NAME:``, e.g. ``"[k=60,depth=100]bm25+dense:model=NAME"``."""
         text = rest.strip()
         usage = f"write {cls.method}:bm25+dense or {cls.method}:[{cls._example_options()}]bm25+dense"
@@ -147,7 +148,7 @@ class _Fusion:
                 f"{cls.method}: retriever number {empty[0]} in {rest!r} is empty (a stray '+'); {usage}."
             )
         kwargs = cls._coerce_options(raw_options, len(parts))
-        return cls(parts, **kwargs)
+        return cls([get_retriever(p, llm_base_url=llm_base_url, llm_model=llm_model) for p in parts], **kwargs)
 
     @classmethod
     def _example_options(cls) -> str:

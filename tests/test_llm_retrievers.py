@@ -179,6 +179,10 @@ def test_specs_options_and_fingerprints():
         agent = get_retriever("agent:[hops=3,per_hop=10](rrf:bm25+bm25-lucene)", **llm)
         assert isinstance(agent, MultiHopAgent) and (agent.hops, agent.per_hop) == (3, 10)
         assert agent.name == "agent:[hops=3,per_hop=10]rrf:bm25+bm25-lucene"
+        # the command's endpoint and model reach an LLM retriever inside a fusion
+        fused = get_retriever("rrf:bm25+(rewrite:bm25-lucene)", **llm)
+        assert isinstance(fused.retrievers[1], QueryRewrite) and fused.retrievers[1].client.config.model == "judge"
+        assert fused.name == "rrf:bm25+rewrite:bm25-lucene"
         plain = get_retriever("rewrite:bm25", **llm)
         assert isinstance(plain, QueryRewrite) and plain.name == "rewrite:bm25"
         # the bracket's model wins over the command's
