@@ -44,6 +44,7 @@ from gapbench.types import Queries, Query, Run
 
 _FALLBACKS = ("empty_rewrite", "empty_search", "unparsed_selection", "unknown_ids")
 _FENCE = re.compile(r"^```[\w-]*\s*|\s*```$")
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.IGNORECASE | re.DOTALL)  # reasoning models' scratchpad
 _SELECTED = re.compile(r"^\W*selected\W*:(.*)$", re.IGNORECASE | re.MULTILINE)
 _NOTES = re.compile(r"\bnotes\b[*_ ]*:[*_ ]*(.*)$", re.IGNORECASE | re.DOTALL)
 _NUMBER = re.compile(r"\d+")
@@ -53,16 +54,17 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _answer_line(text: str, label: str) -> str:
-    """The one-line answer inside ``text``: code fences and a repeated ``label:`` (``Rewritten query:``) removed."""
-    text = _FENCE.sub("", (text or "").strip())
-    text = re.sub(rf"^\W*{re.escape(label)}\s*:", "", text.strip(), flags=re.IGNORECASE)
-    return _one_line(text).strip("\"' ")
+def parse_answer_line(text: str, label: str) -> str:
+    """The one-line answer inside ``text``: reasoning, code fences and what comes before the last ``label:``
+    (``Sure! Rewritten query: ...``) removed."""
+    text = _FENCE.sub("", _THINK.sub("", text or "").strip())
+    text = re.split(rf"(?i)\b{re.escape(label)}\W*:", text)[-1]
+    return _one_line(text).strip("\"'*` ")
 
 
 def parse_selection(answer: str, n: int) -> tuple[list[int] | None, int, str]:
     """(0-based selected positions or None when the answer has no ``Selected:`` line, unknown ids, notes)."""
-    text = _FENCE.sub("", (answer or "").strip())
+    text = _FENCE.sub("", _THINK.sub("", answer or "").strip())
     notes_m = _NOTES.search(text)
     notes = _one_line(notes_m.group(1)) if notes_m else ""
     m = _SELECTED.search(text)
@@ -240,7 +242,7 @@ class QueryRewrite(_LLMRetriever):
         answers = self._ask({q.query_id: render("query_rewrite", query=self._query_text(q)) for q in queries.values()})
         out = []
         for q in queries.values():
-            text = _answer_line(answers[q.query_id], "rewritten query")
+            text = parse_answer_line(answers[q.query_id], "rewritten query")
             if not text:
                 self._fallback(q.query_id, "empty_rewrite")
                 text = q.text
@@ -318,7 +320,7 @@ class MultiHopAgent(_LLMRetriever):
                                              hops=self.hops) for qid in originals})
             searches = []
             for q in qs:
-                text = _answer_line(answers[q.query_id], "search query")
+                text = parse_answer_line(answers[q.query_id], "search query")
                 if not text:
                     self._fallback(q.query_id, "empty_search")
                     text = q.text
@@ -356,4 +358,4 @@ class MultiHopAgent(_LLMRetriever):
         return Run(out, self.name, _sorted=True)
 
 
-__all__ = ["QueryRewrite", "MultiHopAgent", "parse_selection"]
+__all__ = ["QueryRewrite", "MultiHopAgent", "parse_selection", "parse_answer_line"]

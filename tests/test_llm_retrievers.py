@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gapbench
-from gapbench.adapters.llm_retrievers import MultiHopAgent, QueryRewrite, parse_selection
+from gapbench.adapters.llm_retrievers import MultiHopAgent, QueryRewrite, parse_answer_line, parse_selection
 from gapbench.cli import main
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.retrieval import get_retriever
@@ -55,6 +55,20 @@ def test_parse_selection():
     assert parse_selection("**Selected:** 2, 9, 2, 0 Notes: 5 people", 3) == ([1], 2, "5 people")
     assert parse_selection("```\nSelected: [1]\n```", 2) == ([0], 0, "")
     assert parse_selection("The first document looks relevant.", 3) == (None, 0, "")
+    assert parse_selection("<think>maybe [2]?</think>\nSelected: [1]\nNotes: ok", 2) == ([0], 0, "ok")
+
+
+@pytest.mark.parametrize("answer, line", [
+    ("pottery workshop in Japan", "pottery workshop in Japan"),
+    ("Rewritten query: pottery workshop\n", "pottery workshop"),
+    ("Sure! Here it is.\n**Rewritten query:** \"pottery  workshop\"", "pottery workshop"),
+    ("```text\npottery\nworkshop\n```", "pottery workshop"),
+    ("<think>The user wants Japan.</think>\npottery workshop", "pottery workshop"),
+    ("<think>never closed", ""),
+    ("  \n ", ""),
+])
+def test_parse_answer_line(answer, line):
+    assert parse_answer_line(answer, "rewritten query") == line
 
 
 # ------------------------------------------------------------------------------------------------- rewrite:bm25
