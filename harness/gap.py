@@ -409,7 +409,7 @@ def run_gap(
     seeds = tuple(getattr(rr, "seeds", ()))
     runs = []
     for spec in retrievers:
-        retr = get_retriever(spec)
+        retr = get_retriever(spec, llm_base_url=llm_base_url, llm_model=llm_model)
         retr.index(data.corpus)
         runs.append(search_with(retr, queries, k, data.excluded or None))
     extra = dict(qrels_variants or {})

@@ -83,7 +83,7 @@ def test_rewrite_bm25_end_to_end_on_impliret(tmp_path, capsys, wknow):
     }
     qrels = {q: dict(r) for q, r in wknow.qrels.items()}
     with LLMServer(qrels=qrels, queries=text, rewrites=rewrites) as srv:
-        argv = ["run", TASK, "-r", "rewrite:bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge",
+        argv = ["run", TASK, "-r", "rewrite:bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge-rewrite",
                 "-m", "R@10", "--k", "20"]
         _cli(capsys, argv + ["-o", str(tmp_path / "a")])
         assert srv.calls == 1500  # one rewrite per query
@@ -109,7 +109,7 @@ def test_rewrite_bm25_end_to_end_on_impliret(tmp_path, capsys, wknow):
     assert cfg["rewrites"]["0"] == doc0 and cfg["rewrites"]["1"] == text["1"] and cfg["rewrites"]["2"] == doc2
     usage = cfg["llm"]["usage"]
     assert usage["calls"] == 1500 and usage["per_query"]["7"]["calls"] == 1
-    assert cfg["llm"]["model"] == "judge" and cfg["retriever"]["name"] == "bm25"
+    assert cfg["llm"]["model"] == "judge-rewrite" and cfg["retriever"]["name"] == "bm25"
     again = json.loads((tmp_path / "b" / "manifest.json").read_text())["retriever"]["config"]["llm"]["usage"]
     assert again["calls"] == 0 and again["cache_hits"] == 1500
     fp = manifest["retriever"]["fingerprint"]
@@ -145,7 +145,7 @@ def test_agent_bm25_end_to_end_on_a_cut(tmp_path, capsys, wknow):
     docs = {d: wknow.corpus[d].full_text for d in ("0", "1", "2", "3", "4", "5")}
     with LLMServer(qrels=qrels, queries=text, corpus=docs, searches=searches, selections=selections) as srv:
         argv = ["run", str(cut), "-r", "agent:[hops=2,per_hop=2]bm25", "--llm-base-url", srv.base_url,
-                "--llm-model", "judge", "-m", "R@10", "--k", "10"]
+                "--llm-model", "judge-agent", "-m", "R@10", "--k", "10"]
         _cli(capsys, argv + ["-o", str(tmp_path / "a")])
         assert srv.calls == 12  # 3 queries x 2 hops x (search query + selection)
         prompts = list(srv.prompts)
@@ -200,7 +200,7 @@ def test_specs_options_and_fingerprints():
         plain = get_retriever("rewrite:bm25", **llm)
         assert isinstance(plain, QueryRewrite) and plain.name == "rewrite:bm25"
         # the bracket's model wins over the command's
-        other = get_retriever(f"rewrite:[llm_model=other]bm25", **llm)
+        other = get_retriever("rewrite:[llm_model=other]bm25", **llm)
         assert other.client.config.model == "other"
         fps = {plain.fingerprint, other.fingerprint, get_retriever("rewrite:bm25-lucene", **llm).fingerprint,
                get_retriever("agent:bm25", **llm).fingerprint, get_retriever("agent:[hops=2]bm25", **llm).fingerprint}
@@ -250,7 +250,7 @@ def test_one_hop_agent_on_impliret_puts_every_found_gold_first(tmp_path, capsys,
     qrels = {q: dict(r) for q, r in wknow.qrels.items()}
     corpus = {d: doc.full_text for d, doc in wknow.corpus.items()}
     with LLMServer(qrels=qrels, queries={q: v.text for q, v in wknow.queries.items()}, corpus=corpus) as srv:
-        argv = ["run", TASK, "-r", "agent:[hops=1]bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge",
+        argv = ["run", TASK, "-r", "agent:[hops=1]bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge-hop",
                 "-m", "R@10,RR@10", "--k", "25", "--json"]
         assert main(argv) == 0
         got = json.loads(capsys.readouterr().out)["measures"]
@@ -258,3 +258,22 @@ def test_one_hop_agent_on_impliret_puts_every_found_gold_first(tmp_path, capsys,
     base = gapbench.run(TASK, "bm25", measures=["R@25"], k=25).results.means["R@25"]
     assert 0.5 < base < 1
     assert got["R@10"] == pytest.approx(base) and got["RR@10"] == pytest.approx(base)
+
+
+def test_gap_pools_the_llm_retrievers(capsys, wknow):
+    # the server echoes each query as its rewrite, so rewrite:bm25 scores as bm25; the one-hop agent reorders bm25's
+    # top 10 with the gold first when it is there, so its nDCG@10 is the pool's recall (one gold document per query)
+    qrels = {q: dict(r) for q, r in wknow.qrels.items()}
+    corpus = {d: doc.full_text for d, doc in wknow.corpus.items()}
+    with LLMServer(qrels=qrels, queries={q: v.text for q, v in wknow.queries.items()}, corpus=corpus) as srv:
+        assert main(["gap", TASK, "--retrievers", "bm25,rewrite:bm25,agent:[hops=1,per_hop=10]bm25",
+                     "--max-queries", "3", "--depth", "10", "--pool-sizes", "", "--llm-base-url", srv.base_url,
+                     "--llm-model", "judge-gap", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        prompts = [p.rstrip().splitlines()[-1] for p in srv.prompts]
+    # the session's cache is keyed by model and prompt: this test's own model, so every answer is asked for here
+    assert prompts.count("Rewritten query:") == 3 and prompts.count("Search query:") == 3
+    scores = report["retrievers"]
+    assert scores["rewrite:bm25"] == pytest.approx(scores["bm25"])
+    assert scores["agent:[hops=1,per_hop=10]bm25"] == pytest.approx(report["pool_recall"])
+    assert report["pool_recall"] > scores["bm25"]
