@@ -389,7 +389,8 @@ class _PoolReranker:
 
     def config(self) -> dict:
         return {"depth": self.depth, "max_chars": self.max_chars,
-                "max_tokens_per_passage": self.max_tokens_per_passage, "passage_tokens": PASSAGE_TOKENS,
+                # nested: public_config masks a top-level key naming "token" as a secret
+                "passage_cut": {"max_tokens_per_passage": self.max_tokens_per_passage, "counted_by": PASSAGE_TOKENS},
                 "reasks": self.reasks, **self._algo_config(),
                 "llm": self.client.describe()}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -232,3 +233,30 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
     quiet = GapReport("t", "nDCG@10", {"bm25": 0.5}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6, meta={"answers": half})
     assert "WARNING" not in str(quiet) and quiet.to_dict()["verifier_answers"]["mostly_fallbacks"] is False
     assert GapReport("t", "nDCG@10", {}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6).to_dict()["verifier_answers"] is None
+
+
+def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, capsys, monkeypatch):
+    from gapbench.cli import main
+    from gapbench.task import get_task
+
+    task = "impliret/multispeaker/wknow"
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = get_task(task).load()
+    llm = ["--llm-base-url", None, "--llm-model", "judge"]
+    with LLMServer({q: dict(data.qrels[q]) for q in data.qrels},
+                   queries={q: data.queries[q].text for q in data.queries},
+                   corpus={d: data.corpus[d].text for d in data.corpus}, answer_style="prose") as srv:
+        llm[1] = srv.base_url
+        assert main(["gap", task, "--retrievers", "bm25", "--max-queries", "2", "--depth", "6", "--pool-sizes", "",
+                     "--verifier", "tournament:reasks=1", *llm]) == 0
+        text = capsys.readouterr().out
+        assert main(["run", task, "-r", "bm25", "--reranker", "tournament:depth=6,reasks=0", "-o",
+                     str(tmp_path / "run"), *llm]) == 0
+    # 2 queries x (standard + gold-infused pool) x one final batch of at most 6 (+ gold): 4 rankings, all prose
+    assert "verifier answers: 4 rankings: 0 clean, 0 repaired, 0 re-asked, 4 completed by fallback (100%)" in text
+    assert "WARNING: most verifier answers did not rank their passages" in text
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    answers = manifest["reranker"]["answers"]
+    assert answers["fallback"] == answers["rankings"] == len(data.queries) and answers["reask_calls"] == 0
+    assert manifest["reranker"]["config"]["passage_cut"]["max_tokens_per_passage"] == 500
