@@ -18,6 +18,12 @@ TCP connection within 10 s) fails at once, unless it has answered before in this
 Answers that are not OpenAI-format responses (not JSON, no choices, content null, an HTML page, an error object with
 status 200) are clear errors; the body's Content-Type is not held against a valid answer.
 
+Concurrency adapts to what the server sustains (:class:`_Pacer`, shared by every thread of a client): it starts at
+``concurrency`` and is lowered by 429s, 503s, timeouts and answers slowed by the server's queue (a single-slot server,
+as llama.cpp's, ends with one call at a time), then raised again slowly. An attempt waits up to ``timeout`` (more for a
+prompt longer than ``timeout_tokens``) without the server making progress: while the calls ahead of it in the server's
+queue are answered, it is not timed out.
+
 The base URL and model come from the arguments, then ``$OPENAI_BASE_URL`` (else OpenAI's own URL); the key is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept
 out of every message, repr, manifest and counter. Local servers need no key.
 
@@ -51,8 +57,9 @@ import sqlite3
 import string
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -72,6 +79,7 @@ _CONNECT_TIMEOUT = 10.0  # a TCP connection that takes longer is not coming: no 
 # the default
 _TIME_BOUNDS = (("timeout", "GAPBENCH_LLM_TIMEOUT", 120.0), ("call_timeout", "GAPBENCH_LLM_CALL_TIMEOUT", 300.0),
                 ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0))
+_CHARS_PER_TOKEN = 4  # English text in the BPE vocabularies of GPT, Llama and SmolLM: about 4 characters a token
 
 
 # --------------------------------------------------------------------------------------------------------- errors
@@ -186,7 +194,12 @@ class LLMConfig:
 
     Time bounds in seconds (None: the environment variable, else the default; see the module docstring): ``timeout``
     per attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the
-    client gives up for good. ``max_response_bytes`` caps the size of one response body.
+    client gives up for good. ``max_response_bytes`` caps the size of one response body. ``timeout`` is meant
+    for prompts of up to ``timeout_tokens`` tokens (estimated as characters / 4); a longer one's attempt gets more in
+    proportion (a server reads a prompt at a steady rate), within the call's and the command's bounds.
+
+    ``concurrency`` is where the number of calls in flight starts; ``adaptive`` lets the client lower it to what the
+    server sustains and raise it again (see :class:`_Pacer`); False keeps it fixed.
 
     Sampling: ``temperature``, ``top_p`` and ``seed`` (None: not sent), ``max_tokens`` (None: the server's default),
     ``stop`` (a string or up to 4 strings), ``extra`` (other request fields, e.g. ``{"reasoning_effort": "low"}``).
@@ -213,6 +226,8 @@ class LLMConfig:
     call_timeout: float | None = None
     outage_timeout: float | None = None
     max_response_bytes: int = 256 * 2**20
+    timeout_tokens: int = 2000
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         def bad(name: str, accepted: str) -> ConfigError:
@@ -228,6 +243,10 @@ class LLMConfig:
                 raise bad(name, "a finite number of seconds > 0, or None for the environment variable or default")
         if self.max_response_bytes < 1:
             raise bad("max_response_bytes", "an integer >= 1")
+        if type(self.timeout_tokens) is not int or self.timeout_tokens < 1:
+            raise bad("timeout_tokens", "a whole number of prompt tokens >= 1")
+        if not isinstance(self.adaptive, bool):
+            raise bad("adaptive", "True (concurrency follows what the server sustains) or False (kept fixed)")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise bad("max_tokens", "an integer >= 1, or None for the server's default")
         if self.temperature is not None and (isinstance(self.temperature, bool) or not 0 <= self.temperature <= 2):
@@ -598,6 +617,157 @@ class LLMUsage:
         }
 
 
+# --------------------------------------------------------------------------------------------------------- pacing
+_QUEUED = 2.0  # an answer more than this many times slower than the fastest of its size, sent among others: a queue
+# (less is jitter: a busy CPU slows every answer of a server that runs beside its client by up to half as much again)
+_FAST = 1.25  # an answer within this many times the fastest of its size met no queue
+_FASTEST_OF = 32  # the fastest of the last this many answers of a size is the server's time without a queue
+_LOSSES = ("timeout", "slow", "dropped")
+
+
+def prompt_tokens(messages: Sequence[Mapping[str, Any]] | Sequence[str]) -> int:
+    """Prompt tokens estimated from characters, before any tokenizer is at hand (about 4 a token)."""
+    chars = sum(len(m if isinstance(m, str) else str(m.get("content") or "")) for m in messages)
+    return -(-chars // _CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    at: float  # monotonic time the attempt went out
+    place: int  # attempts of this client in flight with it, itself included
+    tokens: int  # its prompt tokens, estimated
+
+
+class _Pacer:
+    """How many attempts of one client may be in flight (shared by every thread of the client): AIMD.
+
+    The limit starts at the configured concurrency. A 429 or 503, a timeout or a dropped connection halves it, once
+    per round (attempts sent before the last cut say nothing new about it). Queueing lowers it too: an answer that took
+    ``_QUEUED`` times the fastest answer to a prompt of its size, sent while n attempts were in flight, says the server
+    serves about n x fastest / latency at once (a single-slot server: 1), and the limit drops to that, or to half when
+    that is more (one slow answer is weak evidence: a single-slot server's answers keep halving it). Fast answers
+    while every place was taken and callers wait raise it by 1 / (4 x limit), up to the configured concurrency: one
+    place more per four rounds; after a queue was seen, only once ``_FASTEST_OF`` more answers came (a single-slot
+    server is probed with a second request once in that many). A Retry-After holds every new attempt until it has
+    passed.
+    """
+
+    def __init__(self, limit: int, adaptive: bool = True) -> None:
+        self.ceiling = self.limit = self.lowest = float(limit)
+        self.adaptive = adaptive
+        self.in_flight = self.waiting = self.cuts = 0
+        self.last_answer = -math.inf  # when the server last gave a usable answer: its progress through its queue
+        self._cond = threading.Condition()
+        self._hold_until = 0.0
+        self._cut_at = -math.inf
+        self._calm = 0  # answers to wait after a queue was seen before probing for more places
+        self._fastest: dict[int, deque] = {}
+
+    def allow(self, width: int) -> None:
+        """A caller asks for ``width`` in flight: a width above the configured one starts from itself."""
+        with self._cond:
+            if width > self.ceiling:
+                self.ceiling = self.limit = float(width)
+                self._cond.notify_all()
+
+    def acquire(self, tokens: int, stop: Callable[[], bool]) -> _Sent | None:
+        """A place for one attempt, once one is free and no Retry-After holds; None when ``stop()`` turns true."""
+        with self._cond:
+            self.waiting += 1
+            try:
+                while not stop():
+                    hold = self._hold_until - time.monotonic()
+                    if hold <= 0 and self.in_flight < max(1, int(self.limit)):
+                        self.in_flight += 1
+                        return _Sent(time.monotonic(), self.in_flight, tokens)
+                    self._cond.wait(min(hold, 0.25) if hold > 0 else 0.25)  # stop() is looked at between waits
+                return None
+            finally:
+                self.waiting -= 1
+
+    def progress(self) -> None:
+        with self._cond:
+            self.last_answer = time.monotonic()
+
+    def release(self, sent: _Sent, kind: str | None, status: int | None = None,
+                retry_after: float | None = None) -> None:
+        """The attempt ``sent`` ended: ``kind`` None for a usable answer, else its failure kind."""
+        now = time.monotonic()
+        with self._cond:
+            self.in_flight -= 1
+            if kind is None:
+                self.last_answer = now
+                self._answered(sent, now - sent.at)
+            elif kind in _LOSSES or status in (429, 503):
+                if retry_after:
+                    self._hold_until = max(self._hold_until, now + retry_after)
+                if sent.at >= self._cut_at:
+                    self._cut(self.limit / 2)
+            self._cond.notify_all()
+
+    def _answered(self, sent: _Sent, latency: float) -> None:
+        window = self._fastest.setdefault(sent.tokens.bit_length(), deque(maxlen=_FASTEST_OF))  # sizes within 2x
+        window.append(latency)
+        fastest = min(window)
+        if sent.place > 1 and latency > _QUEUED * fastest:
+            self._cut(max(sent.place * fastest / latency, self.limit / 2))
+            self._calm = _FASTEST_OF
+        elif self._calm:
+            self._calm -= 1
+        elif latency <= _FAST * fastest and self.waiting and sent.place >= int(self.limit) and self.adaptive:
+            self.limit = min(self.ceiling, self.limit + 1 / (4 * self.limit))
+
+    def _cut(self, to: float) -> None:
+        if self.adaptive and to < self.limit:
+            self.limit, self._cut_at = max(1.0, to), time.monotonic()
+            self.lowest = min(self.lowest, self.limit)
+            self.cuts += 1
+
+    def state(self) -> dict[str, Any]:
+        with self._cond:
+            return {"adaptive": self.adaptive, "limit": round(self.limit, 3), "lowest": round(self.lowest, 3),
+                    "cuts": self.cuts}
+
+
+class _Attempt:
+    """One HTTP attempt run on a thread of its own, so that its caller can stop waiting for it at a deadline that
+    moves (an HTTP read cannot be interrupted): the thread ends within the attempt's hard bound, its answer unused."""
+
+    def __init__(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
+        self.done = threading.Event()
+        self.reading = False  # the answer's headers came: a body still arriving at the deadline is a drip
+        self.value: Any = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, args=(fn, seconds, answered), name="gapbench-llm-attempt",
+                         daemon=True).start()
+
+    def _run(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
+        _ATTEMPT.current = self
+        try:
+            self.value = fn(seconds)
+            answered()  # an answer nobody waits for any more is progress of the server all the same
+        except BaseException as exc:  # handed to the caller, who raises it
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+_ATTEMPT = threading.local()  # the _Attempt a thread runs, so _post can say when the answer's headers came
+_BATCH = threading.local()  # the cancel event of the chat_many batch a worker thread serves
+
+
+class _NoAnswer(Exception):
+    """No answer within the attempt's time: classified as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+class _Cancelled(Exception):
+    """The batch this call belongs to failed: its remaining calls are not made."""
+
+
 # --------------------------------------------------------------------------------------------------------- client
 def _openai_module():
     try:
@@ -625,6 +795,7 @@ class _Slow(Exception):
 
     def __init__(self, seconds: float) -> None:
         super().__init__(f"the answer was still arriving after {seconds:g} s")
+        self.seconds = seconds
 
 
 class LLMClient:
@@ -668,6 +839,7 @@ class LLMClient:
         self._adjust_lock = threading.Lock()
         self._adjusted: dict[str, str | None] = {}
         self._refusals: dict[str, str] = {}
+        self._pacer = _Pacer(self.config.concurrency, self.config.adaptive)
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.endpoint!r})"
@@ -696,6 +868,9 @@ class LLMClient:
         start = time.monotonic()
         timeout = openai.Timeout(seconds, connect=min(_CONNECT_TIMEOUT, seconds))
         with resource.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+            attempt = getattr(_ATTEMPT, "current", None)
+            if attempt is not None:
+                attempt.reading = True
             http = response.http_response
             chunks, size = [], 0
             for chunk in http.iter_bytes():
@@ -708,44 +883,80 @@ class LLMClient:
             content_type = http.headers.get("content-type", "")
         return _decode_json(b"".join(chunks), content_type)
 
-    def _attempt_time(self, call_start: float) -> float:
-        """Seconds the next attempt may take: the least of the timeout, the call's and the command's time left."""
+    def _attempt_time(self, call_start: float, tokens: int) -> tuple[float, float]:
+        """(How long the next attempt may wait while the server makes no progress: the timeout, or longer for a long
+        prompt; its hard bound: the least of the call's and the command's time left)."""
         cfg, now = self.config, time.monotonic()
         with self._health_lock:
             failing = 0.0 if self._failing_since is None else now - self._failing_since
-        return min(cfg.timeout, cfg.call_timeout - (now - call_start), cfg.outage_timeout - failing)
+        own = cfg.timeout * max(1.0, tokens / cfg.timeout_tokens)
+        return own, min(cfg.call_timeout - (now - call_start), cfg.outage_timeout - failing)
 
-    def _with_retries(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any]) -> Any:
-        """``fn(seconds)`` with retries on transient faults, bounded by attempts, the call's time and the command's.
+    def _stopped(self) -> bool:
+        cancel = getattr(_BATCH, "cancel", None)
+        return self._gave_up is not None or (cancel is not None and cancel.is_set())
 
-        The command's bound: the endpoint's failing streak starts with the first attempt that failed after the last
-        usable answer; once it is ``outage_timeout`` long, this call and every later one give up at once.
+    def _await(self, fn: Callable[[float], Any], sent: _Sent, own: float, hard: float) -> tuple[Any, float]:
+        """(``fn(hard)``'s answer, seconds it had). Given up as a timeout once the server has made no progress for
+        ``own`` seconds (no answer to this attempt, nor to any other of this client's: one waiting in a server's
+        queue is not stuck while the ones ahead of it are answered), or at ``hard``, at most ``own`` times the most
+        calls in flight: a server that serves one at a time may come to it last."""
+        attempt = _Attempt(fn, hard, self._pacer.progress)
+        end = sent.at + hard
+        while True:
+            deadline = min(end, max(sent.at, self._pacer.last_answer) + own)
+            if attempt.done.wait(max(0.0, deadline - time.monotonic())):
+                if attempt.error is not None:
+                    raise attempt.error
+                return attempt.value, min(own, hard)
+            if time.monotonic() >= min(end, max(sent.at, self._pacer.last_answer) + own):
+                seconds = hard if deadline >= end else own
+                raise _Slow(seconds) if attempt.reading else _NoAnswer(seconds)
+
+    def _with_retries(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any],
+                      tokens: int = 0) -> Any:
+        """``fn(seconds)`` with retries on transient faults, bounded by attempts, the call's time and the command's;
+        each attempt waits for a place among the client's calls in flight (:class:`_Pacer`).
+
+        The call's time starts with its first attempt, not while it waits for a place. The command's bound: the
+        endpoint's failing streak starts with the first attempt that failed after the last usable answer; once it is
+        ``outage_timeout`` long, this call and every later one give up at once.
         """
         cfg = self.config
-        start = time.monotonic()
+        start: float | None = None
         attempts = 0
         failure: BaseException | None = None
         spent = cfg.timeout  # the time the last attempt was given
         stop = "attempts"
         while True:
-            with self._health_lock:
-                gave_up, failing = self._gave_up, self._failing_since is not None
-            seconds = self._attempt_time(start)
-            if gave_up is not None or seconds < 0.05:
-                stop = "outage" if gave_up is not None or failing else "call"
+            sent = self._pacer.acquire(tokens, self._stopped)
+            if sent is None and self._gave_up is None:
+                raise _Cancelled()
+            start = sent.at if start is None and sent is not None else start
+            own, left = self._attempt_time(start if start is not None else time.monotonic(), tokens)
+            if sent is None or self._gave_up is not None or left < 0.05:
+                if sent is not None:
+                    self._pacer.release(sent, "skipped")
+                with self._health_lock:
+                    failing = self._failing_since is not None
+                stop = "outage" if self._gave_up is not None or failing else "call"
                 break
-            spent = seconds
             attempts += 1
             self.usage.add(tag, calls=1)
-            began = time.monotonic()
+            spent = min(own, left)
             try:
-                out = fn(seconds)
+                out, spent = self._await(fn, sent, own, min(own * self._pacer.ceiling, left))
             except Exception as exc:  # classified outside this block so the error raised carries no link to it
                 failure = exc
             else:
+                self._pacer.release(sent, None)
                 with self._health_lock:
                     self._answered, self._failing_since = True, None
                 return out
+            self._pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
+                                self._retry_after_s(failure))
+            spent = getattr(failure, "seconds", spent)  # the bound that cut it (_NoAnswer, _Slow)
+            began = sent.at
             if not self._retryable(failure):
                 stop = "final"
                 break
@@ -786,14 +997,17 @@ class LLMClient:
             return self._answered  # it answered before: a restart, not a wrong address
         return kind in ("timeout", "slow", "dropped")
 
+    def _retry_after_s(self, exc: BaseException) -> float | None:
+        """The server's Retry-After, up to 120 s (or retry_wait_max when larger)."""
+        after = _retry_after(exc)
+        return None if after is None else min(after, max(self.config.retry_wait_max, _RETRY_AFTER_CAP))
+
     def _delay(self, attempt: int, exc: BaseException) -> float:
         cfg = self.config
         ceiling = min(cfg.retry_wait * 2 ** (attempt - 1), cfg.retry_wait_max)
         delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-        after = _retry_after(exc)
-        if after is not None:
-            delay = max(delay, min(after, max(cfg.retry_wait_max, _RETRY_AFTER_CAP)))
-        return delay
+        after = self._retry_after_s(exc)
+        return delay if after is None else max(delay, after)
 
     def _translate(self, exc: BaseException | None, what: str, model: str, attempts: int, seconds: float,
                    stop: str) -> LLMError | None:
@@ -931,7 +1145,7 @@ class LLMClient:
                 return _chat_response(data)
 
             try:
-                out = self._with_retries("chat/completions", body["model"], tag, call)
+                out = self._with_retries("chat/completions", body["model"], tag, call, prompt_tokens(sent["messages"]))
             except _Rejected as rej:
                 self._learn({rej.param: rej.rename})
                 with self._adjust_lock:
@@ -950,88 +1164,109 @@ class LLMClient:
     def chat_many(self, requests: Sequence[ChatRequest | str | Sequence[Message]], *, concurrency: int | None = None,
                   return_exceptions: bool = False,
                   progress: Callable[[int], None] | None = None) -> list[ChatResponse | LLMError]:
-        """Answers to ``requests`` in input order, at most ``concurrency`` (default: the config's) calls in flight.
+        """Answers to ``requests`` in input order, at most ``concurrency`` (default: the config's) calls in flight,
+        fewer while the server shows it sustains fewer (:class:`_Pacer`).
 
         Cached answers cost no call; identical requests in one batch are sent once. On a failure the first error is
-        raised once the calls in flight end (their answers are cached), unless ``return_exceptions`` puts each
-        request's error in its slot instead.
+        raised once the calls in flight end (their answers are cached; calls not yet sent are not made), unless
+        ``return_exceptions`` puts each request's error in its slot instead.
         """
         reqs = [r if isinstance(r, ChatRequest) else ChatRequest(r) for r in requests]
         bodies = [self.payload(r) for r in reqs]
-        keys = [cache_key(b) for b in bodies]
         results: list[Any] = [None] * len(reqs)
-        todo: dict[str, list[int]] = {}
-        for i, (req, key) in enumerate(zip(reqs, keys)):
-            self.usage.add(req.tag, requests=1)
-            if self.cache is not None:
-                if key in todo:  # the same request twice in one batch: answered by the first one's call
-                    todo[key].append(i)
-                    continue
-                hit = self.cache.get(key)
-                if hit is not None:
-                    results[i] = ChatResponse.from_cache(hit)
-                    self.usage.add(req.tag, cache_hits=1, truncated=int(results[i].truncated))
-                    if isinstance(hit.get("adjusted"), dict):
-                        self._learn(hit["adjusted"])
-                    if progress:
-                        progress(1)
-                    continue
-                todo[key] = [i]
-            else:
-                todo[f"{key}#{i}"] = [i]
+        todo = self._from_cache(reqs, bodies, results, progress)
         if not todo:
             return results
-
-        def run(key: str, first: int) -> ChatResponse:
-            out = self._call_chat(bodies[first], reqs[first].tag)
-            if self.cache is not None:  # with the refusals learnt, so a re-run's manifest says what was sent
-                with self._adjust_lock:
-                    adjusted = dict(self._adjusted)
-                self.cache.put(key, bodies[first]["model"], {**out.to_cache(), "adjusted": adjusted})
-            return out
-
-        def settle(key: str, fut: Future) -> None:
-            idxs = todo[key]
-            exc = fut.exception()
-            for n, i in enumerate(idxs):
-                if exc is not None:
-                    results[i] = exc
-                else:
-                    results[i] = fut.result() if n == 0 else replace(fut.result(), cached=True)
-                    if n:
-                        self.usage.add(reqs[i].tag, cache_hits=1, truncated=int(results[i].truncated))
-            if progress:
-                progress(len(idxs))
-
         width = max(1, min(concurrency or self.config.concurrency, len(todo)))
+        self._pacer.allow(width)
+
+        def settle(key: str, out: ChatResponse | LLMError) -> None:
+            for n, i in enumerate(todo[key]):
+                results[i] = out if n == 0 or isinstance(out, LLMError) else replace(out, cached=True)
+                if n and not isinstance(out, LLMError):  # a repeat in the batch, answered by the first one's call
+                    self.usage.add(reqs[i].tag, cache_hits=1, truncated=int(out.truncated))
+            if progress:
+                progress(len(todo[key]))
+
+        jobs = [(key, bodies[idxs[0]], reqs[idxs[0]].tag) for key, idxs in todo.items()]
+        self._run_batch(jobs, width, return_exceptions, settle)
+        return results
+
+    def _from_cache(self, reqs: list[ChatRequest], bodies: list[dict], results: list[Any],
+                    progress: Callable[[int], None] | None) -> dict[str, list[int]]:
+        """Fills ``results`` with cached answers; the requests left to send, as key -> their positions."""
+        todo: dict[str, list[int]] = {}
+        for i, (req, body) in enumerate(zip(reqs, bodies)):
+            key = cache_key(body)
+            self.usage.add(req.tag, requests=1)
+            if self.cache is None:
+                todo[f"{key}#{i}"] = [i]
+                continue
+            if key in todo:
+                todo[key].append(i)
+                continue
+            hit = self.cache.get(key)
+            if hit is None:
+                todo[key] = [i]
+                continue
+            results[i] = ChatResponse.from_cache(hit)
+            self.usage.add(req.tag, cache_hits=1, truncated=int(results[i].truncated))
+            if isinstance(hit.get("adjusted"), dict):
+                self._learn(hit["adjusted"])
+            if progress:
+                progress(1)
+        return todo
+
+    def _answer(self, key: str, body: Mapping[str, Any], tag: str | None) -> ChatResponse:
+        """The answer to ``body``, cached under ``key`` with the refusals learnt, so a re-run's manifest says what
+        was sent."""
+        out = self._call_chat(body, tag)
+        if self.cache is not None:
+            with self._adjust_lock:
+                adjusted = dict(self._adjusted)
+            self.cache.put(key, body["model"], {**out.to_cache(), "adjusted": adjusted})
+        return out
+
+    def _run_batch(self, jobs: list[tuple[str, dict, str | None]], width: int, return_exceptions: bool,
+                   settle: Callable[[str, Any], None]) -> None:
+        """Answers ``jobs`` (key, body, tag) on ``width`` threads, each call waiting for its place in the pacer.
+
+        The first error (unless ``return_exceptions`` and an LLMError) cancels the calls not yet sent and is raised
+        once the ones in flight end."""
+        cancel = threading.Event()
+
+        def one(key: str, body: dict, tag: str | None) -> ChatResponse:
+            _BATCH.cancel = cancel
+            try:
+                return self._answer(key, body, tag)
+            finally:
+                _BATCH.cancel = None
+
         if width == 1:
-            for key, idxs in todo.items():
-                fut: Future = Future()
+            for key, body, tag in jobs:
                 try:
-                    fut.set_result(run(key, idxs[0]))
+                    settle(key, one(key, body, tag))
                 except LLMError as exc:
                     if not return_exceptions:
                         raise
-                    fut.set_exception(exc)
-                settle(key, fut)
-            return results
-        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gapbench-llm")
-        try:
-            futures = {pool.submit(run, key, idxs[0]): key for key, idxs in todo.items()}
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for fut in done:
-                    exc = fut.exception()
-                    if exc is not None and not (return_exceptions and isinstance(exc, LLMError)):
-                        for p in pending:
-                            p.cancel()
-                        pool.shutdown(wait=True, cancel_futures=True)
-                        raise exc
-                    settle(futures[fut], fut)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-        return results
+                    settle(key, exc)
+            return
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gapbench-llm") as pool:
+            futures = {pool.submit(one, *job): job[0] for job in jobs}
+            first: BaseException | None = None
+            for fut in as_completed(futures):
+                if fut.cancelled():
+                    continue
+                exc = fut.exception()
+                if exc is None or (return_exceptions and isinstance(exc, LLMError)):
+                    settle(futures[fut], fut.result() if exc is None else exc)
+                elif first is None and not isinstance(exc, _Cancelled):
+                    first = exc
+                    cancel.set()
+                    for f in futures:
+                        f.cancel()
+        if first is not None:
+            raise first
 
     # -- embeddings -------------------------------------------------------------------------------------------
     def embed_many(self, texts: Sequence[str], model: str | None = None, *, dimensions: int | None = None,
@@ -1063,7 +1298,7 @@ class LLMClient:
                 return _embeddings(data, len(batch))
 
             self.usage.add(tag, requests=1)
-            arr, tokens = self._with_retries("embeddings", model, tag, call)
+            arr, tokens = self._with_retries("embeddings", model, tag, call, prompt_tokens(batch))
             self.usage.add(tag, prompt_tokens=tokens)
             return arr
 
@@ -1108,13 +1343,15 @@ class LLMClient:
         return {"endpoint": self.endpoint, "model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens,
                 "seed": c.seed, "top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": dict(c.extra),
                 "max_tokens_cap": c.max_tokens_cap, "sent": self._as_sent(self._sampling()), "refused": refused,
-                "timeout": c.timeout, "call_timeout": c.call_timeout,
+                "timeout": c.timeout, "call_timeout": c.call_timeout, "timeout_tokens": c.timeout_tokens,
                 "outage_timeout": c.outage_timeout, "max_retries": c.max_retries, "concurrency": c.concurrency,
+                "adaptive": c.adaptive,
                 "api_key_env": c.api_key_env, "cache": str(self.cache.path) if self.cache else None}
 
     def manifest(self) -> dict[str, Any]:
-        """Config and counters for a run manifest (JSON-ready; holds no key)."""
-        return {**self.describe(), "usage": self.usage.to_dict()}
+        """Config and counters for a run manifest (JSON-ready; holds no key); ``pacing``: the concurrency the client
+        ended at and the lowest it went to."""
+        return {**self.describe(), "usage": self.usage.to_dict(), "pacing": self._pacer.state()}
 
     def close(self) -> None:
         if self._client is not None:
@@ -1263,6 +1500,8 @@ def _failure_kind(exc: BaseException) -> str:
         return "garbage"
     if isinstance(exc, _Slow):
         return "slow"
+    if isinstance(exc, _NoAnswer):
+        return "timeout"
     if isinstance(exc, openai.APIStatusError):
         return "status"
     chain = _chain(exc)
@@ -1286,7 +1525,7 @@ def _describe(exc: BaseException) -> str:
     """What went wrong, in a few words, from the deepest informative error (no request, no headers)."""
     chain = _chain(exc)
     named = [e for e in chain if _transport_names([e]) or isinstance(e, OSError)]
-    if isinstance(exc, (_Slow, _Garbage)) or not named:
+    if isinstance(exc, (_Slow, _Garbage, _NoAnswer)) or not named:
         return _one_line(str(exc) or type(exc).__name__)[:300]
     first = named[0]
     return f"{type(first).__name__}: {_one_line(str(first)) or 'no detail'}"[:300]

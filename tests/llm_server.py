@@ -23,14 +23,18 @@ exactly matches the longest judged query it contains. A prompt with a ``Query:``
 400. Any other prompt gets ``echo <digest>``, deterministic in the messages.
 
 Faults (``faults={"429": 0.1, "500": 0.1, "slow": 0.05, "truncated": 0.1, "malformed": 0.1}``: a fraction each).
-HTTP faults (429 with ``Retry-After: retry_after``, 500, ``slow``: an answer delayed by ``slow_delay`` seconds) are
+HTTP faults (429 and 503 with ``Retry-After: retry_after``, 500, ``slow``: an answer delayed by ``slow_delay`` seconds) are
 drawn per attempt from (fault_seed, request body, how many times this body was seen before), so a retry can succeed and a
 rerun meets the same faults. Content faults are drawn per request body (and fault_seed, which defaults to seed; the judge's ties and noise
 use ``seed`` alone, so changing ``fault_seed`` leaves fault-free answers as they were): ``truncated`` drops the last half of the
 permutation; ``malformed`` is garbage text, a duplicated id (one missing) or out-of-range ids (kind chosen by the same
 hash, or fixed with ``malformed_kinds``). ``latency`` delays every answer; ``force_status`` (settable at any time)
-answers every request with that HTTP status; ``api_key`` makes a missing or wrong bearer token a 401 (whose message
-echoes the token received when ``echo_key``, as careless servers do); ``models`` makes other model names a 404.
+answers every request with that HTTP status;
+``slots=1`` serves one request at a time (``latency`` is then its service time) while the others wait in its queue,
+as llama.cpp's server does (``slots=n``: n at once); ``overload_at=n`` answers a request that arrives while n others
+are in flight with ``overload_status`` (429 or 503) and ``Retry-After: retry_after``, as a rate-limited API does;
+``api_key`` makes a missing or wrong bearer token a 401 (whose message echoes the token received when ``echo_key``, as
+careless servers do); ``models`` makes other model names a 404.
 
 Endpoint faults (``fault="hang"``, or set ``server.fault`` at any time): every API request from the ``fault_after``-th
 on (counted from 0 since the fault was set), for ``fault_times`` requests (None: all), is answered badly, as broken
@@ -71,12 +75,14 @@ line are answered by :meth:`LLMServer.retrieval_answer` from ``rewrites``, ``sea
 answers per query text) or the qrels judge; they are kept in ``prompts``.
 
 Counters: ``counts`` (requests, chat, embeddings, ok, 429, 500, slow, truncated, malformed, malformed:<kind>, 400,
-401, 404, refused:<param>, length), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, and ``log`` (path, status, kind) per request.
+401, 404, refused:<param>, length), ``calls`` (all API requests), ``max_in_flight``, ``in_flight``, ``arrivals`` (requests
+in flight when each arrived, itself included), ``arrival_times`` and ``log`` (path, status, kind) per request.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import random
@@ -89,7 +95,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
-HTTP_FAULTS = ("429", "500", "slow")
+HTTP_FAULTS = ("429", "500", "slow", "503")
 ENDPOINT_FAULTS = ("hang", "drip", "close", "close_mid_body", "not_json", "no_choices", "empty_choices", "null_content",
                    "bad_schema", "error_200", "html_502", "html_200", "text_plain", "deep_json", "huge_body")
 CONTENT_FAULTS = ("truncated", "malformed")
@@ -230,6 +236,9 @@ class LLMServer:
         seed: int = 0,
         fault_seed: int | None = None,
         latency: float = 0.0,
+        slots: int | None = None,
+        overload_at: int | None = None,
+        overload_status: int = 429,
         faults: Mapping[str, float] | None = None,
         slow_delay: float = 2.0,
         retry_after: float = 0.0,
@@ -265,6 +274,13 @@ class LLMServer:
             raise ValueError(f"malformed_kinds must be a non-empty subset of {MALFORMED_KINDS}")
         self.faults = faults
         self.noise, self.seed, self.latency = noise, seed, latency
+        if slots is not None and slots < 1 or overload_at is not None and overload_at < 1:
+            raise ValueError("slots and overload_at are None or >= 1")
+        if overload_status not in (429, 503):
+            raise ValueError(f"overload_status must be 429 or 503, not {overload_status!r}")
+        self.slots = slots
+        self._slot = threading.Semaphore(slots) if slots else contextlib.nullcontext()
+        self.overload_at, self.overload_status = overload_at, overload_status
         self.fault_seed = seed if fault_seed is None else fault_seed
         self.slow_delay, self.retry_after = slow_delay, retry_after
         self.malformed_kinds = tuple(malformed_kinds)
@@ -301,6 +317,8 @@ class LLMServer:
         self.log: list[tuple[str, int, str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.arrivals: list[int] = []  # requests in flight when each request arrived, itself included, in order
+        self.arrival_times: list[float] = []  # time.monotonic() of each arrival
         self._httpd: _HTTPServer | None = None
         self._port: int | None = None
         self._thread: threading.Thread | None = None
@@ -383,6 +401,8 @@ class LLMServer:
             self.log.clear()
             self.received.clear()
             self.max_in_flight = self.in_flight
+            self.arrivals.clear()
+            self.arrival_times.clear()
 
     # -- the judge --------------------------------------------------------------------------------------------
     def grade(self, query: str, passage: str) -> int:
@@ -529,11 +549,19 @@ class LLMServer:
                 self._counts[kind] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.arrivals.append(self.in_flight)
+            self.arrival_times.append(time.monotonic())
+            overloaded = self.overload_at is not None and self.in_flight > self.overload_at
         status, outcome = 500, "error"
         try:
-            if self.latency:
-                time.sleep(self.latency)
-            status, outcome = self._respond(h, raw, kind, path)
+            if overloaded:
+                status, outcome = self._fail(h, self.overload_status, "Too many requests in flight (test server).",
+                                             "requests", "rate_limit_exceeded", {"Retry-After": f"{self.retry_after:g}"})
+                return
+            with self._slot:  # a single-slot server: the others wait their turn in its queue, as llama.cpp's do
+                if self.latency:
+                    time.sleep(self.latency)
+                status, outcome = self._respond(h, raw, kind, path)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -596,6 +624,9 @@ class LLMServer:
                                       {"Retry-After": f"{self.retry_after:g}"})
                 if fault == "500":
                     return self._fail(h, 500, "The server had an error (test server).", "server_error")
+                if fault == "503":
+                    return self._fail(h, 503, "The server is overloaded (test server).", "server_error", None,
+                                      {"Retry-After": f"{self.retry_after:g}"})
                 self._count("slow")
                 time.sleep(self.slow_delay)
             edge += rate

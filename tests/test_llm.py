@@ -21,7 +21,7 @@ from gapbench.cli import main
 from gapbench.errors import ConfigError, GapbenchError, UnknownNameError
 from gapbench.llm import (
     ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMResponseError, LLMUnavailableError, ResponseCache,
-    cache_key, listwise_prompt, prompt_fields, render,
+    cache_key, listwise_prompt, prompt_fields, prompt_tokens, render,
 )
 from gapbench.task import get_task
 from gapbench.types import Document, Query
@@ -960,3 +960,89 @@ def test_a_suite_run_refuses_llm_options_it_would_not_use(capsys, option, value)
     out, err = capsys.readouterr()
     assert err == (f"gapbench: error: impliret is a suite, and a suite run takes no {option}; run its tasks one by one "
                    f"with {option} (`gapbench tasks` lists them).\n")
+
+
+# ----------------------------------------------------------------------------------------------- adaptive concurrency
+def test_a_single_slot_server_ends_with_one_request_at_a_time_and_none_times_out(tmp_path):
+    ps = [p for _, p in prompts()[:8]]
+    with server_of(slots=1, latency=0.25) as srv, server_of() as clean:
+        # 0.6 s per attempt: the last of 8 sent at once waits 2 s in the server's queue, served behind the others
+        client = make_client(srv, tmp_path, timeout=0.6, concurrency=8)
+        got = client.chat_many(ps)
+        first = list(srv.arrivals)
+        srv.reset_counts()
+        client.chat_many([p for _, p in prompts(6)[:8]])
+        later = list(srv.arrivals)
+        expected = make_client(clean, tmp_path).chat_many(ps)
+    assert [r.text for r in got] == [r.text for r in expected]
+    assert sorted(first) == list(range(1, 9))  # all 8 went out at once, before anything was known
+    assert later == [1] * 8  # then one at a time
+    usage = client.usage.total()
+    assert usage["calls"] == 16 and usage["retries"] == 0 and usage["failures"] == 0
+    pacing = client.manifest()["pacing"]
+    assert 1.0 <= pacing["lowest"] <= pacing["limit"] < 2.0 and pacing["cuts"] >= 3  # one place: 8 -> 4 -> 2 -> 1
+
+
+def test_a_fixed_concurrency_keeps_eight_in_flight_on_a_single_slot_server(tmp_path):
+    with server_of(slots=1, latency=0.1) as srv:
+        client = make_client(srv, tmp_path, timeout=0.5, concurrency=8, adaptive=False)
+        client.chat_many([f"p{i}" for i in range(16)])
+        assert srv.max_in_flight == 8 and sum(a >= 7 for a in srv.arrivals) >= 10
+    assert client.manifest()["pacing"] == {"adaptive": False, "limit": 8.0, "lowest": 8.0, "cuts": 0}
+    assert client.usage.total()["retries"] == 0  # a request behind 7 others waits 0.8 s: its deadline moves on
+
+
+def test_a_fast_server_keeps_eight_in_flight(tmp_path):
+    with server_of(latency=0.3) as srv:
+        client = make_client(srv, tmp_path, concurrency=8)
+        start = time.perf_counter()
+        client.chat_many([f"p{i}" for i in range(24)])
+        elapsed = time.perf_counter() - start
+        assert srv.max_in_flight == 8
+    assert elapsed < 2.4  # three rounds of 8 take 0.9 s; one at a time would take 7.2 s
+    assert client.manifest()["pacing"] == {"adaptive": True, "limit": 8.0, "lowest": 8.0, "cuts": 0}
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_an_overloaded_server_lowers_concurrency_and_every_request_completes(tmp_path, status):
+    ps = [ChatRequest(p, tag=qid) for qid, p in prompts()]
+    with server_of(overload_at=2, overload_status=status, latency=0.1) as srv, server_of() as clean:
+        client = make_client(srv, tmp_path, concurrency=8, max_retries=10)
+        got = client.chat_many(ps)
+        counts = srv.counts
+        expected = make_client(clean, tmp_path).chat_many(ps)
+    assert [r.text for r in got] == [r.text for r in expected]
+    usage = client.usage.total()
+    assert counts[str(status)] > 0 and usage["retries"] == counts[str(status)] and usage["failures"] == 0
+    pacing = client.manifest()["pacing"]
+    assert pacing["lowest"] <= 2.0 and pacing["cuts"] >= 2  # 8 -> 4 -> 2, once per round
+
+
+def test_retry_after_holds_every_new_request(tmp_path):
+    with server_of(overload_at=1, retry_after=0.4, latency=0.05) as srv:
+        client = make_client(srv, tmp_path, concurrency=4)
+        client.chat_many([f"p{i}" for i in range(4)])
+        times, arrivals = list(srv.arrival_times), list(srv.arrivals)
+        refused = srv.counts["429"]
+    assert len(arrivals) == 4 + refused and refused >= 3
+    burst_end = max(times[:4])
+    assert all(t >= burst_end + 0.39 for t in times[4:])  # none before the Retry-After passed
+
+
+def test_the_attempt_time_grows_with_the_prompt_within_the_call_bound(tmp_path):
+    long = "word " * 1000  # 5,000 characters: about 1,250 tokens
+    with server_of(latency=0.6) as srv:
+        client = make_client(srv, tmp_path, timeout=0.3, timeout_tokens=100, max_retries=0)
+        assert client.chat(long).text.startswith("echo ")  # 0.3 s x 1250 / 100 = 3.75 s
+        with pytest.raises(LLMUnavailableError, match=r"did not answer within 0\.3 s, after 1 attempt"):
+            client.chat("a short prompt")
+        bounded = make_client(srv, tmp_path, timeout=0.3, timeout_tokens=100, max_retries=0, call_timeout=0.45)
+        with pytest.raises(LLMUnavailableError, match=r"did not answer within 0\.4[0-9]* s, after 1 attempt"):
+            bounded.chat(long + "again")
+    assert prompt_tokens(["abcd" * 10, {"role": "user", "content": "abcde"}]) == 12
+
+
+def test_adaptive_and_timeout_tokens_are_checked():
+    for name, bad in (("adaptive", "yes"), ("timeout_tokens", 0), ("timeout_tokens", 2.5)):
+        with pytest.raises(ConfigError, match=f"LLMConfig.{name}="):
+            LLMConfig(**{name: bad})
