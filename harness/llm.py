@@ -953,11 +953,14 @@ class LLMClient:
                 with self._health_lock:
                     self._answered, self._failing_since = True, None
                 return out
+            final = not self._retryable(failure)
+            if final and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
+                _BATCH.cancel.set()  # before the place is freed, so no call waiting for it goes out
             self._pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
                                 self._retry_after_s(failure))
             spent = getattr(failure, "seconds", spent)  # the bound that cut it (_NoAnswer, _Slow)
             began = sent.at
-            if not self._retryable(failure):
+            if final:
                 stop = "final"
                 break
             with self._health_lock:
@@ -1236,11 +1239,11 @@ class LLMClient:
         cancel = threading.Event()
 
         def one(key: str, body: dict, tag: str | None) -> ChatResponse:
-            _BATCH.cancel = cancel
+            _BATCH.cancel, _BATCH.fail_fast = cancel, not return_exceptions
             try:
                 return self._answer(key, body, tag)
             finally:
-                _BATCH.cancel = None
+                _BATCH.cancel, _BATCH.fail_fast = None, False
 
         if width == 1:
             for key, body, tag in jobs:

@@ -1046,3 +1046,15 @@ def test_adaptive_and_timeout_tokens_are_checked():
     for name, bad in (("adaptive", "yes"), ("timeout_tokens", 0), ("timeout_tokens", 2.5)):
         with pytest.raises(ConfigError, match=f"LLMConfig.{name}="):
             LLMConfig(**{name: bad})
+
+
+def test_a_failed_batch_makes_none_of_the_calls_still_waiting_for_a_place(tmp_path):
+    with server_of(slots=1, latency=0.1) as srv:
+        client = make_client(srv, tmp_path, timeout=1.0)
+        client.chat_many([f"p{i}" for i in range(8)])  # the limit falls to one place
+        assert client.manifest()["pacing"]["limit"] < 2.0
+        srv.force_status = 400
+        srv.reset_counts()
+        with pytest.raises(LLMRequestError, match="answered HTTP 400"):
+            client.chat_many([f"r{i}" for i in range(8)])
+        assert srv.calls == 1  # the seven waiting for the place were not sent
