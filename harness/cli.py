@@ -334,9 +334,9 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
 
 def _register_commands() -> None:
     """Analysis commands live in their own modules; each adds its commands to the app (no heavy imports)."""
-    from . import cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_report, cli_signals
+    from . import cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals
 
-    for module in (cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_report, cli_signals):
+    for module in (cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals):
         module.register(app)
 
 

