@@ -3,10 +3,12 @@ has no endpoint, stopped when it ends; a server that dies is reported in one lin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -36,6 +38,20 @@ def _gapbench(args: list[str], home: Path, cwd: Path, **kw) -> subprocess.Popen:
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _port(log: Path) -> int:
+    return int(log.stem.split("-")[1])
+
+
+def _cached(home: Path) -> int:
+    """Answers in the LLM response cache under ``home``, read without writing to it."""
+    path = home / "cache" / "llm" / "responses.sqlite"
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as conn:
+            return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 @pytest.fixture
@@ -146,6 +162,17 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
     args = ["gap", TASK, "--retrievers", "bm25", "--depth", "5", "--pool-sizes", "", "--max-queries", "2",
             "--verifier", "tournament:max_chars=200", "--llm-stop", "\n", "--llm-max-tokens", "64", "--json",
             "-o", "gap"]
+    logs = home / "cache" / "local-llm"
+    # stopped mid-way (SIGTERM once two answers are cached): its server goes with it, and the next run resumes
+    proc = _gapbench(args, home, tmp_path)
+    deadline = time.monotonic() + 300
+    while _cached(home) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "gapbench: interrupted by SIGTERM" in err, err
+    assert [_listening(_port(log)) for log in logs.glob("server-*.log")] == [False]
+    kept = _cached(home)
     start = time.monotonic()
     out, err = _gapbench(args, home, tmp_path).communicate(timeout=600)
     wall = time.monotonic() - start
@@ -156,10 +183,9 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
     print(f"\nembedded SmolLM2 gap: wall {wall:.1f} s, llm_calls {report['llm_calls']}, usage {json.dumps(usage)}")
     assert llm["model"] == DEFAULT_GGUF and llm["endpoint"].startswith("http://127.0.0.1:") and llm["concurrency"] == 1
     assert report["n_queries"] == 2 and report["llm_calls"] >= 4  # two pools per query, at least one call each
-    assert usage["failures"] == 0 and usage["prompt_tokens"] > 0
+    assert usage["failures"] == 0 and usage["prompt_tokens"] > 0 and usage["cache_hits"] >= kept >= 2
     assert 0 <= report["verifier_standard"]["value"] <= 1 and 0 <= report["verifier_gold_infused"]["value"] <= 1
-    logs = list((home / "cache" / "local-llm").glob("server-*.log"))
-    assert len(logs) == 1 and not _listening(int(logs[0].stem.split("-")[1]))  # stopped with the command
+    assert [_listening(_port(log)) for log in logs.glob("server-*.log")] == [False, False]  # stopped with it
 
     # the same command in-process, its rankings seen: each a permutation of its pool, every answer from the cache
     from gapbench.cli import main
