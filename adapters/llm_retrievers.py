@@ -307,6 +307,7 @@ class MultiHopAgent(_LLMRetriever):
             raise ConfigError(f"{self.name}: index(corpus) must come before search().")
         qs = list(queries.values())
         originals = {q.query_id: self._query_text(q) for q in qs}
+        q_text = {q.query_id: q.text for q in qs}
         notes: dict[str, list[str]] = {q.query_id: [] for q in qs}
         selected: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
         retrieved: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
@@ -326,9 +327,21 @@ class MultiHopAgent(_LLMRetriever):
                     text = q.text
                 searches.append(Query(q.query_id, text, q.instruction))
             found = search_with(self.retriever, Queries(searches), self.per_hop, exclude)
+            hits = {q.query_id: [d for d, _ in found.get(q.query_id, ())] for q in searches}
+            # A search that finds nothing ("(no)" from a small model is all stop words) is no search: the original
+            # query is searched instead, counted as a fallback.
+            missed = [Query(q.query_id, q_text[q.query_id], q.instruction) for q in searches
+                      if not hits[q.query_id] and q.text != q_text[q.query_id]]
+            if missed:
+                again = search_with(self.retriever, Queries(missed), self.per_hop, exclude)
+                for q in missed:
+                    self._fallback(q.query_id, "empty_search")
+                    hits[q.query_id] = [d for d, _ in again.get(q.query_id, ())]
+                retried = {q.query_id: q for q in missed}
+                searches = [retried.get(q.query_id, q) for q in searches]
             prompts = {}
             for q in searches:
-                docs = [d for d, _ in found.get(q.query_id, ())]
+                docs = hits[q.query_id]
                 trace[q.query_id].append({"search": q.text, "retrieved": docs})
                 retrieved[q.query_id].update(dict.fromkeys(docs))
                 if docs:

@@ -185,6 +185,24 @@ def test_agent_bm25_end_to_end_on_a_cut(tmp_path, capsys, wknow):
         "calls"] == 0
 
 
+def test_agent_search_that_finds_nothing_searches_the_original_query(tmp_path, capsys, wknow):
+    """SmolLM2 answers "(no)" as its search query: all stop words, so bm25 finds nothing; the original query is
+    searched instead and the fallback counted (it used to leave the query with an empty ranking)."""
+    cut = tmp_path / "cut"
+    _write_cut(cut, wknow, ["0", "1", "2", "3", "4", "5"], ["0"])
+    text = {"0": wknow.queries["0"].text}
+    with LLMServer(qrels={"0": dict(wknow.qrels["0"])}, queries=text,
+                   corpus={d: wknow.corpus[d].full_text for d in ("0", "1", "2", "3", "4", "5")},
+                   searches={text["0"]: ["(no)"]}, selections={text["0"]: ["Selected: none\nNotes: -"]}) as srv:
+        _cli(capsys, ["run", str(cut), "-r", "agent:[hops=1,per_hop=2]bm25", "--llm-base-url", srv.base_url,
+                      "--llm-model", "judge-agent-no", "-m", "R@10", "--k", "10", "-o", str(tmp_path / "a")])
+        assert srv.calls == 2  # the search query and the selection over what the original query found
+    cfg = json.loads((tmp_path / "a" / "manifest.json").read_text())["retriever"]["config"]
+    assert cfg["trace"]["0"] == [{"search": text["0"], "selected": []}]
+    assert cfg["fallbacks"]["per_query"]["0"]["empty_search"] == 1
+    assert _read_run(tmp_path / "a")["0"] == ["0", "3"]  # bm25's top 2 for the original query (see the test above)
+
+
 # ------------------------------------------------------------------------------------------------- specs and identity
 
 def test_specs_options_and_fingerprints():

@@ -212,3 +212,57 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
     again = json.loads((tmp_path / "gap2" / "gap.json").read_text())
     assert again["llm_calls"] == 0
     assert again["verifier_standard"] == report["verifier_standard"]
+
+
+def _small_beir_cut(folder: Path, n_queries: int = 2, n_docs: int = 12) -> list[str]:
+    """A BEIR folder of the first ``n_queries`` judged ImpliRet wknow queries and ``n_docs`` documents (their gold
+    documents among them); returns the query ids."""
+    from gapbench.formats import write_beir_folder
+    from gapbench.task import get_task
+    from gapbench.types import Corpus, Qrels, Queries, TaskData
+
+    data = get_task(TASK).load()
+    qids = data.qrels.positive_queries()[:n_queries]
+    gold = [d for q in qids for d in data.qrels[q]]
+    others = [d for d in data.corpus if d not in gold][: n_docs - len(gold)]
+    cut = TaskData(Corpus(data.corpus[d] for d in gold + others), Queries(data.queries[q] for q in qids),
+                   Qrels({q: dict(data.qrels[q]) for q in qids}))
+    write_beir_folder(cut, folder)
+    return qids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["rewrite:bm25", "agent:[hops=1,per_hop=4,max_chars=300]bm25"])
+def test_llm_retrievers_run_on_the_embedded_smollm2(spec, tmp_path):
+    """OBLIQ-Bench's rewrite and agent baselines end to end on the real model: a ranking for every query whatever the
+    model answers (malformed answers are counted as fallbacks), and a re-run is served from the cache."""
+    folder = tmp_path / "cut"
+    qids = _small_beir_cut(folder)
+    home = tmp_path / "home"
+    args = ["run", str(folder), "-r", spec, "--k", "12", "-m", "nDCG@10,R@10", "--llm-max-tokens", "48",
+            "--llm-stop", "\n\n"]
+    usages = []
+    for out in ("first", "again"):
+        proc = _gapbench([*args, "-o", out], home, tmp_path)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        manifest = json.loads((tmp_path / out / "manifest.json").read_text())
+        config = manifest["retriever"]["config"]
+        usages.append({k: v for k, v in config["llm"]["usage"].items() if k != "per_query"})
+        run = (tmp_path / out / "run.trec.gz").read_bytes()
+        assert run[:2] == b"\x1f\x8b"
+        print(f"\n{spec} on SmolLM2 ({out}): usage {json.dumps(usages[-1])}, fallbacks "
+              f"{json.dumps(config['fallbacks'].get('total', config['fallbacks']))}")
+    first, again = usages
+    from gapbench.formats import read_trec_run
+
+    ranked = read_trec_run(tmp_path / "again" / "run.trec.gz")
+    assert set(ranked) <= set(qids)
+    if spec.startswith("rewrite"):  # one rewrite per query; the inner bm25 ranks what the rewrite matches
+        assert first["requests"] == len(qids) and all(len(ranked[q]) <= 12 for q in ranked)
+    else:  # a search query and a selection per query (a search that finds nothing falls back to the original query)
+        assert first["requests"] == 2 * len(qids) and sorted(ranked) == sorted(qids)
+        assert all(1 <= len(ranked[q]) <= 4 for q in ranked)
+    assert first["failures"] == 0 and first["prompt_tokens"] > 0
+    assert again["calls"] == 0 and again["cache_hits"] == first["requests"]
+    assert read_trec_run(tmp_path / "first" / "run.trec.gz") == ranked
