@@ -16,7 +16,7 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from . import cli_llm
+from . import cli_llm, stopping
 
 from .errors import GapbenchError, UnknownNameError
 from .extras import missing_dependency
@@ -364,6 +364,7 @@ def _signals_interrupt() -> Iterator[list[int]]:
 
     def stop(signum, frame):
         caught.append(signum)
+        stopping.STOP.set()  # worker threads waiting on the network give up too
         raise _Interrupted(signum)
 
     def unraisable(info):
@@ -373,9 +374,11 @@ def _signals_interrupt() -> Iterator[list[int]]:
     hook = sys.unraisablehook
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     sys.unraisablehook = unraisable
+    stopping.STOP.clear()
     try:
         yield caught
     finally:
+        stopping.STOP.clear()  # the threads that saw it have been joined: the next command (in-process) starts afresh
         for s, handler in previous.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
         sys.unraisablehook = hook

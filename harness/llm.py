@@ -68,6 +68,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from .cache import cache_dir
+from . import stopping
 from .errors import ConfigError, GapbenchError, MissingDependencyError, UnknownNameError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -901,7 +902,7 @@ class LLMClient:
 
     def _stopped(self) -> bool:
         cancel = getattr(_BATCH, "cancel", None)
-        return self._gave_up is not None or (cancel is not None and cancel.is_set())
+        return self._gave_up is not None or (cancel is not None and cancel.is_set()) or stopping.STOP.is_set()
 
     def _await(self, fn: Callable[[float], Any], sent: _Sent, own: float, hard: float) -> tuple[Any, float]:
         """(``fn(hard)``'s answer, seconds it had). Given up as a timeout once the server has made no progress for
@@ -912,10 +913,13 @@ class LLMClient:
         end = sent.at + hard
         while True:
             deadline = min(end, max(sent.at, self._pacer.last_answer) + own)
-            if attempt.done.wait(max(0.0, deadline - time.monotonic())):
+            # in slices, so that an ending command (Ctrl-C, SIGTERM) is noticed within a fraction of a second
+            if attempt.done.wait(min(max(0.0, deadline - time.monotonic()), 0.25)):
                 if attempt.error is not None:
                     raise attempt.error
                 return attempt.value, min(own, hard)
+            if stopping.STOP.is_set():
+                raise _Cancelled()
             if time.monotonic() >= min(end, max(sent.at, self._pacer.last_answer) + own):
                 seconds = hard if deadline >= end else own
                 raise _Slow(seconds) if attempt.reading else _NoAnswer(seconds)
@@ -953,6 +957,9 @@ class LLMClient:
             spent = min(own, left)
             try:
                 out, spent = self._await(fn, sent, own, min(own * self._pacer.ceiling, left))
+            except _Cancelled:  # the command is ending: no retry, no failure counted
+                self._pacer.release(sent, "skipped")
+                raise
             except Exception as exc:  # classified outside this block so the error raised carries no link to it
                 failure = exc
             else:
@@ -987,7 +994,8 @@ class LLMClient:
                 stop = "call"
                 break
             self.usage.add(tag, retries=1)
-            time.sleep(delay)
+            if stopping.STOP.wait(delay):  # the command is ending: no more attempts
+                raise _Cancelled()
         error = self._translate(failure, what, model, attempts, spent, stop)
         if error is None:
             raise failure

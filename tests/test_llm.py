@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import subprocess
@@ -1058,3 +1059,32 @@ def test_a_failed_batch_makes_none_of_the_calls_still_waiting_for_a_place(tmp_pa
         with pytest.raises(LLMRequestError, match="answered HTTP 400"):
             client.chat_many([f"r{i}" for i in range(8)])
         assert srv.calls == 1  # the seven waiting for the place were not sent
+
+
+def test_sigterm_during_an_llm_call_ends_the_command_at_once(tmp_path):
+    """An interrupted command does not sit on the answers in flight: its worker threads see the command ending and give
+    up, so SIGTERM ends `gapbench gap` within seconds even though the server never answers and the attempt's own
+    bound is 120 s (it used to wait for the attempt, minutes on a slow llama.cpp server)."""
+    import signal
+    import subprocess
+    import sys
+
+    with LLMServer(fault="hang", hang_max=60) as srv:
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+        env.update(HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(tmp_path / "home"), GAPBENCH_LLM_TIMEOUT="120")
+        proc = subprocess.Popen([sys.executable, "-m", "gapbench", "gap", "impliret/multispeaker/wknow", "--retrievers",
+                                 "bm25", "--depth", "5", "--pool-sizes", "", "--max-queries", "2", "--llm-base-url",
+                                 srv.base_url, "--llm-model", "m"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while srv.counts.get("hang", 0) < 1 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert srv.counts.get("hang", 0) >= 1, proc.communicate(timeout=5)
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        ended = time.monotonic() - start
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1].startswith("gapbench: interrupted by SIGTERM"), err
+    assert ended < 10, f"took {ended:.1f} s to end"
