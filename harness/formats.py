@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -361,6 +362,17 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
     with atomic_writer(path) as fh:
         for qid, ranking in run.items():
             fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
+
+
+# ---------------------------------------------------------------- file digests
+
+def file_digest(path: PathLike, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes, read in 1 MiB blocks (run files and dataset zips are too big to read whole)."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- strict JSON documents

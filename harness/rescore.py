@@ -15,7 +15,6 @@ manifests that names loadable data, so one side cannot opt out by naming a task 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -159,7 +158,7 @@ class Rescorer:
 
     def _rescore(self, directory: Path, res: Results, ident: _Identity, data, measures: Sequence[str]) -> None:
         from .evaluation import evaluate
-        from .formats import read_trec_run
+        from .formats import file_digest, read_trec_run
         from .store import _run_file
 
         fingerprint = data.qrels.fingerprint
@@ -170,7 +169,7 @@ class Rescorer:
                 f"revision of the task) or the manifest was edited; {_REMAKE} on the data here.",
                 path=directory / "manifest.json")
         path = _run_file(directory, directory.resolve(strict=True), "run.trec.gz")
-        digest = _sha256(path)
+        digest = file_digest(path, "sha256")
         key = (digest, fingerprint, tuple(measures), ident.seed)
         fresh = self._scores.get(key)
         if fresh is None:
@@ -202,14 +201,6 @@ def _compare(directory: Path, task: str, measure: str, stored: dict, fresh: dict
             f"{head} query {q!r} has {stored[q]!r} here, but run.trec.gz scored on the task's qrels gives "
             f"{fresh[q]!r} ({len(differ)} of {len(stored)} queries differ); the per-query values do not come from "
             f"this run file (edited, or the run file was replaced): {_REMAKE}.", path=where)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _first_sentence(exc: Exception) -> str:

@@ -87,7 +87,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 from .errors import ConfigError, GapbenchError
-from .formats import StrictJSONError, parse_json_strict
+from .formats import StrictJSONError, file_digest, parse_json_strict
 
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
@@ -221,11 +221,7 @@ def run_file_name(task: str) -> str:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digest(path, "sha256")
 
 
 # ---------------------------------------------------------------- reading inside a submission

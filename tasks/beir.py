@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
-from gapbench.formats import atomic_writer, read_beir_folder
+from gapbench.formats import atomic_writer, file_digest, read_beir_folder
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
@@ -151,14 +151,6 @@ def cache_root() -> Path:
     return cache_dir("datasets") / "beir"
 
 
-def _md5(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _offline_message(name: str, url: str, why: str) -> str:
     return (
         f"cannot download BEIR {name} from {url} ({why}). Download that zip elsewhere, unzip it into a folder DIR "
@@ -179,7 +171,7 @@ def download_zip(name: str) -> Path:
     expected = DATASETS[name].md5
     root.mkdir(parents=True, exist_ok=True)
     zip_path = root / f"{archive}.zip"
-    if not (zip_path.exists() and _md5(zip_path) == expected):
+    if not (zip_path.exists() and file_digest(zip_path, "md5") == expected):
         try:
             # the writer drops the partial download on any exception, a wrong checksum or an interrupt included
             with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp, \
