@@ -162,6 +162,29 @@ class Corpus(_Records):
     def _fields(self, rec: Document) -> Sequence[str]:
         return (rec.title, rec.text)
 
+    # -- streamed access: what retrievers index from, so that no adapter needs every Document object at once
+    def doc_ids(self) -> list[str]:
+        """Document ids in corpus order (position i is the document that ``texts_at([i])`` returns)."""
+        return list(self._data)
+
+    def iter_texts(self, *, use_title: bool = True, batch_size: int = 8192) -> Iterator[list[str]]:
+        """Texts in corpus order, ``batch_size`` at a time: ``full_text`` (title and text) or, without titles, ``text``."""
+        batch: list[str] = []
+        for doc in self._data.values():
+            batch.append(doc.full_text if use_title else doc.text)
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def texts_at(self, positions: Iterable[int], *, use_title: bool = True) -> list[str]:
+        """Texts of the documents at the given corpus positions, in the order given."""
+        if not hasattr(self, "_docs"):
+            self._docs = list(self._data.values())
+        docs = self._docs
+        return [docs[i].full_text if use_title else docs[i].text for i in positions]
+
     @classmethod
     def from_dict(cls, data: Mapping[str, str | Mapping[str, str]]) -> "Corpus":
         """``{"d1": "text"}`` or ``{"d1": {"text": ..., "title": ...}}``."""
