@@ -119,7 +119,10 @@ class _Records(Mapping):
         try:
             return self._data[key]
         except KeyError:
-            raise UnknownIdError(f"unknown {self._kind} id {key!r} ({len(self._data)} {self._kind}s known).") from None
+            raise self._unknown(key) from None
+
+    def _unknown(self, key: object) -> UnknownIdError:
+        return UnknownIdError(f"unknown {self._kind} id {key!r} ({len(self)} {self._kind}s known).")
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
@@ -184,6 +187,32 @@ class Corpus(_Records):
             self._docs = list(self._data.values())
         docs = self._docs
         return [docs[i].full_text if use_title else docs[i].text for i in positions]
+
+    def ids_at(self, positions: Iterable[int]) -> list[str]:
+        """Document ids at the given corpus positions, in the order given."""
+        ids = self._id_list()
+        return [ids[i] for i in positions]
+
+    def position(self, doc_id: str) -> int:
+        """Corpus position of ``doc_id`` (UnknownIdError, as ``corpus[doc_id]``, when it is not in the corpus)."""
+        if not hasattr(self, "_positions"):
+            self._positions = {did: i for i, did in enumerate(self._data)}
+        try:
+            return self._positions[doc_id]
+        except (KeyError, TypeError):
+            raise self._unknown(doc_id) from None
+
+    def tie_keys(self):
+        """int64 key per corpus position, the rank of its id in sorted order: a larger key wins a score tie."""
+        from .topk import tie_keys
+
+        return tie_keys(self._id_list())
+
+    def _id_list(self) -> list[str]:
+        # built once: adapters call ids_at per query batch
+        if not hasattr(self, "_ids"):
+            self._ids = list(self._data)
+        return self._ids
 
     @classmethod
     def from_dict(cls, data: Mapping[str, str | Mapping[str, str]]) -> "Corpus":
