@@ -253,7 +253,19 @@ class QueryRewrite(_LLMRetriever):
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
         if k < 1:
             raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")
-        return search_with(self.retriever, self.rewrite(queries), k, exclude).renamed(self.name)
+        rewritten = self.rewrite(queries)
+        found = search_with(self.retriever, rewritten, k, exclude)
+        # A rewrite that finds nothing (a small model's "(no)" is all stop words) is no rewrite: the original query is
+        # searched instead, counted as a fallback, as the agent does with its search queries.
+        missed = [q for q in queries.values() if not found.get(q.query_id) and rewritten[q.query_id].text != q.text]
+        if not missed:
+            return found.renamed(self.name)
+        again = search_with(self.retriever, Queries(missed), k, exclude)
+        rankings = dict(found.items())
+        for q in missed:
+            self._fallback(q.query_id, "empty_search")
+            rankings[q.query_id] = again.get(q.query_id, ())
+        return Run(rankings, self.name, _sorted=True)
 
 
 class MultiHopAgent(_LLMRetriever):

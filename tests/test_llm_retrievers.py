@@ -203,6 +203,23 @@ def test_agent_search_that_finds_nothing_searches_the_original_query(tmp_path, c
     assert _read_run(tmp_path / "a")["0"] == ["0", "3"]  # bm25's top 2 for the original query (see the test above)
 
 
+def test_rewrite_that_finds_nothing_searches_the_original_query(tmp_path, capsys, wknow):
+    """A rewrite of only stop words ("(no)") finds nothing with bm25: the original query is searched instead and the
+    fallback counted, so the query keeps the ranking plain bm25 gives it."""
+    cut = tmp_path / "cut"
+    _write_cut(cut, wknow, ["0", "1", "2", "3", "4", "5"], ["0"])
+    text = {"0": wknow.queries["0"].text}
+    with LLMServer(qrels={"0": dict(wknow.qrels["0"])}, queries=text, rewrites={text["0"]: "(no)"}) as srv:
+        _cli(capsys, ["run", str(cut), "-r", "rewrite:bm25", "--llm-base-url", srv.base_url,
+                      "--llm-model", "judge-rewrite-no", "-m", "R@10", "--k", "2", "-o", str(tmp_path / "a")])
+        assert srv.calls == 1
+    cfg = json.loads((tmp_path / "a" / "manifest.json").read_text())["retriever"]["config"]
+    assert cfg["rewrites"]["0"] == "(no)"
+    assert cfg["fallbacks"]["per_query"]["0"] == {"empty_rewrite": 0, "empty_search": 1, "unparsed_selection": 0,
+                                                  "unknown_ids": 0}
+    assert _read_run(tmp_path / "a")["0"] == ["0", "3"]  # bm25's top 2 for the original query (as the agent's test)
+
+
 # ------------------------------------------------------------------------------------------------- specs and identity
 
 def test_specs_options_and_fingerprints():
