@@ -6,6 +6,9 @@
   title and text joined.
 
 Ranking is exact: every document's score is computed by bm25s, then cut with gapbench's tie rule and exclusion mask.
+The index is built in batches sized by the memory budget (``gapbench.budget``) and saved in bm25s' own layout under
+the cache (``bm25/<adapter fingerprint>/<corpus fingerprint>``); a later run on the same corpus memory-maps it and
+reads no text (see ``_bm25_index``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from typing import Annotated, Mapping, Optional
 
 import numpy as np
 
-from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.adapters._bm25_index import IndexSpec, open_index
+from gapbench.budget import rows_within
+from gapbench.cache import cache_dir
+from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError, UnknownIdError
 from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
-from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
+from gapbench.topk import apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
 
@@ -55,6 +61,9 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 K1 = Annotated[float, Range(ge=0)]
 B = Annotated[float, Range(ge=0, le=1)]
 Stopwords = Annotated[Optional[str], OneOf(*STOPWORDS)]
+# working memory per document while a batch is tokenized (text, token lists, the sort of its pairs); generous for
+# passages of a few hundred words, so that a batch takes at most a quarter of the budget
+BYTES_PER_DOC = 16 * 1024
 
 
 class BM25:
@@ -80,8 +89,8 @@ class BM25:
         self.use_title = use_title
         self.keep_zero = keep_zero
         self._model = None
-        self._indexed = False
-        self._doc_ids: list[str] = []
+        self._corpus: Corpus | None = None
+        self._index_batch: int | None = None  # documents per indexing batch; None sizes it from the memory budget
         self.empty_queries: tuple[str, ...] = ()
 
     def config(self) -> dict:
@@ -106,30 +115,28 @@ class BM25:
         )
 
     def index(self, corpus: Corpus) -> None:
-        bm25s = _bm25s()
-        docs = list(corpus.values())
-        texts = [d.full_text if self.use_title else d.text for d in docs]
-        self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
-        tokenized = self._tokenize(texts, ids=True)
-        self._model = None
-        if any(t for t in tokenized.vocab):
-            # bm25s cannot index a corpus without any term (every text empty or stopwords); every document of such
-            # a corpus scores 0 for every query, and keep_zero decides whether they are ranked (see _rank)
-            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-            model.index(tokenized, show_progress=False)
-            self._model = model
-        self._indexed = True
+        """Open this corpus' index from the cache, building it there first (streamed, in bounded memory) if needed."""
+        folder = cache_dir("bm25") / self.fingerprint[:24] / corpus.fingerprint[:24]
+        spec = IndexSpec(self.k1, self.b, self.method, self.stopwords, self.stemmer_name)
+        self._model = open_index(folder, lambda: self._texts(corpus), spec, len(corpus))
+        self._keys = corpus.tie_keys()
+        self._corpus = corpus
+
+    def _texts(self, corpus: Corpus):
+        batch = self._index_batch or rows_within(BYTES_PER_DOC)
+        with progress(len(corpus), f"{self.name}: indexing") as advance:
+            for texts in corpus.iter_texts(use_title=self.use_title, batch_size=batch):
+                yield texts
+                advance(len(texts))
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
         """Top-k per query. A query with no term left after analysis (empty, stopwords, punctuation) has nothing to
         match: it gets an empty ranking and its id is listed in ``empty_queries``."""
-        if not self._indexed:
+        if self._corpus is None:
             raise GapbenchError("bm25: search() was called before index(corpus).")
         qids = list(queries)
         tokens = self._tokenize([_query_text(queries[q]) for q in qids], ids=False)
-        excluded = exclusion_indices(qids, exclude, self._doc_index)
+        excluded = exclusion_indices(qids, exclude, _Positions(self._corpus))
         out = {}
         empty = []
         with progress(len(qids), f"{self.name}: searching") as advance:
@@ -145,13 +152,30 @@ class BM25:
 
     def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
-        doc_ids = self._doc_ids
-        raw = self._model.get_scores(toks) if self._model is not None else np.zeros(len(doc_ids), dtype=np.float32)
+        n = len(self._keys)
+        raw = self._model.get_scores(toks) if self._model is not None else np.zeros(n, dtype=np.float32)
         scores = apply_mask(raw, ex)
         if not self.keep_zero:
             scores = np.where(scores > 0, scores, -np.inf)
         top = select_topk(scores, k, self._keys)
-        return [(doc_ids[i], float(scores[i])) for i in top]
+        return list(zip(self._corpus.ids_at(top.tolist()), scores[top].tolist()))
+
+
+class _Positions:
+    """doc id -> corpus position through ``Corpus.position``, for exclusions: no dict of every id is built."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self._position = corpus.position
+
+    def __contains__(self, doc_id: object) -> bool:
+        try:
+            self._position(doc_id)
+        except UnknownIdError:
+            return False
+        return True
+
+    def __getitem__(self, doc_id: str) -> int:
+        return self._position(doc_id)
 
 
 def _query_text(query) -> str:

@@ -538,16 +538,26 @@ def _text_field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, re
     return ""
 
 
-def read_jsonl_corpus(path: PathLike) -> Corpus:
-    """BEIR corpus lines: ``{"_id", "title", "text"}`` (``doc_id``/``id`` accepted for the id)."""
+def read_jsonl_corpus(path: PathLike, *, compact: str | None = None) -> Corpus:
+    """BEIR corpus lines: ``{"_id", "title", "text"}`` (``doc_id``/``id`` accepted for the id).
 
-    def docs():
-        for n, obj in read_jsonl(path):
-            did = _id_field(obj, ("_id", "doc_id", "id", "docid"), "document", path, n)
-            text = _text_field(obj, ("text", "contents", "content"), path, n)
-            yield n, Document(did, text, _text_field(obj, ("title",), path, n, required=False))
+    A large file (or any, with ``compact="always"`` or ``GAPBENCH_COMPACT_CORPUS=always``) is converted once into a
+    memory-mapped Arrow file in the cache (:mod:`gapbench.corpus_store`) instead of one Document object per line.
+    """
+    from .corpus_store import load_compact, use_compact
 
-    return _collect(Corpus, docs(), path, "document")
+    if use_compact(path, compact):
+        return load_compact(path)
+    docs = ((n, Document(did, text, title)) for n, did, title, text in corpus_records(path))
+    return _collect(Corpus, docs, path, "document")
+
+
+def corpus_records(path: PathLike) -> Iterator[tuple[int, str, str, str]]:
+    """(line, doc_id, title, text) of every document of a BEIR corpus file, each line checked as it is read."""
+    for n, obj in read_jsonl(path):
+        did = _id_field(obj, ("_id", "doc_id", "id", "docid"), "document", path, n)
+        text = _text_field(obj, ("text", "contents", "content"), path, n)
+        yield n, did, _text_field(obj, ("title",), path, n, required=False), text
 
 
 def read_jsonl_queries(path: PathLike) -> Queries:
