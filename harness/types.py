@@ -202,6 +202,11 @@ class Corpus(_Records):
         except (KeyError, TypeError):
             raise self._unknown(doc_id) from None
 
+    def missing(self, doc_ids: Iterable[str]) -> list[str]:
+        """The ids that are not in the corpus, in the order given (one pass, for checking runs and qrels)."""
+        data = self._data
+        return [d for d in doc_ids if d not in data]
+
     def tie_keys(self):
         """int64 key per corpus position, the rank of its id in sorted order: a larger key wins a score tie."""
         from .topk import tie_keys
@@ -295,11 +300,12 @@ class Qrels(Mapping):
         return Qrels({q: d for q, d in self._data.items() if q in keep})
 
     def check_against(self, corpus: Corpus, queries: Queries | None = None) -> None:
+        missing = set(corpus.missing(did for docs in self._data.values() for did in docs))
         for qid, docs in self._data.items():
             if queries is not None and qid not in queries:
                 raise UnknownIdError(f"qrels name query {qid!r}, which is not in the query set.")
             for did in docs:
-                if did not in corpus:
+                if did in missing:
                     raise UnknownIdError(f"qrels of query {qid!r} name document {did!r}, which is not in the corpus.")
 
     @property
@@ -440,9 +446,12 @@ class Run(Mapping):
         return Run(self._data, name, _sorted=True)
 
     def check_against(self, corpus: Corpus, source: str | None = None) -> None:
+        missing = set(corpus.missing(did for ranking in self._data.values() for did, _ in ranking))
+        if not missing:
+            return
         for qid, ranking in self._data.items():
             for did, _ in ranking:
-                if did not in corpus:
+                if did in missing:
                     where = f"{source}: " if source else ""
                     raise UnknownIdError(
                         f"{where}run ranks document {did!r} for query {qid!r}, but the corpus has no such document; "

@@ -220,3 +220,22 @@ def test_integer_ids_in_a_local_copy_are_refused_with_the_fix(tmp_path):
         get_task(f"beir/scifact:data_dir={tmp_path}").load()
     assert str(err.value) == (f"{corpus}, line 1: field '_id' is the number 4983; document ids are JSON strings, for "
                               'example "_id": "4983".')
+
+
+@pytest.mark.parametrize("name", ["scifact", "arguana"])
+def test_local_copy_memory_mapped_gives_the_same_task_and_run(name, monkeypatch):
+    from gapbench.corpus_store import ENV_VAR, CompactCorpus
+
+    loaded = {}
+    for mode in ("never", "always"):
+        monkeypatch.setenv(ENV_VAR, mode)
+        task = get_task(f"beir/{name}:data_dir={FIXTURES}")
+        data = task.load()
+        assert isinstance(data.corpus, CompactCorpus) == (mode == "always")
+        loaded[mode] = (data, run(task, "bm25", k=3, measures=["nDCG@10", "R@100"]))
+    (plain, plain_result), (compact, compact_result) = loaded["never"], loaded["always"]
+    assert compact.corpus.fingerprint == plain.corpus.fingerprint
+    assert list(compact.corpus.values()) == list(plain.corpus.values())
+    assert compact.excluded == plain.excluded  # ArguAna's self-matches, found through the mapped ids
+    assert compact_result.run.to_dict() == plain_result.run.to_dict()
+    assert compact_result.results.means == plain_result.results.means

@@ -1,0 +1,448 @@
+"""A compact corpus: a BEIR ``corpus.jsonl`` converted once into an Arrow IPC file in the cache and memory-mapped.
+
+A dict of ten million :class:`~gapbench.types.Document` objects costs tens of gigabytes; the same corpus as three Arrow
+string columns (id, title, text) costs its bytes on disk, and opening it again costs a fraction of a second. The file
+is keyed by the source's path, size, modification time and a digest of its head and tail, so an edited file is read
+again; it is written into a temporary folder that is renamed into place, so a killed conversion leaves nothing torn.
+
+Lookups by id go through a sorted array of 64-bit FNV-1a hashes of the ids and their positions (``numpy.searchsorted``,
+each hit verified against the ids column), not a Python dict; duplicate ids are found the same way at conversion.
+
+>>> corpus = load_compact("data/msmarco/corpus.jsonl")  # doctest: +SKIP
+>>> corpus.position("7067032"), corpus.texts_at([0, 5])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+from collections.abc import ItemsView, ValuesView
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from .errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
+from .types import Corpus, Document
+
+ENV_VAR = "GAPBENCH_COMPACT_CORPUS"
+MODES = ("auto", "always", "never")
+# under this size a corpus file is read into Documents: small folders load as they always have
+AUTO_MIN_BYTES = 20 << 20
+FORMAT = 1
+_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+# a record batch ends at this many rows or text bytes, whichever comes first (string offsets are 32-bit)
+BATCH_ROWS = 1 << 16
+BATCH_BYTES = 64 << 20
+_EDGE = 1 << 16  # bytes of the source's head and tail that go into its key
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK = (1 << 64) - 1
+
+
+# ---------------------------------------------------------------- id hashes
+
+def hash_id(doc_id: str) -> int:
+    """64-bit FNV-1a of the id's UTF-8 bytes; equals :func:`hash_ids` on the same id."""
+    h = _FNV_OFFSET
+    for byte in doc_id.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    return h
+
+
+def hash_ids(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """:func:`hash_id` of every id as uint64, column-wise: one numpy pass per byte position, the longest ids last."""
+    if isinstance(ids, pa.ChunkedArray):
+        parts = [hash_ids(chunk) for chunk in ids.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    n = len(ids)
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32, count=n + 1, offset=ids.offset * 4).astype(np.int64)
+    data = ids.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, dtype=np.uint8)
+    lengths = np.diff(offsets)
+    order = np.argsort(-lengths, kind="stable")
+    starts, desc = offsets[:-1][order], -lengths[order]
+    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
+    prime = np.uint64(_FNV_PRIME)
+    for j in range(int(-desc[0]) if n else 0):
+        live = int(np.searchsorted(desc, -j, side="left"))  # ids longer than j bytes
+        h[:live] ^= data[starts[:live] + j]
+        h[:live] *= prime  # wraps modulo 2**64, as FNV does
+    out = np.empty_like(h)
+    out[order] = h
+    return out
+
+
+# ---------------------------------------------------------------- when to use it
+
+def compact_mode(mode: str | None = None) -> str:
+    """``mode``, else ``$GAPBENCH_COMPACT_CORPUS``, else ``auto``; anything else is a ConfigError."""
+    value = (mode or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if value not in MODES:
+        where = f"{ENV_VAR}={mode or os.environ.get(ENV_VAR)!r}" if not mode else f"compact corpus mode {mode!r}"
+        raise ConfigError(f"{where} is not one of {', '.join(MODES)}: 'always' keeps every BEIR corpus memory-mapped "
+                          f"from the cache, 'never' reads it into memory, 'auto' does so below "
+                          f"{AUTO_MIN_BYTES >> 20} MB.")
+    return value
+
+
+def use_compact(path: str | os.PathLike, mode: str | None = None) -> bool:
+    """Whether the corpus file at ``path`` is loaded as a :class:`CompactCorpus`."""
+    mode = compact_mode(mode)
+    if mode == "never":
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # the reader reports it
+    # a pipe can be read only once, so there is nothing to key a cached copy by
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    return mode == "always" or st.st_size >= AUTO_MIN_BYTES
+
+
+def source_key(path: str | os.PathLike) -> tuple[str, str]:
+    """(the folder prefix of every version of this file, this version's folder name) under the corpora cache."""
+    path = Path(path)
+    st = path.stat()
+    h = hashlib.sha256(f"{FORMAT}:{st.st_size}:{st.st_mtime_ns}:".encode())
+    with open(path, "rb") as fh:
+        h.update(fh.read(_EDGE))
+        if st.st_size > _EDGE:
+            fh.seek(max(_EDGE, st.st_size - _EDGE))
+            h.update(fh.read(_EDGE))
+    prefix = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return prefix, f"{prefix}-{h.hexdigest()[:16]}"
+
+
+def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str, str]] | None = None,
+                 *, root: str | os.PathLike | None = None) -> "CompactCorpus":
+    """The corpus file at ``path`` memory-mapped from the cache, converted first when no valid copy is there.
+
+    ``records`` yields (line, doc_id, title, text) for the conversion, validated as the in-memory reader validates them
+    (default: :func:`gapbench.formats.corpus_records` over ``path``).
+    """
+    from .cache import cache_dir
+    from .formats import atomic_writer, corpus_records, output_folder
+
+    root = Path(root) if root is not None else cache_dir("corpora")
+    prefix, name = source_key(path)
+    folder = root / name
+    corpus = _open_valid(folder)
+    if corpus is not None:
+        return corpus
+    output_folder(root)
+    atomic_writer.remove_stale(root)
+    tmp = root / f".{name}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _convert(records if records is not None else corpus_records(path), path, tmp)
+        shutil.rmtree(folder, ignore_errors=True)  # a torn or stale copy under this name
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if _open_valid(folder) is None:  # not another process's finished copy: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in root.glob(f"{prefix}-*"):
+        if old.name != name:  # earlier versions of the same file
+            shutil.rmtree(old, ignore_errors=True)
+    corpus = _open_valid(folder)
+    if corpus is None:
+        raise GapbenchError(f"the converted corpus in {folder} cannot be read back; delete it and run again.")
+    return corpus
+
+
+def _open_valid(folder: Path) -> "CompactCorpus | None":
+    """The corpus in ``folder``, or None when it is missing, torn or from another format version (then redo it)."""
+    if not (folder / "meta.json").is_file():
+        return None
+    try:
+        return CompactCorpus(folder)
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        return None
+
+
+# ---------------------------------------------------------------- conversion
+
+class _Converter:
+    """Writes record batches into the Arrow file, gathering id hashes, line numbers and the fingerprint on the way."""
+
+    def __init__(self, arrow_path: Path) -> None:
+        self.sink = pa.OSFile(str(arrow_path), "wb")
+        self.writer = ipc.new_file(self.sink, _SCHEMA)
+        self.rows: tuple[list, list, list] = ([], [], [])
+        self.lines: list[int] = []
+        self.chars = 0
+        self.hashes: list[np.ndarray] = []
+        self.line_parts: list[np.ndarray] = []
+        self.sha = hashlib.sha256()
+
+    def add(self, records: Iterable[tuple[int, str, str, str]]) -> None:
+        ids, titles, texts = self.rows
+        update = self.sha.update
+        for n, did, title, text in records:
+            # the same bytes, in the same order, as Corpus.fingerprint hashes for the dict of Documents
+            for part in (did, title, text):
+                b = part.encode("utf-8")
+                update(len(b).to_bytes(8, "little"))
+                update(b)
+            ids.append(did)
+            titles.append(title)
+            texts.append(text)
+            self.lines.append(n)
+            self.chars += len(text) + len(title)
+            if len(ids) >= BATCH_ROWS or self.chars >= BATCH_BYTES:
+                self.flush()
+
+    def flush(self) -> None:
+        ids, titles, texts = self.rows
+        if not ids:
+            return
+        id_array = pa.array(ids, type=pa.string())
+        batch = pa.record_batch([id_array, pa.array(titles, type=pa.string()), pa.array(texts, type=pa.string())],
+                                schema=_SCHEMA)
+        self.writer.write_batch(batch)
+        self.hashes.append(hash_ids(id_array))
+        self.line_parts.append(np.asarray(self.lines, dtype=np.int64))
+        self.rows, self.lines, self.chars = ([], [], []), [], 0
+
+    def close(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ends the file; returns (hashes, line numbers) of every document written."""
+        self.flush()
+        self.writer.close()
+        self.sink.close()
+        cat = lambda parts, dtype: np.concatenate(parts) if parts else np.empty(0, dtype=dtype)  # noqa: E731
+        return cat(self.hashes, np.uint64), cat(self.line_parts, np.int64)
+
+
+def _convert(records: Iterable[tuple[int, str, str, str]], path: str | os.PathLike, tmp: Path) -> None:
+    tmp.mkdir(parents=True)
+    arrow_path = tmp / "docs.arrow"
+    conv = _Converter(arrow_path)
+    try:
+        conv.add(records)
+    except GapbenchError:
+        # the in-memory reader stops at the first duplicate, so one before this bad line is the error to report
+        hashes, lines = conv.close()
+        _check_unique(hashes, lines, _ids_column(arrow_path), path)
+        raise
+    except BaseException:
+        conv.close()
+        raise
+    hashes, lines = conv.close()
+    if not len(hashes):
+        raise DataFormatError("no documents found; the file is empty.", path=path)
+    ids = _ids_column(arrow_path)
+    order = _check_unique(hashes, lines, ids, path)
+    np.save(tmp / "hashes.npy", hashes[order])
+    np.save(tmp / "order.npy", order)
+    np.save(tmp / "tie_keys.npy", _tie_keys(ids))
+    meta = {"format": FORMAT, "source": os.fspath(path), "documents": int(len(hashes)),
+            "fingerprint": conv.sha.hexdigest(), "arrow_bytes": arrow_path.stat().st_size}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+
+
+def _ids_column(arrow_path: Path) -> pa.ChunkedArray:
+    return ipc.open_file(pa.memory_map(str(arrow_path))).read_all().column("id")
+
+
+def _tie_keys(ids: pa.ChunkedArray) -> np.ndarray:
+    # Arrow sorts strings by their UTF-8 bytes, which is Python's code-point order (topk.tie_keys)
+    order = pc.sort_indices(ids).to_numpy()
+    keys = np.empty(len(ids), dtype=np.int64)
+    keys[order] = np.arange(len(ids), dtype=np.int64)
+    return keys
+
+
+def _check_unique(hashes: np.ndarray, lines: np.ndarray, ids: pa.ChunkedArray, path) -> np.ndarray:
+    """Positions in hash order; raises for the first id (in file order) that repeats an earlier one."""
+    order = np.argsort(hashes, kind="stable")  # equal hashes keep file order
+    ordered = hashes[order]
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if not same.size:
+        return order
+    first_repeat = None  # (position of the repeat, position of the first occurrence)
+    for group in np.split(same, np.flatnonzero(np.diff(same) > 1) + 1):
+        positions = order[group[0]: group[-1] + 2]
+        seen: dict[str, int] = {}
+        for pos, did in zip(positions.tolist(), ids.take(positions).to_pylist()):
+            if did in seen:
+                if first_repeat is None or pos < first_repeat[0]:
+                    first_repeat = (pos, seen[did])
+                break
+            seen[did] = pos
+    if first_repeat is None:
+        return order  # only different ids that share a hash
+    pos, first = first_repeat
+    did = ids[pos].as_py()
+    raise DuplicateIdError(f"duplicate document id {did!r} (first seen on line {lines[first]}); ids must be unique.",
+                           path=path, line=int(lines[pos]))
+
+
+# ---------------------------------------------------------------- the corpus
+
+class CompactCorpus(Corpus):
+    """A :class:`~gapbench.types.Corpus` read from a converted folder: the same mapping and streamed API, the same
+    fingerprint, Documents built only when asked for. Pickles as its folder, so workers open it themselves."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        # no super().__init__(): that one takes every Document
+        self.folder = Path(folder)
+        meta = json.loads((self.folder / "meta.json").read_text(encoding="utf-8"))
+        if meta["format"] != FORMAT:
+            raise ValueError(f"format {meta['format']}")
+        arrow_path = self.folder / "docs.arrow"
+        if arrow_path.stat().st_size != meta["arrow_bytes"]:
+            raise ValueError("torn Arrow file")
+        self._table = ipc.open_file(pa.memory_map(str(arrow_path))).read_all()
+        self._ids = self._table.column("id")
+        self._hashes = np.load(self.folder / "hashes.npy", mmap_mode="r")
+        self._order = np.load(self.folder / "order.npy", mmap_mode="r")
+        self._keys = np.load(self.folder / "tie_keys.npy", mmap_mode="r")
+        n = meta["documents"]
+        if not (self._table.num_rows == len(self._hashes) == len(self._order) == len(self._keys) == n):
+            raise ValueError("row counts disagree")
+        self._n = n
+        self._fingerprint = meta["fingerprint"]
+        self.source = meta["source"]
+
+    def __reduce__(self):
+        return (type(self), (str(self.folder),))
+
+    # -- lookups
+    def _find(self, doc_id: object) -> int:
+        """Position of ``doc_id``, or -1."""
+        if not isinstance(doc_id, str):
+            return -1
+        h = np.uint64(hash_id(doc_id))
+        i = int(np.searchsorted(self._hashes, h))
+        while i < self._n and self._hashes[i] == h:
+            pos = int(self._order[i])
+            if self._ids[pos].as_py() == doc_id:
+                return pos
+            i += 1
+        return -1
+
+    def positions(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """int64 position of each id in the order given, -1 for an id not in the corpus (one vectorised pass)."""
+        wanted = pa.array(list(doc_ids), type=pa.string())
+        if not len(wanted):
+            return np.empty(0, dtype=np.int64)
+        h = hash_ids(wanted)
+        at = np.minimum(np.searchsorted(self._hashes, h), self._n - 1)
+        hit = np.asarray(self._hashes[at] == h)
+        cand = np.where(hit, self._order[at], 0).astype(np.int64)
+        same = hit & pc.equal(self._ids.take(cand), wanted).to_numpy(zero_copy_only=False)
+        out = np.where(same, cand, -1)
+        for i in np.flatnonzero(hit & ~same):  # another id shares the hash: look further along
+            out[i] = self._find(wanted[i].as_py())
+        return out
+
+    def position(self, doc_id: str) -> int:
+        pos = self._find(doc_id)
+        if pos < 0:
+            raise self._unknown(doc_id)
+        return pos
+
+    def missing(self, doc_ids: Iterable[str]) -> list[str]:
+        doc_ids = list(doc_ids)
+        return [doc_ids[i] for i in np.flatnonzero(self.positions(doc_ids) < 0)]
+
+    def _document(self, pos: int) -> Document:
+        return Document(self._ids[pos].as_py(), self._table.column("text")[pos].as_py(),
+                        self._table.column("title")[pos].as_py())
+
+    def __getitem__(self, key: str) -> Document:
+        pos = self._find(key)
+        if pos < 0:
+            raise self._unknown(key)
+        return self._document(pos)
+
+    def __contains__(self, key: object) -> bool:
+        return self._find(key) >= 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        for chunk in self._ids.chunks:
+            yield from chunk.to_pylist()
+
+    def ids(self) -> list[str]:
+        return self._ids.to_pylist()
+
+    doc_ids = ids
+
+    def values(self) -> ValuesView:
+        return _Values(self)
+
+    def items(self) -> ItemsView:
+        return _Items(self)
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    # -- streamed access
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        # read, not mapped: mapped pages once touched stay resident, so a pass over every text would grow the process
+        # by the whole file
+        with pa.OSFile(str(self.folder / "docs.arrow")) as source:
+            reader = ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+    def iter_texts(self, *, use_title: bool = True, batch_size: int = 8192) -> Iterator[list[str]]:
+        pending: list[str] = []
+        for batch in self._batches():
+            pending.extend(_texts(batch.column(1), batch.column(2), use_title))
+            while len(pending) >= batch_size:
+                yield pending[:batch_size]
+                pending = pending[batch_size:]
+        if pending:
+            yield pending
+
+    def iter_documents(self) -> Iterator[Document]:
+        for batch in self._batches():
+            yield from map(Document, *(batch.column(i).to_pylist() for i in (0, 2, 1)))
+
+    def texts_at(self, positions: Iterable[int], *, use_title: bool = True) -> list[str]:
+        where = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
+        return _texts(self._table.column("title").take(where), self._table.column("text").take(where), use_title)
+
+    def ids_at(self, positions: Iterable[int]) -> list[str]:
+        where = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
+        return self._ids.take(where).to_pylist()
+
+    def tie_keys(self) -> np.ndarray:
+        return np.asarray(self._keys)  # read-only, mapped from the folder
+
+    def __repr__(self) -> str:
+        return f"Corpus({self._n} documents, fingerprint={self._fingerprint[:12]}, memory-mapped from {self.folder})"
+
+
+def _texts(titles, texts, use_title: bool) -> list[str]:
+    """``Document.full_text`` (title, a space, text; the text alone when the title is empty) or the texts alone."""
+    if not use_title:
+        return texts.to_pylist()
+    joined = pc.binary_join_element_wise(titles, texts, " ")
+    return pc.if_else(pc.equal(titles, ""), texts, joined).to_pylist()
+
+
+class _Values(ValuesView):
+    def __iter__(self) -> Iterator[Document]:
+        return self._mapping.iter_documents()
+
+
+class _Items(ItemsView):
+    def __iter__(self) -> Iterator[tuple[str, Document]]:
+        return ((d.doc_id, d) for d in self._mapping.iter_documents())
