@@ -150,16 +150,22 @@ def run_cmd(
     llm_stop: Optional[List[str]] = cli_llm.STOP,
     llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
+    memory_budget: Optional[str] = typer.Option(
+        None, "--memory-budget", help="Working memory for large corpora, e.g. 4GB (else $GAPBENCH_MEMORY_BUDGET, 2GiB)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
+    from .budget import limited
+    from .budget import parse as parse_budget
     from .runner import run
     from .suites import is_suite, run_suite
 
     _count("--k", k, "documents per query")
     if seed < 0:
         _fail(f"--seed must be 0 or more, got {seed}.")
-    _not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model)
+    _not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
+               memory_budget=memory_budget)
+    budget = parse_budget(memory_budget) if memory_budget is not None else None
     wanted = _measures(measures)
     suite = is_suite(task)
     _check_output(output, run_dir=not suite)
@@ -172,12 +178,13 @@ def run_cmd(
         if extra:
             _fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")
-        suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
+        with limited(budget):
+            suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment)
+                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,

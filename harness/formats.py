@@ -28,7 +28,7 @@ import json
 import math
 import os
 import zlib
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator
 
@@ -347,9 +347,41 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
 
 def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
     """Write ``run`` as TREC lines; an id that would not read back as itself is refused before anything is written."""
-    tag = "_".join(str(tag or run.name or "gapbench").split()) or "gapbench"
+    tag = _trec_tag(tag or run.name, path)
+    _check_trec_ids(run, path)
+    with atomic_writer(path) as fh:
+        _write_trec_lines(fh, run, tag)
+
+
+@contextmanager
+def trec_run_appender(path: PathLike, tag: str | None = None) -> Iterator[Callable[[Run], None]]:
+    """Write a run part by part (``append(run_part)``, queries in the order given) into a temporary that becomes
+    ``path`` only when the block ends without an exception; the bytes are those :func:`write_trec_run` writes for the
+    whole run. ``tag`` defaults to the first part's name.
+
+    >>> with trec_run_appender("run.trec.gz") as append:  # doctest: +SKIP
+    ...     for part in parts: append(part)
+    """
+    with atomic_writer(path) as fh:
+        tags: list[str] = []
+
+        def append(part: Run) -> None:
+            if not tags:
+                tags.append(_trec_tag(tag or part.name, path))
+            _check_trec_ids(part, path)
+            _write_trec_lines(fh, part, tags[0])
+
+        yield append
+
+
+def _trec_tag(name: str | None, path: PathLike) -> str:
+    tag = "_".join(str(name or "gapbench").split()) or "gapbench"
     if not tag.isprintable():
         raise DataFormatError(f"run tag {tag!r} holds invisible characters; give a printable name.", path=path)
+    return tag
+
+
+def _check_trec_ids(run: Run, path: PathLike) -> None:
     bad_queries = not ids_clean(list(run))
     for qid, ranking in run.items():
         dids = [did for did, _ in ranking]
@@ -359,9 +391,11 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
                 if problem is not None:
                     raise DataFormatError(f"refusing to write {what} {show_id(value)} into a TREC run: it {problem}.",
                                           path=path)
-    with atomic_writer(path) as fh:
-        for qid, ranking in run.items():
-            fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
+
+
+def _write_trec_lines(fh: IO[str], run: Run, tag: str) -> None:
+    for qid, ranking in run.items():
+        fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
 
 
 # ---------------------------------------------------------------- file digests

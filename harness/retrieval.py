@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
 from .options import build, check_one_line, parse_spec
@@ -129,6 +129,47 @@ def search_with(retriever: Any, queries: Queries, k: int, exclude: Mapping[str, 
         data = {q: [p for p in r if p[0] not in exclude.get(q, ())][:k] for q, r in run.items()}
         run = Run(data, name, _sorted=True)
     return run.top(k)
+
+
+# What one ranked result costs while a run is held and written: the (doc_id, score) tuple, its id and float, its line.
+RESULT_BYTES = 200
+
+
+def query_batch_size(k: int) -> int:
+    """Queries searched at once when a run is written as it is produced: their results fill a quarter of the budget."""
+    from .budget import rows_within
+
+    return rows_within(k * RESULT_BYTES, share=0.25)
+
+
+def search_in_batches(
+    retriever: Any,
+    queries: Queries,
+    k: int,
+    exclude: Mapping[str, frozenset[str]] | None,
+    on_batch: Callable[[Run], None] | None = None,
+) -> Run:
+    """:func:`search_with` over batches of queries (in query order) sized by :func:`query_batch_size`, handing each
+    batch's Run to ``on_batch`` as soon as it is produced, so a run can be written while it is searched.
+
+    Queries that fit one batch are searched in one call, as :func:`search_with` does; each batch sees the whole
+    ``exclude`` mapping, so a query gets the same results whichever batch it is in.
+    """
+    size = query_batch_size(k)
+    ids = list(queries)
+    if len(ids) <= size:
+        parts = [queries]
+    else:
+        parts = [Queries(queries[q] for q in ids[i:i + size]) for i in range(0, len(ids), size)]
+    rankings: dict[str, tuple] = {}
+    name = None
+    for part in parts:
+        found = search_with(retriever, part, k, exclude)
+        if on_batch is not None:
+            on_batch(found)
+        rankings.update(found.items())
+        name = found.name
+    return Run(rankings, name, _sorted=True) if len(parts) > 1 else found
 
 
 def _ensure_builtin() -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .budget import limited
+from .budget import memory_budget as memory_budget_bytes
 from .evaluation import Results, evaluate
-from .retrieval import config_of, fingerprint_of, get_retriever, search_with
-from .store import package_versions, save_run_dir, utc_now
+from .retrieval import config_of, fingerprint_of, get_retriever, search_in_batches
+from .store import RunDirWriter, package_versions, save_run_dir, utc_now
 from .task import Task, get_task
-from .types import Run
+from .types import Queries, Run, TaskData
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,16 @@ def run(
     llm_base_url: str | None = None,
     llm_model: str | None = None,
     augment: str | None = None,
+    memory_budget: int | str | None = None,
 ) -> RunResult:
     """Run a retriever on a task and evaluate it.
 
     >>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
     >>> result.results.means["nDCG@10"]  # doctest: +SKIP
+
+    ``memory_budget`` (bytes, or a size such as ``"4GB"``) bounds the working memory of the large-corpus paths for
+    the whole run (see :mod:`gapbench.budget`) and is recorded in the manifest. With ``output``, run.trec.gz is written
+    batch by batch as the queries are searched (unless a reranker reorders the run afterwards).
     """
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
@@ -58,62 +66,80 @@ def run(
         # Built before any retrieval, so a bad endpoint or option is reported before minutes of work.
         rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
     name = getattr(retr, "name", None) or type(retr).__name__
-    data = task_obj.load()
-    queries = data.queries
-    if task_obj.instruction:
-        queries = queries.with_instruction(task_obj.instruction)
-    timings = {}
-    augment_info = None
-    if augment:
-        from .argus_augment import augment_retriever, view_stats
+    with limited(memory_budget), ExitStack() as stack:
+        data = task_obj.load()
+        queries = data.queries
+        if task_obj.instruction:
+            queries = queries.with_instruction(task_obj.instruction)
+        timings = {}
+        augment_info = None
+        if augment:
+            from .argus_augment import augment_retriever, view_stats
 
+            t0 = time.perf_counter()
+            retr = augment_retriever(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+            timings["augment_s"] = round(time.perf_counter() - t0, 4)
+            name = retr.name
+            augment_info = {"spec": augment, **view_stats(data.corpus, retr.views)}
         t0 = time.perf_counter()
-        retr = augment_retriever(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
-        timings["augment_s"] = round(time.perf_counter() - t0, 4)
-        name = retr.name
-        augment_info = {"spec": augment, **view_stats(data.corpus, retr.views)}
-    t0 = time.perf_counter()
-    retr.index(data.corpus)
-    timings["index_s"] = round(time.perf_counter() - t0, 4)
-    t0 = time.perf_counter()
-    result_run = search_with(retr, queries, k, data.excluded or None)
-    timings["search_s"] = round(time.perf_counter() - t0, 4)
-    result_run.check_against(data.corpus)
-    rerank_info = None
-    if rr is not None:
+        retr.index(data.corpus)
+        timings["index_s"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
-        result_run = rr.rerank(queries, result_run, data.corpus)
-        timings["rerank_s"] = round(time.perf_counter() - t0, 4)
-        rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr)}
-        client = getattr(rr, "_client", None)
-        if client is not None and hasattr(client, "manifest"):
-            rerank_info["llm"] = client.manifest()
-        if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
-            rerank_info["answers"] = rr.answers
-        name = result_run.name
-    results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
-    manifest = {
-        "task": task_obj.info(),
-        "system": name,
-        "retriever": {
-            "name": name,
-            "class": f"{type(retr).__module__}.{type(retr).__qualname__}",
-            "config": config_of(retr),
-            "fingerprint": fingerprint_of(retr),
-        },
-        "fingerprints": {
-            "corpus": data.corpus.fingerprint,
-            "queries": queries.fingerprint,
-            "qrels": data.qrels.fingerprint,
-        },
-        "reranker": rerank_info,
-        "augment": augment_info,
-        "k": k,
-        "measures": list(results.measures),
-        "seed": seed,
-        "date": utc_now(),
-        "versions": package_versions(),
-        "timings": timings,
-    }
-    out = save_run_dir(output, result_run, results, manifest) if output else None
+        # Without a reranker the run searched is the run kept, so it is written as it is produced.
+        writer = stack.enter_context(RunDirWriter(output)) if output and rr is None else None
+        result_run = _search(retr, queries, k, data, writer)
+        timings["search_s"] = round(time.perf_counter() - t0, 4)
+        rerank_info = None
+        if rr is not None:
+            t0 = time.perf_counter()
+            result_run = rr.rerank(queries, result_run, data.corpus)
+            timings["rerank_s"] = round(time.perf_counter() - t0, 4)
+            rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr)}
+            client = getattr(rr, "_client", None)
+            if client is not None and hasattr(client, "manifest"):
+                rerank_info["llm"] = client.manifest()
+            if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
+                rerank_info["answers"] = rr.answers
+            name = result_run.name
+        results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
+        manifest = {
+            "task": task_obj.info(),
+            "system": name,
+            "retriever": {
+                "name": name,
+                "class": f"{type(retr).__module__}.{type(retr).__qualname__}",
+                "config": config_of(retr),
+                "fingerprint": fingerprint_of(retr),
+            },
+            "fingerprints": {
+                "corpus": data.corpus.fingerprint,
+                "queries": queries.fingerprint,
+                "qrels": data.qrels.fingerprint,
+            },
+            "reranker": rerank_info,
+            "augment": augment_info,
+            "k": k,
+            "measures": list(results.measures),
+            "seed": seed,
+            "memory_budget": memory_budget_bytes(),
+            "date": utc_now(),
+            "versions": package_versions(),
+            "timings": timings,
+        }
+        if writer is not None:
+            out = writer.finish(results, manifest)
+        else:
+            out = save_run_dir(output, result_run, results, manifest) if output else None
     return RunResult(result_run, results, manifest, out)
+
+
+def _search(retr: Any, queries: Queries, k: int, data: TaskData, writer: RunDirWriter | None) -> Run:
+    """Search in batches; each batch is checked against the corpus and, given a writer, appended to run.trec.gz."""
+    if writer is None:
+        return search_in_batches(retr, queries, k, data.excluded or None, lambda part: part.check_against(data.corpus))
+    with writer.run_file() as append:
+        def produced(part: Run) -> None:
+            part.check_against(data.corpus)  # before writing, so a bad id is reported as it was before streaming
+            append(part)
+
+        return search_in_batches(retr, queries, k, data.excluded or None, produced)

@@ -13,13 +13,17 @@ import re
 import shutil
 import stat
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Iterator
 
 from .errors import ConfigError, DataFormatError
 from .evaluation import Results
-from .formats import StrictJSONError, atomic_writer, parse_json_strict, read_trec_run, write_trec_run
+from .formats import (
+    StrictJSONError, atomic_writer, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run,
+)
 from .types import Run
 
 MANIFEST_VERSION = 1
@@ -73,27 +77,67 @@ def check_run_dir_target(directory: str | os.PathLike) -> Path:
 def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manifest: dict) -> Path:
     """Write the run directory into a hidden sibling and rename it into place. An interrupted or failed write (SIGINT
     and SIGTERM arrive as exceptions) removes its sibling; stale ones of dead processes go at the next write."""
-    target = check_run_dir_target(directory)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_writer.remove_stale(target.parent)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with RunDirWriter(directory) as writer:
+        return writer.finish(results, manifest, run)
+
+
+class RunDirWriter:
+    """A run directory written while its run is produced: :meth:`run_file` streams ``run.trec.gz`` into the hidden
+    sibling batch by batch, :meth:`finish` adds the other files once the run is evaluated and renames the folder into
+    place. Leaving the block without finishing (an error, SIGINT, SIGTERM) removes the sibling, so neither a torn run
+    file nor a half run directory is ever left where a reader looks.
+
+    >>> with RunDirWriter("out") as writer:  # doctest: +SKIP
+    ...     with writer.run_file() as append:
+    ...         for part in parts: append(part)
+    ...     writer.finish(results, manifest)
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = directory
+        self.target = check_run_dir_target(directory)
+        self.tmp = self.target.with_name(f".{self.target.name}.tmp{os.getpid()}")
+        self._streamed = False
+
+    def __enter__(self) -> "RunDirWriter":
+        with self._os_errors():
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_writer.remove_stale(self.target.parent)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp.mkdir()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        shutil.rmtree(self.tmp, ignore_errors=True)  # gone already once finished
+        return False
+
+    def run_file(self, tag: str | None = None):
+        """A context giving ``append(run_part)``; run.trec.gz is complete only once the block ends."""
+        self._streamed = True
+        return trec_run_appender(self.tmp / "run.trec.gz", tag)
+
+    def finish(self, results: Results, manifest: dict, run: Run | None = None) -> Path:
+        """Write the files not yet written (``run`` only when it was not streamed) and rename the folder into place."""
+        if run is None and not self._streamed:
+            raise ValueError("finish() needs the run when run_file() did not write it")
+        with self._os_errors():
+            _write_run_files(self.tmp, None if self._streamed else run, results, manifest)
+            _swap_into_place(self.tmp, self.target)
+        return Path(self.directory)
+
+    @contextmanager
+    def _os_errors(self) -> Iterator[None]:
         try:
-            tmp.mkdir()
-            _write_run_files(tmp, run, results, manifest)
-            _swap_into_place(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    except OSError as exc:
-        where = f" at {exc.filename}" if exc.filename else ""
-        raise ConfigError(f"cannot write the run directory {directory}: {exc.strerror or exc}{where}.") from None
-    return Path(directory)
+            yield
+        except OSError as exc:
+            where = f" at {exc.filename}" if exc.filename else ""
+            raise ConfigError(f"cannot write the run directory {self.directory}: {exc.strerror or exc}{where}.") \
+                from None
 
 
-def _write_run_files(folder: Path, run: Run, results: Results, manifest: dict) -> None:
-    write_trec_run(run, folder / "run.trec.gz")
+def _write_run_files(folder: Path, run: Run | None, results: Results, manifest: dict) -> None:
+    if run is not None:
+        write_trec_run(run, folder / "run.trec.gz")
     with atomic_writer(folder / "metrics.tsv") as fh:
         fh.write("query_id\tmeasure\tvalue\n")
         for m in results.measures:
