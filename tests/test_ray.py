@@ -1,0 +1,197 @@
+"""Ray as the scale-out engine, on a real local Ray cluster: encoding into the chunked cache on actors, a killed worker
+and a killed driver resuming with only the missing chunks, sharded search equal to local search, and `--ray local`
+giving the same numbers as a run without it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="needs the ray extra (gapbench[ray])")
+
+from gapbench import distributed  # noqa: E402
+from gapbench.cache import EmbeddingCache  # noqa: E402
+from gapbench.errors import ConfigError, GapbenchError  # noqa: E402
+from gapbench.topk import Allowed, dense_topk, tie_keys  # noqa: E402
+
+# Ray workers cannot import this test module (tests/ is not on their path): ship its classes by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+class ToyEncoder:
+    """A deterministic encoder whose every call leaves a file in ``log_dir/encoded`` (so tests count the chunks encoded
+    by all workers), and that can kill its own process (once, or every time) or hang after ``after`` chunks."""
+
+    name = "toy"
+
+    def __init__(self, log_dir: str, fail: str = "", after: int = 0, dim: int = 8) -> None:
+        self.log_dir, self.fail, self.after, self.dim = log_dir, fail, after, dim
+
+    def encoder_spec(self) -> dict:
+        return {"log_dir": self.log_dir, "fail": self.fail, "after": self.after, "dim": self.dim}
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        log = Path(self.log_dir) / "encoded"
+        log.mkdir(parents=True, exist_ok=True)
+        if self.fail and len(os.listdir(log)) >= self.after:
+            if self.fail == "hang":
+                time.sleep(3600)
+            if self.fail == "die" or _first(Path(self.log_dir) / "died"):
+                os.kill(os.getpid(), signal.SIGKILL)  # a worker dies as a crashed GPU or an OOM kill leaves it
+        (log / f"{os.getpid()}-{time.monotonic_ns()}").write_text(texts[0])
+        return np.stack([toy_vector(t, self.dim) for t in texts])
+
+
+def _first(marker: Path) -> bool:
+    """True for the one caller that creates ``marker`` (so exactly one worker dies with fail='die-once')."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
+def toy_vector(text: str, dim: int) -> np.ndarray:
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _texts(n: int) -> list[str]:
+    # every seventh text repeats an earlier one, so equal vectors and equal scores put the tie rule to work
+    return [f"text {i % 7 if i % 7 == 0 else i}" for i in range(n)]
+
+
+def _encoded(log_dir: Path) -> int:
+    return len(os.listdir(log_dir / "encoded"))
+
+
+def _mtimes(cache: EmbeddingCache) -> dict[int, int]:
+    return {i: cache.chunk_path(i).stat().st_mtime_ns for i in range(cache.n_chunks) if cache.chunk_path(i).exists()}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             object_store_memory=distributed.LOCAL_OBJECT_STORE)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def test_addresses_are_checked_before_ray_starts():
+    assert [distributed.address_kind(a) for a in ("local", "auto", "10.0.0.5:6379", "ray://head:10001")] == [
+        "local", "auto", "remote", "client"]
+    with pytest.raises(ConfigError, match=r"--ray 'cluster' is not a Ray address; give `local`"):
+        distributed.address_kind("cluster")
+    with distributed.connect(None) as session:
+        assert session is None and not distributed.active()
+
+
+def test_a_killed_worker_is_restarted_by_ray_and_every_chunk_is_encoded_once(cluster, home):
+    texts = _texts(60)
+    cache = EmbeddingCache("toy", texts, chunk_size=7)
+    log = home / "log"
+    with distributed.connect("local") as session:
+        written = distributed.fill_cache(ToyEncoder(str(log), fail="die-once", after=3), cache)
+    assert (log / "died").exists()  # one worker really was killed mid-encoding
+    assert sorted(written) == list(range(9)) and _encoded(log) == 9  # its chunk was retried, none encoded twice
+    assert session["address"] == "existing" and session["encode_workers"] == 2
+    expected = np.stack([toy_vector(t, 8) for t in texts])
+    assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
+
+
+def test_a_worker_that_keeps_dying_stops_the_run_and_the_resume_encodes_only_the_missing_chunks(cluster, home):
+    texts = _texts(60)
+    cache = EmbeddingCache("toy", texts, chunk_size=7)
+    log = home / "log"
+    with distributed.connect("local"):
+        with pytest.raises(GapbenchError, match=r"ray: encoding stopped after 3 restarts of a worker .* running "
+                                                r"again encodes only the \d still missing"):
+            distributed.fill_cache(ToyEncoder(str(log), fail="die", after=3), cache)
+        missing, kept = cache.missing_chunks(), _mtimes(cache)
+        assert 1 <= len(missing) <= 6 and len(kept) == 9 - len(missing)
+        before = _encoded(log)
+        written = distributed.fill_cache(ToyEncoder(str(log)), cache)
+    assert sorted(written) == missing and _encoded(log) - before == len(missing)
+    assert {i: t for i, t in _mtimes(cache).items() if i in kept} == kept  # chunks already there were not rewritten
+    expected = np.stack([toy_vector(t, 8) for t in texts])
+    assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
+
+
+_DRIVER = """
+import sys
+sys.path.insert(0, {here!r})
+from test_ray import ToyEncoder, _texts
+from gapbench import distributed
+from gapbench.cache import EmbeddingCache
+with distributed.connect("local"):
+    distributed.fill_cache(ToyEncoder({log!r}, fail="hang", after=4), EmbeddingCache("toy", _texts(60), chunk_size=7))
+"""
+
+
+def test_a_killed_driver_resumes_with_only_the_missing_chunks(cluster, home):
+    log = home / "log"
+    cache = EmbeddingCache("toy", _texts(60), chunk_size=7)
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER.format(here=str(HERE), log=str(log))],
+                              env=os.environ.copy(), start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_mtimes(cache)) < 4:  # the workers hang after four chunks: the driver is killed mid-run
+            assert driver.poll() is None and time.monotonic() < deadline, "the driver never wrote four chunks"
+            time.sleep(0.2)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        try:
+            os.killpg(driver.pid, signal.SIGKILL)  # the Ray processes that driver started, hanging workers included
+        except ProcessLookupError:
+            pass
+    missing, kept = cache.missing_chunks(), _mtimes(cache)
+    assert len(kept) in (4, 5) and len(missing) == 9 - len(kept)  # two workers may both pass the fourth chunk
+    before = _encoded(log)
+    with distributed.connect("local"):
+        written = distributed.fill_cache(ToyEncoder(str(log)), cache)
+    assert sorted(written) == missing and _encoded(log) - before == len(missing)
+    assert {i: t for i, t in _mtimes(cache).items() if i in kept} == kept
+    expected = np.stack([toy_vector(t, 8) for t in _texts(60)])
+    assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
+
+
+def test_sharded_search_equals_local_search(cluster, home):
+    texts = _texts(200)
+    cache = EmbeddingCache("toy", texts, chunk_size=16)
+    doc_emb = cache.get(ToyEncoder(str(home / "log")).encode_texts)
+    doc_ids = [f"d{i:03d}" for i in range(len(texts))]
+    keys = tie_keys(doc_ids)
+    queries = np.stack([toy_vector(f"query {i}", 8) for i in range(6)] + [doc_emb[7]])
+    excluded = [None, np.array([0, 14, 199]), Allowed(np.array([3, 50, 51, 120])), Allowed(np.array([], dtype=np.int64)),
+                None, np.arange(0, 200, 2), np.array([7])]
+    with distributed.connect("local") as session:
+        for k in (1, 10, 150):
+            sharded = distributed.sharded_topk(queries, cache, k, keys, excluded)
+            local = dense_topk(queries, doc_emb, k, keys, excluded)
+            for (si, ss), (li, ls) in zip(sharded, local):
+                assert np.array_equal(si, li) and np.array_equal(ss, ls)
+    assert session["search_shards"] == 2
+    # the tie rule across shards: text 0 repeats every seventh text, so its copies tie and rank by doc_id descending
+    best = sharded[6][0][: len(range(0, 200, 7)) - 1]
+    assert [doc_ids[i] for i in best] == [doc_ids[i] for i in sorted([0, *range(14, 200, 7)], reverse=True)]
+    assert sharded[3][0].size == 0 and list(sharded[2][0]) != []
