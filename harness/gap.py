@@ -386,7 +386,7 @@ def run_gap(
     the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
     """
     from .options import parse_spec
-    from .retrieval import get_reranker, get_retriever, search_with
+    from .retrieval import config_of, fingerprint_of, get_reranker, get_retriever, search_with
     from .task import get_task
 
     task_obj = get_task(task)
@@ -407,11 +407,14 @@ def run_gap(
     rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
     view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, None)
     seeds = tuple(getattr(rr, "seeds", ()))
-    runs = []
+    runs, systems = [], []
     for spec in retrievers:
         retr = get_retriever(spec, llm_base_url=llm_base_url, llm_model=llm_model)
         retr.index(data.corpus)
         runs.append(search_with(retr, queries, k, data.excluded or None))
+        # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
+        systems.append({"spec": str(spec) if isinstance(spec, str) else runs[-1].name, "name": runs[-1].name,
+                        "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
     extra = dict(qrels_variants or {})
     base, options = parse_spec(task) if isinstance(task, str) else (task_obj.name, {})
     if not extra and base.startswith("obliq/") and options.get("qrels", "gold") == "gold":
@@ -426,6 +429,7 @@ def run_gap(
         query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=scaling_measure,
         verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0], verifier_queries=view[1],
     )
+    report.meta["retrievers"] = systems
     report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)(),
                                "task_defaults": applied, "reads_verifier_view": view[0] is not None}
     client = getattr(rr, "_client", None)

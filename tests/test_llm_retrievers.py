@@ -312,3 +312,10 @@ def test_gap_pools_the_llm_retrievers(capsys, wknow):
     assert scores["rewrite:bm25"] == pytest.approx(scores["bm25"])
     assert scores["agent:[hops=1,per_hop=10]bm25"] == pytest.approx(report["pool_recall"])
     assert report["pool_recall"] > scores["bm25"]
+    # gap.json says what each retriever cost: the rewriter's and the agent's own LLM calls, beside the verifier's
+    systems = {s["spec"]: s for s in report["meta"]["retrievers"]}
+    assert list(systems) == ["bm25", "rewrite:bm25", "agent:[hops=1,per_hop=10]bm25"]
+    assert "llm" not in systems["bm25"]["config"]
+    assert systems["rewrite:bm25"]["config"]["llm"]["usage"]["calls"] == 3
+    assert systems["agent:[hops=1,per_hop=10]bm25"]["config"]["llm"]["usage"]["calls"] == 6  # a search, a selection
+    assert systems["rewrite:bm25"]["fingerprint"] != systems["bm25"]["fingerprint"]
