@@ -181,39 +181,42 @@ class _Converter:
         self.writer = ipc.new_file(self.sink, _SCHEMA)
         self.rows: tuple[list, list, list] = ([], [], [])
         self.lines: list[int] = []
-        self.chars = 0
+        self.pieces: list[bytes] = []  # the fingerprint's input for the pending rows
         self.hashes: list[np.ndarray] = []
         self.line_parts: list[np.ndarray] = []
         self.sha = hashlib.sha256()
 
     def add(self, records: Iterable[tuple[int, str, str, str]]) -> None:
         ids, titles, texts = self.rows
-        update = self.sha.update
+        lines, pieces = self.lines, self.pieces
+        size = 0
         for n, did, title, text in records:
-            # the same bytes, in the same order, as Corpus.fingerprint hashes for the dict of Documents
-            for part in (did, title, text):
-                b = part.encode("utf-8")
-                update(len(b).to_bytes(8, "little"))
-                update(b)
-            ids.append(did)
-            titles.append(title)
-            texts.append(text)
-            self.lines.append(n)
-            self.chars += len(text) + len(title)
-            if len(ids) >= BATCH_ROWS or self.chars >= BATCH_BYTES:
+            b_id, b_title, b_text = did.encode("utf-8"), title.encode("utf-8"), text.encode("utf-8")
+            # the same bytes, in the same order, as Corpus.fingerprint hashes for the dict of Documents; hashed once
+            # per batch, as a call per piece costs more than the copy
+            pieces += (len(b_id).to_bytes(8, "little"), b_id, len(b_title).to_bytes(8, "little"), b_title,
+                       len(b_text).to_bytes(8, "little"), b_text)
+            ids.append(b_id)
+            titles.append(b_title)
+            texts.append(b_text)
+            lines.append(n)
+            size += len(b_text) + len(b_title)
+            if len(ids) >= BATCH_ROWS or size >= BATCH_BYTES:
                 self.flush()
+                size = 0
 
     def flush(self) -> None:
+        """Writes the pending rows as one record batch; the lists are emptied in place (``add`` holds them)."""
         ids, titles, texts = self.rows
         if not ids:
             return
-        id_array = pa.array(ids, type=pa.string())
-        batch = pa.record_batch([id_array, pa.array(titles, type=pa.string()), pa.array(texts, type=pa.string())],
-                                schema=_SCHEMA)
-        self.writer.write_batch(batch)
-        self.hashes.append(hash_ids(id_array))
+        self.sha.update(b"".join(self.pieces))
+        columns = [_string_array(part) for part in self.rows]
+        self.writer.write_batch(pa.record_batch(columns, schema=_SCHEMA))
+        self.hashes.append(hash_ids(columns[0]))
         self.line_parts.append(np.asarray(self.lines, dtype=np.int64))
-        self.rows, self.lines, self.chars = ([], [], []), [], 0
+        for pending in (ids, titles, texts, self.lines, self.pieces):
+            pending.clear()
 
     def close(self) -> tuple[np.ndarray, np.ndarray]:
         """Ends the file; returns (hashes, line numbers) of every document written."""
@@ -222,6 +225,13 @@ class _Converter:
         self.sink.close()
         cat = lambda parts, dtype: np.concatenate(parts) if parts else np.empty(0, dtype=dtype)  # noqa: E731
         return cat(self.hashes, np.uint64), cat(self.line_parts, np.int64)
+
+
+def _string_array(encoded: list[bytes]) -> pa.Array:
+    """A string array over already encoded (valid UTF-8) texts: their bytes joined, their lengths summed."""
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return pa.StringArray.from_buffers(len(encoded), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded)))
 
 
 def _convert(records: Iterable[tuple[int, str, str, str]], path: str | os.PathLike, tmp: Path) -> None:

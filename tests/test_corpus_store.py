@@ -51,10 +51,17 @@ def test_dict_corpus_positions_ids_and_tie_keys():
         corpus.position("c")
 
 
-@pytest.mark.parametrize("name", ["scifact", "arguana", "odd"])
-def test_both_backends_agree(name, tmp_path):
+@pytest.mark.parametrize("name, rows, size, batches", [
+    ("scifact", 1 << 16, 64 << 20, 1), ("arguana", 1 << 16, 64 << 20, 1), ("odd", 1 << 16, 64 << 20, 1),
+    ("odd", 4, 64 << 20, 4), ("odd", 1 << 16, 1, 13), ("scifact", 4, 64 << 20, 2),
+])
+def test_both_backends_agree(name, rows, size, batches, tmp_path, monkeypatch):
+    # small record batches: lookups, slices and batches of texts that cross batch boundaries
+    monkeypatch.setattr(store, "BATCH_ROWS", rows)
+    monkeypatch.setattr(store, "BATCH_BYTES", size)
     path = _odd_corpus(tmp_path) if name == "odd" else FIXTURES / name / "corpus.jsonl"
     plain, compact = _both(path, tmp_path)
+    assert compact._ids.num_chunks == batches
     assert isinstance(compact, Corpus) and type(plain) is Corpus
     assert compact.fingerprint == plain.fingerprint
     assert len(compact) == len(plain) and list(compact) == list(plain) == compact.ids() == compact.doc_ids()
