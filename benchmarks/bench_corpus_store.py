@@ -75,7 +75,8 @@ def write_corpus(path: Path, n: int, seed: int = 13) -> None:
 
 def step(name: str, path: Path, home: str) -> dict:
     env = {**os.environ, "GAPBENCH_HOME": home, "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", _PROBE.format(setup=STEPS[name][0], code=STEPS[name][1]), str(path)], env=env,
+    setup, code = STEPS[name]
+    out = subprocess.run([sys.executable, "-c", _PROBE.format(setup=setup, code=code), str(path)], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

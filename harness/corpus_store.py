@@ -102,8 +102,9 @@ def use_compact(path: str | os.PathLike, mode: str | None = None) -> bool:
         st = os.stat(path)
     except OSError:
         return False  # the reader reports it
-    # a pipe can be read only once, so there is nothing to key a cached copy by
-    if not stat.S_ISREG(st.st_mode):
+    # a pipe can be read only once, so there is nothing to key a cached copy by; an unreadable file is reported by
+    # the reader, with its fix
+    if not stat.S_ISREG(st.st_mode) or not os.access(path, os.R_OK):
         return False
     return mode == "always" or st.st_size >= AUTO_MIN_BYTES
 
@@ -111,13 +112,16 @@ def use_compact(path: str | os.PathLike, mode: str | None = None) -> bool:
 def source_key(path: str | os.PathLike) -> tuple[str, str]:
     """(the folder prefix of every version of this file, this version's folder name) under the corpora cache."""
     path = Path(path)
-    st = path.stat()
-    h = hashlib.sha256(f"{FORMAT}:{st.st_size}:{st.st_mtime_ns}:".encode())
-    with open(path, "rb") as fh:
-        h.update(fh.read(_EDGE))
-        if st.st_size > _EDGE:
-            fh.seek(max(_EDGE, st.st_size - _EDGE))
+    try:
+        st = path.stat()
+        h = hashlib.sha256(f"{FORMAT}:{st.st_size}:{st.st_mtime_ns}:".encode())
+        with open(path, "rb") as fh:
             h.update(fh.read(_EDGE))
+            if st.st_size > _EDGE:
+                fh.seek(max(_EDGE, st.st_size - _EDGE))
+                h.update(fh.read(_EDGE))
+    except OSError as exc:
+        raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
     prefix = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return prefix, f"{prefix}-{h.hexdigest()[:16]}"
 
@@ -414,10 +418,15 @@ class CompactCorpus(Corpus):
     def iter_texts(self, *, use_title: bool = True, batch_size: int = 8192) -> Iterator[list[str]]:
         pending: list[str] = []
         for batch in self._batches():
-            pending.extend(_texts(batch.column(1), batch.column(2), use_title))
-            while len(pending) >= batch_size:
-                yield pending[:batch_size]
-                pending = pending[batch_size:]
+            # a slice at a time: the Python strings of one whole record batch would outgrow what the caller asked for
+            lo = 0
+            while lo < batch.num_rows:
+                part = batch.slice(lo, batch_size - len(pending))
+                lo += part.num_rows
+                pending.extend(_texts(part.column(1), part.column(2), use_title))
+                if len(pending) == batch_size:
+                    yield pending
+                    pending = []
         if pending:
             yield pending
 

@@ -31,7 +31,8 @@ def _jsonl(path: Path, docs) -> Path:
 
 
 def _odd_corpus(tmp_path: Path) -> Path:
-    docs = [{"_id": d, "title": f"title {i}" if i % 3 else "", "text": f"text of {d} ünï"} for i, d in enumerate(ODD_IDS)]
+    docs = [{"_id": d, "title": f"title {i}" if i % 3 else "", "text": f"text of {d} ünï"}
+            for i, d in enumerate(ODD_IDS)]
     return _jsonl(tmp_path / "corpus.jsonl", docs)
 
 
