@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from gapbench.registry import Registry
 from gapbench.retrieval import get_retriever, search_with
 from gapbench.task import get_task
 from gapbench.types import Corpus, Document, Queries, Query
+
+FIXTURES_BEIR = Path(__file__).parent / "fixtures" / "beir"
 
 
 def test_registry_lazy_duplicate_and_suggestions():
@@ -340,3 +343,41 @@ def test_dense_encodes_empty_texts():
     (first, s1), (second, s2) = run["q"]
     assert (first, second) == ("d1", "d0") and s1 == s2  # identical empty documents tie; doc_id descending
     assert -1.0 <= s1 <= 1.0
+
+
+def test_bm25_from_a_memory_mapped_corpus_equals_the_dict_corpus(tmp_path, monkeypatch):
+    """The index streams from Corpus.iter_texts, exclusions go through Corpus.position and ids through ids_at: a
+    memory-mapped (Arrow) corpus gives the runs the dict corpus gives, scores included."""
+    import json
+
+    from gapbench.cache import cache_dir, clear
+    from gapbench.corpus_store import load_compact
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    data = get_task("impliret/multispeaker/wknow").load()
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text}) + "\n"
+                            for d in data.corpus.values()), encoding="utf-8")
+    mapped = load_compact(path, root=tmp_path / "corpora")
+    assert mapped.fingerprint == data.corpus.fingerprint
+    queries = Queries(list(data.queries.values())[:200])
+    exclude = {q: frozenset({d, "not-a-doc"}) for q, d in zip(queries, data.corpus)}
+    for spec in ("bm25", "bm25-lucene", "bm25:method=bm25+,use_title=false"):
+        expected = get_retriever(spec)
+        expected.index(data.corpus)
+        want = expected.search(queries, 10, exclude).to_dict()
+        clear("bm25")  # the mapped corpus builds its own index rather than finding the dict corpus' one
+        r = get_retriever(spec)
+        r.index(mapped)
+        assert r.search(queries, 10, exclude).to_dict() == want
+        assert any(cache_dir("bm25").rglob("gapbench.index.json"))
+
+
+def test_bm25_rerun_from_the_cache_gives_the_same_run():
+    data = get_task(f"beir/scifact:data_dir={FIXTURES_BEIR}").load()
+    runs = []
+    for _ in range(2):
+        r = get_retriever("bm25-lucene")
+        r.index(data.corpus)
+        runs.append(r.search(data.queries, 10).to_dict())
+    assert runs[0] == runs[1] and any(runs[0].values())
