@@ -319,8 +319,9 @@ class CompactCorpus(Corpus):
             raise ValueError("torn Arrow file")
         self._table = ipc.open_file(pa.memory_map(str(arrow_path))).read_all()
         self._ids = self._table.column("id")
-        self._hashes = np.load(self.folder / "hashes.npy", mmap_mode="r")
-        self._order = np.load(self.folder / "order.npy", mmap_mode="r")
+        # plain views of the mapped arrays: np.memmap costs microseconds per scalar access
+        self._hashes = np.asarray(np.load(self.folder / "hashes.npy", mmap_mode="r"))
+        self._order = np.asarray(np.load(self.folder / "order.npy", mmap_mode="r"))
         self._keys = np.load(self.folder / "tie_keys.npy", mmap_mode="r")
         n = meta["documents"]
         if not (self._table.num_rows == len(self._hashes) == len(self._order) == len(self._keys) == n):
@@ -338,7 +339,7 @@ class CompactCorpus(Corpus):
         if not isinstance(doc_id, str):
             return -1
         h = np.uint64(hash_id(doc_id))
-        i = int(np.searchsorted(self._hashes, h))
+        i = int(self._hashes.searchsorted(h))
         while i < self._n and self._hashes[i] == h:
             pos = int(self._order[i])
             if self._ids[pos].as_py() == doc_id:
