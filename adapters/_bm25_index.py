@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from gapbench.errors import GapbenchError
+from gapbench.formats import atomic_writer
 
 # bm25s.BM25.save's file names, so that bm25s.BM25.load reads the folder as one of its own
 DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"
@@ -85,8 +85,10 @@ def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
     """Build into a temporary folder beside ``folder`` and rename it into place: a crash, or a second process building
     the same index, never leaves a half-written index where a later run would read it."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _sweep(folder)
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    # the temporary folders of builds whose process died (killed, out of memory) would otherwise fill the disk
+    atomic_writer.remove_stale(folder.parent)
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         _build_into(tmp, batches, spec)
@@ -99,27 +101,6 @@ def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
             # another process finished the same index first; both copies hold the same numbers
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _sweep(folder: Path) -> None:
-    # temporary folders of builds whose process died (killed, out of memory) would otherwise fill the disk
-    for old in folder.parent.glob(f".{folder.name}.tmp-*"):
-        try:
-            pid = int(old.name.rsplit(".tmp-", 1)[1].split("-")[0])
-        except ValueError:
-            continue
-        if not _alive(pid):
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _build_into(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:

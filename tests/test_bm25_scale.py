@@ -235,8 +235,8 @@ def test_a_dead_builds_temporary_folder_is_swept():
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     r = BM25()
     folder = cache_dir("bm25") / r.fingerprint[:24] / corpus.fingerprint[:24]
-    stale = folder.with_name(f".{folder.name}.tmp-{int(dead.stdout)}-0badc0de")
-    alive = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-0badc0de")  # a build still running: left alone
+    stale = folder.with_name(f".{folder.name}.tmp{int(dead.stdout)}")
+    alive = folder.with_name(f".{folder.name}.tmp{os.getppid()}")  # another process' build, still running: left alone
     for p in (stale, alive):
         p.mkdir(parents=True)
         (p / _bm25_index.SPILL).write_bytes(b"\0" * 64)
