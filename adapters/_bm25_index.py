@@ -60,7 +60,11 @@ def open_index(folder: Path, batches: Callable[[], Iterable[list[str]]], spec: I
     is not complete yet, so a re-run reads no text at all. None for a corpus without any term."""
     folder = Path(folder)
     if not (folder / DONE).is_file():
-        build(folder, batches(), spec)
+        try:
+            build(folder, batches(), spec)
+        except OSError as exc:
+            raise GapbenchError(f"cannot write the BM25 index to {folder}: {exc.strerror or exc}; free disk space or "
+                                "set GAPBENCH_HOME to a writable folder with room for the index.") from None
     return load(folder, n_docs)
 
 

@@ -230,6 +230,17 @@ def test_a_damaged_cached_index_is_a_clear_error():
         BM25().index(corpus)
 
 
+def test_an_unwritable_cache_is_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "file" / "home"))
+    r = BM25()
+    corpus = Corpus([Document("d0", "apple pie")])
+    folder = cache_dir("bm25") / r.fingerprint[:24] / corpus.fingerprint[:24]
+    with pytest.raises(GapbenchError, match=re.escape(f"cannot write the BM25 index to {folder}: Not a directory; free "
+                                                      "disk space or set GAPBENCH_HOME to a writable folder")):
+        r.index(corpus)
+
+
 def test_a_dead_builds_temporary_folder_is_swept():
     corpus = Corpus([Document("d0", "apple pie"), Document("d1", "pear")])
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
