@@ -63,7 +63,7 @@ def open_index(folder: Path, batches: Callable[[], Iterable[list[str]]], spec: I
         try:
             build(folder, batches(), spec)
         except OSError as exc:
-            raise GapbenchError(f"cannot write the BM25 index to {folder}: {exc.strerror or exc}; free disk space or "
+            raise GapbenchError(f"cannot build the BM25 index in {folder}: {exc.strerror or exc}; free disk space or "
                                 "set GAPBENCH_HOME to a writable folder with room for the index.") from None
     return load(folder, n_docs)
 
@@ -72,7 +72,7 @@ def load(folder: Path, n_docs: int):
     """A complete index folder as a bm25s model on memory-mapped arrays (None when the corpus had no term)."""
     try:
         meta = json.loads((folder / DONE).read_text(encoding="utf-8"))
-        ok = meta["format"] == FORMAT and meta["num_docs"] == n_docs
+        ok = meta["format"] == FORMAT and meta["num_docs"] == n_docs and isinstance(meta["empty"], bool)
     except (OSError, ValueError, KeyError, TypeError):
         ok = False
     if not ok:

@@ -236,7 +236,7 @@ def test_an_unwritable_cache_is_a_clear_error(tmp_path, monkeypatch):
     r = BM25()
     corpus = Corpus([Document("d0", "apple pie")])
     folder = cache_dir("bm25") / r.fingerprint[:24] / corpus.fingerprint[:24]
-    with pytest.raises(GapbenchError, match=re.escape(f"cannot write the BM25 index to {folder}: Not a directory; free "
+    with pytest.raises(GapbenchError, match=re.escape(f"cannot build the BM25 index in {folder}: Not a directory; free "
                                                       "disk space or set GAPBENCH_HOME to a writable folder")):
         r.index(corpus)
 
