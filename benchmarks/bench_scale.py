@@ -4,7 +4,7 @@ libraries, each measurement in its own process.
 Data: a seeded BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) of N documents of 20-120 words drawn from a
 Zipf-Mandelbrot vocabulary of 150,000 made-up words (none an English stopword), and 200 queries of 4 words, each taken
 from one document (distinct words, drawn alike), which is its one relevant document. Generated with numpy in
-large buffered writes (about 1 minute per million documents) and kept under ``--data-dir`` by (N, seed).
+large buffered writes (about 25 s and 575 MB per million documents) and kept under ``--data-dir`` by (N, seed).
 
 Measured, each as a child process whose peak RSS is ``os.wait4``'s ``ru_maxrss`` and whose wall time is taken around
 it (so interpreter start and imports count on both sides), started through a small launcher process (see
@@ -15,6 +15,7 @@ it (so interpreter start and imports count on both sides), started through a sma
     gapbench dense      gapbench run FOLDER -r dense --k 1000 -m nDCG@10 --json, the embedding cache pre-filled with
                         seeded random unit vectors (written by an unmeasured process through
                         Dense.embedding_cache(corpus), in the cache's own layout); the queries are encoded by the model
+                        (random document vectors: its nDCG@10 means nothing)
     raw numpy           SentenceTransformer.encode(queries), every cached chunk loaded into one matrix, blocked
                         q @ D.T with argpartition top-1000
 Raw sides that would not fit this machine's memory are skipped, with the estimate printed (raw bm25s holds about
