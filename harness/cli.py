@@ -152,9 +152,12 @@ def run_cmd(
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
     memory_budget: Optional[str] = typer.Option(
         None, "--memory-budget", help="Working memory for large corpora, e.g. 4GB (else $GAPBENCH_MEMORY_BUDGET, 2GiB)."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Encode and search on Ray: local (a cluster here), auto (`ray start`'s), HOST:PORT or ray://HOST:PORT."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
+    from . import distributed
     from .budget import limited
     from .budget import parse as parse_budget
     from .runner import run
@@ -166,6 +169,9 @@ def run_cmd(
     _not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
                memory_budget=memory_budget)
     budget = parse_budget(memory_budget) if memory_budget is not None else None
+    _not_empty(ray=ray)
+    if ray is not None:
+        distributed.address_kind(ray)  # a bad address is a usage error before any work, not after the corpus loads
     wanted = _measures(measures)
     suite = is_suite(task)
     _check_output(output, run_dir=not suite)
@@ -178,13 +184,14 @@ def run_cmd(
         if extra:
             _fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")
-        with limited(budget):
+        with limited(budget), distributed.connect(ray):
             suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget)
+                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
+                     ray=ray)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -62,6 +63,8 @@ def _init(ray, address: str, kind: str) -> None:
     if kind == "local":
         ray.init(num_cpus=os.cpu_count() or 1, object_store_memory=LOCAL_OBJECT_STORE, **quiet)
         return
+    if kind != "auto":
+        _probe(address, address[len("ray://"):] if kind == "client" else address)
     # a remote node does not share this process's environment; offline model loading must reach it
     env = {k: os.environ[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in os.environ}
     try:
@@ -70,6 +73,18 @@ def _init(ray, address: str, kind: str) -> None:
         raise GapbenchError(
             f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}). Start one with "
             "`ray start --head` (then --ray auto, or the address it prints), or use --ray local."
+        ) from None
+
+
+def _probe(address: str, host_port: str) -> None:
+    """Fail at once when nothing listens at the address: Ray itself would retry its connection for minutes."""
+    host, _, port = host_port.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise GapbenchError(
+            f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc}). Check the address `ray start "
+            "--head` printed on the head node (its GCS port, 6379 by default; 10001 for ray://), or use --ray local."
         ) from None
 
 

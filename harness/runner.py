@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
 from .evaluation import Results, evaluate
@@ -46,6 +47,7 @@ def run(
     llm_model: str | None = None,
     augment: str | None = None,
     memory_budget: int | str | None = None,
+    ray: str | None = None,
 ) -> RunResult:
     """Run a retriever on a task and evaluate it.
 
@@ -54,7 +56,9 @@ def run(
 
     ``memory_budget`` (bytes, or a size such as ``"4GB"``) bounds the working memory of the large-corpus paths for
     the whole run (see :mod:`gapbench.budget`) and is recorded in the manifest. With ``output``, run.trec.gz is written
-    batch by batch as the queries are searched (unless a reranker reorders the run afterwards).
+    batch by batch as the queries are searched (unless a reranker reorders the run afterwards). ``ray`` (``"local"``,
+    ``"auto"`` or a cluster address) runs it on Ray: dense encoding and large searches spread over the cluster's
+    workers (see :mod:`gapbench.distributed`); the manifest records the address kind and the workers used.
     """
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
@@ -67,6 +71,7 @@ def run(
         rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
     name = getattr(retr, "name", None) or type(retr).__name__
     with limited(memory_budget), ExitStack() as stack:
+        stack.enter_context(distributed.connect(ray))
         data = task_obj.load()
         queries = data.queries
         if task_obj.instruction:
@@ -122,6 +127,7 @@ def run(
             "measures": list(results.measures),
             "seed": seed,
             "memory_budget": memory_budget_bytes(),
+            "ray": distributed.manifest(),
             "date": utc_now(),
             "versions": package_versions(),
             "timings": timings,
