@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,26 @@ def generate(n_docs: int, seed: int, folder: Path) -> None:
     os.replace(tmp, folder)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(data_dir: Path) -> None:
+    """Remove what killed runs left in ``data_dir``: half-generated folders and work folders (caches of many GB)."""
+    if not data_dir.is_dir():
+        return
+    for entry in data_dir.iterdir():
+        m = re.fullmatch(r"\.(?:beir-.+\.tmp|scale-[^-]+-)([0-9]+)(?:-.*)?", entry.name)
+        if m and entry.is_dir() and not _alive(int(m[1])):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def dataset(n_docs: int, seed: int, data_dir: Path) -> Path:
     """The cached folder for (n_docs, seed), generated on first use."""
     folder = data_dir / f"beir-{size_label(n_docs)}-s{seed}-v{VERSION}"
@@ -280,6 +301,9 @@ def measure(cmd: list[str], env: dict[str, str], logs: Path, label: str) -> dict
     usage_path.unlink(missing_ok=True)
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         subprocess.run([sys.executable, "-c", LAUNCHER, str(usage_path), *cmd], stdout=out, stderr=err, env=env)
+    if not usage_path.exists():  # the launcher itself failed (the command could not be started)
+        return {"wall_s": 0.0, "peak_rss_gb": 0.0, "rc": -1, "stdout": "",
+                "stderr_tail": err_path.read_text(errors="replace")[-2000:]}
     usage = json.loads(usage_path.read_text())
     result = {"wall_s": round(usage["wall_s"], 3), "peak_rss_gb": round(usage["maxrss_kib"] * 1024 / 1e9, 4),
               "rc": usage["rc"], "stdout": out_path.read_text(errors="replace")[-4000:]}
@@ -376,7 +400,7 @@ class SizeRun:
 
     def __init__(self, n_docs: int, folder: Path, args, ledger: Ledger) -> None:
         self.n, self.folder, self.args, self.ledger = n_docs, folder, args, ledger
-        self.work = Path(tempfile.mkdtemp(prefix=f".scale-{size_label(n_docs)}-", dir=args.data_dir))
+        self.work = Path(tempfile.mkdtemp(prefix=f".scale-{size_label(n_docs)}-{os.getpid()}-", dir=args.data_dir))
         self.rows: list[dict] = []
 
     def base(self, system: str) -> dict:
@@ -543,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     args.data_dir = args.data_dir.expanduser().resolve()
     ledger = Ledger(args.jsonl or args.data_dir / "bench_scale.jsonl", args.resume)
+    sweep_stale(args.data_dir)
     print(f"start: {load_note()}")
     print(f"bench_scale: sizes {', '.join(map(size_label, sizes))}, seed {args.seed}, k={K}, {N_QUERIES} queries, "
           f"vocab {VOCAB}, zipf {ZIPF}, memory budget {args.memory_budget or 'gapbench default'}")

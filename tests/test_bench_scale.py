@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +18,12 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import bench_scale  # noqa: E402
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 def _words(text: str) -> list[str]:
@@ -62,6 +69,9 @@ def test_peak_rss_is_the_measured_process_not_its_parent(tmp_path):
 
 def test_one_tiny_measurement_gapbench_and_raw_bm25s_agree(folder, capsys):
     ledger = folder.parent / "scale.jsonl"
+    dead = _dead_pid()
+    for stale in (f".scale-2k-{dead}-x1y2", f".beir-2k-s7-v{bench_scale.VERSION}.tmp{dead}"):
+        (folder.parent / stale / "cache").mkdir(parents=True)  # what a killed run left: removed at the next start
     args = ["--sizes", "2000", "--seed", "7", "--only", "bm25", "--data-dir", str(folder.parent), "--jsonl", str(ledger)]
     assert bench_scale.main(args) == 0
     recs = {r["system"]: r for r in map(json.loads, ledger.read_text().splitlines())}
@@ -75,7 +85,7 @@ def test_one_tiny_measurement_gapbench_and_raw_bm25s_agree(folder, capsys):
         assert r["ndcg@10"] == pytest.approx(expected, abs=1e-9)
     out = capsys.readouterr().out
     assert "2k  raw bm25s" in out and "wall/raw" in out
-    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".scale-")]  # work folders removed
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # work folders removed, stale ones too
     assert bench_scale.main([*args, "--resume"]) == 0  # everything is in the ledger: nothing is run again
     assert len(ledger.read_text().splitlines()) == 3
     assert capsys.readouterr().out.count(f"(from {ledger})") == 3
