@@ -175,3 +175,230 @@ def dense_topk(
         if progress:
             progress(q1 - q0)
     return results
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# exact top-k with torch (GPU): the same results as dense_topk, tie rule and masks included
+
+LOW_PRECISION_NORMS = (1 / 16, 16.0)  # vector norms within which float16 candidate scores have a known error bound
+
+
+def _sortable(scores):
+    """int64 that orders like the float32 ``scores`` (-0.0 counted as 0.0, as numpy compares them)."""
+    import torch
+
+    bits = (scores.float() + 0.0).contiguous().view(torch.int32)
+    return torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).to(torch.int64)
+
+
+def _combined(scores, keys):
+    """One int64 per entry ordering by score, then tie key: torch.topk on it is exactly gapbench's tie rule."""
+    return (_sortable(scores) << 32) | keys
+
+
+def _scores_of(combined):
+    import torch
+
+    s = (combined >> 32).to(torch.int32)
+    return torch.where(s >= 0, s, s ^ 0x7FFFFFFF).contiguous().view(torch.float32)
+
+
+class DeviceDocs:
+    """Document vectors and tie keys for :func:`torch_topk`: held on the device when they fit, else streamed.
+
+    ``source`` is a float32 matrix or an :class:`~gapbench.cache.EmbeddingCache` (read by blocks). A float16 copy is
+    kept beside the float32 vectors on CUDA when every norm lies within :data:`LOW_PRECISION_NORMS`: candidates are
+    scored in float16 and re-scored exactly in float32 (see :func:`torch_topk`).
+    """
+
+    def __init__(self, source, keys: np.ndarray, device: str, *, low_precision: bool | None = None,
+                 block_rows: int | None = None, resident: bool | None = None) -> None:
+        import torch
+
+        self.source, self.device = source, torch.device(device)
+        self.n = source.shape[0] if isinstance(source, np.ndarray) else source.n_texts
+        self.dim = source.shape[1] if isinstance(source, np.ndarray) else source.dim()
+        self.keys = torch.as_tensor(np.ascontiguousarray(keys, dtype=np.int64), device=self.device)
+        cuda = self.device.type == "cuda"
+        self.low = cuda if low_precision is None else low_precision
+        room = torch.cuda.mem_get_info(self.device)[0] // 3 if cuda else memory_share(0.5)
+        self.resident = self.n * self.dim * (6 if self.low else 4) <= room if resident is None else resident
+        self.block_rows = block_rows or max(1, min(self.n, room // (self.dim * 6)))
+        self.max_norm = 0.0
+        self._held = [self._upload(d0, arr) for d0, arr in self._host_blocks()] if self.resident else None
+        if self._held is not None and self.low and not self._norms_fit(self.max_norm):
+            self._held = [(d0, d32, None) for d0, d32, _ in self._held]
+
+    @classmethod
+    def load(cls, source, keys: np.ndarray, device: str, **options) -> "DeviceDocs":
+        return cls(source, keys, device, **options)
+
+    @staticmethod
+    def _norms_fit(value: float) -> bool:
+        lo, hi = LOW_PRECISION_NORMS
+        return lo <= value <= hi
+
+    def _host_blocks(self):
+        if isinstance(self.source, np.ndarray):
+            return ((d0, self.source[d0 : d0 + self.block_rows]) for d0 in range(0, self.n, self.block_rows))
+        return self.source.iter_blocks(self.block_rows)
+
+    def _upload(self, d0: int, arr: np.ndarray):
+        import torch
+
+        d32 = torch.as_tensor(np.ascontiguousarray(arr, dtype=np.float32), device=self.device)
+        if not self.low:
+            return d0, d32, None
+        norms = torch.linalg.vector_norm(d32, dim=1)
+        fits = bool(norms.numel()) and self._norms_fit(float(norms.min())) and self._norms_fit(float(norms.max()))
+        self.max_norm = max(self.max_norm, float(norms.max()) if norms.numel() else 0.0)
+        if not fits:
+            self.max_norm = float("inf")  # out of the bounded range: this and later searches score in float32
+        return d0, d32, d32.half() if fits else None
+
+    def blocks(self):
+        """``(offset, float32 block, float16 block or None)`` on the device."""
+        return iter(self._held) if self._held is not None else (self._upload(d0, a) for d0, a in self._host_blocks())
+
+
+def memory_share(share: float) -> int:
+    from .budget import memory_budget
+
+    return int(memory_budget() * share)
+
+
+class _Masks:
+    """The excluded (or only allowed) entries of a query chunk, as device index tensors, applied per tile."""
+
+    def __init__(self, excluded, q0: int, q1: int, device) -> None:
+        import torch
+
+        rows, cols, a_rows, a_pair_r, a_pair_c = [], [], [], [], []
+        for r, m in enumerate(excluded[q0:q1] if excluded else ()):
+            if isinstance(m, Allowed):
+                a_rows.append(r)
+                a_pair_r.append(np.full(m.idx.size, r, dtype=np.int64))
+                a_pair_c.append(m.idx)
+            elif m is not None and m.size:
+                rows.append(np.full(m.size, r, dtype=np.int64))
+                cols.append(np.asarray(m, dtype=np.int64))
+
+        def tensor(parts):
+            return torch.as_tensor(np.concatenate(parts) if parts else np.empty(0, np.int64), device=device)
+
+        self.rows, self.cols = tensor(rows), tensor(cols)
+        self.a_rows = torch.as_tensor(np.asarray(a_rows, dtype=np.int64), device=device)
+        self.a_r, self.a_c = tensor(a_pair_r), tensor(a_pair_c)
+        self.any = bool(self.rows.numel() or self.a_rows.numel())
+
+    def apply(self, s, d0: int, row_map=None) -> None:
+        """Set masked entries of the tile ``s`` (documents ``d0..``) to -inf; ``row_map``: chunk row -> tile row."""
+        if not self.any:
+            return
+        d1 = d0 + s.shape[1]
+        for rows, cols, keep in ((self.rows, self.cols, False), (self.a_r, self.a_c, True)):
+            inside = (cols >= d0) & (cols < d1)
+            r, c = rows[inside], cols[inside] - d0
+            if row_map is not None:
+                r = row_map[r]
+                r, c = r[r >= 0], c[r >= 0]
+            if keep:
+                a_rows = self.a_rows if row_map is None else row_map[self.a_rows][row_map[self.a_rows] >= 0]
+                values = s[r, c].clone()
+                s[a_rows] = float("-inf")
+                s[r, c] = values
+            else:
+                s[r, c] = float("-inf")
+
+
+def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks):
+    """Top-k of one query chunk against one document block: (combined keys, global indices), both [rows, kk]."""
+    import torch
+
+    n = d32.shape[0]
+    kk = min(k, n)
+    s = q16 @ d16.T if q16 is not None else q32 @ d32.T
+    masks.apply(s, d0)
+    kc = min(n, kk + (max(16, kk // 4) if q16 is not None else 1))
+    vals, idx = torch.topk(s, kc, dim=1)
+    exact = vals.float()
+    if q16 is not None:  # candidates re-scored in float32; masked ones stay -inf
+        rescored = torch.bmm(d32[idx], q32.unsqueeze(2)).squeeze(2)
+        exact = torch.where(torch.isneginf(exact), exact, rescored)
+    top, pos = torch.topk(_combined(exact, keys[d0 + idx]), kk, dim=1)
+    top_idx = idx.gather(1, pos)
+    if kc > kk:
+        # Every document that can beat the k-th must score within 2*eps of it: when the list ends above that line,
+        # ties (eps=0) or float16 error may hide one, so that row is redone exactly in float32 over the whole block.
+        kth, last = vals[:, kk - 1].float(), vals[:, -1].float()
+        bad = torch.nonzero(~((last < kth - 2 * eps) | torch.isneginf(kth))).flatten()
+        if bad.numel():
+            row_map = torch.full((s.shape[0],), -1, dtype=torch.int64, device=s.device)
+            row_map[bad] = torch.arange(bad.numel(), device=s.device)
+            full = q32[bad] @ d32.T
+            masks.apply(full, d0, row_map)
+            t, p = torch.topk(_combined(full, keys[d0 : d0 + n].expand(bad.numel(), n)), kk, dim=1)
+            top[bad], top_idx[bad] = t, p
+    return top, top_idx + d0
+
+
+def torch_topk(
+    query_emb: np.ndarray,
+    docs: DeviceDocs,
+    k: int,
+    excluded: Sequence[np.ndarray | Allowed | None] | None = None,
+    *,
+    tile_bytes: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Exact inner-product top-k on a torch device, with :func:`dense_topk`'s results (indices, scores) and tie rule.
+
+    Query x document tiles are scored on the device and cut with ``torch.topk`` on one int64 per entry that orders by
+    score and then tie key, so ties are broken as on the CPU. With a float16 copy of the documents, candidates come
+    from float16 scores and are re-scored in float32; a row whose candidate list might miss a document (the float16
+    error bound, or ties at the boundary) is recomputed exactly. Masks are applied before any cut.
+    """
+    import torch
+
+    nq, device = query_emb.shape[0], docs.device
+    if not nq or not docs.n or k <= 0:
+        return [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in range(nq)]
+    q32 = torch.as_tensor(np.ascontiguousarray(query_emb, dtype=np.float32), device=device)
+    q_norm = torch.linalg.vector_norm(q32, dim=1)
+    tile_bytes = tile_bytes or (min(2 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
+                                if device.type == "cuda" else memory_share(0.25))
+    chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 16) * docs.dim)))
+    best: list[tuple] = [None] * ((nq + chunk - 1) // chunk)
+    reported = 0
+    flag = getattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", None)
+    if flag is not None:  # the float16 error bound assumes float32 accumulation
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    try:
+        for d0, d32, d16 in docs.blocks():
+            for c, q0 in enumerate(range(0, nq, chunk)):
+                q1 = min(nq, q0 + chunk)
+                qn = q_norm[q0:q1]
+                low = d16 is not None and docs._norms_fit(float(qn.min())) and docs._norms_fit(float(qn.max()))
+                eps = (qn * docs.max_norm * 2.0**-8 + docs.dim * 2.0**-24 * (qn + docs.max_norm)) if low else 0.0
+                masks = _Masks(excluded, q0, q1, device)
+                top, idx = _tile_topk(q32[q0:q1], q32[q0:q1].half() if low else None, eps, d0, d32, d16,
+                                      docs.keys, k, masks)
+                if best[c] is not None:
+                    top, pos = torch.topk(torch.cat([best[c][0], top], 1), min(k, best[c][0].shape[1] + top.shape[1]),
+                                          dim=1)
+                    idx = torch.cat([best[c][1], idx], 1).gather(1, pos)
+                best[c] = (top, idx)
+            if progress:
+                done = nq * (d0 + d32.shape[0]) // docs.n
+                progress(done - reported)
+                reported = done
+    finally:
+        if flag is not None:
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = flag
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    for top, idx in best:
+        scores, idx = _scores_of(top).cpu().numpy(), idx.cpu().numpy()
+        for r in range(scores.shape[0]):
+            keep = np.isfinite(scores[r])
+            out.append((idx[r][keep], scores[r][keep]))
+    return out
