@@ -506,7 +506,8 @@ def verdicts(rows: list[dict]) -> list[str]:
     gb, raw = by_key.get((10**6, "gapbench bm25")), by_key.get((10**6, "raw bm25s"))
     if _ok(gb):
         limit = TARGET_RSS_RATIO * TODAY_1M_GB
-        out.append(f"{'PASS' if gb['peak_rss_gb'] <= limit else 'MISS'}: bm25 at 1M peak RSS {gb['peak_rss_gb']:.2f} GB "
+        verdict = "PASS" if gb["peak_rss_gb"] <= limit else "MISS"
+        out.append(f"{verdict}: bm25 at 1M peak RSS {gb['peak_rss_gb']:.2f} GB "
                    f"(target <= {TARGET_RSS_RATIO} x {TODAY_1M_GB} GB = {limit:.2f} GB)")
         if _ok(raw):
             ratio = gb["wall_s"] / raw["wall_s"]

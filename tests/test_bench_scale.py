@@ -1,5 +1,5 @@
 """benchmarks/bench_scale.py end to end on a tiny corpus: the seeded generator writes a valid BEIR folder, and one
-measurement of gapbench's bm25 and raw bm25s (each its own process) gives the same nDCG@10, since both are exact BM25."""
+measurement of gapbench's bm25 and raw bm25s (each its own process) gives the same nDCG@10, as both are exact BM25."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def test_one_tiny_measurement_gapbench_and_raw_bm25s_agree(folder, capsys):
     dead = _dead_pid()
     for stale in (f".scale-2k-{dead}-x1y2", f".beir-2k-s7-v{bench_scale.VERSION}.tmp{dead}"):
         (folder.parent / stale / "cache").mkdir(parents=True)  # what a killed run left: removed at the next start
-    args = ["--sizes", "2000", "--seed", "7", "--only", "bm25", "--data-dir", str(folder.parent), "--jsonl", str(ledger)]
+    args = ["--sizes", "2000", "--seed", "7", "--only", "bm25", "--data-dir", str(folder.parent),
+            "--jsonl", str(ledger)]
     assert bench_scale.main(args) == 0
     recs = {r["system"]: r for r in map(json.loads, ledger.read_text().splitlines())}
     assert sorted(recs) == ["gapbench bm25", "gapbench bm25 again", "raw bm25s"]
