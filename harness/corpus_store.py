@@ -154,6 +154,10 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
         except OSError:
             if _open_valid(folder) is None:  # not another process's finished copy: a real failure
                 raise
+    except OSError as exc:
+        raise ConfigError(f"cannot write the memory-mapped copy of {path} into {root} ({exc.strerror or exc}); free "
+                          f"space there, point GAPBENCH_HOME elsewhere, or set {ENV_VAR}=never to read the corpus "
+                          "into memory.") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for old in root.glob(f"{prefix}-*"):
@@ -227,8 +231,11 @@ class _Converter:
         self.flush()
         self.writer.close()
         self.sink.close()
-        cat = lambda parts, dtype: np.concatenate(parts) if parts else np.empty(0, dtype=dtype)  # noqa: E731
-        return cat(self.hashes, np.uint64), cat(self.line_parts, np.int64)
+        return _joined(self.hashes, np.uint64), _joined(self.line_parts, np.int64)
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
 def _string_array(encoded: list[bytes]) -> pa.Array:

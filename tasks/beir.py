@@ -9,6 +9,10 @@ Three sources, tried in this order:
   the md5 BEIR publishes, and extracted there;
 * ``source=hf``: the Hugging Face datasets ``BeIR/<name>`` (configs ``corpus`` and ``queries``) and ``BeIR/<name>-qrels``.
 
+From a local copy or the zip, a corpus of 20 MB or more is converted once into an Arrow file in the cache and
+memory-mapped (:mod:`gapbench.corpus_store`; ``GAPBENCH_COMPACT_CORPUS=always|never|auto``), so MS MARCO's 8.8 million
+passages never become Python objects; the hub source builds them in memory.
+
 ``ignore_identical_ids`` (BEIR's default, true) never ranks a document whose id equals the query id; ArguAna and Quora
 put each query itself in the corpus. gapbench applies it as a per-query exclusion masked before the top-k cut, so a
 query still gets k results, where BEIR's evaluator drops the self-match after the cut.
@@ -252,7 +256,8 @@ def load_hf(name: str, split: str, revision: str = "main") -> TaskData:
 
 def identical_id_exclusions(data: TaskData) -> dict[str, frozenset[str]]:
     """Each query excludes the document that carries its own id (BEIR's ``ignore_identical_ids``)."""
-    return {q: frozenset((q,)) for q in data.queries if q in data.corpus}
+    absent = set(data.corpus.missing(data.queries))  # one pass, not a lookup per query, on a memory-mapped corpus
+    return {q: frozenset((q,)) for q in data.queries if q not in absent}
 
 
 def load(name: str, split: str | None = None, source: str = "zip", data_dir: str | None = None,

@@ -278,3 +278,16 @@ def test_beir_folder_and_run_give_the_same_measures_with_both_backends(name, tmp
     assert out["always"]["measures"]["nDCG@10"] > 0
     runs = [(tmp_path / m / "run.trec.gz").read_bytes() for m in ("never", "always")]
     assert runs[0] == runs[1]
+
+
+def test_a_full_disk_is_one_error_with_the_ways_out(tmp_path, monkeypatch):
+    def full(records, path, tmp):
+        tmp.mkdir(parents=True)
+        (tmp / "docs.arrow").write_bytes(b"ARROW1")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "_convert", full)
+    with pytest.raises(ConfigError, match=r"cannot write the memory-mapped copy of .*corpus.jsonl into .*cache \(No "
+                                          r"space left on device\); .*GAPBENCH_COMPACT_CORPUS=never"):
+        load_compact(_odd_corpus(tmp_path), root=tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
