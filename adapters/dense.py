@@ -27,7 +27,7 @@ from typing import Annotated, Mapping, Optional, Sequence
 
 import numpy as np
 
-from gapbench import budget
+from gapbench import budget, distributed
 from gapbench.cache import EmbeddingCache, text_fingerprint
 from gapbench.options import Matches, OneOf, Range, checked
 from gapbench.progress import progress
@@ -466,6 +466,8 @@ class Dense:
     def _embed_cached(self, cache: EmbeddingCache) -> EmbeddingCache:
         """Encode the cache's missing chunks (nothing when it is complete: the model is not loaded)."""
         cache.prepare()
+        if distributed.active():
+            distributed.fill_cache(self, cache)
         missing = cache.missing_chunks()
         if missing:
             sizes = {i: cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in missing}
@@ -514,6 +516,8 @@ class Dense:
         with progress(len(qids), f"{self.name}: searching") as advance:
             if not n_docs or not len(qids):
                 hits = [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in qids]
+            elif not isinstance(self._docs, np.ndarray) and distributed.shard_search(n_docs, q_emb.shape[1]):
+                hits = distributed.sharded_topk(q_emb, self._docs, k, self._keys, excluded, progress=advance)
             elif self.device.startswith("cpu"):
                 hits = self._search_cpu(q_emb, k, excluded, advance)
             else:

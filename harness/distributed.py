@@ -20,13 +20,13 @@ import os
 import re
 import socket
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from .errors import ConfigError, GapbenchError, MissingDependencyError
 from .progress import progress
-from .topk import Allowed, dense_topk, select_topk
+from .topk import Allowed, blocked_topk, select_topk
 
 # how often Ray restarts a dead actor and retries the chunk it held, before the run stops (finished chunks are kept)
 RETRIES = 3
@@ -34,6 +34,7 @@ RETRIES = 3
 LOCAL_OBJECT_STORE = 512 * 1024**2
 _GCS_ADDRESS = re.compile(r"[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}")
 _session: dict | None = None
+_shards: dict[str, list] = {}  # cache folder and block size -> its shard actors, for the session
 
 
 def _ray():
@@ -113,6 +114,10 @@ def connect(address: str | None) -> Iterator[dict | None]:
         yield _session
     finally:
         _session = before
+        if before is None:  # the outermost block: the shards searched inside it are no longer needed
+            for actor, _, _ in (a for shards in _shards.values() for a in shards):
+                ray.kill(actor)
+            _shards.clear()
         if owned:
             ray.shutdown()
 
@@ -179,23 +184,37 @@ def fill_cache(encoder: Any, cache: Any, *, description: str = "encoding on Ray"
     actors = [Actor.remote(type(encoder), encoder.encoder_spec()) for _ in range(n)]
     if _session is not None:
         _session["encode_workers"] = max(_session["encode_workers"], n)
-    written: list[int] = []
-    total = sum(_rows(cache, i) for i in missing)
     name = getattr(encoder, "name", type(encoder).__name__)
     try:
-        with progress(total, f"{name}: {description} ({n} workers)") as advance:
-            pool = ActorPool(actors + actors)
-            results = pool.map_unordered(lambda a, i: a.encode.remote(i, cache.chunk_texts(i)), missing)
-            try:
-                for i, arr in results:
-                    cache.write_chunk(i, arr)
-                    written.append(i)
-                    advance(arr.shape[0])
-            except ray.exceptions.RayError as exc:
-                _raise_worker_error(exc, len(written), len(missing) - len(written))
+        with progress(sum(_rows(cache, i) for i in missing), f"{name}: {description} ({n} workers)") as advance:
+            return _encode_on(ActorPool(actors + actors), ray, cache, missing, advance)
     finally:
         for a in actors:
             ray.kill(a)
+
+
+def _encode_on(pool, ray, cache: Any, missing: list[int], advance: Callable[[int], None]) -> list[int]:
+    """Feed chunks to the pool's free actors and write each result as it arrives. After a failure (a worker dead
+    beyond Ray's restarts, an encoder error) no chunk is sent, but the chunks already in flight are still written."""
+    todo, written, failure = iter(missing), [], None
+    while True:
+        while failure is None and pool.has_free():
+            i = next(todo, None)
+            if i is None:
+                break
+            pool.submit(lambda a, i: a.encode.remote(i, cache.chunk_texts(i)), i)
+        if not pool.has_next():
+            break
+        try:
+            i, arr = pool.get_next_unordered()
+        except ray.exceptions.RayError as exc:
+            failure = failure or exc
+            continue
+        cache.write_chunk(i, arr)
+        written.append(i)
+        advance(arr.shape[0])
+    if failure is not None:
+        _raise_worker_error(failure, len(written), len(cache.missing_chunks()))
     return written
 
 
@@ -205,16 +224,27 @@ def _rows(cache: Any, i: int) -> int:
 
 
 class _ShardActor:
-    """One contiguous range of the document matrix, held in this actor's memory for every query batch."""
+    """One contiguous range of the document matrix, held in this actor's memory (or GPU) for every query batch."""
 
     def __init__(self, rows: int, dim: int) -> None:
         self.emb = np.empty((rows, dim), dtype=np.float32)
+        self.device_docs = None
 
     def put(self, offset: int, chunk: np.ndarray) -> None:
         self.emb[offset : offset + chunk.shape[0]] = chunk
 
-    def topk(self, query_emb: np.ndarray, k: int, keys: np.ndarray, excluded: list | None) -> list:
-        return dense_topk(query_emb, self.emb, k, keys, excluded)
+    def topk(self, query_emb: np.ndarray, k: int, keys: np.ndarray, excluded: list | None, block_rows: int) -> list:
+        import ray
+
+        if not ray.get_gpu_ids():
+            n = self.emb.shape[0]
+            blocks = ((d0, self.emb[d0 : d0 + block_rows]) for d0 in range(0, n, block_rows))
+            return blocked_topk(query_emb, blocks, n, k, keys, excluded)
+        from .topk import DeviceDocs, torch_topk
+
+        if self.device_docs is None:  # uploaded once: later query batches search the shard where it lies
+            self.device_docs = DeviceDocs.load(self.emb, keys, "cuda")
+        return torch_topk(query_emb, self.device_docs, k, excluded)
 
 
 def _local_mask(mask: np.ndarray | Allowed | None, lo: int, hi: int) -> np.ndarray | Allowed | None:
@@ -233,19 +263,39 @@ def shard_ranges(n_chunks: int, n_shards: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def _load_shards(ray, cache: Any, ranges: list[tuple[int, int]], dim: int, resources: dict) -> list:
-    """Start one actor per range and send it its chunks, one at a time (the driver never holds a whole shard)."""
+def _read(cache: Any, i: int) -> np.ndarray:
+    chunk = cache.read_chunk(i)
+    if chunk is None:
+        raise GapbenchError(f"embedding cache {cache.dir}: chunk {i} is missing or torn; run the encoding again.")
+    return chunk
+
+
+def _load_shards(ray, cache: Any, group: int) -> list:
+    """One actor per range of chunks, each sent its chunks one at a time (the driver never holds a whole shard).
+
+    Ranges start at multiples of ``group`` chunks (one search block). The shards stay up until :func:`connect` ends,
+    so the next query batch over the same cache ships nothing.
+    """
+    key = f"{cache.dir}|{group}"
+    if key in _shards:
+        return _shards[key]
+    n_blocks = -(-cache.n_chunks // group)
+    n, resources = _workers(n_blocks)
     Shard = ray.remote(_ShardActor).options(**resources)
-    shards, pending = [], []
-    for c0, c1 in ranges:
+    shards, pending, dim = [], [], cache.dim()
+    for b0, b1 in shard_ranges(n_blocks, n):
+        c0, c1 = b0 * group, min(cache.n_chunks, b1 * group)
         lo, hi = cache.chunk_range(c0)[0], cache.chunk_range(c1 - 1)[1]
         actor = Shard.remote(hi - lo, dim)
-        for i in range(c0, c1):
-            pending.append(actor.put.remote(cache.chunk_range(i)[0] - lo, cache.read_chunk(i)))
-            if len(pending) > 2 * len(ranges):  # bounds the chunks waiting in the object store
-                ray.get(pending.pop(0))
         shards.append((actor, lo, hi))
+        for i in range(c0, c1):
+            pending.append(actor.put.remote(cache.chunk_range(i)[0] - lo, _read(cache, i)))
+            if len(pending) > 2 * n:  # bounds the chunks waiting in the object store
+                ray.get(pending.pop(0))
     ray.get(pending)
+    _shards[key] = shards
+    if _session is not None:
+        _session["search_shards"] = max(_session["search_shards"], len(shards))
     return shards
 
 
@@ -255,29 +305,29 @@ def sharded_topk(
     k: int,
     keys: np.ndarray,
     excluded: Sequence[np.ndarray | Allowed | None] | None = None,
+    *,
+    block_rows: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Exact top-k over a cached document matrix spread over Ray actors; the same (indices, scores) as ``dense_topk``.
+    """Exact top-k over a cached document matrix spread over Ray actors: the (indices, scores) of ``blocked_topk``.
 
-    Each actor ranks its shard with :func:`gapbench.topk.dense_topk` (exclusions masked before its cut) and returns
-    global indices; the driver merges the shards' candidates with :func:`select_topk`, the same tie rule.
+    Each actor ranks its shard (``blocked_topk``; ``torch_topk`` on its GPU), exclusions masked before its cut, and
+    returns its candidates; the driver merges them by :func:`select_topk`, the same tie rule. Shards are cut and
+    searched in the blocks a local search under the same memory budget reads (``block_rows``, whole chunks): a float32
+    product's last bit depends on the shape it is computed in, so the same blocks give the very same scores.
     """
     ray = _ray()
-    first = cache.read_chunk(0)
-    n, resources = _workers(cache.n_chunks)
-    ranges = shard_ranges(cache.n_chunks, n)
-    if _session is not None:
-        _session["search_shards"] = max(_session["search_shards"], len(ranges))
-    shards = _load_shards(ray, cache, ranges, first.shape[1], {"num_cpus": resources["num_cpus"]})
-    try:
-        q_ref = ray.put(np.ascontiguousarray(query_emb, dtype=np.float32))
-        futures = [actor.topk.remote(q_ref, k, keys[lo:hi],
-                                     [_local_mask(m, lo, hi) for m in excluded] if excluded else None)
-                   for actor, lo, hi in shards]
-        parts = [[(idx + lo, sc) for idx, sc in hits] for (_, lo, _), hits in zip(shards, ray.get(futures))]
-    finally:
-        for actor, _, _ in shards:
-            ray.kill(actor)
-    return [_merge([p[q] for p in parts], k, keys) for q in range(query_emb.shape[0])]
+    group = max(1, (block_rows or search_block_rows(cache.dim(), cache.chunk_size)) // cache.chunk_size)
+    shards = _load_shards(ray, cache, group)
+    q_ref = ray.put(np.ascontiguousarray(query_emb, dtype=np.float32))
+    futures = [actor.topk.remote(q_ref, k, keys[lo:hi], [_local_mask(m, lo, hi) for m in excluded] if excluded else None,
+                                 group * cache.chunk_size)
+               for actor, lo, hi in shards]
+    parts = [[(idx + lo, sc) for idx, sc in hits] for (_, lo, _), hits in zip(shards, ray.get(futures))]
+    out = [_merge([p[q] for p in parts], k, keys) for q in range(query_emb.shape[0])]
+    if progress:
+        progress(len(out))
+    return out
 
 
 def _merge(hits: list[tuple[np.ndarray, np.ndarray]], k: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -285,6 +335,13 @@ def _merge(hits: list[tuple[np.ndarray, np.ndarray]], k: int, keys: np.ndarray) 
     sc = np.concatenate([h[1] for h in hits])
     pick = select_topk(sc, k, keys[idx])
     return idx[pick], sc[pick]
+
+
+def search_block_rows(dim: int, chunk_size: int, query_rows: int = 256) -> int:
+    """Rows of the document blocks that the local blocked search reads under the memory budget (Dense's rule)."""
+    from .budget import rows_within
+
+    return rows_within(4 * (dim + query_rows), share=0.25, at_least=chunk_size)
 
 
 def shard_search(n_docs: int, dim: int) -> bool:
