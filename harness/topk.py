@@ -180,6 +180,7 @@ def dense_topk(
 # ---------------------------------------------------------------------------------------------------------------------
 # exact top-k with torch (GPU): the same results as dense_topk, tie rule and masks included
 
+CANDIDATE_MARGIN = 32  # extra float16 candidates per row, so that few rows need the wider re-selection
 LOW_PRECISION_NORMS = (1 / 16, 16.0)  # vector norms within which float16 candidate scores have a known error bound
 
 
@@ -319,26 +320,25 @@ def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks):
     kk = min(k, n)
     s = q16 @ d16.T if q16 is not None else q32 @ d32.T
     masks.apply(s, d0)
-    kc = min(n, kk + (max(16, kk // 4) if q16 is not None else 1))
+    kc = min(n, kk + (max(CANDIDATE_MARGIN, kk // 2) if q16 is not None else 1))
     vals, idx = torch.topk(s, kc, dim=1)
+    if kc > kk:
+        # Every document that can beat the k-th must score within 2*eps of it: where the list ends above that line,
+        # ties (eps=0) or float16 error may hide one, so those rows take every document above the line.
+        line = vals[:, kk - 1].float() - 2 * eps
+        bad = torch.nonzero(~((vals[:, -1].float() < line) | torch.isneginf(vals[:, kk - 1]))).flatten()
+        if bad.numel():
+            need = int((s[bad].float() >= line[bad, None]).sum(1).max())
+            more_vals, more_idx = torch.topk(s[bad], need, dim=1)
+            vals = torch.cat([vals, vals.new_full((vals.shape[0], need - kc), float("-inf"))], 1)
+            idx = torch.cat([idx, idx.new_zeros((idx.shape[0], need - kc))], 1)
+            vals[bad], idx[bad] = more_vals, more_idx
     exact = vals.float()
-    if q16 is not None:  # candidates re-scored in float32; masked ones stay -inf
+    if q16 is not None:  # candidates re-scored in float32; masked ones and padding stay -inf
         rescored = torch.bmm(d32[idx], q32.unsqueeze(2)).squeeze(2)
         exact = torch.where(torch.isneginf(exact), exact, rescored)
     top, pos = torch.topk(_combined(exact, keys[d0 + idx]), kk, dim=1)
     top_idx = idx.gather(1, pos)
-    if kc > kk:
-        # Every document that can beat the k-th must score within 2*eps of it: when the list ends above that line,
-        # ties (eps=0) or float16 error may hide one, so that row is redone exactly in float32 over the whole block.
-        kth, last = vals[:, kk - 1].float(), vals[:, -1].float()
-        bad = torch.nonzero(~((last < kth - 2 * eps) | torch.isneginf(kth))).flatten()
-        if bad.numel():
-            row_map = torch.full((s.shape[0],), -1, dtype=torch.int64, device=s.device)
-            row_map[bad] = torch.arange(bad.numel(), device=s.device)
-            full = q32[bad] @ d32.T
-            masks.apply(full, d0, row_map)
-            t, p = torch.topk(_combined(full, keys[d0 : d0 + n].expand(bad.numel(), n)), kk, dim=1)
-            top[bad], top_idx[bad] = t, p
     return top, top_idx + d0
 
 
@@ -367,7 +367,7 @@ def torch_topk(
     q_norm = torch.linalg.vector_norm(q32, dim=1)
     tile_bytes = tile_bytes or (min(2 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
                                 if device.type == "cuda" else memory_share(0.25))
-    chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 16) * docs.dim)))
+    chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 32) * docs.dim)))
     best: list[tuple] = [None] * ((nq + chunk - 1) // chunk)
     reported = 0
     flag = getattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", None)
