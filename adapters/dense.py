@@ -132,22 +132,33 @@ class FastEncoder:
         self.with_types = "token_type_ids" in getattr(self.module, "model_forward_params", ()) and \
             "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
 
-    @classmethod
-    def for_model(cls, model, batch_tokens: int | None = None) -> "FastEncoder | None":
-        """The fast encoder for ``model``, or None when it is not a plain Transformer + Pooling [+ Normalize] model."""
+    @staticmethod
+    def unsupported(model) -> str | None:
+        """Why the fast path cannot encode ``model`` exactly as ``encode`` does, or None when it can."""
         try:
             from sentence_transformers.models import Normalize, Pooling, Transformer
         except ImportError:  # pragma: no cover - a sentence-transformers without these modules
-            return None
+            return "this sentence-transformers has no models.Transformer/Pooling/Normalize"
         mods = list(model)
         kinds = [Transformer, Pooling, Normalize][: len(mods)]
-        if len(mods) not in (2, 3) or any(type(m) is not t for m, t in zip(mods, kinds)):
-            return None
-        modes = {key for key, on in mods[1].get_config_dict().items() if key.startswith("pooling_mode_") and on}
-        plain = not getattr(model, "default_prompt_name", None) and not getattr(model, "truncate_dim", None)
-        if modes not in ({"pooling_mode_mean_tokens"}, {"pooling_mode_cls_token"}) or not plain:
-            return None
-        if not getattr(mods[0].tokenizer, "is_fast", False):
+        if len(mods) not in (2, 3) or not all(isinstance(m, t) for m, t in zip(mods, kinds)):
+            return f"its modules are {describe_modules(model)}"
+        cfg = mods[1].get_config_dict()
+        mode = cfg.get("pooling_mode")  # sentence-transformers 6 names the mode; 5 sets one flag per mode
+        modes = ({mode} if isinstance(mode, str) else set(mode)) if mode is not None else \
+            {key[len("pooling_mode_"):] for key, on in cfg.items() if key.startswith("pooling_mode_") and on is True}
+        if modes not in ({"mean"}, {"mean_tokens"}, {"cls"}, {"cls_token"}):
+            return f"its pooling is {sorted(modes) or cfg}"
+        if getattr(model, "default_prompt_name", None) or getattr(model, "truncate_dim", None):
+            return "it has a default prompt or a truncated dimension"
+        if not getattr(getattr(mods[0], "tokenizer", None), "is_fast", False):
+            return f"its tokenizer ({type(getattr(mods[0], 'tokenizer', None)).__name__}) is not a fast tokenizer"
+        return None
+
+    @classmethod
+    def for_model(cls, model, batch_tokens: int | None = None) -> "FastEncoder | None":
+        """The fast encoder for ``model``, or None when it is not a plain Transformer + Pooling [+ Normalize] model."""
+        if cls.unsupported(model):
             return None
         if batch_tokens is None:
             batch_tokens = 65_536 if model.device.type == "cuda" else 16_384
@@ -401,8 +412,9 @@ class Dense:
             self._fast = FastEncoder.for_model(model, self.batch_tokens) if wanted else False
             if self.encoder == "fast" and not self._fast:
                 raise GapbenchError(
-                    f"dense: encoder=fast needs a Transformer + Pooling (mean or cls) [+ Normalize] model; "
-                    f"{self.model_name!r} is {describe_modules(model)}. Use dense:encoder=auto.")
+                    f"dense: encoder=fast needs a Transformer + Pooling (mean or cls) [+ Normalize] model with a fast "
+                    f"tokenizer; {self.model_name!r} does not qualify: {FastEncoder.unsupported(model)}. "
+                    "Use dense:encoder=auto.")
         return self._fast or None
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
