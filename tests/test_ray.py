@@ -44,6 +44,8 @@ class ToyEncoder:
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         log = Path(self.log_dir) / "encoded"
         log.mkdir(parents=True, exist_ok=True)
+        if self.fail == "error":
+            raise GapbenchError(f"toy: cannot encode {texts[0]!r}; give texts it knows.")
         if self.fail and len(os.listdir(log)) >= self.after:
             if self.fail == "hang":
                 time.sleep(3600)
@@ -136,6 +138,14 @@ def test_a_worker_that_keeps_dying_stops_the_run_and_the_resume_encodes_only_the
     assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
 
 
+def test_an_encoder_error_on_a_worker_is_the_encoders_own_message(cluster, home):
+    cache = EmbeddingCache("toy", _texts(20), chunk_size=7)
+    with distributed.connect("local"):
+        with pytest.raises(GapbenchError, match=r"^toy: cannot encode 'text \d+'; give texts it knows\.$"):
+            distributed.fill_cache(ToyEncoder(str(home / "log"), fail="error"), cache)
+    assert cache.missing_chunks() == [0, 1, 2]
+
+
 _DRIVER = """
 import sys
 sys.path.insert(0, {here!r})
@@ -213,19 +223,19 @@ def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, ho
     from gapbench import budget
     from gapbench.adapters.dense import Dense
 
-    corpus, queries = _wknow(120, 20)
+    corpus, queries = _wknow(64, 12)
     ids = corpus.doc_ids()
     exclude = {q: frozenset(ids[i::7]) for i, q in enumerate(list(queries)[:5])}
-    # the budget that sends the search to shards (120 x 384 floats exceed it) also sizes the local search's blocks
+    # the budget that sends the search to shards (64 x 384 floats exceed it) also sizes the local search's blocks
     monkeypatch.setattr(budget, "memory_budget", lambda: 1024)
-    local = Dense(chunk_size=8)
+    local = Dense(chunk_size=4)
     local.index(corpus)
     expected_vectors = np.concatenate([local._docs.read_chunk(i) for i in range(local._docs.n_chunks)])
     expected = local.search(queries, 30, exclude)
     for i in range(local._docs.n_chunks):
         local._docs.chunk_path(i).unlink()
 
-    dense = Dense(chunk_size=8)
+    dense = Dense(chunk_size=4)
     with distributed.connect("local") as session:
         dense.index(corpus)
         vectors = np.concatenate([dense._docs.read_chunk(i) for i in range(dense._docs.n_chunks)])
@@ -233,7 +243,7 @@ def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, ho
     assert session["encode_workers"] == 2 and session["search_shards"] == 2
     assert np.array_equal(vectors, expected_vectors)  # the workers' vectors are the single process's, bit for bit
     assert {q: run[q] for q in run} == {q: expected[q] for q in expected}
-    assert all(ids[i] not in dict(run[q]) for i, q in enumerate(list(queries)[:5]) for i in range(i, 120, 7))
+    assert all(ids[i] not in dict(run[q]) for i, q in enumerate(list(queries)[:5]) for i in range(i, 64, 7))
 
 
 def _cli_json(args: list[str], home_dir: Path) -> dict:
@@ -246,7 +256,8 @@ def _cli_json(args: list[str], home_dir: Path) -> dict:
 
 @pytest.mark.slow
 def test_cli_run_with_ray_local_prints_the_measures_of_a_run_without_it(tmp_path):
-    args = ["run", "impliret/multispeaker/wknow", "-r", "dense", "--json"]
+    # chunks of 256 (the vectors do not depend on it) give the cluster's workers six chunks to share
+    args = ["run", "impliret/multispeaker/wknow", "-r", "dense:chunk_size=256", "--json"]
     plain = _cli_json(args, tmp_path / "home-plain")
     on_ray = _cli_json([*args, "--ray", "local", "-o", str(tmp_path / "out")], tmp_path / "home-ray")
     assert on_ray["measures"].keys() == plain["measures"].keys() and on_ray["n_queries"] == plain["n_queries"] == 1500
@@ -254,6 +265,6 @@ def test_cli_run_with_ray_local_prints_the_measures_of_a_run_without_it(tmp_path
         assert on_ray["measures"][name] == pytest.approx(value, abs=1e-6), name
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["ray"] == {"address": "local", "nodes": 1, "cpus": os.cpu_count(), "gpus": 0,
-                               "encode_workers": os.cpu_count(), "search_shards": 0}
+                               "encode_workers": min(6, os.cpu_count()), "search_shards": 0}
     # every chunk of the corpus was encoded by the workers and written once, by the driver, into its own cache
     assert len(list((tmp_path / "home-ray").rglob("chunk-*.npy"))) == len(list((tmp_path / "home-plain").rglob("chunk-*.npy")))
