@@ -129,8 +129,8 @@ class FastEncoder:
         self.batch_tokens = batch_tokens
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.pad_left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        self.with_types = "token_type_ids" in getattr(self.module, "model_forward_params", ()) and \
-            "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
+        self.with_types = "token_type_ids" in (getattr(self.module, "model_forward_params", None) or ()) and \
+            "token_type_ids" in (getattr(self.tokenizer, "model_input_names", None) or ())
 
     @staticmethod
     def unsupported(model) -> str | None:

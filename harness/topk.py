@@ -180,7 +180,7 @@ def dense_topk(
 # ---------------------------------------------------------------------------------------------------------------------
 # exact top-k with torch (GPU): the same results as dense_topk, tie rule and masks included
 
-CANDIDATE_MARGIN = 32  # extra float16 candidates per row, so that few rows need the wider re-selection
+CANDIDATE_MARGIN = 64  # extra float16 candidates per row, so that few rows need the wider re-selection
 LOW_PRECISION_NORMS = (1 / 16, 16.0)  # vector norms within which float16 candidate scores have a known error bound
 
 
@@ -365,7 +365,7 @@ def torch_topk(
         return [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in range(nq)]
     q32 = torch.as_tensor(np.ascontiguousarray(query_emb, dtype=np.float32), device=device)
     q_norm = torch.linalg.vector_norm(q32, dim=1)
-    tile_bytes = tile_bytes or (min(2 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
+    tile_bytes = tile_bytes or (min(4 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
                                 if device.type == "cuda" else memory_share(0.25))
     chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 32) * docs.dim)))
     best: list[tuple] = [None] * ((nq + chunk - 1) // chunk)
