@@ -73,7 +73,8 @@ def _init(ray, address: str, kind: str) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise GapbenchError(
             f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}). Start one with "
-            "`ray start --head` (then --ray auto, or the address it prints), or use --ray local."
+            "`ray start --head` (then --ray auto, or the address it prints), or use --ray local; a cluster with token "
+            "authentication also wants RAY_AUTH_MODE=token and its token (`ray get-auth-token`) in this environment."
         ) from None
 
 

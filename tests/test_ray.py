@@ -106,6 +106,17 @@ def test_addresses_are_checked_before_ray_starts():
         assert session is None and not distributed.active()
 
 
+def test_cli_without_ray_installed_names_the_extra_and_a_bad_address_is_a_usage_error(monkeypatch, capsys):
+    from gapbench.cli import main
+
+    assert main(["run", "impliret/multispeaker/wknow", "-r", "bm25", "--ray", "head-node"]) == 2
+    assert capsys.readouterr().err.startswith("gapbench: error: --ray 'head-node' is not a Ray address; give `local`")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    assert main(["run", "impliret/multispeaker/wknow", "-r", "bm25", "--ray", "local"]) == 2
+    assert capsys.readouterr().err == ("gapbench: error: --ray needs the package 'ray', which is not installed. "
+                                       "Install it with: pip install 'gapbench[ray]'\n")
+
+
 def test_a_killed_worker_is_restarted_by_ray_and_every_chunk_is_encoded_once(cluster, home):
     texts = _texts(60)
     cache = EmbeddingCache("toy", texts, chunk_size=7)
