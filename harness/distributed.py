@@ -157,13 +157,17 @@ class _EncoderActor:
         return i, np.ascontiguousarray(self.encoder.encode_texts(texts), dtype=np.float32)
 
 
-def _raise_worker_error(exc: Exception, written: int, missing: int) -> None:
+def _raise_worker_error(ray, exc: Exception, written: int, missing: int) -> None:
     cause = getattr(exc, "cause", None)
     if isinstance(cause, GapbenchError):
         raise cause from None  # the encoder's own message (bad model, device), as a local run would show it
+    if isinstance(exc, ray.exceptions.RayActorError):
+        what = f"a worker died and {RETRIES} restarts by Ray did not bring it through"
+    else:
+        what = f"a worker failed: {str(cause or exc).strip().splitlines()[0]}"
     raise GapbenchError(
-        f"ray: encoding stopped after {RETRIES} restarts of a worker ({str(exc).strip().splitlines()[0]}); the "
-        f"{written} chunks written are kept in the cache, and running again encodes only the {missing} still missing."
+        f"ray: encoding stopped, {what}; the {written} chunks written are kept in the cache, and running again "
+        f"encodes only the {missing} still missing."
     ) from None
 
 
@@ -215,7 +219,7 @@ def _encode_on(pool, ray, cache: Any, missing: list[int], advance: Callable[[int
         written.append(i)
         advance(arr.shape[0])
     if failure is not None:
-        _raise_worker_error(failure, len(written), len(cache.missing_chunks()))
+        _raise_worker_error(ray, failure, len(written), len(cache.missing_chunks()))
     return written
 
 
