@@ -50,6 +50,7 @@ class ToyEncoder:
             if self.fail == "hang":
                 time.sleep(3600)
             if self.fail == "die" or _first(Path(self.log_dir) / "died"):
+                time.sleep(0.2)  # lets the reply for the previous chunk leave, so that chunk is not retried as well
                 os.kill(os.getpid(), signal.SIGKILL)  # a worker dies as a crashed GPU or an OOM kill leaves it
         (log / f"{os.getpid()}-{time.monotonic_ns()}").write_text(texts[0])
         return np.stack([toy_vector(t, self.dim) for t in texts])
