@@ -94,19 +94,16 @@ class _LLMRetriever:
 
     def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
                  concurrency: int = 8, client=None) -> None:
-        from gapbench.llm import LLMConfig
+        from gapbench.llm import LazyClient
 
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise ConfigError(f"{self.method}: concurrency must be a positive integer, got {concurrency!r}.")
         self.retriever = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
         self.concurrency = concurrency
-        self._client = client
         self._lock = threading.Lock()
         self._fallbacks: dict[str, dict[str, int]] = {}
-        if client is None:
-            # a bad URL or a missing model is reported now, before the inner retriever indexes anything
-            args = {"base_url": llm_base_url, "model": llm_model, "concurrency": concurrency}
-            self._llm_config = LLMConfig(**{k: v for k, v in args.items() if v is not None}).resolved()
+        # a bad URL or a missing model is reported now, before the inner retriever indexes anything
+        self._llm = LazyClient.of(client, base_url=llm_base_url, model=llm_model, concurrency=concurrency)
         inner = getattr(self.retriever, "name", None) or type(self.retriever).__name__
         changed = [f"{k}={v}" for k, v in self._params().items() if v != self._defaults().get(k)]
         self.name = f"{self.method}:{'[' + ','.join(changed) + ']' if changed else ''}{inner}"
@@ -163,12 +160,11 @@ class _LLMRetriever:
     # -- the LLM
     @property
     def client(self):
-        with self._lock:
-            if self._client is None:
-                from gapbench.llm import LLMClient
+        return self._llm.get()
 
-                self._client = LLMClient(self._llm_config)
-            return self._client
+    def llm_manifest(self) -> dict | None:
+        """The LLM's model, endpoint, sampling and usage; None before the first call."""
+        return self._llm.manifest()
 
     def _ask(self, prompts: Mapping[str, str]) -> dict[str, str]:
         """Answers to one prompt per query id, in parallel, cached, counted under the query id."""

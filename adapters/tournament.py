@@ -351,32 +351,27 @@ class _PoolReranker:
                               "given, set temperature on that client's LLMConfig instead.")
         self.depth = depth
         self.concurrency = concurrency
-        self._client = client
-        self._llm_args = {"base_url": llm_base_url, "model": llm_model, "concurrency": concurrency,
-                          "temperature": temperature}
+        self.temperature = temperature
         self.max_chars = _cut_option("max_chars", max_chars)
         # checked now, not when the first worker thread builds the ranker
         self.max_tokens_per_passage = _cut_option("max_tokens_per_passage", max_tokens_per_passage)
         self.reasks = reasks
         self._ranker: LLMListwise | None = None
-        # the client is made in the first worker thread that needs it: one lock so all threads share one client
         self._lock = threading.Lock()
-        self._llm_config = None
-        if client is None:
-            from gapbench.llm import LLMConfig
+        from gapbench.llm import LazyClient
 
-            # a bad URL, a missing model or a bad time limit is reported now, not from a worker thread after the
-            # retrieval work
-            self._llm_config = LLMConfig(**{k: v for k, v in self._llm_args.items() if v is not None}).resolved()
+        # a bad URL, a missing model or a bad time limit is reported now, not from a worker thread after the
+        # retrieval work; the client is made in the first worker thread that needs it and shared by all
+        self._llm = LazyClient.of(client, base_url=llm_base_url, model=llm_model, concurrency=concurrency,
+                                  temperature=temperature)
 
     @property
     def client(self):
-        with self._lock:
-            if self._client is None:
-                from gapbench.llm import LLMClient
+        return self._llm.get()
 
-                self._client = LLMClient(self._llm_config)
-            return self._client
+    def llm_manifest(self) -> dict | None:
+        """The LLM's model, endpoint, sampling and usage for the manifest; None before the first call."""
+        return self._llm.manifest()
 
     @property
     def ranker(self) -> LLMListwise:
@@ -440,12 +435,14 @@ class _PoolReranker:
     @property
     def llm_calls(self) -> int:
         """HTTP calls made so far (cache hits cost none)."""
-        return int(self.client.usage.total().get("calls", 0)) if self._client is not None else 0
+        made = self._llm.made
+        return int(made.usage.total().get("calls", 0)) if made is not None else 0
 
     @property
     def llm_requests(self) -> int:
         """Listwise rankings asked for so far, whether answered by a call or by the cache."""
-        return int(self.client.usage.total().get("requests", 0)) if self._client is not None else 0
+        made = self._llm.made
+        return int(made.usage.total().get("requests", 0)) if made is not None else 0
 
     @property
     def answers(self) -> dict:
@@ -504,7 +501,7 @@ class Tournament(_PoolReranker):
     def _algo_config(self) -> dict:
         c = self.tconfig
         return {"batch_size": c.batch_size, "promote": c.promote, "max_final": c.max_final, "seed": c.seed,
-                "seeds": list(self.seeds), "temperature": self._llm_args["temperature"]}
+                "seeds": list(self.seeds), "temperature": self.temperature}
 
     def _order(self, query_id, query, pool, texts, seed=None):
         config = self.tconfig if seed is None else replace(self.tconfig, seed=seed)

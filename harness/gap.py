@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .errors import ConfigError, GapbenchError
 from .evaluation import evaluate, parse_measures
 from .formats import output_folder, save_figure_atomic, write_text_atomic
+from .retrieval import llm_manifest_of, with_task_defaults
 from .types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
@@ -349,21 +350,6 @@ def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]]) -> tuple[str | Any, dict]:
-    """``spec`` with the task's defaults for that reranker added where it leaves them out, and the ones added."""
-    if not isinstance(spec, str):
-        return spec, {}
-    from .options import parse_spec
-
-    name, options = parse_spec(spec, "reranker")
-    applied = {k: v for k, v in defaults.get(name, {}).items() if k not in options}
-    if not applied:
-        return spec, {}
-    rest = spec.strip().partition(":")[2]
-    # the defaults go first: a user's value holding commas (seeds=0,1,2) stays whole at the end
-    return f"{name}:" + ",".join([f"{k}={v}" for k, v in applied.items()] + ([rest] if rest else [])), applied
-
-
 def run_gap(
     task: str,
     retrievers: Sequence[str],
@@ -432,9 +418,9 @@ def run_gap(
     report.meta["retrievers"] = systems
     report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)(),
                                "task_defaults": applied, "reads_verifier_view": view[0] is not None}
-    client = getattr(rr, "_client", None)
-    if client is not None and hasattr(client, "manifest"):
-        report.meta["llm"] = client.manifest()
+    llm = llm_manifest_of(rr)
+    if llm is not None:
+        report.meta["llm"] = llm
     if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
         report.meta["answers"] = rr.answers
     if output:

@@ -1585,3 +1585,45 @@ def _server_message(exc) -> str:
     if "<" in text and ">" in text:
         text = re.sub(r"<[^>]*>", " ", text)
     return _one_line(text)[:300] or "no message"
+
+
+class LazyClient:
+    """One :class:`LLMClient`, made on first use and shared by every thread of the component that holds it.
+
+    The config is checked when the component is built (``LLMConfig(...).resolved()``), so a bad URL or model is
+    reported before any retrieval work; the client itself (and its HTTP session) only when a call needs it. A client
+    passed in is used as it is.
+
+        llm = LazyClient.of(model="m", temperature=None)   # config checked, nothing connects yet
+        llm.get().chat("hello")                              # the client is made here, once
+    """
+
+    def __init__(self, config: LLMConfig | None = None, client: LLMClient | None = None, *,
+                 cache: bool | str | os.PathLike = True) -> None:
+        if client is None and config is None:
+            raise ConfigError("LazyClient needs an LLMConfig or a client.")
+        self._config, self._client, self._cache = config, client, cache
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, client: LLMClient | None = None, *, cache: bool | str | os.PathLike = True,
+           **options: Any) -> "LazyClient":
+        """``client`` when given, else one made later from the ``options`` (LLMConfig fields) that are not None."""
+        if client is not None:
+            return cls(client=client)
+        return cls(LLMConfig(**{k: v for k, v in options.items() if v is not None}).resolved(), cache=cache)
+
+    def get(self) -> LLMClient:
+        with self._lock:
+            if self._client is None:
+                self._client = LLMClient(self._config, cache=self._cache)
+            return self._client
+
+    @property
+    def made(self) -> LLMClient | None:
+        """The client when one exists, else None (no call was needed yet)."""
+        return self._client
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The client's manifest (model, endpoint, sampling, usage), or None when no client was made."""
+        return self._client.manifest() if self._client is not None else None

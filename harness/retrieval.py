@@ -25,11 +25,97 @@ SECRET_WORDS = ("key", "token", "secret", "password")
 
 @runtime_checkable
 class Retriever(Protocol):
+    """Indexes a corpus, then ranks it for queries.
+
+    ``search`` returns a :class:`Run` (or a dict query_id -> {doc_id: score}) of at most ``k`` results per query, with
+    each query's ``exclude`` ids masked before the top-k cut. Optional members, read where present: ``fingerprint``
+    (str: what identifies the rankings, keys every cache), ``config()`` (a JSON-ready dict for the manifest),
+    ``llm_manifest()`` (see :class:`Reranker`) and ``query_scores(queries)`` (after ``index``: each query's score for
+    every indexed document in corpus order, one array at a time, so an analysis can rank any subset without a search).
+    """
+
     name: str
 
     def index(self, corpus: Corpus) -> None: ...
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders a run: ``rerank(queries, run, corpus)`` returns a new :class:`Run` over (a prefix of) each query's
+    ranking, best first; ``run`` is not changed.
+
+    Optional members, read where present: ``name``; ``config()`` (JSON-ready dict for the manifest); ``answers``
+    (how an LLM's answers were read: clean, repaired, re-asked, fallback); ``llm_manifest()`` (an LLM-backed
+    component's model, endpoint, sampling and usage, or None before its first call); ``rerank_pools(queries, pools,
+    corpus, seed=None)`` (rank given candidate pools, used by ``gapbench gap``); ``seeds`` and ``llm_calls``.
+    """
+
+    def rerank(self, queries: Queries, run: Run, corpus: Corpus) -> Run: ...
+
+
+@runtime_checkable
+class Augmenter(Protocol):
+    """Makes extra views of documents: ``augment(corpus)`` returns a new list of views, each with ``view_id`` (never a
+    corpus id), ``source_id`` (the corpus document it stands for) and ``text``; ``corpus`` is not changed. Retrieval
+    indexes the views beside the originals and collapses them onto their sources
+    (:class:`gapbench.argus_augment.Augmented`). ``name`` names the augmenter in the manifest."""
+
+    name: str
+
+    def augment(self, corpus: Corpus) -> list: ...
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Text to vectors: ``encode_texts(texts)`` returns a float32 array (len(texts), dim), rows in the given order.
+
+    ``fingerprint`` identifies the vector space (a probe trained on one space refuses another).
+    """
+
+    fingerprint: str
+
+    def encode_texts(self, texts: list[str]) -> Any: ...
+
+
+@runtime_checkable
+class TokenEncoder(Encoder, Protocol):
+    """An :class:`Encoder` whose token vectors can be pooled over character spans (ARGUS' span pooling).
+
+    ``token_model()`` is the loaded sentence-transformers model behind the vectors: its ``tokenizer`` (fast, with
+    offsets), ``max_seq_length`` and ``encode(texts, output_value="token_embeddings")`` are what
+    :func:`gapbench.spans.span_vectors` reads. ``doc_prompt`` and ``use_title`` say how a document becomes the text
+    that is encoded.
+    """
+
+    doc_prompt: str
+    use_title: bool
+
+    def token_model(self) -> Any: ...
+
+
+def llm_manifest_of(component: Any) -> dict | None:
+    """What an LLM-backed component reports about its model and calls (``llm_manifest()``), or None."""
+    report = getattr(component, "llm_manifest", None)
+    return report() if callable(report) else None
+
+
+def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]]) -> tuple[str | Any, dict]:
+    """``spec`` with the task's defaults for that reranker added where it leaves them out, and the ones added.
+
+    >>> with_task_defaults("tournament:batch_size=3", {"tournament": {"batch_size": 6, "promote": 2}})
+    ('tournament:promote=2,batch_size=3', {'promote': 2})
+    """
+    if not isinstance(spec, str):
+        return spec, {}
+    name, options = parse_spec(spec, "reranker")
+    applied = {k: v for k, v in defaults.get(name, {}).items() if k not in options}
+    if not applied:
+        return spec, {}
+    rest = spec.strip().partition(":")[2]
+    # the defaults go first: a user's value holding commas (seeds=0,1,2) stays whole at the end
+    return f"{name}:" + ",".join([f"{k}={v}" for k, v in applied.items()] + ([rest] if rest else [])), applied
 
 
 def register_retriever(name: str, obj: Any = None, *, replace: bool = False):

@@ -12,7 +12,7 @@ from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
 from .evaluation import Results, evaluate
-from .retrieval import config_of, fingerprint_of, get_retriever, search_in_batches
+from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of, search_in_batches
 from .store import RunDirWriter, package_versions, save_run_dir, utc_now
 from .task import Task, get_task
 from .types import Queries, Run, TaskData
@@ -63,10 +63,12 @@ def run(
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
     retr = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
-    rr = None
+    rr, applied = None, {}
     if reranker is not None:
-        from .retrieval import get_reranker
+        from .retrieval import get_reranker, with_task_defaults
 
+        # the task's defaults for a reranker named by a spec (OBLIQ's tournament settings), as gapbench gap takes them
+        reranker, applied = with_task_defaults(reranker, task_obj.reranker_defaults)
         # Built before any retrieval, so a bad endpoint or option is reported before minutes of work.
         rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
     name = getattr(retr, "name", None) or type(retr).__name__
@@ -99,10 +101,11 @@ def run(
             t0 = time.perf_counter()
             result_run = rr.rerank(queries, result_run, data.corpus)
             timings["rerank_s"] = round(time.perf_counter() - t0, 4)
-            rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr)}
-            client = getattr(rr, "_client", None)
-            if client is not None and hasattr(client, "manifest"):
-                rerank_info["llm"] = client.manifest()
+            rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr),
+                           "task_defaults": applied}
+            llm = llm_manifest_of(rr)
+            if llm is not None:
+                rerank_info["llm"] = llm
             if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
                 rerank_info["answers"] = rr.answers
             name = result_run.name
