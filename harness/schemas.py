@@ -1,0 +1,642 @@
+"""Schemas as code: a pydantic model for every JSON document gapbench writes or reads, unknown fields forbidden.
+
+Each model declares every top-level key of its file; nested parts whose shape is open (an adapter's config, per-query
+tables, an LLM client's settings) are typed as objects. JSON Schema for each model is exported into ``docs/schemas/``
+so other tools can validate without Python::
+
+    python -m gapbench.schemas export docs/schemas
+
+>>> from gapbench.schemas import load_file
+>>> manifest = load_file("runs/bm25/manifest.json")  # doctest: +SKIP
+>>> manifest.task.revision  # doctest: +SKIP
+
+Keys added after the first release (``reranker``, ``augment``, ``memory_budget`` and ``ray`` in run manifests) are
+optional, so files written before them keep loading. The submission models check what can be checked without the
+registry or the files on disk (fields, types, lengths and characters, through the same rules as
+:mod:`gapbench.submissions`); that module's validator still checks tasks, revisions, run files and scores against
+the registry and the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from . import submissions as sub
+from .errors import DataFormatError
+
+Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
+Pair = Annotated[list[float], Field(min_length=2, max_length=2)]
+# a format version: the integer 1 (Literal[1] would also take true, since True == 1)
+One = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
+
+
+class SchemaError(DataFormatError):
+    """A JSON document does not follow its schema; the message names the file, the field, what was found and the fix."""
+
+
+class Model(BaseModel):
+    """Base of every schema: unknown fields are errors, and JSON types are not coerced ("1" is not an int)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
+    """Submission text: checked by the rule of :func:`gapbench.submissions.text_problem`, and described in the JSON
+    Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"is empty; give {what}")
+        why = sub.text_problem(value, pattern, cap)
+        if why:
+            raise ValueError(f"{why}; give {what}")
+        return value
+
+    described = {"maxLength": cap, **({"pattern": f"^(?:{pattern.pattern})$"} if pattern is not None else {})}
+    return Annotated[str, Field(json_schema_extra=described), AfterValidator(check)]
+
+
+def _rule(key: str):
+    pattern, cap = sub.TEXT_RULES[key]
+    return _text(pattern, cap, sub.FIELDS[key][2])
+
+
+ModelName = _text(sub.MODEL_NAME, 193, "the model identifier such as org/model")
+ModelRevision = _text(sub.REVISION, 256, "the model revision (commit or version)")
+AdapterName = _text(sub.SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")
+AdapterFingerprint = _text(sub.FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")
+ScoringVersion = _text(sub.VERSION, 40, "the gapbench version that scored it")
+ScoringDate = _text(sub.ISO_DATETIME, 40, "an ISO date or date and time")
+PackageName = _text(sub.PACKAGE, 64, "a package name")
+PackageVersion = _text(sub.VERSION, 64, "a version")
+
+
+# ---------------------------------------------------------------- task metadata
+
+class TaskInfo(Model):
+    """Task metadata: what ``Task.info()`` returns (and run manifests record under ``task``)."""
+
+    name: str = Field(min_length=1)
+    source: str
+    revision: str
+    split: str
+    license: str
+    citation: str
+    main_measure: str
+    n_docs: Optional[int] = Field(ge=0)
+    n_queries: Optional[int] = Field(ge=0)
+
+
+# ---------------------------------------------------------------- submission.json
+
+class SubmissionModelRef(Model):
+    name: ModelName
+    revision: ModelRevision
+
+
+class SubmissionAdapter(Model):
+    name: AdapterName
+    config: dict[str, Any]
+    fingerprint: Optional[AdapterFingerprint] = None
+
+
+class SubmissionTask(Model):
+    revision: str = Field(min_length=1, pattern=r"\S")
+    run: str = Field(pattern=r"^runs/[^/]+\.trec(\.gz)?$")
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+
+
+class Submission(Model):
+    """``submission.json`` of a leaderboard submission (format_version 1)."""
+
+    format_version: One
+    system: _rule("system")
+    description: _rule("description")
+    suite: _rule("suite")
+    gapbench_version: _rule("gapbench_version")
+    models: list[SubmissionModelRef] = Field(max_length=sub.MAX_PROBLEMS_PER_FILE)
+    adapter: SubmissionAdapter
+    contact: _rule("contact")
+    tasks: dict[str, SubmissionTask] = Field(min_length=1, max_length=sub.MAX_TASKS)
+    url: Optional[_rule("url")] = None
+    date: Optional[_rule("date")] = None
+    k: Optional[int] = Field(default=None, ge=1, le=sub.MAX_PER_QUERY)
+
+    @model_validator(mode="after")
+    def _runs_named_after_tasks(self) -> "Submission":
+        for name, entry in self.tasks.items():
+            stem = f"runs/{sub.run_file_name(name)}"
+            if entry.run not in (stem + ".trec", stem + ".trec.gz"):
+                raise ValueError(f"task {name!r}: run path {entry.run!r} should be {stem}.trec or .trec.gz")
+        return self
+
+
+# ---------------------------------------------------------------- scores.json
+
+class Fingerprints(Model):
+    """Content fingerprints (sha256) of the data a result was computed on."""
+
+    corpus: str
+    queries: str
+    qrels: str
+
+
+class ScoresManifest(Model):
+    gapbench_version: ScoringVersion
+    date: ScoringDate
+    versions: dict[PackageName, PackageVersion] = Field(max_length=100)
+    n_resamples: int = Field(ge=1, le=sub.MAX_RESAMPLES)
+    seed: int = Field(ge=0, lt=2**63)
+    inputs: dict[str, str]
+
+
+class TaskScores(Model):
+    revision: str
+    fingerprints: Fingerprints
+    run: str
+    run_sha256: str
+    main_measure: str
+    measures: dict[str, Number]
+    ci95: dict[str, Pair]
+    n_queries: int = Field(ge=0)
+    n_missing: int = Field(ge=0)
+    n_dropped: int = Field(ge=0)
+    per_query: dict[str, dict[str, Number]]
+
+
+class Scores(Model):
+    """``scores.json`` of a scored submission (kind ``submission_scores``, version 1)."""
+
+    kind: Literal["submission_scores"]
+    task: str
+    version: One
+    system: str
+    suite: str
+    manifest: ScoresManifest
+    tasks: dict[str, TaskScores]
+    full_benchmark_avg: Optional[dict[str, Number]] = None
+
+
+# ---------------------------------------------------------------- run directories
+
+class RetrieverInfo(Model):
+    name: str
+    class_: str = Field(alias="class")
+    config: dict[str, Any]
+    fingerprint: str
+
+
+class RerankerInfo(Model):
+    name: str
+    config: dict[str, Any]
+    llm: Optional[dict[str, Any]] = None  # the LLM client's settings and what was sent
+    answers: Optional[dict[str, Any]] = None  # how the model's answers were read
+
+
+class RayInfo(Model):
+    """What a run on Ray records: the address kind (never the address), the cluster and the workers used."""
+
+    address: str
+    nodes: int
+    cpus: int
+    gpus: int
+    encode_workers: int
+    search_shards: int
+
+
+class RunManifest(Model):
+    """``manifest.json`` of a run directory: what produced the run."""
+
+    manifest_version: One
+    task: TaskInfo
+    system: str
+    retriever: RetrieverInfo
+    fingerprints: Fingerprints
+    reranker: Optional[RerankerInfo] = None
+    augment: Optional[dict[str, Any]] = None  # {"spec", ...view statistics}
+    k: int = Field(ge=1)
+    measures: list[str]
+    seed: int = Field(ge=0)
+    memory_budget: Optional[int] = Field(default=None, ge=0)  # bytes
+    ray: Optional[RayInfo] = None
+    date: str
+    versions: dict[str, str]
+    timings: dict[str, Number]
+
+
+class RunResults(Model):
+    """``results.json`` of a run directory (``Results.to_dict``); also each system of a comparison."""
+
+    task: Optional[str] = ""
+    system: str = Field(min_length=1)
+    n_queries: int = Field(ge=1)
+    n_missing: int = Field(default=0, ge=0)
+    n_dropped: int = Field(default=0, ge=0)
+    n_unjudged: int = Field(default=0, ge=0)
+    measures: dict[str, Number] = Field(min_length=1)
+    ci95: Optional[dict[str, Pair]] = None
+
+
+# ---------------------------------------------------------------- compare and regress
+
+class RescoreCheck(Model):
+    task: str
+    rescored: bool
+    why: str
+
+
+class PairTest(Model):
+    measure: str
+    a: str
+    b: str
+    delta: Number
+    p_randomization: Number
+    p_ttest: Number
+    p_randomization_holm: Number
+    p_ttest_holm: Number
+
+
+class Comparison(Model):
+    """``gapbench compare --json``: means, CIs and Holm-corrected paired tests."""
+
+    systems: list[RunResults]
+    tests: list[PairTest]
+    alpha: Number
+    correction: Literal["holm"]
+    checks: list[RescoreCheck]
+
+
+class RegressRow(Model):
+    task: str
+    n_queries: int
+    baseline: Number
+    candidate: Number
+    drop: Number
+    p: Number
+    p_holm: Number
+    failed: bool
+
+
+class RegressReport(Model):
+    """``regress.json`` of the CI gate."""
+
+    kind: Literal["regress"]
+    task: str
+    version: One
+    measure: str
+    max_drop: Number
+    alpha: Number
+    n_permutations: int
+    seed: int
+    baseline: str
+    candidate: str
+    passed: bool
+    extra_tasks: list[str]
+    rescore: str
+    checks: list[RescoreCheck]
+    rows: list[RegressRow]
+
+
+# ---------------------------------------------------------------- analyses
+
+class Value(Model):
+    value: Number
+
+
+class NamedValue(Model):
+    name: str
+    value: Number
+
+
+class GapReport(Model):
+    """``gap.json``: the retrieval-verification gap of one task."""
+
+    kind: Literal["gap"]
+    version: One
+    task: str
+    measure: str
+    best_retriever: NamedValue
+    retrievers: dict[str, Number]
+    verifier_standard: Value
+    verifier_gold_infused: Value
+    gap: Number
+    gap_standard: Number
+    pool_recall: Number
+    pool_depth: int
+    n_queries: int
+    llm_calls: int
+    verifier_answers: Optional[dict[str, Any]]
+    pool_scaling: list[dict[str, Any]]
+    other_qrels: dict[str, dict[str, Any]]
+    meta: dict[str, Any]
+
+
+class SignalsReport(Model):
+    """``signals.json``: weak-retrieval signals, their separation and the calibrated gate."""
+
+    kind: Literal["signals"]
+    task: str
+    version: One
+    # written by `gapbench signals` (absent when ``analyse`` is called without them)
+    retrievers: Optional[list[dict[str, str]]] = None
+    primary: Optional[str] = None
+    window: Optional[int] = None
+    min_rel: Optional[int] = None
+    term_rule: Optional[str] = None
+    calib_fraction: Optional[Number] = None
+    n_queries: int
+    n_weak: int
+    weak_rate: Optional[Number]
+    bar: Number
+    max_corr: Number
+    n_bootstrap: int
+    seed: int
+    signals: dict[str, dict[str, Any]]
+    spearman: dict[str, dict[str, Optional[Number]]]
+    kept: list[str]
+    gate: Optional[dict[str, Any]]
+    gate_note: Optional[str] = None
+
+
+class CoverageReport(Model):
+    """``coverage.json``: semantic coverage of the corpus' entity clusters by the queries."""
+
+    kind: Literal["coverage"]
+    task: str
+    version: One
+    measure: str
+    config: dict[str, Any]
+    entities: dict[str, Any]
+    clustering: dict[str, Any]
+    clusters: list[dict[str, Any]]
+    coverage: dict[str, Any]
+    systems: dict[str, dict[str, Any]]
+    bootstrap: dict[str, Any]
+    queries: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    synthetic: Optional[dict[str, Any]]
+    augmented: Optional[dict[str, Any]]
+    timings: dict[str, Number]
+
+
+class AuditEntity(Model):
+    qid: str
+    label: Optional[str]
+    rps: Number
+    hits: int
+    n_queries: int
+    tercile: Literal["low", "mid", "high"]
+    ranks: list[int]
+    n_candidates: list[int]
+
+
+class ArgusAudit(Model):
+    """``argus_audit.json``: rank-probability scores (RPS) of entities, ARGUS' blind-spot audit."""
+
+    kind: Literal["argus_audit"]
+    task: str
+    version: One
+    retriever: str
+    encoder: dict[str, Any]
+    k: int
+    n_requested: int
+    n_effective: dict[str, Number]
+    chance: Number
+    seed: int
+    hit_rule: str
+    relations: str
+    n_entities: int
+    n_targets: int
+    n_pairs: int
+    dropped: dict[str, int]
+    grounding: dict[str, Any]
+    mean_rps: Number
+    frac_rps_gt_0_5: Number
+    terciles: dict[str, Any]
+    bands: dict[str, int]
+    warnings: list[str]
+    entities: list[AuditEntity]
+
+
+class ArgusProbe(Model):
+    """``argus_probe.json``: the RPS probes trained on entity embeddings, selected on validation RMSE."""
+
+    kind: Literal["argus_probe"]
+    task: str
+    version: One
+    retriever: str
+    fingerprint: str
+    dim: int
+    seed: int
+    k: int
+    n_requested: int
+    saved_probe: dict[str, str]
+    split: dict[str, int]
+    selection: str
+    selected: dict[str, Any]
+    families: dict[str, dict[str, Any]]
+    baselines: dict[str, dict[str, Any]]
+    test: dict[str, Any]
+    datasets: list[dict[str, Any]]
+
+
+class ArgusCompareTask(Model):
+    n_queries: int
+    diagnosis: dict[str, Any]
+    kb_seconds: Number
+    variants: dict[str, dict[str, Any]]
+    deltas: dict[str, dict[str, Any]]
+    llm: Optional[dict[str, Any]]
+    notes: list[str]
+
+
+class ArgusCompare(Model):
+    """``argus_compare.json``: a retriever with and without ARGUS' augmentation."""
+
+    kind: Literal["argus_compare"]
+    task: str
+    version: One
+    suite: Optional[str]
+    retriever: str
+    config: dict[str, Any]
+    tasks: dict[str, ArgusCompareTask]
+    full_benchmark_avg: dict[str, dict[str, Number]]
+    notes: list[str]
+
+
+# ---------------------------------------------------------------- products
+
+class BoardTest(Model):
+    a: str
+    b: str
+    delta: Number
+    p: Number
+    p_holm: Number
+    significant: bool
+
+
+class BoardEntry(Model):
+    system: str
+    description: str
+    contact: str
+    url: Optional[str]
+    models: list[dict[str, Any]]
+    adapter: dict[str, Any]
+    gapbench_version: str
+    date: str
+    tasks: dict[str, dict[str, Any]]
+    average: Optional[Number]
+    average_ci95: Optional[Pair]
+    rank: Optional[int]
+    position: Optional[int]
+    rank_stability: Optional[Number]
+
+
+class Leaderboard(Model):
+    """``leaderboard.json`` of a suite's board."""
+
+    kind: Literal["leaderboard"]
+    task: str
+    version: One
+    suite: str
+    tasks: list[str]
+    main_measures: dict[str, str]
+    alpha: Number
+    n_resamples: int
+    n_permutations: int
+    seed: int
+    entries: list[BoardEntry]
+    tests: list[BoardTest]
+
+
+class ReportData(Model):
+    """``report.json`` beside report.html and report.md."""
+
+    kind: Literal["report"]
+    task: str
+    version: int
+    gapbench_version: str
+    main_measure: str
+    measures: list[str]
+    alpha: Number
+    n_permutations: int
+    seed: int
+    systems: list[dict[str, Any]]
+    tests: list[dict[str, Any]]
+    per_query: Any
+    analyses: list[dict[str, Any]]
+    ignored: list[Any]
+    not_run: list[str]
+    figures: list[str]
+
+
+# ---------------------------------------------------------------- lookup, validation, export
+
+# schema name (also the exported file's stem) -> model
+SCHEMAS: dict[str, type[Model]] = {
+    "task_info": TaskInfo, "submission": Submission, "scores": Scores, "run_manifest": RunManifest,
+    "run_results": RunResults, "compare": Comparison, "regress": RegressReport, "gap": GapReport,
+    "signals": SignalsReport, "coverage": CoverageReport, "argus_audit": ArgusAudit, "argus_probe": ArgusProbe,
+    "argus_compare": ArgusCompare, "leaderboard": Leaderboard, "report": ReportData,
+}
+_BY_KIND = {"submission_scores": "scores", "gap": "gap", "signals": "signals", "coverage": "coverage",
+            "argus_audit": "argus_audit", "argus_probe": "argus_probe", "argus_compare": "argus_compare",
+            "regress": "regress", "leaderboard": "leaderboard", "report": "report"}
+_BY_FILE = {"submission.json": "submission", "scores.json": "scores", "manifest.json": "run_manifest",
+            "results.json": "run_results", "regress.json": "regress", "gap.json": "gap", "signals.json": "signals",
+            "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
+            "argus_compare.json": "argus_compare", "leaderboard.json": "leaderboard", "report.json": "report"}
+
+
+def _where(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc)) \
+        or "the document"
+
+
+def _problem(error: dict) -> str:
+    """One pydantic error in gapbench's words: where, what was found, what is accepted."""
+    where, kind = _where(error["loc"]), error["type"]
+    found = repr(error.get("input"))[:60]
+    if kind == "extra_forbidden":
+        return f"unknown field {where} (not part of the schema; remove it)"
+    if kind == "missing":
+        return f"missing field {where}"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where} is {found}: {message[:1].lower() + message[1:]}"
+
+
+def validate(schema: str | type[Model], data: Any, source: object = None) -> Model:
+    """``data`` (parsed JSON) checked against a schema (a name of :data:`SCHEMAS` or a model); raises
+    :class:`SchemaError` naming ``source``, every field that does not fit (the first few), and the fix."""
+    model = SCHEMAS[schema] if isinstance(schema, str) else schema
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        shown = "; ".join(_problem(e) for e in errors[:5])
+        more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+        name = next(k for k, v in SCHEMAS.items() if v is model) if model in SCHEMAS.values() else model.__name__
+        raise SchemaError(f"does not follow the {name} schema: {shown}{more}. Its top-level fields are "
+                          f"{', '.join(model.model_fields)} (see docs/schemas/{name}.schema.json); fix the fields "
+                          "named, or re-create the file with the gapbench command that writes it.",
+                          path=source if source is not None else f"<{name}>") from None
+
+
+def schema_for(path: str | Path, data: Any) -> str:
+    """The schema of a gapbench JSON file: from its ``kind`` when it has one, else from its file name."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    name = _BY_KIND.get(kind) if isinstance(kind, str) else _BY_FILE.get(Path(path).name)
+    if name is None:
+        raise SchemaError(f"is not a gapbench JSON document gapbench knows (kind {kind!r:.40}); accepted kinds: "
+                          f"{', '.join(_BY_KIND)}, or one of the files {', '.join(_BY_FILE)}.", path=path)
+    return name
+
+
+def load_file(path: str | Path, schema: str | None = None) -> Model:
+    """A gapbench JSON file read and validated (its schema found by :func:`schema_for` unless given)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SchemaError(f"cannot be read as JSON ({exc}); re-create it with the gapbench command that writes it.",
+                          path=path) from None
+    return validate(schema or schema_for(path, data), data, source=path)
+
+
+def json_schemas() -> dict[str, str]:
+    """File name -> JSON Schema text of every model (what ``export`` writes; stable across runs)."""
+    out = {}
+    for name, model in SCHEMAS.items():
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"{name}.schema.json",
+                  **model.model_json_schema(by_alias=True)}
+        out[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def export(directory: str | Path) -> list[Path]:
+    """Write one ``NAME.schema.json`` per model into ``directory`` (created), each atomically."""
+    from .formats import output_folder, write_text_atomic
+
+    out = output_folder(directory)
+    return [write_text_atomic(out / name, text) for name, text in json_schemas().items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gapbench.schemas export DIR``"""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "export":
+        print("usage: python -m gapbench.schemas export DIR  (writes one JSON Schema file per model into DIR)",
+              file=sys.stderr)
+        return 2
+    for path in export(args[1]):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
