@@ -21,7 +21,7 @@ documents in selection order (hop by hop, each document once), then the other re
 Malformed answers are handled and counted per query (``fallbacks`` in the manifest's retriever config): an empty
 rewrite or search query falls back to the original query (``empty_rewrite``, ``empty_search``); a selection answer
 without a ``Selected:`` line selects nothing (``unparsed_selection``); identifiers outside the hop's documents are
-dropped (``unknown_ids``). Every call goes through :class:`gapbench.llm.LLMClient`, so it is cached and counted per
+dropped (``unknown_ids``). Every call goes through :class:`gapbench.llm.client.LLMClient`, so it is cached and counted per
 query; the fingerprint covers the model and its sampling, the prompt texts, the options and the inner retriever.
 
 The LLM endpoint and model come from the bracket, else ``--llm-base-url`` / ``--llm-model`` (``gapbench.run``'s
@@ -94,7 +94,7 @@ class _LLMRetriever:
 
     def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
                  concurrency: int = 8, client=None) -> None:
-        from gapbench.llm import LazyClient
+        from gapbench.llm.client import LazyClient
 
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise ConfigError(f"{self.method}: concurrency must be a positive integer, got {concurrency!r}.")
@@ -168,7 +168,7 @@ class _LLMRetriever:
 
     def _ask(self, prompts: Mapping[str, str]) -> dict[str, str]:
         """Answers to one prompt per query id, in parallel, cached, counted under the query id."""
-        from gapbench.llm import ChatRequest
+        from gapbench.llm.client import ChatRequest
 
         qids = list(prompts)
         answers = self.client.chat_many([ChatRequest(prompts[q], tag=q) for q in qids], concurrency=self.concurrency)
@@ -201,7 +201,7 @@ class _LLMRetriever:
 
     @property
     def fingerprint(self) -> str:
-        from gapbench.llm import load_prompt
+        from gapbench.llm.client import load_prompt
 
         payload = {"adapter": f"gapbench-llm-{self.method}/1", **self._params(), "llm": self.client.fingerprint,
                    "prompts": {p: hashlib.sha256(load_prompt(p).encode()).hexdigest() for p in self.prompts},
@@ -233,7 +233,7 @@ class QueryRewrite(_LLMRetriever):
 
     def rewrite(self, queries: Queries) -> Queries:
         """The queries as the LLM rewrote them (the task's instruction kept; an empty rewrite keeps the query)."""
-        from gapbench.llm import render
+        from gapbench.llm.client import render
 
         answers = self._ask({q.query_id: render("query_rewrite", query=self._query_text(q)) for q in queries.values()})
         out = []
@@ -307,7 +307,7 @@ class MultiHopAgent(_LLMRetriever):
         return text[: self.max_chars].rstrip()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        from gapbench.llm import render
+        from gapbench.llm.client import render
 
         if k < 1:
             raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")

@@ -53,14 +53,14 @@ class OpenAIEmbed:
         self._client = None
         self._client_lock = threading.Lock()
         self._doc_emb = None
-        from gapbench.llm import LLMConfig
+        from gapbench.llm.client import LLMConfig
 
         # checked now (URL, time limits from $GAPBENCH_LLM_*), so a wrong endpoint is reported before any work
         self._llm_config = LLMConfig(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=concurrency,
                                      max_retries=max_retries, timeout=timeout).resolved()
 
     def config(self) -> dict:
-        from gapbench.llm import redact_url
+        from gapbench.llm.client import redact_url
 
         return {"model": self.model, "base_url": redact_url(self.base_url) if self.base_url else None,
                 "dimensions": self.dimensions, "query_prompt": self.query_prompt, "doc_prompt": self.doc_prompt,
@@ -75,7 +75,7 @@ class OpenAIEmbed:
     def client(self):
         with self._client_lock:
             if self._client is None:
-                from gapbench.llm import LLMClient
+                from gapbench.llm.client import LLMClient
 
                 # embeddings are cached by EmbeddingCache, keyed by texts
                 self._client = LLMClient(self._llm_config, cache=False)

@@ -294,7 +294,7 @@ class LLMListwise:
         return a["repaired"] + a["fallback"]
 
     def rank(self, query: str, passages: Sequence[str], tag: str | None = None) -> list[int]:
-        from gapbench.llm import listwise_prompt
+        from gapbench.llm.client import listwise_prompt
 
         cut = [truncate_tokens(p, self.max_tokens_per_passage) for p in passages]
         prompt = listwise_prompt(query, cut, template=self.template, max_chars=self.max_chars)
@@ -358,7 +358,7 @@ class _PoolReranker:
         self.reasks = reasks
         self._ranker: LLMListwise | None = None
         self._lock = threading.Lock()
-        from gapbench.llm import LazyClient
+        from gapbench.llm.client import LazyClient
 
         # a bad URL, a missing model or a bad time limit is reported now, not from a worker thread after the
         # retrieval work; the client is made in the first worker thread that needs it and shared by all

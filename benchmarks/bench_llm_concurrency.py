@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from llm_server import LLMServer  # noqa: E402
 
-from gapbench.llm import ChatRequest, LLMClient  # noqa: E402
+from gapbench.llm.client import ChatRequest, LLMClient  # noqa: E402
 
 TARGET = 1.3
 LATENCY = 0.1

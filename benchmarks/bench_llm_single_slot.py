@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from llm_server import LLMServer  # noqa: E402
 
-from gapbench.llm import LLMClient  # noqa: E402
+from gapbench.llm.client import LLMClient  # noqa: E402
 
 
 def run(n_calls: int, service: float, timeout: float, adaptive: bool) -> dict:

@@ -2,7 +2,7 @@
 
 The slow test's workload (tests/test_local_llm.py): impliret/multispeaker/wknow, 2 seeded queries, the bm25 top 5 as the
 pool, the tournament with passages cut to 200 characters, answers stopped at their first line and at 64 tokens. One
-llama.cpp server (``gapbench.local_llm.LocalServer``) serves both modes in turn, each with an empty response cache and
+llama.cpp server (``gapbench.llm.local.LocalServer``) serves both modes in turn, each with an empty response cache and
 ``concurrency=8``: once ``adaptive=True`` (the default), once ``adaptive=False``. Printed per mode: wall time, LLM calls
 and requests, retries and failures, prompt and completion tokens, the lowest concurrency the pacer reached, and the
 share of rankings completed by the fallback. Nothing here asserts on time: the machine is noisy, compare within a run.
@@ -25,9 +25,9 @@ _HOME = tempfile.TemporaryDirectory(prefix="gapbench-bench-")
 os.environ["GAPBENCH_HOME"] = _HOME.name
 
 from gapbench.adapters.tournament import Tournament  # noqa: E402
-from gapbench.gap import measure_gap  # noqa: E402
-from gapbench.llm import LLMClient, LLMConfig  # noqa: E402
-from gapbench.local_llm import LocalServer  # noqa: E402
+from gapbench.analyses.gap import measure_gap  # noqa: E402
+from gapbench.llm.client import LLMClient, LLMConfig  # noqa: E402
+from gapbench.llm.local import LocalServer  # noqa: E402
 from gapbench.retrieval import get_retriever, search_with  # noqa: E402
 from gapbench.task import get_task  # noqa: E402
 from gapbench.types import Queries  # noqa: E402

@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from gapbench.adapters.tournament import Tournament, tournament_calls
-    from gapbench.llm import LLMClient, LLMConfig
+    from gapbench.llm.client import LLMClient, LLMConfig
     from gapbench.types import Corpus, Document, Queries, Query
 
     docs = [Document(f"d{i}", f"passage number {i} about topic {i % 17}") for i in range(args.pool * 4)]

@@ -24,8 +24,8 @@ _API = {
     "Run": "gapbench.types",
     "TaskData": "gapbench.types",
     "Task": "gapbench.task",
-    "Results": "gapbench.evaluation",
-    "Comparison": "gapbench.comparison",
+    "Results": "gapbench.evaluation.evaluation",
+    "Comparison": "gapbench.evaluation.comparison",
     "RunResult": "gapbench.runner",
     "Registry": "gapbench.registry",
     # verbs
@@ -34,8 +34,8 @@ _API = {
     "register_task": "gapbench.task",
     "get_retriever": "gapbench.retrieval",
     "register_retriever": "gapbench.retrieval",
-    "evaluate": "gapbench.evaluation",
-    "compare": "gapbench.comparison",
+    "evaluate": "gapbench.evaluation.evaluation",
+    "compare": "gapbench.evaluation.comparison",
     "run": "gapbench.runner",
     # errors
     "GapbenchError": "gapbench.errors",

@@ -60,7 +60,7 @@ class Augmenter(Protocol):
     """Makes extra views of documents: ``augment(corpus)`` returns a new list of views, each with ``view_id`` (never a
     corpus id), ``source_id`` (the corpus document it stands for) and ``text``; ``corpus`` is not changed. Retrieval
     indexes the views beside the originals and collapses them onto their sources
-    (:class:`gapbench.argus_augment.Augmented`). ``name`` names the augmenter in the manifest."""
+    (:class:`gapbench.analyses.argus.augment.Augmented`). ``name`` names the augmenter in the manifest."""
 
     name: str
 

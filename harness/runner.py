@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
-from .evaluation import Results, evaluate
+from .evaluation.evaluation import Results, evaluate
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of, search_in_batches
 from .store import RunDirWriter, package_versions, save_run_dir, utc_now
 from .task import Task, get_task
@@ -81,7 +81,7 @@ def run(
         timings = {}
         augment_info = None
         if augment:
-            from .argus_augment import augment_retriever, view_stats
+            from .analyses.argus.augment import augment_retriever, view_stats
 
             t0 = time.perf_counter()
             retr = augment_retriever(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)

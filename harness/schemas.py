@@ -13,7 +13,7 @@ so other tools can validate without Python::
 Keys added after the first release (``reranker``, ``augment``, ``memory_budget`` and ``ray`` in run manifests) are
 optional, so files written before them keep loading. The submission models check what can be checked without the
 registry or the files on disk (fields, types, lengths and characters, through the same rules as
-:mod:`gapbench.submissions`); that module's validator still checks tasks, revisions, run files and scores against
+:mod:`gapbench.products.submissions`); that module's validator still checks tasks, revisions, run files and scores against
 the registry and the runs.
 """
 
@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from . import submissions as sub
+from .products import submissions as sub
 from .errors import DataFormatError
 
 Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
@@ -47,7 +47,7 @@ class Model(BaseModel):
 
 
 def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
-    """Submission text: checked by the rule of :func:`gapbench.submissions.text_problem`, and described in the JSON
+    """Submission text: checked by the rule of :func:`gapbench.products.submissions.text_problem`, and described in the JSON
     Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
 
     def check(value: str) -> str:

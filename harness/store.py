@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import ConfigError, DataFormatError
-from .evaluation import Results
+from .evaluation.evaluation import Results
 from .formats import (
     StrictJSONError, atomic_writer, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run,
 )

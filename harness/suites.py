@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .evaluation import format_table
+from .evaluation.evaluation import format_table
 from .registry import Registry
 
 SUITES: Registry["Suite"] = Registry("suite", hint="List them with `gapbench tasks`.")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gapbench import argus_audit as aa
+from gapbench.analyses.argus import audit as aa
 from gapbench.errors import ConfigError, DataFormatError
 
 
@@ -21,7 +21,7 @@ def shipped():
 @pytest.fixture
 def cli():
     from gapbench.cli import app, main
-    from gapbench.cli_argus import register
+    from gapbench.cli.argus import register
 
     register(app)
     return main
@@ -212,7 +212,7 @@ def test_span_pooling_matches_token_mean():
 @pytest.fixture(scope="module")
 def dense_audit(tmp_path_factory):
     from gapbench.cli import app, main
-    from gapbench.cli_argus import register
+    from gapbench.cli.argus import register
 
     register(app)
     out = tmp_path_factory.mktemp("argus-audit")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapbench.argus_augment import (
+from gapbench.analyses.argus.augment import (
     Augmented, Diagnosis, FlaggedEntity, LabelPrior, Mention, ReferenceKB, View, diagnose, expansion_views,
     extract_mentions, flag_entities, kb_hits, mention_embeddings, synthesis_prompt, synthesis_views, view_stats,
 )
@@ -222,7 +222,7 @@ def test_expansion_views_one_per_entity_passage_pair():
 
 
 def test_synthesis_view_through_the_llm_layer_and_its_cache(tmp_path):
-    from gapbench.llm import LLMClient
+    from gapbench.llm.client import LLMClient
 
     corpus = Corpus([Document("0", "We trained near Soyu Stadium every day."), Document("1", "Nothing here.")])
     kb = ReferenceKB.packaged()

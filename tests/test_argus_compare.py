@@ -8,7 +8,7 @@ import math
 import pytest
 
 import gapbench.cli as cli
-from gapbench.argus_compare import compare_argus, read_outputs
+from gapbench.analyses.argus.compare import compare_argus, read_outputs
 from gapbench.errors import ConfigError
 from gapbench.suites import SUITES, Suite
 
@@ -37,7 +37,7 @@ def beir_folder(root, docs=DOCS, queries=QUERIES, qrels=QRELS):
 
 @pytest.fixture
 def argus_cli():
-    from gapbench.cli_argus_compare import register
+    from gapbench.cli.argus_compare import register
 
     register(cli.app)
     return cli.main
@@ -133,13 +133,13 @@ def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
 
 
 def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
-    """--probe PATH with a probe from gapbench.argus_probe.train_probe, keyed by dense's span-encoder fingerprint."""
+    """--probe PATH with a probe from gapbench.analyses.argus.probe.train_probe, keyed by dense's span-encoder fingerprint."""
     import hashlib
 
     import numpy as np
 
-    from gapbench.argus_augment import diagnose, extract_mentions, mention_embeddings
-    from gapbench.argus_probe import Probe, train_probe
+    from gapbench.analyses.argus.augment import diagnose, extract_mentions, mention_embeddings
+    from gapbench.analyses.argus.probe import Probe, train_probe
     from gapbench.retrieval import get_retriever
     from gapbench.types import Corpus, Document
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gapbench import argus_probe as ap
+from gapbench.analyses.argus import probe as ap
 from gapbench.errors import ConfigError, GapbenchError
 
 
@@ -105,7 +105,7 @@ def test_save_load_roundtrip_and_refusals(tmp_path, family):
 
 
 def test_probe_load_with_real_encoder(tmp_path):
-    from gapbench.argus_audit import get_encoder
+    from gapbench.analyses.argus.audit import get_encoder
 
     enc = get_encoder("random:dim=8,seed=2")
     x, y = _synthetic(n=60, dim=8)
@@ -118,7 +118,7 @@ def test_probe_load_with_real_encoder(tmp_path):
 
 def test_cli_probe_shipped_slice(tmp_path):
     from gapbench.cli import app, main
-    from gapbench.cli_argus import register
+    from gapbench.cli.argus import register
 
     register(app)
     out = tmp_path / "probe-out"
@@ -131,7 +131,7 @@ def test_cli_probe_shipped_slice(tmp_path):
     assert ds["selected"]["validation_rmse"] == min(f["validation_rmse"] for f in ds["families"].values())
     assert set(ds["baselines"]) == {"all_zero", "all_one", "train_mean"}
     # the all-zero baseline's RMSE is the root mean square of the test entities' RPS from the audit itself
-    from gapbench.argus_audit import audit, load_shipped
+    from gapbench.analyses.argus.audit import audit, load_shipped
 
     res = audit(load_shipped(), "dense")
     targets = list(res.ranks)
@@ -141,7 +141,7 @@ def test_cli_probe_shipped_slice(tmp_path):
     assert ds["baselines"]["all_zero"]["rmse"] == pytest.approx(math.sqrt(np.mean(y[test] ** 2)))
     assert ds["rps_mean"] == pytest.approx(y.mean())
     # the saved probe reloads for the same retriever and predicts in [0, 1]
-    from gapbench.argus_audit import get_encoder
+    from gapbench.analyses.argus.audit import get_encoder
 
     probe = ap.Probe.load(out / "probe", get_encoder("dense"))
     _, emb = res.target_embeddings()

@@ -27,7 +27,7 @@ from gapbench.cache import EmbeddingCache  # noqa: E402
 from gapbench.errors import ConfigError, DatasetUnavailableError  # noqa: E402
 from gapbench.formats import (atomic_writer, output_folder, save_figure_atomic,  # noqa: E402
                               write_bytes_atomic, write_text_atomic)
-from gapbench.gap import GapReport, save_report  # noqa: E402
+from gapbench.analyses.gap import GapReport, save_report  # noqa: E402
 from gapbench.types import Corpus, Document, Queries, Query  # noqa: E402
 
 
@@ -298,7 +298,7 @@ def test_outputs_keep_their_bytes(tmp_path):
 
 def test_xgboost_probe_weights_are_the_bytes_xgboost_saves(tmp_path):
     pytest.importorskip("xgboost")
-    from gapbench import argus_probe as ap
+    from gapbench.analyses.argus import probe as ap
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((120, 8))

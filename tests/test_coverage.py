@@ -1,4 +1,4 @@
-"""Semantic coverage (gapbench.coverage): every metric on hand-made strata with hand-computed answers, the clustering
+"""Semantic coverage (gapbench.analyses.coverage): every metric on hand-made strata with hand-computed answers, the clustering
 criterion on separable vectors, the spaCy and LLM pipelines end to end on a hand-made BEIR folder, and query
 generation for missing strata against the real local OpenAI-compatible test server."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gapbench import cli
-from gapbench.cli_coverage import register
-from gapbench.coverage import (
+from gapbench.cli.coverage import register
+from gapbench.analyses.coverage import (
     build_strata,
     bootstrap_win_rates,
     cluster_entities,
@@ -325,7 +325,7 @@ class Fixed:
 
 
 def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
-    from gapbench.coverage import run_coverage
+    from gapbench.analyses.coverage import run_coverage
 
     # top 2: first {m1, c1}, second {m2, t1}; the pool is {m1 (the grounding), c1, m2, t1}. The judge finds Mozart's
     # and the symphony documents relevant, m1 and m2: m2 only the second system retrieves.
@@ -369,7 +369,7 @@ def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
 
 
 def test_pool_helpers_by_hand():
-    from gapbench.coverage import judging_pool, pool_counts
+    from gapbench.analyses.coverage import judging_pool, pool_counts
 
     assert judging_pool("g", [["a", "b", "c"], ["b", "d"], []], 2) == ["g", "a", "b", "d"]
     counts = pool_counts("g", {"x": ["a", "b"], "y": ["b", "d"], "z": ["g"]}, ["b", "d", "g"])
@@ -386,7 +386,7 @@ def test_judge_depth_and_batch_must_be_positive(capsys):
 
 
 def test_generate_needs_an_llm():
-    from gapbench.coverage import _generate
+    from gapbench.analyses.coverage import _generate
 
     with pytest.raises(ConfigError, match="--llm-base-url"):
         _generate([], None, None, None, [], 1, 10, 20, 0, "")
@@ -395,13 +395,13 @@ def test_generate_needs_an_llm():
 def test_module_examples():
     import doctest
 
-    import gapbench.coverage as mod
+    import gapbench.analyses.coverage as mod
 
     assert doctest.testmod(mod).failed == 0
 
 
 def test_query_entities_add_clusters(tmp_path):
-    from gapbench.coverage import run_coverage
+    from gapbench.analyses.coverage import run_coverage
 
     base = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20)
     more = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20, query_entities=True)

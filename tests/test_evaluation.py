@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.evaluation import Results, evaluate
+from gapbench.evaluation.evaluation import Results, evaluate
 from gapbench.types import Qrels, Run
 
 L2 = math.log2
@@ -210,7 +210,7 @@ def test_bootstrap_ci_contains_mean_and_is_reproducible():
         assert r1.ci[m] == r2.ci[m]  # same seed, same interval
         assert r1.ci[m] != r3.ci[m]  # another seed resamples differently
     # wider confidence level cannot give a narrower interval on the same resamples
-    from gapbench.stats import bootstrap_ci
+    from gapbench.evaluation.stats import bootstrap_ci
 
     vals = list(r1.per_query["AP"].values())
     lo90, hi90 = bootstrap_ci(vals, n_resamples=500, confidence=0.90, seed=7)
@@ -301,7 +301,7 @@ def test_cross_check_against_pytrec_eval():
 
 # ---------------------------------------------------------------- measure checks (before any backend sees them)
 
-from gapbench.evaluation import ACCEPTED_FORMS, parse_measures, split_measures  # noqa: E402
+from gapbench.evaluation.evaluation import ACCEPTED_FORMS, parse_measures, split_measures  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -409,7 +409,7 @@ def test_ndcg_at_zero_is_an_error_not_an_abort():
     code = (
         "import ir_measures\n"
         "from gapbench.errors import ConfigError\n"
-        "from gapbench.evaluation import evaluate\n"
+        "from gapbench.evaluation.evaluation import evaluate\n"
         "for m in ('nDCG@0', ir_measures.nDCG @ 0, ir_measures.P @ 0):\n"
         "    try:\n"
         "        evaluate({'q': {'d': 1.0}}, {'q': {'d': 1}}, [m])\n"

@@ -367,7 +367,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 
-from gapbench.evaluation import evaluate  # noqa: E402
+from gapbench.evaluation.evaluation import evaluate  # noqa: E402
 from gapbench.formats import read_jsonl, read_jsonl_queries, text_lines  # noqa: E402
 from gapbench.types import MAX_ID_LENGTH  # noqa: E402
 

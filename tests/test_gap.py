@@ -8,8 +8,8 @@ import pytest
 
 from gapbench.adapters.tournament import Tournament, tournament_calls
 from gapbench.cli import main
-from gapbench.gap import infuse_gold, measure_gap, pool_recall, restrict, union_pool
-from gapbench.llm import LLMClient, LLMConfig
+from gapbench.analyses.gap import infuse_gold, measure_gap, pool_recall, restrict, union_pool
+from gapbench.llm.client import LLMClient, LLMConfig
 from gapbench.retrieval import get_retriever, search_with
 from gapbench.task import get_task
 from gapbench.types import Qrels, Queries, Run

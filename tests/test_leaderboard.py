@@ -15,9 +15,9 @@ import pytest
 import gapbench
 from gapbench.cli import app, main
 from gapbench.formats import read_trec_run
-from gapbench.leaderboard import build_board, build_boards, export_mteb, export_trec, mteb_metric_name
-from gapbench.stats import holm, randomization_test
-from gapbench.submissions import SubmissionError, load_scores, score_submission, write_submission
+from gapbench.products.leaderboard import build_board, build_boards, export_mteb, export_trec, mteb_metric_name
+from gapbench.evaluation.stats import holm, randomization_test
+from gapbench.products.submissions import SubmissionError, load_scores, score_submission, write_submission
 from gapbench.suites import SUITES, Suite
 from gapbench.types import Run
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module", autouse=True)
 def _setup():
-    from gapbench.cli_board import register
+    from gapbench.cli.board import register
 
     register(app)
     import gapbench.tasks  # noqa: F401  built-in suites first
@@ -242,7 +242,7 @@ def test_forged_scores_json_is_refused_by_the_build(board_root, tmp_path, capsys
 
 def test_board_numbers_are_the_recomputed_ones(board_root):
     """The board's per-task means equal a fresh evaluation of the run files with the task's qrels."""
-    from gapbench.evaluation import evaluate
+    from gapbench.evaluation.evaluation import evaluate
 
     board = build_board(_subs(board_root), SUITE)
     for system in ("bm25", "bm25-lucene"):
@@ -300,8 +300,8 @@ def test_export_mteb_refuses_model_names_that_leave_out(board_root, tmp_path, ca
 
 
 def test_export_paths_stay_under_out(board_root, tmp_path):
-    from gapbench.leaderboard import _out_path, _path_part
-    from gapbench.submissions import MODEL_NAME
+    from gapbench.products.leaderboard import _out_path, _path_part
+    from gapbench.products.submissions import MODEL_NAME
 
     out = tmp_path / "out"
     for part in ("..", ".", "", "a/b", "a\\b"):

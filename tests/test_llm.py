@@ -20,7 +20,7 @@ import pytest
 from gapbench.adapters.tournament import Tournament
 from gapbench.cli import main
 from gapbench.errors import ConfigError, GapbenchError, UnknownNameError
-from gapbench.llm import (
+from gapbench.llm.client import (
     ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMResponseError, LLMUnavailableError, ResponseCache,
     cache_key, listwise_prompt, prompt_fields, prompt_tokens, render,
 )
@@ -685,7 +685,7 @@ def test_caches_opened_from_several_processes_and_threads_at_once(tmp_path):
     path = tmp_path / "shared.sqlite"
     script = (
         "import sys, threading\n"
-        "from gapbench.llm import ResponseCache\n"
+        "from gapbench.llm.client import ResponseCache\n"
         "start = threading.Barrier(8)\n"
         "def work(k):\n"
         "    start.wait()\n"

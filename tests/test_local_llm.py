@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from gapbench.errors import ConfigError
-from gapbench.llm import DEFAULT_BASE_URL, LLMConfig
-from gapbench.local_llm import DEFAULT_GGUF, REBUILD, LocalLLMError, LocalServer, default_gguf
+from gapbench.llm.client import DEFAULT_BASE_URL, LLMConfig
+from gapbench.llm.local import DEFAULT_GGUF, REBUILD, LocalLLMError, LocalServer, default_gguf
 
 TASK = "impliret/multispeaker/wknow"
 NO_ENDPOINT = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
@@ -189,7 +189,7 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
 
     # the same command in-process, its rankings seen: each a permutation of its pool, every answer from the cache
     from gapbench.cli import main
-    from gapbench.gap import measure_gap
+    from gapbench.analyses.gap import measure_gap
 
     monkeypatch.setenv("GAPBENCH_HOME", str(home))
     seen = []
@@ -203,7 +203,7 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
             return original(task, data, runs, rr, **kw)
         return measure
 
-    monkeypatch.setattr("gapbench.gap.measure_gap", recording(measure_gap))
+    monkeypatch.setattr("gapbench.analyses.gap.measure_gap", recording(measure_gap))
     monkeypatch.chdir(tmp_path)
     assert main([*args[:-2], "-o", "gap2"]) == 0
     assert len(seen) == 4

@@ -14,8 +14,8 @@ import pytest
 import gapbench.tasks.obliq as obliq
 from gapbench.adapters.tournament import Tournament, parse_seeds
 from gapbench.errors import ConfigError, DataFormatError
-from gapbench.gap import budget_pool, measure_gap, run_gap, with_task_defaults
-from gapbench.llm import LLMClient, LLMConfig, command_settings
+from gapbench.analyses.gap import budget_pool, measure_gap, run_gap, with_task_defaults
+from gapbench.llm.client import LLMClient, LLMConfig, command_settings
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
 
 from llm_server import LLMServer

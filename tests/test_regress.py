@@ -14,11 +14,11 @@ import pytest
 
 import gapbench
 from gapbench.cli import app, main
-from gapbench.comparison import compare_run_dirs
+from gapbench.evaluation.comparison import compare_run_dirs
 from gapbench.errors import DataFormatError
-from gapbench.evaluation import evaluate
-from gapbench.regress import RegressionInputError, load_result_set, regress
-from gapbench.stats import holm, randomization_test
+from gapbench.evaluation.evaluation import evaluate
+from gapbench.products.regress import RegressionInputError, load_result_set, regress
+from gapbench.evaluation.stats import holm, randomization_test
 from gapbench.store import load_manifest, load_results, load_run, save_run_dir, value_range
 from gapbench.types import Run
 
@@ -27,7 +27,7 @@ TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/arithmetic")
 
 @pytest.fixture(scope="module", autouse=True)
 def _cli():
-    from gapbench.cli_board import register
+    from gapbench.cli.board import register
 
     register(app)
 
@@ -150,7 +150,7 @@ def test_output_json_and_single_run_dir(sets, tmp_path):
     one = sets["baseline"] / TASKS[0].replace("/", "__")
     report = regress(one, sets["planted"] / TASKS[0].replace("/", "__"))
     assert len(report.rows) == 1 and not report.passed
-    from gapbench.regress import write_report
+    from gapbench.products.regress import write_report
 
     write_report(report, output=tmp_path)
     doc = json.loads((tmp_path / "regress.json").read_text())
@@ -427,7 +427,7 @@ def test_reports_say_which_tasks_were_rescored(sets, tmp_path):
     assert [(c.task, c.rescored) for c in report.checks] == [(t, True) for t in tasks]
     assert f"Re-scored from run.trec.gz against the task's qrels: {', '.join(tasks)}." in report.to_markdown()
     assert "consistency only" not in report.to_markdown()
-    from gapbench.regress import write_report
+    from gapbench.products.regress import write_report
 
     write_report(report, junit=tmp_path / "j.xml", output=tmp_path)
     doc = json.loads((tmp_path / "regress.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.errors import ConfigError, DataFormatError
-from gapbench.report import KNOWN_ANALYSES, build_report
+from gapbench.products.report import KNOWN_ANALYSES, build_report
 
 TASK = "impliret/multispeaker/wknow"
 GAP_QUERIES = 8
@@ -21,7 +21,7 @@ GAP_QUERIES = 8
 
 def _cli():
     import gapbench.cli as cli
-    from gapbench.cli_report import register
+    from gapbench.cli.report import register
 
     if not any(c.name == "report" for c in cli.app.registered_commands):
         register(cli.app)
@@ -82,8 +82,8 @@ def build_inputs(home: Path) -> dict:
     from llm_server import LLMServer
 
     from gapbench.adapters.tournament import Tournament
-    from gapbench.gap import measure_gap, save_report
-    from gapbench.llm import LLMClient, LLMConfig
+    from gapbench.analyses.gap import measure_gap, save_report
+    from gapbench.llm.client import LLMClient, LLMConfig
     from gapbench.store import load_run
     from gapbench.task import get_task
 

@@ -13,7 +13,7 @@ import gapbench.cli as cli
 from gapbench.cli import main
 from gapbench.errors import ConfigError, DataFormatError, GapbenchError
 from gapbench.formats import write_beir_folder
-from gapbench.signals import (
+from gapbench.analyses.signals import (
     SignalTable, analyse, apply_gate, auc, bootstrap_auc_ci, calibrate_gate, catch_floor, compute_signals,
     dense_agreement, gate_rates, jaccard, load_signals, population_variance, retriever_divergence, select_signals,
     separation, spacy_terms, spearman, stratified_split, term_coverage, weak_labels, youden_floor,
@@ -26,7 +26,7 @@ from gapbench.types import Corpus, Qrels, Queries, Run, TaskData
 def _commands():
     names = {c.name for c in cli.app.registered_commands}
     if "signals" not in names:
-        from gapbench.cli_signals import register
+        from gapbench.cli.signals import register
 
         register(cli.app)
 

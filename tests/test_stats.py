@@ -10,10 +10,10 @@ import random
 import numpy as np
 import pytest
 
-from gapbench.comparison import Comparison, compare
+from gapbench.evaluation.comparison import Comparison, compare
 from gapbench.errors import ConfigError, GapbenchError
-from gapbench.evaluation import evaluate
-from gapbench.stats import bootstrap_ci, holm, paired_t_test, randomization_test
+from gapbench.evaluation.evaluation import evaluate
+from gapbench.evaluation.stats import bootstrap_ci, holm, paired_t_test, randomization_test
 
 
 @pytest.fixture(autouse=True)
@@ -315,7 +315,7 @@ def test_bootstrap_rejects_bad_parameters(kwargs, message):
 
 
 def test_bootstrap_rejects_non_finite_values_and_unequal_lists():
-    from gapbench.stats import bootstrap_cis
+    from gapbench.evaluation.stats import bootstrap_cis
 
     with pytest.raises(GapbenchError, match=r"values\['x'\]\[2\] is nan"):
         bootstrap_cis({"x": [0.1, 0.2, float("nan")]})

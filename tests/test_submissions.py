@@ -14,7 +14,7 @@ import pytest
 
 import gapbench
 from gapbench.cli import app, main
-from gapbench.submissions import (
+from gapbench.products.submissions import (
     Refused, SubmissionError, inside, load_scores, score_submission, sha256_file, validate_submission, write_submission,
 )
 
@@ -24,7 +24,7 @@ RUN = "runs/impliret__unispeaker__wknow.trec.gz"
 
 @pytest.fixture(scope="module", autouse=True)
 def _cli():
-    from gapbench.cli_board import register
+    from gapbench.cli.board import register
 
     register(app)
 

@@ -12,8 +12,8 @@ from gapbench.adapters.tournament import (
     sliding_window_calls, tournament, tournament_calls, truncate_tokens,
 )
 from gapbench.errors import ConfigError
-from gapbench.gap import GapReport
-from gapbench.llm import LLMClient
+from gapbench.analyses.gap import GapReport
+from gapbench.llm.client import LLMClient
 from gapbench.retrieval import get_reranker
 from gapbench.types import Document, Query
 from llm_server import LLMServer

@@ -236,8 +236,8 @@ def test_argus_audit_and_probe_read_the_shipped_slice(installed):
 
 @pytest.mark.slow
 def test_packaged_prompts_and_kb_load(installed):
-    code = ("import json; from gapbench.llm import available_prompts, load_prompt\n"
-            "from gapbench.argus_augment import ReferenceKB\n"
+    code = ("import json; from gapbench.llm.client import available_prompts, load_prompt\n"
+            "from gapbench.analyses.argus.augment import ReferenceKB\n"
             "print(json.dumps({'prompts': available_prompts(), 'listwise': len(load_prompt('listwise_rank')),\n"
             "                  'kb': len(ReferenceKB.packaged().passages)}))")
     done = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c", code], env=installed["env"],

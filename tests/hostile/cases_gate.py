@@ -26,7 +26,7 @@ def _sets() -> Path:
     if "root" in _BUILT:
         return _BUILT["root"]
     import gapbench
-    from gapbench.evaluation import evaluate
+    from gapbench.evaluation.evaluation import evaluate
     from gapbench.store import load_manifest, load_run, save_run_dir
     from gapbench.types import Qrels, Run
 

@@ -10,13 +10,13 @@ writes three renderings of the same content::
 The HTML page makes no outside request: CSS is inline, figures are base64 PNG ``data:`` URIs, there is no script.
 
 Sections: headline measures (means with 95% bootstrap CIs, ``Results.ci``) and Holm-corrected paired tests between
-systems (:func:`gapbench.comparison.compare`); per-query distributions of the main measure (box plot, histogram,
+systems (:func:`gapbench.evaluation.comparison.compare`); per-query distributions of the main measure (box plot, histogram,
 summary table) and per-query win/tie/loss counts for every pair of systems; then one section per analysis found.
 
 Analyses. An analysis directory holds ``<kind>.json`` files (keys ``kind``, ``task``, ``version`` and the content) and
 the PNGs the analysis drew. A directory given with ``--analyses`` is searched together with its immediate
 sub-directories; JSON files without a ``kind`` (run directories' own files) are passed over. ``gap.json`` (written by
-:func:`gapbench.gap.save_report`, whose ``to_dict()`` has no ``kind`` yet) is read strictly: a missing or mistyped
+:func:`gapbench.analyses.gap.save_report`, whose ``to_dict()`` has no ``kind`` yet) is read strictly: a missing or mistyped
 field is a :class:`~gapbench.errors.DataFormatError` naming the file and the key. Every other kind (``coverage``,
 ``argus_audit``, ``argus_compare``, ``signals``, or one this module has never heard of) is rendered generically from
 its structure, so a schema that grows keeps rendering:
@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
-from .errors import ConfigError, DataFormatError
-from .formats import output_folder, write_bytes_atomic, write_text_atomic
+from ..errors import ConfigError, DataFormatError
+from ..formats import output_folder, write_bytes_atomic, write_text_atomic
 
 REPORT_VERSION = 1
 
@@ -256,9 +256,9 @@ def build_report(
     seed: int = 0,
 ) -> Report:
     """Read run directories and analyses of one task into a :class:`Report` (nothing is written)."""
-    from . import __version__
-    from .comparison import compare
-    from .store import load_results
+    from .. import __version__
+    from ..evaluation.comparison import compare
+    from ..store import load_results
 
     if not run_dirs:
         raise ConfigError("a report needs at least one run directory (made by `gapbench run TASK -r NAME -o DIR`).")
@@ -533,12 +533,12 @@ _SCALING_KEYS = ("pool_size", "pool_recall", "verifier_standard", "verifier_gold
 def _need(cond: bool, path: Path, what: str) -> None:
     if not cond:
         raise DataFormatError(
-            f"{what}; gap.json follows gapbench.gap.GapReport.to_dict() (re-run `gapbench gap ... -o DIR`).", path=path
+            f"{what}; gap.json follows gapbench.analyses.gap.GapReport.to_dict() (re-run `gapbench gap ... -o DIR`).", path=path
         )
 
 
 def validate_gap(data: Mapping, path: Path) -> None:
-    """Check gap.json against the schema of :meth:`gapbench.gap.GapReport.to_dict`."""
+    """Check gap.json against the schema of :meth:`gapbench.analyses.gap.GapReport.to_dict`."""
     if data.get("version", 1) != 1:
         raise DataFormatError(f"gap.json version {data.get('version')!r}; this gapbench reads version 1. "
                               "Upgrade gapbench or re-run the analysis.", path=path)

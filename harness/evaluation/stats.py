@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, GapbenchError
+from ..errors import ConfigError, GapbenchError
 
 # 10 million sign flips give p-values to about 1e-7 (a standard error of 7e-5 at p = 0.05) and take seconds per
 # thousand queries; more only costs time and memory.

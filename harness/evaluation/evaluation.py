@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .errors import ConfigError, GapbenchError
-from .options import Range, parse_float, parse_int
+from ..errors import ConfigError, GapbenchError
+from ..options import Range, parse_float, parse_int
 from .stats import bootstrap_cis
-from .types import Qrels, Run, clean_scores
+from ..types import Qrels, Run, clean_scores
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 

@@ -1,7 +1,7 @@
 """``gapbench argus ...``: the ARGUS entity retrievability audit and blind-spot probes.
 
 Commands live on the sub-app ``app``; :func:`register` adds it to the main CLI as ``gapbench argus``. To add a command
-from another module, decorate a function with ``@gapbench.cli_argus.app.command("name")`` in that module and list the
+from another module, decorate a function with ``@gapbench.cli.argus.app.command("name")`` in that module and list the
 module in :data:`COMMAND_MODULES` (``register`` imports it), reusing :func:`load_audit_data` for the shared data options.
 """
 
@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
@@ -37,7 +37,7 @@ def register(main_app: typer.Typer) -> None:
 
 def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed"):
     """The shipped slice, or a user's export given as entities + relations JSONL files."""
-    from .argus_audit import load_jsonl, load_shipped
+    from ..analyses.argus.audit import load_jsonl, load_shipped
 
     if (entities is None) != (relations is None):
         raise ConfigError("give both --entities and --relations (a full export), or neither (the shipped slice).")
@@ -71,8 +71,8 @@ def audit_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
 ) -> None:
     """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
-    from .argus_audit import audit, write_audit
-    from .cli import _check_output
+    from ..analyses.argus.audit import audit, write_audit
+    from ..cli import _check_output
 
     _check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, relation_mode)
@@ -103,9 +103,9 @@ def probe_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
-    from .argus_audit import audit
-    from .argus_probe import train_probe, write_probe_report
-    from .cli import _check_output
+    from ..analyses.argus.audit import audit
+    from ..analyses.argus.probe import train_probe, write_probe_report
+    from ..cli import _check_output
 
     _check_output(out, run_dir=False, option="out")
     fams = [f.strip() for f in families.split(",") if f.strip()]

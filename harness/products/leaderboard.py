@@ -1,10 +1,10 @@
 """Leaderboards rendered from scored submissions, and exports to MTEB's result format and to TREC runs.
 
-Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.submissions`); :func:`build_boards`
+Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.products.submissions`); :func:`build_boards`
 writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
 requests) and ``leaderboard.json``.
 
-Every number on a board is recomputed from the submission's run files (:func:`gapbench.submissions.scored_submission`
+Every number on a board is recomputed from the submission's run files (:func:`gapbench.products.submissions.scored_submission`
 validates the submission, re-scores its runs with the task's qrels and refuses it when its ``scores.json`` differs).
 Every text taken from a submission is escaped for Markdown and for HTML; exports write only under ``--out``.
 
@@ -17,7 +17,7 @@ Ranking (the rule the README states):
   p-value; the p-values of all pairs are Holm-corrected together.
 - **rank = 1 + the number of systems significantly better** (Holm-adjusted p < alpha and a higher average). Systems
   that no one separates share a rank; ranks need not be consecutive.
-- **95% CIs**: per task, the percentile bootstrap over queries stored in scores.json (gapbench.stats); for the average,
+- **95% CIs**: per task, the percentile bootstrap over queries stored in scores.json (gapbench.evaluation.stats); for the average,
   a bootstrap that resamples queries within each task (stratified), 1,000 resamples.
 - **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which a
   system keeps the position it has by mean (1 + the number of systems with a higher average).
@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, GapbenchError
+from ..errors import ConfigError, GapbenchError
 from .submissions import (
     MODEL_NAME, REVISION, URL, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
 )
@@ -209,8 +209,8 @@ def build_board(
 ) -> Board:
     """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
     and refused when its scores.json disagrees; the board shows only the recomputed numbers."""
-    from .stats import holm, randomization_test
-    from .suites import get_suite
+    from ..evaluation.stats import holm, randomization_test
+    from ..suites import get_suite
 
     if not 0.0 < alpha < 1.0:  # also false for NaN
         raise ConfigError(f"--alpha is {alpha}; give a significance level between 0 and 1, e.g. 0.05.")
@@ -315,7 +315,7 @@ def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_r
 
 
 def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     directory = Path(directory)
     out = []
@@ -329,7 +329,7 @@ def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
 
 def build_boards(root: str | os.PathLike = "leaderboards", **kwargs) -> list[Path]:
     """Render every ``<root>/<suite>/`` that has scored submissions; returns the files written."""
-    from .suites import is_suite
+    from ..suites import is_suite
 
     root = Path(root)
     if not root.is_dir():
@@ -396,7 +396,7 @@ def export_mteb(
     ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them. The scores are recomputed
     from the runs; the folder names come from validated model names and never leave ``out``.
     """
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     report = scored_submission(submission)
     scores, meta = report.scores, report.meta
@@ -428,7 +428,7 @@ def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[P
 
     Only the run paths of submission.json are read (validated to be ``runs/<task>.trec[.gz]`` inside the submission);
     paths named in scores.json are never opened."""
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     submission = Path(submission)
     report = scored_submission(submission)

@@ -16,10 +16,11 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from . import cli_llm, stopping
+from . import llm_options as cli_llm
+from .. import stopping
 
-from .errors import GapbenchError, UnknownNameError
-from .extras import missing_dependency
+from ..errors import GapbenchError, UnknownNameError
+from ..extras import missing_dependency
 
 app = typer.Typer(
     add_completion=False,
@@ -47,7 +48,7 @@ def _fail(message: str) -> None:
 def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
     if not values:
         return None
-    from .evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
+    from ..evaluation.evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
 
     out = [m for v in values for m in split_measures(v)]
     if not out:
@@ -82,11 +83,11 @@ def _check_output(output: Optional[Path], *, run_dir: bool, option: str = "outpu
     if output is None:
         return
     if run_dir:
-        from .store import check_run_dir_target
+        from ..store import check_run_dir_target
 
         check_run_dir_target(output)
         return
-    from .formats import output_blocker
+    from ..formats import output_blocker
 
     real = Path(os.path.realpath(output))
     found = output_blocker(real)
@@ -114,9 +115,9 @@ def _pool_sizes(text: str) -> list[int]:
 @app.command("tasks")
 def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the suites and tasks with size, licence and citation."""
-    from .evaluation import format_table
-    from .suites import SUITES
-    from .task import list_tasks
+    from ..evaluation.evaluation import format_table
+    from ..suites import SUITES
+    from ..task import list_tasks
 
     infos = [t.info() for t in list_tasks()]
     suites = [{"name": n, "tasks": list(SUITES.get(n).tasks), "description": SUITES.get(n).description} for n in SUITES.names()]
@@ -157,11 +158,11 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
-    from . import distributed
-    from .budget import limited
-    from .budget import parse as parse_budget
-    from .runner import run
-    from .suites import is_suite, run_suite
+    from .. import distributed
+    from ..budget import limited
+    from ..budget import parse as parse_budget
+    from ..runner import run
+    from ..suites import is_suite, run_suite
 
     _count("--k", k, "documents per query")
     if seed < 0:
@@ -211,15 +212,15 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Evaluate any TREC run against qrels (a file, or a task's)."""
-    from .evaluation import evaluate
-    from .formats import read_qrels, read_trec_run
+    from ..evaluation.evaluation import evaluate
+    from ..formats import read_qrels, read_trec_run
 
     if (qrels is None) == (task is None):
         _fail("give exactly one of --qrels FILE or --task NAME.")
     wanted = _measures(measures)
     run = read_trec_run(run_file)
     if task is not None:
-        from .task import get_task
+        from ..task import get_task
 
         task_obj = get_task(task)
         data = task_obj.load()
@@ -249,7 +250,7 @@ def compare_cmd(
                                 "its data is on this machine), always (or exit 2) or never."),
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
-    from .comparison import compare_run_dirs
+    from ..evaluation.comparison import compare_run_dirs
 
     cmp = compare_run_dirs(run_dirs, _measures(measures), alpha=alpha, rescore=rescore)
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
@@ -277,7 +278,7 @@ def gap_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
-    from .gap import run_gap
+    from ..analyses.gap import run_gap
 
     _count("--depth", depth, "documents per retriever in the pool")
     sizes = _pool_sizes(pool_sizes)
@@ -297,7 +298,7 @@ def gap_cmd(
 
 def _split_specs(text: str) -> list[str]:
     """Split 'bm25,dense:model=x,batch_size=8' at commas that start a new retriever (a registered name)."""
-    from .retrieval import RETRIEVERS, _ensure_builtin
+    from ..retrieval import RETRIEVERS, _ensure_builtin
 
     _ensure_builtin()
     names = set(RETRIEVERS.names())
@@ -316,7 +317,7 @@ def _split_specs(text: str) -> list[str]:
 @cache_app.command("info")
 def cache_info(as_json: bool = typer.Option(False, "--json")) -> None:
     """Where the caches are and how big."""
-    from . import cache
+    from .. import cache
 
     info = cache.info()
     if as_json:
@@ -332,7 +333,7 @@ def cache_info(as_json: bool = typer.Option(False, "--json")) -> None:
 @cache_app.command("clear")
 def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind (e.g. embeddings).")) -> None:
     """Delete the caches (or one kind)."""
-    from . import cache
+    from .. import cache
 
     if kind is not None and not kind.strip():
         _fail("the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists.")
@@ -348,7 +349,13 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
 
 def _register_commands() -> None:
     """Analysis commands live in their own modules; each adds its commands to the app (no heavy imports)."""
-    from . import cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals
+    from . import argus as cli_argus
+    from . import argus_compare as cli_argus_compare
+    from . import board as cli_board
+    from . import coverage as cli_coverage
+    from . import local_llm as cli_local_llm
+    from . import report as cli_report
+    from . import signals as cli_signals
 
     for module in (cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals):
         module.register(app)

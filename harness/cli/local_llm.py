@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="Context length in tokens (default 8192)."),
     ) -> None:
         """Run llama.cpp's OpenAI-compatible server on 127.0.0.1 until Ctrl-C; prints its base URL."""
-        from .local_llm import DEFAULT_N_CTX, LocalServer
+        from ..llm.local import DEFAULT_N_CTX, LocalServer
 
         with LocalServer(model, port=port, n_ctx=DEFAULT_N_CTX if n_ctx is None else n_ctx) as server:
             typer.echo(server.base_url)  # alone on stdout, for scripts

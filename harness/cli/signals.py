@@ -1,7 +1,7 @@
 """``gapbench signals`` (cheap weak-retrieval signals, AUC table, calibrated gate) and ``gapbench gate``.
 
 ``gapbench signals TASK --retrievers bm25,dense -o DIR`` writes signals.json, signals.md, signals_per_query.tsv,
-signals_auc.png and signals_gate.png (schema in :mod:`gapbench.signals`). ``gapbench gate RUN_DIR [RUN_DIR ...]
+signals_auc.png and signals_gate.png (schema in :mod:`gapbench.analyses.signals`). ``gapbench gate RUN_DIR [RUN_DIR ...]
 --signals DIR/signals.json -o OUT`` applies the stored gate to run directories made by ``gapbench run --output`` and
 writes OUT/escalate.tsv (query_id, value, escalate 0/1).
 """
@@ -45,8 +45,8 @@ def signals_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
-    from .cli import _check_output, _fail, _split_specs
-    from .signals import run_signals
+    from ..cli import _check_output, _fail, _split_specs
+    from ..analyses.signals import run_signals
 
     _check_output(output, run_dir=False)
     if window < 1:
@@ -67,9 +67,9 @@ def gate_cmd(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory for escalate.tsv (default: the first run directory)."),
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
-    from .cli import _fail
-    from .signals import gate_runs, load_signals, write_escalations
-    from .store import load_manifest, load_run
+    from ..cli import _fail
+    from ..analyses.signals import gate_runs, load_signals, write_escalations
+    from ..store import load_manifest, load_run
 
     stored = load_signals(signals)
     runs = {}
@@ -85,7 +85,7 @@ def gate_cmd(
     if stored["gate"]["signal"] == "evidence_coverage":
         if not task_name:
             _fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
-        from .task import get_task
+        from ..task import get_task
 
         data = get_task(task_name).load()
         corpus, queries = data.corpus, data.queries

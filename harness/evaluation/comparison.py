@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import ConfigError, GapbenchError
+from ..errors import ConfigError, GapbenchError
 from .evaluation import Results, evaluate, format_table
 from .stats import check_level, holm, paired_t_test, randomization_test
 
@@ -35,7 +35,7 @@ class Comparison:
     results: tuple[Results, ...]
     tests: tuple[PairTest, ...]
     alpha: float = 0.05
-    checks: tuple = ()  # gapbench.rescore.Check of the run directories compared, when they came from directories
+    checks: tuple = ()  # gapbench.evaluation.rescore.Check of the run directories compared, when they came from directories
 
     @property
     def systems(self) -> list[str]:
@@ -150,12 +150,12 @@ def compare_run_dirs(
     rescore: str = "auto",
 ) -> Comparison:
     """Compare stored run directories of one task, read, checked and re-scored (``rescore``, see
-    :mod:`gapbench.rescore`) as ``gapbench regress`` does.
+    :mod:`gapbench.evaluation.rescore`) as ``gapbench regress`` does.
 
     Systems stored under the same name (one retriever with other options) are told apart by their folder's name.
     """
     from .rescore import Rescorer, check_mode
-    from .store import load_results
+    from ..store import load_results
 
     check_level("--alpha", alpha, "0.05")
     check_mode(rescore)

@@ -113,8 +113,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, GapbenchError, MissingDependencyError
-from .types import Corpus, Qrels, Queries, Query
+from ..errors import ConfigError, GapbenchError, MissingDependencyError
+from ..types import Corpus, Qrels, Queries, Query
 
 ENTITY_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
 NORMALISATION_VERSION = 1
@@ -166,7 +166,7 @@ def _cut(text: str, max_chars: int | None) -> str:
 
 
 def _entity_cache_path(kind: str, fingerprint: str, params: Mapping[str, Any]) -> Path:
-    from .cache import cache_dir
+    from ..cache import cache_dir
 
     key = hashlib.sha256(json.dumps({"fp": fingerprint, **params, "norm": NORMALISATION_VERSION},
                                     sort_keys=True).encode()).hexdigest()[:32]
@@ -181,7 +181,7 @@ def _load_cached(path: Path) -> dict | None:
 
 
 def _store_cached(path: Path, data: Any) -> None:
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     with atomic_writer(path) as fh:
         json.dump(data, fh)
@@ -207,7 +207,7 @@ def spacy_entities(texts: Mapping[str, str], *, max_chars: int | None = 1000, fi
     keep = set(labels)
     ids = list(texts)
     out: dict[str, list[str]] = {}
-    from .progress import progress
+    from ..progress import progress
 
     with progress(len(ids), "coverage: spaCy NER") as advance:
         for doc_id, doc in zip(ids, nlp.pipe((_cut(texts[i], max_chars) for i in ids), batch_size=64)):
@@ -238,7 +238,7 @@ def parse_entity_lines(answer: str) -> list[dict[str, str]]:
 
 def llm_entities(texts: Mapping[str, str], client: Any, *, max_chars: int | None = 1000) -> dict[str, list[str]]:
     """id -> normalised entity names extracted by the LLM (``prompts/coverage_entities.txt``, cached by the LLM layer)."""
-    from .llm import ChatRequest, render
+    from ..llm.client import ChatRequest, render
 
     ids = list(texts)
     reqs = [ChatRequest(render("coverage_entities", document=_cut(texts[i], max_chars)), tag=f"entities:{i}")
@@ -693,14 +693,14 @@ def plot_density(r: CoverageReport, out: Path) -> Path:
 
 
 def _save_fig(fig, path: Path) -> Path:
-    from .formats import save_figure_atomic
+    from ..formats import save_figure_atomic
 
     return save_figure_atomic(fig, path)
 
 
 def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:
     """Write coverage.json, coverage.md and the PNGs into ``out_dir`` (each atomically)."""
-    from .formats import atomic_writer, output_folder
+    from ..formats import atomic_writer, output_folder
 
     out = output_folder(out_dir)
     paths = {"json": out / "coverage.json", "md": out / "coverage.md"}
@@ -716,7 +716,7 @@ def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path
 
 # ------------------------------------------------------------------------------------------------ the pipeline
 def _embedder(spec: str | Any):
-    from .retrieval import get_retriever
+    from ..retrieval import get_retriever
 
     obj = get_retriever(spec) if isinstance(spec, str) else spec
     if not callable(getattr(obj, "embed", None)):
@@ -757,9 +757,9 @@ def run_coverage(
     output: str | Path | None = None,
 ) -> CoverageReport:
     """Stratify ``task``'s corpus by entity clusters and measure how its query set covers them (see module doc)."""
-    from .evaluation import evaluate
-    from .retrieval import get_retriever, search_with
-    from .task import get_task
+    from ..evaluation.evaluation import evaluate
+    from ..retrieval import get_retriever, search_with
+    from ..task import get_task
 
     if entities not in ("spacy", "llm"):
         raise ConfigError(f"--entities {entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
@@ -773,7 +773,7 @@ def run_coverage(
     corpus = data.corpus
     client = llm_client
     if client is None and (entities == "llm" or generate):
-        from .llm import LLMClient, LLMConfig
+        from ..llm.client import LLMClient, LLMConfig
 
         client = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model, seed=seed))
 
@@ -912,8 +912,8 @@ def pool_counts(grounded_in: str, tops: Mapping[str, Sequence[str]], relevant: I
 def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, judge_depth: int,
               judge_batch: int, seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
     """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
-    from .llm import ChatRequest, render
-    from .retrieval import search_with
+    from ..llm.client import ChatRequest, render
+    from ..retrieval import search_with
 
     if client is None:
         raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .errors import ConfigError, DataFormatError, GapbenchError
+from ..errors import ConfigError, DataFormatError, GapbenchError
 from .evaluation import Results
 
 MODES = ("auto", "always", "never")
@@ -57,7 +57,7 @@ class _Identity:
 
 
 def _identity(directory: Path, res: Results) -> _Identity:
-    from .store import read_manifest
+    from ..store import read_manifest
 
     manifest = read_manifest(directory)
     if manifest is None:
@@ -136,7 +136,7 @@ class Rescorer:
     def _load(self, name: str, revision: str | None):
         from pathlib import PurePath
 
-        from .task import get_task
+        from ..task import get_task
 
         if not name:
             return None, "neither results.json nor manifest.json names its task"
@@ -158,8 +158,8 @@ class Rescorer:
 
     def _rescore(self, directory: Path, res: Results, ident: _Identity, data, measures: Sequence[str]) -> None:
         from .evaluation import evaluate
-        from .formats import file_digest, read_trec_run
-        from .store import _run_file
+        from ..formats import file_digest, read_trec_run
+        from ..store import _run_file
 
         fingerprint = data.qrels.fingerprint
         if ident.qrels is not None and ident.qrels != fingerprint:

@@ -1,6 +1,6 @@
-"""``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see :mod:`gapbench.argus_compare`).
+"""``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see :mod:`gapbench.analyses.argus.compare`).
 
-``register_argus(argus_app)`` adds the command to the ``gapbench argus`` sub-app (harness/cli_argus.py);
+``register_argus(argus_app)`` adds the command to the ``gapbench argus`` sub-app (harness/cli/argus.py);
 ``register(app)`` finds that sub-app on the main app, or creates it when nothing registered it yet.
 """
 
@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from . import cli_llm
+from . import llm_options as cli_llm
 
 ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
 
@@ -20,7 +20,7 @@ ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowled
 def compare_cmd(
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
-    probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by gapbench.argus_probe (Probe.save); "
+    probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by gapbench.analyses.argus.probe (Probe.save); "
                                          "without it, entities are flagged by the label-prior fallback."),
     kb: Optional[str] = typer.Option(None, "--kb", help="Reference KB: a JSONL file of {id, title, text}, or a packaged "
                                      "name (impliret-wknow, the default for impliret/*/wknow)."),
@@ -43,8 +43,8 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
-    from .argus_compare import compare_argus
-    from .cli import _check_output, _measures
+    from ..analyses.argus.compare import compare_argus
+    from ..cli import _check_output, _measures
 
     _check_output(output, run_dir=False)
     wanted = _measures(measures)

@@ -21,8 +21,8 @@ def llm_settings(temperature: Optional[float], top_p: Optional[float], max_token
                  stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:
     """The --llm-* sampling options, given to every LLM client the command builds (checked before any work); an
     embedded LLM server the command starts (no endpoint given) is stopped when it ends, however it ends."""
-    from .llm import command_settings, parse_extra
-    from .local_llm import embedded_scope
+    from ..llm.client import command_settings, parse_extra
+    from ..llm.local import embedded_scope
 
     given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
              "stop": stop or None, "extra": parse_extra(extra) if extra else None}

@@ -1,6 +1,6 @@
 """``gapbench coverage TASK --retrievers bm25,dense --out DIR``: semantic coverage of a task's query set.
 
-Register on the main app with ``register(app)``; the definitions are in :mod:`gapbench.coverage`.
+Register on the main app with ``register(app)``; the definitions are in :mod:`gapbench.analyses.coverage`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import List, Optional
 
 import typer
 
-from . import cli_llm
+from . import llm_options as cli_llm
 
 
 def _ints(text: str, what: str) -> list[int]:
-    from .errors import ConfigError
+    from ..errors import ConfigError
 
     try:
         return [int(x) for x in text.replace(",", " ").split()]
@@ -53,8 +53,8 @@ def coverage_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
-    from .cli import _check_output, _split_specs
-    from .coverage import run_coverage
+    from ..cli import _check_output, _split_specs
+    from ..analyses.coverage import run_coverage
 
     _check_output(out, run_dir=False, option="out")
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):

@@ -76,8 +76,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import atomic_writer, output_folder, read_jsonl, save_figure_atomic, write_text_atomic
+from ...errors import ConfigError, DataFormatError, GapbenchError
+from ...formats import atomic_writer, output_folder, read_jsonl, save_figure_atomic, write_text_atomic
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -315,7 +315,7 @@ class SentenceEncoder:
 
     @property
     def fingerprint(self) -> str:
-        from .retrieval import fingerprint_of
+        from ...retrieval import fingerprint_of
 
         return hashlib.sha256(f"argus-sentence:v1:{fingerprint_of(self.retriever)}".encode()).hexdigest()
 
@@ -423,7 +423,7 @@ class SpanEncoder:
         return _normalise(out)
 
     def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
-        from .cache import EmbeddingCache
+        from ...cache import EmbeddingCache
 
         texts, spans, stats = self.ground(entities)
         keys = [("-\t-\t" if s is None else f"{s[0]}\t{s[1]}\t") + t for t, s in zip(texts, spans)]
@@ -448,7 +448,7 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
     if pooling not in ("auto", "span", "sentence"):
         raise ConfigError(f"pooling must be auto, span or sentence, got {pooling!r}.")
     if isinstance(retriever, str) and retriever.split(":", 1)[0].strip() == "random":
-        from .options import parse_spec
+        from ...options import parse_spec
 
         _, opts = parse_spec(retriever)
         unknown = set(opts) - {"dim", "seed"}
@@ -457,7 +457,7 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
         return RandomEncoder(dim=int(opts.get("dim", 64)), seed=int(opts.get("seed", 0)))
     if hasattr(retriever, "encode_entities") and hasattr(retriever, "fingerprint"):
         return retriever  # already an entity encoder
-    from .retrieval import get_retriever
+    from ...retrieval import get_retriever
 
     spec = retriever if isinstance(retriever, str) else getattr(retriever, "name", type(retriever).__name__)
     obj = get_retriever(retriever)
@@ -612,7 +612,7 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
 
 
 def _base_fingerprint(encoder: Any) -> str:
-    from .retrieval import fingerprint_of
+    from ...retrieval import fingerprint_of
 
     inner = getattr(encoder, "dense", None) or getattr(encoder, "retriever", None)
     return fingerprint_of(inner) if inner is not None else encoder.fingerprint

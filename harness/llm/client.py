@@ -67,9 +67,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from .cache import cache_dir
-from . import stopping
-from .errors import ConfigError, GapbenchError, MissingDependencyError, UnknownNameError
+from ..cache import cache_dir
+from .. import stopping
+from ..errors import ConfigError, GapbenchError, MissingDependencyError, UnknownNameError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROMPTS_DIR = Path(__file__).with_name("prompts")
@@ -296,7 +296,7 @@ class LLMConfig:
     def _resolved(self) -> "LLMConfig":
         if not (self.base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(self.api_key_env)):
             # no endpoint, and no key that would mean OpenAI's: the embedded llama.cpp server (gapbench[local-llm])
-            from .local_llm import embedded_config
+            from .local import embedded_config
 
             return embedded_config(self)._resolved()
         base = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL

@@ -47,9 +47,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .argus_audit import band_of, write_json
-from .errors import ConfigError, GapbenchError
-from .formats import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
+from .audit import band_of, write_json
+from ...errors import ConfigError, GapbenchError
+from ...formats import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
@@ -173,7 +173,7 @@ def _fit_xgb(x, y, params, seed, x_val=None, y_val=None) -> _Fitted:
     try:
         import xgboost as xgb
     except ImportError:
-        from .errors import MissingDependencyError
+        from ...errors import MissingDependencyError
 
         raise MissingDependencyError("xgboost-cpu", "argus", "The xgboost probe") from None
     p = dict(params)
@@ -306,7 +306,7 @@ def _fingerprint_of(retriever: Any) -> str:
     fp = getattr(retriever, "fingerprint", None)
     if isinstance(fp, str):
         return fp
-    from .retrieval import fingerprint_of
+    from ...retrieval import fingerprint_of
 
     return fingerprint_of(retriever)
 

