@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from gapbench.errors import GapbenchError
-from gapbench.formats import atomic_writer
+from gapbench.files import atomic_writer
 
 # bm25s.BM25.save's file names, so that bm25s.BM25.load reads the folder as one of its own
 DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"

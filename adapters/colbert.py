@@ -40,7 +40,7 @@ import numpy as np
 
 from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
-from gapbench.formats import atomic_writer, output_folder, write_text_atomic
+from gapbench.files import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import GapbenchError
-from .formats import atomic_writer, output_folder, write_text_atomic
+from .files import atomic_writer, output_folder, write_text_atomic
 
 
 def home() -> Path:

@@ -29,7 +29,9 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from .errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
-from .types import Corpus, Document
+from .files import PathLike, atomic_writer, output_folder
+from .formats import collect_records, corpus_records, read_beir_qrels, read_jsonl_queries
+from .types import Corpus, Document, Queries
 
 ENV_VAR = "GAPBENCH_COMPACT_CORPUS"
 MODES = ("auto", "always", "never")
@@ -134,7 +136,6 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     (default: :func:`gapbench.formats.corpus_records` over ``path``).
     """
     from .cache import cache_dir
-    from .formats import atomic_writer, corpus_records, output_folder
 
     root = Path(root) if root is not None else cache_dir("corpora")
     prefix, name = source_key(path)
@@ -473,3 +474,65 @@ class _Values(ValuesView):
 class _Items(ItemsView):
     def __iter__(self) -> Iterator[tuple[str, Document]]:
         return ((d.doc_id, d) for d in self._mapping.iter_documents())
+
+
+# ---------------------------------------------------------------- reading a corpus (compact when large)
+def read_jsonl_corpus(path: PathLike, *, compact: str | None = None) -> Corpus:
+    """BEIR corpus lines: ``{"_id", "title", "text"}`` (``doc_id``/``id`` accepted for the id).
+
+    A large file (or any, with ``compact="always"`` or ``GAPBENCH_COMPACT_CORPUS=always``) is converted once into a
+    memory-mapped Arrow file in the cache (:mod:`gapbench.corpus_store`) instead of one Document object per line.
+    """
+    if use_compact(path, compact):
+        return load_compact(path)
+    docs = ((n, Document(did, text, title)) for n, did, title, text in corpus_records(path))
+    return collect_records(Corpus, docs, path, "document")
+
+
+def read_beir_folder(folder: PathLike, split: str = "test"):
+    """Load a BEIR-format folder into a :class:`~gapbench.types.TaskData`."""
+    from .types import TaskData
+
+    folder = Path(folder)
+    corpus_path = _find(folder, "corpus.jsonl")
+    queries_path = _find(folder, "queries.jsonl")
+    qrels_dir = folder / "qrels"
+    qrels_path = None
+    for cand in (qrels_dir / f"{split}.tsv", qrels_dir / f"{split}.tsv.gz", folder / f"{split}.tsv"):
+        if cand.exists():
+            qrels_path = cand
+            break
+    if qrels_path is None:
+        have = sorted(p.name for p in qrels_dir.glob("*.tsv*")) if qrels_dir.is_dir() else []
+        raise DataFormatError(
+            f"no qrels for split {split!r}: expected qrels/{split}.tsv"
+            + (f"; found {', '.join(have)} (choose one with split=...)" if have else ""),
+            path=folder,
+        )
+    corpus = read_jsonl_corpus(corpus_path)
+    queries = read_jsonl_queries(queries_path)
+
+    def known(qid: str, did: str, n: int) -> None:
+        if qid not in queries:
+            raise DataFormatError(f"query {qid!r} is judged here but absent from {queries_path.name}; add it there "
+                                  "or remove its judgements.", path=qrels_path, line=n)
+        if did not in corpus:
+            raise DataFormatError(f"qrels of query {qid!r} name document {did!r}, absent from {corpus_path.name}; "
+                                  "add the document or remove the judgement.", path=qrels_path, line=n)
+
+    qrels = read_beir_qrels(qrels_path, known)
+    # BEIR evaluates only the queries that have judgements in this split.
+    queries = Queries(q for q in queries.values() if q.query_id in qrels)
+    return TaskData(corpus, queries, qrels)
+
+
+def _find(folder: Path, name: str) -> Path:
+    if not folder.is_dir():
+        raise DataFormatError("not a directory; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/.", path=folder)
+    for cand in (folder / name, folder / (name + ".gz")):
+        if cand.exists():
+            return cand
+    raise DataFormatError(
+        f"missing {name}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv.", path=folder
+    )
+

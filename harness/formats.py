@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
+from .files import atomic_writer
 from .types import (
-    MAX_GRADE, MAX_ID_LENGTH, Corpus, Document, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
+    MAX_GRADE, MAX_ID_LENGTH, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
     show_id,
 )
 
@@ -572,20 +573,6 @@ def _text_field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, re
     return ""
 
 
-def read_jsonl_corpus(path: PathLike, *, compact: str | None = None) -> Corpus:
-    """BEIR corpus lines: ``{"_id", "title", "text"}`` (``doc_id``/``id`` accepted for the id).
-
-    A large file (or any, with ``compact="always"`` or ``GAPBENCH_COMPACT_CORPUS=always``) is converted once into a
-    memory-mapped Arrow file in the cache (:mod:`gapbench.corpus_store`) instead of one Document object per line.
-    """
-    from .corpus_store import load_compact, use_compact
-
-    if use_compact(path, compact):
-        return load_compact(path)
-    docs = ((n, Document(did, text, title)) for n, did, title, text in corpus_records(path))
-    return _collect(Corpus, docs, path, "document")
-
-
 def corpus_records(path: PathLike) -> Iterator[tuple[int, str, str, str]]:
     """(line, doc_id, title, text) of every document of a BEIR corpus file, each line checked as it is read."""
     for n, obj in read_jsonl(path):
@@ -601,10 +588,10 @@ def read_jsonl_queries(path: PathLike) -> Queries:
             text = _text_field(obj, ("text", "query"), path, n)
             yield n, Query(qid, text, _text_field(obj, ("instruction",), path, n, required=False))
 
-    return _collect(Queries, queries(), path, "query")
+    return collect_records(Queries, queries(), path, "query")
 
 
-def _collect(cls, numbered: Iterator, path: PathLike, kind: str):
+def collect_records(cls, numbered: Iterator, path: PathLike, kind: str):
     recs = []
     lines: dict[str, int] = {}
     for n, rec in numbered:
@@ -693,54 +680,6 @@ def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[
 
 # ---------------------------------------------------------------- BEIR folders
 
-def read_beir_folder(folder: PathLike, split: str = "test"):
-    """Load a BEIR-format folder into a :class:`~gapbench.types.TaskData`."""
-    from .types import TaskData
-
-    folder = Path(folder)
-    corpus_path = _find(folder, "corpus.jsonl")
-    queries_path = _find(folder, "queries.jsonl")
-    qrels_dir = folder / "qrels"
-    qrels_path = None
-    for cand in (qrels_dir / f"{split}.tsv", qrels_dir / f"{split}.tsv.gz", folder / f"{split}.tsv"):
-        if cand.exists():
-            qrels_path = cand
-            break
-    if qrels_path is None:
-        have = sorted(p.name for p in qrels_dir.glob("*.tsv*")) if qrels_dir.is_dir() else []
-        raise DataFormatError(
-            f"no qrels for split {split!r}: expected qrels/{split}.tsv"
-            + (f"; found {', '.join(have)} (choose one with split=...)" if have else ""),
-            path=folder,
-        )
-    corpus = read_jsonl_corpus(corpus_path)
-    queries = read_jsonl_queries(queries_path)
-
-    def known(qid: str, did: str, n: int) -> None:
-        if qid not in queries:
-            raise DataFormatError(f"query {qid!r} is judged here but absent from {queries_path.name}; add it there "
-                                  "or remove its judgements.", path=qrels_path, line=n)
-        if did not in corpus:
-            raise DataFormatError(f"qrels of query {qid!r} name document {did!r}, absent from {corpus_path.name}; "
-                                  "add the document or remove the judgement.", path=qrels_path, line=n)
-
-    qrels = read_beir_qrels(qrels_path, known)
-    # BEIR evaluates only the queries that have judgements in this split.
-    queries = Queries(q for q in queries.values() if q.query_id in qrels)
-    return TaskData(corpus, queries, qrels)
-
-
-def _find(folder: Path, name: str) -> Path:
-    if not folder.is_dir():
-        raise DataFormatError("not a directory; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/.", path=folder)
-    for cand in (folder / name, folder / (name + ".gz")):
-        if cand.exists():
-            return cand
-    raise DataFormatError(
-        f"missing {name}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv.", path=folder
-    )
-
-
 def write_beir_folder(data, folder: PathLike, split: str = "test") -> None:
     folder = Path(folder)
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
@@ -751,158 +690,3 @@ def write_beir_folder(data, folder: PathLike, split: str = "test") -> None:
         for qid, docs in data.qrels.items():
             for did, rel in docs.items():
                 fh.write(f"{qid}\t{did}\t{rel}\n")
-
-
-# ---------------------------------------------------------------- atomic writes
-
-class atomic_writer:
-    """Write to a temporary file beside ``path`` and rename it into place on success (gzip for ``.gz``).
-
-    On any exception, SIGINT and SIGTERM included (the CLI raises them as exceptions), the temporary is removed; what a
-    killed process left is removed by the next writer into the same folder (:meth:`remove_stale`).
-    """
-
-    # .NAME.tmpPID (atomic_writer, save_run_dir) and .NAME.oldPID (the run directory save_run_dir is replacing)
-    _TEMPORARY = r"\.(?P<name>.+)\.(?P<kind>tmp|old)(?P<pid>[0-9]{1,7})"
-    _swept: set[str] = set()  # folders already swept by this process: one scan each, however many files go there
-
-    def __init__(self, path: PathLike, binary: bool = False) -> None:
-        self.path = Path(path)
-        self.binary = binary
-
-    def __enter__(self):
-        from .errors import ConfigError
-
-        if self.path.is_dir():
-            raise ConfigError(f"{self.path} is a folder; give the name of a file to write.")
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-        self._raw = None
-        try:
-            output_folder(self.path.parent)
-            self.remove_stale(self.path.parent)
-            if self.path.suffix == ".gz":
-                # mtime=0 keeps the bytes identical across runs, so content hashes are reproducible.
-                self._raw = open(self.tmp, "wb")
-                gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0)
-                self.fh = gz if self.binary else io.TextIOWrapper(gz, encoding="utf-8")
-            else:
-                self.fh = open(self.tmp, "wb" if self.binary else "w", encoding=None if self.binary else "utf-8")
-        except BaseException as exc:
-            if self._raw is not None:
-                self._raw.close()
-            try:
-                self.tmp.unlink(missing_ok=True)
-            except OSError:  # no folder to hold it: a file stands where one of its parents should be
-                pass
-            if isinstance(exc, OSError):
-                raise ConfigError(f"cannot write {self.path}: {exc.strerror or exc}.") from None
-            raise
-        return self.fh
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            try:
-                self.fh.close()
-            finally:
-                if self._raw is not None:
-                    self._raw.close()
-            if exc_type is None:
-                os.replace(self.tmp, self.path)
-                return False
-        except BaseException:
-            self.tmp.unlink(missing_ok=True)
-            raise
-        self.tmp.unlink(missing_ok=True)
-        return False
-
-    @classmethod
-    def remove_stale(cls, folder: PathLike) -> None:
-        """Remove the temporaries in ``folder`` of writers that no longer run (never those of a live process). A stale
-        ``.NAME.oldPID`` whose NAME is gone is the only copy of an earlier run directory, so it is put back instead."""
-        import re
-        import shutil
-
-        if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows
-            return
-        key = os.path.realpath(folder)
-        if key in cls._swept:
-            return
-        cls._swept.add(key)
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            return
-        for entry in entries:
-            m = re.fullmatch(cls._TEMPORARY, entry.name)
-            if m is None or cls._alive(int(m["pid"])):
-                continue
-            home = os.path.join(folder, m["name"])
-            try:
-                if m["kind"] == "old" and not os.path.lexists(home):
-                    os.replace(entry.path, home)
-                elif entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue  # another writer got there first, or it is not ours to remove
-
-    @staticmethod
-    def _alive(pid: int) -> bool:
-        if pid <= 0 or pid == os.getpid():  # 0 would signal our own group; our own temporaries are ours to manage
-            return True
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:  # it exists, under another user
-            return True
-        return True
-
-
-def output_folder(path: PathLike) -> Path:
-    """Make the folder ``path`` (and its parents) for outputs; returns it. A file in the way is a clear error."""
-    from .errors import ConfigError
-
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        found = output_blocker(path)
-        if found is not None:
-            blocker, what = found
-            where = "it" if blocker == path else str(blocker)
-            raise ConfigError(f"cannot make the output folder {path}: {where} is {what}; give a folder name that is "
-                              "not a file or under one, or move the file away.") from None
-        raise ConfigError(f"cannot make the output folder {path}: {exc.strerror or exc}.") from None
-    return path
-
-
-def output_blocker(path: PathLike) -> tuple[Path, str] | None:
-    """(the entry, what it is) that keeps ``path`` from becoming an output folder: ``path`` itself or its nearest
-    existing parent when that is a file, a link to nothing or anything else but a folder; None when nothing does."""
-    path = Path(path)
-    blocker = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
-    if blocker is None or blocker.is_dir():
-        return None
-    what = "a link to nothing" if not blocker.exists() else "a file" if blocker.is_file() else "not a folder"
-    return blocker, what
-
-
-def write_text_atomic(path: PathLike, text: str) -> Path:
-    """Write ``text`` as UTF-8 to ``path`` through :class:`atomic_writer`; returns the path."""
-    return write_bytes_atomic(path, text.encode("utf-8"))  # encoded here: the same bytes on every platform
-
-
-def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through :class:`atomic_writer` (gzip-compressed for ``.gz``); returns the path."""
-    with atomic_writer(path, binary=True) as fh:
-        fh.write(data)
-    return Path(path)
-
-
-def save_figure_atomic(fig, path: PathLike, **savefig_kwargs) -> Path:
-    """Save a matplotlib figure as PNG at ``path`` through :class:`atomic_writer`; the figure stays open."""
-    with atomic_writer(path, binary=True) as fh:
-        fig.savefig(fh, format="png", **savefig_kwargs)
-    return Path(path)

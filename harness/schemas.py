@@ -620,7 +620,7 @@ def json_schemas() -> dict[str, str]:
 
 def export(directory: str | Path) -> list[Path]:
     """Write one ``NAME.schema.json`` per model into ``directory`` (created), each atomically."""
-    from .formats import output_folder, write_text_atomic
+    from .files import output_folder, write_text_atomic
 
     out = output_folder(directory)
     return [write_text_atomic(out / name, text) for name, text in json_schemas().items()]

@@ -21,9 +21,8 @@ from typing import Iterator
 
 from .errors import ConfigError, DataFormatError
 from .evaluation.evaluation import Results
-from .formats import (
-    StrictJSONError, atomic_writer, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run,
-)
+from .files import atomic_writer
+from .formats import StrictJSONError, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run
 from .types import Run
 
 MANIFEST_VERSION = 1

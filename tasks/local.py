@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from gapbench.formats import read_beir_folder
+from gapbench.corpus_store import read_beir_folder
 from gapbench.task import Task
 
 

@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.formats import read_jsonl_corpus, read_qrels, text_lines
+from gapbench.corpus_store import read_jsonl_corpus
+from gapbench.formats import read_qrels, text_lines
 from gapbench.task import TASKS, Task
 from gapbench.types import Queries, Query, TaskData, id_problem, show_id
 

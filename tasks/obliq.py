@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
-from gapbench.formats import read_beir_qrels, read_jsonl, read_jsonl_corpus, read_jsonl_queries
+from gapbench.corpus_store import read_jsonl_corpus
+from gapbench.formats import read_beir_qrels, read_jsonl, read_jsonl_queries
 from gapbench.task import TASKS, Task
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 

@@ -40,7 +40,8 @@ from gapbench.errors import (
     DatasetUnavailableError,
     GapbenchError,
 )
-from gapbench.formats import open_text, read_beir_folder
+from gapbench.corpus_store import read_beir_folder
+from gapbench.formats import open_text
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData

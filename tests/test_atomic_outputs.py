@@ -25,8 +25,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from gapbench.cache import EmbeddingCache  # noqa: E402
 from gapbench.errors import ConfigError, DatasetUnavailableError  # noqa: E402
-from gapbench.formats import (atomic_writer, output_folder, save_figure_atomic,  # noqa: E402
-                              write_bytes_atomic, write_text_atomic)
+from gapbench.files import (atomic_writer, output_folder, save_figure_atomic,  # noqa: E402
+                            write_bytes_atomic, write_text_atomic)
 from gapbench.analyses.gap import GapReport, save_report  # noqa: E402
 from gapbench.types import Corpus, Document, Queries, Query  # noqa: E402
 
@@ -129,7 +129,7 @@ def test_a_file_where_the_folder_should_be_is_a_clear_error_and_nothing_is_writt
 
 KILLED_WRITER = """
 import sys, time
-from gapbench.formats import atomic_writer
+from gapbench.files import atomic_writer
 with atomic_writer(sys.argv[1]) as fh:
     fh.write('{"run": 1}')
 with atomic_writer(sys.argv[1]) as fh:

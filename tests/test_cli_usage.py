@@ -20,7 +20,7 @@ import pytest
 import typer
 
 from gapbench.cli import _click_classes, app, main
-from gapbench.formats import atomic_writer
+from gapbench.files import atomic_writer
 from gapbench.store import RUN_FILES
 
 from llm_server import LLMServer

@@ -15,7 +15,7 @@ import gapbench.corpus_store as store
 from gapbench.cli import main
 from gapbench.corpus_store import CompactCorpus, hash_id, hash_ids, load_compact
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError, UnknownIdError
-from gapbench.formats import read_beir_folder, read_jsonl_corpus
+from gapbench.corpus_store import read_beir_folder, read_jsonl_corpus
 from gapbench.topk import tie_keys
 from gapbench.types import Corpus, Document, Qrels, Run
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from gapbench.errors import DataFormatError, DuplicateIdError
+from gapbench.corpus_store import read_beir_folder, read_jsonl_corpus
 from gapbench.formats import (
-    read_beir_folder,
     read_beir_qrels,
-    read_jsonl_corpus,
     read_qrels,
     read_trec_qrels,
     read_trec_run,

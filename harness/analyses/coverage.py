@@ -181,7 +181,7 @@ def _load_cached(path: Path) -> dict | None:
 
 
 def _store_cached(path: Path, data: Any) -> None:
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     with atomic_writer(path) as fh:
         json.dump(data, fh)
@@ -693,14 +693,14 @@ def plot_density(r: CoverageReport, out: Path) -> Path:
 
 
 def _save_fig(fig, path: Path) -> Path:
-    from ..formats import save_figure_atomic
+    from ..files import save_figure_atomic
 
     return save_figure_atomic(fig, path)
 
 
 def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:
     """Write coverage.json, coverage.md and the PNGs into ``out_dir`` (each atomically)."""
-    from ..formats import atomic_writer, output_folder
+    from ..files import atomic_writer, output_folder
 
     out = output_folder(out_dir)
     paths = {"json": out / "coverage.json", "md": out / "coverage.md"}
@@ -758,8 +758,8 @@ def run_coverage(
 ) -> CoverageReport:
     """Stratify ``task``'s corpus by entity clusters and measure how its query set covers them (see module doc)."""
     from ..evaluation.evaluation import evaluate
-    from ..retrieval import get_retriever, search_with
-    from ..task import get_task
+    from ..pipeline import prepare
+    from ..retrieval import search_with
 
     if entities not in ("spacy", "llm"):
         raise ConfigError(f"--entities {entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
@@ -768,8 +768,8 @@ def run_coverage(
     if generate < 0 or judge_depth < 1 or judge_batch < 1 or min_queries < 1:
         raise ConfigError(f"--generate {generate}, --judge-depth {judge_depth}, --judge-batch {judge_batch} and "
                           f"--min-queries {min_queries}: give --generate >= 0 and the others >= 1.")
-    task_obj = get_task(task)
-    data = task_obj.load()
+    prepared = prepare(task, seed=seed)
+    task_obj, data = prepared.task, prepared.data
     corpus = data.corpus
     client = llm_client
     if client is None and (entities == "llm" or generate):
@@ -817,17 +817,12 @@ def run_coverage(
         extra = {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
     qcl = query_clusters(data.qrels, strata, query_ids=qids, extra=extra)
 
-    queries = data.queries
-    if task_obj.instruction:
-        queries = queries.with_instruction(task_obj.instruction)
     per_query: dict[str, dict[str, float]] = {}
     retr_objs = []
     t0 = time.perf_counter()
     for spec in retrievers:
-        retr = shared.pop(spec, None) if isinstance(spec, str) else None
-        retr = retr if retr is not None else get_retriever(spec)
-        retr.index(corpus)
-        run = search_with(retr, queries, 100, data.excluded or None)
+        shared_retr = shared.pop(spec, None) if isinstance(spec, str) else None
+        retr, run = prepared.retrieve(shared_retr if shared_retr is not None else spec, 100)
         res = evaluate(run, data.qrels, [measure], task=task_obj.name, seed=seed)
         name = run.name if run.name not in per_query else f"{run.name}#{len(per_query)}"
         per_query[name] = dict(res.per_query[measure])
@@ -855,7 +850,7 @@ def run_coverage(
         if syn_queries:
             syn_qcl = query_clusters(syn_qrels, strata)
             for name, retr in retr_objs:
-                run = search_with(retr, syn_queries, 100, None)
+                run = search_with(retr, syn_queries, 100, None)  # made-up queries: nothing to exclude
                 res = evaluate(run, syn_qrels, [measure], task=task_obj.name, seed=seed)
                 per_query[name].update(res.per_query[measure])
             all_qcl.update(syn_qcl)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
-from ..formats import output_folder, save_figure_atomic, write_text_atomic
+from ..files import output_folder, save_figure_atomic, write_text_atomic
 from ..retrieval import llm_manifest_of, with_task_defaults
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
@@ -372,32 +372,23 @@ def run_gap(
     the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
     """
     from ..options import parse_spec
-    from ..retrieval import config_of, fingerprint_of, get_reranker, get_retriever, search_with
-    from ..task import get_task
+    from ..pipeline import prepare
+    from ..retrieval import config_of, fingerprint_of, get_reranker
 
-    task_obj = get_task(task)
-    data = task_obj.load()
+    prepared = prepare(task, max_queries=max_queries, seed=seed, judged=1)
+    task_obj, data, qids = prepared.task, prepared.data, prepared.query_ids
     measure = measure or task_obj.main_measure
-    qids = data.qrels.positive_queries()
-    if max_queries is not None:
-        if max_queries < 1:
-            raise ConfigError(f"--max-queries must be at least 1, got {max_queries}.")
-        rng = random.Random(seed)
-        qids = sorted(rng.sample(qids, min(max_queries, len(qids))), key=qids.index)
-    queries = Queries(data.queries[q] for q in qids)
-    if task_obj.instruction:
-        queries = queries.with_instruction(task_obj.instruction)
     k = max([depth, *pool_sizes]) if pool_sizes else depth
     verifier, applied = with_task_defaults(verifier, task_obj.reranker_defaults)
     # the verifier first: a wrong endpoint, model or time limit is reported before the retrievers' work
     rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
-    view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, None)
+    # the verifier reads the prepared queries (instruction applied) unless the task gives it a view of its own
+    view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, prepared.queries)
     seeds = tuple(getattr(rr, "seeds", ()))
     runs, systems = [], []
     for spec in retrievers:
-        retr = get_retriever(spec, llm_base_url=llm_base_url, llm_model=llm_model)
-        retr.index(data.corpus)
-        runs.append(search_with(retr, queries, k, data.excluded or None))
+        retr, run = prepared.retrieve(spec, k, llm_base_url=llm_base_url, llm_model=llm_model)
+        runs.append(run)
         # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
         systems.append({"spec": str(spec) if isinstance(spec, str) else runs[-1].name, "name": runs[-1].name,
                         "config": config_of(retr), "fingerprint": fingerprint_of(retr)})

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -75,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
-from ..formats import atomic_writer, output_folder, save_figure_atomic
+from ..files import atomic_writer, output_folder, save_figure_atomic
 from ..types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -755,32 +754,15 @@ def run_signals(
     output: str | Path | None = None,
 ) -> SignalsReport:
     """Run the retrievers on a task (top-``window`` each), compute the signals, the AUC table and the gate."""
-    from ..retrieval import get_retriever, search_with
-    from ..task import get_task
+    from ..pipeline import prepare
 
     if not retrievers:
         raise ConfigError("give at least one retriever, e.g. --retrievers bm25,dense.")
     if len(set(retrievers)) != len(retrievers):
         raise ConfigError(f"a retriever is listed twice in {', '.join(retrievers)}; list each once.")
-    task_obj = get_task(task)
-    data = task_obj.load()
-    qids = data.qrels.positive_queries(min_rel)
-    qids = [q for q in data.queries if q in set(qids)]
-    if max_queries is not None:
-        if max_queries < 1:
-            raise ConfigError(f"--max-queries must be at least 1, got {max_queries}.")
-        rng = random.Random(seed)
-        qids = sorted(rng.sample(qids, min(max_queries, len(qids))), key=list(data.queries).index)
-    if not qids:
-        raise GapbenchError(f"{task_obj.name}: no query has a relevant document (grade >= {min_rel}).")
-    queries = Queries(data.queries[q] for q in qids)
-    if task_obj.instruction:
-        queries = queries.with_instruction(task_obj.instruction)
-    runs: dict[str, Run] = {}
-    for spec in retrievers:
-        retr = get_retriever(spec)
-        retr.index(data.corpus)
-        runs[spec] = search_with(retr, queries, window, data.excluded or None)
+    prepared = prepare(task, max_queries=max_queries, seed=seed, judged=min_rel)
+    task_obj, data, qids = prepared.task, prepared.data, prepared.query_ids
+    runs: dict[str, Run] = {spec: prepared.retrieve(spec, window)[1] for spec in retrievers}
     primary = primary or retrievers[0]
     if primary not in runs:
         raise ConfigError(f"--primary {primary!r} is not among --retrievers ({', '.join(retrievers)}).")

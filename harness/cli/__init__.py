@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
-import os
 import re
 import signal
 import sys
@@ -21,6 +20,7 @@ from .. import stopping
 
 from ..errors import GapbenchError, UnknownNameError
 from ..extras import missing_dependency
+from .common import check_count, check_output, fail, measure_list, not_empty, one_line, parse_pool_sizes, split_specs
 
 app = typer.Typer(
     add_completion=False,
@@ -30,86 +30,6 @@ app = typer.Typer(
 )
 cache_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Show or free the caches.")
 app.add_typer(cache_app, name="cache")
-
-
-# Characters that would break the one-line message or drive the terminal (user input is echoed in messages).
-_UNPRINTABLE = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029] if c != 0x09}
-
-
-def _one_line(message: str) -> str:
-    return str(message).translate(_UNPRINTABLE)
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"gapbench: error: {_one_line(message)}", err=True)
-    raise typer.Exit(2)
-
-
-def _measures(values: Optional[List[str]]) -> Optional[list[str]]:
-    if not values:
-        return None
-    from ..evaluation.evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
-
-    out = [m for v in values for m in split_measures(v)]
-    if not out:
-        # an empty -m (often an unset shell variable) must not quietly mean "the defaults"
-        _fail(f"no measures given: -m/--measures is {' '.join(values)!r}; give e.g. -m nDCG@10,R@100, or omit -m "
-              "for the defaults.")
-    return out
-
-
-# More documents per query than any judged pool holds; a typo such as --k 10000000000 must not fill the memory.
-_MOST = 100_000
-
-
-def _count(option: str, value: int, what: str) -> int:
-    shown = value if abs(value) < 10**18 else f"a {len(str(abs(value)))}-digit number"
-    if value < 1:
-        _fail(f"{option} must be at least 1, got {shown}.")
-    if value > _MOST:
-        _fail(f"{option} must be at most {_MOST} ({what}), got {shown}.")
-    return value
-
-
-def _not_empty(**given: Optional[str]) -> None:
-    """An option given as '' (often an unset shell variable) is refused rather than read as 'not given'."""
-    for name, value in given.items():
-        if value is not None and not value.strip():
-            _fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
-
-
-def _check_output(output: Optional[Path], *, run_dir: bool, option: str = "output") -> None:
-    """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
-    if output is None:
-        return
-    if run_dir:
-        from ..store import check_run_dir_target
-
-        check_run_dir_target(output)
-        return
-    from ..formats import output_blocker
-
-    real = Path(os.path.realpath(output))
-    found = output_blocker(real)
-    if found is not None:
-        blocker, what = found
-        if blocker == real:
-            where = f"is {'an existing file' if what == 'a file' else what}"
-        else:
-            where = f"lies under the file {blocker}" if what == "a file" else f"lies under {blocker}, which is {what}"
-        _fail(f"--{option} {output} {where}; --{option} names a folder: give a new folder name, or move the file away.")
-
-
-def _pool_sizes(text: str) -> list[int]:
-    sizes = []
-    for piece in text.replace(",", " ").split():
-        if not re.fullmatch(r"[+-]?[0-9]+", piece, re.ASCII):
-            _fail(f"--pool-sizes: {piece[:30]!r} is not a whole number of documents; give budgets like "
-                  "--pool-sizes 50,100,200 (or '' for no scaling curve).")
-        if len(piece) > 4000:  # more digits than int() reads
-            _fail(f"--pool-sizes must be at most {_MOST} (documents per pool), got a {len(piece)}-digit number.")
-        sizes.append(_count("--pool-sizes", int(piece), "documents per pool"))
-    return sizes
 
 
 @app.command("tasks")
@@ -162,20 +82,21 @@ def run_cmd(
     from ..budget import limited
     from ..budget import parse as parse_budget
     from ..runner import run
-    from ..suites import is_suite, run_suite
+    from ..runner import run_suite
+    from ..suites import is_suite
 
-    _count("--k", k, "documents per query")
+    check_count("--k", k, "documents per query")
     if seed < 0:
-        _fail(f"--seed must be 0 or more, got {seed}.")
-    _not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
+        fail(f"--seed must be 0 or more, got {seed}.")
+    not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
                memory_budget=memory_budget)
     budget = parse_budget(memory_budget) if memory_budget is not None else None
-    _not_empty(ray=ray)
+    not_empty(ray=ray)
     if ray is not None:
         distributed.address_kind(ray)  # a bad address is a usage error before any work, not after the corpus loads
-    wanted = _measures(measures)
+    wanted = measure_list(measures)
     suite = is_suite(task)
-    _check_output(output, run_dir=not suite)
+    check_output(output, run_dir=not suite)
     if suite:
         extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
                                 ("--llm-model", llm_model), ("--llm-temperature", llm_temperature),
@@ -183,7 +104,7 @@ def run_cmd(
                                 ("--llm-seed", llm_seed), ("--llm-stop", llm_stop or None),
                                 ("--llm-extra", llm_extra or None)) if v is not None]
         if extra:
-            _fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
+            fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")
         with limited(budget), distributed.connect(ray):
             suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
@@ -216,8 +137,8 @@ def evaluate_cmd(
     from ..formats import read_qrels, read_trec_run
 
     if (qrels is None) == (task is None):
-        _fail("give exactly one of --qrels FILE or --task NAME.")
-    wanted = _measures(measures)
+        fail("give exactly one of --qrels FILE or --task NAME.")
+    wanted = measure_list(measures)
     run = read_trec_run(run_file)
     if task is not None:
         from ..task import get_task
@@ -227,7 +148,7 @@ def evaluate_cmd(
         run.check_against(data.corpus, source=str(run_file))
         unknown = [q for q in run if q not in data.queries]
         if unknown:
-            _fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
+            fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
         qrels_obj, label = data.qrels, task_obj.name
         wanted = wanted or list(task_obj.measures)
     else:
@@ -252,7 +173,7 @@ def compare_cmd(
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from ..evaluation.comparison import compare_run_dirs
 
-    cmp = compare_run_dirs(run_dirs, _measures(measures), alpha=alpha, rescore=rescore)
+    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore)
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
 
 
@@ -280,38 +201,20 @@ def gap_cmd(
     """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
     from ..analyses.gap import run_gap
 
-    _count("--depth", depth, "documents per retriever in the pool")
-    sizes = _pool_sizes(pool_sizes)
+    check_count("--depth", depth, "documents per retriever in the pool")
+    sizes = parse_pool_sizes(pool_sizes)
     if max_queries is not None and max_queries < 1:
-        _fail(f"--max-queries must be at least 1, got {max_queries}; leave it out to use every query.")
+        fail(f"--max-queries must be at least 1, got {max_queries}; leave it out to use every query.")
     if seed < 0:
-        _fail(f"--seed must be 0 or more, got {seed}.")
-    _not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
-    specs = _split_specs(retrievers)
-    _check_output(output, run_dir=False)
+        fail(f"--seed must be 0 or more, got {seed}.")
+    not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
+    specs = split_specs(retrievers)
+    check_output(output, run_dir=False)
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
                          max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
                          output=output)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
-
-
-def _split_specs(text: str) -> list[str]:
-    """Split 'bm25,dense:model=x,batch_size=8' at commas that start a new retriever (a registered name)."""
-    from ..retrieval import RETRIEVERS, _ensure_builtin
-
-    _ensure_builtin()
-    names = set(RETRIEVERS.names())
-    parts: list[str] = []
-    for piece in text.split(","):
-        head = piece.split(":", 1)[0].strip()
-        if parts and "=" in piece and head not in names:
-            parts[-1] += "," + piece
-        elif piece.strip():
-            parts.append(piece.strip())
-    if not parts:
-        _fail("--retrievers is empty; for example --retrievers bm25,dense.")
-    return parts
 
 
 @cache_app.command("info")
@@ -336,7 +239,7 @@ def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind 
     from .. import cache
 
     if kind is not None and not kind.strip():
-        _fail("the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists.")
+        fail("the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists.")
     if kind is not None:
         # only a kind that exists as a folder of the cache: '', '..' or '/' would reach outside one kind
         kinds = list(cache.info()["kinds"])
@@ -513,7 +416,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
         return _interrupted(signal.SIGINT)
     except GapbenchError as exc:
-        _say(f"gapbench: error: {_one_line(exc)}")
+        _say(f"gapbench: error: {one_line(exc)}")
         return 2
     except typer.Exit as exc:
         return exc.exit_code
@@ -529,7 +432,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             typer.echo(exc.format_message(), nl=False)
             return 0
         if isinstance(exc, _click_classes("UsageError") + _click_classes("ClickException")):
-            _say(f"gapbench: error: {_one_line(_usage_message(exc, args))}")
+            _say(f"gapbench: error: {one_line(_usage_message(exc, args))}")
             return 2
         if isinstance(exc, _click_classes("Abort")):
             if isinstance(exc.__cause__, KeyboardInterrupt):  # older typer's answer to one

@@ -72,9 +72,9 @@ def audit_cmd(
 ) -> None:
     """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
     from ..analyses.argus.audit import audit, write_audit
-    from ..cli import _check_output
+    from .common import check_output
 
-    _check_output(out, run_dir=False, option="out")
+    check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, relation_mode)
     result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
     write_audit(result, out, plot=not no_plot)
@@ -105,9 +105,9 @@ def probe_cmd(
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
     from ..analyses.argus.audit import audit
     from ..analyses.argus.probe import train_probe, write_probe_report
-    from ..cli import _check_output
+    from .common import check_output
 
-    _check_output(out, run_dir=False, option="out")
+    check_output(out, run_dir=False, option="out")
     fams = [f.strip() for f in families.split(",") if f.strip()]
     modes = [m.strip() for m in datasets.split(",") if m.strip()]
     bad = [m for m in modes if m not in ("directed", "undirected")]

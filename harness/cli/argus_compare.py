@@ -44,10 +44,10 @@ def compare_cmd(
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
     from ..analyses.argus.compare import compare_argus
-    from ..cli import _check_output, _measures
+    from .common import check_output, measure_list
 
-    _check_output(output, run_dir=False)
-    wanted = _measures(measures)
+    check_output(output, run_dir=False)
+    wanted = measure_list(measures)
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
                                llm_base_url=llm_base_url, llm_model=llm_model,

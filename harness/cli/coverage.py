@@ -53,13 +53,13 @@ def coverage_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
-    from ..cli import _check_output, _split_specs
+    from .common import check_output, split_specs
     from ..analyses.coverage import run_coverage
 
-    _check_output(out, run_dir=False, option="out")
+    check_output(out, run_dir=False, option="out")
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
         report = run_coverage(
-            task, _split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
+            task, split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
             k_candidates=_ints(k_range, "--k-range"), seed=seed, n_resamples=resamples, min_queries=min_queries,
             query_entities=query_entities, max_chars=max_chars or None, measure=measure, generate=generate,
             judge_depth=judge_depth, judge_batch=judge_batch, llm_base_url=llm_base_url, llm_model=llm_model,

@@ -24,10 +24,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A self-contained HTML gap report (plus Markdown and JSON): measures with CIs, significance, per-query
         distributions, and every analysis that has been run for the task."""
-        from ..cli import _check_output
+        from .common import check_output
         from ..products.report import build_report
 
-        _check_output(out, run_dir=False, option="out")
+        check_output(out, run_dir=False, option="out")
         report = build_report(task, run_dirs, analyses or [], measure=measure, alpha=alpha, seed=seed)
         paths = report.save(out)
         data = report.data

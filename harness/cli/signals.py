@@ -45,14 +45,14 @@ def signals_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
-    from ..cli import _check_output, _fail, _split_specs
+    from .common import check_output, fail, split_specs
     from ..analyses.signals import run_signals
 
-    _check_output(output, run_dir=False)
+    check_output(output, run_dir=False)
     if window < 1:
-        _fail(f"--window must be at least 1, got {window}.")
+        fail(f"--window must be at least 1, got {window}.")
     report = run_signals(
-        task, _split_specs(retrievers), window=window, primary=primary, min_rel=min_rel, max_queries=max_queries,
+        task, split_specs(retrievers), window=window, primary=primary, min_rel=min_rel, max_queries=max_queries,
         bar=bar, max_corr=max_corr, n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction,
         target_catch=target_catch, gate_signal=gate_signal, output=output,
     )
@@ -67,7 +67,7 @@ def gate_cmd(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory for escalate.tsv (default: the first run directory)."),
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
-    from ..cli import _fail
+    from .common import fail
     from ..analyses.signals import gate_runs, load_signals, write_escalations
     from ..store import load_manifest, load_run
 
@@ -78,13 +78,13 @@ def gate_cmd(
         manifest = load_manifest(d)
         spec = (manifest.get("retriever") or {}).get("name") or manifest.get("system") or d.name
         if spec in runs:
-            _fail(f"{d}: a second run of {spec!r}; give each retriever's run directory once.")
+            fail(f"{d}: a second run of {spec!r}; give each retriever's run directory once.")
         runs[spec] = load_run(d)
         task_name = task_name or (manifest.get("task") or {}).get("name")
     corpus = queries = None
     if stored["gate"]["signal"] == "evidence_coverage":
         if not task_name:
-            _fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
+            fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
         from ..task import get_task
 
         data = get_task(task_name).load()

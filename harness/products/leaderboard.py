@@ -315,7 +315,7 @@ def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_r
 
 
 def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     directory = Path(directory)
     out = []
@@ -396,7 +396,7 @@ def export_mteb(
     ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them. The scores are recomputed
     from the runs; the folder names come from validated model names and never leave ``out``.
     """
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     report = scored_submission(submission)
     scores, meta = report.scores, report.meta
@@ -428,7 +428,7 @@ def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[P
 
     Only the run paths of submission.json are read (validated to be ``runs/<task>.trec[.gz]`` inside the submission);
     paths named in scores.json are never opened."""
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     submission = Path(submission)
     report = scored_submission(submission)

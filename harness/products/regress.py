@@ -285,7 +285,7 @@ def regress(
 def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,
                  summary: str | os.PathLike | None = None, output: str | os.PathLike | None = None) -> list[Path]:
     """Write JUnit XML, append the Markdown summary, and/or write ``<output>/regress.{json,md}`` atomically."""
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     targets = []  # (path, text, option)
     if junit:

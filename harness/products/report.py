@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from ..errors import ConfigError, DataFormatError
-from ..formats import output_folder, write_bytes_atomic, write_text_atomic
+from ..files import output_folder, write_bytes_atomic, write_text_atomic
 
 REPORT_VERSION = 1
 

@@ -869,7 +869,7 @@ def _cache_read(path: Path) -> Any:
 
 
 def _cache_write(path: Path, value: Any) -> None:
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
 
     try:
         with atomic_writer(path) as fh:
@@ -908,7 +908,8 @@ def write_submission(
     """
     import gapbench
 
-    from ..formats import atomic_writer, write_trec_run
+    from ..files import atomic_writer
+    from ..formats import write_trec_run
     from ..task import get_task
 
     why = text_problem(system, SYSTEM_NAME, 64) if isinstance(system, str) else "is not a string"
@@ -1050,7 +1051,7 @@ def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, s
     """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
     import gapbench
 
-    from ..formats import atomic_writer
+    from ..files import atomic_writer
     from ..store import package_versions, utc_now
 
     why = _check_bootstrap(n_resamples, seed)

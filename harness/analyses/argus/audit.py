@@ -77,7 +77,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError, DataFormatError, GapbenchError
-from ...formats import atomic_writer, output_folder, read_jsonl, save_figure_atomic, write_text_atomic
+from ...files import atomic_writer, output_folder, save_figure_atomic, write_text_atomic
+from ...formats import read_jsonl
 
 DEFAULT_K = 50
 DEFAULT_N = 800

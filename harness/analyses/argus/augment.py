@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ...cache import cache_dir
 from ...errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
-from ...formats import atomic_writer, write_text_atomic
+from ...files import atomic_writer, write_text_atomic
 from ...types import Corpus, Document, Queries, Run
 
 DEFAULT_TAU = 0.3
@@ -473,9 +473,9 @@ class ReferenceKB:
         if not uniq:
             return {}
         if self._bm25 is None:
-            from gapbench.adapters.bm25 import BM25
+            from ...retrieval import get_retriever
 
-            self._bm25 = BM25()
+            self._bm25 = get_retriever("bm25")  # through the registry: analyses never import a plugin
             self._bm25.index(self._corpus())
         queries = Queries(Query(f"s{i}", s) for i, s in enumerate(uniq))
         run = self._bm25.search(queries, k)
@@ -642,6 +642,39 @@ class Augmented:
 AUGMENTERS = ("argus-expand", "argus-synth")
 
 
+def load_probe(probe: Any, retriever: Any) -> Any:
+    """A probe object, or one loaded from a path with ``gapbench.analyses.argus.probe.Probe.load(path, retriever)``."""
+    if probe is None or callable(getattr(probe, "predict", None)):
+        return probe
+    path = Path(probe)
+    if not path.exists():
+        raise ConfigError(f"probe file {str(path)!r} does not exist; give a probe saved by `gapbench argus probe` "
+                          "(or train one with gapbench.analyses.argus.probe.train_probe).")
+    try:
+        from .probe import Probe
+    except ImportError as exc:
+        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported ({exc}).") from None
+    # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
+
+    fp = getattr(retriever, "fingerprint", "")
+    span_fp = next((f for f in _retriever_fingerprints(retriever) if f != fp), None)
+    if embedding_mode(retriever) == "span" and span_fp:
+        try:
+            return Probe.load(path, span_fp)
+        except GapbenchError:
+            pass  # fall through: a probe keyed by the retriever's own fingerprint, or the loader's own message
+    return Probe.load(path, retriever)
+
+
+
+def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
+                    llm_model: str | None = None) -> tuple[Augmented, dict]:
+    """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS`): the
+    augmented retriever and the manifest's ``augment`` entry."""
+    augmented = augment_retriever(spec, retriever, corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+    return augmented, {"spec": spec, **view_stats(corpus, augmented.views)}
+
+
 def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
                       llm_model: str | None = None) -> Augmented:
     """``--augment`` for ``gapbench run``: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M]`` or ``argus-synth:...``.
@@ -665,8 +698,6 @@ def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url
     opts = build(settings, options, f"augmenter {name!r}")
     probe = None
     if opts["probe"]:
-        from .compare import load_probe
-
         probe = load_probe(opts["probe"], retriever)
     diag = diagnose(corpus, retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
     kb = ReferenceKB.resolve(opts["kb"])

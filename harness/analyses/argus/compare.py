@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
-                            expansion_views, kb_hits, synthesis_views, view_stats)
+                            expansion_views, kb_hits, load_probe, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
-from ...formats import output_folder, save_figure_atomic, write_text_atomic
+from ...files import output_folder, save_figure_atomic, write_text_atomic
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -59,31 +59,6 @@ def default_kb(task: str) -> str | None:
     if parts[0] == "impliret" and parts[-1] == "wknow":
         return "impliret-wknow"
     return None
-
-
-def load_probe(probe: Any, retriever: Any) -> Any:
-    """A probe object, or one loaded from a path with ``gapbench.analyses.argus.probe.Probe.load(path, retriever)``."""
-    if probe is None or callable(getattr(probe, "predict", None)):
-        return probe
-    path = Path(probe)
-    if not path.exists():
-        raise ConfigError(f"probe file {str(path)!r} does not exist; give a probe saved by `gapbench argus probe` "
-                          "(or train one with gapbench.analyses.argus.probe.train_probe).")
-    try:
-        from .probe import Probe
-    except ImportError as exc:
-        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported ({exc}).") from None
-    # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
-    from .augment import _retriever_fingerprints, embedding_mode
-
-    fp = getattr(retriever, "fingerprint", "")
-    span_fp = next((f for f in _retriever_fingerprints(retriever) if f != fp), None)
-    if embedding_mode(retriever) == "span" and span_fp:
-        try:
-            return Probe.load(path, span_fp)
-        except GapbenchError:
-            pass  # fall through: a probe keyed by the retriever's own fingerprint, or the loader's own message
-    return Probe.load(path, retriever)
 
 
 @dataclass
@@ -230,12 +205,11 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking."""
     from ...evaluation.comparison import compare
     from ...evaluation.evaluation import evaluate
-    from ...retrieval import search_with
-    from ...task import get_task
+    from ...pipeline import prepare
 
-    task_obj = get_task(task)
-    data = task_obj.load()
-    name = task_obj.name
+    # the prepared queries carry the task's instruction, as `gapbench run` searches them
+    prepared = prepare(task, seed=seed)
+    data, name = prepared.data, prepared.task.name
     kb_spec = kb if kb is not None else default_kb(name)
     if kb_spec is None:
         raise ConfigError(f"no Reference KB for task {name!r}: give one with --kb FILE.jsonl (records "
@@ -248,7 +222,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         t0 = time.perf_counter()
         retr.index(data.corpus)
         t1 = time.perf_counter()
-        run = search_with(retr, data.queries, k, data.excluded or None).renamed(label)
+        run = prepared.search(retr, k).renamed(label)
         t2 = time.perf_counter()
         results[label] = evaluate(run, data.qrels, list(measures), task=name, seed=seed)
         growth[label] = view_stats(data.corpus, views)

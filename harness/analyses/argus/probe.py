@@ -49,7 +49,7 @@ import numpy as np
 
 from .audit import band_of, write_json
 from ...errors import ConfigError, GapbenchError
-from ...formats import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
+from ...files import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1

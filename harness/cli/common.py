@@ -1,0 +1,109 @@
+"""Helpers shared by the command modules: one-line errors, option checks and the parsing of list options."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+# Characters that would break the one-line message or drive the terminal (user input is echoed in messages).
+_UNPRINTABLE = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029] if c != 0x09}
+
+
+def one_line(message: str) -> str:
+    return str(message).translate(_UNPRINTABLE)
+
+
+def fail(message: str) -> None:
+    typer.echo(f"gapbench: error: {one_line(message)}", err=True)
+    raise typer.Exit(2)
+
+
+def measure_list(values: Optional[List[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    from ..evaluation.evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
+
+    out = [m for v in values for m in split_measures(v)]
+    if not out:
+        # an empty -m (often an unset shell variable) must not quietly mean "the defaults"
+        fail(f"no measures given: -m/--measures is {' '.join(values)!r}; give e.g. -m nDCG@10,R@100, or omit -m "
+              "for the defaults.")
+    return out
+
+
+# More documents per query than any judged pool holds; a typo such as --k 10000000000 must not fill the memory.
+MOST = 100_000
+
+
+def check_count(option: str, value: int, what: str) -> int:
+    shown = value if abs(value) < 10**18 else f"a {len(str(abs(value)))}-digit number"
+    if value < 1:
+        fail(f"{option} must be at least 1, got {shown}.")
+    if value > MOST:
+        fail(f"{option} must be at most {MOST} ({what}), got {shown}.")
+    return value
+
+
+def not_empty(**given: Optional[str]) -> None:
+    """An option given as '' (often an unset shell variable) is refused rather than read as 'not given'."""
+    for name, value in given.items():
+        if value is not None and not value.strip():
+            fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
+
+
+def check_output(output: Optional[Path], *, run_dir: bool, option: str = "output") -> None:
+    """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
+    if output is None:
+        return
+    if run_dir:
+        from ..store import check_run_dir_target
+
+        check_run_dir_target(output)
+        return
+    from ..files import output_blocker
+
+    real = Path(os.path.realpath(output))
+    found = output_blocker(real)
+    if found is not None:
+        blocker, what = found
+        if blocker == real:
+            where = f"is {'an existing file' if what == 'a file' else what}"
+        else:
+            where = f"lies under the file {blocker}" if what == "a file" else f"lies under {blocker}, which is {what}"
+        fail(f"--{option} {output} {where}; --{option} names a folder: give a new folder name, or move the file away.")
+
+
+def parse_pool_sizes(text: str) -> list[int]:
+    sizes = []
+    for piece in text.replace(",", " ").split():
+        if not re.fullmatch(r"[+-]?[0-9]+", piece, re.ASCII):
+            fail(f"--pool-sizes: {piece[:30]!r} is not a whole number of documents; give budgets like "
+                  "--pool-sizes 50,100,200 (or '' for no scaling curve).")
+        if len(piece) > 4000:  # more digits than int() reads
+            fail(f"--pool-sizes must be at most {MOST} (documents per pool), got a {len(piece)}-digit number.")
+        sizes.append(check_count("--pool-sizes", int(piece), "documents per pool"))
+    return sizes
+
+
+def split_specs(text: str) -> list[str]:
+    """Split 'bm25,dense:model=x,batch_size=8' at commas that start a new retriever (a registered name)."""
+    from ..retrieval import RETRIEVERS, _ensure_builtin
+
+    _ensure_builtin()
+    names = set(RETRIEVERS.names())
+    parts: list[str] = []
+    for piece in text.split(","):
+        head = piece.split(":", 1)[0].strip()
+        if parts and "=" in piece and head not in names:
+            parts[-1] += "," + piece
+        elif piece.strip():
+            parts.append(piece.strip())
+    if not parts:
+        fail("--retrievers is empty; for example --retrievers bm25,dense.")
+    return parts
+
