@@ -4,7 +4,8 @@ every task.
 The data is real: the first documents and queries of ImpliRet multispeaker/wknow, plus three documents with one text
 (corpus order tie-b, tie-c, tie-a) whose scores must tie. LLM adapters talk to the real local server in
 tests/llm_server.py (its qrels judge ranks and selects, its hashed bag of words embeds); dense and colbert use the
-offline MiniLM. Each adapter is built from the registry with its lightest settings (``CASES``) and indexed once.
+offline MiniLM. Each adapter is built from the registry with its lightest settings (``RETRIEVER_CASES``,
+``RERANKER_CASES``) and indexed once.
 
 What every retriever promises:
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import pytest
 
@@ -58,8 +59,8 @@ def _impliret(n_docs: int = 30, n_queries: int = 10):
 _DOCS, _QUERIES, QRELS = _impliret()
 CORPUS = Corpus(_DOCS + [Document("tie-b", TIE_TEXT), Document("tie-c", TIE_TEXT), Document("tie-a", TIE_TEXT)])
 QUERIES = Queries(_QUERIES + [Query("tie", "lighthouse keeper brass lantern storm")])
-TIE_QUERIES = Queries([QUERIES["tie"], Query("tie-2", "who repaired the lantern"), Query("tie-3", "the lighthouse keeper and the autumn storm"),
-                       Query("tie-4", TIE_TEXT)])
+TIE_QUERIES = Queries([QUERIES["tie"], Query("tie-2", "who repaired the lantern"),
+                       Query("tie-3", "the lighthouse keeper and the autumn storm"), Query("tie-4", TIE_TEXT)])
 N = len(CORPUS)
 K = 5
 EMPTY = Query("empty", "")
@@ -82,7 +83,6 @@ class Case:
     cap: int | None = None  # the most documents one query can get (the agent's per_hop)
     post_filter_equal: bool = True  # masked top-k == the deeper ranking without the excluded (exact scoring)
     equal_ties: bool = True  # identical documents score the same (rank-based scores do not, but keep the order)
-    slow: bool = False
 
 
 BM25_FAMILY = {"empty": "nothing", "stopwords": "nothing"}
@@ -125,9 +125,8 @@ def _names(registry) -> list[str]:
     return registry.names()
 
 
-def _params(registry, cases) -> list:
-    return [pytest.param(n, marks=[pytest.mark.slow] if n in cases and cases[n].slow else [], id=n)
-            for n in _names(registry)]
+def _params(registry) -> list:
+    return [pytest.param(n, id=n) for n in _names(registry)]
 
 
 def test_every_registered_adapter_has_a_case():
@@ -189,11 +188,7 @@ def known_break(request) -> None:
 
 
 def _snapshot(records) -> list[tuple]:
-    return [(rid, *vars_of(rec)) for rid, rec in records.items()]
-
-
-def vars_of(rec) -> tuple:
-    return (rec.doc_id, rec.title, rec.text) if isinstance(rec, Document) else (rec.query_id, rec.text, rec.instruction)
+    return [(rid, astuple(rec)) for rid, rec in records.items()]
 
 
 def assert_ranked(ranking, where: str) -> None:
@@ -220,7 +215,7 @@ def search(r, queries: Queries, k: int, exclude=None) -> Run:
 
 # -------------------------------------------------------------------------------------------------- retrievers
 
-@pytest.fixture(scope="module", params=_params(RETRIEVERS, RETRIEVER_CASES))
+@pytest.fixture(scope="module", params=_params(RETRIEVERS))
 def retr(request, server):
     """(case, retriever indexed on CORPUS, the test server's URL)."""
     case = RETRIEVER_CASES[request.param]
@@ -311,7 +306,9 @@ class TestRetrieverContract:
 
     def test_fingerprint(self, retr, other_process):
         case, r, url = retr
-        fp = fingerprint_of(r)  # r was indexed and searched by the tests before: use changes nothing
+        fp = fingerprint_of(r)
+        search(r, QUERIES, K)
+        assert fingerprint_of(r) == fp, "searching changed the fingerprint"
         assert fp == fingerprint_of(_build("retriever", case.spec, url)) == other_process["retriever", case.spec]
         changed = fingerprint_of(_build("retriever", case.changed, url))
         assert changed != fp and changed == other_process["retriever", case.changed]
@@ -344,7 +341,7 @@ def first_stage():
     return queries, Run({**dict(run.items()), "empty": run["tie"]}, run.name, _sorted=True), exclude
 
 
-@pytest.fixture(scope="module", params=_params(RERANKERS, RERANKER_CASES))
+@pytest.fixture(scope="module", params=_params(RERANKERS))
 def rerank(request, server):
     case = RERANKER_CASES[request.param]
     return case, _build("reranker", case.spec, server.base_url), server.base_url
