@@ -78,7 +78,7 @@ import numpy as np
 
 from .errors import ConfigError, DataFormatError, GapbenchError
 from .formats import atomic_writer, output_folder, read_jsonl, save_figure_atomic, write_text_atomic
-from .spans import model_text, normalise, span_fingerprint, span_vectors, token_model
+from .spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -430,9 +430,9 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
         raise ConfigError(f"argus: {spec!r} gives no token embeddings, so span pooling is impossible; use pooling=sentence.")
     if token_level and pooling in ("auto", "span"):
         return SpanEncoder(obj, spec=spec)
-    if not hasattr(obj, "embed"):
-        raise ConfigError(f"argus: {spec!r} has no embed(texts) method; the audit needs a dense retriever such as dense "
-                          "or dense:model=NAME (or random for a chance control).")
+    if not embeds_texts(obj):
+        raise ConfigError(f"argus: {spec!r} has no embed(texts) method giving one vector per text; the audit needs a "
+                          "dense retriever such as dense or dense:model=NAME (or random for a chance control).")
     return SentenceEncoder(obj, spec=spec)
 
 

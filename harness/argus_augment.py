@@ -8,9 +8,10 @@ Diagnosis (:func:`diagnose`):
    the paper's tagger, which needs the model on disk or hub access). Mentions keep their character spans in
    ``Document.text``; results are cached under ``cache_dir("ner")``.
 2. Each mention is embedded in its document context with the target retriever (:func:`mention_embeddings`). For a
-   sentence-transformers retriever (``dense``): token embeddings of the whole document, the mean over the tokens whose
-   offsets overlap the mention's character span (the paper's span pooling ``g(H, s)``), L2-normalised. A mention past
-   the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
+   sentence-transformers retriever (``dense``, a :class:`gapbench.retrieval.TokenEncoder`): token embeddings of the
+   whole document, the mean over the tokens whose offsets overlap the mention's character span (the paper's span
+   pooling ``g(H, s)``), L2-normalised, by :func:`gapbench.spans.span_vectors`, as the audit pools labels. A mention
+   past the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
    (``embed``) gives every mention its document's vector (the paper's rule for sentence-level models).
 3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.argus_probe.Probe``) predicts
    each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
@@ -51,7 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .cache import cache_dir
 from .errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
 from .formats import atomic_writer, write_text_atomic
-from .spans import model_text, span_fingerprint, span_vectors, token_model
+from .spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
 from .types import Corpus, Document, Queries, Run
 
 DEFAULT_TAU = 0.3
@@ -178,7 +179,7 @@ def embedding_mode(retriever: Any) -> str:
     ``none``."""
     if callable(getattr(retriever, "token_model", None)):
         return "span"
-    if callable(getattr(retriever, "embed", None)):
+    if embeds_texts(retriever):
         return "document"
     return "none"
 

@@ -47,7 +47,8 @@ def _full_scores(retriever: Any, data: TaskData, queries: Queries, groups) -> It
 def _embedding_scores(retriever: Any, data: TaskData, queries: Queries, groups) -> Iterator[np.ndarray]:
     """Embed every candidate once and each query once; a row's scores are inner products with its candidates."""
     use_title = getattr(retriever, "use_title", True)
-    texts = [getattr(retriever, "doc_prompt", "") + (d.full_text if use_title else d.text) for d in data.corpus.values()]
+    prompt = getattr(retriever, "doc_prompt", "")
+    texts = [prompt + (d.full_text if use_title else d.text) for d in data.corpus.values()]
     doc_emb = retriever.embed(texts)
     q_emb = retriever.embed(retriever.query_texts(queries))
     for i, (_, idx) in enumerate(groups):

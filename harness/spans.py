@@ -13,6 +13,7 @@ the same way. The model is a :class:`gapbench.retrieval.TokenEncoder`'s ``token_
 from __future__ import annotations
 
 import hashlib
+import inspect
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,6 +39,19 @@ def token_model(encoder: Any) -> Any:
         return None
     model = encoder.token_model()
     return model if isinstance(model, SentenceTransformer) else None
+
+
+def embeds_texts(encoder: Any) -> bool:
+    """Whether ``encoder.embed(texts)`` gives one vector per text (Dense, openai-embed); ColBERT's ``embed`` needs
+    ``is_query`` and gives token matrices, which neither span nor sentence pooling reads."""
+    embed = getattr(encoder, "embed", None)
+    if not callable(embed):
+        return False
+    try:
+        inspect.signature(embed).bind(["text"])
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def model_text(model: Any, text: str) -> tuple[str, int]:

@@ -17,10 +17,11 @@ from gapbench.adapters.bm25 import BM25
 from gapbench.adapters.dense import Dense
 from gapbench.adapters.llm_retrievers import QueryRewrite
 from gapbench.adapters.tournament import SlidingWindow, Tournament
-from gapbench.argus_augment import ArgusAugmenter, Mention, mention_embeddings
+from gapbench.argus_augment import ArgusAugmenter, Mention, embedding_mode, mention_embeddings
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.llm import LazyClient, LLMClient, LLMConfig
-from gapbench.retrieval import Augmenter, Encoder, Reranker, Retriever, TokenEncoder, llm_manifest_of
+from gapbench.retrieval import (Augmenter, Encoder, Reranker, Retriever, TokenEncoder, get_retriever,
+                                llm_manifest_of)
 from gapbench.spans import model_text, span_vectors, token_model
 from gapbench.types import Corpus, Document, Queries, Query
 
@@ -43,7 +44,8 @@ def test_built_in_components_declare_their_protocols():
     assert isinstance(BM25(), Retriever) and isinstance(dense, Retriever)
     assert isinstance(dense, Encoder) and isinstance(dense, TokenEncoder)
     assert isinstance(BM25(), Retriever) and not isinstance(BM25(), Encoder)
-    for reranker in (Tournament(llm_base_url=NOWHERE, llm_model="m"), SlidingWindow(llm_base_url=NOWHERE, llm_model="m")):
+    for reranker in (Tournament(llm_base_url=NOWHERE, llm_model="m"),
+                     SlidingWindow(llm_base_url=NOWHERE, llm_model="m")):
         assert isinstance(reranker, Reranker) and not isinstance(reranker, Retriever)
     assert isinstance(ArgusAugmenter("argus-expand:tau=0.5", BM25()), Augmenter)
     assert not isinstance(BM25(), Reranker) and not isinstance(BM25(), Augmenter)
@@ -126,6 +128,14 @@ def test_span_vectors_pool_the_overlapping_tokens_and_count_spans_past_the_limit
         ref = hidden[toks].mean(axis=0)
         np.testing.assert_allclose(row, ref / np.linalg.norm(ref), atol=1e-5)
     assert missed == 1
+
+
+def test_argus_refuses_an_encoder_of_token_matrices_with_a_clear_error():
+    # ColBERT's embed needs is_query and gives token matrices: neither span nor sentence pooling reads them
+    with pytest.raises(ConfigError, match="one vector per text"):
+        aa.get_encoder("colbert")
+    assert embedding_mode(get_retriever("colbert")) == "none"
+    assert embedding_mode(Dense(cache=False)) == "span" and embedding_mode(BM25()) == "none"
 
 
 # ------------------------------------------------------------------------------------ no private attribute reads
