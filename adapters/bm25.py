@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Mapping, Optional
+from typing import Annotated, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -150,11 +150,21 @@ class BM25:
         self.empty_queries = tuple(empty)
         return Run(out, self.name, _sorted=True)
 
+    def query_scores(self, queries: Queries) -> Iterator[np.ndarray]:
+        """After ``index``: each query's BM25 score for every indexed document (corpus order, no exclusions, zeros
+        kept), one array at a time in query order; a query with no term left scores 0 everywhere."""
+        if self._corpus is None:
+            raise GapbenchError("bm25: query_scores() was called before index(corpus).")
+        for toks in self._tokenize([_query_text(q) for q in queries.values()], ids=False):
+            yield self._scores(toks) if toks else np.zeros(len(self._keys), dtype=np.float32)
+
+    def _scores(self, toks) -> np.ndarray:
+        n = len(self._keys)
+        return self._model.get_scores(toks) if self._model is not None else np.zeros(n, dtype=np.float32)
+
     def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
-        n = len(self._keys)
-        raw = self._model.get_scores(toks) if self._model is not None else np.zeros(n, dtype=np.float32)
-        scores = apply_mask(raw, ex)
+        scores = apply_mask(self._scores(toks), ex)
         if not self.keep_zero:
             scores = np.where(scores > 0, scores, -np.inf)
         top = select_topk(scores, k, self._keys)

@@ -364,15 +364,15 @@ class ColBERT:
         """Token vectors of ``texts`` in the given order, through the chunked cache.
 
         Texts are sorted by length before chunking (similar lengths share a batch, so padding stays small); the result
-        is returned in the caller's order.
+        is returned in the caller's order. Each distinct text is encoded once: a copy encoded in another batch would
+        get other padding and differ in the last bits, so identical documents would not tie.
         """
         if not texts:
             return TokenMatrices(np.zeros((0, 0), np.float32), np.zeros(1, np.int64))
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        sorted_texts = [texts[i] for i in order]
+        sorted_texts = sorted(dict.fromkeys(texts), key=len, reverse=True)
         role = "query" if is_query else "doc"
         encode = self._encoder(is_query)
-        with progress(len(texts), f"{self.name}: encoding {role}s") as advance:
+        with progress(len(sorted_texts), f"{self.name}: encoding {role}s") as advance:
             if self.cache:
                 store = TokenEmbeddingCache(
                     self.model_fingerprint, sorted_texts, role=role, chunk_size=self.chunk_size, precision=self.precision
@@ -380,10 +380,9 @@ class ColBERT:
                 mats = store.get(encode, progress=advance)
             else:
                 mats = TokenMatrices.from_list(encode(sorted_texts), dtype=np.dtype(self.precision))
-                advance(len(texts))
-        inverse = np.empty(len(order), dtype=np.int64)
-        inverse[np.asarray(order)] = np.arange(len(order))
-        return mats.reorder(inverse)
+                advance(len(sorted_texts))
+        where = {text: j for j, text in enumerate(sorted_texts)}
+        return mats.take([where[t] for t in texts])
 
     # -- retriever protocol
     def _choose_backend(self, n_docs: int) -> str:

@@ -404,6 +404,10 @@ class Dense:
             self.model_loads += 1
         return self._model
 
+    def token_model(self):
+        """The loaded sentence-transformers model, whose token vectors ARGUS pools over spans (``gapbench.spans``)."""
+        return self._load()
+
     def _fast_encoder(self):
         """The fast path's encoder when this model and option allow it, else None (``encode`` is used)."""
         if self._fast is None:

@@ -21,7 +21,7 @@ import shutil
 import stat
 from collections.abc import ItemsView, ValuesView
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -327,6 +327,8 @@ class CompactCorpus(Corpus):
             raise ValueError("torn Arrow file")
         self._table = ipc.open_file(pa.memory_map(str(arrow_path))).read_all()
         self._ids = self._table.column("id")
+        self._record_batches = self._table.to_batches()  # views of the mapped file, one per record batch
+        self._starts = np.cumsum([0] + [b.num_rows for b in self._record_batches[:-1]], dtype=np.int64)
         # plain views of the mapped arrays: np.memmap costs microseconds per scalar access
         self._hashes = np.asarray(np.load(self.folder / "hashes.npy", mmap_mode="r"))
         self._order = np.asarray(np.load(self.folder / "order.npy", mmap_mode="r"))
@@ -364,7 +366,8 @@ class CompactCorpus(Corpus):
         at = np.minimum(np.searchsorted(self._hashes, h), self._n - 1)
         hit = np.asarray(self._hashes[at] == h)
         cand = np.where(hit, self._order[at], 0).astype(np.int64)
-        same = hit & pc.equal(self._ids.take(cand), wanted).to_numpy(zero_copy_only=False)
+        found = pa.array(self.ids_at(cand), type=pa.string())
+        same = hit & pc.equal(found, wanted).to_numpy(zero_copy_only=False)
         out = np.where(same, cand, -1)
         for i in np.flatnonzero(hit & ~same):  # another id shares the hash: look further along
             out[i] = self._find(wanted[i].as_py())
@@ -443,13 +446,32 @@ class CompactCorpus(Corpus):
         for batch in self._batches():
             yield from map(Document, *(batch.column(i).to_pylist() for i in (0, 2, 1)))
 
-    def texts_at(self, positions: Iterable[int], *, use_title: bool = True) -> list[str]:
+    def _take(self, positions: Iterable[int], read: Callable[[pa.RecordBatch, pa.Array], list]) -> list:
+        """``read(record batch, local indices)`` over the batches the positions fall in, reassembled in their order.
+
+        One record batch at a time: Arrow's take over a whole chunked column first joins every chunk, which copies
+        the column on each call and overflows its 32-bit string offsets once the texts pass 2 GB.
+        """
         where = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
-        return _texts(self._table.column("title").take(where), self._table.column("text").take(where), use_title)
+        if where.size and (where.min() < 0 or where.max() >= self._n):
+            raise IndexError(f"corpus position out of range 0..{self._n - 1}")
+        batch_of = np.searchsorted(self._starts, where, side="right") - 1
+        order = np.argsort(batch_of, kind="stable")
+        out: list = [None] * where.size
+        bounds = np.flatnonzero(np.diff(batch_of[order])) + 1
+        for group in np.split(order, bounds) if where.size else ():
+            b = int(batch_of[group[0]])
+            values = read(self._record_batches[b], pa.array(where[group] - self._starts[b]))
+            for i, value in zip(group.tolist(), values):
+                out[i] = value
+        return out
+
+    def texts_at(self, positions: Iterable[int], *, use_title: bool = True) -> list[str]:
+        return self._take(positions, lambda batch, at: _texts(batch.column(1).take(at), batch.column(2).take(at),
+                                                               use_title))
 
     def ids_at(self, positions: Iterable[int]) -> list[str]:
-        where = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
-        return self._ids.take(where).to_pylist()
+        return self._take(positions, lambda batch, at: batch.column(0).take(at).to_pylist())
 
     def tie_keys(self) -> np.ndarray:
         return np.asarray(self._keys)  # read-only, mapped from the folder

@@ -36,6 +36,9 @@ class Task:
     # the corpus and queries a verifier reads when they differ from what the retrievers index (problems shown with
     # their solutions): data -> (corpus, queries)
     verifier_view: Callable[[TaskData], tuple[Any, Any]] | None = field(default=None, compare=False, repr=False)
+    # more judgements an analysis reports beside the task's own, by label (OBLIQ's pooled qrels as "P"):
+    # data -> {label: Qrels}; a declared hook, so no analysis special-cases a task by name
+    extra_qrels: Callable[[TaskData], Mapping[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():

@@ -274,7 +274,16 @@ def make_task(name: str, qrels: str = "gold", data_dir: str | None = None, revis
         n_queries=spec.n_queries,
         reranker_defaults={"tournament": dict(tournament)} if tournament else {},
         verifier_view=functools.partial(solution_view, name, data_dir, revision) if solutions else None,
+        extra_qrels=functools.partial(pooled_qrels, name, data_dir, revision) if qrels == "gold" and spec.has_pool
+        else None,
     )
+
+
+def pooled_qrels(name: str, data_dir: str | None, revision: str, data: TaskData) -> dict[str, Qrels]:
+    """The gold task's ``extra_qrels``: OBLIQ reports gold (G) and pooled (P) judgements side by side."""
+    pool = _read_qrels(name, "pool", data_dir or os.environ.get(ENV_VAR), revision)
+    _check_docs(pool, data.corpus, repo_files(name)["pool"])
+    return {"P": pool.restrict(data.queries)}
 
 
 def _factory(name: str):

@@ -14,7 +14,8 @@ Multiple-choice retrieval, ``rarb-mcr/<task>``: the authors' ``mcr/*.csv`` files
 becomes one query whose ranking may only hold that row's own candidates: the corpus is the union of all candidates
 (doc ids ``<row>-<j>``) and every other row's candidates are in the query's ``excluded`` set. The main measure ``P@1`` is
 then the MCR accuracy (top-1 candidate is correct); ``RR`` is the reciprocal rank of the correct candidate.
-:func:`mcr_accuracy` computes the same numbers without the per-query masks, which is what whole files need.
+``gapbench.analyses.mcr.mcr_accuracy`` computes the same numbers without the per-query masks, which is what whole files
+need.
 
 Both settings take ``instruction=true`` (default false): the task's instruction (``instruction.txt``, or the CSV's
 ``instructions`` column) becomes the queries' ``instruction``, which retrievers put before the query text, as the
@@ -27,18 +28,15 @@ import ast
 import csv
 import functools
 import os
-import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Iterator, Mapping
 
-import numpy as np
 from gapbench.errors import (
     ConfigError,
     DataFormatError,
     DatasetUnavailableError,
-    GapbenchError,
 )
 from gapbench.corpus_store import read_beir_folder
 from gapbench.formats import open_text
@@ -383,133 +381,6 @@ def _mcr_factory(task: str):
     factory.__name__ = f"rarb_mcr_{task.replace('-', '_')}"
     factory.__doc__ = f"RAR-b {task}, multiple-choice setting; options instruction=true|false, limit=N (first N rows)."
     return factory
-
-
-# ---------------------------------------------------------------- MCR accuracy without per-query masks
-
-def _row_groups(data: TaskData) -> list[tuple[str, np.ndarray]]:
-    index = {did: i for i, did in enumerate(data.corpus.ids())}
-    excluded = data.excluded
-    if not isinstance(excluded, OtherRowsExcluded):
-        raise GapbenchError("mcr_accuracy needs an rarb-mcr task (its exclusions are the other rows' candidates).")
-    return [(qid, np.fromiter((index[d] for d in excluded.own(qid)), dtype=np.int64)) for qid in data.queries]
-
-
-def _rank_row(scores: np.ndarray, keys: np.ndarray, keep_zero: bool = True) -> np.ndarray:
-    """Positions into the row's candidates in ranking order: score descending, then doc_id descending."""
-    if not keep_zero:
-        scores = np.where(scores > 0, scores, -np.inf)
-    order = np.lexsort((-keys, -scores))
-    return order[np.isfinite(scores[order])]
-
-
-def _bm25_scorer(retriever, data: TaskData, queries: Queries):
-    """One BM25 index over the whole candidate union (fixed IDF), then each query's full score vector."""
-    retriever.index(data.corpus)
-    model, tokenize = getattr(retriever, "_model", None), getattr(retriever, "_tokenize", None)
-    if model is None or tokenize is None:
-        return None
-    tokens = tokenize([f"{q.instruction} {q.text}" if q.instruction else q.text for q in queries.values()], ids=False)
-    n = len(data.corpus)
-
-    def scores(i: int, idx: np.ndarray) -> np.ndarray:
-        full = model.get_scores(tokens[i]) if tokens[i] else np.zeros(n, dtype=np.float32)
-        return np.asarray(full)[idx]
-
-    return scores, bool(getattr(retriever, "keep_zero", True))
-
-
-def _embedding_scorer(retriever, data: TaskData, queries: Queries):
-    """Embed every candidate once and each query once; a row's scores are inner products with its candidates."""
-    use_title = getattr(retriever, "use_title", True)
-    texts = [getattr(retriever, "doc_prompt", "") + (d.full_text if use_title else d.text) for d in data.corpus.values()]
-    doc_emb = retriever.embed(texts)
-    q_emb = retriever.embed(retriever.query_texts(queries))
-
-    def scores(i: int, idx: np.ndarray) -> np.ndarray:
-        return doc_emb[idx] @ q_emb[i]
-
-    return scores, True
-
-
-def mcr_accuracy(task_name: str, retriever_spec) -> dict:
-    """MCR accuracy (= P@1) and MRR of a retriever on an ``rarb-mcr`` task, scoring each row's candidates directly.
-
-    Gives the numbers ``gapbench.run`` gives on the same task (same index, same scores, same tie rule: score
-    descending, then doc_id descending) without building one exclusion mask per query, whose cost grows with rows x
-    corpus size. BM25 adapters index the whole candidate union once (so IDF comes from a fixed corpus); embedding
-    adapters (those with ``embed`` and ``query_texts``) embed every candidate once. Any other retriever goes through
-    its own ``search`` with the exclusion masks.
-
-    >>> mcr_accuracy("rarb-mcr/winogrande", "bm25")["accuracy"]  # doctest: +SKIP
-    """
-    from gapbench.retrieval import get_retriever, search_with
-    from gapbench.task import get_task
-    from gapbench.topk import tie_keys
-
-    task = get_task(task_name)
-    if not task.name.startswith("rarb-mcr/"):
-        raise ConfigError(f"mcr_accuracy takes an rarb-mcr task, got {task.name!r}; "
-                          f"the tasks are {', '.join('rarb-mcr/' + t for t in MCR_FILES)}.")
-    retriever = get_retriever(retriever_spec)
-    t0 = time.perf_counter()
-    data = task.load()
-    queries = data.queries.with_instruction(task.instruction) if task.instruction else data.queries
-    groups = _row_groups(data)
-    doc_ids = data.corpus.ids()
-    keys = tie_keys(doc_ids)
-
-    scorer = None
-    if callable(getattr(retriever, "embed", None)) and callable(getattr(retriever, "query_texts", None)):
-        scorer, method = _embedding_scorer(retriever, data, queries), "embeddings"
-    elif callable(getattr(retriever, "_tokenize", None)):
-        scorer, method = _bm25_scorer(retriever, data, queries), "bm25-scores"
-
-    rr, p1, p1_expected, p1_first = [], [], [], []
-    if scorer is not None:
-        score_fn, keep_zero = scorer
-        for i, (qid, idx) in enumerate(groups):
-            scores = score_fn(i, idx)
-            ranked = idx[_rank_row(scores, keys[idx], keep_zero)]
-            rels = data.qrels[qid]
-            hit = next((r for r, j in enumerate(ranked) if doc_ids[j] in rels), None)
-            p1.append(1.0 if hit == 0 else 0.0)
-            rr.append(0.0 if hit is None else 1.0 / (hit + 1))
-            # ties at the top decide many rows (BM25 scores most candidates 0): also report the expected accuracy
-            # under a uniformly random tie-break, and the authors' np.argmax convention (the first candidate wins)
-            gold = np.fromiter((doc_ids[j] in rels for j in idx), dtype=bool)
-            top = np.flatnonzero(scores == scores.max())
-            p1_expected.append(float(gold[top].mean()))
-            p1_first.append(float(gold[top[0]]))
-    else:
-        method = "search-with-masks"
-        retriever.index(data.corpus)
-        k = max(len(idx) for _, idx in groups)
-        run = search_with(retriever, queries, k, data.excluded)
-        for qid, _ in groups:
-            ranking = run.get(qid, ())
-            rels = data.qrels[qid]
-            hit = next((r for r, (did, _) in enumerate(ranking) if did in rels), None)
-            p1.append(1.0 if hit == 0 else 0.0)
-            rr.append(0.0 if hit is None else 1.0 / (hit + 1))
-    seconds = time.perf_counter() - t0
-    chance = float(np.mean([len(data.qrels[q]) / len(idx) for q, idx in groups]))
-    accuracy = float(np.mean(p1))
-    return {
-        "task": task.name,
-        "retriever": getattr(retriever, "name", type(retriever).__name__),
-        "method": method,
-        "n_queries": len(groups),
-        "n_correct": int(sum(p1)),
-        "accuracy": accuracy,
-        "P@1": accuracy,
-        "RR": float(np.mean(rr)),
-        # None on the search path, where the raw candidate scores are not at hand
-        "accuracy_random_ties": float(np.mean(p1_expected)) if p1_expected else None,
-        "accuracy_first_wins": float(np.mean(p1_first)) if p1_first else None,
-        "chance": chance,
-        "seconds": round(seconds, 3),
-    }
 
 
 for _task in FULL_TASKS:

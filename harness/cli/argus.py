@@ -19,7 +19,7 @@ from ..errors import ConfigError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
 
-# modules whose import adds more commands to ``app`` (e.g. "gapbench.argus_compare"); imported by register()
+# modules whose import adds more commands to ``app`` (e.g. "gapbench.cli.argus_compare"); imported by register()
 COMMAND_MODULES: list[str] = []
 
 ENTITIES_HELP = "Entities JSONL {qid, label, paragraph}; default: the shipped 620-paragraph slice."

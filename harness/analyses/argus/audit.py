@@ -79,6 +79,7 @@ import numpy as np
 from ...errors import ConfigError, DataFormatError, GapbenchError
 from ...files import atomic_writer, output_folder, save_figure_atomic, write_text_atomic
 from ...formats import read_jsonl
+from ...spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -322,7 +323,7 @@ class SentenceEncoder:
 
     def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
         emb = np.asarray(self.retriever.embed([e.paragraph for e in entities]), dtype=np.float32)
-        return _normalise(emb), {"label_found": 0, "label_prepended": 0, "no_label": 0}
+        return normalise(emb), {"label_found": 0, "label_prepended": 0, "no_label": 0}
 
 
 class SpanEncoder:
@@ -342,18 +343,14 @@ class SpanEncoder:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(f"argus-span-mean:v1:{self.dense.fingerprint}".encode()).hexdigest()
+        return span_fingerprint(self.dense.fingerprint)
 
     def _model(self):
-        return self.dense._load()
-
-    def _model_text(self, model, text: str) -> str:
-        # the text exactly as sentence-transformers hands it to the tokenizer, so offsets line up
-        text = text.strip()
-        first = model[0] if hasattr(model, "__getitem__") else None
-        if getattr(first, "do_lower_case", False):
-            text = text.lower()
-        return text
+        model = token_model(self.dense)
+        if model is None:
+            raise ConfigError(f"argus: {self.name!r} gives no sentence-transformers token model, so span pooling is "
+                              "impossible; use pooling=sentence.")
+        return model
 
     def ground(self, entities: Sequence[Entity]) -> tuple[list[str], list[tuple[int, int] | None], dict[str, int]]:
         """Texts and character spans to pool; prepends labels that are missing or truncated away."""
@@ -363,8 +360,8 @@ class SpanEncoder:
         texts, spans = [], []
         stats = {"label_found": 0, "label_prepended": 0, "no_label": 0}
         for e in entities:
-            text = self._model_text(model, e.paragraph)
-            label = self._model_text(model, e.label) if e.label else None
+            text = model_text(model, e.paragraph)[0]
+            label = model_text(model, e.label)[0] if e.label else None
             if not label:
                 texts.append(text)
                 spans.append(None)
@@ -394,34 +391,8 @@ class SpanEncoder:
         return self.encode_spans(texts, spans)
 
     def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int] | None]) -> np.ndarray:
-        """Span-pooled, L2-normalised vectors; ``None`` spans pool every (non-special) token."""
-        model = self._model()
-        tok = model.tokenizer
-        max_len = model.max_seq_length
-        out = np.zeros((len(texts), 0), dtype=np.float32)
-        rows = []
-        # one encode call per block: sentence-transformers sorts a call's texts by length, which keeps padding small
-        for lo in range(0, len(texts), self.block):
-            batch = list(texts[lo:lo + self.block])
-            token_embs = model.encode(batch, output_value="token_embeddings", batch_size=self.batch_size,
-                                      show_progress_bar=False, convert_to_numpy=False)
-            enc = tok(batch, return_offsets_mapping=True, truncation=True, max_length=max_len)
-            for j, (emb, offs) in enumerate(zip(token_embs, enc["offset_mapping"])):
-                emb = emb.detach().float().cpu().numpy() if hasattr(emb, "detach") else np.asarray(emb, dtype=np.float32)
-                if emb.shape[0] != len(offs):
-                    raise GapbenchError(
-                        f"argus: token embeddings ({emb.shape[0]}) and tokenizer offsets ({len(offs)}) disagree for "
-                        f"text {lo + j}; span pooling needs a fast tokenizer that matches the model. Use pooling=sentence."
-                    )
-                span = spans[lo + j]
-                real = [i for i, (a, b) in enumerate(offs) if b > a]
-                sel = real if span is None else [i for i in real if offs[i][0] < span[1] and offs[i][1] > span[0]]
-                if not sel:  # cannot happen after ground(); keep a defined vector for direct callers
-                    sel = real or list(range(emb.shape[0]))
-                rows.append(emb[sel].mean(axis=0))
-        if rows:
-            out = np.stack(rows).astype(np.float32)
-        return _normalise(out)
+        """Span-pooled, L2-normalised vectors, one span per text; ``None`` spans pool every (non-special) token."""
+        return span_vectors(self._model(), texts, [[s] for s in spans], batch_size=self.batch_size, block=self.block)[0]
 
     def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
         from ...cache import EmbeddingCache
@@ -433,13 +404,6 @@ class SpanEncoder:
         else:
             emb = self._encode_keys(keys)
         return emb, stats
-
-
-def _normalise(emb: np.ndarray) -> np.ndarray:
-    if emb.size and not np.isfinite(emb).all():
-        raise GapbenchError("argus: the encoder produced NaN or infinite embeddings.")
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    return (emb / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
 def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
@@ -462,14 +426,14 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
 
     spec = retriever if isinstance(retriever, str) else getattr(retriever, "name", type(retriever).__name__)
     obj = get_retriever(retriever)
-    token_level = hasattr(obj, "_load") and hasattr(obj, "fingerprint")
+    token_level = callable(getattr(obj, "token_model", None))  # a TokenEncoder (gapbench.retrieval)
     if pooling == "span" and not token_level:
         raise ConfigError(f"argus: {spec!r} gives no token embeddings, so span pooling is impossible; use pooling=sentence.")
     if token_level and pooling in ("auto", "span"):
         return SpanEncoder(obj, spec=spec)
-    if not hasattr(obj, "embed"):
-        raise ConfigError(f"argus: {spec!r} has no embed(texts) method; the audit needs a dense retriever such as dense "
-                          "or dense:model=NAME (or random for a chance control).")
+    if not embeds_texts(obj):
+        raise ConfigError(f"argus: {spec!r} has no embed(texts) method giving one vector per text; the audit needs a "
+                          "dense retriever such as dense or dense:model=NAME (or random for a chance control).")
     return SentenceEncoder(obj, spec=spec)
 
 

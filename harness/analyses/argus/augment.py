@@ -8,9 +8,10 @@ Diagnosis (:func:`diagnose`):
    the paper's tagger, which needs the model on disk or hub access). Mentions keep their character spans in
    ``Document.text``; results are cached under ``cache_dir("ner")``.
 2. Each mention is embedded in its document context with the target retriever (:func:`mention_embeddings`). For a
-   sentence-transformers retriever (``dense``): token embeddings of the whole document, the mean over the tokens whose
-   offsets overlap the mention's character span (the paper's span pooling ``g(H, s)``), L2-normalised. A mention past
-   the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
+   sentence-transformers retriever (``dense``, a :class:`gapbench.retrieval.TokenEncoder`): token embeddings of the
+   whole document, the mean over the tokens whose offsets overlap the mention's character span (the paper's span
+   pooling ``g(H, s)``), L2-normalised, by :func:`gapbench.spans.span_vectors`, as the audit pools labels. A mention
+   past the model's token limit falls back to the mean over all tokens. A retriever that only gives one vector per text
    (``embed``) gives every mention its document's vector (the paper's rule for sentence-level models).
 3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.analyses.argus.probe.Probe``) predicts
    each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
@@ -51,6 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ...cache import cache_dir
 from ...errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
 from ...files import atomic_writer, write_text_atomic
+from ...spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
 from ...types import Corpus, Document, Queries, Run
 
 DEFAULT_TAU = 0.3
@@ -172,38 +174,40 @@ def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterab
 
 
 # ------------------------------------------------------------------------------------------------------ embeddings
-def _sentence_transformer(retriever: Any):
-    load = getattr(retriever, "_load", None)
-    if not callable(load):
-        return None
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        return None
-    model = load()
-    return model if isinstance(model, SentenceTransformer) else None
-
-
 def embedding_mode(retriever: Any) -> str:
-    """How mentions can be embedded with ``retriever``: ``span`` (token embeddings), ``document`` or ``none``."""
-    if callable(getattr(retriever, "_load", None)) and hasattr(retriever, "doc_prompt"):
+    """How mentions can be embedded with ``retriever``: ``span`` (a TokenEncoder's token vectors), ``document`` or
+    ``none``."""
+    if callable(getattr(retriever, "token_model", None)):
         return "span"
-    if callable(getattr(retriever, "embed", None)):
+    if embeds_texts(retriever):
         return "document"
     return "none"
 
 
-def _doc_input(retriever: Any, doc: Document) -> tuple[str, int]:
-    """The text the retriever's model sees for ``doc`` and the offset of ``doc.text`` inside it.
-
-    sentence-transformers strips every input before tokenizing, so the offsets are taken on the stripped text.
-    """
+def _doc_input(retriever: Any, doc: Document) -> str:
+    """The text the retriever's encoder is given for ``doc``: its document prompt, title and text."""
     prefix = getattr(retriever, "doc_prompt", "") or ""
     if getattr(retriever, "use_title", True) and doc.title:
         prefix += doc.title + " "
-    text = prefix + doc.text
-    lead = len(text) - len(text.lstrip())
-    return text.strip(), len(prefix) - lead
+    return prefix + doc.text
+
+
+def _span_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Sequence[Mention]],
+                     batch_size: int) -> tuple[Any, int]:
+    """Mention vectors pooled in their documents by :func:`gapbench.spans.span_vectors` (the audit's pooling)."""
+    model = token_model(retriever)
+    if model is None:
+        raise ConfigError("span pooling needs a sentence-transformers model behind the retriever.")
+    doc_ids = [d for d in mentions if mentions[d]]
+    texts, spans = [], []
+    for did in doc_ids:
+        full = _doc_input(retriever, corpus[did])
+        text, lead = model_text(model, full)
+        # offsets of doc.text inside the text the model sees: after the prefix, less what stripping removed
+        shift = len(full) - len(corpus[did].text) - lead
+        texts.append(text)
+        spans.append([(m.start + shift, m.end + shift) for m in mentions[did]])
+    return span_vectors(model, texts, spans, batch_size=batch_size)
 
 
 def mention_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Sequence[Mention]], *,
@@ -228,44 +232,16 @@ def mention_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Se
     if cache and path.is_file():
         with np.load(path) as z:
             return z["emb"], {"mode": mode, "n_truncated": int(z["n_truncated"]), "seconds": 0.0, "cached": True}
-    doc_ids = [d for d in mentions if mentions[d]]
     n_trunc = 0
     if mode == "document":
-        texts = [_doc_input(retriever, corpus[d])[0] for d in doc_ids]
+        doc_ids = [d for d in mentions if mentions[d]]
+        texts = [_doc_input(retriever, corpus[d]).strip() for d in doc_ids]
         vecs = np.asarray(retriever.embed(texts), dtype=np.float32)
         row = {d: vecs[i] for i, d in enumerate(doc_ids)}
         emb = np.stack([row[m.doc_id] for m in flat]) if flat else np.zeros((0, vecs.shape[1] if len(vecs) else 0),
                                                                             dtype=np.float32)
     else:
-        model = _sentence_transformer(retriever)
-        if model is None:
-            raise ConfigError("span pooling needs a sentence-transformers model behind the retriever.")
-        tokenizer = model.tokenizer
-        order = sorted(doc_ids, key=lambda d: -len(corpus[d].text))
-        pooled: dict[tuple[str, int], Any] = {}
-        for i in range(0, len(order), batch_size):
-            batch = order[i:i + batch_size]
-            inputs = [_doc_input(retriever, corpus[d]) for d in batch]
-            texts = [t for t, _ in inputs]
-            tok = tokenizer(texts, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
-            hidden = model.encode(texts, output_value="token_embeddings", convert_to_numpy=False,
-                                  batch_size=batch_size, show_progress_bar=False)
-            for did, (_, shift), offsets, h in zip(batch, inputs, tok["offset_mapping"], hidden):
-                h = h.detach().float().cpu().numpy()
-                offs = np.asarray(offsets[: len(h)], dtype=np.int64).reshape(-1, 2)
-                real = offs[:, 1] > offs[:, 0]  # special tokens have empty offsets
-                for j, m in enumerate(mentions[did]):
-                    s, e = m.start + shift, m.end + shift
-                    hit = real & (offs[:, 0] < e) & (offs[:, 1] > s)
-                    if not hit.any():
-                        n_trunc += 1
-                        hit = real if real.any() else np.ones(len(h), dtype=bool)
-                    pooled[(did, j)] = h[hit].mean(axis=0)
-        rows = [pooled[(d, j)] for d in mentions for j in range(len(mentions[d]))]
-        dim = model.get_sentence_embedding_dimension() or 0
-        emb = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
-        norms = np.linalg.norm(emb, axis=1, keepdims=True)
-        emb = emb / np.where(norms > 0, norms, 1.0)
+        emb, n_trunc = _span_embeddings(retriever, corpus, mentions, batch_size)
     seconds = time.perf_counter() - t0
     if cache:
         with atomic_writer(path, binary=True) as fh:
@@ -348,7 +324,7 @@ def _retriever_fingerprints(retriever: Any) -> set[str]:
     fp = getattr(retriever, "fingerprint", None)
     if isinstance(fp, str) and fp:
         out.add(fp)
-        out.add(hashlib.sha256(f"argus-span-mean:v1:{fp}".encode()).hexdigest())  # gapbench.analyses.argus.audit.SpanEncoder
+        out.add(span_fingerprint(fp))  # what gapbench.analyses.argus.audit.SpanEncoder's vectors carry
     return out
 
 
@@ -666,7 +642,6 @@ def load_probe(probe: Any, retriever: Any) -> Any:
     return Probe.load(path, retriever)
 
 
-
 def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
                     llm_model: str | None = None) -> tuple[Augmented, dict]:
     """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS`): the
@@ -675,37 +650,47 @@ def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: 
     return augmented, {"spec": spec, **view_stats(corpus, augmented.views)}
 
 
-def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
-                      llm_model: str | None = None) -> Augmented:
-    """``--augment`` for ``gapbench run``: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M]`` or ``argus-synth:...``.
+class ArgusAugmenter:
+    """An :class:`gapbench.retrieval.Augmenter`: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M]`` or
+    ``argus-synth:...``; ``augment(corpus)`` diagnoses the corpus with ``retriever`` (a probe when ``probe=DIR`` is
+    given, else the label prior) and returns the views. ``kb`` defaults to the packaged ``impliret-wknow`` KB."""
 
-    Diagnoses ``corpus`` with ``retriever`` (a probe when ``probe=DIR`` is given, else the label prior), builds the
-    views and returns the retriever wrapped so that views collapse onto their source documents. ``kb`` defaults to
-    the packaged ``impliret-wknow`` landmarks KB.
-    """
-    from ...options import build, parse_spec
+    def __init__(self, spec: str, retriever: Any, *, llm_base_url: str | None = None,
+                 llm_model: str | None = None) -> None:
+        from ...options import build, parse_spec
 
-    name, options = parse_spec(spec)
-    if name not in AUGMENTERS:
-        from ...errors import UnknownNameError
+        name, options = parse_spec(spec)
+        if name not in AUGMENTERS:
+            from ...errors import UnknownNameError
 
-        raise UnknownNameError("augmenter", name, AUGMENTERS)
+            raise UnknownNameError("augmenter", name, AUGMENTERS)
 
-    def settings(kb: str = "impliret-wknow", tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
-                 probe: str | None = None, ner: str = SPACY_DEFAULT) -> dict:
-        return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner}
+        def settings(kb: str = "impliret-wknow", tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
+                     probe: str | None = None, ner: str = SPACY_DEFAULT) -> dict:
+            return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner}
 
-    opts = build(settings, options, f"augmenter {name!r}")
-    probe = None
-    if opts["probe"]:
-        probe = load_probe(opts["probe"], retriever)
-    diag = diagnose(corpus, retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
-    kb = ReferenceKB.resolve(opts["kb"])
-    if name == "argus-expand":
-        views = expansion_views(corpus, diag, kb, opts["k_aug"])
-    else:
+        self.name, self.retriever = name, retriever
+        self.options = build(settings, options, f"augmenter {name!r}")
+        self.llm = {"base_url": llm_base_url, "model": llm_model}
+
+    def augment(self, corpus: Corpus) -> list[View]:
+        opts = self.options
+        probe = None
+        if opts["probe"]:
+            probe = load_probe(opts["probe"], self.retriever)
+        diag = diagnose(corpus, self.retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
+        kb = ReferenceKB.resolve(opts["kb"])
+        if self.name == "argus-expand":
+            return expansion_views(corpus, diag, kb, opts["k_aug"])
         from ...llm.client import LLMClient, LLMConfig
 
-        llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
-        views = synthesis_views(corpus, diag, kb, llm, opts["k_aug"])
-    return Augmented(retriever, views, name=f"{getattr(retriever, 'name', type(retriever).__name__)}+{name}")
+        return synthesis_views(corpus, diag, kb, LLMClient(LLMConfig(**self.llm)), opts["k_aug"])
+
+
+def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
+                      llm_model: str | None = None) -> Augmented:
+    """``--augment`` for ``gapbench run``: :class:`ArgusAugmenter`'s views of ``corpus``, with the retriever wrapped so
+    that views collapse onto their source documents."""
+    augmenter = ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model)
+    views = augmenter.augment(corpus)
+    return Augmented(retriever, views, name=f"{getattr(retriever, 'name', type(retriever).__name__)}+{augmenter.name}")

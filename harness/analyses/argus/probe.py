@@ -301,14 +301,10 @@ class Probe:
 
 
 def _fingerprint_of(retriever: Any) -> str:
-    if isinstance(retriever, str):
-        return retriever
-    fp = getattr(retriever, "fingerprint", None)
-    if isinstance(fp, str):
-        return fp
+    """A fingerprint string as given, else the object's own (an entity encoder's or a retriever's)."""
     from ...retrieval import fingerprint_of
 
-    return fingerprint_of(retriever)
+    return retriever if isinstance(retriever, str) else fingerprint_of(retriever)
 
 
 # ---------------------------------------------------------------- training
