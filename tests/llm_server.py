@@ -12,7 +12,7 @@ background thread::
 
     server = llm_server_fixture(qrels=..., faults={"429": 0.2})   # in a test module: a pytest fixture
 
-The judge. A chat prompt that follows ``harness/prompts/listwise_rank.txt`` (a line ``Query: <text>``, then passage
+The judge. A chat prompt that follows ``harness/llm/prompts/listwise_rank.txt`` (a line ``Query: <text>``, then passage
 lines ``[1] <text>``, ``[2] <text>``, ... numbered from 1 without gaps) is answered RankGPT-style, ``[2] > [1] > [3]``:
 passages sorted by their grade in ``qrels`` (highest first; ties and unjudged passages by a hash seeded with ``seed``),
 then, with probability ``noise`` per adjacent pair, swapped (one pass, the random stream seeded by ``seed`` and the

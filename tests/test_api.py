@@ -72,13 +72,13 @@ def test_wheel_contains_every_subpackage_and_data(tmp_path):
     wheel = next(tmp_path.glob("gapbench-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, package in (("harness", "gapbench"), ("tasks", "gapbench/tasks"), ("adapters", "gapbench/adapters")):
-        for src in (ROOT / folder).glob("*.py"):
-            assert f"{package}/{src.name}" in names, src
+        for src in (ROOT / folder).rglob("*.py"):  # the subpackages' modules too
+            assert f"{package}/{src.relative_to(ROOT / folder).as_posix()}" in names, src
     for data in (ROOT / "tasks" / "data").rglob("*"):
         if data.is_file():
             assert f"gapbench/tasks/data/{data.relative_to(ROOT / 'tasks' / 'data').as_posix()}" in names, data
-    for prompt in (ROOT / "harness" / "prompts").glob("*.txt"):
-        assert f"gapbench/prompts/{prompt.name}" in names, prompt
+    for prompt in (ROOT / "harness" / "llm" / "prompts").glob("*.txt"):
+        assert f"gapbench/llm/prompts/{prompt.name}" in names, prompt
     assert not any(n.startswith(("tasks/", "adapters/", "harness/")) for n in names)
 
 

@@ -32,7 +32,7 @@ def _shipped_files() -> dict[str, str]:
             rel = src.relative_to(ROOT / folder)
             if "__pycache__" in rel.parts or not src.is_file():
                 continue
-            if src.suffix == ".py" or rel.parts[0] in ("data", "prompts"):
+            if src.suffix == ".py" or rel.parts[0] == "data" or rel.parts[:2] == ("llm", "prompts"):
                 out[f"{folder}/{rel.as_posix()}"] = f"{package}/{rel.as_posix()}"
     return out
 
@@ -243,8 +243,8 @@ def test_packaged_prompts_and_kb_load(installed):
     done = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c", code], env=installed["env"],
                           cwd=installed["work"], capture_output=True, text=True, check=True)
     got = json.loads(done.stdout)
-    assert got["prompts"] == sorted(p.stem for p in (ROOT / "harness" / "prompts").glob("*.txt"))
-    assert got["listwise"] == len((ROOT / "harness" / "prompts" / "listwise_rank.txt").read_text(encoding="utf-8"))
+    assert got["prompts"] == sorted(p.stem for p in (ROOT / "harness" / "llm" / "prompts").glob("*.txt"))
+    assert got["listwise"] == len((ROOT / "harness" / "llm" / "prompts" / "listwise_rank.txt").read_text(encoding="utf-8"))
     kb_lines = (ROOT / "tasks" / "data" / "argus_kb" / "landmarks_kb.jsonl").read_text(encoding="utf-8").splitlines()
     assert got["kb"] == sum(1 for line in kb_lines if line.strip()) == 97
 
