@@ -17,6 +17,7 @@ independent of the model; :class:`LLMListwise` provides it through the LLM layer
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import numbers
 import random
@@ -388,6 +389,18 @@ class _PoolReranker:
                 "passage_cut": {"max_tokens_per_passage": self.max_tokens_per_passage, "counted_by": PASSAGE_TOKENS},
                 "reasks": self.reasks, **self._algo_config(),
                 "llm": self.client.describe()}
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over what shapes the ranking: the algorithm's options, the passage cut, the LLM's fingerprint (model
+        and sampling, not the endpoint, time limits or concurrency) and the prompt; the same in every process."""
+        from gapbench.llm import load_prompt
+
+        payload = {"adapter": f"gapbench-{self.name}/1", "depth": self.depth, "max_chars": self.max_chars,
+                   "max_tokens_per_passage": self.max_tokens_per_passage, "reasks": self.reasks,
+                   **self._algo_config(), "llm": self.client.fingerprint,
+                   "prompt": hashlib.sha256(load_prompt("listwise_rank").encode()).hexdigest()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def _algo_config(self) -> dict:
         return {}

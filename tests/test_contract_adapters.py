@@ -171,13 +171,7 @@ def other_process(server):
 
 # Contract breaks in modules this test may not change yet, (test, adapter) -> why. Strict: the test must fail, so a fix
 # turns it red until its entry is removed.
-KNOWN_BREAKS = {
-    ("test_fingerprint", name): (
-        f"{name} has no fingerprint: fingerprint_of falls back to its config(), whose llm part (LLMClient.describe) "
-        "holds the response cache's path once a call in the process has opened it (so a process that has made no "
-        "call gets another fingerprint), and the endpoint, time limits and concurrency")
-    for name in ("tournament", "sliding-window")
-}
+KNOWN_BREAKS: dict = {}  # (test, adapter) -> why it cannot hold yet; none today
 
 
 def known_break(request) -> None:
