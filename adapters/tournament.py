@@ -394,7 +394,7 @@ class _PoolReranker:
     def fingerprint(self) -> str:
         """sha256 over what shapes the ranking: the algorithm's options, the passage cut, the LLM's fingerprint (model
         and sampling, not the endpoint, time limits or concurrency) and the prompt; the same in every process."""
-        from gapbench.llm import load_prompt
+        from gapbench.llm.client import load_prompt
 
         payload = {"adapter": f"gapbench-{self.name}/1", "depth": self.depth, "max_chars": self.max_chars,
                    "max_tokens_per_passage": self.max_tokens_per_passage, "reasks": self.reasks,
