@@ -182,7 +182,9 @@ def _judge(data) -> LLMServer:
                      corpus={d: data.corpus[d].text for d in data.corpus})
 
 
-def test_run_takes_the_tasks_tournament_defaults_as_gap_does(tmp_path):
+def test_run_takes_the_tasks_tournament_defaults_as_gap_does(tmp_path, monkeypatch):
+    # a fresh answer cache: test_obliq_systems' judges answer the same prompts under the same model name differently
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
     task = f"obliq/math:data_dir={FIXTURES}"
     data = obliq.load("math", data_dir=str(FIXTURES))
     with _judge(data) as srv:
