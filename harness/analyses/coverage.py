@@ -106,6 +106,7 @@ import json
 import math
 import random
 import re
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -734,6 +735,55 @@ def _sample_docs(strata: Strata, corpus: Corpus, c: int, n: int = 3) -> list[dic
     return out
 
 
+@dataclass(frozen=True)
+class CoverageOptions:
+    """Every setting of a coverage run but the task and the retrievers (definitions in the module docstring).
+
+    Example::
+
+        report = run_coverage_with("impliret/multispeaker/wknow", ["bm25"], CoverageOptions(clusters=10))
+    """
+
+    entities: str = "spacy"
+    embedder: str | Any = "dense"
+    clusters: int | None = None
+    k_candidates: Sequence[int] = DEFAULT_K_CANDIDATES
+    seed: int = 0
+    n_resamples: int = 1000
+    min_queries: int = 5
+    query_entities: bool = False
+    max_chars: int | None = 1000
+    measure: str = "nDCG@10"
+    generate: int = 0
+    judge_depth: int = 10
+    judge_batch: int = 20
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_client: Any = None
+    output: str | Path | None = None
+
+    def check(self, retrievers: Sequence[str | Any]) -> None:
+        """Raise ConfigError for settings no run accepts, before any work is done."""
+        if self.entities not in ("spacy", "llm"):
+            raise ConfigError(f"--entities {self.entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
+        if not retrievers:
+            raise ConfigError("no retrievers given; for example --retrievers bm25,dense.")
+        if self.generate < 0 or self.judge_depth < 1 or self.judge_batch < 1 or self.min_queries < 1:
+            raise ConfigError(f"--generate {self.generate}, --judge-depth {self.judge_depth}, --judge-batch "
+                              f"{self.judge_batch} and --min-queries {self.min_queries}: give --generate >= 0 and "
+                              "the others >= 1.")
+
+    def config(self, retrievers: Sequence[str | Any]) -> dict:
+        """The ``config`` object of coverage.json (objects given instead of specs appear by class name)."""
+        embedder = self.embedder if isinstance(self.embedder, str) else type(self.embedder).__name__
+        return {"entities": self.entities, "embedder": embedder, "clusters": self.clusters,
+                "k_candidates": list(self.k_candidates), "seed": self.seed, "n_resamples": self.n_resamples,
+                "min_queries": self.min_queries, "query_entities": self.query_entities,
+                "max_chars": self.max_chars or 0,
+                "retrievers": [r if isinstance(r, str) else type(r).__name__ for r in retrievers],
+                "generate": self.generate, "judge_depth": self.judge_depth, "judge_batch": self.judge_batch}
+
+
 def run_coverage(
     task: str | Any,
     retrievers: Sequence[str | Any],
@@ -756,127 +806,182 @@ def run_coverage(
     llm_client: Any = None,
     output: str | Path | None = None,
 ) -> CoverageReport:
-    """Stratify ``task``'s corpus by entity clusters and measure how its query set covers them (see module doc)."""
-    from ..evaluation.evaluation import evaluate
+    """Stratify ``task``'s corpus by entity clusters and measure how its query set covers them (see module doc).
+
+    The keywords are those of :class:`CoverageOptions`; this builds one and calls :func:`run_coverage_with`.
+    """
+    options = CoverageOptions(
+        entities=entities, embedder=embedder, clusters=clusters, k_candidates=k_candidates, seed=seed,
+        n_resamples=n_resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars,
+        measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
+        llm_base_url=llm_base_url, llm_model=llm_model, llm_client=llm_client, output=output)
+    return run_coverage_with(task, retrievers, options)
+
+
+class _Stopwatch:
+    """Wall seconds per stage, in stage order (``timings`` of coverage.json)."""
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        """Record the time since the previous lap (or the start) as ``stage``."""
+        now = time.perf_counter()
+        self.timings[stage] = round(now - self._t0, 3)
+        self._t0 = now
+
+    def restart(self) -> None:
+        """Start the next stage now: what ran since the previous lap belongs to no stage."""
+        self._t0 = time.perf_counter()
+
+
+def run_coverage_with(task: str | Any, retrievers: Sequence[str | Any], options: CoverageOptions) -> CoverageReport:
+    """:func:`run_coverage` with its settings in one :class:`CoverageOptions`."""
     from ..pipeline import prepare
-    from ..retrieval import search_with
 
-    if entities not in ("spacy", "llm"):
-        raise ConfigError(f"--entities {entities!r} is not accepted; give 'spacy' (offline NER) or 'llm'.")
-    if not retrievers:
-        raise ConfigError("no retrievers given; for example --retrievers bm25,dense.")
-    if generate < 0 or judge_depth < 1 or judge_batch < 1 or min_queries < 1:
-        raise ConfigError(f"--generate {generate}, --judge-depth {judge_depth}, --judge-batch {judge_batch} and "
-                          f"--min-queries {min_queries}: give --generate >= 0 and the others >= 1.")
-    prepared = prepare(task, seed=seed)
-    task_obj, data = prepared.task, prepared.data
-    corpus = data.corpus
-    client = llm_client
-    if client is None and (entities == "llm" or generate):
-        from ..llm.client import LLMClient, LLMConfig
-
-        client = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model, seed=seed))
-
-    import time
-
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    texts = {d.doc_id: d.full_text for d in corpus.values()}
-    if entities == "spacy":
-        doc_ents = spacy_entities(texts, max_chars=max_chars, fingerprint=corpus.fingerprint)
-        model_name = SPACY_MODEL
-    else:
-        doc_ents = llm_entities(texts, client, max_chars=max_chars)
-        model_name = client.config.model
+    options.check(retrievers)
+    prepared = prepare(task, seed=options.seed)
+    data = prepared.data
+    client = _coverage_client(options)
+    clock = _Stopwatch()
+    doc_ents, model_name = _entities_of({d.doc_id: d.full_text for d in data.corpus.values()}, options, client,
+                                        fingerprint=data.corpus.fingerprint, max_chars=options.max_chars)
     forms = sorted({f for fs in doc_ents.values() for f in fs})
-    timings["entities_s"] = round(time.perf_counter() - t0, 3)
-    t0 = time.perf_counter()
-    emb = _embedder(embedder)
-    shared = {embedder: emb} if isinstance(embedder, str) else {}  # a retriever with the embedder's spec reuses it
+    clock.lap("entities_s")
+    emb = _embedder(options.embedder)
     vectors = emb.embed(forms) if forms else np.zeros((0, 1))
-    timings["embed_s"] = round(time.perf_counter() - t0, 3)
-    t0 = time.perf_counter()
-    clustering = cluster_entities(forms, vectors, k=clusters, k_candidates=k_candidates, seed=seed)
-    timings["cluster_s"] = round(time.perf_counter() - t0, 3)
+    clock.lap("embed_s")
+    clustering = cluster_entities(forms, vectors, k=options.clusters, k_candidates=options.k_candidates,
+                                  seed=options.seed)
+    clock.lap("cluster_s")
     strata = build_strata(doc_ents, clustering.assignment, clustering.k)
-    k = clustering.k
-
     qids = data.qrels.positive_queries()
-    extra = None
-    if query_entities:
-        qtexts = {q: data.queries[q].text for q in qids}
-        if entities == "spacy":
-            q_ents = spacy_entities(qtexts, max_chars=None, fingerprint=data.queries.fingerprint)
-        else:
-            q_ents = llm_entities(qtexts, client, max_chars=None)
-        new = sorted({f for fs in q_ents.values() for f in fs if f not in clustering.assignment})
-        nearest = {}
-        if new:
-            nv = emb.embed(new)
-            nearest = {f: int(np.argmax(nv[i] @ clustering.centroids.T)) for i, f in enumerate(new)}
-        extra = {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
+    extra = _query_entity_clusters(data.queries, qids, clustering, emb, options, client) \
+        if options.query_entities else None
     qcl = query_clusters(data.qrels, strata, query_ids=qids, extra=extra)
+    clock.restart()
+    # a retriever with the embedder's spec reuses the embedder instead of loading the model twice
+    shared = {options.embedder: emb} if isinstance(options.embedder, str) else {}
+    per_query, retr_objs = _score_systems(prepared, retrievers, shared, options)
+    clock.lap("retrieval_s")
+    cov = coverage_metrics(strata, qcl, min_queries=options.min_queries)
+    systems = {s: system_summary(v, qcl, clustering.k) for s, v in per_query.items()}
+    boot = bootstrap_win_rates(per_query, qcl, clustering.k, n_resamples=options.n_resamples, seed=options.seed)
+    clock.lap("metrics_s")
+    counts = cov["queries_per_cluster"]
+    missing = _missing_strata(strata, data.corpus, counts)
+    synthetic = augmented = None
+    all_qcl = dict(qcl)
+    if options.generate:
+        synthetic, augmented, per_query, all_qcl = _augment(missing, prepared, strata, client, retr_objs, per_query,
+                                                            all_qcl, options)
+    syn_ids = {q["query_id"] for q in (synthetic or {}).get("queries", []) if q["status"] == "accepted"}
+    report = CoverageReport(
+        task=prepared.task.name, measure=options.measure, config=options.config(retrievers),
+        entities={"method": options.entities, "model": model_name, "n_docs": len(data.corpus),
+                  "n_docs_with_entities": sum(1 for fs in doc_ents.values() if fs),
+                  "n_mentions": sum(len(fs) for fs in doc_ents.values()), "n_unique": len(forms)},
+        clustering={"k": clustering.k, "criterion": clustering.criterion,
+                    "silhouette": {str(kk): s for kk, s in clustering.silhouette.items()}},
+        clusters=_cluster_rows(strata, counts), coverage=cov, systems=systems, bootstrap=boot,
+        queries=[{"query_id": q, "clusters": sorted(cs), "synthetic": q in syn_ids} for q, cs in all_qcl.items()],
+        missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
+        timings=clock.timings,
+    )
+    if options.output is not None:
+        save_coverage(report, options.output)
+    return report
+
+
+def _coverage_client(options: CoverageOptions) -> Any:
+    """The given LLM client, a new one when entities or generation need it, else None."""
+    if options.llm_client is not None or not (options.entities == "llm" or options.generate):
+        return options.llm_client
+    from ..llm.client import LLMClient, LLMConfig
+
+    return LLMClient(LLMConfig(base_url=options.llm_base_url, model=options.llm_model, seed=options.seed))
+
+
+def _entities_of(texts: Mapping[str, str], options: CoverageOptions, client: Any, *, fingerprint: str,
+                 max_chars: int | None) -> tuple[dict[str, list[str]], str]:
+    """id -> entity forms by the options' method, and the name of the model that found them."""
+    if options.entities == "spacy":
+        return spacy_entities(texts, max_chars=max_chars, fingerprint=fingerprint), SPACY_MODEL
+    return llm_entities(texts, client, max_chars=max_chars), client.config.model
+
+
+def _query_entity_clusters(queries: Queries, qids: Sequence[str], clustering: Clustering, emb: Any,
+                           options: CoverageOptions, client: Any) -> dict[str, set[int]]:
+    """query -> clusters of the entities in its own text; a form not clustered goes to the nearest centroid."""
+    qtexts = {q: queries[q].text for q in qids}
+    q_ents, _ = _entities_of(qtexts, options, client, fingerprint=queries.fingerprint, max_chars=None)
+    new = sorted({f for fs in q_ents.values() for f in fs if f not in clustering.assignment})
+    nearest = {}
+    if new:
+        nv = emb.embed(new)
+        nearest = {f: int(np.argmax(nv[i] @ clustering.centroids.T)) for i, f in enumerate(new)}
+    return {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
+
+
+def _score_systems(prepared: Any, retrievers: Sequence[str | Any], shared: dict[str, Any],
+                   options: CoverageOptions) -> tuple[dict[str, dict[str, float]], list[tuple[str, Any]]]:
+    """Run and evaluate every retriever: system -> query -> value, and (name, retriever) pairs for generation."""
+    from ..evaluation.evaluation import evaluate
 
     per_query: dict[str, dict[str, float]] = {}
     retr_objs = []
-    t0 = time.perf_counter()
     for spec in retrievers:
         shared_retr = shared.pop(spec, None) if isinstance(spec, str) else None
         retr, run = prepared.retrieve(shared_retr if shared_retr is not None else spec, 100)
-        res = evaluate(run, data.qrels, [measure], task=task_obj.name, seed=seed)
+        res = evaluate(run, prepared.data.qrels, [options.measure], task=prepared.task.name, seed=options.seed)
         name = run.name if run.name not in per_query else f"{run.name}#{len(per_query)}"
-        per_query[name] = dict(res.per_query[measure])
+        per_query[name] = dict(res.per_query[options.measure])
         retr_objs.append((name, retr))
+    return per_query, retr_objs
 
-    timings["retrieval_s"] = round(time.perf_counter() - t0, 3)
-    t0 = time.perf_counter()
-    cov = coverage_metrics(strata, qcl, min_queries=min_queries)
-    systems = {s: system_summary(v, qcl, k) for s, v in per_query.items()}
-    boot = bootstrap_win_rates(per_query, qcl, k, n_resamples=n_resamples, seed=seed)
-    timings["metrics_s"] = round(time.perf_counter() - t0, 3)
-    counts = cov["queries_per_cluster"]
-    cluster_rows = [{"cluster_id": c, "label": strata.label(c), "top_entities": strata.top_entities(c, 10),
-                     "n_entities": len(strata.cluster_entities[c]), "mass": strata.mass(c), "n_queries": counts[c],
-                     "touched": counts[c] > 0} for c in range(k)]
+
+def _cluster_rows(strata: Strata, counts: Sequence[int]) -> list[dict]:
+    """The ``clusters`` rows of coverage.json, in cluster order."""
+    return [{"cluster_id": c, "label": strata.label(c), "top_entities": strata.top_entities(c, 10),
+             "n_entities": len(strata.cluster_entities[c]), "mass": strata.mass(c), "n_queries": counts[c],
+             "touched": counts[c] > 0} for c in range(strata.k)]
+
+
+def _missing_strata(strata: Strata, corpus: Corpus, counts: Sequence[int]) -> list[dict]:
+    """Clusters no query touches, heaviest first, each with sample documents."""
     missing = [{"cluster_id": c, "label": strata.label(c), "mass": strata.mass(c),
-                "sample_docs": _sample_docs(strata, corpus, c)} for c in range(k) if counts[c] == 0]
+                "sample_docs": _sample_docs(strata, corpus, c)} for c in range(strata.k) if counts[c] == 0]
     missing.sort(key=lambda m: (-m["mass"], m["cluster_id"]))
+    return missing
 
-    synthetic = augmented = None
-    all_qcl = dict(qcl)
-    if generate:
-        synthetic, syn_qrels, syn_queries = _generate(missing, corpus, strata, client, retr_objs, generate,
-                                                      judge_depth, judge_batch, seed, task_obj.instruction)
-        if syn_queries:
-            syn_qcl = query_clusters(syn_qrels, strata)
-            for name, retr in retr_objs:
-                run = search_with(retr, syn_queries, 100, None)  # made-up queries: nothing to exclude
-                res = evaluate(run, syn_qrels, [measure], task=task_obj.name, seed=seed)
-                per_query[name].update(res.per_query[measure])
-            all_qcl.update(syn_qcl)
-            augmented = {"coverage": coverage_metrics(strata, all_qcl, min_queries=min_queries),
-                         "systems": {s: system_summary(v, all_qcl, k) for s, v in per_query.items()}}
-    syn_ids = {q["query_id"] for q in (synthetic or {}).get("queries", []) if q["status"] == "accepted"}
-    config = {"entities": entities, "embedder": embedder if isinstance(embedder, str) else type(embedder).__name__,
-              "clusters": clusters, "k_candidates": list(k_candidates), "seed": seed, "n_resamples": n_resamples,
-              "min_queries": min_queries, "query_entities": query_entities, "max_chars": max_chars or 0,
-              "retrievers": [r if isinstance(r, str) else type(r).__name__ for r in retrievers],
-              "generate": generate, "judge_depth": judge_depth, "judge_batch": judge_batch}
-    report = CoverageReport(
-        task=task_obj.name, measure=measure, config=config,
-        entities={"method": entities, "model": model_name, "n_docs": len(corpus),
-                  "n_docs_with_entities": sum(1 for fs in doc_ents.values() if fs),
-                  "n_mentions": sum(len(fs) for fs in doc_ents.values()), "n_unique": len(forms)},
-        clustering={"k": k, "criterion": clustering.criterion,
-                    "silhouette": {str(kk): s for kk, s in clustering.silhouette.items()}},
-        clusters=cluster_rows, coverage=cov, systems=systems, bootstrap=boot,
-        queries=[{"query_id": q, "clusters": sorted(cs), "synthetic": q in syn_ids} for q, cs in all_qcl.items()],
-        missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
-        timings=timings,
-    )
-    if output is not None:
-        save_coverage(report, output)
-    return report
+
+def _augment(missing: list[dict], prepared: Any, strata: Strata, client: Any, retr_objs: list[tuple[str, Any]],
+             per_query: Mapping[str, Mapping[str, float]], qcl: Mapping[str, frozenset[int]],
+             options: CoverageOptions) -> tuple[dict, dict | None, dict[str, dict[str, float]], dict]:
+    """Generate queries for the missing strata; with any accepted, score them and recompute the metrics.
+
+    Returns ``synthetic`` and ``augmented`` of coverage.json, and new per-query values and query clusters that add
+    the accepted queries to ``per_query`` and ``qcl``.
+    """
+    from ..evaluation.evaluation import evaluate
+    from ..retrieval import search_with
+
+    task = prepared.task
+    synthetic, syn_qrels, syn_queries = _generate(missing, prepared.data.corpus, strata, client, retr_objs,
+                                                  options.generate, options.judge_depth, options.judge_batch,
+                                                  options.seed, task.instruction)
+    if not syn_queries:
+        return synthetic, None, dict(per_query), dict(qcl)
+    all_values = {}
+    for name, retr in retr_objs:
+        run = search_with(retr, syn_queries, 100, None)  # made-up queries: nothing to exclude
+        res = evaluate(run, syn_qrels, [options.measure], task=task.name, seed=options.seed)
+        all_values[name] = {**per_query[name], **res.per_query[options.measure]}
+    all_qcl = {**qcl, **query_clusters(syn_qrels, strata)}
+    augmented = {"coverage": coverage_metrics(strata, all_qcl, min_queries=options.min_queries),
+                 "systems": {s: system_summary(v, all_qcl, strata.k) for s, v in all_values.items()}}
+    return synthetic, augmented, all_values, all_qcl
 
 
 def judging_pool(grounded_in: str, rankings: Iterable[Sequence[str]], depth: int) -> list[str]:
