@@ -40,7 +40,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -209,14 +209,41 @@ def build_board(
 ) -> Board:
     """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
     and refused when its scores.json disagrees; the board shows only the recomputed numbers."""
-    from ..evaluation.stats import holm, randomization_test
-    from ..suites import get_suite
+    _check_board_settings(alpha, n_resamples, n_permutations, seed)
+    suite, scored = _scored_suite(submissions, suite)
+    tasks, main = _board_tasks(suite, scored)
+    complete = [s for s in scored if all(t in s["tasks"] for t in tasks)]
+    mats = _query_matrices(complete, tasks, main)
+    averages = np.array([np.mean([mats[t][i].mean() for t in tasks]) for i in range(len(complete))]) if complete else np.array([])
+    boot = _stratified_bootstrap(mats, tasks, n_resamples, seed) if complete else np.zeros((0, 0))
+    position = [1 + int(np.sum(averages > averages[i])) for i in range(len(complete))]
+    stability = [float(np.mean(1 + np.sum(boot > boot[:, [i]], axis=1) == position[i])) for i in range(len(complete))]
+    ci = [tuple(float(x) for x in np.quantile(boot[:, i], [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])) for i in range(len(complete))]
+    tests, better = _pairwise_tests(complete, mats, tasks, averages, alpha, n_permutations, seed)
+    entries = []
+    index = {id(s): i for i, s in enumerate(complete)}
+    for s in scored:
+        i = index.get(id(s))
+        standing = None if i is None else {"average": float(averages[i]), "average_ci95": list(ci[i]),
+                                           "rank": 1 + better[i], "position": position[i],
+                                           "rank_stability": stability[i]}
+        entries.append(_board_entry(s, tasks, main, standing))
+    entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
+    tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
+    return Board(suite, tasks, main, tuple(entries), tuple(tests), alpha, n_resamples, n_permutations, seed)
 
+
+def _check_board_settings(alpha: float, n_resamples: int, n_permutations: int, seed: int) -> None:
+    """Refuse a significance level or resampling setting before any submission is scored."""
     if not 0.0 < alpha < 1.0:  # also false for NaN
         raise ConfigError(f"--alpha is {alpha}; give a significance level between 0 and 1, e.g. 0.05.")
     for name, value, low in (("n_resamples", n_resamples, 1), ("n_permutations", n_permutations, 1), ("seed", seed, 0)):
         if not low <= value < 2**63:
             raise ConfigError(f"{name} is {value}; give an integer of at least {low}.")
+
+
+def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | None) -> tuple[str, list[dict]]:
+    """The suite (given, or the first submission's) and every submission re-scored, all of that suite, names unique."""
     scored = []
     for d in sorted(Path(s) for s in submissions):
         report = scored_submission(d)
@@ -232,16 +259,24 @@ def build_board(
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SubmissionError(f"system name {dup[0]!r} is used by two submissions; system names must be unique.")
+    return suite, scored
+
+
+def _board_tasks(suite: str, scored: Sequence[dict]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The suite's tasks that some submission scored, in suite order, and each one's main measure."""
+    from ..suites import get_suite
+
     tasks = tuple(get_suite(suite).tasks)
     main = {}
     for t in tasks:
         for s in scored:
             if t in s["tasks"]:
                 main.setdefault(t, s["tasks"][t]["main_measure"])
-    tasks = tuple(t for t in tasks if t in main)
-    complete = [s for s in scored if all(t in s["tasks"] for t in tasks)]
+    return tuple(t for t in tasks if t in main), main
 
-    # Per-query matrices (systems x queries) per task for the ranked systems, on one shared query order.
+
+def _query_matrices(complete: Sequence[dict], tasks: Sequence[str], main: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """Per task, the systems x queries matrix of the main measure, on one shared query order."""
     mats: dict[str, np.ndarray] = {}
     for t in tasks:
         if not complete:
@@ -254,12 +289,14 @@ def build_board(
                 raise SubmissionError(f"{s['system']} and {complete[0]['system']} were scored on different data for {t} "
                                       "(fingerprints or query sets differ); re-score both with this gapbench.")
         mats[t] = np.array([[s["tasks"][t]["per_query"][main[t]][q] for q in qids] for s in complete], dtype=np.float64)
+    return mats
 
-    averages = np.array([np.mean([mats[t][i].mean() for t in tasks]) for i in range(len(complete))]) if complete else np.array([])
-    boot = _stratified_bootstrap(mats, tasks, n_resamples, seed) if complete else np.zeros((0, 0))
-    position = [1 + int(np.sum(averages > averages[i])) for i in range(len(complete))]
-    stability = [float(np.mean(1 + np.sum(boot > boot[:, [i]], axis=1) == position[i])) for i in range(len(complete))]
-    ci = [tuple(float(x) for x in np.quantile(boot[:, i], [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])) for i in range(len(complete))]
+
+def _pairwise_tests(complete: Sequence[dict], mats: Mapping[str, np.ndarray], tasks: Sequence[str],
+                    averages: np.ndarray, alpha: float, n_permutations: int,
+                    seed: int) -> tuple[list[dict], dict[int, int]]:
+    """Randomization tests of every pair (Holm-corrected), and per system the number it beats significantly."""
+    from ..evaluation.stats import holm, randomization_test
 
     # Weighted per-query vectors: mean(a' - b') equals avg(a) - avg(b).
     if complete:
@@ -278,27 +315,21 @@ def build_board(
         a, b = (i, j) if averages[i] >= averages[j] else (j, i)
         tests.append({"a": complete[a]["system"], "b": complete[b]["system"], "delta": float(averages[a] - averages[b]),
                       "p": float(p), "p_holm": float(pa), "significant": bool(sig)})
+    return tests, better
 
-    entries = []
-    index = {id(s): i for i, s in enumerate(complete)}
-    for s in scored:
-        meta = s["_meta"]
-        i = index.get(id(s))
-        entries.append({
-            "system": s["system"], "description": meta.get("description", ""), "contact": meta.get("contact", ""),
-            "url": meta.get("url"), "models": meta.get("models", []), "adapter": meta.get("adapter", {}),
-            "gapbench_version": s["manifest"]["gapbench_version"], "date": s["manifest"]["date"][:10],
-            "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]])}
-                      for t in tasks if t in s["tasks"]},
-            "average": float(averages[i]) if i is not None else None,
-            "average_ci95": list(ci[i]) if i is not None else None,
-            "rank": 1 + better[i] if i is not None else None,
-            "position": position[i] if i is not None else None,
-            "rank_stability": stability[i] if i is not None else None,
-        })
-    entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
-    tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
-    return Board(suite, tasks, main, tuple(entries), tuple(tests), alpha, n_resamples, n_permutations, seed)
+
+def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, str],
+                 standing: Mapping[str, Any] | None) -> dict:
+    """One row of the board; ``standing`` (average, CI, rank, ...) is None for a system missing a task."""
+    meta = s["_meta"]
+    return {
+        "system": s["system"], "description": meta.get("description", ""), "contact": meta.get("contact", ""),
+        "url": meta.get("url"), "models": meta.get("models", []), "adapter": meta.get("adapter", {}),
+        "gapbench_version": s["manifest"]["gapbench_version"], "date": s["manifest"]["date"][:10],
+        "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]])}
+                  for t in tasks if t in s["tasks"]},
+        **(standing or dict.fromkeys(("average", "average_ci95", "rank", "position", "rank_stability"))),
+    }
 
 
 def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_resamples: int, seed: int) -> np.ndarray:
