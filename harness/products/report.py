@@ -258,41 +258,12 @@ def build_report(
     """Read run directories and analyses of one task into a :class:`Report` (nothing is written)."""
     from .. import __version__
     from ..evaluation.comparison import compare
-    from ..store import load_results
 
     if not run_dirs:
         raise ConfigError("a report needs at least one run directory (made by `gapbench run TASK -r NAME -o DIR`).")
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha must be between 0 and 1, got {alpha}.")
-    results = []
-    names: dict[str, int] = {}
-    for d in run_dirs:
-        res = load_results(d)
-        if res.task and res.task != task:
-            raise ConfigError(
-                f"{d}: this run directory is for task {res.task!r}, and the report is for {task!r}; "
-                f"pass run directories of {task!r} only, or report on {res.task!r}."
-            )
-        names[res.system] = names.get(res.system, 0) + 1
-        results.append((Path(d), res))
-    from dataclasses import replace
-
-    # two runs of the same retriever (other options) are told apart by their directory
-    results = [(d, replace(r, system=f"{r.system} ({d.name})") if names[r.system] > 1 else r) for d, r in results]
-    measures = [m for m in results[0][1].measures if all(m in r.measures for _, r in results)]
-    if not measures:
-        raise ConfigError("the run directories share no measure; re-run them with the same --measures.")
-    if measure is not None and measure not in measures:
-        raise ConfigError(f"measure {measure!r} is not stored in every run directory; shared: {', '.join(measures)}.")
-    main = measure or measures[0]
-    results = [(d, replace(r, measures=tuple(measures))) for d, r in results]
-    qsets = {frozenset(r.query_ids) for _, r in results}
-    if len(qsets) > 1:
-        a, b = results[0], next(x for x in results if frozenset(x[1].query_ids) != frozenset(results[0][1].query_ids))
-        raise ConfigError(
-            f"{a[0]} has {a[1].n_queries} evaluated queries and {b[0]} has {b[1].n_queries}; per-query comparisons "
-            "need runs evaluated on the same queries (same task and qrels)."
-        )
+    results, measures, main = _comparable_runs(task, run_dirs, measure)
     res_list = [r for _, r in results]
     cmp = compare(res_list, alpha=alpha, n_permutations=n_permutations, seed=seed) if len(res_list) > 1 else None
 
@@ -308,28 +279,72 @@ def build_report(
     sections.append(section)
 
     found, ignored = find_analyses(analyses, task)
-    data["analyses"], data["ignored"] = [], ignored
-    counts: dict[str, int] = {}
-    for a in found:
-        counts[a.kind] = counts.get(a.kind, 0) + 1
-        sec_id = f"{a.kind}-{counts[a.kind]}" if counts[a.kind] > 1 else a.kind
-        if a.kind == "gap":
-            section = _gap_section(a, sec_id)
-        else:
-            section = _generic_section(a, sec_id)
-        sections.append(section)
-        data["analyses"].append({
-            "kind": a.kind, "title": section.title, "source": str(a.source),
-            "schema": "gap" if a.kind == "gap" else "generic", "data": a.data,
-            "figures": section,  # replaced by the figure file names once they are numbered
-        })
+    analysis_sections, data["analyses"] = _analysis_sections(found)
+    sections += analysis_sections
+    data["ignored"] = ignored
     run_kinds = {a.kind for a in found}
     data["not_run"] = [k for k in KNOWN_ANALYSES if k not in run_kinds]
     sections.append(_status_section(found, data["not_run"], ignored, analyses))
     _name_figures(sections)
-    for entry in data["analyses"]:
-        entry["figures"] = [b.name for b in entry["figures"].blocks if isinstance(b, Figure)]
+    for entry, sec in zip(data["analyses"], analysis_sections):
+        entry["figures"] = [b.name for b in sec.blocks if isinstance(b, Figure)]
     return Report(task, sections, data)
+
+
+def _comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
+                     measure: str | None) -> tuple[list[tuple[Path, Any]], list[str], str]:
+    """The runs of ``task`` with unique system names, cut to their shared measures and checked to share queries.
+
+    Returns (directory, results) pairs, the shared measures and the main one (``measure``, or the first shared).
+    """
+    from dataclasses import replace
+
+    from ..store import load_results
+
+    results = []
+    names: dict[str, int] = {}
+    for d in run_dirs:
+        res = load_results(d)
+        if res.task and res.task != task:
+            raise ConfigError(
+                f"{d}: this run directory is for task {res.task!r}, and the report is for {task!r}; "
+                f"pass run directories of {task!r} only, or report on {res.task!r}."
+            )
+        names[res.system] = names.get(res.system, 0) + 1
+        results.append((Path(d), res))
+    # two runs of the same retriever (other options) are told apart by their directory
+    results = [(d, replace(r, system=f"{r.system} ({d.name})") if names[r.system] > 1 else r) for d, r in results]
+    measures = [m for m in results[0][1].measures if all(m in r.measures for _, r in results)]
+    if not measures:
+        raise ConfigError("the run directories share no measure; re-run them with the same --measures.")
+    if measure is not None and measure not in measures:
+        raise ConfigError(f"measure {measure!r} is not stored in every run directory; shared: {', '.join(measures)}.")
+    results = [(d, replace(r, measures=tuple(measures))) for d, r in results]
+    qsets = {frozenset(r.query_ids) for _, r in results}
+    if len(qsets) > 1:
+        a, b = results[0], next(x for x in results if frozenset(x[1].query_ids) != frozenset(results[0][1].query_ids))
+        raise ConfigError(
+            f"{a[0]} has {a[1].n_queries} evaluated queries and {b[0]} has {b[1].n_queries}; per-query comparisons "
+            "need runs evaluated on the same queries (same task and qrels)."
+        )
+    return results, measures, measure or measures[0]
+
+
+def _analysis_sections(found: Sequence[Any]) -> tuple[list[Section], list[dict]]:
+    """One section per analysis found (ids numbered when a kind repeats), and its entry of report.json.
+
+    Each entry's ``figures`` is filled in by the caller once the figures are numbered across the report.
+    """
+    sections, entries = [], []
+    counts: dict[str, int] = {}
+    for a in found:
+        counts[a.kind] = counts.get(a.kind, 0) + 1
+        sec_id = f"{a.kind}-{counts[a.kind]}" if counts[a.kind] > 1 else a.kind
+        section = _gap_section(a, sec_id) if a.kind == "gap" else _generic_section(a, sec_id)
+        sections.append(section)
+        entries.append({"kind": a.kind, "title": section.title, "source": str(a.source),
+                        "schema": "gap" if a.kind == "gap" else "generic", "data": a.data, "figures": []})
+    return sections, entries
 
 
 def _name_figures(sections: list[Section]) -> None:
