@@ -16,7 +16,7 @@ for _name, _target in {
     "rewrite": "gapbench.adapters.llm_retrievers:QueryRewrite",
     "agent": "gapbench.adapters.llm_retrievers:MultiHopAgent",
 }.items():
-    if _name not in RETRIEVERS._entries:
+    if not RETRIEVERS.has(_name):
         RETRIEVERS.register(_name, _target)
 
 from gapbench.retrieval import RERANKERS  # noqa: E402
@@ -25,5 +25,5 @@ for _name, _target in {
     "tournament": "gapbench.adapters.tournament:Tournament",
     "sliding-window": "gapbench.adapters.tournament:SlidingWindow",
 }.items():
-    if _name not in RERANKERS._entries:
+    if not RERANKERS.has(_name):
         RERANKERS.register(_name, _target)

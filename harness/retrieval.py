@@ -11,21 +11,16 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
 from .options import build, check_one_line, parse_spec
-from .registry import Registry
+from .registry import Registry, provides
 from .types import Corpus, Queries, Run
-
-RETRIEVERS: Registry = Registry(
-    "retriever", hint="Pass options as NAME:key=value,...; a sentence-transformers model works as dense:model=NAME."
-)
-
-RERANKERS: Registry = Registry(
-    "reranker", hint="Pass options as NAME:key=value,...; the LLM endpoint comes from --llm-base-url and --llm-model."
-)
 
 # ``gapbench run --augment SPEC``: the name before ":" picks the entry, a function
 # ``f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (augmented retriever, manifest dict)``. ARGUS lives above
 # the core, so the run reaches it through this lazy entry, never through an import.
-RUN_AUGMENTERS: Registry = Registry("augmenter", hint="ARGUS augments with argus-expand:... or argus-synth:....")
+RUN_AUGMENTERS: Registry = Registry(
+    "augmenter", hint="ARGUS augments with argus-expand:... or argus-synth:....", expects=callable,
+    expected="a function f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (retriever, manifest)",
+)
 for _name in ("argus-expand", "argus-synth"):
     RUN_AUGMENTERS.register(_name, "gapbench.analyses.argus.augment:augment_for_run")
 
@@ -102,6 +97,20 @@ class TokenEncoder(Encoder, Protocol):
     use_title: bool
 
     def token_model(self) -> Any: ...
+
+
+# typed by the protocols above; entries are usually classes built with the user's options, or factory functions
+RETRIEVERS: Registry = Registry(
+    "retriever", hint="Pass options as NAME:key=value,...; a sentence-transformers model works as dense:model=NAME.",
+    expects=provides(Retriever, factories=True),
+    expected="a retriever (a class or object with index(corpus) and search(queries, k), or a function making one)",
+)
+
+RERANKERS: Registry = Registry(
+    "reranker", hint="Pass options as NAME:key=value,...; the LLM endpoint comes from --llm-base-url and --llm-model.",
+    expects=provides(Reranker, factories=True),
+    expected="a reranker (a class or object with rerank(queries, run, corpus), or a function making one)",
+)
 
 
 def llm_manifest_of(component: Any) -> dict | None:

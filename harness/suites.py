@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from .registry import Registry
 
-SUITES: Registry["Suite"] = Registry("suite", hint="List them with `gapbench tasks`.")
-
 
 @dataclass(frozen=True)
 class Suite:
@@ -17,6 +15,10 @@ class Suite:
     tasks: tuple[str, ...]
     description: str = ""
     citation: str = ""
+
+
+SUITES: Registry[Suite] = Registry("suite", hint="List them with `gapbench tasks`.", expects=Suite,
+                                   expected="a Suite(name, tasks, description)")
 
 
 def get_suite(name: str) -> Suite:

@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
-from .registry import Registry, resolve_lazy
+from .registry import Registry, provides, resolve_lazy
 from .types import TaskData
-
-TASKS: Registry["Task"] = Registry("task", hint="List them with `gapbench tasks`; a path to a BEIR folder also works.")
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,12 @@ class Task:
             "n_docs": self.n_docs,
             "n_queries": self.n_queries,
         }
+
+
+TASKS: Registry[Task] = Registry(
+    "task", hint="List them with `gapbench tasks`; a path to a BEIR folder also works.",
+    expects=provides(Task, factories=True), expected="a Task, or a function f(**options) -> Task",
+)
 
 
 def get_task(name: str) -> Task:

@@ -31,5 +31,5 @@ _SUITES = [
     ),
 ]
 for _suite in _SUITES:
-    if _suite.name not in SUITES._entries:
+    if not SUITES.has(_suite.name):
         SUITES.register(_suite.name, _suite)

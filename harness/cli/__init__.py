@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import json
 import re
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Iterator, Optional
 
 import typer
 
-from . import llm_options as cli_llm
 from .. import stopping
-
-from ..errors import GapbenchError, UnknownNameError
+from ..errors import GapbenchError
 from ..extras import missing_dependency
-from .common import check_count, check_output, fail, measure_list, not_empty, one_line, parse_pool_sizes, split_specs
+from .common import one_line
 
 app = typer.Typer(
     add_completion=False,
@@ -28,239 +24,27 @@ app = typer.Typer(
     help="gapbench: evaluate retrievers, and find where and why they miss.",
     pretty_exceptions_enable=False,
 )
-cache_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Show or free the caches.")
-app.add_typer(cache_app, name="cache")
-
-
-@app.command("tasks")
-def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the suites and tasks with size, licence and citation."""
-    from ..evaluation.evaluation import format_table
-    from ..suites import SUITES
-    from ..task import list_tasks
-
-    infos = [t.info() for t in list_tasks()]
-    suites = [{"name": n, "tasks": list(SUITES.get(n).tasks), "description": SUITES.get(n).description} for n in SUITES.names()]
-    if as_json:
-        typer.echo(json.dumps({"suites": suites, "tasks": infos}, indent=2))
-        return
-    rows = [[s["name"], str(len(s["tasks"])), s["description"][:90]] for s in suites]
-    typer.echo("Suites (run one with `gapbench run SUITE -r RETRIEVER`):")
-    typer.echo(format_table(["suite", "tasks", "description"], rows))
-    typer.echo("")
-    rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]] for i in infos]
-    typer.echo("Tasks:")
-    typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], rows))
-
-
-@app.command("run")
-def run_cmd(
-    task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
-    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (bm25, bm25-lucene, dense)."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names)."),
-    k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
-    seed: int = typer.Option(0, "--seed"),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
-    augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
-    memory_budget: Optional[str] = typer.Option(
-        None, "--memory-budget", help="Working memory for large corpora, e.g. 4GB (else $GAPBENCH_MEMORY_BUDGET, 2GiB)."),
-    ray: Optional[str] = typer.Option(
-        None, "--ray", help="Encode and search on Ray: local (a cluster here), auto (`ray start`'s), HOST:PORT or ray://HOST:PORT."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """Run a retriever on a task or a suite, evaluate it and print a table."""
-    from .. import distributed
-    from ..budget import limited
-    from ..budget import parse as parse_budget
-    from ..runner import run
-    from ..runner import run_suite
-    from ..suites import is_suite
-
-    check_count("--k", k, "documents per query")
-    if seed < 0:
-        fail(f"--seed must be 0 or more, got {seed}.")
-    not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
-               memory_budget=memory_budget)
-    budget = parse_budget(memory_budget) if memory_budget is not None else None
-    not_empty(ray=ray)
-    if ray is not None:
-        distributed.address_kind(ray)  # a bad address is a usage error before any work, not after the corpus loads
-    wanted = measure_list(measures)
-    suite = is_suite(task)
-    check_output(output, run_dir=not suite)
-    if suite:
-        extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
-                                ("--llm-model", llm_model), ("--llm-temperature", llm_temperature),
-                                ("--llm-top-p", llm_top_p), ("--llm-max-tokens", llm_max_tokens),
-                                ("--llm-seed", llm_seed), ("--llm-stop", llm_stop or None),
-                                ("--llm-extra", llm_extra or None)) if v is not None]
-        if extra:
-            fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
-                  f"{extra[0]} (`gapbench tasks` lists them).")
-        with limited(budget), distributed.connect(ray):
-            suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
-        typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
-        return
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
-                     ray=ray)
-    res = result.results
-    if as_json:
-        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
-                               "measures": {m: res.means[m] for m in res.measures}}))
-    else:
-        typer.echo(str(res))
-        if result.output:
-            typer.echo(f"run directory: {result.output}")
-
-
-@app.command("evaluate")
-def evaluate_cmd(
-    run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
-    task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against its corpus."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Evaluate any TREC run against qrels (a file, or a task's)."""
-    from ..evaluation.evaluation import evaluate
-    from ..formats import read_qrels, read_trec_run
-
-    if (qrels is None) == (task is None):
-        fail("give exactly one of --qrels FILE or --task NAME.")
-    wanted = measure_list(measures)
-    run = read_trec_run(run_file)
-    if task is not None:
-        from ..task import get_task
-
-        task_obj = get_task(task)
-        data = task_obj.load()
-        run.check_against(data.corpus, source=str(run_file))
-        unknown = [q for q in run if q not in data.queries]
-        if unknown:
-            fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
-        qrels_obj, label = data.qrels, task_obj.name
-        wanted = wanted or list(task_obj.measures)
-    else:
-        qrels_obj, label = read_qrels(qrels), str(qrels)
-    res = evaluate(run, qrels_obj, wanted, task=label)
-    if as_json:
-        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
-                               "measures": {m: res.means[m] for m in res.measures}}))
-    else:
-        typer.echo(str(res))
-
-
-@app.command("compare")
-def compare_cmd(
-    run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
-    alpha: float = typer.Option(0.05, "--alpha"),
-    as_json: bool = typer.Option(False, "--json"),
-    rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
-                                "its data is on this machine), always (or exit 2) or never."),
-) -> None:
-    """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
-    from ..evaluation.comparison import compare_run_dirs
-
-    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore)
-    typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
-
-
-@app.command("gap")
-def gap_cmd(
-    task: str = typer.Argument(..., help="Task name or BEIR folder."),
-    retrievers: str = typer.Option("bm25,dense", "--retrievers", help="Comma-separated retriever specs pooled together."),
-    verifier: str = typer.Option("tournament", "--verifier", help="Reranker spec used as the verifier."),
-    depth: int = typer.Option(100, "--depth", help="Top-d of each retriever in the standard pool."),
-    pool_sizes: str = typer.Option("50,100,200,500", "--pool-sizes", help="Pool budgets for the scaling curve ('' for none)."),
-    measure: Optional[str] = typer.Option(None, "--measure", help="Default: the task's main measure."),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries, to bound cost."),
-    seed: int = typer.Option(0, "--seed"),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write gap.json and pool_scaling.png here."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
-    from ..analyses.gap import run_gap
-
-    check_count("--depth", depth, "documents per retriever in the pool")
-    sizes = parse_pool_sizes(pool_sizes)
-    if max_queries is not None and max_queries < 1:
-        fail(f"--max-queries must be at least 1, got {max_queries}; leave it out to use every query.")
-    if seed < 0:
-        fail(f"--seed must be 0 or more, got {seed}.")
-    not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
-    specs = split_specs(retrievers)
-    check_output(output, run_dir=False)
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
-                         max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
-                         output=output)
-    typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
-
-
-@cache_app.command("info")
-def cache_info(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Where the caches are and how big."""
-    from .. import cache
-
-    info = cache.info()
-    if as_json:
-        typer.echo(json.dumps(info, indent=2))
-        return
-    typer.echo(f"gapbench home: {info['home']} (set GAPBENCH_HOME to move it)")
-    if not info["kinds"]:
-        typer.echo("no caches yet")
-    for kind, v in info["kinds"].items():
-        typer.echo(f"  {kind}: {v['files']} files, {v['bytes'] / 1e6:.1f} MB  {v['path']}")
-
-
-@cache_app.command("clear")
-def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind (e.g. embeddings).")) -> None:
-    """Delete the caches (or one kind)."""
-    from .. import cache
-
-    if kind is not None and not kind.strip():
-        fail("the cache KIND is empty; leave it out to clear every cache, or name one `gapbench cache info` lists.")
-    if kind is not None:
-        # only a kind that exists as a folder of the cache: '', '..' or '/' would reach outside one kind
-        kinds = list(cache.info()["kinds"])
-        if kind not in kinds:
-            raise UnknownNameError("cache kind", kind, kinds, "Leave KIND out to clear every cache; "
-                                   "`gapbench cache info` lists them.")
-    freed = cache.clear(kind)
-    typer.echo(f"freed {freed / 1e6:.1f} MB")
 
 
 def _register_commands() -> None:
-    """Analysis commands live in their own modules; each adds its commands to the app (no heavy imports)."""
+    """Each command group lives in its own module and adds its commands to the app (no heavy imports)."""
     from . import argus as cli_argus
     from . import argus_compare as cli_argus_compare
     from . import board as cli_board
+    from . import cache as cli_cache
+    from . import compare as cli_compare
     from . import coverage as cli_coverage
+    from . import evaluate as cli_evaluate
+    from . import gap as cli_gap
     from . import local_llm as cli_local_llm
     from . import report as cli_report
+    from . import run as cli_run
     from . import signals as cli_signals
+    from . import tasks as cli_tasks
 
-    for module in (cli_argus, cli_argus_compare, cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals):
+    # the order is the one `gapbench --help` lists
+    for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_gap, cli_cache, cli_argus, cli_argus_compare,
+                   cli_board, cli_coverage, cli_local_llm, cli_report, cli_signals):
         module.register(app)
 
 

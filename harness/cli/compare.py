@@ -1,0 +1,31 @@
+"""``gapbench compare RUN_DIR RUN_DIR...``: means, CIs and paired significance of run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import measure_list
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``compare`` command to ``app``."""
+    app.command("compare")(compare_cmd)
+
+
+def compare_cmd(
+    run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
+    alpha: float = typer.Option(0.05, "--alpha"),
+    as_json: bool = typer.Option(False, "--json"),
+    rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
+                                "its data is on this machine), always (or exit 2) or never."),
+) -> None:
+    """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
+    from ..evaluation.comparison import compare_run_dirs
+
+    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore)
+    typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))
