@@ -216,60 +216,92 @@ def compute_signals(
     if primary not in runs:
         raise ConfigError(f"primary retriever {primary!r} is not among the runs ({', '.join(specs)}).")
     kinds = {s: (kinds or {}).get(s) or retriever_kind(s) for s in specs}
-    dense = [s for s in specs if kinds[s] == "dense"]
-    sparse = [s for s in specs if kinds[s] == "sparse"]
-    qids = tuple(query_ids)
-
-    def top(spec: str, q: str):
-        return runs[spec].get(q, ())[:window]
-
+    inputs = _SignalInputs(runs, tuple(query_ids), window, primary, [s for s in specs if kinds[s] == "dense"],
+                           [s for s in specs if kinds[s] == "sparse"], corpus, queries, term_extractor)
     values: dict[str, np.ndarray | None] = {}
     reasons: dict[str, str] = {}
     for name in signals:
-        if name == "max_score":
-            values[name] = np.array([top(primary, q)[0][1] if top(primary, q) else math.nan for q in qids])
-            reasons[name] = f"top-1 score of {primary}"
-        elif name == "dense_variance":
-            if not dense:
-                values[name], reasons[name] = None, "no dense retriever among the runs"
-                continue
-            values[name] = np.array([population_variance([s for _, s in top(dense[0], q)]) for q in qids])
-            reasons[name] = f"window scores of {dense[0]}"
-        elif name == "retriever_divergence":
-            if not dense or not sparse:
-                values[name] = None
-                reasons[name] = "needs one dense and one sparse retriever (e.g. --retrievers bm25,dense)"
-                continue
-            values[name] = np.array(
-                [retriever_divergence([d for d, _ in top(dense[0], q)], [d for d, _ in top(sparse[0], q)]) for q in qids]
-            )
-            reasons[name] = f"{dense[0]} vs {sparse[0]}"
-        elif name == "dense_agreement":
-            if len(dense) < 2:
-                values[name] = None
-                reasons[name] = (f"needs two or more dense retrievers, got {len(dense)} "
-                                 "(e.g. add dense:query_prompt=... or dense:model=NAME)")
-                continue
-            values[name] = np.array([dense_agreement([[d for d, _ in top(s, q)] for s in dense]) for q in qids])
-            reasons[name] = " vs ".join(dense)
-        elif name == "evidence_coverage":
-            if corpus is None or queries is None:
-                values[name], reasons[name] = None, "needs the corpus and the query texts"
-                continue
-            try:
-                extract = term_extractor or spacy_terms
-                terms = extract([queries[q].text for q in qids])
-            except ImportError as exc:
-                values[name], reasons[name] = None, str(exc)
-                continue
-            if len(terms) != len(qids):
-                raise GapbenchError(f"term extractor returned {len(terms)} term lists for {len(qids)} queries.")
-            values[name] = np.array([
-                term_coverage(t, " ".join(corpus[d].full_text for d, _ in top(primary, q) if d in corpus))
-                for q, t in zip(qids, terms)
-            ])
-            reasons[name] = f"query terms in the window of {primary}" + ("" if term_extractor else " (spaCy)")
-    return SignalTable(qids, values, reasons)
+        values[name], reasons[name] = _SIGNAL_STEPS[name](inputs)
+    return SignalTable(inputs.qids, values, reasons)
+
+
+@dataclass(frozen=True)
+class _SignalInputs:
+    """What the signals read: the runs, the query order, the window, and the retrievers by kind (in run order)."""
+
+    runs: Mapping[str, Run]
+    qids: tuple[str, ...]
+    window: int
+    primary: str
+    dense: list[str]
+    sparse: list[str]
+    corpus: Corpus | None
+    queries: Queries | None
+    term_extractor: TermExtractor | None
+
+    def top(self, spec: str, q: str):
+        """The (doc_id, score) pairs of ``spec``'s top ``window`` for query ``q``."""
+        return self.runs[spec].get(q, ())[:self.window]
+
+    def top_ids(self, spec: str, q: str) -> list[str]:
+        """The doc ids of ``spec``'s top ``window`` for query ``q``."""
+        return [d for d, _ in self.top(spec, q)]
+
+
+# Each step gives one signal's per-query values (None when the runs cannot give it) and the reason shown beside it.
+def _max_score_signal(x: _SignalInputs) -> tuple[np.ndarray | None, str]:
+    """Top-1 score of the primary run (NaN for a query it returned nothing for)."""
+    return (np.array([x.top(x.primary, q)[0][1] if x.top(x.primary, q) else math.nan for q in x.qids]),
+            f"top-1 score of {x.primary}")
+
+
+def _dense_variance_signal(x: _SignalInputs) -> tuple[np.ndarray | None, str]:
+    """Variance of the first dense run's window scores."""
+    if not x.dense:
+        return None, "no dense retriever among the runs"
+    return (np.array([population_variance([s for _, s in x.top(x.dense[0], q)]) for q in x.qids]),
+            f"window scores of {x.dense[0]}")
+
+
+def _retriever_divergence_signal(x: _SignalInputs) -> tuple[np.ndarray | None, str]:
+    """Divergence between the first dense and the first sparse run's windows."""
+    if not x.dense or not x.sparse:
+        return None, "needs one dense and one sparse retriever (e.g. --retrievers bm25,dense)"
+    return (np.array([retriever_divergence(x.top_ids(x.dense[0], q), x.top_ids(x.sparse[0], q)) for q in x.qids]),
+            f"{x.dense[0]} vs {x.sparse[0]}")
+
+
+def _dense_agreement_signal(x: _SignalInputs) -> tuple[np.ndarray | None, str]:
+    """Agreement among the windows of every dense run."""
+    if len(x.dense) < 2:
+        return None, (f"needs two or more dense retrievers, got {len(x.dense)} "
+                      "(e.g. add dense:query_prompt=... or dense:model=NAME)")
+    return (np.array([dense_agreement([x.top_ids(s, q) for s in x.dense]) for q in x.qids]),
+            " vs ".join(x.dense))
+
+
+def _evidence_coverage_signal(x: _SignalInputs) -> tuple[np.ndarray | None, str]:
+    """Share of each query's terms found in the primary run's window (terms by spaCy unless an extractor is given)."""
+    if x.corpus is None or x.queries is None:
+        return None, "needs the corpus and the query texts"
+    try:
+        extract = x.term_extractor or spacy_terms
+        terms = extract([x.queries[q].text for q in x.qids])
+    except ImportError as exc:
+        return None, str(exc)
+    if len(terms) != len(x.qids):
+        raise GapbenchError(f"term extractor returned {len(terms)} term lists for {len(x.qids)} queries.")
+    corpus = x.corpus
+    return (np.array([term_coverage(t, " ".join(corpus[d].full_text for d, _ in x.top(x.primary, q) if d in corpus))
+                      for q, t in zip(x.qids, terms)]),
+            f"query terms in the window of {x.primary}" + ("" if x.term_extractor else " (spaCy)"))
+
+
+_SIGNAL_STEPS: dict[str, Callable[[_SignalInputs], tuple[np.ndarray | None, str]]] = {
+    "max_score": _max_score_signal, "dense_variance": _dense_variance_signal,
+    "retriever_divergence": _retriever_divergence_signal, "dense_agreement": _dense_agreement_signal,
+    "evidence_coverage": _evidence_coverage_signal,
+}
 
 
 def weak_labels(run: Run, qrels: Qrels, query_ids: Sequence[str], window: int = 10, min_rel: int = 1) -> np.ndarray:
