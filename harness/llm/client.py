@@ -933,12 +933,10 @@ class LLMClient:
         endpoint's failing streak starts with the first attempt that failed after the last usable answer; once it is
         ``outage_timeout`` long, this call and every later one give up at once.
         """
-        cfg = self.config
         start: float | None = None
         attempts = 0
         failure: BaseException | None = None
-        spent = cfg.timeout  # the time the last attempt was given
-        stop = "attempts"
+        spent = self.config.timeout  # the time the last attempt was given
         while True:
             sent = self._pacer.acquire(tokens, self._stopped)
             if sent is None and self._gave_up is None:
@@ -946,11 +944,7 @@ class LLMClient:
             start = sent.at if start is None and sent is not None else start
             own, left = self._attempt_time(start if start is not None else time.monotonic(), tokens)
             if sent is None or self._gave_up is not None or left < 0.05:
-                if sent is not None:
-                    self._pacer.release(sent, "skipped")
-                with self._health_lock:
-                    failing = self._failing_since is not None
-                stop = "outage" if self._gave_up is not None or failing else "call"
+                stop = self._skip_attempt(sent)
                 break
             attempts += 1
             self.usage.add(tag, calls=1)
@@ -967,45 +961,68 @@ class LLMClient:
                 with self._health_lock:
                     self._answered, self._failing_since = True, None
                 return out
-            final = not self._retryable(failure)
-            if final and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
-                _BATCH.cancel.set()  # before the place is freed, so no call waiting for it goes out
-            self._pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
-                                self._retry_after_s(failure))
-            spent = getattr(failure, "seconds", spent)  # the bound that cut it (_NoAnswer, _Slow)
-            began = sent.at
+            final, spent = self._attempt_failed(sent, failure, spent)
             if final:
                 stop = "final"
                 break
-            with self._health_lock:
-                if self._failing_since is None or began < self._failing_since:
-                    self._failing_since = began
-                failing_since = self._failing_since
-                self._last_failure = _describe(failure)
-            delay = self._delay(attempts, failure)
-            after = time.monotonic() + delay + 0.05
-            if attempts > cfg.max_retries:
-                stop = "attempts"
-                break
-            if after - failing_since >= cfg.outage_timeout:
-                stop = "outage"
-                break
-            if after - start >= cfg.call_timeout:
-                stop = "call"
+            stop, delay = self._retry_plan(failure, sent.at, attempts, start)
+            if stop is not None:
                 break
             self.usage.add(tag, retries=1)
             if stopping.STOP.wait(delay):  # the command is ending: no more attempts
                 raise _Cancelled()
+        raise self._final_error(failure, what, model, tag, attempts, spent, stop)
+
+    def _skip_attempt(self, sent: _Sent | None) -> str:
+        """Frees the place of an attempt that will not be made; why not: 'outage' or 'call' (its time is spent)."""
+        if sent is not None:
+            self._pacer.release(sent, "skipped")
+        with self._health_lock:
+            failing = self._failing_since is not None
+        return "outage" if self._gave_up is not None or failing else "call"
+
+    def _attempt_failed(self, sent: _Sent, failure: BaseException, spent: float) -> tuple[bool, float]:
+        """Frees the failed attempt's place; whether the failure is final, and the bound that cut the attempt."""
+        final = not self._retryable(failure)
+        if final and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
+            _BATCH.cancel.set()  # before the place is freed, so no call waiting for it goes out
+        self._pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
+                            self._retry_after_s(failure))
+        return final, getattr(failure, "seconds", spent)  # the bound that cut it (_NoAnswer, _Slow)
+
+    def _retry_plan(self, failure: BaseException, began: float, attempts: int,
+                    start: float) -> tuple[str | None, float]:
+        """Records the failing streak; the bound a retry would pass ('attempts', 'outage', 'call', or None to retry)
+        and the delay before it."""
+        cfg = self.config
+        with self._health_lock:
+            if self._failing_since is None or began < self._failing_since:
+                self._failing_since = began
+            failing_since = self._failing_since
+            self._last_failure = _describe(failure)
+        delay = self._delay(attempts, failure)
+        after = time.monotonic() + delay + 0.05
+        if attempts > cfg.max_retries:
+            return "attempts", delay
+        if after - failing_since >= cfg.outage_timeout:
+            return "outage", delay
+        if after - start >= cfg.call_timeout:
+            return "call", delay
+        return None, delay
+
+    def _final_error(self, failure: BaseException | None, what: str, model: str, tag: str | None, attempts: int,
+                     spent: float, stop: str) -> BaseException:
+        """The error a call that gave up raises; an outage also makes every later call give up at once."""
         error = self._translate(failure, what, model, attempts, spent, stop)
         if error is None:
-            raise failure
+            return failure
         if stop == "outage":
             with self._health_lock:
                 if self._gave_up is None:
                     self._gave_up = str(error)
                 error = LLMUnavailableError(self._gave_up, endpoint=error.endpoint, status=error.status)
         self.usage.add(tag, failures=1)
-        raise error
+        return error
 
     def _retryable(self, exc: BaseException) -> bool:
         kind = _failure_kind(exc)
