@@ -36,7 +36,7 @@ def _need_pylate():
 def _registered():
     import gapbench.adapters  # noqa: F401
 
-    if "colbert" not in RETRIEVERS._entries:
+    if not RETRIEVERS.has("colbert"):
         RETRIEVERS.register("colbert", "gapbench.adapters.colbert:ColBERT")
     yield
 
@@ -191,6 +191,7 @@ def test_spec_options_and_errors():
         get_retriever("colbert:sed=3")
 
 
+@pytest.mark.slow
 def test_colbert_end_to_end_offline(capsys):
     _need_pylate()
     from gapbench.runner import run

@@ -24,7 +24,7 @@ def _registered():
     import gapbench.adapters  # noqa: F401
 
     for name, target in FUSION_NAMES.items():
-        if name not in RETRIEVERS._entries:
+        if not RETRIEVERS.has(name):
             RETRIEVERS.register(name, target)
     yield
 
@@ -217,6 +217,7 @@ def test_unknown_component_suggests_names():
         get_retriever("rrf:bm26+dense")
 
 
+@pytest.mark.slow
 def test_rrf_end_to_end_offline(capsys):
     from gapbench.adapters.dense import offline_minilm_path
     from gapbench.runner import run
