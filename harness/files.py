@@ -156,6 +156,16 @@ def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
     return Path(path)
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend: every figure gapbench draws is written to a file, never shown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def save_figure_atomic(fig, path: PathLike, **savefig_kwargs) -> Path:
     """Save a matplotlib figure as PNG at ``path`` through :class:`atomic_writer`; the figure stays open."""
     with atomic_writer(path, binary=True) as fh:

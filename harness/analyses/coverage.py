@@ -114,6 +114,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..files import pyplot
 from ..errors import ConfigError, GapbenchError, MissingDependencyError
 from ..types import Corpus, Qrels, Queries, Query
 
@@ -644,10 +645,7 @@ def _safe(name: str) -> str:
 
 def plot_boxplots(r: CoverageReport, out: Path) -> list[Path]:
     """One PNG per system: the per-query measure in each touched cluster (by mass, at most 30), dashed overall mean."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     k = r.clustering["k"]
     masses = {cl["cluster_id"]: cl["mass"] for cl in r.clusters}
@@ -672,10 +670,7 @@ def plot_boxplots(r: CoverageReport, out: Path) -> list[Path]:
 
 
 def plot_density(r: CoverageReport, out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cl = sorted(r.clusters, key=lambda x: (-x["mass"], x["cluster_id"]))
     fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(cl) + 2), 4), dpi=100)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
-from ..files import output_folder, save_figure_atomic, write_text_atomic
+from ..files import output_folder, pyplot, save_figure_atomic, write_text_atomic
 from ..retrieval import llm_manifest_of, with_task_defaults
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
@@ -312,11 +312,7 @@ def _subset(run: Run, qids: Sequence[str]) -> Run:
 
 def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
     """Recall-style pool-scaling plot (verifier vs retrievers, standard and gold-infused) as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = report.pool_scaling
     if not rows:
         raise GapbenchError("no pool-scaling rows to plot; pass pool sizes.")

@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
-from ..files import atomic_writer, output_folder, save_figure_atomic
+from ..files import atomic_writer, output_folder, pyplot, save_figure_atomic
 from ..types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -676,10 +676,7 @@ def to_markdown(d: Mapping[str, Any]) -> str:
 
 
 def plot_auc(d: Mapping[str, Any], path: str | Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = [n for n, s in d["signals"].items() if s["available"] and s["separation"] is not None]
     fig, ax = plt.subplots(figsize=(6.5, 3.8), dpi=110)
@@ -706,10 +703,7 @@ def plot_gate(report: SignalsReport, path: str | Path) -> Path | None:
     g = report.summary.get("gate")
     if not g:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     v = np.asarray(report.table.values[g["signal"]], dtype=np.float64)
     y = report.labels
@@ -735,12 +729,10 @@ def plot_gate(report: SignalsReport, path: str | Path) -> Path | None:
 
 
 def _save(fig, path) -> Path:
-    import matplotlib.pyplot as plt
-
     try:
         return save_figure_atomic(fig, path)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
 
 
 def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:

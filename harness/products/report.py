@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from ..errors import ConfigError, DataFormatError
-from ..files import output_folder, write_bytes_atomic, write_text_atomic
+from ..files import output_folder, pyplot, write_bytes_atomic, write_text_atomic
 
 REPORT_VERSION = 1
 
@@ -487,12 +487,7 @@ def _per_query_section(results, main, measures) -> tuple[dict, Section]:
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
 def _png(fig) -> bytes:

@@ -614,11 +614,9 @@ def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tup
 
 
 def plot_lda(result: AuditResult, path: Path) -> None:
-    import matplotlib
+    from ...files import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     targets, emb = result.target_embeddings()
     rps = result.rps()
     scores = np.array([rps[q] for q in targets])

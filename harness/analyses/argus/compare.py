@@ -305,11 +305,9 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
 
 
 def plot(d: Mapping[str, Any], path: Path) -> None:
-    import matplotlib
+    from ...files import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     if d.get("suite") and d.get("full_benchmark_avg"):
         table, title = d["full_benchmark_avg"], f"{d['task']} (Full Benchmark Avg.)"
     else:
