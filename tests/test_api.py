@@ -27,6 +27,7 @@ def test_readme_has_short_examples():
     assert len(code_lines(own_retriever)) < 15 and len(code_lines(evaluate_dict)) < 15
 
 
+@pytest.mark.slow
 def test_readme_own_retriever_example_runs(capsys):
     from gapbench.retrieval import RETRIEVERS
 

@@ -116,6 +116,7 @@ def test_probe_load_with_real_encoder(tmp_path):
         ap.Probe.load(tmp_path / "p", get_encoder("random:dim=8,seed=3"))
 
 
+@pytest.mark.slow
 def test_cli_probe_shipped_slice(tmp_path):
     from gapbench.cli import app, main
     from gapbench.cli.argus import register

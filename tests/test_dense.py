@@ -40,6 +40,7 @@ def test_dense_matches_raw_sentence_transformers():
     assert run["q"][0][0] in ("a", "c") and run["q"][-1][0] == "b"
 
 
+@pytest.mark.slow
 def test_dense_run_is_served_from_cache_without_the_model(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
     t0 = time.perf_counter()
@@ -84,6 +85,7 @@ d.embed(texts)
 """
 
 
+@pytest.mark.slow
 def test_killed_encoding_resumes_without_redoing_chunks(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
     env = os.environ.copy()

@@ -124,6 +124,7 @@ def test_write_chunk_checks_rows_and_values(tmp_path, monkeypatch):
         cache.chunk_range(3)
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_fast_encoder_gives_encodes_vectors():
     from sentence_transformers import SentenceTransformer
@@ -138,6 +139,7 @@ def test_fast_encoder_gives_encodes_vectors():
     assert Dense(dtype="bfloat16").fingerprint != Dense().fingerprint == Dense(dtype="float32").fingerprint
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))

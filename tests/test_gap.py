@@ -131,6 +131,7 @@ def test_truncated_and_malformed_answers_are_asked_again(wknow, tmp_path):
         assert sorted(d for d, _ in faulty[q]) == sorted(pools[q])
 
 
+@pytest.mark.slow
 def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
     data = get_task(TASK).load()
     with judge_server(data) as srv:

@@ -279,6 +279,7 @@ def test_search_before_index_and_exclusions():
         assert "green apple" not in srv.prompts[-1]
 
 
+@pytest.mark.slow
 def test_one_hop_agent_on_impliret_puts_every_found_gold_first(tmp_path, capsys, wknow):
     # with one hop on the original query the judge selects the gold document whenever bm25's top 25 holds it, so
     # the agent's R@10 and RR@10 both equal bm25's R@25

@@ -58,6 +58,7 @@ def test_vectors_ranking_cache_and_exclusions(server):
     assert [d for d, _ in excl["q"]][0] == "c" and len(excl["q"]) == 3
 
 
+@pytest.mark.slow
 def test_run_manifest_has_no_key(server, tmp_path):
     result = gapbench.run("impliret/unispeaker/wknow", f"openai-embed:model=embedder,base_url={server.base_url}",
                           measures=["nDCG@10", "R@100"], output=tmp_path / "run")

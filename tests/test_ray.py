@@ -118,6 +118,7 @@ def test_cli_without_ray_installed_names_the_extra_and_a_bad_address_is_a_usage_
                                        "Install it with: pip install 'gapbench[ray]'\n")
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_by_ray_and_every_chunk_is_encoded_once(cluster, home):
     texts = _texts(60)
     cache = EmbeddingCache("toy", texts, chunk_size=7)
@@ -131,6 +132,7 @@ def test_a_killed_worker_is_restarted_by_ray_and_every_chunk_is_encoded_once(clu
     assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
 
 
+@pytest.mark.slow
 def test_a_worker_that_keeps_dying_stops_the_run_and_the_resume_encodes_only_the_missing_chunks(cluster, home):
     texts = _texts(60)
     cache = EmbeddingCache("toy", texts, chunk_size=7)
@@ -151,6 +153,7 @@ def test_a_worker_that_keeps_dying_stops_the_run_and_the_resume_encodes_only_the
     assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
 
 
+@pytest.mark.slow
 def test_an_encoder_error_on_a_worker_is_the_encoders_own_message(cluster, home):
     cache = EmbeddingCache("toy", _texts(20), chunk_size=7)
     with distributed.connect("local"):
@@ -170,6 +173,7 @@ with distributed.connect("local"):
 """
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_with_only_the_missing_chunks(cluster, home):
     log = home / "log"
     cache = EmbeddingCache("toy", _texts(60), chunk_size=7)
@@ -199,6 +203,7 @@ def test_a_killed_driver_resumes_with_only_the_missing_chunks(cluster, home):
     assert np.array_equal(cache.get(lambda _: pytest.fail("nothing is left to encode")), expected)
 
 
+@pytest.mark.slow
 def test_sharded_search_equals_local_search(cluster, home):
     texts = _texts(200)
     cache = EmbeddingCache("toy", texts, chunk_size=16)
@@ -232,6 +237,7 @@ def _wknow(n_docs: int, n_queries: int):
     return Corpus(list(data.corpus.values())[:n_docs]), Queries(list(data.queries.values())[:n_queries])
 
 
+@pytest.mark.slow
 def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, home, monkeypatch):
     from gapbench import budget
     from gapbench.adapters.dense import Dense

@@ -152,6 +152,7 @@ def foreign(requests: list[str], page: str) -> list[str]:
     return [u for u in requests if u != page and not u.startswith("data:")]
 
 
+@pytest.mark.slow
 def test_report_page_in_chromium(browser, tmp_path, _gapbench_home):
     inputs = build_inputs(Path(_gapbench_home))
     dirs = [inputs["gap"], *(inputs[k] for k in ("coverage", "signals", "argus_audit", "argus_compare", "blindspots"))]

@@ -55,6 +55,7 @@ def analyses(tmp_path_factory):
     return task, runs, an
 
 
+@pytest.mark.slow
 def test_report_over_real_analyses_in_chromium(analyses, tmp_path, capsys):
     task, runs, an = analyses
     out = tmp_path / "report"

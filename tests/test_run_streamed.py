@@ -43,6 +43,7 @@ def streamed(tmp_path_factory):
     return root, small, whole
 
 
+@pytest.mark.slow
 def test_streamed_run_dir_is_the_one_written_at_the_end(streamed, tmp_path):
     root, small, _ = streamed
     save_run_dir(tmp_path / "old", small.run, small.results, small.manifest)
@@ -55,6 +56,7 @@ def test_streamed_run_dir_is_the_one_written_at_the_end(streamed, tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["small", "whole"]  # no hidden sibling left
 
 
+@pytest.mark.slow
 def test_batches_change_no_result(streamed):
     root, small, whole = streamed
     assert list(small.run.items()) == list(whole.run.items())
@@ -88,6 +90,7 @@ class _Crashing:
         return self.bm25.search(queries, k, exclude)
 
 
+@pytest.mark.slow
 def test_crash_mid_search_keeps_the_earlier_run_dir(streamed, tmp_path):
     root, small, _ = streamed
     out = tmp_path / "out"

@@ -244,6 +244,7 @@ def beir_slice(tmp_path_factory):
 RETR = "bm25,dense,dense:query_prompt=Represent this question for searching relevant passages: "
 
 
+@pytest.mark.slow
 def test_cli_signals_end_to_end_and_gate(beir_slice, tmp_path):
     out = tmp_path / "sig"
     args = ["signals", str(beir_slice), "--retrievers", RETR, "--bootstrap", "200", "-o", str(out)]
