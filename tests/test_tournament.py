@@ -235,6 +235,7 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
     assert GapReport("t", "nDCG@10", {}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6).to_dict()["verifier_answers"] is None
 
 
+@pytest.mark.slow
 def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, capsys, monkeypatch):
     from gapbench.cli import main
     from gapbench.task import get_task
