@@ -171,3 +171,11 @@ def save_figure_atomic(fig, path: PathLike, **savefig_kwargs) -> Path:
     with atomic_writer(path, binary=True) as fh:
         fig.savefig(fh, format="png", **savefig_kwargs)
     return Path(path)
+
+
+def write_figure(fig, path: PathLike, **savefig_kwargs) -> Path:
+    """:func:`save_figure_atomic`, then close the figure, also when saving fails (pyplot keeps every open figure)."""
+    try:
+        return save_figure_atomic(fig, path, **savefig_kwargs)
+    finally:
+        pyplot().close(fig)

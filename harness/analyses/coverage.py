@@ -114,7 +114,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..files import pyplot
+from ..files import pyplot, write_figure
 from ..errors import ConfigError, GapbenchError, MissingDependencyError
 from ..types import Corpus, Qrels, Queries, Query
 
@@ -664,8 +664,7 @@ def plot_boxplots(r: CoverageReport, out: Path) -> list[Path]:
         ax.set_title(f"{r.task}: {s}, {r.measure} per cluster", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        paths.append(_save_fig(fig, out / f"coverage_boxplot_{_safe(s)}.png"))
-        plt.close(fig)
+        paths.append(write_figure(fig, out / f"coverage_boxplot_{_safe(s)}.png"))
     return paths
 
 
@@ -683,15 +682,7 @@ def plot_density(r: CoverageReport, out: Path) -> Path:
     ax.set_title(f"{r.task}: documents and queries per cluster (MSC {r.coverage['msc']:.3f})", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = _save_fig(fig, out / "coverage_density.png")
-    plt.close(fig)
-    return path
-
-
-def _save_fig(fig, path: Path) -> Path:
-    from ..files import save_figure_atomic
-
-    return save_figure_atomic(fig, path)
+    return write_figure(fig, out / "coverage_density.png")
 
 
 def save_coverage(report: CoverageReport, out_dir: str | Path) -> dict[str, Path]:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
-from ..files import output_folder, pyplot, save_figure_atomic, write_text_atomic
+from ..files import output_folder, pyplot, write_figure, write_text_atomic
 from ..retrieval import llm_manifest_of, with_task_defaults
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
@@ -331,10 +331,7 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    try:
-        return save_figure_atomic(fig, Path(path))
-    finally:
-        plt.close(fig)
+    return write_figure(fig, Path(path))
 
 
 def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:

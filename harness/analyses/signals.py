@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
-from ..files import atomic_writer, output_folder, pyplot, save_figure_atomic
+from ..files import atomic_writer, output_folder, pyplot, write_figure
 from ..types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -729,10 +729,7 @@ def plot_gate(report: SignalsReport, path: str | Path) -> Path | None:
 
 
 def _save(fig, path) -> Path:
-    try:
-        return save_figure_atomic(fig, path)
-    finally:
-        pyplot().close(fig)
+    return write_figure(fig, path)
 
 
 def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:

@@ -77,7 +77,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError, DataFormatError, GapbenchError
-from ...files import atomic_writer, output_folder, save_figure_atomic, write_text_atomic
+from ...files import atomic_writer, output_folder, write_figure, write_text_atomic
 from ...formats import read_jsonl
 from ...spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
 
@@ -635,10 +635,7 @@ def plot_lda(result: AuditResult, path: Path) -> None:
                  f"k={result.k}, N={result.n_requested}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        save_figure_atomic(fig, path, dpi=120)
-    finally:
-        plt.close(fig)
+    write_figure(fig, path, dpi=120)
 
 
 def audit_markdown(d: dict) -> str:

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
                             expansion_views, kb_hits, load_probe, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
-from ...files import output_folder, save_figure_atomic, write_text_atomic
+from ...files import output_folder, write_figure, write_text_atomic
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -324,10 +324,7 @@ def plot(d: Mapping[str, Any], path: Path) -> None:
     ax.set_title(f"ARGUS: {title} | {d['retriever']}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        save_figure_atomic(fig, path, dpi=110)
-    finally:
-        plt.close(fig)
+    write_figure(fig, path, dpi=110)
 
 
 def write_outputs(result: ArgusComparison, out: str | os.PathLike, *, with_plot: bool = True) -> dict[str, Path]:
