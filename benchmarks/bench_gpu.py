@@ -143,7 +143,7 @@ def _raw_search(q, docs, k: int, chunk: int, dtype):
 def bench_search(args, out: Out) -> None:
     import torch
 
-    from gapbench.topk import DeviceDocs, tie_keys, torch_topk
+    from gapbench.topk import CANDIDATE_MARGIN, DeviceDocs, torch_topk
 
     gen = torch.Generator(device=args.device).manual_seed(0)
     docs = torch.randn(args.docs, args.dim, generator=gen, device=args.device)
@@ -173,7 +173,15 @@ def bench_search(args, out: Out) -> None:
     t0 = time.perf_counter()
     hits = torch_topk(q_np, held, args.k)
     took = time.perf_counter() - t0
-    out(f"  gapbench torch_topk (exact, tie rule): {took:.3f}s  {args.queries / took:,.0f} queries/s")
+    out(f"  gapbench torch_topk (exact, tie rule; defaults: margin {CANDIDATE_MARGIN}, automatic tile): {took:.3f}s  "
+        f"{args.queries / took:,.0f} queries/s")
+    for margin in args.margins:  # the same function with other settings, so the defaults can be chosen from data
+        for tile in (None, chunk * 4 * args.docs):
+            t0 = time.perf_counter()
+            torch_topk(q_np, held, args.k, candidate_margin=margin, tile_bytes=tile)
+            took = time.perf_counter() - t0
+            out(f"    margin {margin}, tile {'automatic' if tile is None else f'{chunk} queries'}: {took:.3f}s  "
+                f"{args.queries / took:,.0f} queries/s")
     same32 = np.mean([set(i.tolist()) == set(r.tolist()) for (i, _), r in zip(hits, raw[torch.float32])])
     same16 = np.mean([set(i.tolist()) == set(r.tolist()) for (i, _), r in zip(hits, raw[torch.float16])])
     out(f"  top-{args.k} sets equal to raw float32: {same32:.4f} of queries; to raw float16: {same16:.4f}")
@@ -208,9 +216,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.raw_batch_sizes = (128, 256)
+    args.margins = (16, 32, 64)
     if args.small:
         args.n, args.docs, args.queries, args.device, args.check_cpu = 64, 3000, 50, "cpu", 50
         args.raw_batch_sizes = (32,)
+        args.margins = (16,)
     out = Out(args.out)
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
     out(f"bench_gpu: {name}, torch {torch.__version__}")

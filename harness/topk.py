@@ -180,7 +180,7 @@ def dense_topk(
 # ---------------------------------------------------------------------------------------------------------------------
 # exact top-k with torch (GPU): the same results as dense_topk, tie rule and masks included
 
-CANDIDATE_MARGIN = 64  # extra float16 candidates per row, so that few rows need the wider re-selection
+CANDIDATE_MARGIN = 32  # extra float16 candidates per row, so that few rows need the wider re-selection
 LOW_PRECISION_NORMS = (1 / 16, 16.0)  # vector norms within which float16 candidate scores have a known error bound
 
 
@@ -274,6 +274,10 @@ class _Masks:
     def __init__(self, excluded, q0: int, q1: int, device) -> None:
         import torch
 
+        self.any = bool(excluded) and any(m is not None and (isinstance(m, Allowed) or m.size)
+                                          for m in excluded[q0:q1])
+        if not self.any:  # nothing to upload: most searches exclude nothing
+            return
         rows, cols, a_rows, a_pair_r, a_pair_c = [], [], [], [], []
         for r, m in enumerate(excluded[q0:q1] if excluded else ()):
             if isinstance(m, Allowed):
@@ -290,7 +294,6 @@ class _Masks:
         self.rows, self.cols = tensor(rows), tensor(cols)
         self.a_rows = torch.as_tensor(np.asarray(a_rows, dtype=np.int64), device=device)
         self.a_r, self.a_c = tensor(a_pair_r), tensor(a_pair_c)
-        self.any = bool(self.rows.numel() or self.a_rows.numel())
 
     def apply(self, s, d0: int, row_map=None) -> None:
         """Set masked entries of the tile ``s`` (documents ``d0..``) to -inf; ``row_map``: chunk row -> tile row."""
@@ -312,7 +315,7 @@ class _Masks:
                 s[r, c] = float("-inf")
 
 
-def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks):
+def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int):
     """Top-k of one query chunk against one document block: (combined keys, global indices), both [rows, kk]."""
     import torch
 
@@ -320,7 +323,7 @@ def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks):
     kk = min(k, n)
     s = q16 @ d16.T if q16 is not None else q32 @ d32.T
     masks.apply(s, d0)
-    kc = min(n, kk + (max(CANDIDATE_MARGIN, kk // 2) if q16 is not None else 1))
+    kc = min(n, kk + (max(margin, kk // 2) if q16 is not None else 1))
     vals, idx = torch.topk(s, kc, dim=1)
     if kc > kk:
         # Every document that can beat the k-th must score within 2*eps of it: where the list ends above that line,
@@ -349,6 +352,7 @@ def torch_topk(
     excluded: Sequence[np.ndarray | Allowed | None] | None = None,
     *,
     tile_bytes: int | None = None,
+    candidate_margin: int = CANDIDATE_MARGIN,
     progress: Callable[[int], None] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Exact inner-product top-k on a torch device, with :func:`dense_topk`'s results (indices, scores) and tie rule.
@@ -363,26 +367,30 @@ def torch_topk(
     nq, device = query_emb.shape[0], docs.device
     if not nq or not docs.n or k <= 0:
         return [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in range(nq)]
-    q32 = torch.as_tensor(np.ascontiguousarray(query_emb, dtype=np.float32), device=device)
+    q_host = np.ascontiguousarray(query_emb, dtype=np.float32)
+    q32 = torch.as_tensor(q_host, device=device)
     q_norm = torch.linalg.vector_norm(q32, dim=1)
+    norms_host = np.linalg.norm(q_host, axis=1)  # decides float16 per chunk without waiting on the device
     tile_bytes = tile_bytes or (min(4 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
                                 if device.type == "cuda" else memory_share(0.25))
     chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 32) * docs.dim)))
-    best: list[tuple] = [None] * ((nq + chunk - 1) // chunk)
+    starts = range(0, nq, chunk)
+    masks = [_Masks(excluded, q0, min(nq, q0 + chunk), device) for q0 in starts]
+    best: list[tuple] = [None] * len(starts)
     reported = 0
     flag = getattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", None)
     if flag is not None:  # the float16 error bound assumes float32 accumulation
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     try:
         for d0, d32, d16 in docs.blocks():
-            for c, q0 in enumerate(range(0, nq, chunk)):
+            for c, q0 in enumerate(starts):
                 q1 = min(nq, q0 + chunk)
                 qn = q_norm[q0:q1]
-                low = d16 is not None and docs._norms_fit(float(qn.min())) and docs._norms_fit(float(qn.max()))
+                low = (d16 is not None and docs._norms_fit(float(norms_host[q0:q1].min()))
+                       and docs._norms_fit(float(norms_host[q0:q1].max())))
                 eps = (qn * docs.max_norm * 2.0**-8 + docs.dim * 2.0**-24 * (qn + docs.max_norm)) if low else 0.0
-                masks = _Masks(excluded, q0, q1, device)
                 top, idx = _tile_topk(q32[q0:q1], q32[q0:q1].half() if low else None, eps, d0, d32, d16,
-                                      docs.keys, k, masks)
+                                      docs.keys, k, masks[c], candidate_margin)
                 if best[c] is not None:
                     top, pos = torch.topk(torch.cat([best[c][0], top], 1), min(k, best[c][0].shape[1] + top.shape[1]),
                                           dim=1)
@@ -398,7 +406,9 @@ def torch_topk(
     out: list[tuple[np.ndarray, np.ndarray]] = []
     for top, idx in best:
         scores, idx = _scores_of(top).cpu().numpy(), idx.cpu().numpy()
-        for r in range(scores.shape[0]):
-            keep = np.isfinite(scores[r])
-            out.append((idx[r][keep], scores[r][keep]))
+        finite = np.isfinite(scores)
+        if finite.all():  # the usual case: every row has k entries, no per-row masking needed
+            out.extend(zip(idx, scores))
+            continue
+        out.extend((idx[r][finite[r]], scores[r][finite[r]]) for r in range(scores.shape[0]))
     return out

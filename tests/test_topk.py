@@ -70,7 +70,8 @@ def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision):
     assert len(got[2][0]) == 4 and len(got[4][0]) == 150
 
 
-def test_torch_topk_float16_candidates_on_unit_vectors():
+@pytest.mark.parametrize("margin", [0, 4, 32])  # 0 and 4: most rows take the wider re-selection
+def test_torch_topk_float16_candidates_on_unit_vectors(margin):
     from gapbench.topk import DeviceDocs, torch_topk
 
     rng = np.random.default_rng(4)
@@ -81,6 +82,6 @@ def test_torch_topk_float16_candidates_on_unit_vectors():
     d[1000:1100] = d[17] + np.float32(1e-4) * rng.normal(size=(100, 64)).astype(np.float32)  # near-ties in float16
     keys = tie_keys([f"d{i:04d}" for i in range(4000)])
     want = dense_topk(q, d, 20, keys)
-    got = torch_topk(q, DeviceDocs(d, keys, "cpu", low_precision=True), 20)
+    got = torch_topk(q, DeviceDocs(d, keys, "cpu", low_precision=True), 20, candidate_margin=margin)
     assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
     np.testing.assert_allclose(np.concatenate([g[1] for g in got]), np.concatenate([w[1] for w in want]), atol=1e-6)
