@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.raw_batch_sizes = (128, 256)
-    args.margins = (16, 32, 64)
+    args.margins = (8, 16, 32, 64)
     if args.small:
         args.n, args.docs, args.queries, args.device, args.check_cpu = 64, 3000, 50, "cpu", 50
         args.raw_batch_sizes = (32,)

@@ -315,34 +315,74 @@ class _Masks:
                 s[r, c] = float("-inf")
 
 
-def _tile_topk(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int):
-    """Top-k of one query chunk against one document block: (combined keys, global indices), both [rows, kk]."""
+def _tile_candidates(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int):
+    """Top-k of one query chunk against one document block, without waiting on the device.
+
+    Returns (combined keys, global indices), both [rows, kk], and a boolean [rows] tensor of the rows whose candidate
+    list may miss a document (the float16 error bound, or ties at the boundary), or None when every document was a
+    candidate. Those rows are recomputed exactly by :func:`_exact_rows` once the whole block is done.
+    """
     import torch
 
     n = d32.shape[0]
     kk = min(k, n)
     s = q16 @ d16.T if q16 is not None else q32 @ d32.T
     masks.apply(s, d0)
-    kc = min(n, kk + (max(margin, kk // 2) if q16 is not None else 1))
+    kc = min(n, kk + (max(margin, kk // 2, 1) if q16 is not None else 1))  # one more at least: the line test
     vals, idx = torch.topk(s, kc, dim=1)
+    bad = None
     if kc > kk:
-        # Every document that can beat the k-th must score within 2*eps of it: where the list ends above that line,
-        # ties (eps=0) or float16 error may hide one, so those rows take every document above the line.
+        # Every document that can beat the k-th must score within 2*eps of it: a row whose list ends above that line
+        # may hide one (ties when eps=0, float16 error otherwise).
         line = vals[:, kk - 1].float() - 2 * eps
-        bad = torch.nonzero(~((vals[:, -1].float() < line) | torch.isneginf(vals[:, kk - 1]))).flatten()
-        if bad.numel():
-            need = int((s[bad].float() >= line[bad, None]).sum(1).max())
-            more_vals, more_idx = torch.topk(s[bad], need, dim=1)
-            vals = torch.cat([vals, vals.new_full((vals.shape[0], need - kc), float("-inf"))], 1)
-            idx = torch.cat([idx, idx.new_zeros((idx.shape[0], need - kc))], 1)
-            vals[bad], idx[bad] = more_vals, more_idx
+        bad = ~((vals[:, -1].float() < line) | torch.isneginf(vals[:, kk - 1]))
     exact = vals.float()
     if q16 is not None:  # candidates re-scored in float32; masked ones and padding stay -inf
         rescored = torch.bmm(d32[idx], q32.unsqueeze(2)).squeeze(2)
         exact = torch.where(torch.isneginf(exact), exact, rescored)
     top, pos = torch.topk(_combined(exact, keys[d0 + idx]), kk, dim=1)
-    top_idx = idx.gather(1, pos)
-    return top, top_idx + d0
+    return top, idx.gather(1, pos) + d0, bad
+
+
+def _exact_rows(q32, rows, d0: int, d32, keys, k: int, masks: _Masks, max_bytes: int):
+    """Exact top-k of the chunk rows ``rows`` against one block: float32 scores of every document, tie rule included."""
+    import torch
+
+    n = d32.shape[0]
+    kk = min(k, n)
+    step = max(1, max_bytes // (40 * n))  # float32 scores and the int64 combined keys, with room for topk
+    tops, idxs = [], []
+    for r0 in range(0, rows.numel(), step):
+        part = rows[r0 : r0 + step]
+        s = q32[part] @ d32.T
+        if masks.any:
+            row_map = torch.full((q32.shape[0],), -1, dtype=torch.int64, device=s.device)
+            row_map[part] = torch.arange(part.numel(), device=s.device)
+            masks.apply(s, d0, row_map)
+        top, idx = torch.topk(_combined(s, keys[d0 : d0 + n].expand(part.numel(), n)), kk, dim=1)
+        tops.append(top)
+        idxs.append(idx + d0)
+    return torch.cat(tops), torch.cat(idxs)
+
+
+def _redo_flagged_rows(tiles, starts, q32, d0: int, d32, keys, k: int, masks, max_bytes: int) -> None:
+    """Replace the flagged rows of every chunk's tile with their exact top-k: one wait on the device per block."""
+    import torch
+
+    flagged = [(c, bad) for c, (_, _, bad) in enumerate(tiles) if bad is not None]
+    if not flagged:
+        return
+    counts = torch.stack([bad.sum() for _, bad in flagged]).cpu().tolist()
+    for (c, bad), count in zip(flagged, counts):
+        if not count:
+            continue
+        q0 = starts[c]
+        rows = torch.nonzero(bad).flatten()
+        top, idx, _ = tiles[c]
+        exact_top, exact_idx = _exact_rows(q32[q0 : q0 + bad.numel()], rows, d0, d32, keys, k, masks[c], max_bytes)
+        top, idx = top.clone(), idx.clone()
+        top[rows], idx[rows] = exact_top, exact_idx
+        tiles[c] = (top, idx, None)
 
 
 def torch_topk(
@@ -370,6 +410,7 @@ def torch_topk(
     q_host = np.ascontiguousarray(query_emb, dtype=np.float32)
     q32 = torch.as_tensor(q_host, device=device)
     q_norm = torch.linalg.vector_norm(q32, dim=1)
+    q16 = q32.half() if docs.low else None
     norms_host = np.linalg.norm(q_host, axis=1)  # decides float16 per chunk without waiting on the device
     tile_bytes = tile_bytes or (min(4 * 1024**3, torch.cuda.mem_get_info(device)[0] // 4)
                                 if device.type == "cuda" else memory_share(0.25))
@@ -383,14 +424,17 @@ def torch_topk(
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     try:
         for d0, d32, d16 in docs.blocks():
+            tiles = []
             for c, q0 in enumerate(starts):
                 q1 = min(nq, q0 + chunk)
-                qn = q_norm[q0:q1]
                 low = (d16 is not None and docs._norms_fit(float(norms_host[q0:q1].min()))
                        and docs._norms_fit(float(norms_host[q0:q1].max())))
+                qn = q_norm[q0:q1]
                 eps = (qn * docs.max_norm * 2.0**-8 + docs.dim * 2.0**-24 * (qn + docs.max_norm)) if low else 0.0
-                top, idx = _tile_topk(q32[q0:q1], q32[q0:q1].half() if low else None, eps, d0, d32, d16,
-                                      docs.keys, k, masks[c], candidate_margin)
+                tiles.append(_tile_candidates(q32[q0:q1], q16[q0:q1] if low else None, eps, d0, d32, d16,
+                                              docs.keys, k, masks[c], candidate_margin))
+            _redo_flagged_rows(tiles, starts, q32, d0, d32, docs.keys, k, masks, tile_bytes)
+            for c, (top, idx, _) in enumerate(tiles):
                 if best[c] is not None:
                     top, pos = torch.topk(torch.cat([best[c][0], top], 1), min(k, best[c][0].shape[1] + top.shape[1]),
                                           dim=1)

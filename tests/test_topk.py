@@ -44,8 +44,8 @@ def test_dense_topk_chunks_masks_and_allowed():
     assert got[2][0].tolist() == reference(apply_mask(q[2] @ d.T, excluded[2]), 12, keys) and len(got[2][0]) == 3
 
 
-@pytest.mark.parametrize("low_precision", [False, True])
-def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision):
+@pytest.mark.parametrize("low_precision,margin", [(False, 32), (True, 32), (True, 0)])
+def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision, margin):
     from gapbench.topk import DeviceDocs, torch_topk
 
     rng = np.random.default_rng(3)
@@ -64,7 +64,7 @@ def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision):
         want = dense_topk(q, d, k, keys, excluded)
         for block_rows in (None, 64, 7):
             docs = DeviceDocs(d, keys, "cpu", low_precision=low_precision, block_rows=block_rows)
-            got = torch_topk(q, docs, k, excluded, tile_bytes=4000)
+            got = torch_topk(q, docs, k, excluded, tile_bytes=4000, candidate_margin=margin)
             assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
             assert [g[1].tolist() for g in got] == [w[1].tolist() for w in want]
     assert len(got[2][0]) == 4 and len(got[4][0]) == 150
