@@ -105,29 +105,37 @@ def bench_encoding(args, out: Out) -> None:
     best = None
     for bs in args.raw_batch_sizes:
         raw.encode(warm, batch_size=bs, normalize_embeddings=True)
-        _sync(args.device)
-        t0 = time.perf_counter()
-        ref = raw.encode(texts, batch_size=bs, normalize_embeddings=True, convert_to_numpy=True)
-        _sync(args.device)
-        took = time.perf_counter() - t0
-        out(f"  raw SentenceTransformer.encode batch_size={bs}: {took:.2f}s  {tokens / took:,.0f} tokens/s  "
-            f"{len(texts) / took:,.0f} texts/s")
-        if best is None or took < best[0]:
-            best = (took, bs, np.asarray(ref, dtype=np.float32))
+        for _ in range(args.repeat):  # best of the repeats, for both sides: the GPU machine is shared and noisy
+            _sync(args.device)
+            t0 = time.perf_counter()
+            ref = raw.encode(texts, batch_size=bs, normalize_embeddings=True, convert_to_numpy=True)
+            _sync(args.device)
+            took = time.perf_counter() - t0
+            out(f"  raw SentenceTransformer.encode batch_size={bs}: {took:.2f}s  {tokens / took:,.0f} tokens/s  "
+                f"{len(texts) / took:,.0f} texts/s")
+            if best is None or took < best[0]:
+                best = (took, bs, np.asarray(ref, dtype=np.float32))
     del raw
     if args.device.startswith("cuda"):
         torch.cuda.empty_cache()
-    dense = Dense(model=args.model, device=args.device, dtype=dtype, encoder="fast", cache=False)
-    dense.encode_texts(warm)
-    _sync(args.device)
-    t0 = time.perf_counter()
-    emb = dense.encode_texts(texts)
-    took = time.perf_counter() - t0
-    diff = float(np.abs(emb - best[2]).max())
-    out(f"  gapbench fast encoder (batch_tokens={dense._fast.batch_tokens}): {took:.2f}s  {tokens / took:,.0f} "
-        f"tokens/s  {len(texts) / took:,.0f} texts/s")
-    out(f"  ratio gapbench / best raw (batch_size={best[1]}): {best[0] / took:.2f}x   max |difference| of the "
-        f"vectors: {diff:.2e}")
+    mine = None
+    for batch_tokens in args.batch_tokens:
+        dense = Dense(model=args.model, device=args.device, dtype=dtype, encoder="fast", cache=False,
+                      batch_tokens=batch_tokens)
+        dense.encode_texts(warm)
+        for _ in range(args.repeat):
+            _sync(args.device)
+            t0 = time.perf_counter()
+            emb = dense.encode_texts(texts)
+            took = time.perf_counter() - t0
+            out(f"  gapbench fast encoder (batch_tokens={batch_tokens}): {took:.2f}s  {tokens / took:,.0f} "
+                f"tokens/s  {len(texts) / took:,.0f} texts/s")
+            if mine is None or took < mine[0]:
+                mine = (took, batch_tokens, emb)
+        del dense
+    diff = float(np.abs(mine[2] - best[2]).max())
+    out(f"  ratio best gapbench (batch_tokens={mine[1]}) / best raw (batch_size={best[1]}): {best[0] / mine[0]:.2f}x"
+        f"   max |difference| of the vectors: {diff:.2e}")
 
 
 def _raw_search(q, docs, k: int, chunk: int, dtype):
@@ -169,7 +177,7 @@ def bench_search(args, out: Out) -> None:
     _sync(args.device)
     out(f"  gapbench DeviceDocs: {time.perf_counter() - t0:.2f}s to place the documents "
         f"({'on the device' if held.resident else 'streamed'}, float16 candidates: {held.low})")
-    torch_topk(q_np[:chunk], held, args.k)
+    torch_topk(q_np, held, args.k)  # warm-up at its own tile size, as the raw loop's warm-up is at its own
     t0 = time.perf_counter()
     hits = torch_topk(q_np, held, args.k)
     took = time.perf_counter() - t0
@@ -207,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     ap.add_argument("--check-cpu", type=int, default=200, help="queries re-ranked by the CPU path for comparison")
+    ap.add_argument("--repeat", type=int, default=2, help="timed repeats per encoding setting (the best counts)")
     ap.add_argument("--small", action="store_true", help="toy sizes on the CPU")
     ap.add_argument("--skip", choices=("encoding", "search"), action="append", default=[])
     ap.add_argument("--out", help="also write the output to this file")
@@ -217,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.raw_batch_sizes = (128, 256)
     args.margins = (8, 16, 32, 64)
+    args.batch_tokens = (65_536, 131_072)
     if args.small:
         args.n, args.docs, args.queries, args.device, args.check_cpu = 64, 3000, 50, "cpu", 50
         args.raw_batch_sizes = (32,)
         args.margins = (16,)
+        args.batch_tokens = (16_384,)
     out = Out(args.out)
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
     out(f"bench_gpu: {name}, torch {torch.__version__}")
