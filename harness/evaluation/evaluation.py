@@ -19,6 +19,7 @@ from ..errors import ConfigError, GapbenchError
 from ..options import Range, parse_float, parse_int
 from .stats import bootstrap_cis
 from ..types import Qrels, Run, clean_scores
+from ..tables import Table
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 
@@ -291,23 +292,9 @@ class Results:
         return self.to_frame().describe().T[["mean"]]._repr_html_()
 
 
-def _numeric(cell: object) -> bool:
-    text = str(cell).split(" ")[0].strip("[]()%,")
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return text in ("-", "?", "nan")
-
-
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Plain-text table: text columns left-aligned, numeric columns right-aligned."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    numeric = [i > 0 and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
-    line = lambda r: "  ".join(
-        str(c).rjust(w) if numeric[i] else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))
-    ).rstrip()
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+    """Plain-text table (:meth:`gapbench.tables.Table.text`): text columns left-aligned, numeric ones right-aligned."""
+    return Table(list(header), [list(r) for r in rows]).text()
 
 
 def _descending_ranks(n: int) -> list[float]:
