@@ -414,3 +414,55 @@ def test_query_entities_add_clusters(tmp_path):
     assert len(cities) == 1 and base.qclusters["q2"] == base.qclusters["q3"] == cities
     assert more.qclusters == base.qclusters
     assert more.coverage["n_queries"] == 6
+
+
+def _hand_report(**extra):
+    from gapbench.analyses.coverage import CoverageReport
+
+    fields = dict(
+        task="toy", measure="nDCG@10", config={}, clustering={"k": 2, "criterion": "given", "silhouette": {}},
+        entities={"method": "spacy", "n_unique": 4, "n_docs_with_entities": 3, "n_docs": 5, "model": "m"},
+        clusters=[{"cluster_id": 0, "label": "a|b / c", "mass": 2, "n_queries": 3},
+                  {"cluster_id": 1, "label": "d", "mass": 1, "n_queries": 0}],
+        coverage={"n_clusters": 2, "n_touched": 1, "msc": 0.5, "mass_weighted": 2 / 3, "n_queries": 3,
+                  "density": {"min": 0, "median": 1.5, "mean": 1.5, "min_queries": 2, "below_min": 1}},
+        systems={"bm25": {"mean": 0.5, "macro": 0.25, "per_cluster": {0: {"mean": 0.25}}},
+                 "dense": {"mean": 0.125, "macro": float("nan"), "per_cluster": {}}},
+        bootstrap={"n_resamples": 10, "seed": 0, "win_rate": {"mean": {"bm25": 0.9, "dense": 0.1},
+                                                              "macro": {"bm25": 1.0, "dense": 0.0}},
+                   "rank_stability": {"mean": 0.8, "macro": 1.0}, "mean_macro_agreement": 0.9},
+        queries=[], missing=[{"cluster_id": 1, "label": "d", "mass": 1, "sample_docs": [{"doc_id": "d1"}]}])
+    return CoverageReport(**{**fields, **extra})
+
+
+def test_markdown_tables_by_hand():
+    # a pipe in a label is escaped (the hand-built tables of old split the cell); every column left-aligned ("---")
+    assert str(_hand_report()) == "\n".join([
+        "# Semantic coverage: toy",
+        "",
+        "Entities: spacy (4 distinct forms, 3/5 documents with entities). Clusters: k = 2 (given).",
+        "",
+        "| clusters | touched | MSC | mass-weighted | queries | density min / median / mean | clusters < 2 queries |",
+        "|---|---|---|---|---|---|---|",
+        "| 2 | 1 | 0.5000 | 0.6667 | 3 | 0 / 1.5 / 1.5 | 1 |",
+        "",
+        "| system | mean nDCG@10 | macro nDCG@10 | win rate (mean) | win rate (macro) |",
+        "|---|---|---|---|---|",
+        "| bm25 | 0.5000 | 0.2500 | 0.900 | 1.000 |",
+        "| dense | 0.1250 | nan | 0.100 | 0.000 |",
+        "",
+        "Bootstrap: 10 resamples of queries (seed 0); rank stability mean 0.800, macro 1.000; mean and macro pick the "
+        "same winner in 0.900 of resamples.",
+        "",
+        "## Clusters",
+        "",
+        "| id | label | mass | queries | bm25 | dense |",
+        "|---|---|---|---|---|---|",
+        "| 0 | a\\|b / c | 2 | 3 | 0.2500 | - |",
+        "| 1 | d | 1 | 0 | - | - |",
+        "",
+        "## Missing strata",
+        "",
+        "- cluster 1 (d), mass 1: sample documents d1",
+        "",
+    ])

@@ -116,6 +116,7 @@ import numpy as np
 
 from ..files import pyplot, write_figure
 from ..errors import ConfigError, GapbenchError, MissingDependencyError
+from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Query
 
 ENTITY_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
@@ -580,62 +581,80 @@ def _f(x: float, nd: int = 4) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
-def to_markdown(r: CoverageReport) -> str:
-    c = r.coverage
-    d = c["density"]
-    lines = [f"# Semantic coverage: {r.task}", "",
-             f"Entities: {r.entities['method']} ({r.entities['n_unique']} distinct forms, "
-             f"{r.entities['n_docs_with_entities']}/{r.entities['n_docs']} documents with entities). "
-             f"Clusters: k = {r.clustering['k']} ({r.clustering['criterion']}).", "",
-             "| clusters | touched | MSC | mass-weighted | queries | density min / median / mean | "
-             f"clusters < {d['min_queries']} queries |", "|---|---|---|---|---|---|---|",
-             f"| {c['n_clusters']} | {c['n_touched']} | {_f(c['msc'])} | {_f(c['mass_weighted'])} | {c['n_queries']} | "
-             f"{d['min']} / {_f(d['median'], 1)} / {_f(d['mean'], 1)} | {d['below_min']} |", "",
-             f"| system | mean {r.measure} | macro {r.measure} | win rate (mean) | win rate (macro) |",
-             "|---|---|---|---|---|"]
-    b = r.bootstrap
-    for s, v in r.systems.items():
-        lines.append(f"| {s} | {_f(v['mean'])} | {_f(v['macro'])} | {_f(b['win_rate']['mean'][s], 3)} | "
-                     f"{_f(b['win_rate']['macro'][s], 3)} |")
-    lines += ["", f"Bootstrap: {b['n_resamples']} resamples of queries (seed {b['seed']}); rank stability "
-                  f"mean {_f(b['rank_stability']['mean'], 3)}, macro {_f(b['rank_stability']['macro'], 3)}; "
-                  f"mean and macro pick the same winner in {_f(b['mean_macro_agreement'], 3)} of resamples.", "",
-              "## Clusters", "", "| id | label | mass | queries | " + " | ".join(r.systems) + " |",
-              "|---|---|---|---|" + "---|" * len(r.systems)]
+def _summary_table(r: CoverageReport) -> Table:
+    """Clusters, touched, MSC, mass-weighted coverage, queries and density: one row."""
+    c, d = r.coverage, r.coverage["density"]
+    header = ["clusters", "touched", "MSC", "mass-weighted", "queries", "density min / median / mean",
+              f"clusters < {d['min_queries']} queries"]
+    row = [c["n_clusters"], c["n_touched"], _f(c["msc"]), _f(c["mass_weighted"]), c["n_queries"],
+           f"{d['min']} / {_f(d['median'], 1)} / {_f(d['mean'], 1)}", d["below_min"]]
+    return Table(header, [row], align="l" * len(header))
+
+
+def _systems_table(r: CoverageReport) -> Table:
+    """Per system: mean and macro of the measure, and the bootstrap win rates under each."""
+    win = r.bootstrap["win_rate"]
+    header = ["system", f"mean {r.measure}", f"macro {r.measure}", "win rate (mean)", "win rate (macro)"]
+    rows = [[s, _f(v["mean"]), _f(v["macro"]), _f(win["mean"][s], 3), _f(win["macro"][s], 3)]
+            for s, v in r.systems.items()]
+    return Table(header, rows, align="l" * len(header))
+
+
+def _clusters_table(r: CoverageReport) -> Table:
+    """Per cluster: id, label, mass, queries and each system's mean over the cluster's queries ('-': none)."""
+    header = ["id", "label", "mass", "queries", *r.systems]
+    rows = []
     for cl in r.clusters:
-        cells = []
-        for s in r.systems:
-            st = r.systems[s]["per_cluster"].get(cl["cluster_id"])
-            cells.append(_f(st["mean"]) if st else "-")
-        lines.append(f"| {cl['cluster_id']} | {cl['label']} | {cl['mass']} | {cl['n_queries']} | "
-                     + " | ".join(cells) + " |")
-    lines += ["", "## Missing strata", ""]
+        means = [r.systems[s]["per_cluster"].get(cl["cluster_id"]) for s in r.systems]
+        rows.append([cl["cluster_id"], cl["label"], cl["mass"], cl["n_queries"],
+                     *(_f(st["mean"]) if st else "-" for st in means)])
+    return Table(header, rows, align="l" * len(header))
+
+
+def _missing_lines(r: CoverageReport) -> list[str]:
     if not r.missing:
-        lines.append("None: every cluster is touched by at least one query.")
-    for m in r.missing:
-        docs = ", ".join(x["doc_id"] for x in m["sample_docs"])
-        lines.append(f"- cluster {m['cluster_id']} ({m['label']}), mass {m['mass']}: sample documents {docs}")
+        return ["None: every cluster is touched by at least one query."]
+    return [f"- cluster {m['cluster_id']} ({m['label']}), mass {m['mass']}: sample documents "
+            + ", ".join(x["doc_id"] for x in m["sample_docs"]) for m in r.missing]
+
+
+def _synthetic_lines(r: CoverageReport) -> list[str]:
+    """The ``Synthetic queries`` section: counts, how they were judged, each query, the augmented metrics."""
+    sy = r.synthetic
+    lines = ["", "## Synthetic queries", "",
+             f"Requested {sy['requested']}, generated {sy['generated']}, rejected for copying the title "
+             f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.", ""]
+    jd = sy.get("judging")
+    if jd and jd["pool_size"]:
+        per = "; ".join(f"{s}: {c['judged']} judged, {c['relevant']} relevant, {c['unique']} only from it "
+                        f"({c['unique_relevant']} relevant)" for s, c in jd["systems"].items())
+        lines += [f"Judged over the pooled top {jd['depth']} of every system plus the grounding document: "
+                  f"{jd['judged']} documents for {jd['queries']} queries (pool size {jd['pool_size']['min']} to "
+                  f"{jd['pool_size']['max']}), {jd['judged_relevant']} relevant. {per}.", ""]
+    lines += [f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['status']}): {q['text']}"
+              for q in sy["queries"]]
+    if r.augmented:
+        a = r.augmented["coverage"]
+        lines += ["", f"With the accepted synthetic queries: MSC {_f(a['msc'])}, mass-weighted "
+                      f"{_f(a['mass_weighted'])}, {a['n_queries']} queries."]
+        lines += [f"- {s}: mean {_f(v['mean'])}, macro {_f(v['macro'])}" for s, v in r.augmented["systems"].items()]
+    return lines
+
+
+def to_markdown(r: CoverageReport) -> str:
+    """coverage.md: the summary, systems and clusters tables, the missing strata and any synthetic queries."""
+    e, b = r.entities, r.bootstrap
+    lines = [f"# Semantic coverage: {r.task}", "",
+             f"Entities: {e['method']} ({e['n_unique']} distinct forms, "
+             f"{e['n_docs_with_entities']}/{e['n_docs']} documents with entities). "
+             f"Clusters: k = {r.clustering['k']} ({r.clustering['criterion']}).", "",
+             _summary_table(r).markdown(), "", _systems_table(r).markdown(), "",
+             f"Bootstrap: {b['n_resamples']} resamples of queries (seed {b['seed']}); rank stability "
+             f"mean {_f(b['rank_stability']['mean'], 3)}, macro {_f(b['rank_stability']['macro'], 3)}; "
+             f"mean and macro pick the same winner in {_f(b['mean_macro_agreement'], 3)} of resamples.", "",
+             "## Clusters", "", _clusters_table(r).markdown(), "", "## Missing strata", "", *_missing_lines(r)]
     if r.synthetic:
-        sy = r.synthetic
-        lines += ["", "## Synthetic queries", "",
-                  f"Requested {sy['requested']}, generated {sy['generated']}, rejected for copying the title "
-                  f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.",
-                  ""]
-        jd = sy.get("judging")
-        if jd and jd["pool_size"]:
-            per = "; ".join(f"{s}: {c['judged']} judged, {c['relevant']} relevant, {c['unique']} only from it "
-                            f"({c['unique_relevant']} relevant)" for s, c in jd["systems"].items())
-            lines += [f"Judged over the pooled top {jd['depth']} of every system plus the grounding document: "
-                      f"{jd['judged']} documents for {jd['queries']} queries (pool size {jd['pool_size']['min']} to "
-                      f"{jd['pool_size']['max']}), {jd['judged_relevant']} relevant. {per}.", ""]
-        for q in sy["queries"]:
-            lines.append(f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['status']}): {q['text']}")
-        if r.augmented:
-            a = r.augmented["coverage"]
-            lines += ["", f"With the accepted synthetic queries: MSC {_f(a['msc'])}, mass-weighted "
-                          f"{_f(a['mass_weighted'])}, {a['n_queries']} queries."]
-            for s, v in r.augmented["systems"].items():
-                lines.append(f"- {s}: mean {_f(v['mean'])}, macro {_f(v['macro'])}")
+        lines += _synthetic_lines(r)
     return "\n".join(lines) + "\n"
 
 
