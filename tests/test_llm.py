@@ -1088,3 +1088,36 @@ def test_sigterm_during_an_llm_call_ends_the_command_at_once(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines()[-1].startswith("gapbench: interrupted by SIGTERM"), err
     assert ended < 10, f"took {ended:.1f} s to end"
+
+
+def test_an_abandoned_attempt_closes_its_connection(tmp_path):
+    """A request the client stops waiting for is not left open: llama.cpp's server, for one, checks the connection before
+    it starts a queued request, so an abandoned one must not hold its single slot (the attempt's hard bound is 30 s)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: dict[str, float] = {}
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            seen["request"] = time.monotonic()
+            conn.settimeout(30)
+            try:
+                while conn.recv(65536):  # never answers; returns b"" once the client shuts the connection
+                    pass
+            except OSError:
+                pass
+            seen["closed"] = time.monotonic()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = LLMClient(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="judge", cache=False,
+                       timeout=0.4, call_timeout=30, outage_timeout=30, max_retries=0)
+    with pytest.raises(LLMUnavailableError, match="did not answer within 0.4 s"):
+        client.chat("hello")
+    thread.join(10)
+    listener.close()
+    assert "closed" in seen, "the abandoned connection was still open 10 s after the client gave up"
+    assert seen["closed"] - seen["request"] < 3.0

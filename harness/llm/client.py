@@ -746,8 +746,17 @@ class _Attempt:
         self.reading = False  # the answer's headers came: a body still arriving at the deadline is a drip
         self.value: Any = None
         self.error: BaseException | None = None
+        self.stream: Any = None  # the connection this attempt last read or wrote (see _TrackedStream)
         threading.Thread(target=self._run, args=(fn, seconds, answered), name="gapbench-llm-attempt",
                          daemon=True).start()
+
+    def abort(self) -> None:
+        """Close the connection of an attempt nobody waits for any more: a server whose queue still holds the request
+        (llama.cpp checks before it starts one) drops it instead of computing an answer that would be thrown away,
+        and the attempt's thread ends now instead of at its hard bound."""
+        stream = self.stream
+        if stream is not None and not self.done.is_set():
+            stream.abort()
 
     def _run(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
         _ATTEMPT.current = self
@@ -762,6 +771,81 @@ class _Attempt:
 
 _ATTEMPT = threading.local()  # the _Attempt a thread runs, so _post can say when the answer's headers came
 _BATCH = threading.local()  # the cancel event of the chat_many batch a worker thread serves
+
+
+class _TrackedStream:
+    """A network stream of the HTTP library (httpcore or its fork) that tells the attempt using it, so the attempt can
+    shut the connection down from another thread (closing a socket does not wake a thread blocked reading it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def _mark(self) -> None:
+        attempt = getattr(_ATTEMPT, "current", None)
+        if attempt is not None:
+            attempt.stream = self
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._mark()
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._mark()
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> "_TrackedStream":
+        return _TrackedStream(self._inner.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def abort(self) -> None:
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by the other side or by the library
+                pass
+
+
+class _TrackingBackend:
+    """The HTTP library's network backend, with every stream it opens a :class:`_TrackedStream`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _TrackedStream:
+        return _TrackedStream(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _TrackedStream:
+        return _TrackedStream(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _abortable_http_client(openai: Any, timeout: float) -> Any | None:
+    """openai's default HTTP client over a transport whose connections an abandoned attempt can shut down, or None
+    where the HTTP library's pool does not have the one attribute this needs (then attempts run to their hard bound).
+
+    openai 1.x uses httpx, 3.x its fork httpx2; both build their pool from httpcore(2) with a ``_network_backend``.
+    """
+    base = getattr(openai, "DefaultHttpxClient", None)
+    lib = next((c.__module__.split(".")[0] for c in getattr(base, "__mro__", ())
+                if c.__module__.split(".")[0] in ("httpx", "httpx2")), None)
+    if lib is None:
+        return None
+    import importlib
+
+    transport = importlib.import_module(lib).HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    if getattr(pool, "_network_backend", None) is None:
+        return None
+    pool._network_backend = _TrackingBackend(pool._network_backend)
+    return base(transport=transport, timeout=timeout)
 
 
 class _NoAnswer(Exception):
@@ -859,7 +943,8 @@ class LLMClient:
                 openai = _openai_module()
                 # the openai package's own retries are off: ours are bounded in time and count every HTTP call
                 self._client = openai.OpenAI(api_key=self.__key, base_url=self.config.base_url,
-                                             timeout=self.config.timeout, max_retries=0)
+                                             timeout=self.config.timeout, max_retries=0,
+                                             http_client=_abortable_http_client(openai, self.config.timeout))
             return self._client
 
     def redact(self, text: str) -> str:
@@ -919,9 +1004,11 @@ class LLMClient:
                     raise attempt.error
                 return attempt.value, min(own, hard)
             if stopping.STOP.is_set():
+                attempt.abort()
                 raise _Cancelled()
             if time.monotonic() >= min(end, max(sent.at, self._pacer.last_answer) + own):
                 seconds = hard if deadline >= end else own
+                attempt.abort()
                 raise _Slow(seconds) if attempt.reading else _NoAnswer(seconds)
 
     def _with_retries(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any],
