@@ -881,22 +881,32 @@ def run_coverage_with(task: str | Any, retrievers: Sequence[str | Any], options:
     if options.generate:
         synthetic, augmented, per_query, all_qcl = _augment(missing, prepared, strata, client, retr_objs, per_query,
                                                             all_qcl, options)
-    syn_ids = {q["query_id"] for q in (synthetic or {}).get("queries", []) if q["status"] == "accepted"}
     report = CoverageReport(
         task=prepared.task.name, measure=options.measure, config=options.config(retrievers),
-        entities={"method": options.entities, "model": model_name, "n_docs": len(data.corpus),
-                  "n_docs_with_entities": sum(1 for fs in doc_ents.values() if fs),
-                  "n_mentions": sum(len(fs) for fs in doc_ents.values()), "n_unique": len(forms)},
+        entities=_entities_summary(options.entities, model_name, len(data.corpus), doc_ents),
         clustering={"k": clustering.k, "criterion": clustering.criterion,
                     "silhouette": {str(kk): s for kk, s in clustering.silhouette.items()}},
         clusters=_cluster_rows(strata, counts), coverage=cov, systems=systems, bootstrap=boot,
-        queries=[{"query_id": q, "clusters": sorted(cs), "synthetic": q in syn_ids} for q, cs in all_qcl.items()],
-        missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
+        queries=_query_rows(all_qcl, synthetic), missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
         timings=clock.timings,
     )
     if options.output is not None:
         save_coverage(report, options.output)
     return report
+
+
+def _entities_summary(method: str, model: str, n_docs: int, doc_ents: Mapping[str, Sequence[str]]) -> dict:
+    """The ``entities`` object of coverage.json."""
+    return {"method": method, "model": model, "n_docs": n_docs,
+            "n_docs_with_entities": sum(1 for fs in doc_ents.values() if fs),
+            "n_mentions": sum(len(fs) for fs in doc_ents.values()),
+            "n_unique": len({f for fs in doc_ents.values() for f in fs})}
+
+
+def _query_rows(qclusters: Mapping[str, Iterable[int]], synthetic: dict | None) -> list[dict]:
+    """The ``queries`` rows of coverage.json; accepted synthetic queries are marked."""
+    syn_ids = {q["query_id"] for q in (synthetic or {}).get("queries", []) if q["status"] == "accepted"}
+    return [{"query_id": q, "clusters": sorted(cs), "synthetic": q in syn_ids} for q, cs in qclusters.items()]
 
 
 def _coverage_client(options: CoverageOptions) -> Any:
@@ -1017,17 +1027,33 @@ def pool_counts(grounded_in: str, tops: Mapping[str, Sequence[str]], relevant: I
 def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, judge_depth: int,
               judge_batch: int, seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
     """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
-    from ..llm.client import ChatRequest, render
-    from ..retrieval import search_with
-
     if client is None:
         raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")
-    rows: list[dict] = []
-    cand_q: list[tuple[dict, Query]] = []
+    reqs, slots = _generation_requests(missing, corpus, strata, n_per_cluster)
+    answers = client.chat_many(reqs) if reqs else []
+    rows, cand_q = _candidate_rows(slots, answers, corpus, instruction)
+    judging = _judge_candidates(cand_q, corpus, client, retr_objs, judge_depth, judge_batch, seed)
+    accepted = [r for r in rows if r["status"] == "accepted"]
+    summary = {"requested": len(slots), "generated": sum(1 for r in rows if r["text"]),
+               "rejected_copy": sum(1 for r in rows if r["status"] == "rejected_copy"),
+               "rejected_judge": sum(1 for r in rows if r["status"] == "rejected_judge"),
+               "accepted": len(accepted), "judging": judging, "queries": rows}
+    if not accepted:
+        return summary, None, None
+    qrels = Qrels({r["query_id"]: {d: 1 for d in r["relevant"]} for r in accepted})
+    queries = Queries(Query(r["query_id"], r["text"], instruction) for r in accepted)
+    return summary, qrels, queries
+
+
+def _generation_requests(missing: Sequence[dict], corpus: Corpus, strata: Strata,
+                         n_per_cluster: int) -> tuple[list, list[tuple[int, int, str]]]:
+    """One prompt per wanted query, grounded in the cluster's sample documents in turn; (cluster, n, doc) per prompt."""
+    from ..llm.client import ChatRequest, render
+
     reqs, slots = [], []
     for m in missing:
-        docs = sorted(strata.cluster_docs[m["cluster_id"]],
-                      key=lambda d: (-strata.doc_mentions.get(d, {}).get(m["cluster_id"], 0), d))
+        c = m["cluster_id"]
+        docs = sorted(strata.cluster_docs[c], key=lambda d: (-strata.doc_mentions.get(d, {}).get(c, 0), d))
         if not docs:
             continue
         for i in range(n_per_cluster):
@@ -1035,9 +1061,16 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
             doc = corpus[did]
             prompt = render("coverage_generate", cluster_label=m["label"], title=doc.title or "(no title)",
                             document=" ".join(doc.text.split())[:2000])
-            reqs.append(ChatRequest(prompt, tag=f"generate:{m['cluster_id']}:{i}"))
-            slots.append((m["cluster_id"], i, did))
-    answers = client.chat_many(reqs) if reqs else []
+            reqs.append(ChatRequest(prompt, tag=f"generate:{c}:{i}"))
+            slots.append((c, i, did))
+    return reqs, slots
+
+
+def _candidate_rows(slots: Sequence[tuple[int, int, str]], answers: Sequence[Any], corpus: Corpus,
+                    instruction: str) -> tuple[list[dict], list[tuple[dict, Query]]]:
+    """A row per generated answer (empty and title copies rejected), and the (row, query) pairs left to judge."""
+    rows: list[dict] = []
+    cand_q: list[tuple[dict, Query]] = []
     for (c, i, did), ans in zip(slots, answers):
         text = parse_generated_query(ans.text)
         row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "text": text, "grounded_in": did, "relevant": [],
@@ -1049,49 +1082,60 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
         else:
             cand_q.append((row, Query(row["query_id"], text, instruction)))
         rows.append(row)
-    names = [name for name, _ in retr_objs]
-    counts = {name: {"judged": 0, "relevant": 0, "unique": 0, "unique_relevant": 0} for name in names}
+    return rows, cand_q
+
+
+def _judge_candidates(cand_q: Sequence[tuple[dict, Query]], corpus: Corpus, client: Any,
+                      retr_objs: Sequence[tuple[str, Any]], judge_depth: int, judge_batch: int, seed: int) -> dict:
+    """Judge each candidate over the pooled top ``judge_depth`` of every system; fills in the rows' ``pool_size``,
+    ``relevant`` and ``status``, and returns ``synthetic.judging``."""
+    from ..retrieval import search_with
+
+    counts = {name: {"judged": 0, "relevant": 0, "unique": 0, "unique_relevant": 0} for name, _ in retr_objs}
     judging = {"depth": judge_depth, "batch": judge_batch, "queries": len(cand_q), "prompts": 0, "judged": 0,
                "judged_relevant": 0, "pool_size": None, "systems": counts}
-    if cand_q:
-        qs = Queries(q for _, q in cand_q)
-        runs = {name: search_with(retr, qs, judge_depth, None) for name, retr in retr_objs}
-        tops_of, parts, jreqs = {}, [], []
-        for row, q in cand_q:
-            tops = {name: [d for d, _ in run.get(q.query_id, ())][:judge_depth] for name, run in runs.items()}
-            pool = judging_pool(row["grounded_in"], tops.values(), judge_depth)
-            # a seeded order, so neither the grounding document nor any system's list sits in a fixed position
-            random.Random(f"{seed}:{q.query_id}").shuffle(pool)
-            tops_of[q.query_id] = tops
-            row["pool_size"] = len(pool)
-            for p, start in enumerate(range(0, len(pool), judge_batch)):
-                chunk = pool[start:start + judge_batch]
-                listing = "\n".join(f"[{j}] {' '.join(corpus[d].full_text.split())[:1000]}"
-                                     for j, d in enumerate(chunk))
-                jreqs.append(ChatRequest(render("coverage_judge", query=q.text, documents=listing),
-                                         tag=f"judge:{q.query_id}" + (f":{p}" if p else "")))
-                parts.append((q.query_id, chunk))
-        janswers = client.chat_many(jreqs)
-        rel_of: dict[str, set[str]] = {}
-        for (qid, chunk), ans in zip(parts, janswers):
-            rel_of.setdefault(qid, set()).update(chunk[j] for j in parse_judgement(ans.text, len(chunk)))
-        for row, q in cand_q:
-            rel = rel_of.get(q.query_id, set())
-            row["relevant"] = sorted(rel)
-            row["status"] = "accepted" if row["grounded_in"] in rel else "rejected_judge"
-            for name, c in pool_counts(row["grounded_in"], tops_of[q.query_id], rel).items():
-                for key, n in c.items():
-                    counts[name][key] += n
-        sizes = [row["pool_size"] for row, _ in cand_q]
-        judging.update(prompts=len(jreqs), judged=sum(sizes), judged_relevant=sum(len(r) for r in rel_of.values()),
-                       pool_size={"min": min(sizes), "mean": sum(sizes) / len(sizes), "max": max(sizes)})
-    accepted = [r for r in rows if r["status"] == "accepted"]
-    summary = {"requested": len(slots), "generated": sum(1 for r in rows if r["text"]),
-               "rejected_copy": sum(1 for r in rows if r["status"] == "rejected_copy"),
-               "rejected_judge": sum(1 for r in rows if r["status"] == "rejected_judge"),
-               "accepted": len(accepted), "judging": judging, "queries": rows}
-    if not accepted:
-        return summary, None, None
-    qrels = Qrels({r["query_id"]: {d: 1 for d in r["relevant"]} for r in accepted})
-    queries = Queries(Query(r["query_id"], r["text"], instruction) for r in accepted)
-    return summary, qrels, queries
+    if not cand_q:
+        return judging
+    qs = Queries(q for _, q in cand_q)
+    runs = {name: search_with(retr, qs, judge_depth, None) for name, retr in retr_objs}
+    tops_of = {q.query_id: {name: [d for d, _ in run.get(q.query_id, ())][:judge_depth] for name, run in runs.items()}
+               for _, q in cand_q}
+    parts, jreqs = _judge_requests(cand_q, tops_of, corpus, judge_depth, judge_batch, seed)
+    rel_of: dict[str, set[str]] = {}
+    for (qid, chunk), ans in zip(parts, client.chat_many(jreqs)):
+        rel_of.setdefault(qid, set()).update(chunk[j] for j in parse_judgement(ans.text, len(chunk)))
+    for row, q in cand_q:
+        rel = rel_of.get(q.query_id, set())
+        row["relevant"] = sorted(rel)
+        row["status"] = "accepted" if row["grounded_in"] in rel else "rejected_judge"
+        for name, c in pool_counts(row["grounded_in"], tops_of[q.query_id], rel).items():
+            for key, n in c.items():
+                counts[name][key] += n
+    sizes = [row["pool_size"] for row, _ in cand_q]
+    judging.update(prompts=len(jreqs), judged=sum(sizes), judged_relevant=sum(len(r) for r in rel_of.values()),
+                   pool_size={"min": min(sizes), "mean": sum(sizes) / len(sizes), "max": max(sizes)})
+    return judging
+
+
+def _judge_requests(cand_q: Sequence[tuple[dict, Query]], tops_of: Mapping[str, Mapping[str, Sequence[str]]],
+                    corpus: Corpus, judge_depth: int, judge_batch: int,
+                    seed: int) -> tuple[list[tuple[str, list[str]]], list]:
+    """Each candidate's pool, shuffled and cut into prompts of at most ``judge_batch`` documents; sets ``pool_size``.
+
+    Returns (query id, documents) per prompt and the prompts, in the same order.
+    """
+    from ..llm.client import ChatRequest, render
+
+    parts, jreqs = [], []
+    for row, q in cand_q:
+        pool = judging_pool(row["grounded_in"], tops_of[q.query_id].values(), judge_depth)
+        # a seeded order, so neither the grounding document nor any system's list sits in a fixed position
+        random.Random(f"{seed}:{q.query_id}").shuffle(pool)
+        row["pool_size"] = len(pool)
+        for p, start in enumerate(range(0, len(pool), judge_batch)):
+            chunk = pool[start:start + judge_batch]
+            listing = "\n".join(f"[{j}] {' '.join(corpus[d].full_text.split())[:1000]}" for j, d in enumerate(chunk))
+            jreqs.append(ChatRequest(render("coverage_judge", query=q.text, documents=listing),
+                                     tag=f"judge:{q.query_id}" + (f":{p}" if p else "")))
+            parts.append((q.query_id, chunk))
+    return parts, jreqs
