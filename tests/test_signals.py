@@ -319,3 +319,49 @@ def test_errors(beir_slice, tmp_path):
                 gate_signal="dense_agreement")
     with pytest.raises(GapbenchError):
         analyse(SignalTable(("a",), {"max_score": np.array([1.0])}), [0, 1])
+
+
+# ------------------------------------------------------------------ signals.md
+_SIG = {
+    "task": "toy", "retrievers": [{"spec": "bm25", "kind": "sparse"}], "primary": "bm25", "window": 10,
+    "n_queries": 40, "n_weak": 10, "weak_rate": 0.25, "n_bootstrap": 200, "seed": 0, "bar": 0.65, "max_corr": 0.85,
+    "signals": {
+        "max_score": {"available": True, "separation": 0.8125, "ci95": [0.7, 0.9], "orientation": "lower_is_weaker",
+                      "mean_good": 12.5, "mean_weak": 7.25, "kept": True, "dropped": None},
+        "score_gap": {"available": True, "separation": 0.75, "ci95": [0.6, None], "orientation": "higher_is_weaker",
+                      "mean_good": 0.5, "mean_weak": 0.125, "kept": False,
+                      "dropped": "|Spearman| 0.900 > 0.85 with stronger max_score"},
+        "dense_agreement": {"available": False, "reason": "needs two dense retrievers"},
+    },
+    "gate": {"method": "catch-floor", "target_catch": 0.8, "calib_fraction": 0.5, "seed": 0, "rule": "max_score <= 9.5",
+             "calibration": {"n": 20, "n_weak": 5, "catch_rate": 0.8, "false_alarm_rate": 0.2, "escalated_share": 0.35},
+             "held_out": {"n": 20, "n_weak": 5, "catch_rate": 0.6, "false_alarm_rate": None, "escalated_share": 0.3}},
+}
+_SIG_TABLE = [
+    "| signal | separation | 95% CI | orientation | mean good | mean weak | kept |",
+    "|---|---|---|---|---|---|---|",
+    "| max_score | 0.812 | 0.700-0.900 | lower_is_weaker | 12.5000 | 7.2500 | yes |",
+    # the pipes of the pruning reason are escaped: before gapbench.tables they split the row into two extra cells
+    "| score_gap | 0.750 | 0.600-n/a | higher_is_weaker | 0.5000 | 0.1250 | no: \\|Spearman\\| 0.900 > 0.85 with "
+    "stronger max_score |",
+    "| dense_agreement | unavailable |  |  |  |  | needs two dense retrievers |",
+]
+
+
+def test_signals_markdown_pinned():
+    from gapbench.analyses.signals import to_markdown
+
+    assert to_markdown(_SIG) == "\n".join([
+        "# Weak-retrieval signals: toy", "",
+        "Retrievers: `bm25` (sparse); primary `bm25`; window k=10.",
+        "40 queries, 10 weak (25.0%): a retrieval is weak when a relevant document is missing from the window.", "",
+        "Separation = max(AUC, 1-AUC), 95% bootstrap CI (200 resamples, seed 0); bar 0.65, pruning at |Spearman| > 0.85.",
+        "", *_SIG_TABLE, "",
+        "Gate (catch-floor 0.8, calibration share 0.5, seed 0): escalate when `max_score <= 9.5`.", "",
+        "| split | queries | weak | catch rate | false-alarm rate | escalated |",
+        "|---|---|---|---|---|---|",
+        "| calibration | 20 | 5 | 0.800 | 0.200 | 0.350 |",
+        "| held_out | 20 | 5 | 0.600 | n/a | 0.300 |",
+    ]) + "\n"
+    no_gate = to_markdown({**_SIG, "gate": None, "gate_note": "nothing to separate"})
+    assert no_gate.endswith("\n".join([*_SIG_TABLE, "", "No gate: nothing to separate"]) + "\n")

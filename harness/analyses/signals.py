@@ -75,6 +75,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..files import atomic_writer, output_folder, pyplot, write_figure
+from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Run
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
@@ -638,6 +639,41 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+SIGNAL_HEADER = ["signal", "separation", "95% CI", "orientation", "mean good", "mean weak", "kept"]
+GATE_HEADER = ["split", "queries", "weak", "catch rate", "false-alarm rate", "escalated"]
+
+
+def _signal_row(name: str, s: Mapping[str, Any]) -> list[str]:
+    if not s["available"]:
+        return [name, "unavailable", "", "", "", "", s["reason"]]
+    ci = s["ci95"]
+    return [name, _fmt(s["separation"]), f"{_fmt(ci[0])}-{_fmt(ci[1])}", s["orientation"], _fmt(s["mean_good"], 4),
+            _fmt(s["mean_weak"], 4), "yes" if s["kept"] else "no: " + str(s["dropped"])]
+
+
+def signal_table(d: Mapping[str, Any]) -> Table:
+    """One row per signal: separation, its CI, orientation, the two means and whether it was kept."""
+    # every column left-aligned (``---``), as signals.md has always been written
+    return Table(SIGNAL_HEADER, [_signal_row(name, s) for name, s in d["signals"].items()], align="lllllll")
+
+
+def gate_table(g: Mapping[str, Any]) -> Table:
+    """The gate's catch and false-alarm rates on the calibration and held-out splits."""
+    rows = [[split, str(g[split]["n"]), str(g[split]["n_weak"]), _fmt(g[split]["catch_rate"]),
+             _fmt(g[split]["false_alarm_rate"]), _fmt(g[split]["escalated_share"])]
+            for split in ("calibration", "held_out")]
+    return Table(GATE_HEADER, rows, align="llllll")
+
+
+def _gate_lines(d: Mapping[str, Any]) -> list[str]:
+    g = d.get("gate")
+    if not g:
+        return [f"No gate: {d.get('gate_note', '')}"]
+    return [f"Gate ({g['method']}{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}, "
+            f"calibration share {g['calib_fraction']}, seed {g['seed']}): escalate when `{g['rule']}`.",
+            "", gate_table(g).markdown()]
+
+
 def to_markdown(d: Mapping[str, Any]) -> str:
     lines = [f"# Weak-retrieval signals: {d.get('task', '')}", ""]
     rs = ", ".join(f"`{r['spec']}` ({r['kind']})" for r in d.get("retrievers", []))
@@ -648,31 +684,8 @@ def to_markdown(d: Mapping[str, Any]) -> str:
         "retrieval is weak when a relevant document is missing from the window."
     )
     lines += ["", f"Separation = max(AUC, 1-AUC), 95% bootstrap CI ({d['n_bootstrap']} resamples, seed {d['seed']}); "
-              f"bar {d['bar']}, pruning at |Spearman| > {d['max_corr']}.", "",
-              "| signal | separation | 95% CI | orientation | mean good | mean weak | kept |",
-              "|---|---|---|---|---|---|---|"]
-    for name, s in d["signals"].items():
-        if not s["available"]:
-            lines.append(f"| {name} | unavailable | | | | | {s['reason']} |")
-            continue
-        ci = s["ci95"]
-        lines.append(
-            f"| {name} | {_fmt(s['separation'])} | {_fmt(ci[0])}-{_fmt(ci[1])} | {s['orientation']} | "
-            f"{_fmt(s['mean_good'], 4)} | {_fmt(s['mean_weak'], 4)} | {'yes' if s['kept'] else 'no: ' + str(s['dropped'])} |"
-        )
-    g = d.get("gate")
-    lines.append("")
-    if g:
-        lines.append(f"Gate ({g['method']}{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}, "
-                     f"calibration share {g['calib_fraction']}, seed {g['seed']}): escalate when `{g['rule']}`.")
-        lines += ["", "| split | queries | weak | catch rate | false-alarm rate | escalated |", "|---|---|---|---|---|---|"]
-        for split in ("calibration", "held_out"):
-            r = g[split]
-            lines.append(f"| {split} | {r['n']} | {r['n_weak']} | {_fmt(r['catch_rate'])} | "
-                         f"{_fmt(r['false_alarm_rate'])} | {_fmt(r['escalated_share'])} |")
-    else:
-        lines.append(f"No gate: {d.get('gate_note', '')}")
-    return "\n".join(lines) + "\n"
+              f"bar {d['bar']}, pruning at |Spearman| > {d['max_corr']}.", "", signal_table(d).markdown(), ""]
+    return "\n".join(lines + _gate_lines(d)) + "\n"
 
 
 def plot_auc(d: Mapping[str, Any], path: str | Path) -> Path:

@@ -80,6 +80,7 @@ from ...errors import ConfigError, DataFormatError, GapbenchError
 from ...files import atomic_writer, output_folder, write_figure, write_text_atomic
 from ...formats import read_jsonl
 from ...spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
+from ...tables import Table
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -638,6 +639,25 @@ def plot_lda(result: AuditResult, path: Path) -> None:
     write_figure(fig, path, dpi=120)
 
 
+def summary_table(d: Mapping[str, Any]) -> Table:
+    """The audit's headline numbers, one measure a row."""
+    cuts, bands = d["terciles"]["cutoffs"], d["bands"]
+    rows = [["targets / queries (pairs)", f"{d['n_targets']} / {d['n_pairs']}"],
+            ["mean RPS", f"{d['mean_rps']:.4f}"],
+            ["chance (mean k/N_eff)", f"{d['chance']:.4f}"],
+            ["fraction RPS > 0.5", f"{d['frac_rps_gt_0_5']:.4f}"],
+            ["tercile cut-offs", f"{cuts[0]:.3f}, {cuts[1]:.3f}"],
+            ["bands low/mid/high", f"{bands['low']} / {bands['mid']} / {bands['high']}"]]
+    return Table(["measure", "value"], rows, align="ll")
+
+
+def blind_spot_table(d: Mapping[str, Any], n: int = 10) -> Table:
+    """The ``n`` entities with the lowest RPS (ties by qid)."""
+    rows = [[e["qid"], e["label"] or "", f"{e['rps']:.3f}", f"{e['hits']}/{e['n_queries']}"]
+            for e in sorted(d["entities"], key=lambda e: (e["rps"], e["qid"]))[:n]]
+    return Table(["qid", "label", "RPS", "hits/queries"], rows, align="llll")
+
+
 def audit_markdown(d: dict) -> str:
     ne = d["n_effective"]
     lines = [
@@ -647,24 +667,11 @@ def audit_markdown(d: dict) -> str:
         f"k={d['k']}, N={d['n_requested']} requested (effective {ne['min']}-{ne['max']}, median {ne['median']:g}), "
         f"seed {d['seed']}, hit = {d['hit_rule']}, relations {d['relations']}.",
         "",
-        "| measure | value |",
-        "|---|---|",
-        f"| targets / queries (pairs) | {d['n_targets']} / {d['n_pairs']} |",
-        f"| mean RPS | {d['mean_rps']:.4f} |",
-        f"| chance (mean k/N_eff) | {d['chance']:.4f} |",
-        f"| fraction RPS > 0.5 | {d['frac_rps_gt_0_5']:.4f} |",
-        f"| tercile cut-offs | {d['terciles']['cutoffs'][0]:.3f}, {d['terciles']['cutoffs'][1]:.3f} |",
-        f"| bands low/mid/high | {d['bands']['low']} / {d['bands']['mid']} / {d['bands']['high']} |",
+        summary_table(d).markdown(),
         "",
     ]
-    for w in d["warnings"]:
-        lines.append(f"> warning: {w}")
-    if d["warnings"]:
-        lines.append("")
-    lines += ["Lowest-RPS entities (blind spots):", "", "| qid | label | RPS | hits/queries |", "|---|---|---|---|"]
-    for e in sorted(d["entities"], key=lambda e: (e["rps"], e["qid"]))[:10]:
-        lines.append(f"| {e['qid']} | {e['label'] or ''} | {e['rps']:.3f} | {e['hits']}/{e['n_queries']} |")
-    lines.append("")
+    lines += [f"> warning: {w}" for w in d["warnings"]] + ([""] if d["warnings"] else [])
+    lines += ["Lowest-RPS entities (blind spots):", "", blind_spot_table(d).markdown(), ""]
     return "\n".join(lines)
 
 

@@ -45,6 +45,7 @@ from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, Refe
                             expansion_views, kb_hits, load_probe, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
+from ...tables import Table
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
@@ -134,59 +135,61 @@ def _fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _variant_cell(t: Mapping[str, Any], v: str, m: str) -> str:
+    cell = f"{100 * t['variants'][v]['means'][m]:.2f}"
+    if v == "original":
+        return cell
+    dl = t["deltas"][v][m]
+    return cell + f" ({100 * dl['delta']:+.2f}{'*' if dl['significant'] else ''})"
+
+
+def variant_table(t: Mapping[str, Any]) -> Table:
+    """One task's variants: each measure x100 with its delta vs original (``*`` significant), views/doc, indexed."""
+    measures = list(t["variants"]["original"]["means"])
+    rows = [[v, *(_variant_cell(t, v, m) for m in measures), f"{row['growth']['views_per_doc']:.2f}",
+             str(row["growth"]["indexed"])] for v, row in t["variants"].items()]
+    return Table(["variant", *measures, "views/doc", "indexed"], rows, align="l" * (len(measures) + 3))
+
+
+def average_table(fba: Mapping[str, Mapping[str, float]]) -> Table:
+    """The Full Benchmark Avg.: one row per variant, each measure x100."""
+    measures = list(next(iter(fba.values())))
+    rows = [[v, *(f"{100 * row[m]:.2f}" for m in measures)] for v, row in fba.items()]
+    return Table(["variant", *measures], rows, align="l" * (len(measures) + 1))
+
+
+def _task_lines(task: str, t: Mapping[str, Any]) -> list[str]:
+    dg = t["diagnosis"]
+    sec = dg["seconds"]
+    lines = [f"## {task} ({t['n_queries']} queries)", "", variant_table(t).markdown(), "",
+             "Values x100; (delta vs original, * = significant at 0.05: paired randomization test, "
+             "Holm-corrected over the variant pairs).", "",
+             f"Diagnosis ({dg['method']['method']}): {dg['n_mentions']} mentions in {dg['n_docs']} documents, "
+             f"{dg['n_flagged_entities']} flagged entities in {dg['n_docs_flagged']} documents. Cost: NER "
+             f"{sec['ner']:.1f} s, embedding {sec['embed']:.1f} s, probe {sec['probe']:.2f} s, KB lookup "
+             f"{t['kb_seconds']:.2f} s."]
+    if t.get("llm"):
+        u = t["llm"]
+        lines.append(f"LLM synthesis: {u.get('requests', 0)} requests, {u.get('calls', 0)} calls, "
+                     f"{u.get('cache_hits', 0)} cache hits, {u.get('prompt_tokens', 0)} prompt and "
+                     f"{u.get('completion_tokens', 0)} completion tokens.")
+    return lines + [f"- {note}" for note in t.get("notes", [])] + [""]
+
+
 def comparison_markdown(d: Mapping[str, Any]) -> str:
     """Markdown tables from an ``argus_compare.json`` dict."""
     cfg = d["config"]
-    lines = [f"# ARGUS with and without: {d['task']} | {d['retriever']}", ""]
-    lines.append(f"Diagnosis: tau={cfg['tau']}, k_aug={cfg['k_aug']}, NER {cfg['ner']}, Reference KB {cfg['kb']}, "
-                 f"probe {cfg['probe'] or 'none (label-prior fallback)'}; retrieval depth {cfg['k']}, seed {cfg['seed']}.")
-    lines.append("")
+    lines = [f"# ARGUS with and without: {d['task']} | {d['retriever']}", "",
+             f"Diagnosis: tau={cfg['tau']}, k_aug={cfg['k_aug']}, NER {cfg['ner']}, Reference KB {cfg['kb']}, "
+             f"probe {cfg['probe'] or 'none (label-prior fallback)'}; retrieval depth {cfg['k']}, seed {cfg['seed']}.",
+             ""]
     for task, t in d["tasks"].items():
-        variants = list(t["variants"])
-        measures = list(t["variants"]["original"]["means"])
-        lines += [f"## {task} ({t['n_queries']} queries)", ""]
-        lines.append("| variant | " + " | ".join(measures) + " | views/doc | indexed |")
-        lines.append("|---" * (len(measures) + 3) + "|")
-        for v in variants:
-            row = t["variants"][v]
-            cells = []
-            for m in measures:
-                cell = f"{100 * row['means'][m]:.2f}"
-                if v != "original":
-                    dl = t["deltas"][v][m]
-                    cell += f" ({100 * dl['delta']:+.2f}{'*' if dl['significant'] else ''})"
-                cells.append(cell)
-            g = row["growth"]
-            lines.append(f"| {v} | " + " | ".join(cells) + f" | {g['views_per_doc']:.2f} | {g['indexed']} |")
-        lines.append("")
-        lines.append("Values x100; (delta vs original, * = significant at 0.05: paired randomization test, "
-                     "Holm-corrected over the variant pairs).")
-        dg = t["diagnosis"]
-        sec = dg["seconds"]
-        lines.append("")
-        lines.append(f"Diagnosis ({dg['method']['method']}): {dg['n_mentions']} mentions in {dg['n_docs']} documents, "
-                     f"{dg['n_flagged_entities']} flagged entities in {dg['n_docs_flagged']} documents. Cost: NER "
-                     f"{sec['ner']:.1f} s, embedding {sec['embed']:.1f} s, probe {sec['probe']:.2f} s, KB lookup "
-                     f"{t['kb_seconds']:.2f} s.")
-        if t.get("llm"):
-            u = t["llm"]
-            lines.append(f"LLM synthesis: {u.get('requests', 0)} requests, {u.get('calls', 0)} calls, "
-                         f"{u.get('cache_hits', 0)} cache hits, {u.get('prompt_tokens', 0)} prompt and "
-                         f"{u.get('completion_tokens', 0)} completion tokens.")
-        for note in t.get("notes", []):
-            lines.append(f"- {note}")
-        lines.append("")
+        lines += _task_lines(task, t)
     fba = d.get("full_benchmark_avg") or {}
     if d.get("suite") and fba:
-        measures = list(next(iter(fba.values())))
-        lines += [f"## Full Benchmark Avg. ({d['suite']}, {len(d['tasks'])} tasks)", ""]
-        lines.append("| variant | " + " | ".join(measures) + " |")
-        lines.append("|---" * (len(measures) + 1) + "|")
-        for v, row in fba.items():
-            lines.append(f"| {v} | " + " | ".join(f"{100 * row[m]:.2f}" for m in measures) + " |")
-        lines.append("")
-    for note in d.get("notes", []):
-        lines.append(f"- {note}")
+        lines += [f"## Full Benchmark Avg. ({d['suite']}, {len(d['tasks'])} tasks)", "", average_table(fba).markdown(),
+                  ""]
+    lines += [f"- {note}" for note in d.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -50,6 +50,7 @@ import numpy as np
 from .audit import band_of, write_json
 from ...errors import ConfigError, GapbenchError
 from ...files import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
+from ...tables import Table
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
@@ -376,6 +377,18 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
+PROBE_HEADER = ["probe (test)", "RMSE", "MAE", "Pearson", "Spearman", "band acc.", "band macro-F1"]
+
+
+def probe_table(ds: dict) -> Table:
+    """Test metrics of each probe family (named with its validation RMSE) and of each baseline."""
+    named = [(f"{f} (val RMSE {v['validation_rmse']:.3f})", v["test"]) for f, v in ds["families"].items()]
+    named += [(b.replace("_", " "), m) for b, m in ds["baselines"].items()]
+    rows = [[name, f"{m['rmse']:.3f}", f"{m['mae']:.3f}", _fmt(m["pearson"]), _fmt(m["spearman"]),
+             f"{m['band_accuracy']:.3f}", f"{m['band_macro_f1']:.3f}"] for name, m in named]
+    return Table(PROBE_HEADER, rows, align="lllllll")
+
+
 def probe_markdown(report: dict) -> str:
     lines = [f"# ARGUS blind-spot probes: {report.get('task', '')}", ""]
     for ds in report["datasets"]:
@@ -387,17 +400,11 @@ def probe_markdown(report: dict) -> str:
             f"Selected on validation RMSE: **{ds['selected']['family']}** {ds['selected']['params']} "
             f"(validation RMSE {ds['selected']['validation_rmse']:.3f}).",
             "",
-            "| probe (test) | RMSE | MAE | Pearson | Spearman | band acc. | band macro-F1 |",
-            "|---|---|---|---|---|---|---|",
+            probe_table(ds).markdown(),
+            "",
         ]
-        rows = [(f"{f} (val RMSE {v['validation_rmse']:.3f})", v["test"]) for f, v in ds["families"].items()]
-        rows += [(b.replace("_", " "), m) for b, m in ds["baselines"].items()]
-        for name, m in rows:
-            lines.append(f"| {name} | {m['rmse']:.3f} | {m['mae']:.3f} | {_fmt(m['pearson'])} | {_fmt(m['spearman'])} "
-                         f"| {m['band_accuracy']:.3f} | {m['band_macro_f1']:.3f} |")
-        lines.append("")
-        if ds["split"]["test"] < 50:
-            lines += [f"> With {ds['split']['test']} test entities these figures are noisy; read them as a sanity "
+        if s["test"] < 50:
+            lines += [f"> With {s['test']} test entities these figures are noisy; read them as a sanity "
                       "check, not as a reproduction of the paper's Table 1 (tens of thousands of entities).", ""]
     lines += ["Family and hyper-parameters are selected on validation RMSE; the authors' code selected on test.", ""]
     return "\n".join(lines)
