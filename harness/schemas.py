@@ -12,9 +12,13 @@ so other tools can validate without Python::
 
 Keys added after the first release (``reranker``, ``augment``, ``memory_budget`` and ``ray`` in run manifests) are
 optional, so files written before them keep loading. The submission models check what can be checked without the
-registry or the files on disk (fields, types, lengths and characters, through the same rules as
-:mod:`gapbench.products.submissions`); that module's validator still checks tasks, revisions, run files and scores against
-the registry and the runs.
+registry or the files on disk (fields, types, lengths and characters, by the text rules defined here, which
+:mod:`gapbench.products.submissions` applies too); that module's validator still checks tasks, revisions, run files and
+scores against the registry and the runs.
+
+This module is part of the core (it imports only ``errors`` and ``files``), so every layer can validate what it reads
+back: :func:`read_back` for a file of a run directory (``gapbench.store``), :func:`validate_analysis` for an
+analysis' JSON by its ``kind``.
 """
 
 from __future__ import annotations
@@ -22,13 +26,77 @@ from __future__ import annotations
 import json
 import re
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .products import submissions as sub
 from .errors import DataFormatError
+
+# ---------------------------------------------------------------- text rules of submissions (and of what boards show)
+# The submission validator (gapbench.products.submissions) applies these same rules, field by field, with its own
+# messages; they live here, in the core, so that every layer can validate through the models.
+
+MAX_PER_QUERY = 1000  # documents per query in a run
+MAX_TASKS = 100  # tasks in one submission
+MAX_PROBLEMS_PER_FILE = 20  # also the cap on the models a submission lists
+MAX_RESAMPLES = 10_000
+
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127}(?:/[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127})*")
+URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]{1,292}")
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                          r"(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!-]{0,31}")
+PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+FINGERPRINT = re.compile(r"[A-Za-z0-9:._-]{1,128}")
+_BAD_CHAR_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+# submission.json field -> (accepted types, required, description)
+FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
+    "format_version": ((int,), True, "the integer 1"),
+    "system": ((str,), True, "a system name of 1-64 letters, digits and . _ + -, starting with a letter or digit"),
+    "description": ((str,), True, "one or two sentences on one line (at most 1000 characters)"),
+    "suite": ((str,), True, "a registered suite name (see `gapbench tasks`)"),
+    "gapbench_version": ((str,), True, "the gapbench version that made the runs, e.g. \"0.1.0\""),
+    "models": ((list,), True, "a list of {\"name\", \"revision\"} objects ([] for lexical systems)"),
+    "adapter": ((dict,), True, "an object {\"name\", \"config\"[, \"fingerprint\"]}"),
+    "contact": ((str,), True, "a name with an e-mail address or a URL, on one line (at most 200 characters)"),
+    "tasks": ((dict,), True, "an object task name -> {\"revision\", \"run\", \"sha256\"}"),
+    "url": ((str,), False, "an http(s):// link to code or paper"),
+    "date": ((str,), False, "an ISO date, YYYY-MM-DD"),
+    "k": ((int,), False, "documents per query in the runs"),
+}
+# free-text field -> (pattern it must match, or None for one line of printable text; length cap)
+TEXT_RULES: dict[str, tuple[re.Pattern | None, int]] = {
+    "system": (SYSTEM_NAME, 64), "description": (None, 1000), "suite": (SYSTEM_NAME, 64),
+    "gapbench_version": (VERSION, 32), "contact": (None, 200), "url": (URL, 300), "date": (ISO_DATE, 10),
+}
+
+
+def text_problem(value: str, pattern: re.Pattern | None, cap: int) -> str | None:
+    """Why ``value`` may not appear on a board or in a file name, or None when it may."""
+    if len(value) > cap:
+        return f"is {len(value):,} characters long; at most {cap} are accepted"
+    for ch in value:
+        if unicodedata.category(ch) in _BAD_CHAR_CATEGORIES:
+            return f"contains the control or invisible character U+{ord(ch):04X}"
+    if value != value.strip():
+        return "has leading or trailing spaces"
+    if pattern is not None and not pattern.fullmatch(value):
+        return "has characters that are not accepted"
+    return None
+
+
+def run_file_name(task: str) -> str:
+    """``impliret/multispeaker/wknow`` -> ``impliret__multispeaker__wknow`` (the file stem of its run)."""
+    return task.replace("/", "__")
+
+
+# ---------------------------------------------------------------- models
 
 Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
 Pair = Annotated[list[float], Field(min_length=2, max_length=2)]
@@ -53,7 +121,7 @@ def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
     def check(value: str) -> str:
         if not value.strip():
             raise ValueError(f"is empty; give {what}")
-        why = sub.text_problem(value, pattern, cap)
+        why = text_problem(value, pattern, cap)
         if why:
             raise ValueError(f"{why}; give {what}")
         return value
@@ -63,18 +131,18 @@ def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
 
 
 def _rule(key: str):
-    pattern, cap = sub.TEXT_RULES[key]
-    return _text(pattern, cap, sub.FIELDS[key][2])
+    pattern, cap = TEXT_RULES[key]
+    return _text(pattern, cap, FIELDS[key][2])
 
 
-ModelName = _text(sub.MODEL_NAME, 193, "the model identifier such as org/model")
-ModelRevision = _text(sub.REVISION, 256, "the model revision (commit or version)")
-AdapterName = _text(sub.SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")
-AdapterFingerprint = _text(sub.FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")
-ScoringVersion = _text(sub.VERSION, 40, "the gapbench version that scored it")
-ScoringDate = _text(sub.ISO_DATETIME, 40, "an ISO date or date and time")
-PackageName = _text(sub.PACKAGE, 64, "a package name")
-PackageVersion = _text(sub.VERSION, 64, "a version")
+ModelName = _text(MODEL_NAME, 193, "the model identifier such as org/model")
+ModelRevision = _text(REVISION, 256, "the model revision (commit or version)")
+AdapterName = _text(SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")
+AdapterFingerprint = _text(FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")
+ScoringVersion = _text(VERSION, 40, "the gapbench version that scored it")
+ScoringDate = _text(ISO_DATETIME, 40, "an ISO date or date and time")
+PackageName = _text(PACKAGE, 64, "a package name")
+PackageVersion = _text(VERSION, 64, "a version")
 
 
 # ---------------------------------------------------------------- task metadata
@@ -120,18 +188,18 @@ class Submission(Model):
     description: _rule("description")
     suite: _rule("suite")
     gapbench_version: _rule("gapbench_version")
-    models: list[SubmissionModelRef] = Field(max_length=sub.MAX_PROBLEMS_PER_FILE)
+    models: list[SubmissionModelRef] = Field(max_length=MAX_PROBLEMS_PER_FILE)
     adapter: SubmissionAdapter
     contact: _rule("contact")
-    tasks: dict[str, SubmissionTask] = Field(min_length=1, max_length=sub.MAX_TASKS)
+    tasks: dict[str, SubmissionTask] = Field(min_length=1, max_length=MAX_TASKS)
     url: Optional[_rule("url")] = None
     date: Optional[_rule("date")] = None
-    k: Optional[int] = Field(default=None, ge=1, le=sub.MAX_PER_QUERY)
+    k: Optional[int] = Field(default=None, ge=1, le=MAX_PER_QUERY)
 
     @model_validator(mode="after")
     def _runs_named_after_tasks(self) -> "Submission":
         for name, entry in self.tasks.items():
-            stem = f"runs/{sub.run_file_name(name)}"
+            stem = f"runs/{run_file_name(name)}"
             if entry.run not in (stem + ".trec", stem + ".trec.gz"):
                 raise ValueError(f"task {name!r}: run path {entry.run!r} should be {stem}.trec or .trec.gz")
         return self
@@ -151,7 +219,7 @@ class ScoresManifest(Model):
     gapbench_version: ScoringVersion
     date: ScoringDate
     versions: dict[PackageName, PackageVersion] = Field(max_length=100)
-    n_resamples: int = Field(ge=1, le=sub.MAX_RESAMPLES)
+    n_resamples: int = Field(ge=1, le=MAX_RESAMPLES)
     seed: int = Field(ge=0, lt=2**63)
     inputs: dict[str, str]
 

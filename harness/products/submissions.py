@@ -80,7 +80,6 @@ import os
 import re
 import stat
 import sys
-import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -88,6 +87,11 @@ from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 from ..errors import ConfigError, GapbenchError
 from ..formats import StrictJSONError, file_digest, parse_json_strict
+# the text rules live with the models, in the core; imported here under their old names, which other modules use
+from ..schemas import (  # noqa: F401
+    FIELDS, FINGERPRINT, ISO_DATE, ISO_DATETIME, MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE, MAX_RESAMPLES, MAX_TASKS,
+    MODEL_NAME, PACKAGE, REVISION, SYSTEM_NAME, TEXT_RULES, URL, VERSION, run_file_name, text_problem,
+)
 
 FORMAT_VERSION = 1
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
@@ -96,48 +100,12 @@ MAX_LINE_BYTES = 10_000
 MAX_JSON_BYTES = 1_000_000  # submission.json
 MAX_SCORES_BYTES = 50_000_000  # scores.json carries every per-query value
 MAX_JSON_DEPTH = 32
-MAX_PER_QUERY = 1000
-MAX_TASKS = 100
-MAX_PROBLEMS_PER_FILE = 20
 MAX_PROBLEMS_SHOWN = 20  # in the one-line error of an invalid submission
 SHOWN_UNKNOWN_IDS = 3  # unknown ids reported one by one (with a suggestion); the rest are counted
 SHOWN_DIFFERENCES = 5  # between scores.json and its recomputation; the rest are counted
-MAX_RESAMPLES = 10_000
 SCORE_TOLERANCE = 1e-9  # recomputed vs stored values; pytrec_eval is deterministic, this only absorbs libm noise
 RUN_SUFFIXES = (".trec", ".trec.gz")
 
-SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
-REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127}(?:/[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127})*")
-URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]{1,292}")
-ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
-                          r"(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
-VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!-]{0,31}")
-PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-FINGERPRINT = re.compile(r"[A-Za-z0-9:._-]{1,128}")
-_BAD_CHAR_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
-
-# field -> (accepted types, required, description)
-FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
-    "format_version": ((int,), True, "the integer 1"),
-    "system": ((str,), True, "a system name of 1-64 letters, digits and . _ + -, starting with a letter or digit"),
-    "description": ((str,), True, "one or two sentences on one line (at most 1000 characters)"),
-    "suite": ((str,), True, "a registered suite name (see `gapbench tasks`)"),
-    "gapbench_version": ((str,), True, "the gapbench version that made the runs, e.g. \"0.1.0\""),
-    "models": ((list,), True, "a list of {\"name\", \"revision\"} objects ([] for lexical systems)"),
-    "adapter": ((dict,), True, "an object {\"name\", \"config\"[, \"fingerprint\"]}"),
-    "contact": ((str,), True, "a name with an e-mail address or a URL, on one line (at most 200 characters)"),
-    "tasks": ((dict,), True, "an object task name -> {\"revision\", \"run\", \"sha256\"}"),
-    "url": ((str,), False, "an http(s):// link to code or paper"),
-    "date": ((str,), False, "an ISO date, YYYY-MM-DD"),
-    "k": ((int,), False, "documents per query in the runs"),
-}
-# free-text field -> (pattern it must match, or None for one line of printable text; length cap)
-TEXT_RULES: dict[str, tuple[re.Pattern | None, int]] = {
-    "system": (SYSTEM_NAME, 64), "description": (None, 1000), "suite": (SYSTEM_NAME, 64),
-    "gapbench_version": (VERSION, 32), "contact": (None, 200), "url": (URL, 300), "date": (ISO_DATE, 10),
-}
 TASK_FIELDS = {"revision": "the task revision", "run": "runs/<task>.trec[.gz]", "sha256": "64 hex digits"}
 MODEL_FIELDS = {"name": "model identifier such as org/model", "revision": "model revision (commit or version)"}
 ADAPTER_FIELDS = {"name": (str, True), "config": (dict, True), "fingerprint": (str, False)}
@@ -213,11 +181,6 @@ class ValidationReport:
         count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
         text = f"{self.directory}: invalid submission, {count}: {shown}{more}."
         return re.sub(r"[\r\n\x0b\x0c\x85\u2028\u2029]+", " ", text)
-
-
-def run_file_name(task: str) -> str:
-    """``impliret/multispeaker/wknow`` -> ``impliret__multispeaker__wknow`` (the file stem of its run)."""
-    return task.replace("/", "__")
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -485,20 +448,6 @@ def _type_names(types: tuple[type, ...]) -> str:
 def _json_type(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object",
             type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def text_problem(value: str, pattern: re.Pattern | None, cap: int) -> str | None:
-    """Why ``value`` may not appear on a board or in a file name, or None when it may."""
-    if len(value) > cap:
-        return f"is {len(value):,} characters long; at most {cap} are accepted"
-    for ch in value:
-        if unicodedata.category(ch) in _BAD_CHAR_CATEGORIES:
-            return f"contains the control or invisible character U+{ord(ch):04X}"
-    if value != value.strip():
-        return "has leading or trailing spaces"
-    if pattern is not None and not pattern.fullmatch(value):
-        return "has characters that are not accepted"
-    return None
 
 
 def _check_text(where: str, key: str, value: str, pattern: re.Pattern | None, cap: int, what: str,
@@ -841,12 +790,13 @@ def _code_key() -> str:
     score runs: a cached result is reused only by the very code that made it."""
     import gapbench
 
+    from .. import schemas  # the text rules the checks apply
     from ..evaluation import evaluation
     from ..evaluation import stats
     from ..store import package_versions
 
     h = hashlib.sha256(json.dumps([gapbench.__version__, package_versions()], sort_keys=True).encode())
-    for module in (evaluation, stats, sys.modules[__name__]):
+    for module in (evaluation, stats, schemas, sys.modules[__name__]):
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()
 
