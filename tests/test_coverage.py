@@ -466,3 +466,22 @@ def test_markdown_tables_by_hand():
         "- cluster 1 (d), mass 1: sample documents d1",
         "",
     ])
+
+
+def test_cli_builds_one_options_object(monkeypatch, capsys):
+    import gapbench.analyses.coverage as mod
+
+    seen = []
+
+    def fake(task, retrievers, options):
+        seen.append((task, retrievers, options))
+        return _hand_report()
+
+    monkeypatch.setattr(mod, "run_coverage_with", fake)
+    assert cli.main(["coverage", "toy", "-r", "bm25, dense", "--k-range", "3 4", "--max-chars", "0", "--clusters", "2",
+                     "--generate", "1", "--judge-depth", "5", "--llm-model", "m", "--json"]) == 0
+    assert seen == [("toy", ["bm25", "dense"], mod.CoverageOptions(
+        clusters=2, k_candidates=[3, 4], max_chars=None, generate=1, judge_depth=5, llm_model="m"))]
+    assert json.loads(capsys.readouterr().out)["task"] == "toy"
+    assert cli.main(["coverage", "toy"]) == 0  # the CLI defaults are CoverageOptions' own (k candidates as a list)
+    assert seen[-1][2] == mod.CoverageOptions(k_candidates=list(mod.DEFAULT_K_CANDIDATES))

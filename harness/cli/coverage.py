@@ -54,17 +54,16 @@ def coverage_cmd(
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
     from .common import check_output, split_specs
-    from ..analyses.coverage import run_coverage
+    from ..analyses.coverage import CoverageOptions, run_coverage_with
 
     check_output(out, run_dir=False, option="out")
+    options = CoverageOptions(
+        entities=entities, embedder=embedder, clusters=clusters, k_candidates=_ints(k_range, "--k-range"), seed=seed,
+        n_resamples=resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars or None,
+        measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
+        llm_base_url=llm_base_url, llm_model=llm_model, output=out)
     with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        report = run_coverage(
-            task, split_specs(retrievers), entities=entities, embedder=embedder, clusters=clusters,
-            k_candidates=_ints(k_range, "--k-range"), seed=seed, n_resamples=resamples, min_queries=min_queries,
-            query_entities=query_entities, max_chars=max_chars or None, measure=measure, generate=generate,
-            judge_depth=judge_depth, judge_batch=judge_batch, llm_base_url=llm_base_url, llm_model=llm_model,
-            output=out,
-        )
+        report = run_coverage_with(task, split_specs(retrievers), options)
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
     else:
