@@ -63,6 +63,7 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 from ..errors import ConfigError, DataFormatError
 from ..files import output_folder, pyplot, write_bytes_atomic, write_text_atomic
+from ..tables import Table, md_cell
 
 REPORT_VERSION = 1
 
@@ -97,14 +98,6 @@ _TIE = 1e-12
 
 
 # ---------------------------------------------------------------- the document model
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-    sup: dict[tuple[int, int], str] = field(default_factory=dict)  # (row, col) -> superscript (significance letters)
 
 
 @dataclass
@@ -424,14 +417,14 @@ def _headline_section(results, cmp, measures, alpha, n_permutations) -> Section:
     if cmp is not None:
         caption += (f"; a superscript letter marks a system significantly better than that system (paired "
                     f"randomization test, {n_permutations} sign flips, Holm-corrected per measure, alpha={alpha}).")
-    sec.blocks.append(Table(["system", *measures], rows, caption, sup))
+    sec.blocks.append(Table(["system", *measures], rows, caption=caption, sup=sup))
     if cmp is None:
         sec.blocks.append("One system only: no significance tests (pass two or more run directories).")
         return sec
     rows = [[t.measure, f"{t.a} vs {t.b}", f"{t.delta:+.4f}", _p(t.p_randomization), _p(t.p_randomization_holm),
              _p(t.p_ttest_holm), "yes" if t.significant(alpha) else "no"] for t in cmp.tests]
     sec.blocks.append(Table(["measure", "pair", "delta (a - b)", "p randomization", "p Holm", "p t-test Holm",
-                             f"significant at {alpha}"], rows, "Paired tests between systems"))
+                             f"significant at {alpha}"], rows, caption="Paired tests between systems"))
     return sec
 
 
@@ -457,7 +450,7 @@ def _per_query_section(results, main, measures) -> tuple[dict, Section]:
         ["system", "queries", "mean", "median", "q1", "q3", "min", "max", "share of 0"],
         [[s, str(d["n"]), *(f"{d[k]:.4f}" for k in ("mean", "median", "q1", "q3", "min", "max")), f"{d['share_zero']:.1%}"]
          for s, d in dist.items()],
-        f"Distribution of {main} over the {len(qids)} queries",
+        caption=f"Distribution of {main} over the {len(qids)} queries",
     ))
     wtl = []
     for a, b in itertools.combinations(results, 2):
@@ -476,7 +469,7 @@ def _per_query_section(results, main, measures) -> tuple[dict, Section]:
         sec.blocks.append(Table(
             ["measure", "a", "b", "a wins", "ties", "a loses"],
             [[x["measure"], x["a"], x["b"], str(x["wins"]), str(x["ties"]), str(x["losses"])] for x in wtl],
-            "Per-query wins, ties and losses of a against b (a tie: equal values)",
+            caption="Per-query wins, ties and losses of a against b (a tie: equal values)",
         ))
     else:
         sec.blocks.append("One system only: no per-query wins and losses.")
@@ -597,7 +590,7 @@ def _gap_section(a: Analysis, sec_id: str) -> Section:
     rows.append(["verifier, gold-infused pool (upper bound)", f"{d['verifier_gold_infused']['value']:.4f}",
                  f"{d['gap']:+.4f}"])
     sec.blocks.append(Table(["system", m, "minus best retriever"], rows,
-                            f"Verification-gap bounds: the gap is {d['gap']:+.4f} ({m})"))
+                            caption=f"Verification-gap bounds: the gap is {d['gap']:+.4f} ({m})"))
     if d.get("other_qrels"):
         rows = []
         for label, o in d["other_qrels"].items():
@@ -605,7 +598,7 @@ def _gap_section(a: Analysis, sec_id: str) -> Section:
             rows.append([str(label), f"{b.get('name', '?')} {_fmt(b.get('value'))}", _fmt(o.get("verifier_standard")),
                          _fmt(o.get("verifier_gold_infused"))])
         sec.blocks.append(Table(["judgements", "best retriever", "verifier standard", "verifier gold-infused"], rows,
-                                "The same rankings under other judgements"))
+                                caption="The same rankings under other judgements"))
     scaling = d.get("pool_scaling") or []
     if scaling:
         names = list(scaling[0]["retrievers"])
@@ -613,7 +606,7 @@ def _gap_section(a: Analysis, sec_id: str) -> Section:
                  f"{r['verifier_gold_infused']:.4f}", *(f"{r['retrievers'].get(n, float('nan')):.4f}" for n in names)]
                 for r in scaling]
         sec.blocks.append(Table(["pool size", "pool recall", "verifier standard", "verifier gold-infused",
-                                 *names], rows, "Pool scaling"))
+                                 *names], rows, caption="Pool scaling"))
     for p in a.pngs:
         sec.blocks.append(Figure(p.stem, p.read_bytes(), "Pool-scaling curve" if p.name == "pool_scaling.png" else p.name))
     if scaling and not a.pngs:
@@ -697,7 +690,7 @@ def _generic_section(a: Analysis, sec_id: str) -> Section:
     walk(a.data, "", 0)
     if scalars:
         shown = scalars[:60]
-        sec.blocks.append(Table(["field", "value"], shown, "Fields" + (f" (first 60 of {len(scalars)})" if len(scalars) > 60 else "")))
+        sec.blocks.append(Table(["field", "value"], shown, caption="Fields" + (f" (first 60 of {len(scalars)})" if len(scalars) > 60 else "")))
     sec.blocks.extend(tables)
     sec.blocks.extend(figures)
     for p in a.pngs:
@@ -719,7 +712,8 @@ def _before_after(value: Mapping, path: str, tables: list[Table]) -> bool:
     if not keys:
         return False
     rows = [[str(k), _fmt(before[k]), _fmt(after[k]), f"{after[k] - before[k]:+.4f}"] for k in keys]
-    tables.append(Table(["", "before", "after", "delta"], rows, f"{path}: before and after" if path else "Before and after"))
+    tables.append(Table(["", "before", "after", "delta"], rows,
+                        caption=f"{path}: before and after" if path else "Before and after"))
     return True
 
 
@@ -750,7 +744,7 @@ def _records_table(path: str, records: Sequence[Mapping]) -> Table:
     cols = cols[:_MAX_COLS]
     rows = [[_fmt(r.get(c)) for c in cols] for r in records[:_MAX_ROWS]]
     more = f" (first {_MAX_ROWS} of {len(records)})" if len(records) > _MAX_ROWS else ""
-    return Table([c if c else _last(path.split(":")[0]) for c in cols], rows, f"{path}{more}")
+    return Table([c if c else _last(path.split(":")[0]) for c in cols], rows, caption=f"{path}{more}")
 
 
 def _record_lists(path: str, items: Sequence[tuple[str, Mapping]], figures: list[Figure]) -> None:
@@ -772,12 +766,13 @@ def _status_section(found, not_run, ignored, dirs) -> Section:
             for a in found]
     rows += [[k, KNOWN_ANALYSES[k][0], "not run", ""] for k in not_run]
     sec.blocks.append(Table(["kind", "analysis", "status", "source"], rows,
-                            f"Analyses found in {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} given with --analyses"))
+                            caption=f"Analyses found in {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} given with --analyses"))
     if not_run:
         sec.blocks.append("Not run for this task: " + ", ".join(not_run) + ". Run them with their gapbench command and "
                           "pass their output directories with --analyses.")
     if ignored:
-        sec.blocks.append(Table(["file", "why ignored"], [[i["source"], i["reason"]] for i in ignored], "Ignored files"))
+        sec.blocks.append(Table(["file", "why ignored"], [[i["source"], i["reason"]] for i in ignored],
+                                caption="Ignored files"))
     return sec
 
 
@@ -798,9 +793,6 @@ figure{margin:1em 0 1.6em}figure img{max-width:100%;border:1px solid #e3e6ea}
 figcaption{font-size:.85em;color:#5b6475}
 """
 
-_NUM = re.compile(r"^[+\-<]?\d[\d.,]*(e[+\-]?\d+)?%?( \[.*\])?$")
-
-
 def _html(report: Report) -> str:
     e = html.escape
     d = report.data
@@ -819,7 +811,7 @@ def _html(report: Report) -> str:
             if isinstance(b, str):
                 out.append(f"<p>{e(b)}</p>")
             elif isinstance(b, Table):
-                out.append(_html_table(b))
+                out.append(b.html())
             else:
                 data = base64.b64encode(b.png).decode("ascii")
                 out.append(f'<figure><img alt="{e(b.caption)}" src="data:image/png;base64,{data}">'
@@ -827,27 +819,6 @@ def _html(report: Report) -> str:
         out.append("</section>")
     out.append("</main></body></html>")
     return "\n".join(out) + "\n"
-
-
-def _html_table(t: Table) -> str:
-    e = html.escape
-    parts = ["<table>"]
-    if t.caption:
-        parts.append(f"<caption>{e(t.caption)}</caption>")
-    parts.append("<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead><tbody>")
-    for i, row in enumerate(t.rows):
-        cells = []
-        for j, c in enumerate(row):
-            cls = ' class="num"' if j > 0 and _NUM.match(c) else ""
-            sup = f"<sup>{e(t.sup[(i, j)])}</sup>" if (i, j) in t.sup else ""
-            cells.append(f"<td{cls}>{e(c)}{sup}</td>")
-        parts.append("<tr>" + "".join(cells) + "</tr>")
-    parts.append("</tbody></table>")
-    return "".join(parts)
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def _markdown(report: Report) -> str:
@@ -861,15 +832,7 @@ def _markdown(report: Report) -> str:
             if isinstance(b, str):
                 out += [b, ""]
             elif isinstance(b, Table):
-                if b.caption:
-                    out += [f"*{_md_cell(b.caption)}*", ""]
-                out.append("| " + " | ".join(_md_cell(h) or " " for h in b.header) + " |")
-                out.append("|" + "|".join("---" for _ in b.header) + "|")
-                for i, row in enumerate(b.rows):
-                    out.append("| " + " | ".join(
-                        _md_cell(c) + (f"<sup>{t}</sup>" if (t := b.sup.get((i, j))) else "")
-                        for j, c in enumerate(row)) + " |")
-                out.append("")
+                out += [b.markdown(), ""]
             else:
-                out += [f"![{_md_cell(b.caption)}]({b.name})", ""]
+                out += [f"![{md_cell(b.caption)}]({b.name})", ""]
     return "\n".join(out)
