@@ -244,3 +244,32 @@ def test_synthesis_view_through_the_llm_layer_and_its_cache(tmp_path):
         llm = LLMClient(base_url=srv.base_url, model="judge", cache=False)
         echo = synthesis_views(corpus, diag, kb, llm, 2, hits=hits)
         assert re.fullmatch(r"echo [0-9a-f]{16}", echo[0].text)
+
+
+def test_argus_synth_augmenter_uses_the_endpoint_given_else_the_embedded_llm(tmp_path, monkeypatch):
+    """``gapbench run --augment argus-synth``: an explicit endpoint writes the views; with none, the embedded LLM is
+    asked for before the (costly) diagnosis, and its absence says how to install it or give an endpoint."""
+    import sys
+
+    import gapbench.analyses.argus.augment as augment
+    from gapbench.analyses.argus.augment import ArgusAugmenter
+
+    corpus = Corpus([Document("0", "We trained near Soyu Stadium every day."), Document("1", "Nothing here.")])
+    bm25 = get_retriever("bm25")
+    with SynthServer() as srv:
+        views = ArgusAugmenter("argus-synth", bm25, llm_base_url=srv.base_url, llm_model="judge").augment(corpus)
+        assert srv.counts["chat"] == 1
+    assert [v.view_id for v in views] == ["0::argus-syn"]
+    # the synthesis server inserts the first five words of the entity's first KB passage after its mention
+    assert views[0].text == "We trained near Soyu Stadium, Soyu Stadium is a stadium, every day."
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if gapbench[local-llm] were not installed
+
+    def no_diagnosis(*a, **kw):
+        raise AssertionError("the LLM is resolved before the diagnosis")
+
+    monkeypatch.setattr(augment, "diagnose", no_diagnosis)
+    with pytest.raises(ConfigError, match=r"^no LLM endpoint given and the embedded LLM is not installed; .*--llm-base-url"
+                                          r".*pip install 'gapbench\[local-llm\]'$"):
+        ArgusAugmenter("argus-synth", bm25).augment(corpus)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -67,7 +68,13 @@ def test_expansion_lifts_the_gold_document_behind_a_landmark(tmp_path):
     assert "synthesis" not in row["variants"]
 
 
-def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli):
+def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli, monkeypatch):
+    import gapbench.llm.local as local
+
+    def no_embedded(*a, **kw):
+        raise AssertionError("an explicit --llm-base-url/--llm-model must not ask for the embedded LLM")
+
+    monkeypatch.setattr(local, "embedded_server", no_embedded)
     task = beir_folder(tmp_path / "t")
     out = tmp_path / "out"
     with SynthServer() as srv:
@@ -83,6 +90,7 @@ def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli):
     assert row["variants"]["synthesis"]["growth"]["n_views"] == 2
     assert row["variants"]["synthesis"]["growth"]["views_per_doc"] == 0.5
     assert row["llm"]["requests"] == 2 and row["llm"]["prompt_tokens"] > 0
+    assert d["config"]["llm"]["endpoint"] == srv.base_url and d["config"]["llm"]["model"] == "judge"
     for v in ("expansion", "synthesis"):
         assert set(row["deltas"][v]) == {"nDCG@5", "nDCG@10", "R@10"}
         for m, x in row["deltas"][v].items():
@@ -118,6 +126,60 @@ def test_bad_input_errors(tmp_path, argus_cli, capsys):
     rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--probe",
                     str(tmp_path / "missing")])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- synthesis without an endpoint
+NO_ENDPOINT = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def no_endpoint(monkeypatch):
+    for name in NO_ENDPOINT:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_synthesis_without_an_endpoint_asks_for_the_embedded_llm_once(tmp_path, argus_cli, no_endpoint, monkeypatch,
+                                                                    capsys):
+    """No --llm-base-url, no --llm-model: the embedded server is asked for (once, for SmolLM2), and synthesis talks
+    to what it answers with. The test server stands in for llama.cpp and knows only the SmolLM2 name."""
+    import gapbench.llm.local as local
+
+    with SynthServer(models={SMOLLM2}) as srv:
+        asked = []
+
+        def embedded_server(model=None, **kw):
+            asked.append(model)
+            return type("Embedded", (), {"base_url": srv.base_url, "model": SMOLLM2})()
+
+        monkeypatch.setattr(local, "embedded_server", embedded_server)
+        out = tmp_path / "out"
+        rc = argus_cli(["argus", "compare", beir_folder(tmp_path / "t"), "-r", "bm25", "--kb", "impliret-wknow",
+                        "--variants", "original,synthesis", "-m", "nDCG@10", "--k", "10", "-o", str(out)])
+        assert rc == 0, capsys.readouterr().err
+        assert srv.counts["chat"] == 2  # the two documents with flagged entities that have KB passages
+    assert asked == [None]  # one server asked for, the default model: the notice is printed once
+    d = read_outputs(out)
+    llm = d["config"]["llm"]
+    assert llm["endpoint"] == srv.base_url and llm["model"] == SMOLLM2 and llm["concurrency"] == 1
+    row = next(iter(d["tasks"].values()))
+    assert row["variants"]["synthesis"]["growth"]["n_views"] == 2 and row["llm"]["requests"] == 2
+
+
+def test_synthesis_without_an_endpoint_or_the_extra_says_how_to_get_either(tmp_path, argus_cli, no_endpoint,
+                                                                           monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if gapbench[local-llm] were not installed
+    task = beir_folder(tmp_path / "t")
+    with pytest.raises(ConfigError) as err:
+        compare_argus(task, "bm25", kb="impliret-wknow", variants=["original", "synthesis"], measures=["nDCG@10"])
+    said = str(err.value)
+    assert said.startswith("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
+                           "endpoint (--llm-base-url or $OPENAI_BASE_URL")
+    assert "pip install 'gapbench[local-llm]'" in said
+    assert said.endswith(" To compare without synthesis, give --variants original,expansion.")
+    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "-m", "nDCG@10"])
+    err_text = capsys.readouterr().err
+    assert rc == 2 and "the embedded LLM is not installed" in err_text and "--variants original,expansion" in err_text
 
 
 @pytest.mark.slow

@@ -31,8 +31,10 @@ def compare_cmd(
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Default nDCG@5/10/20/50, R@5..100."),
     k: int = typer.Option(100, "--k", help="Documents retrieved per query."),
     seed: int = typer.Option(0, "--seed"),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis; without it synthesis is skipped."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis; "
+                                               "without one (nor $OPENAI_BASE_URL, $OPENAI_API_KEY) the embedded LLM."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis, as the endpoint names it (or "
+                                            "a .gguf file for the embedded LLM; default SmolLM2)."),
     llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
     llm_top_p: Optional[float] = cli_llm.TOP_P,
     llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,

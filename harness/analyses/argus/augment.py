@@ -642,6 +642,20 @@ def load_probe(probe: Any, retriever: Any) -> Any:
     return Probe.load(path, retriever)
 
 
+def synthesis_client(llm_base_url: str | None = None, llm_model: str | None = None) -> Any:
+    """The LLM client that writes synthesis views: the endpoint given (``--llm-base-url``/``--llm-model``, or
+    ``$OPENAI_BASE_URL``/``$OPENAI_API_KEY``), else the embedded llama.cpp server, as every LLM command resolves it
+    (:meth:`gapbench.llm.client.LLMConfig.resolved`; :func:`gapbench.llm.local.embedded_config`, which prints its
+    notice when it starts the server). Resolved here, so a bad endpoint or a missing extra fails before any work::
+
+        llm = synthesis_client()                                    # the embedded SmolLM2
+        llm = synthesis_client("http://localhost:8000/v1", "m")     # that endpoint's model m
+    """
+    from ...llm.client import LLMClient, LLMConfig
+
+    return LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
+
+
 def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
                     llm_model: str | None = None) -> tuple[Augmented, dict]:
     """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS`): the
@@ -675,16 +689,14 @@ class ArgusAugmenter:
 
     def augment(self, corpus: Corpus) -> list[View]:
         opts = self.options
-        probe = None
-        if opts["probe"]:
-            probe = load_probe(opts["probe"], self.retriever)
+        # the LLM is resolved first: a bad endpoint or a missing local-llm extra fails before the diagnosis
+        llm = synthesis_client(self.llm["base_url"], self.llm["model"]) if self.name == "argus-synth" else None
+        probe = load_probe(opts["probe"], self.retriever) if opts["probe"] else None
         diag = diagnose(corpus, self.retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
         kb = ReferenceKB.resolve(opts["kb"])
-        if self.name == "argus-expand":
+        if llm is None:
             return expansion_views(corpus, diag, kb, opts["k_aug"])
-        from ...llm.client import LLMClient, LLMConfig
-
-        return synthesis_views(corpus, diag, kb, LLMClient(LLMConfig(**self.llm)), opts["k_aug"])
+        return synthesis_views(corpus, diag, kb, llm, opts["k_aug"])
 
 
 def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,

@@ -9,8 +9,9 @@ probe, or the label-prior fallback without a probe); the Reference KB looked up 
 indexed beside the originals through :class:`~gapbench.analyses.argus.augment.Augmented` (views collapse onto their source by
 maximum score, so qrels and measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100)
 and paired tests of every variant pair (:func:`gapbench.evaluation.comparison.compare`: randomization test and t-test, Holm).
-Synthesis runs only when an LLM model is given (``llm_model`` / ``--llm-model``). A suite adds the Full Benchmark Avg.
-(the unweighted mean over its tasks) per variant.
+Synthesis asks the LLM at ``llm_base_url``/``llm_model`` (``--llm-base-url``/``--llm-model``); with no endpoint given
+it uses the embedded llama.cpp server, as every LLM command does (:func:`.augment.synthesis_client`). A suite adds
+the Full Benchmark Avg. (the unweighted mean over its tasks) per variant.
 
 Output (``write_outputs``) ``argus_compare.json``::
 
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
-                            expansion_views, kb_hits, load_probe, synthesis_views, view_stats)
+                      expansion_views, kb_hits, load_probe, synthesis_client, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
 from ...tables import Table
@@ -246,7 +247,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         run_variant("expansion", Augmented(retriever, views, name="expansion"), time.perf_counter() - t0, views)
     if "synthesis" in variants:
         if llm is None:
-            notes.append("synthesis skipped: no LLM model given (--llm-model, --llm-base-url).")
+            notes.append("synthesis skipped: no LLM client given (llm=...).")
         else:
             before = llm.usage.total()
             t0 = time.perf_counter()
@@ -257,6 +258,15 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
             run_variant("synthesis", Augmented(retriever, views, name="synthesis"), aug_s, views)
     cmp = compare(list(results.values()), seed=seed)
     return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes)
+
+
+def _synthesis_llm(llm_base_url: str | None, llm_model: str | None) -> Any:
+    # no endpoint given: the embedded LLM, as `gapbench gap` gets its verifier; a config problem (the local-llm extra
+    # missing, a model without endpoint) also names the way to compare without synthesis
+    try:
+        return synthesis_client(llm_base_url, llm_model)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} To compare without synthesis, give --variants original,expansion.") from None
 
 
 def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
@@ -277,10 +287,8 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
     retr = get_retriever(retriever)
     spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
     probe_obj = load_probe(probe, retr)
-    if llm is None and llm_model and "synthesis" in variants:
-        from ...llm.client import LLMClient, LLMConfig
-
-        llm = LLMClient(LLMConfig(base_url=llm_base_url, model=llm_model))
+    if llm is None and "synthesis" in variants:
+        llm = _synthesis_llm(llm_base_url, llm_model)
     tasks, suite = _tasks_of(task)
     out = []
     for t in tasks:
