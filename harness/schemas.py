@@ -99,7 +99,15 @@ def run_file_name(task: str) -> str:
 # ---------------------------------------------------------------- models
 
 Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
-Pair = Annotated[list[float], Field(min_length=2, max_length=2)]
+
+
+def _ordered(pair: list[float]) -> list[float]:
+    if pair[0] > pair[1]:
+        raise ValueError("its low end is above its high end (an interval is [low, high])")
+    return pair
+
+
+Pair = Annotated[list[float], Field(min_length=2, max_length=2), AfterValidator(_ordered)]  # an interval, low <= high
 # a format version: the integer 1 (Literal[1] would also take true, since True == 1)
 One = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
 
@@ -265,6 +273,7 @@ class RerankerInfo(Model):
     config: dict[str, Any]
     llm: Optional[dict[str, Any]] = None  # the LLM client's settings and what was sent
     answers: Optional[dict[str, Any]] = None  # how the model's answers were read
+    task_defaults: Optional[dict[str, Any]] = None  # the task's reranker defaults the spec left out and the run used
 
 
 class RayInfo(Model):
@@ -301,7 +310,7 @@ class RunManifest(Model):
 class RunResults(Model):
     """``results.json`` of a run directory (``Results.to_dict``); also each system of a comparison."""
 
-    task: Optional[str] = ""
+    task: str = ""
     system: str = Field(min_length=1)
     n_queries: int = Field(ge=1)
     n_missing: int = Field(default=0, ge=0)
@@ -309,6 +318,15 @@ class RunResults(Model):
     n_unjudged: int = Field(default=0, ge=0)
     measures: dict[str, Number] = Field(min_length=1)
     ci95: Optional[dict[str, Pair]] = None
+
+    @model_validator(mode="after")
+    def _intervals_of_listed_measures(self) -> "RunResults":
+        if "" in self.measures:
+            raise ValueError("'measures' names a measure with an empty name")
+        for m in self.ci95 or {}:
+            if m not in self.measures:
+                raise ValueError(f"'ci95.{m}' is the interval of a measure that 'measures' does not list")
+        return self
 
 
 # ---------------------------------------------------------------- compare and regress
@@ -654,6 +672,65 @@ def validate(schema: str | type[Model], data: Any, source: object = None) -> Mod
                           f"{', '.join(model.model_fields)} (see docs/schemas/{name}.schema.json); fix the fields "
                           "named, or re-create the file with the gapbench command that writes it.",
                           path=source if source is not None else f"<{name}>") from None
+
+
+def _read_problem(error: dict, data: Any) -> str:
+    """The first pydantic error in the words of gapbench's readers: the key in quotes, what was found, what is
+    expected."""
+    loc, kind = error["loc"], error["type"]
+    key = _where(loc)
+    message = error["msg"].removeprefix("Value error, ")
+    message = message[:1].lower() + message[1:]
+    if kind == "missing":
+        found = f" (keys found: {', '.join(map(repr, data)) or 'none'})" if len(loc) == 1 and isinstance(data, dict) \
+            else ""
+        return f"lacks the key {key!r}{found}"
+    if kind == "extra_forbidden":
+        return f"has the key {key!r}, which is not part of its schema"
+    return f"{key!r} is {repr(error.get('input'))[:80]}: {message}" if loc else message
+
+
+def read_back(schema: str, data: Any, path: str | Path, fix: str) -> Model:
+    """``data``, parsed from the file ``path`` that gapbench wrote, checked against ``schema`` (a name of
+    :data:`SCHEMAS`). Raises :class:`SchemaError` (a DataFormatError) naming the file, the first key that does not fit,
+    what was found and what is expected, and ``fix``, what to do.
+
+    >>> read_back("run_results", {"system": "bm25"}, "run/results.json", "re-create it")  # doctest: +SKIP
+    SchemaError: run/results.json: lacks the key 'n_queries' (keys found: 'system'); re-create it.
+    """
+    try:
+        return SCHEMAS[schema].model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        more = f" ({len(errors) - 1} more keys do not fit either)" if len(errors) > 1 else ""
+        if first["type"] == "extra_forbidden":
+            todo = f": remove it (docs/schemas/{schema}.schema.json lists the keys), or {fix}"
+        else:
+            todo = f"; {fix}"
+        raise SchemaError(f"{_read_problem(first, data)}{more}{todo}.", path=path) from None
+
+
+# analysis kind -> the command that writes its JSON
+_ANALYSIS_COMMANDS = {"gap": "gapbench gap", "signals": "gapbench signals", "coverage": "gapbench coverage",
+                      "argus_audit": "gapbench argus audit", "argus_probe": "gapbench argus probe",
+                      "argus_compare": "gapbench argus compare"}
+
+
+def validate_analysis(kind: str, data: dict, path: str | Path) -> dict:
+    """An analysis' JSON (gap, signals, coverage, argus_audit, argus_probe, argus_compare, ...) checked against the
+    model of its ``kind`` (see :func:`read_back` for the error), and returned unchanged; a kind without a model passes
+    through. A document without a ``kind`` key (an early gap.json) is checked as the ``kind`` the caller found for it.
+
+    >>> validate_analysis("gap", json.loads(Path("out/gap.json").read_text()), "out/gap.json")  # doctest: +SKIP
+    """
+    name = _BY_KIND.get(kind)
+    if name is None:
+        return data
+    command = _ANALYSIS_COMMANDS.get(kind)
+    fix = f"re-run `{command}` to rewrite it" if command else "re-create it with the gapbench command that writes it"
+    read_back(name, {"kind": kind, **data} if isinstance(data, dict) and "kind" not in data else data, path, fix)
+    return data
 
 
 def schema_for(path: str | Path, data: Any) -> str:

@@ -243,42 +243,15 @@ def _read_json(path: Path) -> object:
 
 
 def _read_results_json(path: Path) -> dict:
+    """results.json checked against :class:`gapbench.schemas.RunResults` (keys, types, ranges, intervals of listed
+    measures); the document itself is returned."""
+    from .schemas import read_back
+
     res = _read_json(path)
     if not isinstance(res, dict):
         raise DataFormatError(f"holds a JSON {type(res).__name__}, expected an object with system, task, n_queries, "
                               f"measures and ci95; {_REMAKE}.", path=path)
-
-    def bad(key: str, found: object, wanted: str) -> DataFormatError:
-        return DataFormatError(f"{key!r} is {found!r}, expected {wanted}; {_REMAKE}.", path=path)
-
-    for key in ("system", "n_queries", "measures"):
-        if key not in res:
-            raise DataFormatError(f"lacks the key {key!r} (keys found: {', '.join(map(repr, res)) or 'none'}); "
-                                  f"{_REMAKE}.", path=path)
-    if not isinstance(res["system"], str) or not res["system"]:
-        raise bad("system", res["system"], "the system's name (a non-empty string)")
-    if not isinstance(res.get("task", ""), str):
-        raise bad("task", res["task"], "the task's name (a string)")
-    for key in ("n_queries", "n_missing", "n_dropped", "n_unjudged"):
-        value = res.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < (key == "n_queries"):
-            raise bad(key, value, "a whole number" + (" of 1 or more" if key == "n_queries" else " of 0 or more"))
-    means = res["measures"]
-    if not isinstance(means, dict) or not means:
-        raise bad("measures", means, "an object measure -> mean, with at least one measure")
-    for m, v in means.items():
-        if not m or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise bad(f"measures.{m}", v, "a finite number")
-    ci = res.get("ci95")
-    if ci is not None:
-        if not isinstance(ci, dict):
-            raise bad("ci95", ci, "an object measure -> [low, high]")
-        for m, v in ci.items():
-            ok = (m in means and isinstance(v, list) and len(v) == 2
-                  and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
-                  and v[0] <= v[1])
-            if not ok:
-                raise bad(f"ci95.{m}", v, "[low, high], two finite numbers for a measure in 'measures'")
+    read_back("run_results", res, path, _REMAKE)
     return res
 
 
@@ -394,8 +367,11 @@ def load_results(directory: str | os.PathLike) -> Results:
 
 
 def read_manifest(directory: str | os.PathLike) -> dict | None:
-    """A run directory's manifest.json read as strictly as results.json, or None when the directory has none (one
-    written by hand or by an old gapbench); never a file outside the directory."""
+    """A run directory's manifest.json read as strictly as results.json and checked against
+    :class:`gapbench.schemas.RunManifest`, or None when the directory has none (one written by hand or by an old
+    gapbench); never a file outside the directory."""
+    from .schemas import read_back
+
     directory = Path(directory)
     if not os.path.lexists(directory / "manifest.json"):
         return None
@@ -404,6 +380,7 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
     if not isinstance(doc, dict):
         raise DataFormatError(f"holds a JSON {type(doc).__name__}, expected an object with task, fingerprints and "
                               f"seed; {_REMAKE}.", path=path)
+    read_back("run_manifest", doc, path, _REMAKE)
     return doc
 
 
@@ -412,10 +389,11 @@ def load_run(directory: str | os.PathLike) -> Run:
 
 
 def load_manifest(directory: str | os.PathLike) -> dict:
-    path = Path(directory) / "manifest.json"
-    if not path.exists():
+    """A run directory's manifest.json, read and checked by :func:`read_manifest`; one is required here."""
+    doc = read_manifest(directory)
+    if doc is None:
         raise DataFormatError("missing manifest.json; is this a gapbench run directory?", path=directory)
-    return json.loads(path.read_text())
+    return doc
 
 
 def command_line() -> str:
