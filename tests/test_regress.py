@@ -519,3 +519,25 @@ def test_rescore_mode_is_checked(sets):
         regress(sets["baseline"], sets["k1"], rescore="sometimes")
     with pytest.raises(gapbench.errors.ConfigError, match=re.escape("--rescore is 'None'")):
         compare_run_dirs([sets["baseline"] / "x", sets["k1"] / "x"], rescore=None)
+
+
+def test_markdown_table_escapes_a_pipe_in_a_task_name():
+    """A '|' in a task name (a run directory's name stands in when results.json has none) stays inside its cell."""
+    from gapbench.products.regress import RegressionReport, TaskCheck
+
+    rows = (TaskCheck("beir/a|b", 300, 0.6712, 0.6012, 0.07, 0.0001, 0.0002, True),
+            TaskCheck("impliret/x", 1500, 0.15, 0.151, -0.001, 0.8, 0.8, False))
+    lines = RegressionReport("nDCG@10", 0.01, 0.05, rows).to_markdown().splitlines()
+    assert lines[:8] == [
+        "## gapbench regression gate: FAILED (1 of 2 tasks regressed)",
+        "",
+        "nDCG@10; a task fails when baseline - candidate > 0.01 and the paired randomization test (Holm-corrected "
+        "over 2 tasks) gives p < 0.05.",
+        "",
+        "| task | queries | baseline | candidate | drop | p | p (Holm) | result |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| beir/a\\|b | 300 | 0.6712 | 0.6012 | +0.0700 | 0.0001 | 0.0002 | **FAIL** |",
+        "| impliret/x | 1500 | 0.1500 | 0.1510 | -0.0010 | 0.8000 | 0.8000 | pass |",
+    ]
+    # 8 cells: the escaped '|' does not split the first row
+    assert len(re.split(r"(?<!\\)\|", lines[6])) == 8 + 2

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..errors import GapbenchError
 from ..evaluation.rescore import Check, Rescorer, check_mode, summary
+from ..tables import Table
 
 
 class RegressionInputError(GapbenchError):
@@ -93,12 +94,8 @@ class RegressionReport:
             f"{self.measure}; a task fails when baseline - candidate > {self.max_drop} and the paired randomization "
             f"test (Holm-corrected over {len(self.rows)} tasks) gives p < {self.alpha}.",
             "",
-            "| task | queries | baseline | candidate | drop | p | p (Holm) | result |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            self._table().markdown(),
         ]
-        for r in self.rows:
-            lines.append(f"| {r.task} | {r.n_queries} | {r.baseline:.4f} | {r.candidate:.4f} | {r.drop:+.4f} | "
-                         f"{r.p:.4f} | {r.p_holm:.4f} | {'**FAIL**' if r.failed else 'pass'} |")
         if self.extra_tasks:
             lines += ["", f"Candidate tasks without a baseline (not gated): {', '.join(self.extra_tasks)}."]
         # 2 of the 2^n sign patterns reach any observed mean difference, so p >= 2 / 2^n before Holm's correction.
@@ -109,6 +106,12 @@ class RegressionReport:
         for line in summary(self.checks):
             lines += ["", line]
         return "\n".join(lines) + "\n"
+
+    def _table(self) -> Table:
+        rows = [[r.task, str(r.n_queries), f"{r.baseline:.4f}", f"{r.candidate:.4f}", f"{r.drop:+.4f}", f"{r.p:.4f}",
+                 f"{r.p_holm:.4f}", "**FAIL**" if r.failed else "pass"] for r in self.rows]
+        return Table(["task", "queries", "baseline", "candidate", "drop", "p", "p (Holm)", "result"], rows,
+                     align="lrrrrrrl")
 
     def to_junit(self) -> str:
         suite = ET.Element("testsuite", name="gapbench.regress", tests=str(len(self.rows)),
