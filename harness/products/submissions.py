@@ -646,6 +646,32 @@ def _is_integer(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
+@dataclass
+class _RunCheck:
+    """The line-by-line check of one run file: what it found so far, and its capped error list."""
+
+    rel: str
+    task: Any
+    data: Any  # the task's TaskData, or None when ids are not checked
+    report: ValidationReport
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict)
+    first_score: float | None = None
+    all_equal: bool = True
+    n: int = 0  # lines read (the current line's number)
+    n_lines: int = 0  # non-blank lines
+    unknown_q: int = 0
+    unknown_d: int = 0
+    problems: int = 0  # errors reported for this file
+    extra: int = 0  # errors past the cap, only counted
+
+    def err(self, msg: str, line: int | None = None) -> None:
+        if self.problems < MAX_PROBLEMS_PER_FILE:
+            self.report.error(self.rel, msg, line)
+            self.problems += 1
+        else:
+            self.extra += 1
+
+
 def _check_run_file(
     path: Path, rel: str, task, report: ValidationReport, use_cache: bool = True,
 ) -> tuple[dict | None, str | None]:
@@ -655,131 +681,157 @@ def _check_run_file(
     these very bytes were validated against this task before (the cache; its warnings are repeated). The file is read
     once; a clean run takes the regex fast path, anything else is checked line by line.
     """
-    data = _load(task, report) if task is not None else None
-    problems = 0
-    extra = 0
-
-    def err(msg: str, line: int | None = None) -> None:
-        nonlocal problems, extra
-        if problems < MAX_PROBLEMS_PER_FILE:
-            report.error(rel, msg, line)
-            problems += 1
-        else:
-            extra += 1
-
-    per_query: dict[str, dict[str, float]] = {}
-    first_score: float | None = None
-    all_equal = True
-    n_lines = 0
-    unknown_q = unknown_d = 0
-    n = 0
-    try:
-        raw = _open_regular(path)
-    except Refused as exc:
-        err(exc.args[0])
-        return None, None
-    try:
-        with raw:
-            digest, content = _read_run(raw)
-    except Refused as exc:
-        err(exc.args[0])
-        return None, exc.args[1] if len(exc.args) > 1 else None
-    seen = _cache_path("valid", task, data, digest) if data is not None and use_cache else None
-    warnings = _cache_read(seen) if seen else None
-    if isinstance(warnings, list) and all(isinstance(w, str) for w in warnings):
-        for w in warnings:
-            report.warn(rel, w)
+    check = _RunCheck(rel, task, _load(task, report) if task is not None else None, report)
+    digest, content = _run_bytes(path, check)
+    if content is None:
+        return None, digest
+    seen = _cache_path("valid", task, check.data, digest) if check.data is not None and use_cache else None
+    if _replay_cached(seen, rel, report):
         return None, digest
     n_before = len(report.problems)
-    clean = _clean_run(content, data)
+    clean = _clean_run(content, check.data)
     if clean is not None:
-        _warn_missing(clean, task, data, rel, report)
+        _warn_missing(clean, task, check.data, rel, report)
         if seen:
             _cache_write(seen, [p.message for p in report.problems[n_before:]])
         return clean, digest
+    if not _check_lines(content, check) or not _check_totals(check):
+        return None, digest
+    _warn_missing(check.per_query, task, check.data, rel, report)
+    if seen and not any(p.severity == "error" for p in report.problems[n_before:]):
+        _cache_write(seen, [p.message for p in report.problems[n_before:]])
+    return check.per_query, digest
+
+
+def _run_bytes(path: Path, check: _RunCheck) -> tuple[str | None, bytes | None]:
+    """(sha256, content) of a run file; (digest or None, None) when it cannot be read, the reason reported."""
+    try:
+        raw = _open_regular(path)
+    except Refused as exc:
+        check.err(exc.args[0])
+        return None, None
+    try:
+        with raw:
+            return _read_run(raw)
+    except Refused as exc:
+        check.err(exc.args[0])
+        return (exc.args[1] if len(exc.args) > 1 else None), None
+
+
+def _replay_cached(seen: Path | None, rel: str, report: ValidationReport) -> bool:
+    """True when these bytes were validated before (``seen`` holds their warnings, which are reported again)."""
+    warnings = _cache_read(seen) if seen else None
+    if not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
+        return False
+    for w in warnings:
+        report.warn(rel, w)
+    return True
+
+
+def _check_lines(content: bytes, check: _RunCheck) -> bool:
+    """Every line of a run that the fast path could not read, each problem reported on its line; False when the
+    file cannot be read on (a line too long, bytes that are not UTF-8)."""
     try:
         with io.BytesIO(content) as fh:
             while True:
                 chunk = fh.readline(MAX_LINE_BYTES + 1)
                 if not chunk:
-                    break
-                n += 1
+                    return True
+                check.n += 1
                 if len(chunk) > MAX_LINE_BYTES:
-                    err(f"line is longer than {MAX_LINE_BYTES:,} bytes; a run line is 'query_id Q0 doc_id rank "
-                        "score tag'. Check that this is a TREC run.", n)
-                    return None, digest
+                    check.err(f"line is longer than {MAX_LINE_BYTES:,} bytes; a run line is 'query_id Q0 doc_id rank "
+                              "score tag'. Check that this is a TREC run.", check.n)
+                    return False
                 # Decoded line by line, so a bad byte is reported on its own line.
                 raw_line = chunk.decode("utf-8")
-                if n == 1 and raw_line.startswith("\ufeff"):
-                    err("starts with a UTF-8 byte-order mark (BOM), which would stick to the first query id; "
-                        "save the run without BOM.", n)
+                if check.n == 1 and raw_line.startswith("\ufeff"):
+                    check.err("starts with a UTF-8 byte-order mark (BOM), which would stick to the first query id; "
+                              "save the run without BOM.", check.n)
                     raw_line = raw_line[1:]
-                if not raw_line.strip():
-                    continue
-                n_lines += 1
-                parts = raw_line.split()
-                if len(parts) != 6:
-                    err(f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: "
-                        f"{raw_line.strip()[:60]!r}.", n)
-                    continue
-                qid, _, did, rank, score, _ = parts
-                value = _decimal(score)
-                if value is None:
-                    err(f"score {score[:40]!r} is not a decimal number; write digits with an optional '.', sign and "
-                        "exponent (no '_', 'nan' or 'inf').", n)
-                    continue
-                if not math.isfinite(value):
-                    err(f"score {score[:40]} of document {did[:80]!r} for query {qid[:80]!r} is not finite; scores "
-                        "must be finite numbers.", n)
-                    continue
-                if not _is_integer(rank):
-                    err(f"rank {rank[:40]!r} is not an integer; write digits only.", n)
-                if first_score is None:
-                    first_score = value
-                elif value != first_score:
-                    all_equal = False
-                if data is not None:
-                    if qid not in data.queries:
-                        unknown_q += 1
-                        if unknown_q <= SHOWN_UNKNOWN_IDS:
-                            close = difflib.get_close_matches(qid, data.queries.ids()[:5000], n=1)
-                            err(f"query id {qid[:80]!r} is not a query of task {task.name}"
-                                + (f" (did you mean {close[0]!r}?)" if close else "") + "; use the task's query ids.", n)
-                        continue
-                    if did not in data.corpus:
-                        unknown_d += 1
-                        if unknown_d <= SHOWN_UNKNOWN_IDS:
-                            err(f"document id {did[:80]!r} (query {qid[:80]!r}) is not in the corpus of task "
-                                f"{task.name}; rank only the task's documents.", n)
-                        continue
-                docs = per_query.setdefault(qid, {})
-                if did in docs:
-                    err(f"document {did[:80]!r} appears twice for query {qid[:80]!r}; list each document once per query.", n)
-                    continue
-                docs[did] = value
-                if len(docs) == MAX_PER_QUERY + 1:
-                    err(f"query {qid[:80]!r} has more than {MAX_PER_QUERY} documents; keep the top {MAX_PER_QUERY}.", n)
+                if raw_line.strip():
+                    check.n_lines += 1
+                    _check_line(raw_line, check)
     except UnicodeDecodeError as exc:
-        err(f"is not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); write the run as UTF-8 (gzip "
-            "allowed).", n)
-        return None, digest
-    for what, count, fix in (("a query id that is not a query", unknown_q, "use the task's query ids"),
-                             ("a document id that is not in the corpus", unknown_d, "rank only the task's documents")):
+        check.err(f"is not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); write the run as UTF-8 (gzip "
+                  "allowed).", check.n)
+        return False
+
+
+def _check_line(raw_line: str, check: _RunCheck) -> None:
+    """One non-blank run line: its columns, score and rank, its ids against the task, and the ranking it adds to."""
+    n = check.n
+    parts = raw_line.split()
+    if len(parts) != 6:
+        check.err(f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: "
+                  f"{raw_line.strip()[:60]!r}.", n)
+        return
+    qid, _, did, rank, score, _ = parts
+    value = _decimal(score)
+    if value is None:
+        check.err(f"score {score[:40]!r} is not a decimal number; write digits with an optional '.', sign and "
+                  "exponent (no '_', 'nan' or 'inf').", n)
+        return
+    if not math.isfinite(value):
+        check.err(f"score {score[:40]} of document {did[:80]!r} for query {qid[:80]!r} is not finite; scores must be "
+                  "finite numbers.", n)
+        return
+    if not _is_integer(rank):
+        check.err(f"rank {rank[:40]!r} is not an integer; write digits only.", n)
+    if check.first_score is None:
+        check.first_score = value
+    elif value != check.first_score:
+        check.all_equal = False
+    if check.data is not None and not _known_ids(qid, did, check):
+        return
+    docs = check.per_query.setdefault(qid, {})
+    if did in docs:
+        check.err(f"document {did[:80]!r} appears twice for query {qid[:80]!r}; list each document once per query.", n)
+        return
+    docs[did] = value
+    if len(docs) == MAX_PER_QUERY + 1:
+        check.err(f"query {qid[:80]!r} has more than {MAX_PER_QUERY} documents; keep the top {MAX_PER_QUERY}.", n)
+
+
+def _known_ids(qid: str, did: str, check: _RunCheck) -> bool:
+    """Whether the line's query and document are the task's; the first few unknown ones are reported, the rest
+    counted."""
+    data, name = check.data, check.task.name
+    if qid not in data.queries:
+        check.unknown_q += 1
+        if check.unknown_q <= SHOWN_UNKNOWN_IDS:
+            close = difflib.get_close_matches(qid, data.queries.ids()[:5000], n=1)
+            check.err(f"query id {qid[:80]!r} is not a query of task {name}"
+                      + (f" (did you mean {close[0]!r}?)" if close else "") + "; use the task's query ids.", check.n)
+        return False
+    if did not in data.corpus:
+        check.unknown_d += 1
+        if check.unknown_d <= SHOWN_UNKNOWN_IDS:
+            check.err(f"document id {did[:80]!r} (query {qid[:80]!r}) is not in the corpus of task {name}; rank only "
+                      "the task's documents.", check.n)
+        return False
+    return True
+
+
+def _check_totals(check: _RunCheck) -> bool:
+    """The problems of the file as a whole (unknown ids counted, errors past the cap, emptiness, all-equal scores);
+    False when it holds no run line."""
+    report, rel = check.report, check.rel
+    for what, count, fix in (("a query id that is not a query", check.unknown_q, "use the task's query ids"),
+                             ("a document id that is not in the corpus", check.unknown_d,
+                              "rank only the task's documents")):
         if count > SHOWN_UNKNOWN_IDS:
-            report.error(rel, f"{count:,} lines in all name {what} of task {task.name} (the first {SHOWN_UNKNOWN_IDS} "
-                              f"are shown); {fix}.")
-    if extra:
-        report.error(rel, f"... and {extra} more problems in this file (only the first {MAX_PROBLEMS_PER_FILE} are shown).")
-    if n_lines == 0:
+            report.error(rel, f"{count:,} lines in all name {what} of task {check.task.name} (the first "
+                              f"{SHOWN_UNKNOWN_IDS} are shown); {fix}.")
+    if check.extra:
+        report.error(rel, f"... and {check.extra} more problems in this file (only the first {MAX_PROBLEMS_PER_FILE} "
+                          "are shown).")
+    if check.n_lines == 0:
         report.error(rel, "is empty; a run lists 'query_id Q0 doc_id rank score tag' lines.")
-        return None, digest
-    if all_equal and n_lines > 1:
-        report.error(rel, f"every score is {first_score}; a run with all-equal scores is ranked by the tie rule, "
-                     "not by the system. Write the system's real scores.")
-    _warn_missing(per_query, task, data, rel, report)
-    if seen and not any(p.severity == "error" for p in report.problems[n_before:]):
-        _cache_write(seen, [p.message for p in report.problems[n_before:]])
-    return per_query, digest
+        return False
+    if check.all_equal and check.n_lines > 1:
+        report.error(rel, f"every score is {check.first_score}; a run with all-equal scores is ranked by the tie rule, "
+                          "not by the system. Write the system's real scores.")
+    return True
 
 
 # ---------------------------------------------------------------- cache of what a run's bytes gave before
