@@ -103,8 +103,7 @@ def probe_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
-    from ..analyses.argus.audit import audit
-    from ..analyses.argus.probe import train_probe, write_probe_report
+    from ..analyses.argus.probe import write_probe_report
     from .common import check_output
 
     check_output(out, run_dir=False, option="out")
@@ -113,38 +112,50 @@ def probe_cmd(
     bad = [m for m in modes if m not in ("directed", "undirected")]
     if bad or not modes:
         raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
-    reports, probes = [], []
-    for mode in modes:
-        data = load_audit_data(entities, relations, mode)
-        result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
-        targets, emb = result.target_embeddings()
-        rps = result.rps()
-        meta = {"retriever": result.retriever, "pooling": result.encoder["pooling"], "k": k, "n": n,
-                "dataset": mode, "encoder_fingerprint": result.encoder["fingerprint"],
-                "retriever_fingerprint": result.encoder["retriever_fingerprint"]}
-        probe, rep = train_probe(emb, [rps[q] for q in targets], result.encoder["fingerprint"], seed=seed,
-                                 families=fams, meta=meta)
-        rep["name"] = f"{mode} ({'audited targets' if mode == 'directed' else 'every entity with an edge'})"
-        rep["audit"] = {"mean_rps": float(sum(rps.values()) / len(rps)), "chance": result.chance(),
-                        "n_effective_min": min(min(v) for v in result.n_candidates.values())}
-        reports.append(rep)
-        probes.append(probe)
-        source, spec, fp, dim = data.source, result.retriever, result.encoder["fingerprint"], result.encoder["dim"]
+    runs = [_probe_dataset(load_audit_data(entities, relations, mode), mode, retriever, k=k, n=n, seed=seed,
+                           pooling=pooling, families=fams) for mode in modes]
+    reports = [rep for _, rep, _ in runs]
     # the probe saved for later use (augmentation) is the one trained on the most labelled entities
     best = max(range(len(reports)), key=lambda i: reports[i]["n"])
-    probe_dir = probes[best].save(out / "probe")
-    report = {"kind": "argus_probe", "task": source, "version": 1, "retriever": spec, "fingerprint": fp, "dim": dim,
-              "seed": seed, "k": k, "n_requested": n, "saved_probe": {"path": str(probe_dir),
-                                                                      "dataset": reports[best]["name"]},
-              **{key: reports[best][key] for key in ("split", "selection", "selected", "families", "baselines", "test")},
+    probe, rep, _ = runs[best]
+    _, _, (source, result) = runs[-1]  # the task and encoder as the last set saw them (the same retriever for each)
+    probe_dir = probe.save(out / "probe")
+    report = {"kind": "argus_probe", "task": source, "version": 1, "retriever": result.retriever,
+              "fingerprint": result.encoder["fingerprint"], "dim": result.encoder["dim"], "seed": seed, "k": k,
+              "n_requested": n, "saved_probe": {"path": str(probe_dir), "dataset": rep["name"]},
+              **{key: rep[key] for key in ("split", "selection", "selected", "families", "baselines", "test")},
               "datasets": reports}
     write_probe_report(report, out)
     if as_json:
         typer.echo(json.dumps({key: v for key, v in report.items() if key != "datasets"}))
         return
     for rep in reports:
-        t = rep["test"]
-        typer.echo(f"{rep['name']}: n={rep['n']} selected {rep['selected']['family']} | test RMSE {t['rmse']:.3f} "
-                   f"(train-mean baseline {rep['baselines']['train_mean']['rmse']:.3f}), Spearman "
-                   f"{'n/a' if t['spearman'] is None else format(t['spearman'], '.3f')}, band acc {t['band_accuracy']:.3f}")
+        typer.echo(_probe_line(rep))
     typer.echo(f"probe saved to {probe_dir}; report in {out}")
+
+
+def _probe_dataset(data, mode: str, retriever: str, *, k: int, n: int, seed: int, pooling: str, families: list[str]):
+    """Audit one labelled set (directed or undirected) and train the probes on its RPS: (probe, report, (source,
+    audit result))."""
+    from ..analyses.argus.audit import audit
+    from ..analyses.argus.probe import train_probe
+
+    result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
+    targets, emb = result.target_embeddings()
+    rps = result.rps()
+    meta = {"retriever": result.retriever, "pooling": result.encoder["pooling"], "k": k, "n": n,
+            "dataset": mode, "encoder_fingerprint": result.encoder["fingerprint"],
+            "retriever_fingerprint": result.encoder["retriever_fingerprint"]}
+    probe, rep = train_probe(emb, [rps[q] for q in targets], result.encoder["fingerprint"], seed=seed,
+                             families=families, meta=meta)
+    rep["name"] = f"{mode} ({'audited targets' if mode == 'directed' else 'every entity with an edge'})"
+    rep["audit"] = {"mean_rps": float(sum(rps.values()) / len(rps)), "chance": result.chance(),
+                    "n_effective_min": min(min(v) for v in result.n_candidates.values())}
+    return probe, rep, (data.source, result)
+
+
+def _probe_line(rep: dict) -> str:
+    t = rep["test"]
+    return (f"{rep['name']}: n={rep['n']} selected {rep['selected']['family']} | test RMSE {t['rmse']:.3f} "
+            f"(train-mean baseline {rep['baselines']['train_mean']['rmse']:.3f}), Spearman "
+            f"{'n/a' if t['spearman'] is None else format(t['spearman'], '.3f')}, band acc {t['band_accuracy']:.3f}")

@@ -202,6 +202,25 @@ def _tasks_of(task: str) -> tuple[list[str], str | None]:
     return [task], None
 
 
+def _task_kb(kb: str | ReferenceKB | None, task: str) -> ReferenceKB:
+    kb_spec = kb if kb is not None else default_kb(task)
+    if kb_spec is None:
+        raise ConfigError(f"no Reference KB for task {task!r}: give one with --kb FILE.jsonl (records "
+                          '{"id", "title", "text"}); the packaged KB impliret-wknow fits impliret/*/wknow.')
+    return ReferenceKB.resolve(kb_spec)
+
+
+def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
+               hits: Mapping) -> tuple[list, float, dict]:
+    """The synthesis views, the seconds they took and the LLM usage they added (requests, tokens, cache hits)."""
+    before = llm.usage.total()
+    t0 = time.perf_counter()
+    views = synthesis_views(corpus, diag, kb, llm, k_aug, hits=hits)
+    seconds = time.perf_counter() - t0
+    after = llm.usage.total()
+    return views, seconds, {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
+
+
 def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
                  tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT, llm: Any = None,
                  variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
@@ -214,11 +233,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
     prepared = prepare(task, seed=seed)
     data, name = prepared.data, prepared.task.name
-    kb_spec = kb if kb is not None else default_kb(name)
-    if kb_spec is None:
-        raise ConfigError(f"no Reference KB for task {name!r}: give one with --kb FILE.jsonl (records "
-                          '{"id", "title", "text"}); the packaged KB impliret-wknow fits impliret/*/wknow.')
-    kb_obj = ReferenceKB.resolve(kb_spec)
+    kb_obj = _task_kb(kb, name)
     notes: list[str] = []
     results, growth, seconds = {}, {}, {}
 
@@ -249,12 +264,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         if llm is None:
             notes.append("synthesis skipped: no LLM client given (llm=...).")
         else:
-            before = llm.usage.total()
-            t0 = time.perf_counter()
-            views = synthesis_views(data.corpus, diag, kb_obj, llm, k_aug, hits=hits)
-            aug_s = time.perf_counter() - t0
-            after = llm.usage.total()
-            llm_usage = {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
+            views, aug_s, llm_usage = _synthesis(data.corpus, diag, kb_obj, llm, k_aug, hits)
             run_variant("synthesis", Augmented(retriever, views, name="synthesis"), aug_s, views)
     cmp = compare(list(results.values()), seed=seed)
     return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes)
