@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
 from .evaluation.evaluation import Results, evaluate, format_table
-from .pipeline import prepare
+from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of, search_in_batches
 from .store import RunDirWriter, package_versions, save_run_dir, utc_now
 from .suites import Suite, get_suite
@@ -65,14 +65,8 @@ def run(
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
     retr = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
-    rr, applied = None, {}
-    if reranker is not None:
-        from .retrieval import get_reranker, with_task_defaults
-
-        # the task's defaults for a reranker named by a spec (OBLIQ's tournament settings), as gapbench gap takes them
-        reranker, applied = with_task_defaults(reranker, task_obj.reranker_defaults)
-        # Built before any retrieval, so a bad endpoint or option is reported before minutes of work.
-        rr = get_reranker(reranker, llm_base_url=llm_base_url, llm_model=llm_model)
+    # Built before any retrieval, so a bad endpoint or option is reported before minutes of work.
+    rr, applied = _reranker(reranker, task_obj, llm_base_url, llm_model) if reranker is not None else (None, {})
     name = getattr(retr, "name", None) or type(retr).__name__
     with limited(memory_budget), ExitStack() as stack:
         stack.enter_context(distributed.connect(ray))
@@ -81,67 +75,98 @@ def run(
         timings = {}
         augment_info = None
         if augment:
-            from .options import parse_spec
-            from .retrieval import RUN_AUGMENTERS
-
-            t0 = time.perf_counter()
-            augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])
-            retr, augment_info = augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url,
-                                              llm_model=llm_model)
-            timings["augment_s"] = round(time.perf_counter() - t0, 4)
+            with _timed(timings, "augment_s"):
+                retr, augment_info = _augmented(retr, augment, data, llm_base_url, llm_model)
             name = retr.name
-        t0 = time.perf_counter()
-        retr.index(data.corpus)
-        timings["index_s"] = round(time.perf_counter() - t0, 4)
-        t0 = time.perf_counter()
-        # Without a reranker the run searched is the run kept, so it is written as it is produced.
-        writer = stack.enter_context(RunDirWriter(output)) if output and rr is None else None
-        result_run = _search(retr, queries, k, data, writer)
-        timings["search_s"] = round(time.perf_counter() - t0, 4)
+        with _timed(timings, "index_s"):
+            retr.index(data.corpus)
+        with _timed(timings, "search_s"):
+            # Without a reranker the run searched is the run kept, so it is written as it is produced.
+            writer = stack.enter_context(RunDirWriter(output)) if output and rr is None else None
+            result_run = _search(retr, queries, k, data, writer)
         rerank_info = None
         if rr is not None:
-            t0 = time.perf_counter()
-            result_run = rr.rerank(queries, result_run, data.corpus)
-            timings["rerank_s"] = round(time.perf_counter() - t0, 4)
-            rerank_info = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr),
-                           "task_defaults": applied}
-            llm = llm_manifest_of(rr)
-            if llm is not None:
-                rerank_info["llm"] = llm
-            if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
-                rerank_info["answers"] = rr.answers
+            with _timed(timings, "rerank_s"):
+                result_run = rr.rerank(queries, result_run, data.corpus)
+            rerank_info = _rerank_entry(rr, applied)
             name = result_run.name
         results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
-        manifest = {
-            "task": task_obj.info(),
-            "system": name,
-            "retriever": {
-                "name": name,
-                "class": f"{type(retr).__module__}.{type(retr).__qualname__}",
-                "config": config_of(retr),
-                "fingerprint": fingerprint_of(retr),
-            },
-            "fingerprints": {
-                "corpus": data.corpus.fingerprint,
-                "queries": queries.fingerprint,
-                "qrels": data.qrels.fingerprint,
-            },
-            "reranker": rerank_info,
-            "augment": augment_info,
-            "k": k,
-            "measures": list(results.measures),
-            "seed": seed,
-            "memory_budget": memory_budget_bytes(),
-            "ray": distributed.manifest(),
-            "date": utc_now(),
-            "versions": package_versions(),
-            "timings": timings,
-        }
+        manifest = _manifest(prepared, retr, name, results, k=k, seed=seed, reranker=rerank_info,
+                             augment=augment_info, timings=timings)
         if writer is not None:
             out = writer.finish(results, manifest)
         else:
             out = save_run_dir(output, result_run, results, manifest) if output else None
     return RunResult(result_run, results, manifest, out)
+
+
+@contextmanager
+def _timed(timings: dict, key: str) -> Iterator[None]:
+    """Record the seconds the block took as ``timings[key]`` (rounded as the manifest keeps them)."""
+    t0 = time.perf_counter()
+    yield
+    timings[key] = round(time.perf_counter() - t0, 4)
+
+
+def _reranker(spec: str | Any, task: Task, llm_base_url: str | None, llm_model: str | None) -> tuple[Any, dict]:
+    """(the reranker, the task's defaults it took): a reranker named by a spec takes the task's defaults for it
+    (OBLIQ's tournament settings), as gapbench gap takes them."""
+    from .retrieval import get_reranker, with_task_defaults
+
+    spec, applied = with_task_defaults(spec, task.reranker_defaults)
+    return get_reranker(spec, llm_base_url=llm_base_url, llm_model=llm_model), applied
+
+
+def _augmented(retr: Any, augment: str, data: TaskData, llm_base_url: str | None,
+               llm_model: str | None) -> tuple[Any, dict]:
+    """(the retriever over the augmented corpus, what the augmenter records), through the RUN_AUGMENTERS registry."""
+    from .options import parse_spec
+    from .retrieval import RUN_AUGMENTERS
+
+    augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])
+    return augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+
+
+def _rerank_entry(rr: Any, applied: dict) -> dict:
+    """The manifest's ``reranker``: name, config, task defaults used, and the LLM's settings and answers if any."""
+    entry = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr), "task_defaults": applied}
+    llm = llm_manifest_of(rr)
+    if llm is not None:
+        entry["llm"] = llm
+    if hasattr(rr, "answers"):  # how the model's answers were read: clean, repaired, re-asked, fallback
+        entry["answers"] = rr.answers
+    return entry
+
+
+def _manifest(prepared: Prepared, retr: Any, name: str, results: Results, *, k: int, seed: int,
+              reranker: dict | None, augment: dict | None, timings: dict) -> dict:
+    """What produced the run (``manifest.json``, :class:`gapbench.schemas.RunManifest`)."""
+    data = prepared.data
+    return {
+        "task": prepared.task.info(),
+        "system": name,
+        "retriever": {
+            "name": name,
+            "class": f"{type(retr).__module__}.{type(retr).__qualname__}",
+            "config": config_of(retr),
+            "fingerprint": fingerprint_of(retr),
+        },
+        "fingerprints": {
+            "corpus": data.corpus.fingerprint,
+            "queries": prepared.queries.fingerprint,
+            "qrels": data.qrels.fingerprint,
+        },
+        "reranker": reranker,
+        "augment": augment,
+        "k": k,
+        "measures": list(results.measures),
+        "seed": seed,
+        "memory_budget": memory_budget_bytes(),
+        "ray": distributed.manifest(),
+        "date": utc_now(),
+        "versions": package_versions(),
+        "timings": timings,
+    }
 
 
 def _search(retr: Any, queries: Queries, k: int, data: TaskData, writer: RunDirWriter | None) -> Run:
