@@ -339,3 +339,39 @@ def test_build_refuses_a_linked_suite_folder(board_root, tmp_path, capsys):
 def test_build_refuses_a_meaningless_alpha(board_root, capsys, alpha):
     assert main(["leaderboard", "build", "--root", str(board_root), "--alpha", alpha]) == 2
     assert f"--alpha is {float(alpha)}; give a significance level between 0 and 1" in capsys.readouterr().err
+
+
+def _entry(system: str, rank, means: dict, average) -> dict:
+    return {"system": system, "description": "d.", "contact": "c@example.org", "url": None, "models": [],
+            "adapter": {"name": "a"}, "gapbench_version": "0", "date": "2026-01-01",
+            "tasks": {t: {"mean": m, "ci95": [m - 0.01, m + 0.01]} for t, m in means.items()},
+            "average": average, "average_ci95": None if average is None else [average - 0.005, average + 0.005],
+            "rank": rank, "position": rank, "rank_stability": None if average is None else 0.734}
+
+
+def test_board_tables_from_a_hand_built_board():
+    """Both tables through gapbench.tables: a '|' in a name stays inside its cell; numbers right-aligned."""
+    from gapbench.products.leaderboard import Board
+
+    tasks = ("s/t_1", "other/t2")
+    entries = (_entry("bm25", 1, {tasks[0]: 0.1, tasks[1]: 0.3}, 0.2),
+               _entry("a|b", 2, {tasks[0]: 0.05, tasks[1]: 0.15}, 0.1),
+               _entry("half", None, {tasks[0]: 0.3}, None))
+    tests = ({"a": "bm25", "b": "a|b", "delta": 0.1, "p": 0.001, "p_holm": 0.002, "significant": True},)
+    board = Board("s", tasks, {t: "nDCG@10" for t in tasks}, entries, tests)
+    md = board.to_markdown().splitlines()
+    start = md.index("| Rank | System | t_1 | other/t2 | Full Benchmark Avg. [95% CI] | Rank stability |")
+    assert md[start + 1:start + 5] == [
+        "|---|---|---:|---:|---:|---:|",
+        "| 1 | **bm25** | 0.1000 (0.090-0.110) | 0.3000 (0.290-0.310) | **0.2000** [0.1950, 0.2050] | 73.4% |",
+        "| 2 | **a\\|b** | 0.0500 (0.040-0.060) | 0.1500 (0.140-0.160) | **0.1000** [0.0950, 0.1050] | 73.4% |",
+        "| - | **half** | 0.3000 (0.290-0.310) | - | - | - |",
+    ]
+    start = md.index("| A | B | avg(A) - avg(B) | p (randomization) | p (Holm) | separable |")
+    assert md[start + 1:start + 3] == ["|---|---|---:|---:|---:|---|",
+                                       "| bm25 | a\\|b | +0.1000 | 0.0010 | 0.0020 | yes |"]
+    page = board.to_html()
+    assert page.count("<tr>") == 2 + 3 + 1
+    assert ('<tr><td>2</td><td>a|b</td><td class="num">0.0500 (0.040-0.060)</td><td class="num">0.1500 (0.140-0.160)'
+            '</td><td class="num">0.1000 [0.0950, 0.1050]</td><td class="num">73.4%</td></tr>') in page
+    assert '<tr><td>bm25</td><td>a|b</td><td class="num">+0.1000</td>' in page

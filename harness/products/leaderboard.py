@@ -40,11 +40,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError, GapbenchError
+from ..tables import Table
 from .submissions import (
     MODEL_NAME, REVISION, URL, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
 )
@@ -90,10 +91,29 @@ class Board:
         ms = sorted(set(self.main_measures.values()))
         return ms[0] if len(ms) == 1 else "main measure"
 
+    def _standings(self, strong: Callable[[str], str] = str) -> Table:
+        """The ranking, a row per entry; ``strong`` marks the system and its average (bold in Markdown)."""
+        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
+        head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
+        rows = []
+        for e in self.entries:
+            cells = [str(e["rank"]) if e["rank"] is not None else "-", strong(e["system"])]
+            for t in self.tasks:
+                v = e["tasks"].get(t)
+                cells.append(f"{v['mean']:.4f} ({v['ci95'][0]:.3f}-{v['ci95'][1]:.3f})" if v else "-")
+            avg, ci = e["average"], e["average_ci95"]
+            cells.append(f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None else "-")
+            cells.append(f"{e['rank_stability']:.1%}" if e["rank_stability"] is not None else "-")
+            rows.append(cells)
+        return Table(head, rows, align="ll" + "r" * (len(head) - 2))
+
+    def _tests_table(self) -> Table:
+        rows = [[t["a"], t["b"], f"{t['delta']:+.4f}", f"{t['p']:.4f}", f"{t['p_holm']:.4f}",
+                 "yes" if t["significant"] else "no"] for t in self.tests]
+        return Table(["A", "B", "avg(A) - avg(B)", "p (randomization)", "p (Holm)", "separable"], rows, align="llrrrl")
+
     def to_markdown(self) -> str:
         label = self._measure_label()
-        short = [md(t.split("/", 1)[1] if t.startswith(self.suite + "/") else t) for t in self.tasks]
-        head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
         lines = [
             f"# {md(self.suite)} leaderboard",
             "",
@@ -101,26 +121,11 @@ class Board:
             f"from {len(self.entries)} scored submissions under `submissions/`. Built by `gapbench leaderboard build`; "
             "do not edit by hand.",
             "",
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|",
+            self._standings(lambda text: f"**{text}**").markdown(),
         ]
-        for e in self.entries:
-            cells = [str(e["rank"]) if e["rank"] is not None else "-", f"**{md(e['system'])}**"]
-            for t in self.tasks:
-                v = e["tasks"].get(t)
-                cells.append(f"{v['mean']:.4f} ({v['ci95'][0]:.3f}-{v['ci95'][1]:.3f})" if v else "-")
-            cells.append(f"**{e['average']:.4f}** [{e['average_ci95'][0]:.4f}, {e['average_ci95'][1]:.4f}]"
-                         if e["average"] is not None else "-")
-            cells.append(f"{e['rank_stability']:.1%}" if e["rank_stability"] is not None else "-")
-            lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "## How the ranks are made", "", *_RULES(self), ""]
         if self.tests:
-            lines += ["## Paired tests (Full Benchmark Avg.)", "",
-                      "| A | B | avg(A) - avg(B) | p (randomization) | p (Holm) | separable |", "|---|---|---:|---:|---:|---|"]
-            for t in self.tests:
-                lines.append(f"| {md(t['a'])} | {md(t['b'])} | {t['delta']:+.4f} | {t['p']:.4f} | {t['p_holm']:.4f} | "
-                             f"{'yes' if t['significant'] else 'no'} |")
-            lines.append("")
+            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table().markdown(), ""]
         lines += ["## Submissions", ""]
         for e in self.entries:
             models = ", ".join(f"{m['name']} @ {m['revision']}" for m in e["models"]) or "none (lexical)"
@@ -135,27 +140,6 @@ class Board:
 
     def to_html(self) -> str:
         esc = html.escape
-        label = self._measure_label()
-        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
-        rows = []
-        for e in self.entries:
-            cells = [f"<td>{e['rank'] if e['rank'] is not None else '-'}</td>", f"<td class=s>{esc(e['system'])}</td>"]
-            for t in self.tasks:
-                v = e["tasks"].get(t)
-                cells.append(f"<td>{v['mean']:.4f}<br><small>{v['ci95'][0]:.3f}&ndash;{v['ci95'][1]:.3f}</small></td>"
-                             if v else "<td>-</td>")
-            if e["average"] is not None:
-                cells.append(f"<td><b>{e['average']:.4f}</b><br><small>{e['average_ci95'][0]:.4f}&ndash;"
-                             f"{e['average_ci95'][1]:.4f}</small></td>")
-            else:
-                cells.append("<td>-</td>")
-            cells.append(f"<td>{e['rank_stability']:.1%}</td>" if e["rank_stability"] is not None else "<td>-</td>")
-            rows.append("<tr>" + "".join(cells) + "</tr>")
-        tests = "".join(
-            f"<tr><td class=s>{esc(t['a'])}</td><td class=s>{esc(t['b'])}</td><td>{t['delta']:+.4f}</td>"
-            f"<td>{t['p']:.4f}</td><td>{t['p_holm']:.4f}</td><td>{'yes' if t['significant'] else 'no'}</td></tr>"
-            for t in self.tests
-        )
         subs = "".join(
             f"<li><b>{esc(e['system'])}</b>: {esc(e['description'])} Models: "
             f"{esc(', '.join(m['name'] + ' @ ' + m['revision'] for m in e['models']) or 'none (lexical)')}. "
@@ -164,23 +148,22 @@ class Board:
             for e in self.entries
         )
         rules = "".join(f"<li>{esc(r[2:])}</li>" for r in _RULES(self))
-        head = "".join(f"<th>{esc(h)}</th>" for h in ["Rank", "System", *short, "Full Benchmark Avg. (95% CI)", "Rank stability"])
         return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(self.suite)} leaderboard</title>
 <style>
 body{{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0}}th,td{{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:right}}
-th{{background:#f4f4f4}}td.s{{text-align:left;font-weight:600}}small{{color:#666}}
+table{{border-collapse:collapse;margin:1rem 0}}th,td{{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:left}}
+th{{background:#f4f4f4}}td.num{{text-align:right}}
+.board td:nth-child(2),.board td:nth-last-child(2),.tests td:nth-child(-n+2){{font-weight:600}}
 </style></head><body>
 <h1>{esc(self.suite)} leaderboard</h1>
-<p>{esc(label)} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks).</p>
-<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>
+<p>{esc(self._measure_label())} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks).</p>
+<div class="board">{self._standings().html()}</div>
 <h2>How the ranks are made</h2><ul>{rules}</ul>
 <h2>Paired tests (Full Benchmark Avg.)</h2>
-<table><thead><tr><th>A</th><th>B</th><th>avg(A) - avg(B)</th><th>p</th><th>p (Holm)</th><th>separable</th></tr></thead>
-<tbody>{tests}</tbody></table>
+<div class="tests">{self._tests_table().html()}</div>
 <h2>Submissions</h2><ul>{subs}</ul>
 </body></html>
 """
