@@ -18,7 +18,7 @@ def shipped():
     return aa.load_shipped()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cli():
     from gapbench.cli import app, main
     from gapbench.cli.argus import register

@@ -36,7 +36,7 @@ def beir_folder(root, docs=DOCS, queries=QUERIES, qrels=QRELS):
     return str(root)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def argus_cli():
     from gapbench.cli.argus_compare import register
 
