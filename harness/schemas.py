@@ -123,8 +123,8 @@ class Model(BaseModel):
 
 
 def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
-    """Submission text: checked by the rule of :func:`gapbench.products.submissions.text_problem`, and described in the JSON
-    Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
+    """Submission text: checked by :func:`text_problem` (as the submission validator checks it), and described in the
+    JSON Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
 
     def check(value: str) -> str:
         if not value.strip():

@@ -179,6 +179,40 @@ def spread(values: Sequence[float], seeds: Sequence[int]) -> dict:
             "max": max(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
+@dataclass(frozen=True)
+class _GapInputs:
+    """What every score of one gap measurement shares: the queries, their judgements and gold documents, the texts
+    the verifier reads, the verifier and its seeds, and the measure."""
+
+    qids: list[str]
+    qrels: Qrels
+    gold: dict[str, list[str]]
+    queries: Queries  # as the verifier reads them
+    corpus: Corpus  # as the verifier reads it
+    rerank: PoolReranker
+    seeds: list[int]
+    measure: str
+    seed: int
+
+    def score(self, run: Run, qrels: Qrels | None = None, measure: str | None = None) -> float:
+        m = measure or self.measure
+        return evaluate(run, self.qrels if qrels is None else qrels, [m], n_resamples=0).means[m]
+
+    def verify(self, pools: Mapping[str, Sequence[str]]) -> list[Run]:
+        """The verifier's runs over ``pools``: one, or one per verifier seed."""
+        if not self.seeds:
+            return [self.rerank(self.queries, pools, self.corpus)]
+        return [self.rerank(self.queries, pools, self.corpus, seed=s) for s in self.seeds]
+
+    def mean(self, vruns: Sequence[Run], qrels: Qrels | None = None,
+             measure: str | None = None) -> tuple[float, list[float]]:
+        values = [self.score(r, qrels, measure) for r in vruns]
+        return statistics.fmean(values), values
+
+    def infused(self, pools: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        return {q: infuse_gold(pools[q], self.gold[q], q, self.seed) for q in self.qids}
+
+
 def measure_gap(
     task_name: str,
     data: TaskData,
@@ -203,11 +237,47 @@ def measure_gap(
     spread. ``verifier_corpus`` / ``verifier_queries``: the texts the verifier reads when they differ from the ones the
     retrievers indexed (problems with their solutions); the same ids.
     """
+    measure, scaling_measure, seeds = _checked_settings(runs, depth, measure, scaling_measure, verifier_seeds)
+    inputs = _gap_inputs(data, rerank, query_ids, verifier_corpus, verifier_queries, seeds, measure, seed)
+    retr_scores = {r.name: inputs.score(_subset(r, inputs.qids)) for r in runs}
+    calls_before = calls()
+    pools = {q: union_pool(runs, q, depth) for q in inputs.qids}
+    std_runs = inputs.verify(pools)
+    gold_runs = inputs.verify(inputs.infused(pools))
+    (std_mean, std_values), (gold_mean, gold_values) = inputs.mean(std_runs), inputs.mean(gold_runs)
+    report = GapReport(
+        task=task_name,
+        measure=measure,
+        retrievers=retr_scores,
+        best_retriever=max(retr_scores.items(), key=lambda kv: kv[1]),
+        verifier_standard=std_mean,
+        verifier_gold_infused=gold_mean,
+        pool_recall=pool_recall(pools, inputs.qrels, inputs.qids),
+        pool_depth=depth,
+        n_queries=len(inputs.qids),
+        llm_calls=0,
+        meta={"seed": seed, "retrievers": [r.name for r in runs], "pool_scaling_measure": scaling_measure},
+    )
+    if seeds:
+        report.meta["verifier_seeds"] = {"seeds": seeds, "standard": spread(std_values, seeds),
+                                         "gold_infused": spread(gold_values, seeds)}
+    report.extra_qrels.update(_other_qrels(inputs, runs, std_runs, gold_runs, extra_qrels or {}))
+    for size in sorted(set(pool_sizes)):
+        if size < 1:
+            raise ConfigError(f"pool sizes must be positive, got {size}.")
+        report.pool_scaling.append(_scaling_row(runs, size, inputs, scaling_measure))
+    report.llm_calls = calls() - calls_before
+    return report
+
+
+def _checked_settings(runs: Sequence[Run], depth: int, measure: str, scaling_measure: str,
+                      verifier_seeds: Sequence[int] | None) -> tuple[str, str, list[int]]:
+    """(measure, pool-scaling measure, verifier seeds), the measures by their canonical names (NDCG@10 and MRR@10 are
+    stored as nDCG@10 and RR@10); a ConfigError for settings no gap can be measured with."""
     if not runs:
         raise ConfigError("the gap needs at least one retriever run.")
     if depth < 1:
         raise ConfigError(f"pool depth must be at least 1, got {depth}.")
-    # Results are keyed by the canonical name (NDCG@10 and MRR@10 are stored as nDCG@10 and RR@10).
     measure = str(parse_measures([measure])[0])
     scaling_measure = str(parse_measures([scaling_measure])[0])
     names = [r.name for r in runs]
@@ -216,6 +286,12 @@ def measure_gap(
     seeds = list(verifier_seeds or ())
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"verifier seeds {seeds} repeat a seed; give each seed once.")
+    return measure, scaling_measure, seeds
+
+
+def _gap_inputs(data: TaskData, rerank: PoolReranker, query_ids: Sequence[str] | None, verifier_corpus: Corpus | None,
+                verifier_queries: Queries | None, seeds: list[int], measure: str, seed: int) -> _GapInputs:
+    """The queries measured (``query_ids``, else every query with a positive judgement) and what the verifier reads."""
     qids = list(query_ids) if query_ids is not None else data.qrels.positive_queries()
     unknown = [q for q in qids if q not in data.queries]
     if unknown:
@@ -225,84 +301,49 @@ def measure_gap(
     missing = [q for q in qids if q not in vsource]
     if missing:
         raise GapbenchError(f"query {missing[0]!r} is missing from the verifier's queries; they need the task's ids.")
-    queries = Queries(vsource[q] for q in qids)
-    corpus = verifier_corpus if verifier_corpus is not None else data.corpus
-    gold = {q: sorted(d for d, r in qrels[q].items() if r >= 1) for q in qids}
-
-    def score(run: Run, q: Qrels = qrels, m: str = measure) -> float:
-        return evaluate(run, q, [m], n_resamples=0).means[m]
-
-    def verify(pools: Mapping[str, Sequence[str]]) -> list[Run]:
-        if not seeds:
-            return [rerank(queries, pools, corpus)]
-        return [rerank(queries, pools, corpus, seed=s) for s in seeds]
-
-    def mean(vruns: Sequence[Run], q: Qrels = qrels, m: str = measure) -> tuple[float, list[float]]:
-        values = [score(r, q, m) for r in vruns]
-        return statistics.fmean(values), values
-
-    retr_scores = {r.name: score(_subset(r, qids)) for r in runs}
-    best = max(retr_scores.items(), key=lambda kv: kv[1])
-    calls_before = calls()
-    pools = {q: union_pool(runs, q, depth) for q in qids}
-    infused = {q: infuse_gold(pools[q], gold[q], q, seed) for q in qids}
-    std_runs = verify(pools)
-    gold_runs = verify(infused)
-    std_mean, std_values = mean(std_runs)
-    gold_mean, gold_values = mean(gold_runs)
-    report = GapReport(
-        task=task_name,
-        measure=measure,
-        retrievers=retr_scores,
-        best_retriever=best,
-        verifier_standard=std_mean,
-        verifier_gold_infused=gold_mean,
-        pool_recall=pool_recall(pools, qrels, qids),
-        pool_depth=depth,
-        n_queries=len(qids),
-        llm_calls=0,
-        meta={"seed": seed, "retrievers": names, "pool_scaling_measure": scaling_measure},
+    return _GapInputs(
+        qids=qids, qrels=qrels, gold={q: sorted(d for d, r in qrels[q].items() if r >= 1) for q in qids},
+        queries=Queries(vsource[q] for q in qids),
+        corpus=verifier_corpus if verifier_corpus is not None else data.corpus,
+        rerank=rerank, seeds=seeds, measure=measure, seed=seed,
     )
-    if seeds:
-        report.meta["verifier_seeds"] = {"seeds": seeds, "standard": spread(std_values, seeds),
-                                         "gold_infused": spread(gold_values, seeds)}
-    for label, other in (extra_qrels or {}).items():
-        oq = other.restrict(qids)
+
+
+def _other_qrels(inputs: _GapInputs, runs: Sequence[Run], std_runs: Sequence[Run], gold_runs: Sequence[Run],
+                 extra_qrels: Mapping[str, Qrels]) -> dict[str, dict]:
+    """The best retriever and both verifier scores under each other set of judgements (e.g. pooled ones) that judges
+    at least one of the queries."""
+    out = {}
+    for label, other in extra_qrels.items():
+        oq = other.restrict(inputs.qids)
         if not oq.positive_queries():
             continue
-        report.extra_qrels[label] = {
-            "best_retriever": dict(zip(("name", "value"), max(((r.name, score(_subset(r, qids), oq)) for r in runs), key=lambda kv: kv[1]))),
-            "verifier_standard": mean(std_runs, oq)[0],
-            "verifier_gold_infused": mean(gold_runs, oq)[0],
+        best = max(((r.name, inputs.score(_subset(r, inputs.qids), oq)) for r in runs), key=lambda kv: kv[1])
+        out[label] = {
+            "best_retriever": dict(zip(("name", "value"), best)),
+            "verifier_standard": inputs.mean(std_runs, oq)[0],
+            "verifier_gold_infused": inputs.mean(gold_runs, oq)[0],
         }
-    for size in sorted(set(pool_sizes)):
-        if size < 1:
-            raise ConfigError(f"pool sizes must be positive, got {size}.")
-        report.pool_scaling.append(_scaling_row(runs, size, qids, qrels, gold, seed, scaling_measure, verify, mean,
-                                                score, seeds))
-    report.llm_calls = calls() - calls_before
-    return report
+    return out
 
 
-def _scaling_row(runs, size, qids, qrels, gold, seed, m, verify, mean, score, seeds) -> dict:
-    spools = {q: budget_pool(runs, q, size) for q in qids}
-    sinfused = {q: infuse_gold(spools[q], gold[q], q, seed) for q in qids}
-    std_mean, std_values = mean(verify(spools), m=m)
-    gold_mean, gold_values = mean(verify(sinfused), m=m)
-    row = {"pool_size": size, "measure": m, "pool_recall": pool_recall(spools, qrels, qids),
+def _scaling_row(runs: Sequence[Run], size: int, inputs: _GapInputs, m: str) -> dict:
+    spools = {q: budget_pool(runs, q, size) for q in inputs.qids}
+    std_mean, std_values = inputs.mean(inputs.verify(spools), measure=m)
+    gold_mean, gold_values = inputs.mean(inputs.verify(inputs.infused(spools)), measure=m)
+    row = {"pool_size": size, "measure": m, "pool_recall": pool_recall(spools, inputs.qrels, inputs.qids),
            "verifier_standard": std_mean, "verifier_gold_infused": gold_mean,
            "retrievers": {}, "retrievers_gold_infused": {}, "retriever_pools": {}, "retriever_pool_recall": {}}
-    if seeds:
-        row["verifier_standard_spread"] = spread(std_values, seeds)
-        row["verifier_gold_infused_spread"] = spread(gold_values, seeds)
+    if inputs.seeds:
+        row["verifier_standard_spread"] = spread(std_values, inputs.seeds)
+        row["verifier_gold_infused_spread"] = spread(gold_values, inputs.seeds)
     for r in runs:
         others = [o for o in runs if o is not r]
-        rpools = {q: budget_pool(others, q, size) for q in qids} if others else spools
-        rinfused = {q: infuse_gold(rpools[q], gold[q], q, seed) for q in qids}
-        row["retrievers"][r.name] = score(restrict(r, rpools), m=m)
-        row["retrievers_gold_infused"][r.name] = score(restrict(r, rinfused), m=m)
+        rpools = {q: budget_pool(others, q, size) for q in inputs.qids} if others else spools
+        row["retrievers"][r.name] = inputs.score(restrict(r, rpools), measure=m)
+        row["retrievers_gold_infused"][r.name] = inputs.score(restrict(r, inputs.infused(rpools)), measure=m)
         row["retriever_pools"][r.name] = "others" if others else "own"
-        row["retriever_pool_recall"][r.name] = pool_recall(rpools, qrels, qids)
+        row["retriever_pool_recall"][r.name] = pool_recall(rpools, inputs.qrels, inputs.qids)
     return row
 
 
