@@ -22,98 +22,104 @@ def register(app: typer.Typer) -> None:
     board_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Render leaderboards and export results.")
     app.add_typer(submit_app, name="submit")
     app.add_typer(board_app, name="leaderboard")
+    submit_app.command("validate")(submit_validate)
+    submit_app.command("score")(submit_score)
+    board_app.command("build")(board_build)
+    board_app.command("export-mteb")(board_export_mteb)
+    board_app.command("export-trec")(board_export_trec)
+    app.command("regress")(regress_cmd)
 
-    @submit_app.command("validate")
-    def submit_validate(
-        directory: Path = typer.Argument(..., help="Submission folder: submission.json and runs/<task>.trec[.gz]."),
-        as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
-    ) -> None:
-        """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
-        scores.json against a recomputation from the runs); exit 2 if invalid."""
-        from ..products.submissions import SubmissionError, validate_submission
 
-        report = validate_submission(directory)
-        if as_json:
-            typer.echo(json.dumps({"ok": report.ok, "problems": [p.__dict__ for p in report.problems]}, indent=2))
-        elif report.ok:
-            typer.echo(str(report))
-        if not report.ok:
-            raise SubmissionError(report.one_line())
+def submit_validate(
+    directory: Path = typer.Argument(..., help="Submission folder: submission.json and runs/<task>.trec[.gz]."),
+    as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
+    """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
+    scores.json against a recomputation from the runs); exit 2 if invalid."""
+    from ..products.submissions import SubmissionError, validate_submission
 
-    @submit_app.command("score")
-    def submit_score(
-        directory: Path = typer.Argument(..., help="A valid submission folder."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
-    ) -> None:
-        """Evaluate every run with its task's measures and write scores.json beside submission.json."""
-        from ..evaluation.evaluation import format_table
-        from ..products.submissions import score_submission
+    report = validate_submission(directory)
+    if as_json:
+        typer.echo(json.dumps({"ok": report.ok, "problems": [p.__dict__ for p in report.problems]}, indent=2))
+    elif report.ok:
+        typer.echo(str(report))
+    if not report.ok:
+        raise SubmissionError(report.one_line())
 
-        scores = score_submission(directory, seed=seed)
-        rows = [[t, v["main_measure"], f"{v['measures'][v['main_measure']]:.4f}", str(v["n_queries"])]
-                for t, v in scores["tasks"].items()]
-        typer.echo(f"{scores['system']} on {scores['suite']}")
-        typer.echo(format_table(["task", "measure", "mean", "queries"], rows))
-        avg = scores.get("full_benchmark_avg")
-        if avg:
-            typer.echo("Full Benchmark Avg.: " + ", ".join(f"{m} {v:.4f}" for m, v in avg.items()))
-        typer.echo(f"wrote {Path(directory) / 'scores.json'}")
 
-    @board_app.command("build")
-    def board_build(
-        root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
-        seed: int = typer.Option(0, "--seed"),
-        alpha: float = typer.Option(0.05, "--alpha"),
-    ) -> None:
-        """Render <root>/<suite>/README.md, index.html and leaderboard.json from the scored submissions."""
-        from ..products.leaderboard import build_boards
+def submit_score(
+    directory: Path = typer.Argument(..., help="A valid submission folder."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
+) -> None:
+    """Evaluate every run with its task's measures and write scores.json beside submission.json."""
+    from ..evaluation.evaluation import format_table
+    from ..products.submissions import score_submission
 
-        for path in build_boards(root, seed=seed, alpha=alpha):
-            typer.echo(f"wrote {path}")
+    scores = score_submission(directory, seed=seed)
+    rows = [[t, v["main_measure"], f"{v['measures'][v['main_measure']]:.4f}", str(v["n_queries"])]
+            for t, v in scores["tasks"].items()]
+    typer.echo(f"{scores['system']} on {scores['suite']}")
+    typer.echo(format_table(["task", "measure", "mean", "queries"], rows))
+    avg = scores.get("full_benchmark_avg")
+    if avg:
+        typer.echo("Full Benchmark Avg.: " + ", ".join(f"{m} {v:.4f}" for m, v in avg.items()))
+    typer.echo(f"wrote {Path(directory) / 'scores.json'}")
 
-    @board_app.command("export-mteb")
-    def board_export_mteb(
-        directory: Path = typer.Argument(..., help="A scored submission folder."),
-        out: Path = typer.Option(..., "--out", help="MTEB results folder; files go to <out>/<org__model>/<revision>/."),
-    ) -> None:
-        """Export a scored submission in MTEB's result JSON format."""
-        from ..products.leaderboard import export_mteb
 
-        for path in export_mteb(directory, out):
-            typer.echo(f"wrote {path}")
+def board_build(
+    root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
+    seed: int = typer.Option(0, "--seed"),
+    alpha: float = typer.Option(0.05, "--alpha"),
+) -> None:
+    """Render <root>/<suite>/README.md, index.html and leaderboard.json from the scored submissions."""
+    from ..products.leaderboard import build_boards
 
-    @board_app.command("export-trec")
-    def board_export_trec(
-        directory: Path = typer.Argument(..., help="A scored submission folder."),
-        out: Path = typer.Option(..., "--out", help="Folder for <task>.trec files."),
-    ) -> None:
-        """Export a scored submission's runs as plain TREC run files."""
-        from ..products.leaderboard import export_trec
+    for path in build_boards(root, seed=seed, alpha=alpha):
+        typer.echo(f"wrote {path}")
 
-        for path in export_trec(directory, out):
-            typer.echo(f"wrote {path}")
 
-    @app.command("regress")
-    def regress_cmd(
-        baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored baseline."),
-        candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
-        measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
-        max_drop: float = typer.Option(0.01, "--max-drop", help="Tolerated drop of the mean (absolute)."),
-        alpha: float = typer.Option(0.05, "--alpha", help="Significance level after Holm correction over tasks."),
-        n_permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of the paired test (1 to 10,000,000; "
-                                           "enough for a Holm p below --alpha)."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the sign flips (0 or more)."),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
-        summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
-        rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
-                                    "its data is on this machine), always (or exit 2) or never."),
-    ) -> None:
-        """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
-        from ..products.regress import regress, write_report
+def board_export_mteb(
+    directory: Path = typer.Argument(..., help="A scored submission folder."),
+    out: Path = typer.Option(..., "--out", help="MTEB results folder; files go to <out>/<org__model>/<revision>/."),
+) -> None:
+    """Export a scored submission in MTEB's result JSON format."""
+    from ..products.leaderboard import export_mteb
 
-        report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
-                         n_permutations=n_permutations, seed=seed, rescore=rescore)
-        write_report(report, junit=junit, summary=summary, output=output)
-        typer.echo(report.to_markdown())
-        raise typer.Exit(report.exit_code)
+    for path in export_mteb(directory, out):
+        typer.echo(f"wrote {path}")
+
+
+def board_export_trec(
+    directory: Path = typer.Argument(..., help="A scored submission folder."),
+    out: Path = typer.Option(..., "--out", help="Folder for <task>.trec files."),
+) -> None:
+    """Export a scored submission's runs as plain TREC run files."""
+    from ..products.leaderboard import export_trec
+
+    for path in export_trec(directory, out):
+        typer.echo(f"wrote {path}")
+
+
+def regress_cmd(
+    baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored baseline."),
+    candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
+    measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
+    max_drop: float = typer.Option(0.01, "--max-drop", help="Tolerated drop of the mean (absolute)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level after Holm correction over tasks."),
+    n_permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of the paired test (1 to 10,000,000; "
+                                       "enough for a Holm p below --alpha)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sign flips (0 or more)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
+    rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
+                                "its data is on this machine), always (or exit 2) or never."),
+) -> None:
+    """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
+    from ..products.regress import regress, write_report
+
+    report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
+                     n_permutations=n_permutations, seed=seed, rescore=rescore)
+    write_report(report, junit=junit, summary=summary, output=output)
+    typer.echo(report.to_markdown())
+    raise typer.Exit(report.exit_code)
