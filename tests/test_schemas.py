@@ -195,7 +195,7 @@ CASES = {
 def submission_dir(tmp_path_factory) -> tuple[Path, dict]:
     """(a submission folder, its submission.json), shared by every case: the committed bm25 submission with each run
     cut to its first 200 lines and the hashes updated. The cases change submission.json only, and the validator reads
-    every run in full for each of them: the committed runs (1.5 million lines in all) made each case take seconds."""
+    every run in full for each of them: the committed runs (900,000 lines in all) made each case take seconds."""
     folder = tmp_path_factory.mktemp("sub") / "bm25"
     (folder / "runs").mkdir(parents=True)
     meta = json.loads((BOARD / "submissions" / "bm25" / "submission.json").read_text())
