@@ -68,8 +68,13 @@ def _subs(root: Path) -> list[Path]:
     return sorted((root / SUITE / "submissions").iterdir())
 
 
-def test_averages_cis_and_tie_groups(board_root):
-    board = build_board(_subs(board_root), SUITE)
+@pytest.fixture(scope="module")
+def board(board_root):
+    """The board with default settings, built once for the tests that read it (a Board is frozen)."""
+    return build_board(_subs(board_root), SUITE)
+
+
+def test_averages_cis_and_tie_groups(board_root, board):
     scores = {p.name: load_scores(p) for p in _subs(board_root)}
     # Full Benchmark Avg. = unweighted mean of the task means; bm25's task means are the published-reproducing ones.
     assert scores["bm25"]["tasks"][TASKS[0]]["measures"]["nDCG@10"] == pytest.approx(0.1416, abs=5e-5)
@@ -240,11 +245,10 @@ def test_forged_scores_json_is_refused_by_the_build(board_root, tmp_path, capsys
     assert after == before  # nothing rendered from a forged submission
 
 
-def test_board_numbers_are_the_recomputed_ones(board_root):
+def test_board_numbers_are_the_recomputed_ones(board_root, board):
     """The board's per-task means equal a fresh evaluation of the run files with the task's qrels."""
     from gapbench.evaluation.evaluation import evaluate
 
-    board = build_board(_subs(board_root), SUITE)
     for system in ("bm25", "bm25-lucene"):
         for t in TASKS:
             run = read_trec_run(board_root / SUITE / "submissions" / system / "runs" / f"{t.replace('/', '__')}.trec.gz")

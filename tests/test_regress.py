@@ -55,17 +55,23 @@ def sets(tmp_path_factory):
     return {"root": root, "baseline": root / "baseline", "k1": root / "k1", "planted": planted, "damaged": damaged}
 
 
+@pytest.fixture(scope="module")
+def reports(sets):
+    """The gate with default options on each candidate, run once for the tests that read the same report."""
+    return {cand: regress(sets["baseline"], sets[cand]) for cand in ("planted", "k1")}
+
+
 def _values(directory: Path, task: str, measure: str = "nDCG@10") -> dict[str, float]:
     return load_result_set(directory)[task].per_query[measure]
 
 
-def test_planted_regression_is_caught(sets, tmp_path):
+def test_planted_regression_is_caught(sets, reports, tmp_path):
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     code = main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["planted"]),
                  "--junit", str(junit), "--summary", str(summary)])
     assert code == 1
-    report = regress(sets["baseline"], sets["planted"])
+    report = reports["planted"]
     row = {r.task: r for r in report.rows}
     b, c = _values(sets["baseline"], TASKS[0]), _values(sets["planted"], TASKS[0])
     # Hand-computed from the per-query values: the drop is the mean difference; the p-value is the paired test.
@@ -88,11 +94,11 @@ def test_planted_regression_is_caught(sets, tmp_path):
     assert "Too few queries" not in text
 
 
-def test_change_within_noise_passes(sets, tmp_path):
+def test_change_within_noise_passes(sets, reports, tmp_path):
     junit = tmp_path / "j.xml"
     code = main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["k1"]), "--junit", str(junit)])
     assert code == 0
-    report = regress(sets["baseline"], sets["k1"])
+    report = reports["k1"]
     for r in report.rows:
         b, c = _values(sets["baseline"], r.task), _values(sets["k1"], r.task)
         assert r.drop == pytest.approx(sum(b[q] - c[q] for q in b) / len(b), abs=1e-12)
@@ -160,10 +166,10 @@ def test_output_json_and_single_run_dir(sets, tmp_path):
 
 # ---------------------------------------------------------------- one loader, one source of truth
 
-def test_compare_and_regress_agree(sets, capsys):
+def test_compare_and_regress_agree(sets, reports, capsys):
     """Both read the same directories through load_results: the same means, per-query differences and p-values."""
     for cand in ("planted", "k1"):
-        report = regress(sets["baseline"], sets[cand])
+        report = reports[cand]
         for row in report.rows:
             d = TASKS.index(row.task)
             dirs = [sets["baseline"] / TASKS[d].replace("/", "__"), sets[cand] / TASKS[d].replace("/", "__")]
