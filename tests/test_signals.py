@@ -355,7 +355,8 @@ def test_signals_markdown_pinned():
         "# Weak-retrieval signals: toy", "",
         "Retrievers: `bm25` (sparse); primary `bm25`; window k=10.",
         "40 queries, 10 weak (25.0%): a retrieval is weak when a relevant document is missing from the window.", "",
-        "Separation = max(AUC, 1-AUC), 95% bootstrap CI (200 resamples, seed 0); bar 0.65, pruning at |Spearman| > 0.85.",
+        "Separation = max(AUC, 1-AUC), 95% bootstrap CI (200 resamples, seed 0); bar 0.65, pruning at "
+        "|Spearman| > 0.85.",
         "", *_SIG_TABLE, "",
         "Gate (catch-floor 0.8, calibration share 0.5, seed 0): escalate when `max_score <= 9.5`.", "",
         "| split | queries | weak | catch rate | false-alarm rate | escalated |",
