@@ -17,6 +17,7 @@ from . import llm_options as cli_llm
 ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
 
 
+@cli_llm.sampling_options
 def compare_cmd(
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
@@ -35,12 +36,6 @@ def compare_cmd(
                                                "without one (nor $OPENAI_BASE_URL, $OPENAI_API_KEY) the embedded LLM."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis, as the endpoint names it (or "
                                             "a .gguf file for the embedded LLM; default SmolLM2)."),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write argus_compare.json/.md/.png here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
@@ -50,11 +45,10 @@ def compare_cmd(
 
     check_output(output, run_dir=False)
     wanted = measure_list(measures)
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
-                               llm_base_url=llm_base_url, llm_model=llm_model,
-                               variants=[v.strip() for v in variants.split(",") if v.strip()],
-                               measures=wanted, k=k, seed=seed, output=output)
+    result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
+                           llm_base_url=llm_base_url, llm_model=llm_model,
+                           variants=[v.strip() for v in variants.split(",") if v.strip()],
+                           measures=wanted, k=k, seed=seed, output=output)
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
     if output is not None and not as_json:
         typer.echo(f"wrote {output}/argus_compare.json, .md, .png")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -23,6 +23,7 @@ def _ints(text: str, what: str) -> list[int]:
         raise ConfigError(f"{what} {text!r} is not a list of integers; for example 5,10,15,20.") from None
 
 
+@cli_llm.sampling_options
 def coverage_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retrievers: str = typer.Option("bm25,dense", "--retrievers", "-r", help="Comma-separated retriever specs."),
@@ -44,12 +45,6 @@ def coverage_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
@@ -62,8 +57,7 @@ def coverage_cmd(
         n_resamples=resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars or None,
         measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
         llm_base_url=llm_base_url, llm_model=llm_model, output=out)
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        report = run_coverage_with(task, split_specs(retrievers), options)
+    report = run_coverage_with(task, split_specs(retrievers), options)
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
     app.command("gap")(gap_cmd)
 
 
+@cli_llm.sampling_options
 def gap_cmd(
     task: str = typer.Argument(..., help="Task name or BEIR folder."),
     retrievers: str = typer.Option("bm25,dense", "--retrievers", help="Comma-separated retriever specs pooled together."),
@@ -28,12 +29,6 @@ def gap_cmd(
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write gap.json and pool_scaling.png here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -49,8 +44,7 @@ def gap_cmd(
     not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
     specs = split_specs(retrievers)
     check_output(output, run_dir=False)
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
-                         max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
-                         output=output)
+    report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
+                     max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
+                     output=output)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from contextlib import contextmanager
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import typer
 
@@ -28,3 +30,37 @@ def llm_settings(temperature: Optional[float], top_p: Optional[float], max_token
              "stop": stop or None, "extra": parse_extra(extra) if extra else None}
     with command_settings({k: v for k, v in given.items() if v is not None}, options=True), embedded_scope():
         yield
+
+
+# (parameter name, typer option, annotation) of the sampling options, in the order --help lists them
+_SAMPLING = (("llm_temperature", TEMPERATURE, Optional[float]), ("llm_top_p", TOP_P, Optional[float]),
+             ("llm_max_tokens", MAX_TOKENS, Optional[int]), ("llm_seed", SEED, Optional[int]),
+             ("llm_stop", STOP, Optional[List[str]]), ("llm_extra", EXTRA, Optional[List[str]]))
+
+
+def sampling_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A command with the six ``--llm-*`` sampling options: they are added to its signature (after ``llm_model``
+    when it has one, so ``--help`` lists them beside the endpoint options) and the command runs inside
+    :func:`llm_settings`, so it neither declares nor passes them itself. A command with an ``llm_sampling`` parameter
+    gets the ones given, as {option name: value}."""
+    sig = inspect.signature(command, eval_str=True)
+    wants_given = "llm_sampling" in sig.parameters  # the command asks which of them were given, by option name
+    params = [p for p in sig.parameters.values() if p.name != "llm_sampling"]
+    at = next((i + 1 for i, p in enumerate(params) if p.name == "llm_model"), len(params))
+    added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+             for name, option, kind in _SAMPLING]
+    new_sig = sig.replace(parameters=params[:at] + added + params[at:])
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = [kwargs.pop(name, None) for name, _, _ in _SAMPLING]
+        if wants_given:
+            kwargs["llm_sampling"] = {option.param_decls[0]: value for (_, option, _), value in zip(_SAMPLING, given)
+                                      if value not in (None, [])}
+        with llm_settings(*given):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
+                               if p.annotation is not inspect.Parameter.empty}
+    return wrapper

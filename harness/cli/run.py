@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
     app.command("run")(run_cmd)
 
 
+@cli_llm.sampling_options
 def run_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (bm25, bm25-lucene, dense)."),
@@ -27,18 +28,13 @@ def run_cmd(
     reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
-    llm_temperature: Optional[float] = cli_llm.TEMPERATURE,
-    llm_top_p: Optional[float] = cli_llm.TOP_P,
-    llm_max_tokens: Optional[int] = cli_llm.MAX_TOKENS,
-    llm_seed: Optional[int] = cli_llm.SEED,
-    llm_stop: Optional[List[str]] = cli_llm.STOP,
-    llm_extra: Optional[List[str]] = cli_llm.EXTRA,
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
     memory_budget: Optional[str] = typer.Option(
         None, "--memory-budget", help="Working memory for large corpora, e.g. 4GB (else $GAPBENCH_MEMORY_BUDGET, 2GiB)."),
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Encode and search on Ray: local (a cluster here), auto (`ray start`'s), HOST:PORT or ray://HOST:PORT."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    llm_sampling: Optional[dict] = None,  # the --llm-* sampling options given (cli_llm.sampling_options)
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
     from .. import distributed
@@ -62,10 +58,7 @@ def run_cmd(
     check_output(output, run_dir=not suite)
     if suite:
         extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
-                                ("--llm-model", llm_model), ("--llm-temperature", llm_temperature),
-                                ("--llm-top-p", llm_top_p), ("--llm-max-tokens", llm_max_tokens),
-                                ("--llm-seed", llm_seed), ("--llm-stop", llm_stop or None),
-                                ("--llm-extra", llm_extra or None)) if v is not None]
+                                ("--llm-model", llm_model)) if v is not None] + list(llm_sampling)
         if extra:
             fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")
@@ -73,10 +66,9 @@ def run_cmd(
             suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    with cli_llm.llm_settings(llm_temperature, llm_top_p, llm_max_tokens, llm_seed, llm_stop, llm_extra):
-        result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
-                     ray=ray)
+    result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
+                 llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
+                 ray=ray)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
