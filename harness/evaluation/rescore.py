@@ -57,37 +57,20 @@ class _Identity:
 
 
 def _identity(directory: Path, res: Results) -> _Identity:
+    """The task, revision, qrels fingerprint and seed a run directory's manifest records (its types are checked by
+    :func:`gapbench.store.read_manifest` against :class:`gapbench.schemas.RunManifest`)."""
     from ..store import read_manifest
 
     manifest = read_manifest(directory)
     if manifest is None:
         return _Identity(res.task, None, None, 0)
-    path = directory / "manifest.json"
-
-    def bad(key: str, found: object, wanted: str) -> DataFormatError:
-        return DataFormatError(f"{key!r} is {repr(found)[:80]}, expected {wanted}; {_REMAKE}.", path=path)
-
-    task = manifest.get("task", {})
-    if not isinstance(task, dict):
-        raise bad("task", task, "an object with the task's name and revision")
-    name, revision = task.get("name", res.task), task.get("revision")
-    if not isinstance(name, str) or not name:
-        raise bad("task.name", name, "the task's name")
+    name = manifest["task"]["name"]
     # Always the task of results.json, which the gate pairs directories by: so no directory can have another task's
     # data (or a folder of its choosing) read for it.
     if name != res.task:
         raise DataFormatError(f"names task {name!r}, but results.json in the same directory holds task {res.task!r}; "
-                              f"one of the two was edited: {_REMAKE}.", path=path)
-    if revision is not None and not isinstance(revision, str):
-        raise bad("task.revision", revision, "the task's revision (a string)")
-    fingerprints = manifest.get("fingerprints", {})
-    qrels = fingerprints.get("qrels") if isinstance(fingerprints, dict) else None
-    if not isinstance(fingerprints, dict) or not isinstance(qrels, (str, type(None))):
-        raise bad("fingerprints", fingerprints, "an object with the qrels' sha256 under 'qrels'")
-    seed = manifest.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise bad("seed", seed, "a whole number of 0 or more")
-    return _Identity(name, revision, qrels, seed)
+                              f"one of the two was edited: {_REMAKE}.", path=directory / "manifest.json")
+    return _Identity(name, manifest["task"]["revision"], manifest["fingerprints"]["qrels"], manifest["seed"])
 
 
 def _on_this_machine(task) -> bool:
