@@ -1,5 +1,6 @@
 """The gap report: built from two real runs (bm25, bm25-lucene on ImpliRet wknow), a real gap analysis (tournament
-verifier against the local LLM server) and small synthetic analysis files that exercise the generic sections."""
+verifier against the local LLM server), the real coverage/signals/ARGUS files of tests/fixtures/outputs_v0_1, and a
+small synthetic analysis of a kind without a model that exercises the rest of the generic renderer."""
 
 from __future__ import annotations
 
@@ -28,26 +29,26 @@ def _cli():
     return cli.main
 
 
-def _synthetic(base: Path) -> dict[str, Path]:
-    """TEST INPUTS, not outputs of the real analyses: minimal coverage/signals/ARGUS files in plausible schemas."""
+FIXTURES = Path(__file__).parent / "fixtures" / "outputs_v0_1"
+REAL_KINDS = ("coverage", "signals", "argus_audit", "argus_compare")
+
+
+def _real(kind: str, task: str = TASK) -> dict:
+    """The real ``<kind>.json`` gapbench 0.1 wrote (tests/fixtures/outputs_v0_1, see PROVENANCE.md there), with its
+    ``task`` set to ``task``: the report leaves out analyses of other tasks, and these were run on other ones."""
+    return {**json.loads((FIXTURES / f"{kind}.json").read_text()), "task": task}
+
+
+def _analyses(base: Path) -> dict[str, Path]:
+    """One folder per analysis: the real coverage/signals/ARGUS files, and ``blindspots``, a TEST INPUT of a kind
+    gapbench has no model for, which exercises the generic renderer (a histogram of a list of numbers, a value per
+    query, a before/after table) on shapes the real files do not have."""
     note = "TEST INPUT written by tests/test_report.py; not produced by an analysis"
-    files = {
-        "coverage": {"kind": "coverage", "task": TASK, "version": 1, "note": note, "n_clusters": 3, "coverage": 0.62,
-                     "clusters": [
-                         {"cluster": "c0", "n_docs": 120, "n_queries": 40, "covered": 0.9, "similarity": [0.8, 0.7, 0.9, 0.6]},
-                         {"cluster": "c1", "n_docs": 80, "n_queries": 5, "covered": 0.4, "similarity": [0.3, 0.5, 0.2]},
-                         {"cluster": "c2", "n_docs": 50, "n_queries": 0, "covered": 0.0, "similarity": [0.1, 0.15]},
-                     ]},
-        "signals": {"kind": "signals", "task": TASK, "version": 1, "note": note,
-                    "signals": {"query_length": {"auc": 0.61, "n": 1500}, "bm25_top_score": {"auc": 0.72, "n": 1500}},
-                    "gate": {"signal": "bm25_top_score", "threshold": 0.4, "precision": 0.7, "recall": 0.5}},
-        "argus_audit": {"kind": "argus_audit", "task": TASK, "version": 1, "note": note,
-                        "rps": [round(0.05 * i, 2) for i in range(20)], "n_queries": 20,
-                        "rps_per_query": {str(q): round(0.04 * q, 2) for q in range(25)}},
-        "argus_compare": {"kind": "argus_compare", "task": TASK, "version": 1, "note": note,
-                          "before": {"nDCG@10": 0.1518, "R@100": 0.9827}, "after": {"nDCG@10": 0.1702, "R@100": 0.985}},
-        "blindspots": {"kind": "blindspots", "task": TASK, "version": 1, "note": note, "n_probes": 7},
-    }
+    files = {kind: _real(kind) for kind in REAL_KINDS}
+    files["blindspots"] = {"kind": "blindspots", "task": TASK, "version": 1, "note": note, "n_probes": 7,
+                           "rps": [round(0.05 * i, 2) for i in range(20)],
+                           "rps_per_query": {str(q): round(0.04 * q, 2) for q in range(25)},
+                           "before": {"nDCG@10": 0.1518, "R@100": 0.9827}, "after": {"nDCG@10": 0.1702, "R@100": 0.985}}
     out = {}
     for kind, content in files.items():
         d = base / "analyses" / kind
@@ -60,7 +61,8 @@ def _synthetic(base: Path) -> dict[str, Path]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(3, 2), dpi=80)
-    ax.bar(["c0", "c1", "c2"], [0.9, 0.4, 0.0])
+    clusters = files["coverage"]["clusters"]
+    ax.bar([c["label"][:12] for c in clusters], [c["n_queries"] for c in clusters])
     ax.set_title("TEST INPUT: coverage")
     fig.savefig(out["coverage"] / "coverage_clusters.png")
     plt.close(fig)
@@ -68,7 +70,8 @@ def _synthetic(base: Path) -> dict[str, Path]:
 
 
 def build_inputs(home: Path) -> dict:
-    """Real runs, a real gap analysis and synthetic analyses, built once per session under GAPBENCH_HOME."""
+    """Real runs, a real gap analysis and the analyses of :func:`_analyses`, built once per session under
+    GAPBENCH_HOME."""
     base = home / "report-test-inputs"
     marker = base / "done.json"
     if marker.exists():
@@ -99,7 +102,7 @@ def build_inputs(home: Path) -> dict:
     gap.meta["verifier"] = {"name": "tournament"}
     save_report(gap, base / "gap")
     out = {"runs": [str(d) for d in runs.values()], "gap": str(base / "gap"),
-           **{k: str(v) for k, v in _synthetic(base).items()}}
+           **{k: str(v) for k, v in _analyses(base).items()}}
     marker.write_text(json.dumps(out))
     return _paths(out)
 
@@ -200,17 +203,35 @@ def test_generic_sections(full):
     for kind, (title, _) in KNOWN_ANALYSES.items():
         assert f"## {title}" in md
     assert "## Blindspots" in md and "| n_probes | 7 |" in md
-    # signals: a mapping of records becomes a table; the gate's scalars a key/value table
-    assert "| query_length | 0.6100 | 1500 |" in md and "| bm25_top_score | 0.7200 | 1500 |" in md
-    assert "| gate.threshold | 0.4000 |" in md
-    # ARGUS before/after with the deltas
+    # signals (fixture signals.json): a mapping of records becomes a table, a row per signal; max_score has auc
+    # 0.46199..., separation 0.53800..., ci95 [0.40310..., 0.67463...]; dense_variance auc = separation 0.53605...
+    assert "| max_score | yes | top-1 score of bm25 | lower_is_weaker | 80 | 0.4620 | 0.5380 | lower_is_weaker | " \
+           "0.4031, 0.6746 |" in md
+    assert "| dense_variance | yes | window scores of dense | lower_is_weaker | 80 | 0.5361 | 0.5361 |" in md
+    # the gate's scalars a key/value table (gate.threshold 1.962722897529602)
+    assert "| gate.threshold | 1.9627 |" in md and "| gate.rule | max_score < 1.96272 |" in md
+    # ARGUS compare (fixture argus_compare.json): variants -> means pivoted into a table, one row per variant
+    # (original nDCG@5 = nDCG@10 = 0.643558..., R@10 1.0), and the expansion's delta 0.356441... with its Holm p-values
+    assert "*tasks./tmp/p2/t.variants: means*" in md
+    assert "| original | 0.6436 | 0.6436 | 1.0000 |" in md and "| expansion | 1.0000 | 1.0000 | 1.0000 |" in md
+    assert "| expansion | 0.3564 | 1.0000 | 0.5556 | no |" in md
+    # before/after with the deltas (blindspots; the real ARGUS files have no before/after)
     assert "| nDCG@10 | 0.1518 | 0.1702 | +0.0184 |" in md and "| R@100 | 0.9827 | 0.9850 | +0.0023 |" in md
-    # RPS histogram, per-cluster box plot, and the analysis's own PNG embedded
+    # a list of numbers as a histogram and a value per query (blindspots: rps, rps_per_query 0.04 * q for q < 25)
     figs = {a["kind"]: a["figures"] for a in data["analyses"]}
-    assert any(f.endswith("-rps.png") for f in figs["argus_audit"])
-    assert any("rps-per-query" in f for f in figs["argus_audit"]) and "| rps_per_query | 25 values, mean 0.4800 |" in md
-    assert any("similarity" in f for f in figs["coverage"]) and any("coverage-clusters" in f for f in figs["coverage"])
-    assert "| c1 | 80 | 5 | 0.4000 |" in md
+    assert any(f.endswith("-rps.png") for f in figs["blindspots"])
+    assert any("rps-per-query" in f for f in figs["blindspots"]) and "| rps_per_query | 25 values, mean 0.4800 |" in md
+    # ARGUS audit (fixture argus_audit.json): 103 entity records, the first 40 shown (Kalapipal Mandi: rps 1.0, 3 hits
+    # of 3 queries, ranks 15, 9, 13), a box per entity of its ranks, and mean_rps 0.409662...
+    assert "*entities (first 40 of 103)*" in md and "| mean_rps | 0.4097 |" in md
+    assert "| Q16978320 | Kalapipal Mandi | 1.0000 | 3 | 3 | high | 15, 9, 13 | 616, 616, 619 |" in md
+    assert any(f.endswith("-entities-ranks.png") for f in figs["argus_audit"])
+    # coverage (fixture coverage.json): the clusters table (cluster 1 has no query), msc 2/3, a histogram of
+    # config.k_candidates (5..30, mean 17.5), a box per query of its clusters, and the analysis's own PNG
+    assert "| 1 | bach / beethoven / chopin | 5 | 5 | 0 | no |" in md and "| coverage.msc | 0.6667 |" in md
+    assert "| config.k_candidates | 6 values, mean 17.5000 |" in md
+    assert any(f.endswith("-queries-clusters.png") for f in figs["coverage"])
+    assert any("coverage-clusters" in f for f in figs["coverage"])
     html = paths["html"].read_text()
     assert html.count('src="data:image/png;base64,') == len(report.figures) == len(data["figures"])
     for name in data["figures"]:
@@ -229,7 +250,8 @@ def test_self_contained_html(full):
 def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
-    (other / "signals.json").write_text(json.dumps({"kind": "signals", "task": "impliret/unispeaker/wknow", "version": 1}))
+    # the real signals.json (schema-valid: every file read is validated, whatever its task), of another task
+    (other / "signals.json").write_text(json.dumps(_real("signals", "impliret/unispeaker/wknow")))
     r1 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
     assert r1.data["not_run"] == ["coverage", "argus_audit", "argus_compare", "signals"]
     assert r1.data["ignored"][0]["source"].endswith("signals.json")
@@ -252,7 +274,7 @@ def test_strict_gap_json_and_bad_inputs(inputs, tmp_path):
     gap = json.loads((inputs["gap"] / "gap.json").read_text())
     del gap["pool_recall"]
     (bad / "gap.json").write_text(json.dumps(gap))
-    with pytest.raises(DataFormatError, match=r"gap\.json: key 'pool_recall' must be a number"):
+    with pytest.raises(DataFormatError, match=r"gap\.json: lacks the key 'pool_recall'"):
         build_report(TASK, inputs["runs"], [bad])
     (bad / "gap.json").write_text("{not json")
     with pytest.raises(DataFormatError, match="malformed JSON"):
@@ -278,17 +300,40 @@ def test_cli(inputs, tmp_path, capsys):
     bad.mkdir()
     (bad / "gap.json").write_text(json.dumps({"task": TASK}))
     assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(bad), "--out", str(out)]) == 2
-    assert "gap.json: key 'measure' must be a string" in capsys.readouterr().err
+    assert "gap.json: lacks the key 'version'" in capsys.readouterr().err
 
 
 def test_generic_nested_tables(inputs, tmp_path):
-    # TEST INPUT shaped like argus_compare's documented schema (tasks -> variants -> means/growth)
-    doc = {"kind": "argus_compare", "task": TASK, "version": 1, "retriever": "bm25",
+    # TEST INPUT shaped like argus_compare (tasks -> variants -> means/growth), of a kind without a model so that
+    # it reaches the generic nested-table renderer unvalidated
+    doc = {"kind": "custom_nested", "task": TASK, "version": 1, "retriever": "bm25",
            "tasks": {TASK: {"n_queries": 1500, "variants": {
                "original": {"means": {"nDCG@10": 0.1518, "R@100": 0.9827}, "growth": {"n_views": 0}},
                "expansion": {"means": {"nDCG@10": 0.16, "R@100": 0.985}, "growth": {"n_views": 40}}}}}}
-    (tmp_path / "argus_compare.json").write_text(json.dumps(doc))
+    (tmp_path / "custom_nested.json").write_text(json.dumps(doc))
     md = build_report(TASK, inputs["runs"], [tmp_path]).to_markdown()
     assert f"*tasks.{TASK}.variants: means*" in md
     assert "| original | 0.1518 | 0.9827 |" in md and "| expansion | 0.1600 | 0.9850 |" in md
     assert "| expansion | 40 |" in md and f"| tasks.{TASK}.n_queries | 1500 |" in md
+
+
+def _bad_coverage(tmp_path: Path, change: dict) -> Path:
+    """A folder holding the real coverage.json (task set to TASK) with ``change`` applied."""
+    bad = tmp_path / "badcoverage"
+    bad.mkdir()
+    (bad / "coverage.json").write_text(json.dumps({**_real("coverage"), **change}))
+    return bad
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"coverage": "0.6667"}, "coverage.json: 'coverage' is '0.6667': input should be a valid dictionary"),
+    ({"clusterz": 3}, "coverage.json: has the key 'clusterz', which is not part of its schema"),
+], ids=["mistyped", "unknown-key"])
+def test_analysis_files_are_validated(inputs, tmp_path, capsys, change, message):
+    bad = _bad_coverage(tmp_path, change)
+    with pytest.raises(DataFormatError) as err:
+        build_report(TASK, inputs["runs"], [bad])
+    assert str(err.value).startswith(str(bad / "coverage.json")) and message in str(err.value)
+    main = _cli()
+    assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "r").exists()

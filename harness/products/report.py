@@ -15,17 +15,22 @@ summary table) and per-query win/tie/loss counts for every pair of systems; then
 
 Analyses. An analysis directory holds ``<kind>.json`` files (keys ``kind``, ``task``, ``version`` and the content) and
 the PNGs the analysis drew. A directory given with ``--analyses`` is searched together with its immediate
-sub-directories; JSON files without a ``kind`` (run directories' own files) are passed over. ``gap.json`` (written by
-:func:`gapbench.analyses.gap.save_report`, whose ``to_dict()`` has no ``kind`` yet) is read strictly: a missing or mistyped
-field is a :class:`~gapbench.errors.DataFormatError` naming the file and the key. Every other kind (``coverage``,
-``argus_audit``, ``argus_compare``, ``signals``, or one this module has never heard of) is rendered generically from
-its structure, so a schema that grows keeps rendering:
+sub-directories; JSON files without a ``kind`` (run directories' own files) are passed over, except ``gap.json``, which
+early releases wrote without one. Every file of a kind :mod:`gapbench.schemas` models (``gap``, ``coverage``,
+``signals``, ``argus_audit``, ``argus_probe``, ``argus_compare``, and its other kinds such as ``regress``) is validated
+against its model when read, whatever its task (:func:`gapbench.schemas.validate_analysis`): a missing, mistyped or
+unknown field is a :class:`~gapbench.errors.DataFormatError` naming the file and the key. A kind without a model passes
+unchecked.
+
+The gap has its own section (bounds, pool scaling, its PNG). Every other kind, modelled or not, is rendered generically
+from its structure, so a kind this gapbench has no model for, or a model that grows, still renders:
 
 - scalar fields (nested mappings flattened to dotted keys) as a key/value table;
-- a list of records, or a mapping of name -> record, as a table (per-signal AUCs, per-cluster statistics);
-- ``before``/``after`` mappings of scalars as a before/after/delta table (ARGUS before and after);
-- a list of numbers as a histogram (RPS), and a mapping of name -> list of numbers, or records that carry one list of
-  numbers each, as box plots (per-cluster values);
+- a list of records, or a mapping of name -> record, as a table (per-signal AUCs, coverage clusters, ARGUS entities);
+- a mapping of name -> {part -> record} as one table per part, a row per name (ARGUS variants -> means, deltas);
+- ``before``/``after`` mappings of scalars as a before/after/delta table;
+- a list of numbers, or a mapping of 20 or more names to numbers (a value per query), as a histogram; a mapping of
+  name -> list of numbers, or records that carry a list of numbers each, as box plots (ARGUS ranks per entity);
 - the analysis's PNGs: those its JSON names, those whose name starts with the kind, or all PNGs of a directory that
   holds only this analysis.
 
@@ -63,6 +68,7 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 from ..errors import ConfigError, DataFormatError
 from ..files import output_folder, pyplot, write_bytes_atomic, write_text_atomic
+from ..schemas import validate_analysis
 from ..tables import Table, md_cell
 
 REPORT_VERSION = 1
@@ -221,7 +227,7 @@ def _read_analysis(path: Path) -> tuple[str | None, dict]:
         kind = "gap"
     if not isinstance(kind, str) or kind == "report":
         return None, {}
-    return kind, data
+    return kind, validate_analysis(kind, data, path)
 
 
 def _strings(value: Any) -> Iterable[str]:
