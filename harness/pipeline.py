@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ConfigError, GapbenchError
-from .retrieval import get_retriever, search_with
+from .retrieval import get_retriever, search_in_batches
 from .task import Task, get_task
 from .types import Queries, Run, TaskData
 
@@ -40,9 +40,20 @@ class Prepared:
         retr.index(self.data.corpus)
         return retr, self.search(retr, k, queries=queries)
 
-    def search(self, retriever: Any, k: int, *, queries: Queries | None = None) -> Run:
-        """Search an indexed retriever for ``queries`` (default: the prepared ones, instruction applied)."""
-        return search_with(retriever, self.queries if queries is None else queries, k, self.data.excluded or None)
+    def search(self, retriever: Any, k: int, *, queries: Queries | None = None,
+               on_batch: Callable[[Run], None] | None = None) -> Run:
+        """Search an indexed retriever for ``queries`` (default: the prepared ones, instruction applied), in batches
+        of queries (:func:`~gapbench.retrieval.search_in_batches`), each batch's Run handed to ``on_batch`` as soon
+        as it is produced, after its document ids were checked against the corpus."""
+        corpus = self.data.corpus
+
+        def produced(part: Run) -> None:
+            part.check_against(corpus)
+            if on_batch is not None:
+                on_batch(part)
+
+        return search_in_batches(retriever, self.queries if queries is None else queries, k,
+                                 self.data.excluded or None, produced)
 
 
 def prepare(task: str | Task, *, max_queries: int | None = None, seed: int = 0, judged: int | None = None) -> Prepared:

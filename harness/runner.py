@@ -13,11 +13,11 @@ from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
 from .evaluation.evaluation import Results, evaluate, format_table
 from .pipeline import Prepared, prepare
-from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of, search_in_batches
+from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
 from .store import RunDirWriter, package_versions, save_run_dir, utc_now
 from .suites import Suite, get_suite
 from .task import Task, get_task
-from .types import Queries, Run, TaskData
+from .types import Run, TaskData
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def run(
         with _timed(timings, "search_s"):
             # Without a reranker the run searched is the run kept, so it is written as it is produced.
             writer = stack.enter_context(RunDirWriter(output)) if output and rr is None else None
-            result_run = _search(retr, queries, k, data, writer)
+            result_run = _search(retr, prepared, k, writer)
         rerank_info = None
         if rr is not None:
             with _timed(timings, "rerank_s"):
@@ -169,16 +169,12 @@ def _manifest(prepared: Prepared, retr: Any, name: str, results: Results, *, k: 
     }
 
 
-def _search(retr: Any, queries: Queries, k: int, data: TaskData, writer: RunDirWriter | None) -> Run:
+def _search(retr: Any, prepared: Prepared, k: int, writer: RunDirWriter | None) -> Run:
     """Search in batches; each batch is checked against the corpus and, given a writer, appended to run.trec.gz."""
     if writer is None:
-        return search_in_batches(retr, queries, k, data.excluded or None, lambda part: part.check_against(data.corpus))
+        return prepared.search(retr, k)
     with writer.run_file() as append:
-        def produced(part: Run) -> None:
-            part.check_against(data.corpus)  # before writing, so a bad id is reported as it was before streaming
-            append(part)
-
-        return search_in_batches(retr, queries, k, data.excluded or None, produced)
+        return prepared.search(retr, k, on_batch=append)
 
 
 @dataclass(frozen=True)
