@@ -400,6 +400,23 @@ class NamedValue(Model):
     value: Number
 
 
+class PoolScalingRow(Model):
+    """One pool size of gap.json's pool-scaling curve (Figure 3 of OBLIQ-Bench)."""
+
+    pool_size: int = Field(ge=1)
+    pool_recall: Number
+    verifier_standard: Number
+    verifier_gold_infused: Number
+    retrievers: dict[str, Number]
+    retrievers_gold_infused: dict[str, Number]
+    # written since pool scaling follows Figure 3 (absent from the first gap.json files):
+    measure: Optional[str] = None  # the pool-scaling measure (Recall@10 by default)
+    retriever_pools: Optional[dict[str, Literal["own", "others"]]] = None  # each retriever's pool: with its top k or not
+    retriever_pool_recall: Optional[dict[str, Number]] = None  # the recall of the pool each retriever was scored on
+    verifier_standard_spread: Optional[dict[str, Any]] = None  # repeated tournaments over seeds
+    verifier_gold_infused_spread: Optional[dict[str, Any]] = None
+
+
 class GapReport(Model):
     """``gap.json``: the retrieval-verification gap of one task."""
 
@@ -408,7 +425,7 @@ class GapReport(Model):
     task: str
     measure: str
     best_retriever: NamedValue
-    retrievers: dict[str, Number]
+    retrievers: dict[str, Number] = Field(min_length=1)
     verifier_standard: Value
     verifier_gold_infused: Value
     gap: Number
@@ -418,7 +435,7 @@ class GapReport(Model):
     n_queries: int
     llm_calls: int
     verifier_answers: Optional[dict[str, Any]]
-    pool_scaling: list[dict[str, Any]]
+    pool_scaling: list[PoolScalingRow]
     other_qrels: dict[str, dict[str, Any]]
     meta: dict[str, Any]
 

@@ -531,53 +531,10 @@ def _histograms(groups: Mapping[str, Sequence[float]], xlabel: str, title: str, 
     return Figure(name, _png(fig), title)
 
 
-# ---------------------------------------------------------------- the gap (strict)
-
-_GAP_NUMBERS = ("gap", "gap_standard", "pool_recall")
-_GAP_INTS = ("pool_depth", "n_queries", "llm_calls")
-_SCALING_KEYS = ("pool_size", "pool_recall", "verifier_standard", "verifier_gold_infused", "retrievers",
-                 "retrievers_gold_infused")
-
-
-def _need(cond: bool, path: Path, what: str) -> None:
-    if not cond:
-        raise DataFormatError(
-            f"{what}; gap.json follows gapbench.analyses.gap.GapReport.to_dict() (re-run `gapbench gap ... -o DIR`).", path=path
-        )
-
-
-def validate_gap(data: Mapping, path: Path) -> None:
-    """Check gap.json against the schema of :meth:`gapbench.analyses.gap.GapReport.to_dict`."""
-    if data.get("version", 1) != 1:
-        raise DataFormatError(f"gap.json version {data.get('version')!r}; this gapbench reads version 1. "
-                              "Upgrade gapbench or re-run the analysis.", path=path)
-    _need(isinstance(data.get("task"), str), path, "key 'task' must be a string")
-    _need(isinstance(data.get("measure"), str), path, "key 'measure' must be a string")
-    best = data.get("best_retriever")
-    _need(isinstance(best, Mapping) and isinstance(best.get("name"), str) and _number(best.get("value")), path,
-          "key 'best_retriever' must be {\"name\": str, \"value\": number}")
-    rets = data.get("retrievers")
-    _need(isinstance(rets, Mapping) and rets and all(_number(v) for v in rets.values()), path,
-          "key 'retrievers' must map retriever names to numbers")
-    for key in ("verifier_standard", "verifier_gold_infused"):
-        v = data.get(key)
-        _need(isinstance(v, Mapping) and _number(v.get("value")), path, f"key {key!r} must be {{\"value\": number}}")
-    for key in _GAP_NUMBERS:
-        _need(_number(data.get(key)), path, f"key {key!r} must be a number")
-    for key in _GAP_INTS:
-        _need(isinstance(data.get(key), int) and not isinstance(data.get(key), bool), path, f"key {key!r} must be an integer")
-    rows = data.get("pool_scaling", [])
-    _need(isinstance(rows, list), path, "key 'pool_scaling' must be a list")
-    for i, row in enumerate(rows):
-        _need(isinstance(row, Mapping) and all(k in row for k in _SCALING_KEYS), path,
-              f"pool_scaling[{i}] must have the keys {', '.join(_SCALING_KEYS)}")
-    other = data.get("other_qrels", {})
-    _need(isinstance(other, Mapping), path, "key 'other_qrels' must be an object")
-
+# ---------------------------------------------------------------- the gap (read strictly: schemas.GapReport)
 
 def _gap_section(a: Analysis, sec_id: str) -> Section:
-    d = a.data
-    validate_gap(d, a.source)
+    d = a.data  # validated against schemas.GapReport when read
     title, about = KNOWN_ANALYSES["gap"]
     sec = Section(sec_id, title)
     m = d["measure"]
