@@ -8,6 +8,17 @@ import pytest
 from gapbench.topk import Allowed, apply_mask, dense_topk, select_topk, tie_keys
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch_topk on the CPU runs thousands of tiny tile operations: with more than one intra-op thread, OpenMP's
+    spinning workers make them 20-50x slower whenever another process holds a core (seen on 2 shared cores)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def reference(scores, k, keys):
     finite = [i for i in range(len(scores)) if np.isfinite(scores[i])]
     return sorted(finite, key=lambda i: (-scores[i], -keys[i]))[:k]
@@ -45,7 +56,7 @@ def test_dense_topk_chunks_masks_and_allowed():
 
 
 @pytest.mark.parametrize("low_precision,margin", [(False, 32), (True, 32), (True, 0)])
-def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision, margin):
+def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision, margin, one_torch_thread):
     from gapbench.topk import DeviceDocs, torch_topk
 
     rng = np.random.default_rng(3)
@@ -71,7 +82,7 @@ def test_torch_topk_equals_dense_topk_with_ties_masks_and_blocks(low_precision, 
 
 
 @pytest.mark.parametrize("margin", [0, 4, 32])  # 0 and 4: most rows take the wider re-selection
-def test_torch_topk_float16_candidates_on_unit_vectors(margin):
+def test_torch_topk_float16_candidates_on_unit_vectors(margin, one_torch_thread):
     from gapbench.topk import DeviceDocs, torch_topk
 
     rng = np.random.default_rng(4)
