@@ -363,65 +363,95 @@ def evaluate(
     0.5
     """
     qrels = _as_qrels(qrels)
-    parsed = parse_measures(measures)
-    names = tuple(str(m) for m in parsed)
-    if len(set(names)) != len(names):
-        raise ConfigError(f"a measure is listed twice in {', '.join(names)}.")
+    parsed, names = _distinct_measures(measures)
     system, scores, built = _run_scores(run)
-
     positive = qrels.positive_queries()
     if not positive:
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
-    n_dropped = len(qrels) - len(positive)
     judged = qrels.judgements(positive)
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
-    n_missing = len(positive) - len(run_dict)
-    n_unjudged = sum(1 for q in scores if q not in qrels)
-
-    per_query: dict[str, dict[str, float]] = {name: {} for name in names}
-    direct = {n: _trec_request(n) for n in names}
-    if run_dict:
-        requests = {r[0]: n for n, r in direct.items() if r}
-        if requests:
-            import pytrec_eval
-
-            keys = {direct[n][1]: per_query[n] for n in requests.values()}
-            out = pytrec_eval.RelevanceEvaluator(judged, set(requests)).evaluate(run_dict)
-            for qid, values in out.items():
-                for key, target in keys.items():
-                    target[qid] = values[key]
-        rest = [m for m, n in zip(parsed, names) if not direct[n]]
-        if rest:
-            import ir_measures
-
-            if built is None:
-                built = Run(run_dict)
-            ranks = _descending_ranks(max((len(r) for r in built.values()), default=0))
-            rank_dict = {q: dict(zip([d for d, _ in built[q]], ranks[-len(built[q]):])) for q in run_dict}
-            by_id = {id(m): per_query[str(m)] for m in rest}  # ir-measures hashes measures through their repr
-            for metric in ir_measures.evaluator(rest, judged).iter_calc(rank_dict):
-                target = by_id.get(id(metric.measure))
-                if target is None:
-                    target = per_query[str(metric.measure)]
-                target[metric.query_id] = float(metric.value)
-    ordered: dict[str, dict[str, float]] = {}
-    for name in names:
-        values = per_query[name]
-        ordered[name] = {q: values.get(q, 0.0) for q in positive}
-        bad = [q for q, v in ordered[name].items() if not math.isfinite(v)]
-        if bad:
-            raise GapbenchError(f"{name} is not finite for query {bad[0]!r}.")
-    means = {n: (sum(v.values()) / len(v)) for n, v in ordered.items()}
+    found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}
+    ordered = _per_query_complete(names, found, positive)
     return Results(
         system=system,
         measures=names,
         per_query=ordered,
-        means=means,
+        means={n: (sum(v.values()) / len(v)) for n, v in ordered.items()},
         n_queries=len(positive),
-        n_missing=n_missing,
-        n_dropped=n_dropped,
-        n_unjudged=n_unjudged,
+        n_missing=len(positive) - len(run_dict),
+        n_dropped=len(qrels) - len(positive),
+        n_unjudged=sum(1 for q in scores if q not in qrels),
         task=task,
         n_resamples=n_resamples,
         seed=seed,
     )
+
+
+def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list, tuple[str, ...]]:
+    """(parsed measures, their names); a ConfigError when a measure is listed twice."""
+    parsed = parse_measures(measures)
+    names = tuple(str(m) for m in parsed)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a measure is listed twice in {', '.join(names)}.")
+    return parsed, names
+
+
+def _measured(parsed: Sequence, names: Sequence[str], judged: Mapping, run_dict: Mapping[str, Mapping[str, float]],
+              built: Run | None) -> dict[str, dict[str, float]]:
+    """measure name -> query -> value for the queries the run ranks: trec_eval's measures through pytrec_eval with
+    the run's own scores, the others through ir-measures with rank-derived scores (see ``_TREC_MEASURE``)."""
+    direct = {n: _trec_request(n) for n in names}
+    out = _trec_eval_values(direct, judged, run_dict)
+    rest = [m for m, n in zip(parsed, names) if not direct[n]]
+    if rest:
+        out.update(_ir_measures_values(rest, judged, run_dict, built))
+    return out
+
+
+def _trec_eval_values(direct: Mapping[str, tuple[str, str] | None], judged: Mapping,
+                      run_dict: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """measure name -> query -> value for the measures with a pytrec_eval request in ``direct``."""
+    requests = {r[0]: n for n, r in direct.items() if r}
+    if not requests:
+        return {}
+    import pytrec_eval
+
+    out: dict[str, dict[str, float]] = {n: {} for n in requests.values()}
+    keys = {direct[n][1]: out[n] for n in requests.values()}
+    for qid, values in pytrec_eval.RelevanceEvaluator(judged, set(requests)).evaluate(run_dict).items():
+        for key, target in keys.items():
+            target[qid] = values[key]
+    return out
+
+
+def _ir_measures_values(rest: Sequence, judged: Mapping, run_dict: Mapping[str, Mapping[str, float]],
+                        built: Run | None) -> dict[str, dict[str, float]]:
+    """measure name -> query -> value through ir-measures, each ranking scored by its ranks (n, n-1, ..., 1)."""
+    import ir_measures
+
+    if built is None:
+        built = Run(run_dict)
+    ranks = _descending_ranks(max((len(r) for r in built.values()), default=0))
+    rank_dict = {q: dict(zip([d for d, _ in built[q]], ranks[-len(built[q]):])) for q in run_dict}
+    out: dict[str, dict[str, float]] = {str(m): {} for m in rest}
+    by_id = {id(m): out[str(m)] for m in rest}  # ir-measures hashes measures through their repr
+    for metric in ir_measures.evaluator(rest, judged).iter_calc(rank_dict):
+        target = by_id.get(id(metric.measure))
+        if target is None:
+            target = out[str(metric.measure)]
+        target[metric.query_id] = float(metric.value)
+    return out
+
+
+def _per_query_complete(names: Sequence[str], found: Mapping[str, Mapping[str, float]],
+                        positive: Sequence[str]) -> dict[str, dict[str, float]]:
+    """measure name -> every positive query -> value, 0.0 for a query the run does not rank; a GapbenchError for a
+    value that is not finite."""
+    ordered: dict[str, dict[str, float]] = {}
+    for name in names:
+        values = found.get(name, {})
+        ordered[name] = {q: values.get(q, 0.0) for q in positive}
+        bad = [q for q, v in ordered[name].items() if not math.isfinite(v)]
+        if bad:
+            raise GapbenchError(f"{name} is not finite for query {bad[0]!r}.")
+    return ordered
