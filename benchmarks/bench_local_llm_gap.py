@@ -35,9 +35,9 @@ from gapbench.types import Queries  # noqa: E402
 TASK = "impliret/multispeaker/wknow"
 
 
-def one(server: LocalServer, data, run, qids, depth: int, adaptive: bool) -> dict:
+def one(server: LocalServer, data, run, qids, depth: int, adaptive: bool, timeout: float) -> dict:
     config = LLMConfig(base_url=server.base_url, model=server.model, concurrency=8, adaptive=adaptive,
-                       max_tokens=64, stop=("\n",), timeout=120)
+                       max_tokens=64, stop=("\n",), timeout=timeout)
     with tempfile.TemporaryDirectory() as tmp:
         client = LLMClient(config, cache=os.path.join(tmp, "responses.sqlite"), api_key="local")
         verifier = Tournament(client=client, max_chars=200, concurrency=8)
@@ -58,17 +58,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=2)
     ap.add_argument("--depth", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=120.0, help="LLMConfig.timeout: seconds without progress")
     args = ap.parse_args()
     data = get_task(TASK).load()
     qids = data.qrels.positive_queries()[: args.queries]
     bm25 = get_retriever("bm25")
     bm25.index(data.corpus)
     run = search_with(bm25, Queries(data.queries[q] for q in qids), args.depth, None)
-    print(f"bench_local_llm_gap: {TASK}, {len(qids)} queries, depth {args.depth}, load average "
+    print(f"bench_local_llm_gap: {TASK}, {len(qids)} queries, depth {args.depth}, timeout {args.timeout:g} s, load average "
           f"{os.getloadavg()[0]:.2f}")
     with LocalServer() as server:
         for adaptive in (True, False):
-            print(json.dumps(one(server, data, run, qids, args.depth, adaptive)))
+            print(json.dumps(one(server, data, run, qids, args.depth, adaptive, args.timeout)))
             sys.stdout.flush()
     return 0
 
