@@ -520,93 +520,134 @@ def _check_schema(meta: dict, report: ValidationReport) -> None:
 
 
 def _check_tasks(directory: Path, meta: dict, files: set[str], report: ValidationReport, check_ids: bool) -> None:
-    from ..errors import UnknownNameError
-    from ..suites import get_suite
-
-    src = "submission.json"
+    """The 'suite' and 'tasks' fields of submission.json: every entry, the run files no entry lists, the suite's
+    tasks no entry covers."""
+    suite = _submission_suite(meta, report)
     tasks = meta.get("tasks")
-    suite = None
-    if isinstance(meta.get("suite"), str) and SYSTEM_NAME.fullmatch(meta["suite"]):
-        try:
-            suite = get_suite(meta["suite"])
-        except UnknownNameError as exc:
-            report.error(src, f"field 'suite': {exc}")
     if not isinstance(tasks, dict):
         return
     if not tasks:
-        report.error(src, "field 'tasks' is empty; list at least one task with its run.")
+        report.error("submission.json", "field 'tasks' is empty; list at least one task with its run.")
     if len(tasks) > MAX_TASKS:
-        report.error(src, f"field 'tasks' lists {len(tasks):,} tasks; a submission covers one suite, at most {MAX_TASKS}.")
+        report.error("submission.json", f"field 'tasks' lists {len(tasks):,} tasks; a submission covers one suite, at "
+                     f"most {MAX_TASKS}.")
         return
     listed: set[str] = set()
     for name, entry in tasks.items():
-        where = f"{src} (task {name!r:.80})"
-        task = None
-        try:
-            task = _registered_task(name)
-        except GapbenchError as exc:
-            report.error(src, f"task {name!r:.80}: {exc}")
-        if task is not None and suite is not None and task.name not in suite.tasks:
-            report.error(src, f"task {name!r} is not part of suite {suite.name!r} (its tasks: {', '.join(suite.tasks)}); "
-                         "remove it or submit it to its own suite's board.")
-        if not isinstance(entry, dict):
-            report.error(where, f"entry is a {_json_type(entry)}; expected an object with {', '.join(TASK_FIELDS)}.")
-            continue
-        for key in entry:
-            if key not in TASK_FIELDS:
-                close = difflib.get_close_matches(key, list(TASK_FIELDS), n=1, cutoff=0.6)
-                report.error(where, f"unknown field {key!r:.60}." + (f" Did you mean {close[0]!r}?" if close else "")
-                             + f" Accepted: {', '.join(TASK_FIELDS)}.")
-        bad = False
-        for key, what in TASK_FIELDS.items():
-            if not isinstance(entry.get(key), str) or not entry[key].strip():
-                report.error(where, f"field {key!r} is missing or not a non-empty string; give {what}.")
-                bad = True
-        if bad:
-            continue
-        if task is not None and task.revision and entry["revision"] != task.revision:
-            report.error(where, f"revision {entry['revision']!r:.80} differs from the registered task's {task.revision!r}; "
-                         "re-run on the current task data and update the revision.")
-        rel = entry["run"]
-        try:
-            path = inside(directory, rel)
-        except Refused as exc:
-            report.error(where, f"run {exc.args[0]}")
-            continue
-        if task is None:
-            continue
-        expected = {f"runs/{run_file_name(task.name)}{s}" for s in RUN_SUFFIXES}
-        if rel not in expected:
-            report.error(where, f"run path {rel!r:.80} should be runs/{run_file_name(task.name)}.trec or .trec.gz; "
-                         "rename the file.")
-            continue
-        listed.add(rel)
-        if rel not in files:
-            if not os.path.lexists(path):
-                report.error(where, f"run file {rel} does not exist; add it or remove the task.")
-            continue
-        if not _is_hex64(entry["sha256"]):
-            report.error(where, f"sha256 {entry['sha256']!r:.80} is not 64 hex digits; put the sha256 of {rel} "
-                         f"(sha256sum {rel}).")
-            continue
-        n_before = len(report.errors)
-        ranking, digest = _check_run_file(path, rel, task if check_ids else None, report)
-        if digest is not None and digest != entry["sha256"].lower():
-            report.error(where, f"sha256 mismatch for {rel}: submission.json says {entry['sha256']}, the file hashes to "
-                         f"{digest}; update submission.json if the file is the one you mean to submit.")
-        if len(report.errors) == n_before and digest is not None:
-            report.runs[name] = path
-            report.hashes[rel] = digest
-            if ranking is not None:  # None: validated before (cache); parsed again only if it must be scored
-                report.rankings[name] = ranking
+        rel = _check_task_entry(directory, name, entry, suite, files, report, check_ids)
+        if rel is not None:
+            listed.add(rel)
     for rel in sorted(files - listed):
         if rel.startswith("runs/"):
             report.error(rel, "is not listed in submission.json 'tasks'; list it (with its sha256) or remove it.")
     if suite is not None:
         missing = [t for t in suite.tasks if t not in tasks]
         if missing and tasks:
-            report.warn(src, f"covers {len(suite.tasks) - len(missing)} of {len(suite.tasks)} tasks of suite {suite.name!r}; "
-                        f"missing {', '.join(missing)}. The board shows no Full Benchmark Avg. for it.")
+            report.warn("submission.json", f"covers {len(suite.tasks) - len(missing)} of {len(suite.tasks)} tasks of "
+                        f"suite {suite.name!r}; missing {', '.join(missing)}. The board shows no Full Benchmark Avg. "
+                        "for it.")
+
+
+def _submission_suite(meta: dict, report: ValidationReport):
+    """The registered suite 'suite' names, or None (an unknown name is an error)."""
+    from ..errors import UnknownNameError
+    from ..suites import get_suite
+
+    if isinstance(meta.get("suite"), str) and SYSTEM_NAME.fullmatch(meta["suite"]):
+        try:
+            return get_suite(meta["suite"])
+        except UnknownNameError as exc:
+            report.error("submission.json", f"field 'suite': {exc}")
+    return None
+
+
+def _check_task_entry(directory: Path, name: str, entry: Any, suite, files: set[str], report: ValidationReport,
+                      check_ids: bool) -> str | None:
+    """Check one entry of 'tasks'; its run path once that is the expected one (then it counts as listed)."""
+    where = f"submission.json (task {name!r:.80})"
+    task = _entry_task(name, suite, report)
+    if not _entry_fields_ok(where, entry, report):
+        return None
+    if task is not None and task.revision and entry["revision"] != task.revision:
+        report.error(where, f"revision {entry['revision']!r:.80} differs from the registered task's {task.revision!r}; "
+                     "re-run on the current task data and update the revision.")
+    rel = entry["run"]
+    path = _entry_run_path(directory, where, rel, task, report)
+    if path is None:
+        return None
+    if rel not in files:
+        if not os.path.lexists(path):
+            report.error(where, f"run file {rel} does not exist; add it or remove the task.")
+    elif not _is_hex64(entry["sha256"]):
+        report.error(where, f"sha256 {entry['sha256']!r:.80} is not 64 hex digits; put the sha256 of {rel} "
+                     f"(sha256sum {rel}).")
+    else:
+        _check_entry_run(where, name, entry["sha256"], rel, path, task if check_ids else None, report)
+    return rel
+
+
+def _entry_task(name: str, suite, report: ValidationReport):
+    """The registered task an entry names, or None (an error says why); an error too when it is not in the suite."""
+    task = None
+    try:
+        task = _registered_task(name)
+    except GapbenchError as exc:
+        report.error("submission.json", f"task {name!r:.80}: {exc}")
+    if task is not None and suite is not None and task.name not in suite.tasks:
+        report.error("submission.json", f"task {name!r} is not part of suite {suite.name!r} (its tasks: "
+                     f"{', '.join(suite.tasks)}); remove it or submit it to its own suite's board.")
+    return task
+
+
+def _entry_fields_ok(where: str, entry: Any, report: ValidationReport) -> bool:
+    """Whether an entry is an object with every field of TASK_FIELDS a non-empty string (unknown fields are errors
+    but do not stop the checks)."""
+    if not isinstance(entry, dict):
+        report.error(where, f"entry is a {_json_type(entry)}; expected an object with {', '.join(TASK_FIELDS)}.")
+        return False
+    for key in entry:
+        if key not in TASK_FIELDS:
+            close = difflib.get_close_matches(key, list(TASK_FIELDS), n=1, cutoff=0.6)
+            report.error(where, f"unknown field {key!r:.60}." + (f" Did you mean {close[0]!r}?" if close else "")
+                         + f" Accepted: {', '.join(TASK_FIELDS)}.")
+    ok = True
+    for key, what in TASK_FIELDS.items():
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            report.error(where, f"field {key!r} is missing or not a non-empty string; give {what}.")
+            ok = False
+    return ok
+
+
+def _entry_run_path(directory: Path, where: str, rel: str, task, report: ValidationReport) -> Path | None:
+    """The entry's run file inside the submission, when its task is known and the path is the one expected for it."""
+    try:
+        path = inside(directory, rel)
+    except Refused as exc:
+        report.error(where, f"run {exc.args[0]}")
+        return None
+    if task is None:
+        return None
+    if rel not in {f"runs/{run_file_name(task.name)}{s}" for s in RUN_SUFFIXES}:
+        report.error(where, f"run path {rel!r:.80} should be runs/{run_file_name(task.name)}.trec or .trec.gz; "
+                     "rename the file.")
+        return None
+    return path
+
+
+def _check_entry_run(where: str, name: str, sha256: str, rel: str, path: Path, task, report: ValidationReport) -> None:
+    """Check a listed run file and its hash; a run with no error joins the report's runs, hashes and rankings.
+
+    ``task``: the task whose ids the run must use, or None to leave the ids unchecked."""
+    n_before = len(report.errors)
+    ranking, digest = _check_run_file(path, rel, task, report)
+    if digest is not None and digest != sha256.lower():
+        report.error(where, f"sha256 mismatch for {rel}: submission.json says {sha256}, the file hashes to "
+                     f"{digest}; update submission.json if the file is the one you mean to submit.")
+    if len(report.errors) == n_before and digest is not None:
+        report.runs[name] = path
+        report.hashes[rel] = digest
+        if ranking is not None:  # None: validated before (cache); parsed again only if it must be scored
+            report.rankings[name] = ranking
 
 
 def _registered_task(name: str):
