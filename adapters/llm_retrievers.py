@@ -34,7 +34,8 @@ import hashlib
 import json
 import re
 import threading
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from gapbench.adapters.fusion import _matching_close, _strip_parens
 from gapbench.errors import ConfigError
@@ -179,6 +180,14 @@ class _LLMRetriever:
             row = self._fallbacks.setdefault(qid, dict.fromkeys(_FALLBACKS, 0))
             row[kind] += n
 
+    def _search_originals(self, missed: list[Query], k: int, exclude: Mapping[str, frozenset[str]] | None) -> Run:
+        """The inner retriever's top k for original queries whose LLM-written query found nothing, each counted as an
+        ``empty_search`` fallback."""
+        found = search_with(self.retriever, Queries(missed), k, exclude)
+        for q in missed:
+            self._fallback(q.query_id, "empty_search")
+        return found
+
     @property
     def fallbacks(self) -> dict[str, Any]:
         """Malformed answers handled so far: totals and per query (queries with none are left out)."""
@@ -256,10 +265,9 @@ class QueryRewrite(_LLMRetriever):
         missed = [q for q in queries.values() if not found.get(q.query_id) and rewritten[q.query_id].text != q.text]
         if not missed:
             return found.renamed(self.name)
-        again = search_with(self.retriever, Queries(missed), k, exclude)
+        again = self._search_originals(missed, k, exclude)
         rankings = dict(found.items())
         for q in missed:
-            self._fallback(q.query_id, "empty_search")
             rankings[q.query_id] = again.get(q.query_id, ())
         return Run(rankings, self.name, _sorted=True)
 
@@ -307,76 +315,109 @@ class MultiHopAgent(_LLMRetriever):
         return text[: self.max_chars].rstrip()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        from gapbench.llm.client import render
-
         if k < 1:
             raise ConfigError(f"{self.name}: k must be a positive integer, got {k}.")
         if not hasattr(self, "_texts"):
             raise ConfigError(f"{self.name}: index(corpus) must come before search().")
         qs = list(queries.values())
-        originals = {q.query_id: self._query_text(q) for q in qs}
-        q_text = {q.query_id: q.text for q in qs}
-        notes: dict[str, list[str]] = {q.query_id: [] for q in qs}
-        selected: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
-        retrieved: dict[str, dict[str, None]] = {q.query_id: {} for q in qs}
-        trace: dict[str, list[dict[str, Any]]] = {q.query_id: [] for q in qs}
-
-        def notes_text(qid: str) -> str:
-            return "\n".join(notes[qid]) or "(none yet)"
-
+        memory = _AgentMemory.of(qs, self._query_text)
         for hop in range(1, self.hops + 1):
-            answers = self._ask({qid: render("agent_search", query=originals[qid], notes=notes_text(qid), hop=hop,
-                                             hops=self.hops) for qid in originals})
-            searches = []
-            for q in qs:
-                text = parse_answer_line(answers[q.query_id], "search query")
-                if not text:
-                    self._fallback(q.query_id, "empty_search")
-                    text = q.text
-                searches.append(Query(q.query_id, text, q.instruction))
-            found = search_with(self.retriever, Queries(searches), self.per_hop, exclude)
-            hits = {q.query_id: [d for d, _ in found.get(q.query_id, ())] for q in searches}
-            # A search that finds nothing ("(no)" from a small model is all stop words) is no search: the original
-            # query is searched instead, counted as a fallback.
-            missed = [Query(q.query_id, q_text[q.query_id], q.instruction) for q in searches
-                      if not hits[q.query_id] and q.text != q_text[q.query_id]]
-            if missed:
-                again = search_with(self.retriever, Queries(missed), self.per_hop, exclude)
-                for q in missed:
-                    self._fallback(q.query_id, "empty_search")
-                    hits[q.query_id] = [d for d, _ in again.get(q.query_id, ())]
-                retried = {q.query_id: q for q in missed}
-                searches = [retried.get(q.query_id, q) for q in searches]
-            prompts = {}
-            for q in searches:
-                docs = hits[q.query_id]
-                trace[q.query_id].append({"search": q.text, "retrieved": docs})
-                retrieved[q.query_id].update(dict.fromkeys(docs))
-                if docs:
-                    lines = "\n".join(f"[{i}] {self._passage(d)}".rstrip() for i, d in enumerate(docs, 1))
-                    prompts[q.query_id] = render("agent_select", query=originals[q.query_id],
-                                                 notes=notes_text(q.query_id), passages=lines, num=len(docs),
-                                                 hop=hop, hops=self.hops)
-            for qid, answer in self._ask(prompts).items():
-                docs = trace[qid][-1]["retrieved"]
-                order, unknown, said = parse_selection(answer, len(docs))
-                if order is None:
-                    self._fallback(qid, "unparsed_selection")
-                    order = []
-                if unknown:
-                    self._fallback(qid, "unknown_ids", unknown)
-                picked = [docs[i] for i in order]
-                trace[qid][-1]["selected"] = picked
-                selected[qid].update(dict.fromkeys(picked))
-                if said:
-                    notes[qid].append(f"Hop {hop}: {said}")
-        self.trace = trace
-        out = {}
-        for qid in originals:
-            order = list(selected[qid]) + [d for d in retrieved[qid] if d not in selected[qid]]
-            order = order[:k]
-            out[qid] = [(d, float(len(order) - i)) for i, d in enumerate(order)]
-        return Run(out, self.name, _sorted=True)
+            searches = self._hop_queries(qs, memory, hop)
+            searches, hits = self._hop_hits(qs, searches, exclude)
+            self._hop_select(searches, hits, memory, hop)
+        self.trace = memory.trace
+        return Run({qid: memory.ranking(qid, k) for qid in memory.originals}, self.name, _sorted=True)
+
+    def _hop_queries(self, qs: list[Query], memory: _AgentMemory, hop: int) -> list[Query]:
+        """The LLM's search query per query for this hop; an empty one is the original query (a fallback)."""
+        from gapbench.llm.client import render
+
+        answers = self._ask({qid: render("agent_search", query=memory.originals[qid], notes=memory.notes_text(qid),
+                                         hop=hop, hops=self.hops) for qid in memory.originals})
+        searches = []
+        for q in qs:
+            text = parse_answer_line(answers[q.query_id], "search query")
+            if not text:
+                self._fallback(q.query_id, "empty_search")
+                text = q.text
+            searches.append(Query(q.query_id, text, q.instruction))
+        return searches
+
+    def _hop_hits(self, qs: list[Query], searches: list[Query],
+                  exclude: Mapping[str, frozenset[str]] | None) -> tuple[list[Query], dict[str, list[str]]]:
+        """(the queries searched, query id -> the top ``per_hop`` ids found for it)."""
+        found = search_with(self.retriever, Queries(searches), self.per_hop, exclude)
+        hits = {q.query_id: [d for d, _ in found.get(q.query_id, ())] for q in searches}
+        # A search that finds nothing ("(no)" from a small model is all stop words) is no search: the original
+        # query is searched instead, counted as a fallback.
+        q_text = {q.query_id: q.text for q in qs}
+        missed = [Query(q.query_id, q_text[q.query_id], q.instruction) for q in searches
+                  if not hits[q.query_id] and q.text != q_text[q.query_id]]
+        if not missed:
+            return searches, hits
+        again = self._search_originals(missed, self.per_hop, exclude)
+        hits.update({q.query_id: [d for d, _ in again.get(q.query_id, ())] for q in missed})
+        retried = {q.query_id: q for q in missed}
+        return [retried.get(q.query_id, q) for q in searches], hits
+
+    def _hop_select(self, searches: list[Query], hits: Mapping[str, list[str]], memory: _AgentMemory,
+                    hop: int) -> None:
+        """Record the hop's searches and hits, and ask the LLM to select among each query's hits and write notes."""
+        from gapbench.llm.client import render
+
+        prompts = {}
+        for q in searches:
+            docs = hits[q.query_id]
+            memory.trace[q.query_id].append({"search": q.text, "retrieved": docs})
+            memory.retrieved[q.query_id].update(dict.fromkeys(docs))
+            if docs:
+                lines = "\n".join(f"[{i}] {self._passage(d)}".rstrip() for i, d in enumerate(docs, 1))
+                prompts[q.query_id] = render("agent_select", query=memory.originals[q.query_id],
+                                             notes=memory.notes_text(q.query_id), passages=lines, num=len(docs),
+                                             hop=hop, hops=self.hops)
+        for qid, answer in self._ask(prompts).items():
+            self._take_selection(qid, answer, memory, hop)
+
+    def _take_selection(self, qid: str, answer: str, memory: _AgentMemory, hop: int) -> None:
+        """Add the documents a selection answer picks, and its notes, to the query's memory."""
+        docs = memory.trace[qid][-1]["retrieved"]
+        order, unknown, said = parse_selection(answer, len(docs))
+        if order is None:
+            self._fallback(qid, "unparsed_selection")
+            order = []
+        if unknown:
+            self._fallback(qid, "unknown_ids", unknown)
+        picked = [docs[i] for i in order]
+        memory.trace[qid][-1]["selected"] = picked
+        memory.selected[qid].update(dict.fromkeys(picked))
+        if said:
+            memory.notes[qid].append(f"Hop {hop}: {said}")
+
+
+@dataclass
+class _AgentMemory:
+    """What the agent keeps per query id across the hops of one search."""
+
+    originals: dict[str, str]  # the query as the prompts show it (instruction included)
+    notes: dict[str, list[str]]
+    selected: dict[str, dict[str, None]]  # in selection order, each document once
+    retrieved: dict[str, dict[str, None]]  # in retrieval order, each document once
+    trace: dict[str, list[dict[str, Any]]]
+
+    @classmethod
+    def of(cls, qs: list[Query], prompt_text: Callable[[Query], str]) -> _AgentMemory:
+        return cls(originals={q.query_id: prompt_text(q) for q in qs}, notes={q.query_id: [] for q in qs},
+                   selected={q.query_id: {} for q in qs}, retrieved={q.query_id: {} for q in qs},
+                   trace={q.query_id: [] for q in qs})
+
+    def notes_text(self, qid: str) -> str:
+        return "\n".join(self.notes[qid]) or "(none yet)"
+
+    def ranking(self, qid: str, k: int) -> list[tuple[str, float]]:
+        """The selected documents, then the other retrieved ones, cut to k, scored k..1."""
+        order = list(self.selected[qid]) + [d for d in self.retrieved[qid] if d not in self.selected[qid]]
+        order = order[:k]
+        return [(d, float(len(order) - i)) for i, d in enumerate(order)]
 
 
 __all__ = ["QueryRewrite", "MultiHopAgent", "parse_selection", "parse_answer_line"]
