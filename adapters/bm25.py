@@ -13,8 +13,6 @@ reads no text (see ``_bm25_index``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Annotated, Iterator, Mapping, Optional
 
 import numpy as np
@@ -25,6 +23,7 @@ from gapbench.cache import cache_dir
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError, UnknownIdError
 from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
@@ -103,7 +102,7 @@ class BM25:
     def fingerprint(self) -> str:
         bm25s = _bm25s()
         payload = {"adapter": "bm25s", "version": getattr(bm25s, "__version__", "?"), **self.config()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     def _stemmer(self):
         return make_stemmer(self.stemmer_name)

@@ -29,9 +29,7 @@ As in the rest of the BM25 family, a query without any token gets an empty ranki
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 from typing import Annotated, Mapping, Sequence
 
@@ -41,6 +39,7 @@ from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
@@ -87,7 +86,7 @@ class BM25Okapi:
     def fingerprint(self) -> str:
         bm25s = _bm25s()
         payload = {"adapter": self.name, "formula": FORMULA, "bm25s": getattr(bm25s, "__version__", "?"), **self.config()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     def _tokenize(self, texts: Sequence[str], ids: bool):
         return _bm25s().tokenize(

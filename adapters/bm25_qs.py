@@ -27,9 +27,7 @@ gapbench's tie rule and the exclusion mask applied before the cut.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 from typing import Annotated, Mapping, Sequence
 
 import numpy as np
@@ -38,6 +36,7 @@ from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, make_s
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, checked
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
@@ -85,7 +84,7 @@ class BM25QS:
     def fingerprint(self) -> str:
         bm25s = _bm25s()
         payload = {"adapter": "bm25-qs", "bm25s": getattr(bm25s, "__version__", "?"), **self.config()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     # ------------------------------------------------------------------ analysis
 

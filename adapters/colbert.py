@@ -29,7 +29,6 @@ exact MaxSim computed by gapbench from the stored token vectors; an index only p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.files import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
@@ -312,13 +312,13 @@ class ColBERT:
             cfg["pylate"] = version("pylate")
         except Exception:  # pragma: no cover - pylate absent: the fingerprint is still defined
             cfg["pylate"] = None
-        return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(cfg)
 
     @property
     def fingerprint(self) -> str:
         # batch size, device and chunking change neither the vectors' meaning nor the ranking; the index settings can
         payload = {"adapter": "gapbench-colbert/1", "model": self.model_fingerprint, **self.config()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     # -- model
     def _load(self):

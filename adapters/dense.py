@@ -20,7 +20,6 @@ float32 elsewhere). Other models go through ``SentenceTransformer.encode``. Sear
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Mapping, Optional, Sequence
@@ -31,6 +30,7 @@ from gapbench import budget, distributed
 from gapbench.cache import EmbeddingCache, text_fingerprint
 from gapbench.options import Matches, OneOf, Range, checked
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -375,7 +375,7 @@ class Dense:
         local = Path(self._resolved)
         cfg["model_files"] = _dir_digest(local) if local.is_dir() else None
         # batch size, device, encoder path and chunking change neither the vectors' meaning nor the ranking
-        return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(cfg)
 
     # -- model
     def _load(self):

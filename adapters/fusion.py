@@ -36,14 +36,12 @@ Fused ties are broken by gapbench's one rule (score descending, then doc_id desc
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any, Mapping, Sequence
 
 from gapbench.errors import ConfigError
 from gapbench.options import parse_float, parse_int, unknown_option
-from gapbench.retrieval import config_of, fingerprint_of, get_retriever, search_with
+from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
 from gapbench.types import Corpus, Queries, Run, sort_ranking
 
 DEFAULT_DEPTH = 1000
@@ -247,7 +245,7 @@ class _Fusion:
             **self._params(),
             "components": [fingerprint_of(r) for r in self.retrievers],
         }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     # -- retriever protocol
     def index(self, corpus: Corpus) -> None:

@@ -9,8 +9,6 @@ L2-normalised (cosine similarity); an empty text gets a zero vector without a ca
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from typing import Mapping
 
@@ -19,6 +17,7 @@ import numpy as np
 from gapbench.cache import EmbeddingCache
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.progress import progress
+from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
@@ -69,7 +68,7 @@ class OpenAIEmbed:
     @property
     def fingerprint(self) -> str:
         # the endpoint is part of the identity (two servers may serve different weights under one model name)
-        return hashlib.sha256(json.dumps({"adapter": "openai-embed", **self.config()}, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint({"adapter": "openai-embed", **self.config()})
 
     @property
     def client(self):

@@ -17,7 +17,6 @@ independent of the model; :class:`LLMListwise` provides it through the LLM layer
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import numbers
 import random
@@ -27,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from gapbench.errors import ConfigError
+from gapbench.retrieval import payload_fingerprint
 from gapbench.types import Run
 
 RankBatch = Callable[[str, Sequence[str]], Sequence[int]]
@@ -400,7 +400,7 @@ class _PoolReranker:
                    "max_tokens_per_passage": self.max_tokens_per_passage, "reasks": self.reasks,
                    **self._algo_config(), "llm": self.client.fingerprint,
                    "prompt": hashlib.sha256(load_prompt("listwise_rank").encode()).hexdigest()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     def _algo_config(self) -> dict:
         return {}

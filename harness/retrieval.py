@@ -150,14 +150,25 @@ def public_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("***" if any(w in k.lower() for w in SECRET_WORDS) else v) for k, v in config.items()}
 
 
+def payload_fingerprint(payload: Mapping[str, Any]) -> str:
+    """sha256 (hex) of ``payload`` as JSON with sorted keys; a value JSON cannot hold is written as its ``str``.
+
+    The key of caches and of committed results, so its bytes must never change (``tests/test_contract_adapters.py``
+    pins one).
+
+    >>> payload_fingerprint({"adapter": "bm25s", "k1": 1.5})[:12]
+    '3ae672658d90'
+    """
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def fingerprint_of(retriever: Any) -> str:
     fp = getattr(retriever, "fingerprint", None)
     if isinstance(fp, str):
         return fp
     cfg = getattr(retriever, "config", None)
     cfg = cfg() if callable(cfg) else (cfg or {})
-    payload = json.dumps({"class": type(retriever).__qualname__, "config": public_config(cfg)}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return payload_fingerprint({"class": type(retriever).__qualname__, "config": public_config(cfg)})
 
 
 def config_of(retriever: Any) -> dict[str, Any]:

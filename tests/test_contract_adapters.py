@@ -31,12 +31,13 @@ import json
 import subprocess
 import sys
 from dataclasses import astuple, dataclass
+from pathlib import PurePosixPath
 
 import pytest
 
 import gapbench
 from gapbench.errors import GapbenchError
-from gapbench.retrieval import RERANKERS, RETRIEVERS, fingerprint_of, get_reranker, get_retriever
+from gapbench.retrieval import RERANKERS, RETRIEVERS, fingerprint_of, get_reranker, get_retriever, payload_fingerprint
 from gapbench.tasks.rarb import OtherRowsExcluded
 from gapbench.types import Corpus, Document, Queries, Query, Run
 
@@ -133,6 +134,26 @@ def test_every_registered_adapter_has_a_case():
     for registry, cases in ((RETRIEVERS, RETRIEVER_CASES), (RERANKERS, RERANKER_CASES)):
         missing = sorted(set(_names(registry)) - set(cases))
         assert not missing, f"registered {registry.kind}s without a contract case: {missing}; add a Case for each"
+
+
+def test_fingerprint_bytes_are_pinned():
+    """Caches and committed results are keyed by payload_fingerprint's bytes: sha256 of the payload's JSON with sorted
+    keys (``hashlib.sha256(b'{"adapter": "bm25s", "k1": 1.5}').hexdigest()``), a non-JSON value as its str."""
+    import hashlib
+
+    import bm25s
+
+    from gapbench.adapters.bm25 import BM25
+
+    assert payload_fingerprint({"k1": 1.5, "adapter": "bm25s"}) == (
+        "3ae672658d905ed444cf3d8b3f58fbbad124e0327d0b95be19d3e5543465d523"
+    )
+    assert payload_fingerprint({"p": PurePosixPath("/tmp")}) == (
+        "6bd08cae7c43ad77bec5508f3590d86f86b18ed9587ccf2533d68befb2bb0cb3"
+    )
+    text = ('{"adapter": "bm25s", "b": 0.75, "k1": 1.5, "keep_zero": true, "method": "lucene", "stemmer": null, '
+            f'"stopwords": "en", "use_title": true, "version": "{bm25s.__version__}"}}')
+    assert BM25().fingerprint == hashlib.sha256(text.encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
