@@ -242,17 +242,23 @@ def _read_json(path: Path) -> object:
         raise DataFormatError(f"{str(exc).rstrip('.')}; {_REMAKE}.", path=path, line=exc.line) from None
 
 
+def _read_checked(path: Path, schema: str, fields: str) -> dict:
+    """The JSON object in ``path``, read strictly and checked against the ``schema`` of :mod:`gapbench.schemas`;
+    ``fields`` names what the object holds, for the error when the document is not an object."""
+    from .schemas import read_back
+
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise DataFormatError(f"holds a JSON {type(doc).__name__}, expected an object with {fields}; {_REMAKE}.",
+                              path=path)
+    read_back(schema, doc, path, _REMAKE)
+    return doc
+
+
 def _read_results_json(path: Path) -> dict:
     """results.json checked against :class:`gapbench.schemas.RunResults` (keys, types, ranges, intervals of listed
     measures); the document itself is returned."""
-    from .schemas import read_back
-
-    res = _read_json(path)
-    if not isinstance(res, dict):
-        raise DataFormatError(f"holds a JSON {type(res).__name__}, expected an object with system, task, n_queries, "
-                              f"measures and ci95; {_REMAKE}.", path=path)
-    read_back("run_results", res, path, _REMAKE)
-    return res
+    return _read_checked(path, "run_results", "system, task, n_queries, measures and ci95")
 
 
 def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple[float, int]]], list[str]]:
@@ -370,18 +376,11 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
     """A run directory's manifest.json read as strictly as results.json and checked against
     :class:`gapbench.schemas.RunManifest`, or None when the directory has none (one written by hand or by an old
     gapbench); never a file outside the directory."""
-    from .schemas import read_back
-
     directory = Path(directory)
     if not os.path.lexists(directory / "manifest.json"):
         return None
     path = _run_file(directory, directory.resolve(strict=True), "manifest.json")
-    doc = _read_json(path)
-    if not isinstance(doc, dict):
-        raise DataFormatError(f"holds a JSON {type(doc).__name__}, expected an object with task, fingerprints and "
-                              f"seed; {_REMAKE}.", path=path)
-    read_back("run_manifest", doc, path, _REMAKE)
-    return doc
+    return _read_checked(path, "run_manifest", "task, fingerprints and seed")
 
 
 def load_run(directory: str | os.PathLike) -> Run:
