@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,112 @@ def test_measure_aliases_are_read_under_their_canonical_name(wknow, tmp_path):
     assert alias.measure == "RR@10"
     assert alias.retrievers == canonical.retrievers
     assert alias.verifier_standard == canonical.verifier_standard == pytest.approx(alias.pool_recall)
+
+
+# -- GapOptions: the keyword entry points and the CLI build one, the _with functions take it
+
+BRIGHT = f"bright/biology:data_dir={Path(__file__).parent / 'fixtures' / 'bright'}"
+
+
+class OracleVerifier:
+    """Ranks each pool by its judgements (gold first, then by doc id): a noise-free verifier without an LLM."""
+
+    name = "oracle"
+
+    def __init__(self, qrels):
+        self.qrels = qrels
+
+    def rerank(self, queries, run, corpus):
+        return run
+
+    def rerank_pools(self, queries, pools, corpus, seed=None):
+        return Run({q: {d: self.qrels.get(q, {}).get(d, 0) + 1.0 / (2 + i) for i, d in enumerate(sorted(pool))}
+                    for q, pool in pools.items()}, "oracle")
+
+
+def _tiny_gap_data():
+    from gapbench.types import Corpus, Document, Query, TaskData
+
+    corpus = Corpus(Document(d, f"text of {d}") for d in ("d1", "d2", "d3", "d4"))
+    queries = Queries([Query("q1", "first"), Query("q2", "second")])
+    qrels = Qrels({"q1": {"d2": 1}, "q2": {"d4": 1}})
+    run = Run({"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d1": 2.0, "d3": 1.0}}, "bm25")
+    return TaskData(corpus, queries, qrels), run
+
+
+def test_measure_gap_keywords_match_measure_gap_with_by_hand():
+    from gapbench.analyses.gap import GapOptions, measure_gap_with
+
+    data, run = _tiny_gap_data()
+    oracle = OracleVerifier({q: dict(data.qrels[q]) for q in data.qrels})
+    by_keywords = measure_gap("tiny", data, [run], oracle.rerank_pools, measure="RR@10", depth=2, pool_sizes=(3,))
+    by_options = measure_gap_with("tiny", data, [run], oracle.rerank_pools,
+                                  GapOptions(measure="RR@10", depth=2, pool_sizes=[3]))
+    assert by_keywords.to_dict() == by_options.to_dict()
+    # q1's gold d2 is 2nd for bm25 (RR 1/2), q2's d4 is not retrieved (0); pools of depth 2: q1 {d1, d2}, q2 {d1, d3}
+    assert by_options.retrievers == {"bm25": 0.25} and by_options.pool_recall == 0.5
+    assert (by_options.verifier_standard, by_options.verifier_gold_infused, by_options.gap) == (0.5, 1.0, 0.75)
+    # budget 3: q1 {d1, d2, d3}, q2 {d1, d3}; the lone retriever is scored on its own pool, d4 infused for q2
+    row = by_options.pool_scaling[0]
+    assert (row["pool_size"], row["measure"]) == (3, "R@10")
+    assert (row["verifier_standard"], row["verifier_gold_infused"]) == (0.5, 1.0)
+    assert row["retrievers"] == {"bm25": 0.5} and row["retrievers_gold_infused"] == {"bm25": 1.0}
+    assert row["retriever_pools"] == {"bm25": "own"}
+    # measure_gap_with with no measure uses measure_gap's default
+    default = measure_gap_with("tiny", data, [run], oracle.rerank_pools, GapOptions(depth=2, pool_sizes=()))
+    assert default.measure == "nDCG@10"
+
+
+def test_gap_options_are_checked_when_made():
+    from gapbench.analyses.gap import GapOptions
+    from gapbench.errors import ConfigError
+
+    assert GapOptions(pool_sizes=[100, 50]).pool_sizes == (100, 50)
+    with pytest.raises(ConfigError, match=r"^pool depth must be at least 1, got 0\.$"):
+        GapOptions(depth=0)
+    with pytest.raises(ConfigError, match=r"^pool sizes must be positive, got -2\.$"):
+        GapOptions(pool_sizes=(10, 0, -2))
+    with pytest.raises(ConfigError, match="nDCG@x"):
+        GapOptions(measure="nDCG@x")
+    with pytest.raises(ConfigError, match="R@ten"):
+        GapOptions(scaling_measure="R@ten")
+    data, run = _tiny_gap_data()
+    with pytest.raises(ConfigError, match=r"^pool depth must be at least 1, got -1\.$"):  # the keywords check the same
+        measure_gap("tiny", data, [run], OracleVerifier({}).rerank_pools, depth=-1)
+
+
+def test_run_gap_keywords_match_run_gap_with():
+    from gapbench.analyses.gap import GapOptions, run_gap, run_gap_with
+
+    qrels = get_task(BRIGHT).load().qrels
+    oracle = OracleVerifier({q: dict(qrels[q]) for q in qrels})
+    by_keywords = run_gap(BRIGHT, ["bm25"], verifier=oracle, depth=5, pool_sizes=(3, 8), max_queries=3, seed=1)
+    by_options = run_gap_with(BRIGHT, ["bm25"], GapOptions(verifier=oracle, depth=5, pool_sizes=(3, 8),
+                                                           max_queries=3, seed=1))
+    assert by_keywords.to_dict() == by_options.to_dict()
+    assert by_options.n_queries == 3 and by_options.pool_depth == 5 and by_options.measure == "nDCG@10"
+    assert by_options.verifier_gold_infused == 1.0  # the oracle puts every infused gold document first
+    assert [row["pool_size"] for row in by_options.pool_scaling] == [3, 8]
+
+
+def test_cli_builds_one_gap_options_object(monkeypatch, capsys):
+    import gapbench.analyses.gap as mod
+
+    seen = []
+
+    def fake(task, retrievers, options):
+        seen.append((task, retrievers, options))
+        return mod.GapReport(task=task, measure="R@10", retrievers={"bm25": 0.5}, best_retriever=("bm25", 0.5),
+                             verifier_standard=0.5, verifier_gold_infused=1.0, pool_recall=0.5, pool_depth=20,
+                             n_queries=2, llm_calls=0)
+
+    monkeypatch.setattr(mod, "run_gap_with", fake)
+    assert main(["gap", "toy", "--retrievers", "bm25, dense", "--verifier", "tournament:batch_size=3", "--depth", "20",
+                 "--pool-sizes", "20,50", "--measure", "R@10", "--max-queries", "5", "--seed", "3",
+                 "--llm-model", "m", "--json"]) == 0
+    assert seen == [("toy", ["bm25", "dense"], mod.GapOptions(
+        verifier="tournament:batch_size=3", depth=20, pool_sizes=(20, 50), measure="R@10", max_queries=5, seed=3,
+        llm_model="m"))]
+    assert json.loads(capsys.readouterr().out)["gap"] == 0.5
+    assert main(["gap", "toy"]) == 0  # the CLI defaults are GapOptions' own
+    assert seen[-1][2] == mod.GapOptions()

@@ -213,13 +213,49 @@ class _GapInputs:
         return {q: infuse_gold(pools[q], self.gold[q], q, self.seed) for q in self.qids}
 
 
+DEFAULT_MEASURE = "nDCG@10"  # measure_gap's, where no task names its main measure
+
+
+@dataclass(frozen=True)
+class GapOptions:
+    """Every setting of a gap measurement but the task, the retrievers and the verifier's inputs.
+
+    :func:`measure_gap_with` reads ``measure`` (None: nDCG@10), ``depth``, ``pool_sizes``, ``seed`` and
+    ``scaling_measure``; :func:`run_gap_with` reads them all (``measure`` None: the task's main measure). Settings no
+    gap can be measured with raise ConfigError here, before any work. Example::
+
+        report = run_gap_with("obliq/math", ["bm25", "dense"], GapOptions(depth=50, pool_sizes=(50, 100)))
+    """
+
+    verifier: str | Any = "tournament"
+    depth: int = 100
+    pool_sizes: Sequence[int] = (50, 100, 200, 500)
+    measure: str | None = None
+    max_queries: int | None = None
+    seed: int = 0
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    output: str | Path | None = None
+    qrels_variants: Mapping[str, Qrels] | None = None
+    scaling_measure: str = "R@10"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pool_sizes", tuple(self.pool_sizes))  # a list from the CLI compares equal
+        if self.depth < 1:
+            raise ConfigError(f"pool depth must be at least 1, got {self.depth}.")
+        for size in sorted(set(self.pool_sizes)):
+            if size < 1:
+                raise ConfigError(f"pool sizes must be positive, got {size}.")
+        parse_measures([m for m in (self.measure, self.scaling_measure) if m is not None])
+
+
 def measure_gap(
     task_name: str,
     data: TaskData,
     runs: Sequence[Run],
     rerank: PoolReranker,
     *,
-    measure: str = "nDCG@10",
+    measure: str = DEFAULT_MEASURE,
     depth: int = 100,
     pool_sizes: Sequence[int] = (),
     seed: int = 0,
@@ -233,15 +269,41 @@ def measure_gap(
 ) -> GapReport:
     """Compute the gap for one task from the retrievers' runs and a pool reranker.
 
+    ``measure``, ``depth``, ``pool_sizes``, ``seed`` and ``scaling_measure`` are those of :class:`GapOptions`; this
+    builds one and calls :func:`measure_gap_with` with the other keywords.
+    """
+    options = GapOptions(measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
+                         scaling_measure=scaling_measure)
+    return measure_gap_with(task_name, data, runs, rerank, options, query_ids=query_ids, extra_qrels=extra_qrels,
+                            calls=calls, verifier_seeds=verifier_seeds, verifier_corpus=verifier_corpus,
+                            verifier_queries=verifier_queries)
+
+
+def measure_gap_with(
+    task_name: str,
+    data: TaskData,
+    runs: Sequence[Run],
+    rerank: PoolReranker,
+    options: GapOptions,
+    *,
+    query_ids: Sequence[str] | None = None,
+    extra_qrels: Mapping[str, Qrels] | None = None,
+    calls: Callable[[], int] = lambda: 0,
+    verifier_seeds: Sequence[int] | None = None,
+    verifier_corpus: Corpus | None = None,
+    verifier_queries: Queries | None = None,
+) -> GapReport:
+    """:func:`measure_gap` with its settings in one :class:`GapOptions`.
+
     ``verifier_seeds``: rerank once per seed (``rerank(queries, pools, corpus, seed=s)``) and report the mean and the
     spread. ``verifier_corpus`` / ``verifier_queries``: the texts the verifier reads when they differ from the ones the
     retrievers indexed (problems with their solutions); the same ids.
     """
-    measure, scaling_measure, seeds = _checked_settings(runs, depth, measure, scaling_measure, verifier_seeds)
-    inputs = _gap_inputs(data, rerank, query_ids, verifier_corpus, verifier_queries, seeds, measure, seed)
+    measure, scaling_measure, seeds = _checked_settings(runs, options, verifier_seeds)
+    inputs = _gap_inputs(data, rerank, query_ids, verifier_corpus, verifier_queries, seeds, measure, options.seed)
     retr_scores = {r.name: inputs.score(_subset(r, inputs.qids)) for r in runs}
     calls_before = calls()
-    pools = {q: union_pool(runs, q, depth) for q in inputs.qids}
+    pools = {q: union_pool(runs, q, options.depth) for q in inputs.qids}
     std_runs = inputs.verify(pools)
     gold_runs = inputs.verify(inputs.infused(pools))
     (std_mean, std_values), (gold_mean, gold_values) = inputs.mean(std_runs), inputs.mean(gold_runs)
@@ -253,33 +315,29 @@ def measure_gap(
         verifier_standard=std_mean,
         verifier_gold_infused=gold_mean,
         pool_recall=pool_recall(pools, inputs.qrels, inputs.qids),
-        pool_depth=depth,
+        pool_depth=options.depth,
         n_queries=len(inputs.qids),
         llm_calls=0,
-        meta={"seed": seed, "retrievers": [r.name for r in runs], "pool_scaling_measure": scaling_measure},
+        meta={"seed": options.seed, "retrievers": [r.name for r in runs], "pool_scaling_measure": scaling_measure},
     )
     if seeds:
         report.meta["verifier_seeds"] = {"seeds": seeds, "standard": spread(std_values, seeds),
                                          "gold_infused": spread(gold_values, seeds)}
     report.extra_qrels.update(_other_qrels(inputs, runs, std_runs, gold_runs, extra_qrels or {}))
-    for size in sorted(set(pool_sizes)):
-        if size < 1:
-            raise ConfigError(f"pool sizes must be positive, got {size}.")
+    for size in sorted(set(options.pool_sizes)):
         report.pool_scaling.append(_scaling_row(runs, size, inputs, scaling_measure))
     report.llm_calls = calls() - calls_before
     return report
 
 
-def _checked_settings(runs: Sequence[Run], depth: int, measure: str, scaling_measure: str,
+def _checked_settings(runs: Sequence[Run], options: GapOptions,
                       verifier_seeds: Sequence[int] | None) -> tuple[str, str, list[int]]:
     """(measure, pool-scaling measure, verifier seeds), the measures by their canonical names (NDCG@10 and MRR@10 are
-    stored as nDCG@10 and RR@10); a ConfigError for settings no gap can be measured with."""
+    stored as nDCG@10 and RR@10); a ConfigError for runs no gap can be measured with."""
     if not runs:
         raise ConfigError("the gap needs at least one retriever run.")
-    if depth < 1:
-        raise ConfigError(f"pool depth must be at least 1, got {depth}.")
-    measure = str(parse_measures([measure])[0])
-    scaling_measure = str(parse_measures([scaling_measure])[0])
+    measure = str(parse_measures([options.measure or DEFAULT_MEASURE])[0])
+    scaling_measure = str(parse_measures([options.scaling_measure])[0])
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"retrievers must have distinct names, got {names}.")
@@ -402,45 +460,72 @@ def run_gap(
 ) -> GapReport:
     """Run the retrievers on ``task`` and measure the retrieval-verification gap with the verifier.
 
+    The keywords are those of :class:`GapOptions`; this builds one and calls :func:`run_gap_with`.
+    """
+    options = GapOptions(verifier=verifier, depth=depth, pool_sizes=pool_sizes, measure=measure,
+                         max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
+                         output=output, qrels_variants=qrels_variants, scaling_measure=scaling_measure)
+    return run_gap_with(task, retrievers, options)
+
+
+def run_gap_with(task: str, retrievers: Sequence[str], options: GapOptions) -> GapReport:
+    """:func:`run_gap` with its settings in one :class:`GapOptions`.
+
     A verifier named by a spec takes the task's defaults for it (OBLIQ-Bench's per-task tournament settings) where
     the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
     """
     from ..pipeline import prepare
-    from ..retrieval import config_of, fingerprint_of, get_reranker
+    from ..retrieval import get_reranker
 
-    prepared = prepare(task, max_queries=max_queries, seed=seed, judged=1)
-    task_obj, data, qids = prepared.task, prepared.data, prepared.query_ids
-    measure = measure or task_obj.main_measure
-    k = max([depth, *pool_sizes]) if pool_sizes else depth
-    verifier, applied = with_task_defaults(verifier, task_obj.reranker_defaults)
+    prepared = prepare(task, max_queries=options.max_queries, seed=options.seed, judged=1)
+    task_obj, data = prepared.task, prepared.data
+    verifier, applied = with_task_defaults(options.verifier, task_obj.reranker_defaults)
     # the verifier first: a wrong endpoint, model or time limit is reported before the retrievers' work
-    rr = get_reranker(verifier, llm_base_url=llm_base_url, llm_model=llm_model)
+    rr = get_reranker(verifier, llm_base_url=options.llm_base_url, llm_model=options.llm_model)
     # the verifier reads the prepared queries (instruction applied) unless the task gives it a view of its own
     view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, prepared.queries)
     seeds = tuple(getattr(rr, "seeds", ()))
-    runs, systems = [], []
-    for spec in retrievers:
-        retr, run = prepared.retrieve(spec, k, llm_base_url=llm_base_url, llm_model=llm_model)
-        runs.append(run)
-        # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
-        systems.append({"spec": str(spec) if isinstance(spec, str) else runs[-1].name, "name": runs[-1].name,
-                        "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
-    extra = dict(qrels_variants or {})
+    runs, systems = _retrieve(prepared, retrievers, options)
+    extra = dict(options.qrels_variants or {})
     if not extra and task_obj.extra_qrels is not None:
         extra.update(task_obj.extra_qrels(data))
+    # through the keyword entry point, which tests wrap to watch the verifier's rankings
     report = measure_gap(
-        task_obj.name, data, runs, rr.rerank_pools, measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
-        query_ids=qids, extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=scaling_measure,
+        task_obj.name, data, runs, rr.rerank_pools, measure=options.measure or task_obj.main_measure,
+        depth=options.depth, pool_sizes=options.pool_sizes, seed=options.seed, query_ids=prepared.query_ids,
+        extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=options.scaling_measure,
         verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0], verifier_queries=view[1],
     )
     report.meta["retrievers"] = systems
-    report.meta["verifier"] = {"name": getattr(rr, "name", type(rr).__name__), "config": getattr(rr, "config", dict)(),
-                               "task_defaults": applied, "reads_verifier_view": view[0] is not None}
+    report.meta.update(_verifier_meta(rr, applied, reads_view=view[0] is not None))
+    if options.output:
+        save_report(report, options.output)
+    return report
+
+
+def _retrieve(prepared: Any, retrievers: Sequence[str], options: GapOptions) -> tuple[list[Run], list[dict]]:
+    """Each retriever's run, deep enough for the pool and every pool budget, and its entry in ``meta["retrievers"]``."""
+    from ..retrieval import config_of, fingerprint_of
+
+    k = max([options.depth, *options.pool_sizes]) if options.pool_sizes else options.depth
+    runs, systems = [], []
+    for spec in retrievers:
+        retr, run = prepared.retrieve(spec, k, llm_base_url=options.llm_base_url, llm_model=options.llm_model)
+        runs.append(run)
+        # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
+        systems.append({"spec": str(spec) if isinstance(spec, str) else run.name, "name": run.name,
+                        "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
+    return runs, systems
+
+
+def _verifier_meta(rr: Any, applied: dict, *, reads_view: bool) -> dict[str, Any]:
+    """The report's ``verifier``, ``llm`` (an LLM verifier's manifest) and ``answers`` (its answer counts) meta."""
+    meta: dict[str, Any] = {"verifier": {"name": getattr(rr, "name", type(rr).__name__),
+                                         "config": getattr(rr, "config", dict)(), "task_defaults": applied,
+                                         "reads_verifier_view": reads_view}}
     llm = llm_manifest_of(rr)
     if llm is not None:
-        report.meta["llm"] = llm
+        meta["llm"] = llm
     if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
-        report.meta["answers"] = rr.answers
-    if output:
-        save_report(report, output)
-    return report
+        meta["answers"] = rr.answers
+    return meta

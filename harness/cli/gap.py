@@ -33,7 +33,7 @@ def gap_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Retrieval-verification gap: best retriever vs the LLM verifier on standard and gold-infused pools."""
-    from ..analyses.gap import run_gap
+    from ..analyses.gap import GapOptions, run_gap_with
 
     check_count("--depth", depth, "documents per retriever in the pool")
     sizes = parse_pool_sizes(pool_sizes)
@@ -44,7 +44,7 @@ def gap_cmd(
     not_empty(verifier=verifier, measure=measure, llm_base_url=llm_base_url, llm_model=llm_model)
     specs = split_specs(retrievers)
     check_output(output, run_dir=False)
-    report = run_gap(task, specs, verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure,
-                     max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
-                     output=output)
+    options = GapOptions(verifier=verifier, depth=depth, pool_sizes=sizes, measure=measure, max_queries=max_queries,
+                         seed=seed, llm_base_url=llm_base_url, llm_model=llm_model, output=output)
+    report = run_gap_with(task, specs, options)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
