@@ -366,3 +366,57 @@ def test_signals_markdown_pinned():
     ]) + "\n"
     no_gate = to_markdown({**_SIG, "gate": None, "gate_note": "nothing to separate"})
     assert no_gate.endswith("\n".join([*_SIG_TABLE, "", "No gate: nothing to separate"]) + "\n")
+
+
+# ------------------------------------------------------------------ SignalsOptions
+
+def _words(texts):
+    return [t.lower().split() for t in texts]
+
+
+def test_run_signals_keywords_match_run_signals_with(tmp_path):
+    from gapbench.analyses.signals import SignalsOptions, run_signals, run_signals_with
+
+    folder = "tests/fixtures/beir/scifact"
+    kw = dict(window=1, n_bootstrap=20, seed=2, term_extractor=_words)
+    by_keywords = run_signals(folder, ["bm25"], **kw)
+    by_options = run_signals_with(folder, ["bm25"], SignalsOptions(**kw, output=tmp_path / "sig"))
+    assert by_keywords.to_dict() == by_options.to_dict()
+    d = by_options.to_dict()
+    assert (d["n_queries"], d["primary"], d["window"], d["min_rel"], d["seed"]) == (4, "bm25", 1, 1, 2)
+    assert d["retrievers"] == [{"spec": "bm25", "kind": "sparse"}] and d["term_rule"] == "custom extractor"
+    assert d["signals"]["dense_agreement"]["available"] is False  # one retriever, no two dense rankings
+    assert json.loads((tmp_path / "sig" / "signals.json").read_text()) == d
+
+
+def test_signals_options_check_the_retrievers_before_any_work():
+    from gapbench.analyses.signals import SignalsOptions, run_signals_with
+
+    with pytest.raises(ConfigError, match=r"^give at least one retriever"):
+        run_signals_with("no/such/task", [], SignalsOptions())
+    with pytest.raises(ConfigError, match=r"^a retriever is listed twice in bm25, bm25; list each once\.$"):
+        run_signals_with("no/such/task", ["bm25", "bm25"], SignalsOptions())
+    with pytest.raises(ConfigError, match=r"^--primary 'dense' is not among --retrievers \(bm25\)\.$"):
+        run_signals_with("no/such/task", ["bm25"], SignalsOptions(primary="dense"))
+
+
+def test_cli_builds_one_signals_options_object(monkeypatch, capsys):
+    import gapbench.analyses.signals as mod
+
+    seen = []
+
+    def fake(task, retrievers, options):
+        seen.append((task, retrievers, options))
+        return mod.SignalsReport(task, SignalTable((), {}), np.zeros(0, dtype=np.int64), {"n_queries": 0})
+
+    monkeypatch.setattr(mod, "run_signals_with", fake)
+    assert main(["signals", "toy", "--retrievers", "bm25, dense", "-k", "5", "--primary", "dense", "--min-rel", "2",
+                 "--max-queries", "30", "--bar", "0.7", "--max-corr", "0.9", "--bootstrap", "50",
+                 "--calib-fraction", "0.4", "--target-catch", "0.9", "--gate-signal", "max_score", "--seed", "4",
+                 "--json"]) == 0
+    assert seen == [("toy", ["bm25", "dense"], mod.SignalsOptions(
+        window=5, primary="dense", min_rel=2, max_queries=30, bar=0.7, max_corr=0.9, n_bootstrap=50, seed=4,
+        calib_fraction=0.4, target_catch=0.9, gate_signal="max_score"))]
+    assert json.loads(capsys.readouterr().out) == {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0}
+    assert main(["signals", "toy", "--json"]) == 0  # the CLI defaults are SignalsOptions' own
+    assert seen[-1][2] == mod.SignalsOptions()

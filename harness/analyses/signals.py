@@ -769,6 +769,48 @@ def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:
 
 # ------------------------------------------------------------------ end to end
 
+@dataclass(frozen=True)
+class SignalsOptions:
+    """Every setting of a signals run but the task and the retrievers (definitions in the module docstring).
+
+    Example::
+
+        report = run_signals_with("impliret/unispeaker/wknow", ["bm25", "dense"], SignalsOptions(window=20))
+    """
+
+    window: int = 10
+    primary: str | None = None  # None: the first retriever
+    min_rel: int = 1
+    max_queries: int | None = None
+    bar: float = 0.65
+    max_corr: float = 0.85
+    n_bootstrap: int = 1000
+    seed: int = 0
+    calib_fraction: float = 0.5
+    target_catch: float | None = None
+    gate_signal: str | None = None
+    term_extractor: TermExtractor | None = None
+    output: str | Path | None = None
+
+    def check(self, retrievers: Sequence[str]) -> None:
+        """Raise ConfigError for retrievers no run accepts with these settings, before any work is done."""
+        if not retrievers:
+            raise ConfigError("give at least one retriever, e.g. --retrievers bm25,dense.")
+        if len(set(retrievers)) != len(retrievers):
+            raise ConfigError(f"a retriever is listed twice in {', '.join(retrievers)}; list each once.")
+        if self.primary is not None and self.primary not in retrievers:
+            raise ConfigError(f"--primary {self.primary!r} is not among --retrievers ({', '.join(retrievers)}).")
+
+    def meta(self, retrievers: Sequence[str]) -> dict:
+        """The run's settings as signals.json records them beside the analysis."""
+        return {
+            "retrievers": [{"spec": s, "kind": retriever_kind(s)} for s in retrievers],
+            "primary": self.primary or retrievers[0], "window": self.window, "min_rel": self.min_rel,
+            "term_rule": TERM_RULE if self.term_extractor is None else "custom extractor",
+            "calib_fraction": self.calib_fraction,
+        }
+
+
 def run_signals(
     task: str,
     retrievers: Sequence[str],
@@ -787,31 +829,35 @@ def run_signals(
     term_extractor: TermExtractor | None = None,
     output: str | Path | None = None,
 ) -> SignalsReport:
-    """Run the retrievers on a task (top-``window`` each), compute the signals, the AUC table and the gate."""
+    """Run the retrievers on a task (top-``window`` each), compute the signals, the AUC table and the gate.
+
+    The keywords are those of :class:`SignalsOptions`; this builds one and calls :func:`run_signals_with`.
+    """
+    options = SignalsOptions(
+        window=window, primary=primary, min_rel=min_rel, max_queries=max_queries, bar=bar, max_corr=max_corr,
+        n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction, target_catch=target_catch,
+        gate_signal=gate_signal, term_extractor=term_extractor, output=output)
+    return run_signals_with(task, retrievers, options)
+
+
+def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptions) -> SignalsReport:
+    """:func:`run_signals` with its settings in one :class:`SignalsOptions`."""
     from ..pipeline import prepare
 
-    if not retrievers:
-        raise ConfigError("give at least one retriever, e.g. --retrievers bm25,dense.")
-    if len(set(retrievers)) != len(retrievers):
-        raise ConfigError(f"a retriever is listed twice in {', '.join(retrievers)}; list each once.")
-    prepared = prepare(task, max_queries=max_queries, seed=seed, judged=min_rel)
-    task_obj, data, qids = prepared.task, prepared.data, prepared.query_ids
-    runs: dict[str, Run] = {spec: prepared.retrieve(spec, window)[1] for spec in retrievers}
-    primary = primary or retrievers[0]
-    if primary not in runs:
-        raise ConfigError(f"--primary {primary!r} is not among --retrievers ({', '.join(retrievers)}).")
-    table = compute_signals(runs, qids, window=window, primary=primary, corpus=data.corpus, queries=data.queries,
-                            term_extractor=term_extractor)
-    labels = weak_labels(runs[primary], data.qrels, qids, window, min_rel)
-    meta = {
-        "retrievers": [{"spec": s, "kind": retriever_kind(s)} for s in retrievers], "primary": primary,
-        "window": window, "min_rel": min_rel, "term_rule": TERM_RULE if term_extractor is None else "custom extractor",
-        "calib_fraction": calib_fraction,
-    }
-    report = analyse(table, labels, task=task_obj.name, bar=bar, max_corr=max_corr, n_bootstrap=n_bootstrap, seed=seed,
-                     calib_fraction=calib_fraction, target_catch=target_catch, gate_signal=gate_signal, meta=meta)
-    if output is not None:
-        save_report(report, output)
+    options.check(retrievers)
+    prepared = prepare(task, max_queries=options.max_queries, seed=options.seed, judged=options.min_rel)
+    data, qids = prepared.data, prepared.query_ids
+    runs: dict[str, Run] = {spec: prepared.retrieve(spec, options.window)[1] for spec in retrievers}
+    primary = options.primary or retrievers[0]
+    table = compute_signals(runs, qids, window=options.window, primary=primary, corpus=data.corpus,
+                            queries=data.queries, term_extractor=options.term_extractor)
+    labels = weak_labels(runs[primary], data.qrels, qids, options.window, options.min_rel)
+    report = analyse(table, labels, task=prepared.task.name, bar=options.bar, max_corr=options.max_corr,
+                     n_bootstrap=options.n_bootstrap, seed=options.seed, calib_fraction=options.calib_fraction,
+                     target_catch=options.target_catch, gate_signal=options.gate_signal,
+                     meta=options.meta(retrievers))
+    if options.output is not None:
+        save_report(report, options.output)
     return report
 
 

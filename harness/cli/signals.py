@@ -46,16 +46,17 @@ def signals_cmd(
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
     from .common import check_output, fail, split_specs
-    from ..analyses.signals import run_signals
+    from ..analyses.signals import SignalsOptions, run_signals_with
 
     check_output(output, run_dir=False)
     if window < 1:
         fail(f"--window must be at least 1, got {window}.")
-    report = run_signals(
-        task, split_specs(retrievers), window=window, primary=primary, min_rel=min_rel, max_queries=max_queries,
-        bar=bar, max_corr=max_corr, n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction,
-        target_catch=target_catch, gate_signal=gate_signal, output=output,
+    options = SignalsOptions(
+        window=window, primary=primary, min_rel=min_rel, max_queries=max_queries, bar=bar, max_corr=max_corr,
+        n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction, target_catch=target_catch,
+        gate_signal=gate_signal, output=output,
     )
+    report = run_signals_with(task, split_specs(retrievers), options)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
     if output is not None and not as_json:
         typer.echo(f"written to {output}")
