@@ -60,23 +60,38 @@ def rows(dataset: str, config: str, split: str, revision: str, *, data_dir: str 
                 for _, obj in read_jsonl(path):
                     yield obj
         return
+    env = f"GAPBENCH_DATA_{short_name.upper().replace('-', '_')}" if short_name else "data_dir"
+    fix = (f"With hub access it downloads by itself; without, download the dataset repository elsewhere "
+           f"(huggingface-cli download {dataset} --repo-type dataset --revision {revision or 'main'} --local-dir DIR) "
+           f"and pass the task option data_dir=DIR or set {env}=DIR.")
+    for rec in load_dataset(dataset, config, split, revision, feature=f"reading {dataset} from the hub", fix=fix):
+        yield dict(rec)
+
+
+def load_dataset(dataset: str, config: str | None, split: str, revision: str | None, *, feature: str, fix: str):
+    """``datasets.load_dataset`` with gapbench's errors: a ConfigError naming the pip extra when ``datasets`` is not
+    installed (``feature`` says what needs it); a DatasetUnavailableError naming the dataset, config, split, revision
+    and the hub's reason, then ``fix`` (how to go on without hub access), when the load fails.
+
+    >>> rows = load_dataset("BeIR/scifact", "corpus", "corpus", "main", feature="source=hf",  # doctest: +SKIP
+    ...                     fix="Without hub access pass data_dir=DIR.")
+    """
     try:
         import datasets
     except ImportError:
-        raise ConfigError(f"reading {dataset} from the hub needs 'datasets': pip install 'gapbench[hub]'.") from None
+        raise ConfigError(f"{feature} needs the package 'datasets': pip install 'gapbench[hub]'.") from None
     try:
-        ds = datasets.load_dataset(dataset, name=config or None, split=split, revision=revision)
+        return datasets.load_dataset(dataset, name=config or None, split=split, revision=revision)
     except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
-        env = f"GAPBENCH_DATA_{short_name.upper().replace('-', '_')}" if short_name else "data_dir"
         raise DatasetUnavailableError(
             f"cannot load the Hugging Face dataset {dataset} (config {config or '-'}, split {split}, revision "
-            f"{revision[:12] if revision else 'main'}): {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. "
-            f"With hub access it downloads by itself; without, download the dataset repository elsewhere "
-            f"(huggingface-cli download {dataset} --repo-type dataset --revision {revision or 'main'} --local-dir DIR) "
-            f"and pass the task option data_dir=DIR or set {env}=DIR."
+            f"{revision[:12] if revision else 'main'}): {type(exc).__name__}: {first_line(exc)}. {fix}"
         ) from None
-    for rec in ds:
-        yield dict(rec)
+
+
+def first_line(exc: BaseException, width: int = 160) -> str:
+    """The first line of an exception's message, cut to ``width`` characters; '' when it has no message."""
+    return (str(exc).splitlines() or [""])[0][:width]
 
 
 def _parquet_rows(path: Path) -> Iterator[dict]:

@@ -37,7 +37,7 @@ from gapbench.corpus_store import read_beir_folder
 from gapbench.files import atomic_writer
 from gapbench.formats import file_digest
 from gapbench.task import TASKS, Task
-from gapbench.tasks._hub import beir_style_folder
+from gapbench.tasks._hub import beir_style_folder, load_dataset
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 ZIP_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -215,18 +215,8 @@ def _extract(zip_path: Path, root: Path, archive: str) -> None:
 # ---------------------------------------------------------------- Hugging Face
 
 def _hf_load(dataset: str, config: str | None, split: str, revision: str):
-    try:
-        import datasets
-    except ImportError:
-        raise ConfigError("source=hf needs the package 'datasets': pip install 'gapbench[hub]'.") from None
-    try:
-        return datasets.load_dataset(dataset, name=config, split=split, revision=revision)
-    except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
-        raise DatasetUnavailableError(
-            f"cannot load the Hugging Face dataset {dataset} (config {config or '-'}, split {split}, revision "
-            f"{revision}): {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}. Without hub "
-            f"access, unzip the official BEIR zip into DIR and pass data_dir=DIR or set {ENV_VAR}=DIR."
-        ) from None
+    fix = f"Without hub access, unzip the official BEIR zip into DIR and pass data_dir=DIR or set {ENV_VAR}=DIR."
+    return load_dataset(dataset, config, split, revision, feature="source=hf", fix=fix)
 
 
 def load_hf(name: str, split: str, revision: str = "main") -> TaskData:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
+from gapbench.errors import ConfigError, DataFormatError
 from gapbench.formats import read_jsonl
 from gapbench.task import TASKS, Task
+from gapbench.tasks._hub import load_dataset
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 HF_DATASET = "zeinabTaghavi/ImpliRet"
@@ -58,18 +59,9 @@ def load_packaged(config: str, split: str) -> TaskData:
 
 
 def load_hub(config: str, split: str, revision: str = HF_REVISION) -> TaskData:
-    try:
-        import datasets
-    except ImportError:
-        raise ConfigError("source=hub needs the package 'datasets': pip install 'gapbench[hub]'.") from None
-    try:
-        ds = datasets.load_dataset(HF_DATASET, name=config, split=split, revision=revision)
-    except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
-        raise DatasetUnavailableError(
-            f"cannot load the Hugging Face dataset {HF_DATASET} (config {config}, split {split}, revision "
-            f"{revision[:12]}): {type(exc).__name__}: {str(exc).splitlines()[0][:200]}. Without hub access use the "
-            f"copy shipped with gapbench (impliret/{config}/{split}, source=packaged) or a local BEIR folder path."
-        ) from None
+    fix = (f"Without hub access use the copy shipped with gapbench (impliret/{config}/{split}, source=packaged) or a "
+           "local BEIR folder path.")
+    ds = load_dataset(HF_DATASET, config, split, revision, feature="source=hub", fix=fix)
     return _build([(i + 1, dict(r)) for i, r in enumerate(ds)], f"hf:{HF_DATASET}@{revision[:12]}")
 
 

@@ -33,6 +33,7 @@ from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableErro
 from gapbench.corpus_store import read_jsonl_corpus
 from gapbench.formats import read_beir_qrels, read_jsonl, read_jsonl_queries
 from gapbench.task import TASKS, Task
+from gapbench.tasks._hub import first_line
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 HF_DATASET = "dianetc/OBLIQ-Bench"
@@ -132,11 +133,10 @@ def _fetch(name: str, relpath: str, data_dir: str | None, revision: str) -> Path
     try:
         return Path(hf_hub_download(HF_DATASET, relpath, repo_type="dataset", revision=revision))
     except Exception as exc:  # the hub client raises many types (connection, offline mode, missing file or revision)
-        first = str(exc).splitlines()[0][:160] if str(exc) else ""
         raise DatasetUnavailableError(
             f"cannot fetch {relpath} of the Hugging Face dataset {HF_DATASET} (revision {revision[:12]}): "
-            f"{type(exc).__name__}: {first}. With hub access it downloads by itself; without, download the repository "
-            f"elsewhere (huggingface-cli download {HF_DATASET} --repo-type dataset --revision {revision} "
+            f"{type(exc).__name__}: {first_line(exc)}. With hub access it downloads by itself; without, download the "
+            f"repository elsewhere (huggingface-cli download {HF_DATASET} --repo-type dataset --revision {revision} "
             f"--local-dir DIR) and pass the task option data_dir=DIR or set {ENV_VAR}=DIR."
         ) from None
 

@@ -41,7 +41,7 @@ from gapbench.errors import (
 from gapbench.corpus_store import read_beir_folder
 from gapbench.formats import open_text
 from gapbench.task import TASKS, Task
-from gapbench.tasks._hub import beir_style_folder
+from gapbench.tasks._hub import beir_style_folder, first_line
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 HF_ORG = "RAR-b"
@@ -142,7 +142,7 @@ def _hub_folder(task: str, revision: str, files: tuple[str, ...]) -> Path:
     except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
         raise DatasetUnavailableError(
             f"cannot download the Hugging Face dataset {repo} (revision {revision[:12]}): {type(exc).__name__}: "
-            f"{(str(exc).splitlines() or [''])[0][:300].rstrip('.')}. With hub access it downloads by itself; without, "
+            f"{first_line(exc, 300).rstrip('.')}. With hub access it downloads by itself; without, "
             f"download it elsewhere (huggingface-cli download {repo} --repo-type dataset --revision {revision} "
             f"--local-dir DIR/{task}) and pass the task option data_dir=DIR or set {ENV_VAR}=DIR."
         ) from None

@@ -60,3 +60,23 @@ def test_hub_source_fails_fast_offline(monkeypatch):
     assert task.revision.startswith("5ba6044")
     with pytest.raises(DatasetUnavailableError, match="zeinabTaghavi/ImpliRet.*source=packaged"):
         task.load()
+
+
+@pytest.mark.parametrize("reason, shown", [
+    ("", "RuntimeError: . Without"), ("offline\nsecond line", "RuntimeError: offline. Without"),
+])
+def test_hub_failure_shows_the_first_line_of_its_reason(monkeypatch, reason, shown):
+    """The hub's reason, first line only (an empty one, too, which used to end in an IndexError)."""
+    import sys
+    import types
+
+    from gapbench.errors import DatasetUnavailableError
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(reason)
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=refuse))
+    with pytest.raises(DatasetUnavailableError) as err:
+        get_task("impliret/multispeaker/wknow:source=hub").load()
+    assert "(config multispeaker, split wknow, revision 5ba604482dd2): " + shown in str(err.value)
+    assert "second line" not in str(err.value)
