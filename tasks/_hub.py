@@ -20,12 +20,15 @@ def env_data_dir(short_name: str) -> str | None:
     return os.environ.get(f"GAPBENCH_DATA_{short_name.upper().replace('-', '_')}")
 
 
-def beir_style_folder(root: Path, name: str) -> Path | None:
-    """``root/name`` or ``root`` itself, whichever holds a BEIR-style ``corpus.jsonl`` (or .gz); None otherwise."""
+def beir_style_folder(root: Path, name: str, *, not_a_folder: str, absent: str) -> Path:
+    """``root/name`` or ``root`` itself, whichever holds a BEIR-style ``corpus.jsonl`` (or .gz). A DataFormatError
+    naming ``root`` says ``not_a_folder`` when it is no directory, ``absent`` when neither folder holds a corpus."""
+    if not root.is_dir():
+        raise DataFormatError(not_a_folder, path=root)
     for cand in (root / name, root):
         if (cand / "corpus.jsonl").exists() or (cand / "corpus.jsonl.gz").exists():
             return cand
-    return None
+    raise DataFormatError(absent, path=root)
 
 
 def _local_files(root: Path, config: str, split: str) -> list[Path]:

@@ -133,19 +133,13 @@ def _check_name(name: str) -> BeirSet:
 def local_folder(name: str, data_dir: str | os.PathLike) -> Path:
     """``<DIR>/<name>`` in the unzipped official layout, or ``DIR`` itself when it already holds ``corpus.jsonl``."""
     root = Path(data_dir).expanduser()
-    if not root.is_dir():
-        raise DataFormatError(
-            f"data_dir for beir/{name} is not a directory; give the folder that holds the unzipped BEIR sets "
-            f"(<DIR>/{name}/corpus.jsonl, queries.jsonl, qrels/<split>.tsv).",
-            path=root,
-        )
-    found = beir_style_folder(root, name)
-    if found is not None:
-        return found
-    raise DataFormatError(
-        f"no copy of beir/{name} here: expected {root / name}/corpus.jsonl, queries.jsonl and qrels/<split>.tsv "
-        f"(the layout of the unzipped {zip_name(name)}.zip from {ZIP_URL.format(name=zip_name(name))}).",
-        path=root,
+    return beir_style_folder(
+        root, name,
+        not_a_folder=f"data_dir for beir/{name} is not a directory; give the folder that holds the unzipped BEIR sets "
+                     f"(<DIR>/{name}/corpus.jsonl, queries.jsonl, qrels/<split>.tsv).",
+        absent=f"no copy of beir/{name} here: expected {root / name}/corpus.jsonl, queries.jsonl and "
+               f"qrels/<split>.tsv (the layout of the unzipped {zip_name(name)}.zip from "
+               f"{ZIP_URL.format(name=zip_name(name))}).",
     )
 
 

@@ -116,18 +116,12 @@ def _local_folder(task: str, data_dir: str | None) -> Path | None:
     root = data_dir or os.environ.get(ENV_VAR)
     if not root:
         return None
-    root_path = Path(root).expanduser()
-    if not root_path.is_dir():
-        where = "data_dir" if data_dir else ENV_VAR
-        raise DataFormatError(f"{where} for RAR-b is not a directory; give the folder that holds <task>/ folders.",
-                              path=root_path)
-    found = beir_style_folder(root_path, task)
-    if found is not None:
-        return found
-    raise DataFormatError(
-        f"no copy of {HF_ORG}/{task} here: expected {task}/corpus.jsonl, {task}/queries.jsonl, "
-        f"{task}/qrels/test.tsv and {task}/instruction.txt, laid out as the Hugging Face repository.",
-        path=root_path,
+    where = "data_dir" if data_dir else ENV_VAR
+    return beir_style_folder(
+        Path(root).expanduser(), task,
+        not_a_folder=f"{where} for RAR-b is not a directory; give the folder that holds <task>/ folders.",
+        absent=f"no copy of {HF_ORG}/{task} here: expected {task}/corpus.jsonl, {task}/queries.jsonl, "
+               f"{task}/qrels/test.tsv and {task}/instruction.txt, laid out as the Hugging Face repository.",
     )
 
 
