@@ -30,7 +30,7 @@ import pyarrow.ipc as ipc
 
 from .errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from .files import PathLike, atomic_writer, output_folder
-from .formats import collect_records, corpus_records, read_beir_qrels, read_jsonl_queries
+from .formats import collect_records, corpus_records, judged_ids_check, read_beir_qrels, read_jsonl_queries
 from .types import Corpus, Document, Queries
 
 ENV_VAR = "GAPBENCH_COMPACT_CORPUS"
@@ -534,14 +534,8 @@ def read_beir_folder(folder: PathLike, split: str = "test"):
     corpus = read_jsonl_corpus(corpus_path)
     queries = read_jsonl_queries(queries_path)
 
-    def known(qid: str, did: str, n: int) -> None:
-        if qid not in queries:
-            raise DataFormatError(f"query {qid!r} is judged here but absent from {queries_path.name}; add it there "
-                                  "or remove its judgements.", path=qrels_path, line=n)
-        if did not in corpus:
-            raise DataFormatError(f"qrels of query {qid!r} name document {did!r}, absent from {corpus_path.name}; "
-                                  "add the document or remove the judgement.", path=qrels_path, line=n)
-
+    known = judged_ids_check(queries, corpus, qrels_path, query="query", queries_file=queries_path.name,
+                             corpus_file=corpus_path.name, add_query="add it there or remove its judgements")
     qrels = read_beir_qrels(qrels_path, known)
     # BEIR evaluates only the queries that have judgements in this split.
     queries = Queries(q for q in queries.values() if q.query_id in qrels)

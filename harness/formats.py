@@ -30,7 +30,7 @@ import os
 import zlib
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO, Callable, Container, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
 from .files import atomic_writer
@@ -249,6 +249,26 @@ def _score(text: str, path: PathLike, n: int) -> float:
 
 
 Check = Callable[[str, str, int], None]
+
+
+def judged_ids_check(queries: Container[str], corpus: Container[str], qrels: PathLike, *, query: str,
+                     queries_file: object, corpus_file: object, add_query: str) -> Check:
+    """The ``check`` for a qrels reader that refuses, at the judgement's line of ``qrels``, a ``query`` id absent
+    from ``queries`` (``add_query`` says how to fix that) or a document absent from ``corpus``.
+
+    >>> check = judged_ids_check({"q1"}, {"d1"}, "qrels.tsv", query="query", queries_file="queries.jsonl",
+    ...                          corpus_file="corpus.jsonl", add_query="add it there or remove its judgements")
+    >>> check("q1", "d1", 2)
+    """
+    def check(qid: str, did: str, n: int) -> None:
+        if qid not in queries:
+            raise DataFormatError(f"{query} {qid!r} is judged here but absent from {queries_file}; {add_query}.",
+                                  path=qrels, line=n)
+        if did not in corpus:
+            raise DataFormatError(f"qrels of {query} {qid!r} name document {did!r}, absent from {corpus_file}; add the "
+                                  "document or remove the judgement.", path=qrels, line=n)
+
+    return check
 
 
 def _read(parse, path: PathLike, *args):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
 from gapbench.corpus_store import read_jsonl_corpus
-from gapbench.formats import read_qrels, text_lines
+from gapbench.formats import judged_ids_check, read_qrels, text_lines
 from gapbench.task import TASKS, Task
 from gapbench.types import Queries, Query, TaskData, id_problem, show_id
 
@@ -151,15 +151,8 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
 def load(topics: str | Path, qrels: str | Path, corpus: str | Path, field: str = "title") -> TaskData:
     queries = read_topics(topics, field)
     docs = read_jsonl_corpus(corpus)
-
-    def known(qid: str, did: str, n: int) -> None:
-        if qid not in queries:
-            raise DataFormatError(f"topic {qid!r} is judged here but absent from {topics}; give the matching topics "
-                                  "file or drop its judgements.", path=qrels, line=n)
-        if did not in docs:
-            raise DataFormatError(f"qrels of topic {qid!r} name document {did!r}, absent from {corpus}; add the "
-                                  "document or drop the judgement.", path=qrels, line=n)
-
+    known = judged_ids_check(queries, docs, qrels, query="topic", queries_file=topics, corpus_file=corpus,
+                             add_query="give the matching topics file or drop its judgements")
     return TaskData(docs, queries, read_qrels(qrels, known))
 
 
