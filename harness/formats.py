@@ -276,6 +276,15 @@ def _read(parse, path: PathLike, *args):
         return parse(lines, path, *args)
 
 
+def _columns_error(line: str, layout: str, other: tuple[int, str], path: PathLike, n: int) -> DataFormatError:
+    """A TREC line whose column count is not that of ``layout`` (its column names); a count that is the other TREC
+    file's, ``other`` = (columns, what it looks like and where it goes), says so."""
+    found = len(line.split())
+    looks = f" (this looks like {other[1]})" if found == other[0] else ""
+    return DataFormatError(f"expected {len(layout.split())} columns '{layout}', found {found}: {line.strip()[:80]!r}"
+                           + looks, path=path, line=n)
+
+
 # ---------------------------------------------------------------- TREC qrels
 
 def read_trec_qrels(path: PathLike, check: Check | None = None) -> Qrels:
@@ -293,10 +302,7 @@ def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
         if not parts:
             continue
         if len(parts) != 4:
-            raise DataFormatError(
-                f"expected 4 columns 'query_id iteration doc_id relevance', found {len(parts)}: {line.strip()[:80]!r}"
-                + (" (this looks like a run; give it with --run)" if len(parts) == 6 else ""), path=path, line=n,
-            )
+            raise _columns_error(line, "query_id iteration doc_id relevance", (6, "a run; give it with --run"), path, n)
         qid, _, did, rel = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
             _too_long_id(qid, did, path, n)
@@ -337,10 +343,8 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
         if not parts:
             continue
         if len(parts) != 6:
-            raise DataFormatError(
-                f"expected 6 columns 'query_id Q0 doc_id rank score tag', found {len(parts)}: {line.strip()[:80]!r}"
-                + (" (this looks like qrels; give them with --qrels)" if len(parts) == 4 else ""), path=path, line=n,
-            )
+            raise _columns_error(line, "query_id Q0 doc_id rank score tag", (4, "qrels; give them with --qrels"),
+                                 path, n)
         qid, _, did, rank, score, tag = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
             _too_long_id(qid, did, path, n)
