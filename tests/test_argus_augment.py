@@ -199,7 +199,7 @@ def test_packaged_kb_fingerprint_and_lookup():
         "a5b97e29eb3409db0d825c5fbd3b3f1402dd5aae9b3654419d609ae4beb864b4"
     rows = [json.loads(x) for x in KB_FILE.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 97 and rows[0]["title"] == "Northwell Health Ice Center" and rows[-1]["id"] == "Q65393401"
-    kb = ReferenceKB.packaged("impliret-wknow")
+    kb = ReferenceKB.packaged("landmarks-oracle")
     assert len(kb.passages) == 97
     hits = kb.lookup(["Soyu Stadium", "zzqx unknownword"], k=2)
     assert hits["Soyu Stadium"][0][0] == "Q4701236"
@@ -209,7 +209,7 @@ def test_packaged_kb_fingerprint_and_lookup():
 
 def test_expansion_views_one_per_entity_passage_pair():
     corpus = Corpus([Document("0", "I ran near Soyu Stadium last week."), Document("1", "Nothing here.")])
-    kb = ReferenceKB.packaged()
+    kb = ReferenceKB.packaged("landmarks-oracle")
     diag = _diag(corpus, {"0": [("Soyu Stadium", "FAC")]})
     hits = kb_hits(diag, kb, 2)
     views = expansion_views(corpus, diag, kb, 2, hits=hits)
@@ -225,7 +225,7 @@ def test_synthesis_view_through_the_llm_layer_and_its_cache(tmp_path):
     from gapbench.llm.client import LLMClient
 
     corpus = Corpus([Document("0", "We trained near Soyu Stadium every day."), Document("1", "Nothing here.")])
-    kb = ReferenceKB.packaged()
+    kb = ReferenceKB.packaged("landmarks-oracle")
     diag = _diag(corpus, {"0": [("Soyu Stadium", "FAC")]})
     hits = {"0": {"Soyu Stadium": ("Q4701236",)}, "1": {}}
     prompt = synthesis_prompt(corpus["0"].text, {"Soyu Stadium": [kb.passages["Q4701236"].text]})
@@ -257,7 +257,9 @@ def test_argus_synth_augmenter_uses_the_endpoint_given_else_the_embedded_llm(tmp
     corpus = Corpus([Document("0", "We trained near Soyu Stadium every day."), Document("1", "Nothing here.")])
     bm25 = get_retriever("bm25")
     with SynthServer() as srv:
-        views = ArgusAugmenter("argus-synth", bm25, llm_base_url=srv.base_url, llm_model="judge").augment(corpus)
+        # the old defaults, by name: the landmark KB (a pipeline check) and the label heuristic
+        views = ArgusAugmenter("argus-synth:kb=landmarks-oracle,diagnosis=label-prior", bm25, llm_base_url=srv.base_url,
+                               llm_model="judge").augment(corpus)
         assert srv.counts["chat"] == 1
     assert [v.view_id for v in views] == ["0::argus-syn"]
     # the synthesis server inserts the first five words of the entity's first KB passage after its mention

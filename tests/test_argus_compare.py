@@ -46,8 +46,8 @@ def argus_cli():
 
 def test_expansion_lifts_the_gold_document_behind_a_landmark(tmp_path):
     task = beir_folder(tmp_path / "t")
-    res = compare_argus(task, "bm25", kb="impliret-wknow", variants=["original", "expansion"],
-                        measures=["nDCG@10", "RR@10"], k=10)
+    res = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+                        variants=["original", "expansion"], measures=["nDCG@10", "RR@10"], k=10)
     t = res.tasks[0]
     orig, exp = t.results["original"], t.results["expansion"]
     # Original: no document shares a term with q0 or q1 ("Japanese" is not "japan" without stemming), so all score 0
@@ -78,9 +78,9 @@ def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli, monk
     task = beir_folder(tmp_path / "t")
     out = tmp_path / "out"
     with SynthServer() as srv:
-        rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--llm-base-url",
-                        srv.base_url, "--llm-model", "judge", "-m", "nDCG@5,nDCG@10,R@10", "--k", "10",
-                        "-o", str(out)])
+        rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--diagnosis",
+                        "label-prior", "--llm-base-url", srv.base_url, "--llm-model", "judge", "-m",
+                        "nDCG@5,nDCG@10,R@10", "--k", "10", "-o", str(out)])
         assert rc == 0
         assert srv.counts["chat"] == 2  # one synthesis call per document with flagged entities that have passages
     d = read_outputs(out)
@@ -105,8 +105,8 @@ def test_suite_reports_full_benchmark_avg(tmp_path):
     a = beir_folder(tmp_path / "a")
     b = beir_folder(tmp_path / "b", queries={"q0": "Who exercised in Japan?"}, qrels={"q0": {"d0": 1}})
     SUITES.register("argus-test-suite", Suite("argus-test-suite", (a, b), "test"), replace=True)
-    res = compare_argus("argus-test-suite", "bm25", kb="impliret-wknow", variants=["original", "expansion"],
-                        measures=["nDCG@10"], k=10)
+    res = compare_argus("argus-test-suite", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+                        variants=["original", "expansion"], measures=["nDCG@10"], k=10)
     d = res.to_dict()
     assert d["suite"] == "argus-test-suite" and len(d["tasks"]) == 2
     per = [t["variants"]["original"]["means"]["nDCG@10"] for t in d["tasks"].values()]
@@ -119,11 +119,9 @@ def test_suite_reports_full_benchmark_avg(tmp_path):
 
 def test_bad_input_errors(tmp_path, argus_cli, capsys):
     task = beir_folder(tmp_path / "t")
-    with pytest.raises(ConfigError, match="no Reference KB"):
-        compare_argus(task, "bm25", variants=["original", "expansion"])
     with pytest.raises(ConfigError, match="variants"):
-        compare_argus(task, "bm25", kb="impliret-wknow", variants=["expansion"])
-    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--probe",
+        compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["expansion"])
+    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--probe",
                     str(tmp_path / "missing")])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
 
@@ -154,7 +152,8 @@ def test_synthesis_without_an_endpoint_asks_for_the_embedded_llm_once(tmp_path, 
 
         monkeypatch.setattr(local, "embedded_server", embedded_server)
         out = tmp_path / "out"
-        rc = argus_cli(["argus", "compare", beir_folder(tmp_path / "t"), "-r", "bm25", "--kb", "impliret-wknow",
+        rc = argus_cli(["argus", "compare", beir_folder(tmp_path / "t"), "-r", "bm25", "--kb", "landmarks-oracle",
+                        "--diagnosis", "label-prior",
                         "--variants", "original,synthesis", "-m", "nDCG@10", "--k", "10", "-o", str(out)])
         assert rc == 0, capsys.readouterr().err
         assert srv.counts["chat"] == 2  # the two documents with flagged entities that have KB passages
@@ -171,13 +170,15 @@ def test_synthesis_without_an_endpoint_or_the_extra_says_how_to_get_either(tmp_p
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if gapbench[local-llm] were not installed
     task = beir_folder(tmp_path / "t")
     with pytest.raises(ConfigError) as err:
-        compare_argus(task, "bm25", kb="impliret-wknow", variants=["original", "synthesis"], measures=["nDCG@10"])
+        compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["original", "synthesis"],
+                      measures=["nDCG@10"])
     said = str(err.value)
     assert said.startswith("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
                            "endpoint (--llm-base-url or $OPENAI_BASE_URL")
     assert "pip install 'gapbench[local-llm]'" in said
     assert said.endswith(" To compare without synthesis, give --variants original,expansion.")
-    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "-m", "nDCG@10"])
+    rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--diagnosis", "label-prior",
+                    "-m", "nDCG@10"])
     err_text = capsys.readouterr().err
     assert rc == 2 and "the embedded LLM is not installed" in err_text and "--variants original,expansion" in err_text
 
@@ -185,8 +186,8 @@ def test_synthesis_without_an_endpoint_or_the_extra_says_how_to_get_either(tmp_p
 @pytest.mark.slow
 def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
     """The real case: ImpliRet multispeaker wknow, bm25, label-prior diagnosis, the packaged landmarks KB."""
-    res = compare_argus("impliret/multispeaker/wknow", "bm25", variants=["original", "expansion"],
-                        measures=["nDCG@10", "R@100"], k=100)
+    res = compare_argus("impliret/multispeaker/wknow", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+                        variants=["original", "expansion"], measures=["nDCG@10", "R@100"], k=100)
     t = res.tasks[0]
     assert t.results["original"].means["nDCG@10"] == pytest.approx(0.15176, abs=1e-4)  # published 15.20 (bm25s)
     assert t.results["expansion"].means["nDCG@10"] == pytest.approx(0.70449, abs=1e-4)
@@ -214,7 +215,7 @@ def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
     probe.save(tmp_path / "probe")
     task = beir_folder(tmp_path / "t")
     out = tmp_path / "out"
-    rc = argus_cli(["argus", "compare", task, "-r", "dense", "--kb", "impliret-wknow", "--probe",
+    rc = argus_cli(["argus", "compare", task, "-r", "dense", "--kb", "landmarks-oracle", "--probe",
                     str(tmp_path / "probe"), "--variants", "original,expansion", "-m", "nDCG@10", "--k", "10",
                     "-o", str(out)])
     assert rc == 0

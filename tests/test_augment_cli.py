@@ -23,16 +23,25 @@ def wknow120(tmp_path_factory):
     return folder
 
 
-def test_run_with_argus_expansion(wknow120, tmp_path, capsys):
-    assert main(["run", str(wknow120), "-r", "bm25", "--augment", "argus-expand", "-m", "nDCG@10,R@10", "--json",
-                 "-o", str(tmp_path / "run")]) == 0
+@pytest.mark.parametrize("options, kb, diagnosis", [
+    ("", "wikipedia-slice", "auto"),  # the defaults: the general KB, no probe bound to bm25, so the exact audit
+    (":kb=landmarks-oracle,diagnosis=label-prior", "landmarks-oracle", "label-prior"),  # the old settings, by name
+])
+def test_run_with_argus_expansion(wknow120, tmp_path, capsys, options, kb, diagnosis):
+    assert main(["run", str(wknow120), "-r", "bm25", "--augment", "argus-expand" + options, "-m", "nDCG@10,R@10",
+                 "--json", "-o", str(tmp_path / "run")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["system"] == "bm25+argus-expand"
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["augment"]["spec"] == "argus-expand" and manifest["augment"]["n_views"] > 0
-    ref = compare_argus(str(wknow120), "bm25", kb="impliret-wknow", variants=["original", "expansion"], measures=["nDCG@10", "R@10"],
-                        k=1000).tasks[0]
+    assert manifest["augment"]["spec"] == "argus-expand" + options and manifest["augment"]["n_views"] > 0
+    assert manifest["augment"]["kb"] == kb
+    assert manifest["augment"]["diagnosis"] == ("audit" if diagnosis == "auto" else diagnosis)
+    ref = compare_argus(str(wknow120), "bm25", kb=kb, diagnosis=diagnosis, variants=["original", "expansion"],
+                        measures=["nDCG@10", "R@10"], k=1000).tasks[0]
     assert out["measures"]["nDCG@10"] == pytest.approx(ref.results["expansion"].means["nDCG@10"], abs=1e-12)
     assert manifest["augment"]["n_views"] == ref.growth["expansion"]["n_views"]
+
+
+def test_run_with_an_unknown_augmenter(wknow120, capsys):
     assert main(["run", str(wknow120), "-r", "bm25", "--augment", "argus-nope"]) == 2
     assert "Did you mean" in capsys.readouterr().err

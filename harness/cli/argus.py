@@ -120,6 +120,9 @@ def probe_cmd(
     probe, rep, _ = runs[best]
     _, _, (source, result) = runs[-1]  # the task and encoder as the last set saw them (the same retriever for each)
     probe_dir = probe.save(out / "probe")
+    from ..analyses.argus.augment import bind_probe
+
+    bound = bind_probe(probe)  # the default diagnosis of this retriever (argus compare, run --augment) finds it
     report = {"kind": "argus_probe", "task": source, "version": 1, "retriever": result.retriever,
               "fingerprint": result.encoder["fingerprint"], "dim": result.encoder["dim"], "seed": seed, "k": k,
               "n_requested": n, "saved_probe": {"path": str(probe_dir), "dataset": rep["name"]},
@@ -131,7 +134,7 @@ def probe_cmd(
         return
     for rep in reports:
         typer.echo(_probe_line(rep))
-    typer.echo(f"probe saved to {probe_dir}; report in {out}")
+    typer.echo(f"probe saved to {probe_dir} and bound to the retriever ({bound}); report in {out}")
 
 
 def _probe_dataset(data, mode: str, retriever: str, *, k: int, n: int, seed: int, pooling: str, families: list[str]):

@@ -21,10 +21,13 @@ ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowled
 def compare_cmd(
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
-    probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by gapbench.analyses.argus.probe (Probe.save); "
-                                         "without it, entities are flagged by the label-prior fallback."),
-    kb: Optional[str] = typer.Option(None, "--kb", help="Reference KB: a JSONL file of {id, title, text}, or a packaged "
-                                     "name (impliret-wknow, the default for impliret/*/wknow)."),
+    probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by `gapbench argus probe` (Probe.save); "
+                                         "default: the probe bound to the retriever's fingerprint, if any."),
+    diagnosis: str = typer.Option("auto", "--diagnosis", help="auto (the probe given or bound to the retriever, else "
+                                  "an exact RPS audit), probe, audit, or label-prior (FAC/GPE/LOC/ORG flagged)."),
+    kb: str = typer.Option("wikipedia-slice", "--kb", help="Reference KB: a JSONL file of {id, title, text}, or a "
+                           "packaged name: wikipedia-slice (620 Wikipedia first paragraphs, the default) or "
+                           "landmarks-oracle (states ImpliRet's wknow answers: a pipeline check)."),
     tau: float = typer.Option(0.3, "--tau", help="Flag entities with predicted RPS below this."),
     k_aug: int = typer.Option(2, "--k-aug", help="KB passages per flagged entity."),
     ner: str = typer.Option("spacy", "--ner", help="spacy (offline default) or a transformers NER model name."),
@@ -45,7 +48,7 @@ def compare_cmd(
 
     check_output(output, run_dir=False)
     wanted = measure_list(measures)
-    result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner,
+    result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner, diagnosis=diagnosis,
                            llm_base_url=llm_base_url, llm_model=llm_model,
                            variants=[v.strip() for v in variants.split(",") if v.strip()],
                            measures=wanted, k=k, seed=seed, output=output)

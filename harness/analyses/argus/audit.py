@@ -577,6 +577,66 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
     return result
 
 
+# ---------------------------------------------------------------- exact RPS of corpus mentions
+def hit_probability(beaten: int, neutrals: int, n: int = DEFAULT_N, k: int = DEFAULT_K) -> float:
+    """P(rank <= k) of a target that ``beaten`` of ``neutrals`` eligible neutrals outscore, when ``n - 1`` of them are
+    drawn without replacement (all of them when fewer exist), ties optimistic as in :func:`compute_ranks`.
+
+    The expectation over the paper's random neutral draws (a hypergeometric CDF), so no seed enters::
+
+        hit_probability(2, 3, n=3, k=2)   # 2 of 3 drawn; a miss only when both beaters are drawn: 1 - 1/3
+    """
+    if k < 1 or n < 2:
+        raise ConfigError(f"k={k}, n={n}: give k >= 1 and n >= 2.")
+    draws = min(n - 1, neutrals)
+    if draws == neutrals:
+        return float(beaten <= k - 1)
+    from scipy.stats import hypergeom
+
+    return float(hypergeom.cdf(k - 1, neutrals, beaten, draws))
+
+
+def mention_rps(retriever: Any, corpus: Any, holders: Mapping[str, frozenset[str]],
+                queries: Mapping[str, Sequence[str]], *, k: int = DEFAULT_K, n: int = DEFAULT_N,
+                batch: int = 256) -> dict[tuple[str, str], float]:
+    """Exact RPS_k of entities mentioned in a corpus, measured with the retriever's own scores.
+
+    ``holders``: entity key -> the documents that mention it (the targets); ``queries``: entity key -> query texts
+    (the entity's related context). For each query the retriever scores the whole corpus once; a document's hit
+    probability among ``n - 1`` neutrals drawn from the documents that do not mention the entity is
+    :func:`hit_probability`; RPS is its mean over the entity's queries. Returns ``(key, doc_id) -> RPS`` for the keys
+    with queries. The retriever is indexed on ``corpus`` here (it ranks the whole corpus).
+    """
+    from ...retrieval import search_with
+    from ...types import Queries, Query
+
+    ids = corpus.ids()
+    pos = {d: i for i, d in enumerate(ids)}
+    texts = list(dict.fromkeys(t for key in queries if key in holders for t in queries[key]))
+    retriever.index(corpus)
+    scores: dict[str, np.ndarray] = {}
+    for lo in range(0, len(texts), batch):  # a full-depth run of every query at once would hold |Q| x |D| pairs
+        chunk = texts[lo:lo + batch]
+        run = search_with(retriever, Queries(Query(f"a{lo + i}", t) for i, t in enumerate(chunk)), len(ids), None)
+        for i, t in enumerate(chunk):
+            row = np.full(len(ids), -np.inf)  # an unranked document ties with every other unranked one
+            for did, sc in run.get(f"a{lo + i}", ()):
+                row[pos[did]] = sc
+            scores[t] = row
+    out: dict[tuple[str, str], float] = {}
+    for key, docs in holders.items():
+        if not queries.get(key):
+            continue
+        eligible = np.ones(len(ids), dtype=bool)
+        eligible[[pos[d] for d in docs]] = False
+        n_neutral = int(eligible.sum())
+        for did in docs:
+            hits = [hit_probability(int(np.count_nonzero(scores[t][eligible] > scores[t][pos[did]])), n_neutral, n, k)
+                    for t in queries[key]]
+            out[(key, did)] = float(np.mean(hits))
+    return out
+
+
 def _base_fingerprint(encoder: Any) -> str:
     from ...retrieval import fingerprint_of
 

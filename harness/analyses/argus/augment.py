@@ -15,14 +15,19 @@ Diagnosis (:func:`diagnose`):
    (``embed``) gives every mention its document's vector (the paper's rule for sentence-level models).
 3. A probe (anything with ``predict(embeddings) -> RPS in [0, 1]``, e.g. ``gapbench.analyses.argus.probe.Probe``) predicts
    each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
-   folded); entities with risk < ``tau`` (default 0.3) are flagged, once per document. Without a probe,
-   :class:`LabelPrior` is the documented fallback: it gives place and organisation names (spaCy ``FAC``, ``GPE``,
+   folded); entities with risk < ``tau`` (default 0.3) are flagged, once per document. The commands choose the scorer
+   with :func:`diagnosis_for` (``--diagnosis``): ``auto`` (default) takes the probe given or bound to the retriever's
+   fingerprint (:func:`bind_probe`, done by ``gapbench argus probe``; :func:`bound_probe`), else :class:`MentionAudit`,
+   an exact RPS audit of the mentioned entities with the retriever itself (no embeddings needed, so bm25 too);
+   ``label-prior`` only on request: :class:`LabelPrior` gives place and organisation names (spaCy ``FAC``, ``GPE``,
    ``LOC``, ``ORG``; CoNLL ``LOC``, ``ORG``) RPS 0 and every other entity RPS 1, so exactly those are flagged.
 
 Remedy:
 
 - :class:`ReferenceKB`: passages looked up with BM25 (bm25s, gapbench's ``bm25``) by each flagged entity's surface
-  form; the top ``k_aug`` (default 2) passages with a positive score.
+  form; the top ``k_aug`` (default 2) passages with a positive score. Packaged: ``wikipedia-slice`` (the default: the
+  audit slice's 620 Wikipedia first paragraphs) and ``landmarks-oracle`` (97 templated sentences that state what
+  ImpliRet's wknow questions ask: a pipeline check, labelled so wherever it is used); else a JSONL path.
 - :func:`expansion_views`: one view per (flagged entity, passage): the document followed by the passage (a passage
   retrieved for two entities of one document makes one view).
 - :func:`synthesis_views`: one view per document with at least one flagged entity that has passages: the LLM's
@@ -33,8 +38,9 @@ Remedy:
   each view to its source document by maximum score before the top-k cut, so runs, qrels and measures stay on the
   original ids. Excluded source ids exclude their views too.
 
-    diag = diagnose(corpus, retriever, probe=probe)                   # or probe=None: the LabelPrior fallback
-    views = expansion_views(corpus, diag, ReferenceKB.packaged("impliret-wknow"))
+    kb = ReferenceKB.packaged("wikipedia-slice")                       # the default; landmarks-oracle: pipeline check
+    diag = diagnose(corpus, retriever, probe=probe)                   # a probe; or fallback=MentionAudit(...)
+    views = expansion_views(corpus, diag, kb)
     run = search_with(Augmented(retriever, views).indexed(corpus), queries, 100, None)
 """
 
@@ -62,7 +68,18 @@ VIEW_SEP = "::argus-"  # view ids are "<source id>::argus-exp-<n>" or "<source i
 NAME_LABELS = frozenset({"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
                          "LANGUAGE", "PER", "MISC"})
 PLACE_ORG_LABELS = frozenset({"FAC", "GPE", "LOC", "ORG"})
-PACKAGED_KBS = {"impliret-wknow": "landmarks_kb.jsonl"}
+# packaged Reference KBs: name -> (folder under gapbench/tasks/data, file). wikipedia-slice is the general default (the
+# audit slice's 620 Wikipedia first paragraphs); landmarks-oracle states what ImpliRet's wknow questions ask (97
+# templated "X ... is located in the country Y" sentences), so it is only a check that the pipeline can use a KB.
+PACKAGED_KBS = {"wikipedia-slice": ("argus", "kb_wikipedia_first_paragraphs.jsonl"),
+                "landmarks-oracle": ("argus_kb", "landmarks_kb.jsonl")}
+DEFAULT_KB = "wikipedia-slice"
+ORACLE_KBS = frozenset({"landmarks-oracle"})
+PIPELINE_CHECK_NOTE = ("pipeline check: the KB states the answers (landmarks-oracle: one templated sentence per "
+                       "ImpliRet landmark naming its country), so these numbers check the pipeline; they are not an "
+                       "ARGUS result.")
+# diagnosis: auto = the probe bound to the retriever's fingerprint if one is, else the exact audit
+DIAGNOSES = ("auto", "probe", "audit", "label-prior")
 SPACY_DEFAULT = "spacy"
 
 
@@ -224,7 +241,7 @@ def mention_embeddings(retriever: Any, corpus: Corpus, mentions: Mapping[str, Se
     t0 = time.perf_counter()
     if mode == "none":
         raise ConfigError(f"retriever {getattr(retriever, 'name', type(retriever).__name__)!r} gives no embeddings, so "
-                          "no probe can score its entities; use the LabelPrior fallback (no --probe).")
+                          "no probe can score its entities; use --diagnosis audit (or label-prior).")
     fp = getattr(retriever, "fingerprint", "")
     key = hashlib.sha256(json.dumps([mode, fp, corpus.fingerprint,
                                      [(m.doc_id, m.start, m.end) for m in flat]]).encode()).hexdigest()[:32]
@@ -269,6 +286,66 @@ class LabelPrior:
 
     def describe(self) -> dict:
         return {"method": "label-prior", "risky_labels": sorted(self.risky), "low": self.low, "high": self.high}
+
+
+class MentionAudit:
+    """Exact RPS of each mentioned entity against the retriever itself, no probe
+    (:func:`gapbench.analyses.argus.audit.mention_rps`).
+
+    The queries of an entity are its related context: the top ``k_aug`` Reference KB passages of its surface form (the
+    passages the remedy would add), with the surface form removed, as the paper's queries are related entities, not
+    the entity's own name. The targets are the documents that mention it; the neutrals ``n - 1`` of the documents that
+    do not. An entity with no KB passage gets RPS 1 (unaudited; nothing could remedy it) and is counted. One search per
+    distinct entity and passage serves every document that mentions the entity.
+    """
+
+    def __init__(self, retriever: Any, corpus: Corpus, kb: "ReferenceKB", k_aug: int = DEFAULT_K_AUG, *,
+                 k: int | None = None, n: int | None = None) -> None:
+        from .audit import DEFAULT_K, DEFAULT_N
+
+        self.retriever, self.corpus, self.kb, self.k_aug = retriever, corpus, kb, k_aug
+        self.k, self.n = k or DEFAULT_K, n or DEFAULT_N
+        self.counts: dict[str, Any] = {}
+
+    def queries(self, surfaces: Mapping[str, str]) -> dict[str, list[str]]:
+        """entity key -> its KB passages' texts without the surface form (keys with no passage left out)."""
+        from .audit import find_mention
+
+        found = self.kb.lookup(surfaces.values(), self.k_aug)
+        out = {}
+        for key, surface in surfaces.items():
+            texts = []
+            for pid, _ in found.get(surface, ()):
+                text = self.kb.passages[pid].text
+                while (span := find_mention(text, surface)) is not None:
+                    text = text[:span[0]] + " " + text[span[1]:]
+                if text.strip():
+                    texts.append(text)
+            if texts:
+                out[key] = texts
+        return out
+
+    def predict_mentions(self, mentions: Sequence[Mention]):
+        import numpy as np
+
+        from .audit import mention_rps
+
+        surfaces: dict[str, str] = {}
+        holders: dict[str, set[str]] = {}
+        for m in mentions:
+            surfaces.setdefault(m.key, m.text)
+            holders.setdefault(m.key, set()).add(m.doc_id)
+        queries = self.queries(surfaces)
+        rps = mention_rps(self.retriever, self.corpus, {key: frozenset(d) for key, d in holders.items()}, queries,
+                          k=self.k, n=self.n)
+        self.counts = {"n_entities": len(surfaces), "n_audited_entities": len(queries),
+                       "n_queries": len({t for ts in queries.values() for t in ts})}
+        return np.asarray([rps.get((m.key, m.doc_id), 1.0) for m in mentions], dtype=np.float64)
+
+    def describe(self) -> dict:
+        return {"method": "audit", "k": self.k, "n": self.n, "kb": self.kb.name, "k_aug": self.k_aug,
+                "queries": "top-k_aug KB passages of the surface form, surface form removed",
+                "unaudited_rps": 1.0, **self.counts}
 
 
 @dataclass(frozen=True)
@@ -334,7 +411,9 @@ def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: f
     """ARGUS diagnosis: NER, mention embeddings with ``retriever``, predicted RPS (``probe``), flagged entities.
 
     ``probe``: an object with ``predict(embeddings) -> array in [0, 1]`` (``gapbench.analyses.argus.probe.Probe``); when
-    None, ``fallback`` (default :class:`LabelPrior`) scores mentions by their NER label and no embedding is computed.
+    None, ``fallback`` scores the mentions (``predict_mentions``, ``describe``): :class:`MentionAudit` (the exact audit,
+    what :func:`diagnosis_for` picks when no probe is bound) or :class:`LabelPrior` (by NER label, no embedding; the
+    default of this low-level function, which the commands use only on request).
     """
     import numpy as np
 
@@ -342,7 +421,7 @@ def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: f
         raise ConfigError(f"tau={tau!r}: give a threshold on predicted RPS in (0, 1] (the paper uses 0.3).")
     t0 = time.perf_counter()
     mentions = extract_mentions(corpus, ner, labels=labels, cache=cache)
-    seconds = {"ner": time.perf_counter() - t0, "embed": 0.0, "probe": 0.0}
+    seconds = {"ner": time.perf_counter() - t0, "embed": 0.0, "probe": 0.0, "audit": 0.0}
     flat = [m for d in mentions for m in mentions[d]]
     if probe is not None:
         if retriever is None:
@@ -365,8 +444,10 @@ def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: f
                   "embedding": info["mode"], "n_truncated": info["n_truncated"]}
     else:
         fallback = fallback or LabelPrior()
+        t1 = time.perf_counter()
         scores = fallback.predict_mentions(flat)
         method = fallback.describe()
+        seconds["audit"] = time.perf_counter() - t1 if method.get("method") == "audit" else 0.0
     rps: dict[str, tuple[float, ...]] = {}
     i = 0
     for did, ms in mentions.items():
@@ -415,12 +496,12 @@ class ReferenceKB:
         return cls(out, name or path.stem)
 
     @classmethod
-    def packaged(cls, name: str = "impliret-wknow") -> "ReferenceKB":
+    def packaged(cls, name: str = DEFAULT_KB) -> "ReferenceKB":
         if name not in PACKAGED_KBS:
             from ...errors import UnknownNameError
 
             raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (--kb PATH).")
-        res = resources.files("gapbench.tasks").joinpath("data", "argus_kb", PACKAGED_KBS[name])
+        res = resources.files("gapbench.tasks").joinpath("data", *PACKAGED_KBS[name])
         with resources.as_file(res) as real:
             return cls.from_jsonl(real, name)
 
@@ -642,6 +723,61 @@ def load_probe(probe: Any, retriever: Any) -> Any:
     return Probe.load(path, retriever)
 
 
+def probe_store() -> Path:
+    """Where probes are bound to retrievers: one folder per embedding fingerprint (``gapbench argus probe`` binds the
+    probe it saves)."""
+    return cache_dir("argus") / "probes"
+
+
+def bind_probe(probe: Any) -> Path:
+    """Save ``probe`` (a :class:`gapbench.analyses.argus.probe.Probe`) under its fingerprint in :func:`probe_store`, so
+    that the default diagnosis of its retriever finds it; returns the folder."""
+    return probe.save(probe_store() / probe.fingerprint[:32])
+
+
+def bound_probe(retriever: Any) -> tuple[Any, Path] | None:
+    """The probe bound to ``retriever``'s fingerprint (or its span encoder's) and its folder, or None."""
+    for fp in sorted(_retriever_fingerprints(retriever)):
+        folder = probe_store() / fp[:32]
+        if (folder / "probe.json").is_file():
+            return load_probe(folder, retriever), folder
+    return None
+
+
+def diagnosis_for(mode: str, retriever: Any, probe: Any = None) -> tuple[str, Any, str | None]:
+    """``(method, probe object or None, where the probe came from)`` for a ``--diagnosis`` mode.
+
+    ``auto``: an explicit probe, else the probe bound to the retriever, else the exact ``audit``; ``probe``: the same,
+    but an error when there is none; ``audit`` and ``label-prior`` take no probe.
+    """
+    if mode not in DIAGNOSES:
+        from ...errors import UnknownNameError
+
+        raise UnknownNameError("diagnosis", mode, DIAGNOSES)
+    if mode in ("audit", "label-prior"):
+        if probe is not None:
+            raise ConfigError(f"--diagnosis {mode} uses no probe, but a probe was given; drop --probe or use "
+                              "--diagnosis probe.")
+        return mode, None, None
+    if probe is not None:
+        return "probe", load_probe(probe, retriever), str(probe) if isinstance(probe, (str, os.PathLike)) else "given"
+    found = bound_probe(retriever)
+    if found is not None:
+        return "probe", found[0], str(found[1])
+    if mode == "probe":
+        raise ConfigError("--diagnosis probe: no probe is bound to this retriever's fingerprint (none under "
+                          f"{probe_store()}); train one with `gapbench argus probe -r SPEC --out DIR` (it binds it), "
+                          "give one with --probe DIR, or use --diagnosis audit.")
+    return "audit", None, None
+
+
+def mention_scorer(method: str, retriever: Any, corpus: Corpus, kb: "ReferenceKB", k_aug: int = DEFAULT_K_AUG) -> Any:
+    """The ``fallback`` scorer :func:`diagnose` needs for a method of :func:`diagnosis_for` (None for a probe)."""
+    if method == "audit":
+        return MentionAudit(retriever, corpus, kb, k_aug)
+    return LabelPrior() if method == "label-prior" else None
+
+
 def synthesis_client(llm_base_url: str | None = None, llm_model: str | None = None) -> Any:
     """The LLM client that writes synthesis views: the endpoint given (``--llm-base-url``/``--llm-model``, or
     ``$OPENAI_BASE_URL``/``$OPENAI_API_KEY``), else the embedded llama.cpp server, as every LLM command resolves it
@@ -660,14 +796,19 @@ def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: 
                     llm_model: str | None = None) -> tuple[Augmented, dict]:
     """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS`): the
     augmented retriever and the manifest's ``augment`` entry."""
-    augmented = augment_retriever(spec, retriever, corpus, llm_base_url=llm_base_url, llm_model=llm_model)
-    return augmented, {"spec": spec, **view_stats(corpus, augmented.views)}
+    augmenter = ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model)
+    augmented = _wrapped(augmenter, corpus)
+    entry = {"spec": spec, **view_stats(corpus, augmented.views), **augmenter.used}
+    if augmenter.used["kb"] in ORACLE_KBS:
+        entry["note"] = PIPELINE_CHECK_NOTE
+    return augmented, entry
 
 
 class ArgusAugmenter:
-    """An :class:`gapbench.retrieval.Augmenter`: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M]`` or
-    ``argus-synth:...``; ``augment(corpus)`` diagnoses the corpus with ``retriever`` (a probe when ``probe=DIR`` is
-    given, else the label prior) and returns the views. ``kb`` defaults to the packaged ``impliret-wknow`` KB."""
+    """An :class:`gapbench.retrieval.Augmenter`: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M,diagnosis=D]`` or
+    ``argus-synth:...``; ``augment(corpus)`` diagnoses the corpus with ``retriever`` (``diagnosis=auto``: the probe
+    given or bound to the retriever, else the exact audit; ``audit``; ``label-prior`` on request) and returns the
+    views. ``kb`` defaults to the packaged ``wikipedia-slice``; ``landmarks-oracle`` is a pipeline check."""
 
     def __init__(self, spec: str, retriever: Any, *, llm_base_url: str | None = None,
                  llm_model: str | None = None) -> None:
@@ -679,21 +820,24 @@ class ArgusAugmenter:
 
             raise UnknownNameError("augmenter", name, AUGMENTERS)
 
-        def settings(kb: str = "impliret-wknow", tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
-                     probe: str | None = None, ner: str = SPACY_DEFAULT) -> dict:
-            return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner}
+        def settings(kb: str = DEFAULT_KB, tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
+                     probe: str | None = None, ner: str = SPACY_DEFAULT, diagnosis: str = "auto") -> dict:
+            return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner, "diagnosis": diagnosis}
 
         self.name, self.retriever = name, retriever
         self.options = build(settings, options, f"augmenter {name!r}")
         self.llm = {"base_url": llm_base_url, "model": llm_model}
+        self.used: dict[str, Any] = {}  # what augment() used: the KB's name, the diagnosis method, the probe's source
 
     def augment(self, corpus: Corpus) -> list[View]:
         opts = self.options
         # the LLM is resolved first: a bad endpoint or a missing local-llm extra fails before the diagnosis
         llm = synthesis_client(self.llm["base_url"], self.llm["model"]) if self.name == "argus-synth" else None
-        probe = load_probe(opts["probe"], self.retriever) if opts["probe"] else None
-        diag = diagnose(corpus, self.retriever, probe=probe, tau=opts["tau"], ner=opts["ner"])
+        method, probe, source = diagnosis_for(opts["diagnosis"], self.retriever, opts["probe"])
         kb = ReferenceKB.resolve(opts["kb"])
+        diag = diagnose(corpus, self.retriever, probe=probe, tau=opts["tau"], ner=opts["ner"],
+                        fallback=mention_scorer(method, self.retriever, corpus, kb, opts["k_aug"]))
+        self.used = {"kb": kb.name, "diagnosis": method, "probe": source}
         if llm is None:
             return expansion_views(corpus, diag, kb, opts["k_aug"])
         return synthesis_views(corpus, diag, kb, llm, opts["k_aug"])
@@ -703,6 +847,10 @@ def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url
                       llm_model: str | None = None) -> Augmented:
     """``--augment`` for ``gapbench run``: :class:`ArgusAugmenter`'s views of ``corpus``, with the retriever wrapped so
     that views collapse onto their source documents."""
-    augmenter = ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model)
+    return _wrapped(ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model), corpus)
+
+
+def _wrapped(augmenter: ArgusAugmenter, corpus: Corpus) -> Augmented:
+    retriever = augmenter.retriever
     views = augmenter.augment(corpus)
     return Augmented(retriever, views, name=f"{getattr(retriever, 'name', type(retriever).__name__)}+{augmenter.name}")

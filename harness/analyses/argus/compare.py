@@ -4,8 +4,11 @@ suite) with the same retriever for embedding, diagnosis and ranking (Taghavi et 
     cmp = compare_argus("impliret/multispeaker/wknow", "bm25", llm_base_url=URL, llm_model="m", output="out/")
     print(cmp)
 
-Per task: the Original run; one diagnosis (:func:`gapbench.analyses.argus.augment.diagnose`: NER, mention embeddings, the
-probe, or the label-prior fallback without a probe); the Reference KB looked up once; Expansion and Synthesis views
+Per task: the Original run; one diagnosis (:func:`gapbench.analyses.argus.augment.diagnose`: NER, then by default the
+probe bound to the retriever's fingerprint, else an exact RPS audit of the mentioned entities with the retriever itself;
+the label-prior heuristic only with ``diagnosis="label-prior"``); the Reference KB (default ``wikipedia-slice``, the
+audit slice's 620 Wikipedia first paragraphs; ``landmarks-oracle`` states the ImpliRet wknow answers and is marked as a
+pipeline check wherever it is used) looked up once; Expansion and Synthesis views
 indexed beside the originals through :class:`~gapbench.analyses.argus.augment.Augmented` (views collapse onto their source by
 maximum score, so qrels and measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100)
 and paired tests of every variant pair (:func:`gapbench.evaluation.comparison.compare`: randomization test and t-test, Holm).
@@ -16,10 +19,10 @@ the Full Benchmark Avg. (the unweighted mean over its tasks) per variant.
 Output (``write_outputs``) ``argus_compare.json``::
 
     {"kind": "argus_compare", "task": TASK_OR_SUITE, "version": 1, "suite": NAME | null, "retriever": SPEC,
-     "config": {"tau", "k_aug", "ner", "kb", "kb_fingerprint", "k", "measures", "seed", "probe", "llm",
-                "variants"},
+     "config": {"tau", "k_aug", "ner", "kb", "kb_fingerprint", "pipeline_check", "k", "measures", "seed",
+                "diagnosis" (asked), "diagnosis_method" (used), "probe" (its folder, or null), "llm", "variants"},
      "tasks": {TASK: {"n_queries", "diagnosis": {"n_docs", "n_mentions", "n_flagged_entities", "n_docs_flagged",
-                                                 "tau", "method": {...}, "seconds": {"ner", "embed", "probe"}},
+                                                 "tau", "method": {...}, "seconds": {"ner", "embed", "probe", "audit"}},
                       "kb_seconds",
                       "variants": {VARIANT: {"means": {M: v}, "ci95": {M: [lo, hi]},
                                              "growth": {"n_docs", "n_views", "indexed", "views_per_doc",
@@ -42,8 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .augment import (DEFAULT_K_AUG, DEFAULT_TAU, SPACY_DEFAULT, Augmented, ReferenceKB, diagnose,
-                      expansion_views, kb_hits, load_probe, synthesis_client, synthesis_views, view_stats)
+from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
+                      Augmented, ReferenceKB, diagnose, diagnosis_for, expansion_views, kb_hits, mention_scorer,
+                      synthesis_client, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
 from ...tables import Table
@@ -53,14 +57,6 @@ VARIANTS = ("original", "expansion", "synthesis")
 DEFAULT_MEASURES = ("nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100")
 SYNTH_TEST_SERVER_NOTE = ("Synthesis numbers from the local test LLM server (deterministic 'echo <digest>' answers) "
                           "are not meaningful quality numbers: they measure an index with junk views.")
-
-
-def default_kb(task: str) -> str | None:
-    """The packaged Reference KB that fits a task, if any (ImpliRet world knowledge: its 97 landmarks)."""
-    parts = task.split(":", 1)[0].split("/")
-    if parts[0] == "impliret" and parts[-1] == "wknow":
-        return "impliret-wknow"
-    return None
 
 
 @dataclass
@@ -167,7 +163,8 @@ def _task_lines(task: str, t: Mapping[str, Any]) -> list[str]:
              "Holm-corrected over the variant pairs).", "",
              f"Diagnosis ({dg['method']['method']}): {dg['n_mentions']} mentions in {dg['n_docs']} documents, "
              f"{dg['n_flagged_entities']} flagged entities in {dg['n_docs_flagged']} documents. Cost: NER "
-             f"{sec['ner']:.1f} s, embedding {sec['embed']:.1f} s, probe {sec['probe']:.2f} s, KB lookup "
+             f"{sec['ner']:.1f} s, embedding {sec['embed']:.1f} s, probe {sec['probe']:.2f} s, "
+             + (f"audit {sec['audit']:.1f} s, " if sec.get("audit") else "") + "KB lookup "
              f"{t['kb_seconds']:.2f} s."]
     if t.get("llm"):
         u = t["llm"]
@@ -177,12 +174,20 @@ def _task_lines(task: str, t: Mapping[str, Any]) -> list[str]:
     return lines + [f"- {note}" for note in t.get("notes", [])] + [""]
 
 
+def _diagnosis_text(cfg: Mapping[str, Any]) -> str:
+    if "diagnosis" not in cfg:  # a result written before --diagnosis existed: a probe, or the label prior
+        return f"probe {cfg['probe'] or 'none (label-prior fallback)'}"
+    used = cfg["diagnosis_method"] + (f" {cfg['probe']}" if cfg.get("probe") else "")
+    return f"diagnosis {cfg['diagnosis']} ({used})"
+
+
 def comparison_markdown(d: Mapping[str, Any]) -> str:
     """Markdown tables from an ``argus_compare.json`` dict."""
     cfg = d["config"]
     lines = [f"# ARGUS with and without: {d['task']} | {d['retriever']}", "",
+             *([f"**{PIPELINE_CHECK_NOTE}**", ""] if cfg.get("pipeline_check") else []),
              f"Diagnosis: tau={cfg['tau']}, k_aug={cfg['k_aug']}, NER {cfg['ner']}, Reference KB {cfg['kb']}, "
-             f"probe {cfg['probe'] or 'none (label-prior fallback)'}; retrieval depth {cfg['k']}, seed {cfg['seed']}.",
+             f"{_diagnosis_text(cfg)}; retrieval depth {cfg['k']}, seed {cfg['seed']}.",
              ""]
     for task, t in d["tasks"].items():
         lines += _task_lines(task, t)
@@ -202,14 +207,6 @@ def _tasks_of(task: str) -> tuple[list[str], str | None]:
     return [task], None
 
 
-def _task_kb(kb: str | ReferenceKB | None, task: str) -> ReferenceKB:
-    kb_spec = kb if kb is not None else default_kb(task)
-    if kb_spec is None:
-        raise ConfigError(f"no Reference KB for task {task!r}: give one with --kb FILE.jsonl (records "
-                          '{"id", "title", "text"}); the packaged KB impliret-wknow fits impliret/*/wknow.')
-    return ReferenceKB.resolve(kb_spec)
-
-
 def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
                hits: Mapping) -> tuple[list, float, dict]:
     """The synthesis views, the seconds they took and the LLM usage they added (requests, tokens, cache hits)."""
@@ -221,11 +218,14 @@ def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
     return views, seconds, {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
 
 
-def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
+def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB = DEFAULT_KB,
                  tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT, llm: Any = None,
                  variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
-                 seed: int = 0) -> TaskComparison:
-    """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking."""
+                 seed: int = 0, diagnosis: str = "audit") -> TaskComparison:
+    """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking.
+
+    ``probe`` (an object) scores the mentions when given; else ``diagnosis``, a method of
+    :func:`.augment.diagnosis_for`: ``audit`` or ``label-prior``."""
     from ...evaluation.comparison import compare
     from ...evaluation.evaluation import evaluate
     from ...pipeline import prepare
@@ -233,7 +233,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
     prepared = prepare(task, seed=seed)
     data, name = prepared.data, prepared.task.name
-    kb_obj = _task_kb(kb, name)
+    kb_obj = ReferenceKB.resolve(kb)
     notes: list[str] = []
     results, growth, seconds = {}, {}, {}
 
@@ -248,11 +248,14 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         seconds[label] = {"augment": augment_s, "index": t1 - t0, "search": t2 - t1}
 
     run_variant("original", retriever, 0.0)
-    diag = diagnose(data.corpus, retriever, probe=probe, tau=tau, ner=ner)
+    scorer = None if probe is not None else mention_scorer(diagnosis, retriever, data.corpus, kb_obj, k_aug)
+    diag = diagnose(data.corpus, retriever, probe=probe, tau=tau, ner=ner, fallback=scorer)
     t0 = time.perf_counter()
     hits = kb_hits(diag, kb_obj, k_aug)
     kb_s = time.perf_counter() - t0
     n_hit = sum(len(v) for v in hits.values())
+    if kb_obj.name in ORACLE_KBS:
+        notes.append(PIPELINE_CHECK_NOTE)
     notes.append(f"{n_hit} of {diag.stats()['n_flagged_entities']} flagged entities found KB passages "
                  f"(BM25 score > 0 in {kb_obj.name}, {len(kb_obj.passages)} passages).")
     llm_usage = None
@@ -279,12 +282,17 @@ def _synthesis_llm(llm_base_url: str | None, llm_model: str | None) -> Any:
         raise ConfigError(f"{exc} To compare without synthesis, give --variants original,expansion.") from None
 
 
-def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str | ReferenceKB | None = None,
+def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str | ReferenceKB = DEFAULT_KB,
                   tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT,
                   llm_base_url: str | None = None, llm_model: str | None = None, llm: Any = None,
                   variants: Iterable[str] = VARIANTS, measures: Iterable[str] | None = None, k: int = 100,
-                  seed: int = 0, output: str | os.PathLike | None = None) -> ArgusComparison:
-    """Original vs ARGUS Expansion and Synthesis on a task or a suite; writes outputs when ``output`` is given."""
+                  seed: int = 0, output: str | os.PathLike | None = None, diagnosis: str = "auto") -> ArgusComparison:
+    """Original vs ARGUS Expansion and Synthesis on a task or a suite; writes outputs when ``output`` is given.
+
+    ``kb``: a packaged name (default ``wikipedia-slice``; ``landmarks-oracle`` is a pipeline check whose KB states
+    the answers) or a JSONL file. ``diagnosis``: ``auto`` (the probe given or bound to the retriever's fingerprint,
+    else the exact audit), ``probe``, ``audit`` or ``label-prior``.
+    """
     from ...retrieval import fingerprint_of, get_retriever
 
     variants = list(dict.fromkeys(variants))
@@ -296,33 +304,40 @@ def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str
     measures = list(measures or DEFAULT_MEASURES)
     retr = get_retriever(retriever)
     spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
-    probe_obj = load_probe(probe, retr)
+    method, probe_obj, probe_source = diagnosis_for(diagnosis, retr, probe)
+    kb_obj = ReferenceKB.resolve(kb)
     if llm is None and "synthesis" in variants:
         llm = _synthesis_llm(llm_base_url, llm_model)
     tasks, suite = _tasks_of(task)
-    out = []
-    for t in tasks:
-        out.append(compare_task(t, retr, probe=probe_obj, kb=kb, tau=tau, k_aug=k_aug, ner=ner, llm=llm,
-                                variants=variants, measures=measures, k=k, seed=seed))
-    kb_names = sorted({str(kb) if kb is not None else str(default_kb(t.task)) for t in out})
-    config = {"tau": tau, "k_aug": k_aug, "ner": ner, "kb": ", ".join(kb_names),
-              "kb_fingerprint": ReferenceKB.resolve(kb if kb is not None else kb_names[0]).fingerprint,
-              "k": k, "measures": measures, "seed": seed,
-              "probe": None if probe_obj is None else (str(probe) if not hasattr(probe, "predict") else type(probe).__name__),
+    out = [compare_task(t, retr, probe=probe_obj, kb=kb_obj, tau=tau, k_aug=k_aug, ner=ner, llm=llm,
+                        variants=variants, measures=measures, k=k, seed=seed, diagnosis=method) for t in tasks]
+    config = {"tau": tau, "k_aug": k_aug, "ner": ner, "kb": kb_obj.name, "kb_fingerprint": kb_obj.fingerprint,
+              "pipeline_check": kb_obj.name in ORACLE_KBS, "k": k, "measures": measures, "seed": seed,
+              "diagnosis": diagnosis, "diagnosis_method": method, "probe": probe_source,
               "retriever_fingerprint": fingerprint_of(retr),
               "llm": llm.describe() if llm is not None and hasattr(llm, "describe") else None,
               "variants": variants}
-    notes = []
-    if probe_obj is None:
-        notes.append("No probe was given: entities were flagged by the label-prior fallback (NER labels FAC, GPE, "
-                     "LOC, ORG count as high-risk, RPS 0; every other entity RPS 1), not by predicted RPS.")
-    if llm is not None and "synthesis" in variants:
-        notes.append("Synthesis views come from the LLM named in config.llm; with the local test server "
-                     "(tests/llm_server.py) they are echoes. " + SYNTH_TEST_SERVER_NOTE)
-    result = ArgusComparison(suite or out[0].task, spec, out, config, suite, notes)
+    result = ArgusComparison(suite or out[0].task, spec, out, config, suite, _notes(config, llm))
     if output is not None:
         write_outputs(result, output)
     return result
+
+
+def _notes(config: Mapping[str, Any], llm: Any) -> list[str]:
+    """The comparison's notes: the KB's role, how entities were flagged, what the synthesis LLM was."""
+    notes = [PIPELINE_CHECK_NOTE] if config["pipeline_check"] else []
+    method = config["diagnosis_method"]
+    if method == "label-prior":
+        notes.append("Diagnosis by the label-prior heuristic (--diagnosis label-prior): NER labels FAC, GPE, LOC, ORG "
+                     "count as high-risk (RPS 0), every other entity RPS 1; no probe, no audit.")
+    elif method == "audit":
+        notes.append("No probe is bound to this retriever: entities were flagged by an exact RPS audit with the "
+                     "retriever itself (queries: each entity's top k_aug KB passages without its name; targets: the "
+                     "documents that mention it; neutrals: the other documents), not by a probe's prediction.")
+    if llm is not None and "synthesis" in config["variants"]:
+        notes.append("Synthesis views come from the LLM named in config.llm; with the local test server "
+                     "(tests/llm_server.py) they are echoes. " + SYNTH_TEST_SERVER_NOTE)
+    return notes
 
 
 def plot(d: Mapping[str, Any], path: Path) -> None:
