@@ -23,8 +23,8 @@ from gapbench.cache import cache_dir
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError, UnknownIdError
 from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
-from gapbench.retrieval import payload_fingerprint
-from gapbench.topk import apply_mask, exclusion_indices, select_topk
+from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
+from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 
@@ -136,18 +136,8 @@ class BM25:
         qids = list(queries)
         tokens = self._tokenize([_query_text(queries[q]) for q in qids], ids=False)
         excluded = exclusion_indices(qids, exclude, _Positions(self._corpus))
-        out = {}
-        empty = []
-        with progress(len(qids), f"{self.name}: searching") as advance:
-            for qid, toks, ex in zip(qids, tokens, excluded):
-                if any(toks):
-                    out[qid] = self._rank(toks, ex, k)
-                else:
-                    out[qid] = []
-                    empty.append(qid)
-                advance(1)
-        self.empty_queries = tuple(empty)
-        return Run(out, self.name, _sorted=True)
+        run, self.empty_queries = rank_each(self.name, qids, tokens, excluded, lambda toks, ex: self._rank(toks, ex, k))
+        return run
 
     def query_scores(self, queries: Queries) -> Iterator[np.ndarray]:
         """After ``index``: each query's BM25 score for every indexed document (corpus order, no exclusions, zeros
@@ -163,10 +153,7 @@ class BM25:
 
     def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
-        scores = apply_mask(self._scores(toks), ex)
-        if not self.keep_zero:
-            scores = np.where(scores > 0, scores, -np.inf)
-        top = select_topk(scores, k, self._keys)
+        top, scores = top_positions(self._scores(toks), ex, k, self._keys, self.keep_zero)
         return list(zip(self._corpus.ids_at(top.tolist()), scores[top].tolist()))
 
 

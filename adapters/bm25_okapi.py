@@ -38,9 +38,8 @@ import numpy as np
 from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, Range, checked
-from gapbench.progress import progress
-from gapbench.retrieval import payload_fingerprint
-from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
+from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
+from gapbench.topk import exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 # "\S+" finds exactly the pieces str.split() returns (re's \s is str.isspace()), with bm25s' vocabulary building
@@ -166,22 +165,10 @@ class BM25Okapi:
         qids = list(queries)
         tokens = self.analyze([_query_text(queries[q]) for q in qids])
         excluded = exclusion_indices(qids, exclude, self._doc_index)
-        out = {}
-        empty = []
-        with progress(len(qids), f"{self.name}: searching") as advance:
-            for qid, toks, ex in zip(qids, tokens, excluded):
-                if toks:
-                    out[qid] = self._rank(self._scores(toks), ex, k)
-                else:
-                    out[qid] = []
-                    empty.append(qid)
-                advance(1)
-        self.empty_queries = tuple(empty)
-        return Run(out, self.name, _sorted=True)
+        run, self.empty_queries = rank_each(self.name, qids, tokens, excluded,
+                                            lambda toks, ex: self._rank(self._scores(toks), ex, k))
+        return run
 
     def _rank(self, scores: np.ndarray, ex, k: int) -> list[tuple[str, float]]:
-        scores = apply_mask(scores, ex)
-        if not self.keep_zero:
-            scores = np.where(scores > 0, scores, -np.inf)
-        top = select_topk(scores, k, self._keys)
+        top, scores = top_positions(scores, ex, k, self._keys, self.keep_zero)
         return [(self._doc_ids[i], float(scores[i])) for i in top]

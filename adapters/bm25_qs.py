@@ -35,9 +35,8 @@ import numpy as np
 from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, make_stemmer
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, checked
-from gapbench.progress import progress
-from gapbench.retrieval import payload_fingerprint
-from gapbench.topk import apply_mask, exclusion_indices, select_topk, tie_keys
+from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
+from gapbench.topk import exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 VARIANTS = ("bright", "anserini")
@@ -158,12 +157,14 @@ class BM25QS:
 
     def scores(self, text: str) -> np.ndarray:
         """float32 score of every document for one query, in corpus order."""
-        ids, weights = self.query_weights(text)
-        if not ids.size:
-            return np.zeros(len(self._doc_ids), dtype=np.float32)
-        return self._dot(ids, weights)
+        return self._dot(*self.query_weights(text))
+
+    def _scores(self, toks: Sequence[str]) -> np.ndarray:
+        return self._dot(*self._weights_of(toks))
 
     def _dot(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        if not ids.size:
+            return np.zeros(len(self._doc_ids), dtype=np.float32)
         return np.asarray(self._weights[:, ids] @ weights, dtype=np.float32).ravel()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
@@ -174,26 +175,11 @@ class BM25QS:
             raise GapbenchError("bm25-qs: search() was called before index(corpus).")
         qids = list(queries)
         excluded = exclusion_indices(qids, exclude, self._doc_index)
-        out = {}
-        empty = []
-        with progress(len(qids), f"{self.name}: searching") as advance:
-            for qid, ex in zip(qids, excluded):
-                toks = self.analyze([_query_text(queries[qid])])[0]
-                if not toks:
-                    out[qid] = []
-                    empty.append(qid)
-                    advance(1)
-                    continue
-                ids, weights = self._weights_of(toks)
-                scores = self._dot(ids, weights) if ids.size else np.zeros(len(self._doc_ids), dtype=np.float32)
-                out[qid] = self._rank(scores, ex, k)
-                advance(1)
-        self.empty_queries = tuple(empty)
-        return Run(out, self.name, _sorted=True)
+        tokens = (self.analyze([_query_text(queries[q])])[0] for q in qids)  # one query at a time
+        run, self.empty_queries = rank_each(self.name, qids, tokens, excluded,
+                                            lambda toks, ex: self._rank(self._scores(toks), ex, k))
+        return run
 
     def _rank(self, scores: np.ndarray, ex, k: int) -> list[tuple[str, float]]:
-        scores = apply_mask(scores.astype(np.float64), ex)  # a fresh array: masking never touches shared state
-        if not self.keep_zero:
-            scores[scores <= 0] = -np.inf
-        top = select_topk(scores, k, self._keys)
+        top, scores = top_positions(scores.astype(np.float64), ex, k, self._keys, self.keep_zero)
         return [(self._doc_ids[i], float(scores[i])) for i in top]

@@ -7,7 +7,7 @@ import importlib
 import hashlib
 import inspect
 import json
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
 from .options import build, check_one_line, parse_spec
@@ -244,6 +244,41 @@ def search_with(retriever: Any, queries: Queries, k: int, exclude: Mapping[str, 
         data = {q: [p for p in r if p[0] not in exclude.get(q, ())][:k] for q, r in run.items()}
         run = Run(data, name, _sorted=True)
     return run.top(k)
+
+
+def rank_each(name: str, qids: Sequence[str], analysed: Iterable, excluded: Iterable,
+              rank: Callable[[Any, Any], list]) -> tuple[Run, tuple[str, ...]]:
+    """A retriever's search loop, with a progress bar: ``rank(tokens, exclusion)`` for each query id, its analysed
+    tokens and its exclusion taken in step. A query with no token left after analysis (empty, stopwords,
+    punctuation) has nothing to match: it gets an empty ranking and its id is in the second value, the retriever's
+    ``empty_queries``."""
+    from .progress import progress
+
+    out: dict[str, list] = {}
+    empty: list[str] = []
+    with progress(len(qids), f"{name}: searching") as advance:
+        for qid, toks, ex in zip(qids, analysed, excluded):
+            if any(toks):
+                out[qid] = rank(toks, ex)
+            else:
+                out[qid] = []
+                empty.append(qid)
+            advance(1)
+    return Run(out, name, _sorted=True), tuple(empty)
+
+
+def top_positions(scores: Any, exclusion: Any, k: int, keys: Any, keep_zero: bool) -> tuple[Any, Any]:
+    """(positions of the k best scores in ranking order, gapbench's tie rule on ``keys``; the scores they index):
+    ``exclusion`` (from :func:`gapbench.topk.exclusion_indices`) masked first, and scores of 0 or less left out
+    unless ``keep_zero``. ``scores`` itself is never changed."""
+    import numpy as np
+
+    from .topk import apply_mask, select_topk
+
+    scores = apply_mask(scores, exclusion)
+    if not keep_zero:
+        scores = np.where(scores > 0, scores, -np.inf)
+    return select_topk(scores, k, keys), scores
 
 
 # What one ranked result costs while a run is held and written: the (doc_id, score) tuple, its id and float, its line.
