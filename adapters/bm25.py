@@ -13,7 +13,8 @@ reads no text (see ``_bm25_index``).
 
 from __future__ import annotations
 
-from typing import Annotated, Iterator, Mapping, Optional
+import itertools
+from typing import Annotated, Any, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -50,6 +51,52 @@ def make_stemmer(name: str | None):
         raise ConfigError(f"unknown stemmer {name!r}; PyStemmer offers {', '.join(Stemmer.algorithms())}.") from None
 
 
+def analysis(stopwords: str | None, stemmer: str | None) -> tuple[str | None, str | None]:
+    """(stopwords, stemmer) with "none" or an empty value read as None (off); an unknown stemmer fails here, before
+    any data is read."""
+    off = (None, "none", "")
+    stopwords, stemmer = None if stopwords in off else stopwords, None if stemmer in off else stemmer
+    make_stemmer(stemmer)
+    return stopwords, stemmer
+
+
+def tokenize(texts: Sequence[str], stopwords: str | None, stemmer: str | None, ids: bool):
+    """bm25s' analysis (lower-cased ``\\w\\w+`` tokens, a stopword list, a PyStemmer stemmer) of each text: token
+    lists, or with ``ids`` bm25s' ``Tokenized`` (token ids and vocabulary)."""
+    return _bm25s().tokenize(
+        list(texts), stopwords=stopwords, stemmer=make_stemmer(stemmer), return_ids=ids, show_progress=False
+    )
+
+
+class TermCounts(NamedTuple):
+    """Term frequencies of tokenized documents: ``tf`` documents x vocabulary (CSR, float64), ``vocab`` term ->
+    column, ``real`` False for the column of bm25s' "" placeholder, ``lengths`` tokens per document (float64)."""
+
+    tf: Any
+    vocab: dict[str, int]
+    real: np.ndarray
+    lengths: np.ndarray
+
+
+def term_counts(tokenized, n: int) -> TermCounts:
+    """The :class:`TermCounts` of ``n`` documents from bm25s' ``Tokenized`` (``tokenize(..., ids=True)``)."""
+    from scipy import sparse
+
+    vocab = dict(tokenized.vocab)
+    per_doc = np.fromiter((len(ids) for ids in tokenized.ids), dtype=np.int64, count=n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), per_doc)
+    cols = np.fromiter(itertools.chain.from_iterable(tokenized.ids), dtype=np.int64, count=int(per_doc.sum()))
+    real = np.ones(len(vocab), dtype=bool)
+    placeholder = vocab.pop("", None)  # bm25s versions that stand "" in for an empty text: no term, no length
+    if placeholder is not None:
+        keep = cols != placeholder
+        rows, cols = rows[keep], cols[keep]
+        real[placeholder] = False
+    # coo -> csr sums repeated (document, term) pairs into term frequencies
+    tf = sparse.csr_matrix((np.ones(cols.size, dtype=np.float64), (rows, cols)), shape=(n, real.size))
+    return TermCounts(tf, vocab, real, np.bincount(rows, minlength=n).astype(np.float64))
+
+
 # bm25s' stopword lists by code and name; "none" (or an empty value) turns stopword removal off
 STOPWORDS = (
     "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr", "french", "es", "spanish",
@@ -82,9 +129,7 @@ class BM25:
         keep_zero: bool = True,
     ) -> None:
         self.k1, self.b, self.method = float(k1), float(b), method
-        self.stopwords = None if stopwords in (None, "none", "") else stopwords
-        self.stemmer_name = None if stemmer in (None, "none", "") else stemmer
-        make_stemmer(self.stemmer_name)  # an unknown stemmer fails here, before any data is read
+        self.stopwords, self.stemmer_name = analysis(stopwords, stemmer)
         self.use_title = use_title
         self.keep_zero = keep_zero
         self._model = None
@@ -104,14 +149,8 @@ class BM25:
         payload = {"adapter": "bm25s", "version": getattr(bm25s, "__version__", "?"), **self.config()}
         return payload_fingerprint(payload)
 
-    def _stemmer(self):
-        return make_stemmer(self.stemmer_name)
-
     def _tokenize(self, texts: list[str], ids: bool):
-        bm25s = _bm25s()
-        return bm25s.tokenize(
-            texts, stopwords=self.stopwords, stemmer=self._stemmer(), return_ids=ids, show_progress=False
-        )
+        return tokenize(texts, self.stopwords, self.stemmer_name, ids)
 
     def index(self, corpus: Corpus) -> None:
         """Open this corpus' index from the cache, building it there first (streamed, in bounded memory) if needed."""

@@ -29,13 +29,12 @@ As in the rest of the BM25 family, a query without any token gets an empty ranki
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Annotated, Mapping, Sequence
 
 import numpy as np
 
-from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text
+from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text, term_counts
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, Range, checked
 from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
@@ -111,20 +110,8 @@ class BM25Okapi:
         self._keys = tie_keys(self._doc_ids)
         self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
         tokenized = self._tokenize([d.full_text if self.use_title else d.text for d in docs], ids=True)
-        vocab = dict(tokenized.vocab)
         n = len(docs)
-        per_doc = np.fromiter((len(ids) for ids in tokenized.ids), dtype=np.int64, count=n)
-        rows = np.repeat(np.arange(n, dtype=np.int64), per_doc)
-        cols = np.fromiter(itertools.chain.from_iterable(tokenized.ids), dtype=np.int64, count=int(per_doc.sum()))
-        real = np.ones(len(vocab), dtype=bool)
-        placeholder = vocab.pop("", None)  # bm25s versions that stand "" in for an empty text: no term, no length
-        if placeholder is not None:
-            keep = cols != placeholder
-            rows, cols = rows[keep], cols[keep]
-            real[placeholder] = False
-        # coo -> csr sums repeated (document, term) pairs into term frequencies
-        tf = sparse.csr_matrix((np.ones(cols.size, dtype=np.float64), (rows, cols)), shape=(n, real.size))
-        lengths = np.bincount(rows, minlength=n).astype(np.float64)
+        tf, vocab, real, lengths = term_counts(tokenized, n)
         avgdl = float(lengths.sum()) / n if n else 0.0
         # math.log per term and a left-to-right sum, as rank-bm25 does: numpy's vectorised log and pairwise sum can
         # differ in the last bit, and a last-bit difference reorders tied documents

@@ -27,12 +27,11 @@ gapbench's tie rule and the exclusion mask applied before the cut.
 
 from __future__ import annotations
 
-import itertools
 from typing import Annotated, Mapping, Sequence
 
 import numpy as np
 
-from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, make_stemmer
+from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, analysis, term_counts, tokenize
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, checked
 from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
@@ -63,9 +62,7 @@ class BM25QS:
         variant: Annotated[str, OneOf(*VARIANTS)] = "bright",
     ) -> None:
         self.k1, self.b = float(k1), float(b)
-        self.stopwords = None if stopwords in (None, "none", "") else stopwords
-        self.stemmer_name = None if stemmer in (None, "none", "") else stemmer
-        make_stemmer(self.stemmer_name)  # an unknown stemmer fails here, before any data is read
+        self.stopwords, self.stemmer_name = analysis(stopwords, stemmer)
         self.use_title = use_title
         # BRIGHT ranks every document, zero scores included, so each query gets k results where the corpus allows.
         self.keep_zero = keep_zero
@@ -87,15 +84,9 @@ class BM25QS:
 
     # ------------------------------------------------------------------ analysis
 
-    def _stemmer(self):
-        return make_stemmer(self.stemmer_name)
-
     def analyze(self, texts: Sequence[str]) -> list[list[str]]:
         """The analysed tokens of each text (lower-cased, stopwords removed, stemmed)."""
-        bm25s = _bm25s()
-        return bm25s.tokenize(
-            list(texts), stopwords=self.stopwords, stemmer=self._stemmer(), return_ids=False, show_progress=False
-        )
+        return tokenize(texts, self.stopwords, self.stemmer_name, ids=False)
 
     def _saturate(self, tf: np.ndarray, length: np.ndarray | float) -> np.ndarray:
         return tf / (tf + self.k1 * (1.0 - self.b + self.b * length / self._avgdl))
@@ -110,21 +101,8 @@ class BM25QS:
         self._doc_ids = [d.doc_id for d in docs]
         self._keys = tie_keys(self._doc_ids)
         self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
-        bm25s = _bm25s()
-        tokenized = bm25s.tokenize(
-            texts, stopwords=self.stopwords, stemmer=self._stemmer(), return_ids=True, show_progress=False
-        )
-        vocab = dict(tokenized.vocab)
         n = len(docs)
-        per_doc = np.fromiter((len(ids) for ids in tokenized.ids), dtype=np.int64, count=n)
-        rows = np.repeat(np.arange(n, dtype=np.int64), per_doc)
-        cols = np.fromiter(itertools.chain.from_iterable(tokenized.ids), dtype=np.int64, count=int(per_doc.sum()))
-        if "" in vocab:  # bm25s' placeholder for an empty text is no term
-            keep = cols != vocab.pop("")
-            rows, cols = rows[keep], cols[keep]
-        # coo -> csr sums repeated (document, term) pairs into term frequencies
-        tf = sparse.csr_matrix((np.ones(cols.size, dtype=np.float64), (rows, cols)), shape=(n, len(tokenized.vocab)))
-        lengths = np.asarray(tf.sum(axis=1)).ravel()
+        tf, vocab, _, lengths = term_counts(tokenize(texts, self.stopwords, self.stemmer_name, ids=True), n)
         total = float(lengths.sum())
         denom = n if self.variant == "bright" else int((lengths > 0).sum())
         self._avgdl = total / denom if denom and total else 1.0
