@@ -37,8 +37,8 @@ import numpy as np
 from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text, term_counts
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, Range, checked
-from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
-from gapbench.topk import exclusion_indices, tie_keys
+from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, top_positions
+from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 # "\S+" finds exactly the pieces str.split() returns (re's \s is str.isspace()), with bm25s' vocabulary building
@@ -107,8 +107,7 @@ class BM25Okapi:
 
         docs = list(corpus.values())
         self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._keys, self._doc_index = doc_positions(self._doc_ids)
         tokenized = self._tokenize([d.full_text if self.use_title else d.text for d in docs], ids=True)
         n = len(docs)
         tf, vocab, real, lengths = term_counts(tokenized, n)

@@ -34,8 +34,8 @@ import numpy as np
 from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, analysis, term_counts, tokenize
 from gapbench.errors import GapbenchError
 from gapbench.options import OneOf, checked
-from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
-from gapbench.topk import exclusion_indices, tie_keys
+from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, top_positions
+from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 VARIANTS = ("bright", "anserini")
@@ -99,8 +99,7 @@ class BM25QS:
         docs = list(corpus.values())
         texts = [d.full_text if self.use_title else d.text for d in docs]
         self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._keys, self._doc_index = doc_positions(self._doc_ids)
         n = len(docs)
         tf, vocab, _, lengths = term_counts(tokenize(texts, self.stopwords, self.stemmer_name, ids=True), n)
         total = float(lengths.sum())

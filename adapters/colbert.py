@@ -41,8 +41,8 @@ from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.files import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
-from gapbench.retrieval import payload_fingerprint
-from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk, tie_keys
+from gapbench.retrieval import doc_positions, payload_fingerprint
+from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
 from .dense import _dir_digest, _quiet_transformers, resolve_model
@@ -398,8 +398,7 @@ class ColBERT:
         docs = list(corpus.values())
         texts = [d.full_text if self.use_title else d.text for d in docs]
         self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._keys, self._doc_index = doc_positions(self._doc_ids)
         self._docs = self.embed(texts, is_query=False)
         self._backend = self._choose_backend(len(docs))
         self._index = None

@@ -17,8 +17,8 @@ import numpy as np
 from gapbench.cache import EmbeddingCache
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.progress import progress
-from gapbench.retrieval import payload_fingerprint
-from gapbench.topk import dense_topk, exclusion_indices, tie_keys
+from gapbench.retrieval import doc_positions, payload_fingerprint
+from gapbench.topk import dense_topk, exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 
@@ -104,8 +104,7 @@ class OpenAIEmbed:
     def index(self, corpus: Corpus) -> None:
         docs = list(corpus.values())
         self._doc_ids = [d.doc_id for d in docs]
-        self._keys = tie_keys(self._doc_ids)
-        self._doc_index = {d: i for i, d in enumerate(self._doc_ids)}
+        self._keys, self._doc_index = doc_positions(self._doc_ids)
         self._doc_emb = self.embed([self.doc_prompt + (d.full_text if self.use_title else d.text) for d in docs])
 
     def query_texts(self, queries: Queries) -> list[str]:

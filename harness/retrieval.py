@@ -246,6 +246,14 @@ def search_with(retriever: Any, queries: Queries, k: int, exclude: Mapping[str, 
     return run.top(k)
 
 
+def doc_positions(doc_ids: Sequence[str]) -> tuple[Any, dict[str, int]]:
+    """(tie keys, doc id -> position) of documents held in corpus order: what a retriever that reads the corpus
+    whole ranks ties and masks exclusions by."""
+    from .topk import tie_keys
+
+    return tie_keys(doc_ids), {d: i for i, d in enumerate(doc_ids)}
+
+
 def rank_each(name: str, qids: Sequence[str], analysed: Iterable, excluded: Iterable,
               rank: Callable[[Any, Any], list]) -> tuple[Run, tuple[str, ...]]:
     """A retriever's search loop, with a progress bar: ``rank(tokens, exclusion)`` for each query id, its analysed
