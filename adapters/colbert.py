@@ -45,7 +45,7 @@ from gapbench.retrieval import doc_positions, payload_fingerprint
 from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
-from .dense import _dir_digest, _quiet_transformers, resolve_model
+from .dense import _quiet_transformers, model_files, resolve_model
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _INDEXES = ("auto", "exact", "plaid", "voyager")
@@ -278,13 +278,10 @@ class ColBERT:
         self.cache = cache
         self._model = None
         self.model_loads = 0
-        self._resolved = self._resolve_model()
+        self._resolved = resolve_model(self.model_name, self.revision)
         self._docs: TokenMatrices | None = None
         self._index = None
         self._backend: str | None = None
-
-    def _resolve_model(self) -> str:
-        return resolve_model(self.model_name, self.revision)
 
     # -- identity
     def _model_config(self) -> dict:
@@ -303,9 +300,7 @@ class ColBERT:
     @property
     def model_fingerprint(self) -> str:
         """What the token vectors depend on (model, its files, seed, lengths): the key of the token-vector cache."""
-        cfg = self._model_config()
-        local = Path(self._resolved)
-        cfg["model_files"] = _dir_digest(local) if local.is_dir() else None
+        cfg = {**self._model_config(), "model_files": model_files(self._resolved)}
         try:
             from importlib.metadata import version
 

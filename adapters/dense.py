@@ -59,8 +59,12 @@ def resolve_model(name: str, revision: str | None = None) -> str:
     return name
 
 
-def _dir_digest(path: Path) -> str:
-    """Digest of a local model folder from its configuration files and file sizes (no weights are read)."""
+def model_files(resolved: str) -> str | None:
+    """Digest of a local model folder from its configuration files and file sizes (no weights are read); None for a
+    model name the hub resolves (its revision identifies it)."""
+    path = Path(resolved)
+    if not path.is_dir():
+        return None
     h = hashlib.sha256()
     for p in sorted(path.rglob("*")):
         if p.is_file() and ".cache" not in p.parts:
@@ -334,12 +338,9 @@ class Dense:
         self._model = None
         self._fast = None
         self.model_loads = 0
-        self._resolved = self._resolve_model()
+        self._resolved = resolve_model(self.model_name, self.revision)
         self._docs = None
         self._device_docs = None
-
-    def _resolve_model(self) -> str:
-        return resolve_model(self.model_name, self.revision)
 
     @property
     def resolved_dtype(self) -> str:
@@ -371,9 +372,7 @@ class Dense:
 
     @property
     def fingerprint(self) -> str:
-        cfg = self.config()
-        local = Path(self._resolved)
-        cfg["model_files"] = _dir_digest(local) if local.is_dir() else None
+        cfg = {**self.config(), "model_files": model_files(self._resolved)}
         # batch size, device, encoder path and chunking change neither the vectors' meaning nor the ranking
         return payload_fingerprint(cfg)
 
