@@ -31,7 +31,6 @@ The LLM endpoint and model come from the bracket, else ``--llm-base-url`` / ``--
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any, Callable, Mapping
 from gapbench.adapters.fusion import _matching_close, _strip_parens
 from gapbench.errors import ConfigError
 from gapbench.options import parse_int, unknown_option
-from gapbench.retrieval import config_of, fingerprint_of, get_retriever, search_with
+from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
 from gapbench.types import Queries, Query, Run
 
 _FALLBACKS = ("empty_rewrite", "empty_search", "unparsed_selection", "unknown_ids")
@@ -215,7 +214,7 @@ class _LLMRetriever:
         payload = {"adapter": f"gapbench-llm-{self.method}/1", **self._params(), "llm": self.client.fingerprint,
                    "prompts": {p: hashlib.sha256(load_prompt(p).encode()).hexdigest() for p in self.prompts},
                    "retriever": fingerprint_of(self.retriever)}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return payload_fingerprint(payload)
 
     # -- retriever protocol
     def index(self, corpus) -> None:
