@@ -151,3 +151,9 @@ def test_cli_probe_shipped_slice(tmp_path):
     with pytest.raises(ap.ProbeMismatchError):
         ap.Probe.load(out / "probe", get_encoder("dense", "sentence"))
     assert "selected on validation RMSE" in (out / "argus_probe.md").read_text()
+    # the command binds the probe to dense's fingerprint: argus compare's default diagnosis (auto) now finds it
+    from gapbench.analyses.argus.augment import diagnosis_for
+    from gapbench.retrieval import get_retriever
+
+    method, bound, source = diagnosis_for("auto", get_retriever("dense"))
+    assert method == "probe" and bound.fingerprint == probe.fingerprint and source.endswith(probe.fingerprint[:32])
