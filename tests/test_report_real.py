@@ -50,7 +50,8 @@ def analyses(tmp_path_factory):
                 os.environ["OPENAI_API_KEY"] = old
     assert main(["coverage", task, "--retrievers", "bm25,dense", "--clusters", "4", "--out", str(an / "coverage")]) == 0
     assert main(["signals", task, "--retrievers", "bm25,dense", "-o", str(an / "signals")]) == 0
-    assert main(["argus", "compare", task, "-r", "bm25", "--kb", "impliret-wknow", "--variants", "original,expansion",
+    assert main(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--diagnosis", "label-prior",
+                 "--variants", "original,expansion",
                  "-o", str(an / "argus")]) == 0
     return task, runs, an
 
