@@ -33,7 +33,10 @@ Remedy:
 - :func:`synthesis_views`: one view per document with at least one flagged entity that has passages: the LLM's
   rewrite of the document under the prompt ``prompts/argus_synthesis.txt`` (the paper's Figure 8, fields
   ``{entities}``, one ``<surface form> : <passage>`` line per passage, and ``{document}``), through
-  :class:`gapbench.llm.client.LLMClient` and its cache.
+  :class:`gapbench.llm.client.LLMClient` and its cache. Each answer's ``max_tokens`` is budgeted from the view's
+  expected length (:func:`synthesis_budget`); an answer still cut after the client's re-ask with double the budget
+  is dropped (kept only with ``keep_truncated``) and counted (:class:`SynthesisViews` ``check``, reported by
+  :func:`view_stats` as ``synthesis``).
 - :class:`Augmented`: a retriever wrapper that indexes the views beside the originals and, at search time, collapses
   each view to its source document by maximum score before the top-k cut, so runs, qrels and measures stay on the
   original ids. Excluded source ids exclude their views too.
@@ -588,41 +591,101 @@ def synthesis_prompt(document: str, entities: Mapping[str, Sequence[str]], templ
     return render(template, entities="\n".join(lines), document=document)
 
 
+# A synthesis answer is the document with at most five words (and two commas) after each entity: about 12 tokens an
+# entity. The budget asks for twice that expected length plus a margin, since tokenizers split digits, names and
+# non-English text finer than the 4 characters a token the estimate assumes; the client's one re-ask doubles it again.
+SYNTH_TOKENS_PER_ENTITY = 12
+SYNTH_MARGIN_TOKENS = 64
+
+
+def synthesis_budget(document: str, n_entities: int, cap: int | None = None) -> int:
+    """``max_tokens`` for one synthesis answer: ``2 * (tokens(document) + 12 * n_entities) + 64``, at most ``cap``.
+
+    Tokens are estimated as the LLM client estimates prompts (characters / 4, rounded up)::
+
+        synthesis_budget("x" * 400, 2)   # 2 * (100 + 24) + 64 = 312
+    """
+    from ...llm.client import prompt_tokens
+
+    expected = prompt_tokens([document]) + SYNTH_TOKENS_PER_ENTITY * n_entities
+    budget = 2 * expected + SYNTH_MARGIN_TOKENS
+    return min(budget, cap) if cap else budget
+
+
+class SynthesisViews(list):
+    """The synthesis views (a plain list of :class:`View`) with ``check``, what the answers' check found:
+    ``{"asked", "views", "empty", "truncated", "dropped_truncated", "keep_truncated", "max_tokens": [lo, hi]}``.
+    ``truncated`` counts answers still cut by their budget after the client's re-ask with double it; they are
+    dropped (``dropped_truncated``) unless ``keep_truncated``. :func:`view_stats` reports ``check`` as ``synthesis``."""
+
+    def __init__(self, views: Iterable[View] = (), check: Mapping[str, Any] | None = None) -> None:
+        super().__init__(views)
+        self.check = dict(check or {})
+
+
 def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: Any, k_aug: int = DEFAULT_K_AUG,
                     hits: Mapping[str, Mapping[str, Sequence[str]]] | None = None, template: str = "argus_synthesis",
-                    progress: Callable[[int], None] | None = None) -> list[View]:
+                    progress: Callable[[int], None] | None = None, *, max_tokens: int | None = None,
+                    keep_truncated: bool = False) -> SynthesisViews:
     """KB-guided LLM synthesis: one view per document with flagged entities that have passages.
 
     ``llm`` is a :class:`gapbench.llm.client.LLMClient`; answers are cached, calls and tokens counted in ``llm.usage``
-    (tag = doc id). An empty answer gives no view.
+    (tag = doc id). Each request's ``max_tokens`` is :func:`synthesis_budget` of its document (``max_tokens`` fixes
+    one budget for all). An empty answer gives no view; an answer still cut by its budget after the client's re-ask
+    (``truncated``) gives none either unless ``keep_truncated``: both are counted in the result's ``check``.
     """
     from ...llm.client import ChatRequest
 
     hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
     docs = [d for d, per in hits.items() if per]
+    cap = getattr(getattr(llm, "config", None), "max_tokens_cap", None)
+    budgets = [max_tokens or synthesis_budget(corpus[d].text, len(hits[d]), cap) for d in docs]
     reqs = [ChatRequest(synthesis_prompt(corpus[d].text, {s: [kb.passages[p].text for p in ps]
-                                                         for s, ps in hits[d].items()}, template), tag=d)
-            for d in docs]
+                                                         for s, ps in hits[d].items()}, template), tag=d,
+                        params={"max_tokens": b})
+            for d, b in zip(docs, budgets)]
     answers = llm.chat_many(reqs, progress=progress) if reqs else []
     views = []
+    empty = truncated = dropped = 0
     for did, ans in zip(docs, answers):
         text = ans.text.strip()
-        if text:
+        truncated += bool(ans.truncated)
+        if not text:
+            empty += 1
+        elif ans.truncated and not keep_truncated:
+            dropped += 1  # a cut rewrite loses the document's end: indexing it would hide text from the retriever
+        else:
             per = hits[did]
             views.append(View(f"{did}{VIEW_SEP}syn", did, text, "synthesis", tuple(per),
                               tuple(dict.fromkeys(p for ps in per.values() for p in ps))))
-    return views
+    check = {"asked": len(docs), "views": len(views), "empty": empty, "truncated": truncated,
+             "dropped_truncated": dropped, "keep_truncated": keep_truncated,
+             "max_tokens": [min(budgets), max(budgets)] if budgets else None}
+    return SynthesisViews(views, check)
+
+
+def synthesis_note(check: Mapping[str, Any] | None) -> str | None:
+    """The Markdown note for a synthesis whose answers were cut (None when none was): how many, and what became of
+    them."""
+    if not check or not check.get("truncated"):
+        return None
+    fate = ("kept as views (keep_truncated)" if check.get("keep_truncated")
+            else f"{check['dropped_truncated']} dropped, not indexed")
+    return (f"synthesis: {check['truncated']} of {check['asked']} answers were still cut by their token budget after "
+            f"the re-ask with double it ({fate}).")
 
 
 def view_stats(corpus: Corpus, views: Sequence[View]) -> dict:
-    """Index growth: views, views per document (mean over the corpus), the share of documents with a view."""
+    """Index growth: views, views per document (mean over the corpus), the share of documents with a view; for
+    :class:`SynthesisViews`, ``synthesis``: their ``check`` (answers cut by their budget, dropped, empty)."""
     per: dict[str, int] = {}
     for v in views:
         per[v.source_id] = per.get(v.source_id, 0) + 1
     n = len(corpus)
     return {"n_docs": n, "n_views": len(views), "indexed": n + len(views),
             "views_per_doc": len(views) / n if n else 0.0, "docs_with_views": len(per),
-            "max_views_per_doc": max(per.values(), default=0), "index_growth": (n + len(views)) / n if n else 1.0}
+            "max_views_per_doc": max(per.values(), default=0), "index_growth": (n + len(views)) / n if n else 1.0,
+            **({"synthesis": dict(views.check)} if getattr(views, "check", None) else {})}
 
 
 # --------------------------------------------------------------------------------------------------- the retriever
@@ -799,14 +862,16 @@ def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: 
     augmenter = ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model)
     augmented = _wrapped(augmenter, corpus)
     entry = {"spec": spec, **view_stats(corpus, augmented.views), **augmenter.used}
-    if augmenter.used["kb"] in ORACLE_KBS:
-        entry["note"] = PIPELINE_CHECK_NOTE
+    notes = [PIPELINE_CHECK_NOTE] if augmenter.used["kb"] in ORACLE_KBS else []
+    notes += [n for n in [synthesis_note(entry.get("synthesis"))] if n]
+    if notes:
+        entry["note"] = " ".join(notes)
     return augmented, entry
 
 
 class ArgusAugmenter:
     """An :class:`gapbench.retrieval.Augmenter`: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M,diagnosis=D]`` or
-    ``argus-synth:...``; ``augment(corpus)`` diagnoses the corpus with ``retriever`` (``diagnosis=auto``: the probe
+    ``argus-synth:...`` (plus ``keep_truncated=true``: index answers still cut by their token budget); ``augment(corpus)`` diagnoses the corpus with ``retriever`` (``diagnosis=auto``: the probe
     given or bound to the retriever, else the exact audit; ``audit``; ``label-prior`` on request) and returns the
     views. ``kb`` defaults to the packaged ``wikipedia-slice``; ``landmarks-oracle`` is a pipeline check."""
 
@@ -821,8 +886,10 @@ class ArgusAugmenter:
             raise UnknownNameError("augmenter", name, AUGMENTERS)
 
         def settings(kb: str = DEFAULT_KB, tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG,
-                     probe: str | None = None, ner: str = SPACY_DEFAULT, diagnosis: str = "auto") -> dict:
-            return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner, "diagnosis": diagnosis}
+                     probe: str | None = None, ner: str = SPACY_DEFAULT, diagnosis: str = "auto",
+                     keep_truncated: bool = False) -> dict:
+            return {"kb": kb, "tau": tau, "k_aug": k_aug, "probe": probe, "ner": ner, "diagnosis": diagnosis,
+                    "keep_truncated": keep_truncated}
 
         self.name, self.retriever = name, retriever
         self.options = build(settings, options, f"augmenter {name!r}")
@@ -840,7 +907,9 @@ class ArgusAugmenter:
         self.used = {"kb": kb.name, "diagnosis": method, "probe": source}
         if llm is None:
             return expansion_views(corpus, diag, kb, opts["k_aug"])
-        return synthesis_views(corpus, diag, kb, llm, opts["k_aug"])
+        views = synthesis_views(corpus, diag, kb, llm, opts["k_aug"], keep_truncated=opts["keep_truncated"])
+        self.used["synthesis"] = views.check  # the manifest's count of answers cut by their budget
+        return views
 
 
 def augment_retriever(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
