@@ -465,6 +465,10 @@ class SignalsReport(Model):
     kept: list[str]
     gate: Optional[dict[str, Any]]
     gate_note: Optional[str] = None
+    # the gate on either of two barely correlated kept signals firing (absent in files written before it)
+    either_max_corr: Optional[Number] = None
+    gate_either: Optional[dict[str, Any]] = None
+    gate_either_note: Optional[str] = None
 
 
 class CoverageReport(Model):

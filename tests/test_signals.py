@@ -420,3 +420,90 @@ def test_cli_builds_one_signals_options_object(monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0}
     assert main(["signals", "toy", "--json"]) == 0  # the CLI defaults are SignalsOptions' own
     assert seen[-1][2] == mod.SignalsOptions()
+
+
+# ------------------------------------------------------------------ gate on either firing
+
+def _either_table():
+    """16 queries: 4 weak that only max_score sees (1, 6.5), 4 weak that only evidence_coverage sees (6.5, 1), and 8
+    good ones spread over 5..8 on both. Each signal alone: AUC of "weak is lower" = (4 * 1 + 4 * 0.5) / 8 = 0.75."""
+    rows = [(1, 6.5)] * 4 + [(6.5, 1)] * 4 + [(5, 8), (6, 7), (7, 6), (8, 5), (5, 5), (6, 6), (7, 7), (8, 8)]
+    y = [1] * 8 + [0] * 8
+    values = {"max_score": np.array([r[0] for r in rows], float), "evidence_coverage": np.array([r[1] for r in rows], float)}
+    return SignalTable(tuple(f"q{i}" for i in range(16)), values), y
+
+
+def test_either_gate_by_hand():
+    from scipy.stats import spearmanr
+
+    from gapbench.analyses.signals import apply_either, either_floors, either_pair, to_markdown
+
+    table, y = _either_table()
+    o1, o2 = table.values["max_score"], table.values["evidence_coverage"]
+    # rank covariance -8/41 of the rank variance, by hand and by scipy
+    assert spearman(o1, o2) == pytest.approx(-8 / 41) == pytest.approx(spearmanr(o1, o2)[0])
+    # jointly: both floors at 3 (the midpoint of 1 and 5) catch all 8 weak and no good query (J = 1); the candidates
+    # between 1 and 5 are 3 only, and any higher floor escalates a good query
+    assert either_floors(y, o1, o2) == (3.0, 3.0) and either_floors(y, o1, o2, 0.9) == (3.0, 3.0)
+    # a target of 1.0 without false alarms: still (3, 3); a floor pair that is not a candidate is never returned
+    assert either_floors(y, o1, o2, 1.0) == (3.0, 3.0)
+    assert either_pair(["max_score", "evidence_coverage"], {"max_score": {"evidence_coverage": -8 / 41}}) == \
+        ("max_score", "evidence_coverage")
+    assert either_pair(["max_score", "evidence_coverage"], {"max_score": {"evidence_coverage": 0.5}}) is None
+    d = analyse(table, y, n_bootstrap=20).to_dict()
+    g = d["gate_either"]
+    assert d["kept"] == ["max_score", "evidence_coverage"] and d["either_max_corr"] == 0.3
+    assert g["signals"] == ["max_score", "evidence_coverage"] and g["floors"] == [3.0, 3.0]
+    assert g["orientations"] == ["lower_is_weaker", "lower_is_weaker"] and g["method"] == "youden"
+    assert g["rule"] == "max_score < 3 or evidence_coverage < 3" and g["spearman"] == pytest.approx(-8 / 41)
+    for split in ("calibration", "held_out"):  # each split has 4 weak and 4 good (stratified halves)
+        assert g[split] == {"n": 8, "n_weak": 4, "catch_rate": 1.0, "false_alarm_rate": 0.0, "escalated_share": 0.5,
+                            "youden_j": 1.0}
+    # the single gate on max_score cannot separate its blind half from the good queries without false alarms
+    assert d["gate"]["held_out"]["false_alarm_rate"] > 0
+    assert apply_either([1, 6.5, 6.5, float("nan")], [6.5, 1, 6.5, 6.5], g).tolist() == [1, 1, 0, 1]
+    md = to_markdown(d)
+    assert ("Gate on either firing (max_score and evidence_coverage: |Spearman| 0.195 < 0.3; floors chosen jointly "
+            "on the calibration split, youden): escalate when `max_score < 3 or evidence_coverage < 3`.") in md
+    assert md.endswith("| calibration | 8 | 4 | 1.000 | 0.000 | 0.500 |\n| held_out | 8 | 4 | 1.000 | 0.000 | 0.500 |\n")
+    # correlated above the bound: no either gate, and why
+    d = analyse(table, y, n_bootstrap=20, either_max_corr=0.1).to_dict()
+    assert d["gate_either"] is None and "no two kept signals with |Spearman| < 0.1" in d["gate_either_note"]
+    assert "No gate on either firing: no two kept signals" in to_markdown(d)
+
+
+def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
+    """ImpliRet wknow (80 queries): bm25's max_score and the query-word evidence_coverage of its window barely
+    correlate (Spearman -0.062) but separate little (0.538, 0.541): no either gate at the article's bar 0.65, one at 0.5."""
+    from gapbench.analyses.signals import apply_either, escalation_rates, run_signals, save_report
+
+    d = run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).to_dict()
+    assert d["kept"] == [] and d["gate_either"] is None
+    assert d["gate_either_note"].startswith("no two kept signals with |Spearman| < 0.3 (kept: none)")
+    rep = run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words, bar=0.5)
+    d = rep.to_dict()
+    g = d["gate_either"]
+    assert g["signals"] == ["evidence_coverage", "max_score"] and g["spearman"] == pytest.approx(-0.0619, abs=1e-4)
+    # the stored rates are those of the stored rule on the stored split, recomputed from the per-query values
+    cal, held = stratified_split(rep.labels, 0.5, 0)
+    flags = apply_either(rep.table.values[g["signals"][0]], rep.table.values[g["signals"][1]], g).astype(bool)
+    for name, idx in (("calibration", cal), ("held_out", held)):
+        assert g[name] == escalation_rates(rep.labels[idx], flags[idx])
+    # floors chosen jointly reach at least the single gate's Youden J on the calibration split
+    assert g["calibration"]["youden_j"] >= d["gate"]["calibration"]["youden_j"] - 1e-12
+    save_report(rep, tmp_path / "sig")
+    assert load_signals(tmp_path / "sig", "gate_either")["gate_either"]["rule"] == g["rule"]
+    with pytest.raises(DataFormatError, match="holds no gate on either firing"):
+        save_report(run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words), tmp_path / "none")
+        load_signals(tmp_path / "none", "gate_either")
+
+
+def test_escalations_of_the_either_gate_have_one_column_per_signal(tmp_path):
+    from gapbench.analyses.signals import write_escalations
+
+    path = write_escalations(tmp_path / "esc.tsv", ["a", "b"], np.array([[1.0, 2.0], [3.0, 4.0]]), [1, 0],
+                             ["max_score", "evidence_coverage"])
+    assert path.read_text().splitlines() == ["query_id\tmax_score\tevidence_coverage\tescalate", "a\t1.0\t2.0\t1",
+                                             "b\t3.0\t4.0\t0"]
+    path = write_escalations(tmp_path / "one.tsv", ["a"], [0.5], [1])
+    assert path.read_text().splitlines() == ["query_id\tvalue\tescalate", "a\t0.5\t1"]

@@ -41,6 +41,16 @@ distinct oriented values plus one below and one above all of them. A query escal
 the floor (``rule`` spells it in raw units, e.g. ``retriever_divergence > 0.53``). The held-out part gives the catch
 rate (recall of weak), the false-alarm rate (share of good retrievals escalated) and the share of queries escalated.
 
+Gate on either firing (the article: "if two signals separate well and barely correlate, gate on either firing"): the
+first pair of kept signals, strongest first, whose |Spearman| over all queries is below ``either_max_corr`` (0.3: the
+article names no number; below 0.3 is the usual bound of a weak association, so each signal sees weak retrievals the
+other misses). On the same seeded calibration split (queries where both are defined) each signal gets its orientation
+as above and the two floors are chosen jointly for the rule "escalate when either oriented value is below its
+floor": the pair of candidate floors with the highest catch rate minus false-alarm rate (Youden of the combined
+rule; ties: fewest escalations, then the lowest floors) or, with ``target_catch``, the pair reaching the target with
+the fewest escalations. Jointly, not each at its own Youden point: two floors each tuned alone escalate the union of
+their alarms, which overshoots the combined Youden point. The held-out part gives the rates as for the single gate.
+
 Output directory (written atomically):
 
 - ``signals.json``: ``{"kind": "signals", "task", "version": 1, "retrievers": [{"spec", "kind"}], "primary",
@@ -49,8 +59,10 @@ Output directory (written atomically):
   "separation", "orientation", "ci95": [lo, hi], "mean_good", "mean_weak", "kept", "dropped"}},
   "spearman": {NAME: {NAME: rho}}, "kept": [NAME], "gate": {"signal", "orientation", "method", "target_catch",
   "floor" (oriented units), "threshold" (raw units), "rule", "calib_fraction", "seed", "calibration": SPLIT,
-  "held_out": SPLIT} or null}``, where SPLIT is ``{"n", "n_weak", "catch_rate", "false_alarm_rate",
-  "escalated_share", "youden_j", "separation"}``; a value that cannot be computed (one class only) is null.
+  "held_out": SPLIT} or null, "either_max_corr", "gate_either": {"signals": [A, B], "orientations", "method",
+  "target_catch", "floors" (oriented), "thresholds" (raw), "rule", "calib_fraction", "seed", "spearman", "max_corr",
+  "calibration": SPLIT, "held_out": SPLIT} or null (with "gate_either_note" saying why)}``, where SPLIT is ``{"n", "n_weak", "catch_rate", "false_alarm_rate",
+  "escalated_share", "youden_j", "separation"}`` (no ``separation`` for the either gate); a value that cannot be computed (one class only) is null.
 - ``signals.md``: the AUC table and the gate; ``signals_per_query.tsv``: query_id, weak, one column per signal
   (``nan`` when unavailable); ``signals_auc.png`` (separation bars with CIs and the bar) and ``signals_gate.png``
   (histogram of the gate's signal for good and weak retrievals with the floor).
@@ -454,8 +466,13 @@ def candidate_floors(oriented_values: Sequence[float]) -> np.ndarray:
 
 def gate_rates(labels: Sequence[int], oriented_values: Sequence[float], floor: float) -> dict[str, float | int | None]:
     """Catch rate (recall of weak), false-alarm rate, escalated share and Youden J when escalating below ``floor``."""
+    return escalation_rates(labels, np.asarray(oriented_values, dtype=np.float64) < floor)
+
+
+def escalation_rates(labels: Sequence[int], escalate: Sequence[bool]) -> dict[str, float | int | None]:
+    """Catch rate, false-alarm rate, escalated share and Youden J of any 0/1 escalation decision."""
     y = np.asarray(labels, dtype=bool)
-    esc = np.asarray(oriented_values, dtype=np.float64) < floor
+    esc = np.asarray(escalate, dtype=bool)
     n1, n0 = int(y.sum()), int((~y).sum())
     catch = float((esc & y).sum() / n1) if n1 else None
     fa = float((esc & ~y).sum() / n0) if n0 else None
@@ -537,6 +554,89 @@ def apply_gate(values: Sequence[float], gate: Mapping[str, Any]) -> np.ndarray:
     return np.where(np.isfinite(o), o < float(gate["floor"]), True).astype(np.int64)
 
 
+# ------------------------------------------------------------------ gate on either firing
+
+EITHER_MAX_CORR = 0.3  # "barely correlate": |Spearman| below 0.3, the usual bound of a weak monotone association
+
+
+def either_pair(kept: Sequence[str], correlations: Mapping[str, Mapping[str, float | None]],
+                max_corr: float = EITHER_MAX_CORR) -> tuple[str, str] | None:
+    """The first pair of kept signals (kept is strongest first, so the strongest such pair) with |Spearman| below
+    ``max_corr``; None when no pair of kept signals barely correlates."""
+    for a, b in combinations(kept, 2):
+        rho = correlations.get(a, {}).get(b)
+        if rho is not None and not math.isnan(rho) and abs(rho) < max_corr:
+            return a, b
+    return None
+
+
+def either_floors(labels: Sequence[int], o1: Sequence[float], o2: Sequence[float],
+                  target_catch: float | None = None) -> tuple[float, float]:
+    """Floors ``(f1, f2)`` of the gate "escalate when o1 < f1 or o2 < f2", chosen jointly on these queries.
+
+    Youden (default): the pair with the highest catch rate minus false-alarm rate; with ``target_catch``: the pairs
+    whose catch rate reaches it, the one with the fewest escalations (then the highest catch rate). Remaining ties:
+    fewest escalations, then the lowest f1, then the lowest f2. Candidates are :func:`candidate_floors` of each signal.
+    """
+    y = np.asarray(labels, dtype=bool)
+    v1, v2 = np.asarray(o1, dtype=np.float64), np.asarray(o2, dtype=np.float64)
+    if y.all() or not y.any():
+        raise GapbenchError("the either gate needs both weak and good retrievals in the calibration split.")
+    if target_catch is not None and not 0 < target_catch <= 1:
+        raise ConfigError(f"target catch rate must be in (0, 1], got {target_catch}.")
+    c2 = candidate_floors(v2)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    best, best_key = None, None
+    for f1 in candidate_floors(v1):
+        first = v1 < f1
+        # for every f2 at once: the queries the first signal leaves, escalated by the second when below f2
+        weak = int((first & y).sum()) + np.searchsorted(np.sort(v2[~first & y]), c2, side="left")
+        good = int((first & ~y).sum()) + np.searchsorted(np.sort(v2[~first & ~y]), c2, side="left")
+        catch, fa, esc = weak / n1, good / n0, weak + good
+        if target_catch is None:
+            keys = np.stack([catch - fa, -esc], axis=1)
+        else:
+            keys = np.stack([np.where(catch >= target_catch - 1e-12, -esc, -np.inf), catch], axis=1)
+        j = int(np.lexsort((-np.arange(c2.size), keys[:, 1], keys[:, 0]))[-1])  # max key, lowest f2 among ties
+        key = (round(float(keys[j, 0]), 12), float(keys[j, 1]))
+        if best_key is None or key > best_key:
+            best, best_key = (float(f1), float(c2[j])), key
+    return best
+
+
+def calibrate_either(
+    labels: Sequence[int], values1: Sequence[float], values2: Sequence[float], signals: tuple[str, str], *,
+    calib_fraction: float = 0.5, seed: int = 0, target_catch: float | None = None,
+) -> dict[str, Any]:
+    """The gate on either of two signals firing: orientations and joint floors (:func:`either_floors`) from the
+    seeded stratified calibration split of the queries where both are defined; rates on it and on the held-out split."""
+    y = np.asarray(labels, dtype=np.int64)
+    v = np.stack([np.asarray(values1, dtype=np.float64), np.asarray(values2, dtype=np.float64)])
+    ok = np.isfinite(v).all(axis=0)
+    y, v = y[ok], v[:, ok]
+    cal, held = stratified_split(y, calib_fraction, seed)
+    orient = [separation(y[cal], v[i][cal], EXPECTED.get(signals[i], "lower_is_weaker"))[1] for i in (0, 1)]
+    o = np.stack([oriented(v[i], orient[i]) for i in (0, 1)])
+    floors = either_floors(y[cal], o[0][cal], o[1][cal], target_catch)
+    rules = [_rule(signals[i], orient[i], floors[i]) for i in (0, 1)]
+    out = {
+        "signals": list(signals), "orientations": orient, "method": "youden" if target_catch is None else "catch_rate",
+        "target_catch": target_catch, "floors": list(floors), "thresholds": [r[0] for r in rules],
+        "rule": " or ".join(r[1] for r in rules), "calib_fraction": calib_fraction, "seed": seed,
+    }
+    esc = (o[0] < floors[0]) | (o[1] < floors[1])
+    for name, idx in (("calibration", cal), ("held_out", held)):
+        out[name] = escalation_rates(y[idx], esc[idx])
+    return out
+
+
+def apply_either(values1: Sequence[float], values2: Sequence[float], gate: Mapping[str, Any]) -> np.ndarray:
+    """0/1 flags of the either gate: escalate when either stored gate fires (a missing value fires)."""
+    flags = [apply_gate(v, {"orientation": o, "floor": f})
+             for v, o, f in zip((values1, values2), gate["orientations"], gate["floors"])]
+    return (flags[0] | flags[1]).astype(np.int64)
+
+
 # ------------------------------------------------------------------ report
 
 @dataclass
@@ -563,9 +663,10 @@ def _clean(x: float) -> float | None:
 def analyse(
     table: SignalTable, labels: Sequence[int], *, task: str = "", bar: float = 0.65, max_corr: float = 0.85,
     n_bootstrap: int = 1000, seed: int = 0, calib_fraction: float = 0.5, target_catch: float | None = None,
-    gate_signal: str | None = None, meta: Mapping[str, Any] | None = None,
+    gate_signal: str | None = None, meta: Mapping[str, Any] | None = None, either_max_corr: float = EITHER_MAX_CORR,
 ) -> SignalsReport:
-    """AUC table, Spearman pruning and the calibrated gate for a table of signals and weak labels."""
+    """AUC table, Spearman pruning, the calibrated gate and the gate on either of two barely correlated kept signals
+    firing (when two kept signals have |Spearman| < ``either_max_corr``) for a table of signals and weak labels."""
     y = np.asarray(labels, dtype=np.int64)
     if y.size != len(table.query_ids):
         raise GapbenchError(f"{y.size} labels for {len(table.query_ids)} queries.")
@@ -617,7 +718,28 @@ def analyse(
     }
     if gate_note:
         summary["gate_note"] = gate_note
+    summary["either_max_corr"] = either_max_corr
+    summary["gate_either"], either_note = _either_gate(table, y, kept, corr, either_max_corr, calib_fraction, seed,
+                                                       target_catch)
+    if either_note:
+        summary["gate_either_note"] = either_note
     return SignalsReport(task, table, y, summary, dict(meta or {}))
+
+
+def _either_gate(table, y, kept, corr, max_corr, calib_fraction, seed, target_catch) -> tuple[dict | None, str | None]:
+    """The gate on either firing, or None and why not."""
+    pair = either_pair(kept, corr, max_corr)
+    if pair is None:
+        return None, (f"no two kept signals with |Spearman| < {max_corr} (kept: {', '.join(kept) or 'none'}); the "
+                      "article gates on either only for two signals that separate well and barely correlate")
+    if not 0 < int(y.sum()) < y.size:
+        return None, "every query is weak or every query is good in the window: nothing to separate"
+    try:
+        g = calibrate_either(y, table.values[pair[0]], table.values[pair[1]], pair, calib_fraction=calib_fraction,
+                             seed=seed, target_catch=target_catch)
+    except GapbenchError as exc:
+        return None, str(exc)
+    return {**g, "spearman": corr[pair[0]][pair[1]], "max_corr": max_corr}, None
 
 
 def _choose_gate(table, y, seps, kept, gate_signal, calib_fraction, seed, target_catch) -> dict:
@@ -674,6 +796,19 @@ def _gate_lines(d: Mapping[str, Any]) -> list[str]:
             "", gate_table(g).markdown()]
 
 
+def _either_lines(d: Mapping[str, Any]) -> list[str]:
+    if "gate_either" not in d:  # a signals.json written before the either gate
+        return []
+    g = d["gate_either"]
+    if not g:
+        return ["", f"No gate on either firing: {d.get('gate_either_note', '')}"]
+    a, b = g["signals"]
+    return ["", f"Gate on either firing ({a} and {b}: |Spearman| {abs(g['spearman']):.3f} < {g['max_corr']}; floors "
+            f"chosen jointly on the calibration split, {g['method']}"
+            f"{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}): escalate when `{g['rule']}`.",
+            "", gate_table(g).markdown()]
+
+
 def to_markdown(d: Mapping[str, Any]) -> str:
     lines = [f"# Weak-retrieval signals: {d.get('task', '')}", ""]
     rs = ", ".join(f"`{r['spec']}` ({r['kind']})" for r in d.get("retrievers", []))
@@ -685,7 +820,7 @@ def to_markdown(d: Mapping[str, Any]) -> str:
     )
     lines += ["", f"Separation = max(AUC, 1-AUC), 95% bootstrap CI ({d['n_bootstrap']} resamples, seed {d['seed']}); "
               f"bar {d['bar']}, pruning at |Spearman| > {d['max_corr']}.", "", signal_table(d).markdown(), ""]
-    return "\n".join(lines + _gate_lines(d)) + "\n"
+    return "\n".join(lines + _gate_lines(d) + _either_lines(d)) + "\n"
 
 
 def plot_auc(d: Mapping[str, Any], path: str | Path) -> Path:
@@ -791,6 +926,7 @@ class SignalsOptions:
     gate_signal: str | None = None
     term_extractor: TermExtractor | None = None
     output: str | Path | None = None
+    either_max_corr: float = EITHER_MAX_CORR
 
     def check(self, retrievers: Sequence[str]) -> None:
         """Raise ConfigError for retrievers no run accepts with these settings, before any work is done."""
@@ -828,6 +964,7 @@ def run_signals(
     gate_signal: str | None = None,
     term_extractor: TermExtractor | None = None,
     output: str | Path | None = None,
+    either_max_corr: float = EITHER_MAX_CORR,
 ) -> SignalsReport:
     """Run the retrievers on a task (top-``window`` each), compute the signals, the AUC table and the gate.
 
@@ -836,7 +973,7 @@ def run_signals(
     options = SignalsOptions(
         window=window, primary=primary, min_rel=min_rel, max_queries=max_queries, bar=bar, max_corr=max_corr,
         n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction, target_catch=target_catch,
-        gate_signal=gate_signal, term_extractor=term_extractor, output=output)
+        gate_signal=gate_signal, term_extractor=term_extractor, output=output, either_max_corr=either_max_corr)
     return run_signals_with(task, retrievers, options)
 
 
@@ -855,14 +992,15 @@ def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptio
     report = analyse(table, labels, task=prepared.task.name, bar=options.bar, max_corr=options.max_corr,
                      n_bootstrap=options.n_bootstrap, seed=options.seed, calib_fraction=options.calib_fraction,
                      target_catch=options.target_catch, gate_signal=options.gate_signal,
-                     meta=options.meta(retrievers))
+                     meta=options.meta(retrievers), either_max_corr=options.either_max_corr)
     if options.output is not None:
         save_report(report, options.output)
     return report
 
 
-def load_signals(path: str | Path) -> dict:
-    """A signals.json (or the directory holding it), checked for the fields the gate needs."""
+def load_signals(path: str | Path, gate: str = "gate") -> dict:
+    """A signals.json (or the directory holding it), checked for the fields the gate needs (``gate``: ``"gate"``, or
+    ``"gate_either"`` for the gate on either firing)."""
     path = Path(path)
     if path.is_dir():
         path = path / "signals.json"
@@ -875,6 +1013,9 @@ def load_signals(path: str | Path) -> dict:
     if d.get("kind") != "signals" or d.get("version") != 1:
         raise DataFormatError(f"kind {d.get('kind')!r} version {d.get('version')!r}; expected a signals.json "
                               "(kind 'signals', version 1).", path=path)
+    if gate == "gate_either" and not d.get("gate_either"):
+        why = d.get("gate_either_note", "written before the either gate existed")
+        raise DataFormatError(f"holds no gate on either firing ({why}); recompute it with `gapbench signals`.", path=path)
     if not d.get("gate"):
         raise DataFormatError(f"holds no gate ({d.get('gate_note', 'not calibrated')}); recompute it on labelled "
                               "queries with both weak and good retrievals.", path=path)
@@ -883,32 +1024,43 @@ def load_signals(path: str | Path) -> dict:
 
 def gate_runs(
     runs: Mapping[str, Run], signals: Mapping[str, Any], *, corpus: Corpus | None = None, queries: Queries | None = None,
-    term_extractor: TermExtractor | None = None,
+    term_extractor: TermExtractor | None = None, either: bool = False,
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Apply a stored gate to runs (spec -> Run): ``(query_ids, values, escalate flags)``.
+    """Apply a stored gate to runs (spec -> Run): ``(query_ids, values, escalate flags)``; with ``either``, the gate on
+    either firing, whose values have one column per signal (shape ``(n, 2)``).
 
-    The runs must hold the ingredients of the gate's signal (e.g. a dense and a sparse run for retriever_divergence);
+    The runs must hold the ingredients of the gate's signals (e.g. a dense and a sparse run for retriever_divergence);
     the primary is the stored primary when present among the runs, else the first run.
     """
-    gate = signals["gate"]
-    name = gate["signal"]
+    names = gate_signals(signals, either)
     specs = list(runs)
     primary = signals.get("primary") if signals.get("primary") in runs else specs[0]
     qids = list(dict.fromkeys(q for r in runs.values() for q in r))
     table = compute_signals(runs, qids, window=int(signals.get("window", 10)), primary=primary, corpus=corpus,
-                            queries=queries, term_extractor=term_extractor, signals=[name])
-    values = table.values[name]
-    if values is None:
-        raise ConfigError(f"the gate's signal {name} cannot be computed from these runs ({', '.join(specs)}): "
-                          f"{table.reasons[name]}. Give the run directories it needs.")
-    return qids, values, apply_gate(values, gate)
+                            queries=queries, term_extractor=term_extractor, signals=names)
+    for name in names:
+        if table.values[name] is None:
+            raise ConfigError(f"the gate's signal {name} cannot be computed from these runs ({', '.join(specs)}): "
+                              f"{table.reasons[name]}. Give the run directories it needs.")
+    if not either:
+        return qids, table.values[names[0]], apply_gate(table.values[names[0]], signals["gate"])
+    values = np.stack([table.values[n] for n in names], axis=1)
+    return qids, values, apply_either(values[:, 0], values[:, 1], signals["gate_either"])
 
 
-def write_escalations(path: str | Path, query_ids: Sequence[str], values: Sequence[float], flags: Sequence[int]) -> Path:
-    """escalate.tsv: ``query_id<TAB>value<TAB>escalate`` (0/1) with a header line."""
+def gate_signals(signals: Mapping[str, Any], either: bool = False) -> list[str]:
+    """The signal names a stored gate reads: the gate's one, or the either gate's two."""
+    return list(signals["gate_either"]["signals"]) if either else [signals["gate"]["signal"]]
+
+
+def write_escalations(path: str | Path, query_ids: Sequence[str], values: Sequence[float], flags: Sequence[int],
+                      names: Sequence[str] | None = None) -> Path:
+    """escalate.tsv: ``query_id<TAB>value<TAB>escalate`` (0/1) with a header line; with ``names`` (the either gate),
+    one value column per name, headed by it, from 2-D ``values``."""
     path = Path(path)
+    rows = np.asarray(values, dtype=np.float64).reshape(len(query_ids), -1)
     with atomic_writer(path) as fh:
-        fh.write("query_id\tvalue\tescalate\n")
-        for q, v, f in zip(query_ids, values, flags):
-            fh.write(f"{q}\t{float(v)!r}\t{int(f)}\n")
+        fh.write("\t".join(["query_id", *(names or ["value"]), "escalate"]) + "\n")
+        for q, v, f in zip(query_ids, rows, flags):
+            fh.write("\t".join([q, *(repr(float(x)) for x in v), str(int(f))]) + "\n")
     return path

@@ -3,7 +3,8 @@
 ``gapbench signals TASK --retrievers bm25,dense -o DIR`` writes signals.json, signals.md, signals_per_query.tsv,
 signals_auc.png and signals_gate.png (schema in :mod:`gapbench.analyses.signals`). ``gapbench gate RUN_DIR [RUN_DIR ...]
 --signals DIR/signals.json -o OUT`` applies the stored gate to run directories made by ``gapbench run --output`` and
-writes OUT/escalate.tsv (query_id, value, escalate 0/1).
+writes OUT/escalate.tsv (query_id, value, escalate 0/1); ``--either`` applies the gate on either of two signals firing
+(``gate_either``; one value column per signal).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def signals_cmd(
     calib_fraction: float = typer.Option(0.5, "--calib-fraction", help="Share of queries in the calibration split."),
     target_catch: Optional[float] = typer.Option(None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
     gate_signal: Optional[str] = typer.Option(None, "--gate-signal", help="Gate on this signal (default: the strongest kept)."),
+    either_max_corr: float = typer.Option(
+        0.3, "--either-max-corr",
+        help="Also gate on either of the two strongest kept signals firing when their |Spearman| is below this."),
     seed: int = typer.Option(0, "--seed"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write signals.json, signals.md and PNGs here."),
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
@@ -54,7 +58,7 @@ def signals_cmd(
     options = SignalsOptions(
         window=window, primary=primary, min_rel=min_rel, max_queries=max_queries, bar=bar, max_corr=max_corr,
         n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction, target_catch=target_catch,
-        gate_signal=gate_signal, output=output,
+        gate_signal=gate_signal, output=output, either_max_corr=either_max_corr,
     )
     report = run_signals_with(task, split_specs(retrievers), options)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
@@ -66,13 +70,14 @@ def gate_cmd(
     run_dirs: List[Path] = typer.Argument(..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
     signals: Path = typer.Option(..., "--signals", help="signals.json (or its directory) from `gapbench signals`."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory for escalate.tsv (default: the first run directory)."),
+    either: bool = typer.Option(False, "--either", help="Apply the gate on either of two signals firing (gate_either)."),
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
     from .common import fail
-    from ..analyses.signals import gate_runs, load_signals, write_escalations
+    from ..analyses.signals import gate_runs, gate_signals, load_signals, write_escalations
     from ..store import load_manifest, load_run
 
-    stored = load_signals(signals)
+    stored = load_signals(signals, "gate_either" if either else "gate")
     runs = {}
     task_name = None
     for d in run_dirs:
@@ -83,14 +88,16 @@ def gate_cmd(
         runs[spec] = load_run(d)
         task_name = task_name or (manifest.get("task") or {}).get("name")
     corpus = queries = None
-    if stored["gate"]["signal"] == "evidence_coverage":
+    names = gate_signals(stored, either)
+    if "evidence_coverage" in names:
         if not task_name:
             fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
         from ..task import get_task
 
         data = get_task(task_name).load()
         corpus, queries = data.corpus, data.queries
-    qids, values, flags = gate_runs(runs, stored, corpus=corpus, queries=queries)
+    qids, values, flags = gate_runs(runs, stored, corpus=corpus, queries=queries, either=either)
     out_dir = Path(output) if output is not None else Path(run_dirs[0])
-    path = write_escalations(out_dir / "escalate.tsv", qids, values, flags)
-    typer.echo(f"{int(flags.sum())} of {len(qids)} queries escalate ({stored['gate']['rule']}); written to {path}")
+    path = write_escalations(out_dir / "escalate.tsv", qids, values, flags, names if either else None)
+    rule = stored["gate_either" if either else "gate"]["rule"]
+    typer.echo(f"{int(flags.sum())} of {len(qids)} queries escalate ({rule}); written to {path}")
