@@ -19,7 +19,7 @@ from gapbench.analyses.signals import (
     separation, spacy_terms, spearman, stratified_split, term_coverage, weak_labels, youden_floor,
 )
 from gapbench.task import get_task
-from gapbench.types import Corpus, Qrels, Queries, Run, TaskData
+from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -507,3 +507,19 @@ def test_escalations_of_the_either_gate_have_one_column_per_signal(tmp_path):
                                              "b\t3.0\t4.0\t0"]
     path = write_escalations(tmp_path / "one.tsv", ["a"], [0.5], [1])
     assert path.read_text().splitlines() == ["query_id\tvalue\tescalate", "a\t0.5\t1"]
+
+
+def test_gate_runs_applies_the_either_gate_by_hand():
+    from gapbench.analyses.signals import gate_runs
+
+    corpus = Corpus([Document("d1", "apple pie"), Document("d2", "banana bread"), Document("d3", "cherry tart")])
+    queries = Queries([Query("q1", "apple"), Query("q2", "cherry"), Query("q3", "cherry")])
+    run = Run({"q1": {"d1": 2.0}, "q2": {"d2": 5.0}, "q3": {"d3": 5.0}}, "bm25")
+    stored = {"primary": "bm25", "window": 10, "gate": {"signal": "max_score"},
+              "gate_either": {"signals": ["max_score", "evidence_coverage"], "orientations": ["lower_is_weaker"] * 2,
+                              "floors": [3.0, 0.5]}}
+    qids, values, flags = gate_runs({"bm25": run}, stored, corpus=corpus, queries=queries, term_extractor=_words,
+                                    either=True)
+    # q1: max_score 2 < 3 fires; q2: coverage 0 (cherry not in "banana bread") < 0.5 fires; q3: neither
+    assert qids == ["q1", "q2", "q3"] and values.tolist() == [[2.0, 1.0], [5.0, 0.0], [5.0, 1.0]]
+    assert flags.tolist() == [1, 1, 0]
