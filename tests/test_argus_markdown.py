@@ -19,7 +19,7 @@ COMPARE = {
                                  "R@10": {"delta": 0.25, "significant": False}}},
         "diagnosis": {"method": {"method": "label-prior"}, "n_mentions": 5, "n_docs": 4, "n_flagged_entities": 2,
                       "n_docs_flagged": 2, "seconds": {"ner": 0.1, "embed": 0.2, "probe": 0.0}},
-        "kb_seconds": 0.01, "llm": {"requests": 2, "calls": 2}, "notes": ["a note"]}},
+        "kb_seconds": 0.01, "llm": {"requests": 2, "calls": 2, "truncated": 1}, "notes": ["a note"]}},
     "full_benchmark_avg": {"original": {"nDCG@10": 0.5}, "expansion": {"nDCG@10": 0.75}},
     "notes": ["top note"],
 }
@@ -39,7 +39,8 @@ def test_comparison_markdown_pinned():
         "the variant pairs).", "",
         "Diagnosis (label-prior): 5 mentions in 4 documents, 2 flagged entities in 2 documents. Cost: NER 0.1 s, "
         "embedding 0.2 s, probe 0.00 s, KB lookup 0.01 s.",
-        "LLM synthesis: 2 requests, 2 calls, 0 cache hits, 0 prompt and 0 completion tokens.",
+        "LLM synthesis: 2 requests, 2 calls, 0 cache hits, 0 prompt and 0 completion tokens, 1 answers cut by their "
+        "token budget.",
         "- a note", "",
         "## Full Benchmark Avg. (s, 1 tasks)", "",
         "| variant | nDCG@10 |",

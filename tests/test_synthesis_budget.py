@@ -113,3 +113,6 @@ def test_argus_compare_reports_the_cut_views_in_its_growth(tmp_path):
     growth = row["variants"]["synthesis"]["growth"]
     assert growth["n_views"] == 2 and growth["synthesis"]["dropped_truncated"] == 1
     assert row["llm"]["truncated"] == 1 and row["llm"]["length_reasks"] == 2
+    assert ("synthesis: 1 of 3 answers were still cut by their token budget after the re-ask with double it "
+            "(1 dropped, not indexed).") in row["notes"]
+    assert "1 answers cut by their token budget." in str(res)

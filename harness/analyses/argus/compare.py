@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
                       Augmented, ReferenceKB, diagnose, diagnosis_for, expansion_views, kb_hits, mention_scorer,
-                      synthesis_client, synthesis_views, view_stats)
+                      synthesis_client, synthesis_note, synthesis_views, view_stats)
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
 from ...tables import Table
@@ -170,7 +170,8 @@ def _task_lines(task: str, t: Mapping[str, Any]) -> list[str]:
         u = t["llm"]
         lines.append(f"LLM synthesis: {u.get('requests', 0)} requests, {u.get('calls', 0)} calls, "
                      f"{u.get('cache_hits', 0)} cache hits, {u.get('prompt_tokens', 0)} prompt and "
-                     f"{u.get('completion_tokens', 0)} completion tokens.")
+                     f"{u.get('completion_tokens', 0)} completion tokens, {u.get('truncated', 0)} answers cut by "
+                     "their token budget.")
     return lines + [f"- {note}" for note in t.get("notes", [])] + [""]
 
 
@@ -269,6 +270,9 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         else:
             views, aug_s, llm_usage = _synthesis(data.corpus, diag, kb_obj, llm, k_aug, hits)
             run_variant("synthesis", Augmented(retriever, views, name="synthesis"), aug_s, views)
+            cut = synthesis_note(growth["synthesis"].get("synthesis"))
+            if cut:
+                notes.append(cut)
     cmp = compare(list(results.values()), seed=seed)
     return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes)
 
