@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -496,3 +497,23 @@ def test_measures_with_commas_inside_their_parameters_stay_whole(tmp_path, capsy
     # beta squared): (1 + 0.5) P R / (0.5 P + R) = 3/7. q2 has no grade-2 document: 0.
     assert means["SetF(rel=2,beta=0.5)"] == pytest.approx(3 / 14)
     assert means["P@2"] == pytest.approx((1 / 2 + 1 / 2) / 2)
+
+
+def test_an_interruption_python_drops_in_a_finalizer_is_delivered_again():
+    """A SIGTERM whose exception lands in a __del__ is dropped by Python; the handler then sends the signal again, so
+    the command still ends (a command blocked reading a pipe would otherwise never end)."""
+    from gapbench.cli import _Interrupted, _signals_interrupt
+
+    class SlowFinalizer:
+        def __del__(self):
+            time.sleep(0.5)  # the signal arrives while this runs: its exception cannot leave a finalizer
+
+    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    start = time.monotonic()
+    with pytest.raises(_Interrupted) as info:
+        with _signals_interrupt() as caught:
+            obj = SlowFinalizer()
+            del obj
+            time.sleep(10)  # without the re-send, nothing interrupts this
+    assert info.value.signum == signal.SIGTERM and caught == [signal.SIGTERM, signal.SIGTERM]
+    assert time.monotonic() - start < 3

@@ -239,14 +239,20 @@ def test_packaged_prompts_and_kb_load(installed):
     code = ("import json; from gapbench.llm.client import available_prompts, load_prompt\n"
             "from gapbench.analyses.argus.augment import ReferenceKB\n"
             "print(json.dumps({'prompts': available_prompts(), 'listwise': len(load_prompt('listwise_rank')),\n"
-            "                  'kb': len(ReferenceKB.packaged().passages)}))")
+            "                  'kb': len(ReferenceKB.packaged().passages),\n"
+            "                  'oracle': len(ReferenceKB.packaged('landmarks-oracle').passages)}))")
     done = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c", code], env=installed["env"],
                           cwd=installed["work"], capture_output=True, text=True, check=True)
     got = json.loads(done.stdout)
     assert got["prompts"] == sorted(p.stem for p in (ROOT / "harness" / "llm" / "prompts").glob("*.txt"))
     assert got["listwise"] == len((ROOT / "harness" / "llm" / "prompts" / "listwise_rank.txt").read_text(encoding="utf-8"))
-    kb_lines = (ROOT / "tasks" / "data" / "argus_kb" / "landmarks_kb.jsonl").read_text(encoding="utf-8").splitlines()
-    assert got["kb"] == sum(1 for line in kb_lines if line.strip()) == 97
+    def lines(*parts: str) -> int:
+        text = (ROOT / "tasks" / "data" / Path(*parts)).read_text(encoding="utf-8")
+        return sum(1 for line in text.splitlines() if line.strip())
+
+    # the default KB is the general Wikipedia slice; the landmark KB is the named pipeline check
+    assert got["kb"] == lines("argus", "kb_wikipedia_first_paragraphs.jsonl") == 620
+    assert got["oracle"] == lines("argus_kb", "landmarks_kb.jsonl") == 97
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import re
 import signal
 import sys
@@ -63,8 +64,9 @@ class _Interrupted(BaseException):
 @contextmanager
 def _signals_interrupt() -> Iterator[list[int]]:
     """While the command runs, SIGINT and SIGTERM raise :class:`_Interrupted` (handlers exist only in the main thread).
-    Yields the signals caught, for the rare one that lands in a weakref callback or ``__del__``, where Python drops the
-    exception: the command then ends as it would have, and is reported as interrupted."""
+    Yields the signals caught. One that lands in a weakref callback or ``__del__``, where Python drops the exception,
+    is sent again (see ``unraisable``), so it still ends the command; a command that ends first is reported as
+    interrupted all the same."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught
@@ -78,6 +80,11 @@ def _signals_interrupt() -> Iterator[list[int]]:
     def unraisable(info):
         if not isinstance(info.exc_value, _Interrupted):
             hook(info)
+            return
+        # Python dropped the interruption (it landed in a __del__ or a weakref callback): send the signal again from
+        # another thread, so the handler raises it once more where it counts. Without this, a command blocked
+        # reading (a pipe that never gets data) would never end.
+        threading.Timer(0.05, os.kill, (os.getpid(), info.exc_value.signum)).start()
 
     hook = sys.unraisablehook
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
