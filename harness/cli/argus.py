@@ -162,3 +162,25 @@ def _probe_line(rep: dict) -> str:
     return (f"{rep['name']}: n={rep['n']} selected {rep['selected']['family']} | test RMSE {t['rmse']:.3f} "
             f"(train-mean baseline {rep['baselines']['train_mean']['rmse']:.3f}), Spearman "
             f"{'n/a' if t['spearman'] is None else format(t['spearman'], '.3f')}, band acc {t['band_accuracy']:.3f}")
+
+
+kb_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                     help="Reference KBs for ARGUS augmentation (--kb PATH).")
+app.add_typer(kb_app, name="kb")
+
+
+@kb_app.command("build")
+def kb_build_cmd(
+    sources: list[Path] = typer.Argument(..., help="JSONL {title, text[, id]}, enwiki abstracts XML[.gz] or "
+                                                   "wikimedia/wikipedia parquet files."),
+    out: Path = typer.Option(..., "--out", "-o", help="The KB JSONL to write (what --kb PATH reads)."),
+    fmt: str = typer.Option("auto", "--format", help="auto (from each file's name), jsonl, abstracts-xml or parquet."),
+    max_n: Optional[int] = typer.Option(None, "--max", help="Write at most this many records."),
+) -> None:
+    """Build a reference KB of Wikipedia first paragraphs, read as a stream from files you have."""
+    from ..analyses.argus.kb import build_kb
+
+    st = build_kb(sources, out, fmt=fmt, max_n=max_n)
+    typer.echo(f"KB written to {out}: {st.written} records from {len(st.sources)} source(s); skipped "
+               f"{st.empty} empty paragraph(s), {st.duplicates} repeated id(s)"
+               + (f"; stopped at --max {max_n}" if st.stopped_at_max else ""))
