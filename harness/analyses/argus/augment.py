@@ -17,7 +17,8 @@ Diagnosis (:func:`diagnose`):
    each mention's RPS; an entity's document-level risk is the minimum over its mentions (same surface form, case
    folded); entities with risk < ``tau`` (default 0.3) are flagged, once per document. The commands choose the scorer
    with :func:`diagnosis_for` (``--diagnosis``): ``auto`` (default) takes the probe given or bound to the retriever's
-   fingerprint (:func:`bind_probe`, done by ``gapbench argus probe``; :func:`bound_probe`), else :class:`MentionAudit`,
+   fingerprint (:func:`bind_probe`, done by ``gapbench argus probe``; :func:`bound_probe`), else the probe shipped for
+   the offline MiniLM when the retriever is ``dense`` (:func:`shipped_probe`), else :class:`MentionAudit`,
    an exact RPS audit of the mentioned entities with the retriever itself (no embeddings needed, so bm25 too);
    ``label-prior`` only on request: :class:`LabelPrior` gives place and organisation names (spaCy ``FAC``, ``GPE``,
    ``LOC``, ``ORG``; CoNLL ``LOC``, ``ORG``) RPS 0 and every other entity RPS 1, so exactly those are flagged.
@@ -84,6 +85,9 @@ PIPELINE_CHECK_NOTE = ("pipeline check: the KB states the answers (landmarks-ora
 # diagnosis: auto = the probe bound to the retriever's fingerprint if one is, else the exact audit
 DIAGNOSES = ("auto", "probe", "audit", "label-prior")
 SPACY_DEFAULT = "spacy"
+# the probe shipped for the offline MiniLM (dense): folder under gapbench/tasks/data; a diagnosis names it "shipped:<path>"
+SHIPPED_PROBE = ("argus", "probe_minilm")
+SHIPPED_SOURCE = "shipped:"
 
 
 # ------------------------------------------------------------------------------------------------------------ NER
@@ -798,20 +802,47 @@ def bind_probe(probe: Any) -> Path:
     return probe.save(probe_store() / probe.fingerprint[:32])
 
 
+def shipped_probe_dir() -> Path:
+    """The probe shipped for the offline MiniLM (``dense``), trained by ``gapbench argus probe`` on the shipped slice
+    (its PROVENANCE.md says how)."""
+    return Path(resources.files("gapbench.tasks").joinpath("data", *SHIPPED_PROBE))
+
+
+def shipped_probe(retriever: Any) -> tuple[Any, Path] | None:
+    """The shipped probe and its folder when ``retriever``'s fingerprint (or its span encoder's) is the one the probe
+    was trained for, else None: the sidecar is read first, so another retriever never loads its weights."""
+    folder = shipped_probe_dir()
+    side = folder / "probe.json"
+    if not side.is_file():
+        return None
+    meta = json.loads(side.read_text(encoding="utf-8"))
+    trained_for = {meta.get("fingerprint"), meta.get("meta", {}).get("retriever_fingerprint")}
+    if not trained_for & _retriever_fingerprints(retriever):
+        return None
+    return load_probe(folder, retriever), folder
+
+
 def bound_probe(retriever: Any) -> tuple[Any, Path] | None:
-    """The probe bound to ``retriever``'s fingerprint (or its span encoder's) and its folder, or None."""
+    """The probe bound to ``retriever``'s fingerprint (or its span encoder's) and its folder, else the shipped probe
+    when it was trained for this retriever (:func:`shipped_probe`), else None. A probe the user bound wins."""
     for fp in sorted(_retriever_fingerprints(retriever)):
         folder = probe_store() / fp[:32]
         if (folder / "probe.json").is_file():
             return load_probe(folder, retriever), folder
-    return None
+    return shipped_probe(retriever)
+
+
+def probe_source(folder: Path) -> str:
+    """How a diagnosis names the probe it used: its folder, prefixed ``shipped:`` for the shipped probe."""
+    return f"{SHIPPED_SOURCE}{folder}" if Path(folder) == shipped_probe_dir() else str(folder)
 
 
 def diagnosis_for(mode: str, retriever: Any, probe: Any = None) -> tuple[str, Any, str | None]:
     """``(method, probe object or None, where the probe came from)`` for a ``--diagnosis`` mode.
 
-    ``auto``: an explicit probe, else the probe bound to the retriever, else the exact ``audit``; ``probe``: the same,
-    but an error when there is none; ``audit`` and ``label-prior`` take no probe.
+    ``auto``: an explicit probe, else the probe bound to the retriever, else the shipped probe if it was trained for
+    this retriever (``dense``; the source then reads ``shipped:<folder>``), else the exact ``audit``; ``probe``: the
+    same, but an error when there is none; ``audit`` and ``label-prior`` take no probe.
     """
     if mode not in DIAGNOSES:
         from ...errors import UnknownNameError
@@ -826,7 +857,7 @@ def diagnosis_for(mode: str, retriever: Any, probe: Any = None) -> tuple[str, An
         return "probe", load_probe(probe, retriever), str(probe) if isinstance(probe, (str, os.PathLike)) else "given"
     found = bound_probe(retriever)
     if found is not None:
-        return "probe", found[0], str(found[1])
+        return "probe", found[0], probe_source(found[1])
     if mode == "probe":
         raise ConfigError("--diagnosis probe: no probe is bound to this retriever's fingerprint (none under "
                           f"{probe_store()}); train one with `gapbench argus probe -r SPEC --out DIR` (it binds it), "
