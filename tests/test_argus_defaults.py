@@ -117,7 +117,8 @@ def test_auto_finds_the_probe_bound_to_the_retriever(tmp_path, monkeypatch):
     span_fp = hashlib.sha256(f"argus-span-mean:v1:{dense.fingerprint}".encode()).hexdigest()
     x = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
     probe, _ = train_probe(x, np.clip(0.5 + 0.2 * x[:, 0], 0, 1), span_fp, seed=0, families=("ridge",))
-    assert diagnosis_for("auto", dense)[0] == "audit"  # nothing bound yet
+    method, _, source = diagnosis_for("auto", dense)  # nothing bound yet: the probe shipped for the offline MiniLM
+    assert method == "probe" and source.startswith("shipped:")
     folder = bind_probe(probe)
     assert folder == tmp_path / "home" / "cache" / "argus" / "probes" / span_fp[:32]
     method, found, source = diagnosis_for("auto", dense)

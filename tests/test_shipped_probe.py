@@ -80,8 +80,6 @@ def test_a_probe_the_user_bound_wins_over_the_shipped_one(empty_home):
     assert load_probe(shipped_probe_dir(), dense).meta["n_train"] == 357
 
 
-@pytest.mark.xfail(strict=True, reason="pyproject's package-data for gapbench.tasks is data/*/*, one folder deep; "
-                   "the shipped probe needs data/*/*/* (or data/**/*) too: requested of pyproject.toml's owner")
 def test_the_wheel_globs_cover_the_shipped_probe():
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["gapbench.tasks"]
     # setuptools expands package-data globs with glob(recursive=True) relative to the package folder
