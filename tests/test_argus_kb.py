@@ -117,7 +117,7 @@ def test_built_kb_loads_and_is_searched(tmp_path):
 
 
 def test_malformed_jsonl_names_the_line(tmp_path):
-    with pytest.raises(DataFormatError, match=r"bad\.jsonl, line 2: not JSON"):
+    with pytest.raises(DataFormatError, match=r"bad\.jsonl, line 2: malformed JSON"):
         build_kb([FIX / "bad.jsonl"], tmp_path / "kb.jsonl")
     (tmp_path / "notitle.jsonl").write_text('{"id": "a", "text": "x"}\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"notitle\.jsonl, line 1: a record needs \"title\" and \"text\""):
@@ -178,7 +178,16 @@ def test_cli_exit_codes(cli, tmp_path, capsys):
            "stopped at --max 4" in said
     assert _lines(out) == JSONL_KB + XML_KB[:1]
     assert cli(["argus", "kb", "build", str(FIX / "bad.jsonl"), "--out", str(tmp_path / "b.jsonl")]) == 2
-    assert "bad.jsonl, line 2: not JSON" in capsys.readouterr().err
+    assert "bad.jsonl, line 2: malformed JSON" in capsys.readouterr().err
     assert cli(["argus", "kb", "build", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert cli(["argus", "kb", "build", str(FIX / "kb.jsonl")]) == 2  # --out is required
+
+
+def test_a_kb_line_that_is_not_an_object_is_named(tmp_path):
+    from gapbench.analyses.argus.augment import ReferenceKB
+
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "Q90", "text": "Paris is the capital of France."}\n["Q64", "Berlin"]\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"kb\.jsonl, line 2: expected a JSON object per line, found a list\."):
+        ReferenceKB.resolve(kb)

@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ...cache import cache_dir
 from ...errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
 from ...files import atomic_writer, write_text_atomic
+from ...formats import read_jsonl
 from ...spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
 from ...types import Corpus, Document, Queries, Run
 
@@ -489,13 +490,7 @@ class ReferenceKB:
             raise ConfigError(f"reference KB file {str(path)!r} does not exist; give a JSONL file of "
                               '{"id", "text", "title"} records, or a packaged KB: ' + ", ".join(PACKAGED_KBS) + ".")
         out = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataFormatError(f"not JSON ({exc.msg}).", path=path, line=n) from None
+        for n, row in read_jsonl(path):  # strict: a malformed line, or one that is not an object, is named
             pid = row.get("id", row.get("qid"))
             if pid is None or "text" not in row:
                 raise DataFormatError('a KB record needs "id" (or "qid") and "text".', path=path, line=n)

@@ -16,15 +16,15 @@ Example::
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from ...errors import ConfigError, DataFormatError
+from ... import formats
 from ...files import atomic_writer
 from ...types import id_problem, show_id
 
@@ -67,33 +67,17 @@ def title_id(title: str) -> str:
     return title.replace(" ", "_")
 
 
-def _open_text(path: Path) -> IO[str]:
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def _open_binary(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-
-
 def read_jsonl(path: PathLike) -> Iterator[KBEntry]:
-    """Entries of a JSONL file of ``{"title", "text"[, "id"]}`` objects, line by line."""
+    """Entries of a JSONL file of ``{"title", "text"[, "id"]}`` objects, line by line (gapbench's strict JSONL
+    reader: gzip told by its magic bytes, a malformed line named)."""
     path = Path(path)
-    with _open_text(path) as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataFormatError(f"not JSON ({getattr(exc, 'msg', exc)}).", path=path, line=n) from None
-            if not isinstance(row, dict) or "title" not in row or "text" not in row:
-                raise DataFormatError('a record needs "title" and "text" (and may have "id").', path=path, line=n)
-            title = str(row["title"] or "").strip()
-            pid = row.get("id")
-            pid = title_id(title) if pid is None else str(pid)
-            yield KBEntry(pid, title, str(row["text"] or "").strip(), str(path), f"line {n}")
+    for n, row in formats.read_jsonl(path):
+        if "title" not in row or "text" not in row:
+            raise DataFormatError('a record needs "title" and "text" (and may have "id").', path=path, line=n)
+        title = str(row["title"] or "").strip()
+        pid = row.get("id")
+        pid = title_id(title) if pid is None else str(pid)
+        yield KBEntry(pid, title, str(row["text"] or "").strip(), str(path), f"line {n}")
 
 
 def read_abstracts_xml(path: PathLike) -> Iterator[KBEntry]:
@@ -101,7 +85,7 @@ def read_abstracts_xml(path: PathLike) -> Iterator[KBEntry]:
     import xml.etree.ElementTree as ET
 
     path = Path(path)
-    with _open_binary(path) as fh:
+    with formats.open_binary(path) as fh:
         root = None
         n = 0
         try:
