@@ -367,6 +367,46 @@ def test_signal_while_reading_a_fifo(tmp_path, sig):
         os.close(writer[0])
 
 
+_TO_ANOTHER_THREAD = """
+import os, signal, sys, threading, time
+from gapbench.cli import main
+
+def deliver():  # once the test has opened the pipe's write end, the signal lands in this thread, not the main one
+    while not os.path.exists("go"):
+        time.sleep(0.005)
+    signal.pthread_kill(threading.get_ident(), int(sys.argv[1]))
+
+threading.Thread(target=deliver, daemon=True).start()
+sys.exit(main(["evaluate", "--run", "run.fifo", "--qrels", "q.txt"]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_given_to_another_thread_still_ends_a_blocked_read(tmp_path, sig):
+    """The kernel may hand a process's signal to any thread (numpy's BLAS starts some at import). Python then only
+    notes it, and the main thread, blocked reading a pipe that gets no data, would wait forever."""
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
+    os.mkfifo(tmp_path / "run.fifo")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", _TO_ANOTHER_THREAD, str(int(sig))], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer: list[int] = []
+
+    def reader_is_there() -> bool:
+        try:
+            writer.append(os.open(tmp_path / "run.fifo", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    _wait_for(reader_is_there, proc, "gapbench opening the pipe")
+    try:
+        (tmp_path / "go").write_text("")
+        assert _ended_by(proc, sig) == INTERRUPTED.format(signal.Signals(sig).name)
+    finally:
+        os.close(writer[0])
+
+
 def _start_run_and_catch_the_write(tmp_path: Path, sig: int, *extra: str) -> subprocess.Popen:
     """Start a run with --output out and send ``sig`` while run.trec.gz is being written into the hidden sibling."""
     proc = _gapbench(["run", TASK, "-r", "bm25", "-m", "nDCG@10", "-o", "out", *extra], tmp_path)

@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -61,42 +62,127 @@ class _Interrupted(BaseException):
         self.signum = signum
 
 
-@contextmanager
-def _signals_interrupt() -> Iterator[list[int]]:
-    """While the command runs, SIGINT and SIGTERM raise :class:`_Interrupted` (handlers exist only in the main thread).
-    Yields the signals caught. One that lands in a weakref callback or ``__del__``, where Python drops the exception,
-    is sent again (see ``unraisable``), so it still ends the command; a command that ends first is reported as
-    interrupted all the same."""
-    caught: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
+class _Watch:
+    """Makes sure a SIGINT or SIGTERM reaches the main thread's handler, and its exception the command.
 
-    def stop(signum, frame):
-        caught.append(signum)
+    Two ways one can be lost. (1) The kernel gives a process's signal to any of its threads that does not block it;
+    numpy's BLAS and torch start native threads at import. Python then only notes the signal, and a main thread
+    blocked in a system call (reading a pipe that never gets data) is never woken to run the handler. (2) The
+    handler's exception lands in a ``__del__`` or a weakref callback, where Python drops it.
+
+    Every delivery, in whichever thread, writes its number to the wakeup pipe (``signal.set_wakeup_fd``). A daemon
+    thread reads it; when the main thread has not run the handler a quarter second later, it sends the signal to the
+    main thread itself (``pthread_kill``), which interrupts its system call. A dropped exception is sent again the
+    same way. A nudge that finds the command already interrupted is swallowed, so it never cuts into clean-up.
+    """
+
+    WAIT = 0.25  # seconds the main thread has to run the handler before it is nudged
+    NUDGES = 40  # at most this many nudges per delivery (10 s), for a main thread stuck in C code
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self.lock = threading.Lock()
+        self.last_handled = 0.0  # monotonic time the handler last ran
+        self.nudged: set[int] = set()  # signals sent to the main thread by the watch, not yet seen by the handler
+        self.dropped = False  # the last interruption was dropped by Python: the next nudge raises again
+        self.closed = threading.Event()
+        self.main = threading.main_thread().ident
+
+    def handler(self, signum, frame):
+        with self.lock:
+            self.last_handled = time.monotonic()
+            nudge = signum in self.nudged
+            self.nudged.discard(signum)
+            if nudge and self.caught and not self.dropped:
+                return  # the command is already being interrupted: let its clean-up run
+            self.dropped = False
+        self.caught.append(signum)
         stopping.STOP.set()  # worker threads waiting on the network give up too
         raise _Interrupted(signum)
 
-    def unraisable(info):
-        if not isinstance(info.exc_value, _Interrupted):
-            hook(info)
+    def nudge(self, signum: int) -> None:
+        if self.closed.is_set() or not hasattr(signal, "pthread_kill"):
             return
-        # Python dropped the interruption (it landed in a __del__ or a weakref callback): send the signal again from
-        # another thread, so the handler raises it once more where it counts. Without this, a command blocked
-        # reading (a pipe that never gets data) would never end.
-        threading.Timer(0.05, os.kill, (os.getpid(), info.exc_value.signum)).start()
+        with self.lock:
+            self.nudged.add(signum)
+        try:
+            signal.pthread_kill(self.main, signum)
+        except (OSError, ValueError):  # the main thread is gone: the process is ending anyway
+            pass
+
+    def dropped_again(self, signum: int) -> None:
+        """Python dropped the handler's exception: raise it once more where it counts."""
+        with self.lock:
+            self.dropped = True
+        threading.Timer(0.05, self.nudge, (signum,)).start()
+
+    def read(self, fd: int) -> None:
+        """The watch thread: one byte per signal delivered, until the pipe's write end is closed."""
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                return
+            if not data or self.closed.is_set():
+                return
+            for signum in dict.fromkeys(b for b in data if b in (signal.SIGINT, signal.SIGTERM)):
+                arrived = time.monotonic()
+                for _ in range(self.NUDGES):
+                    if self.closed.wait(self.WAIT) or self.last_handled >= arrived:
+                        break
+                    self.nudge(signum)
+
+
+def _forget_the_watch_in_a_child() -> None:
+    """A forked child (a library's worker pool) must not write its own signals into the parent's watch pipe."""
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:  # not the main thread: nothing was set here
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_the_watch_in_a_child)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[list[int]]:
+    """While the command runs, SIGINT and SIGTERM raise :class:`_Interrupted` in the main thread (see :class:`_Watch`
+    for how a signal is kept from being lost). Yields the signals caught; a command that ends first is reported as
+    interrupted all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    watch = _Watch()
+
+    def unraisable(info):
+        if isinstance(info.exc_value, _Interrupted):
+            watch.dropped_again(info.exc_value.signum)
+        else:
+            hook(info)
 
     hook = sys.unraisablehook
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    reader = threading.Thread(target=watch.read, args=(read_end,), name="gapbench-signal-watch", daemon=True)
+    reader.start()
+    previous = {s: signal.signal(s, watch.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     sys.unraisablehook = unraisable
     stopping.STOP.clear()
     try:
-        yield caught
+        yield watch.caught
     finally:
         stopping.STOP.clear()  # the threads that saw it have been joined: the next command (in-process) starts afresh
         for s, handler in previous.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
         sys.unraisablehook = hook
+        watch.closed.set()
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_end)  # the watch thread reads the end of the pipe and stops
+        reader.join(timeout=1.0)
+        if not reader.is_alive():
+            os.close(read_end)
 
 
 def _interrupted(signum: int) -> int:
