@@ -20,7 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
 
 # modules whose import adds more commands to ``app`` (e.g. "gapbench.cli.argus_compare"); imported by register()
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["gapbench.cli.argus_dataset"]
 
 ENTITIES_HELP = "Entities JSONL {qid, label, paragraph}; default: the shipped 620-paragraph slice."
 RELATIONS_HELP = "Relations JSONL {source, target} (or {qid, related: [...]}); needed with --entities."

@@ -110,6 +110,9 @@ class AuditData:
     neighbours: Mapping[str, frozenset[str]]  # qid -> 1-hop neighbours (undirected)
     source: str = "user"
     dropped: Mapping[str, int] = field(default_factory=dict)
+    # stored neutral candidates per (target, query), e.g. from ``gapbench argus dataset build``; a pair without an
+    # entry samples its neutrals from the query's eligible pool (the default)
+    candidates: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def targets(self) -> list[str]:
@@ -503,7 +506,8 @@ def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n:
                   query_batch: int = 256) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """Rank of each target among ``n - 1`` sampled neutrals, for every (target, query) pair.
 
-    Similarities of a batch of queries against every entity come from one matrix product; each pair then draws its
+    A pair with stored candidates (``data.candidates``) draws from those instead of the query's eligible set, with the
+    same seeded sampling when more than ``n - 1`` are stored. Similarities of a batch of queries against every entity come from one matrix product; each pair then draws its
     neutrals (seeded by ``(seed, x, t)``) from the query's eligible set and counts the neutrals that beat the target.
     """
     n_ent = emb.shape[0]
@@ -523,9 +527,13 @@ def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n:
             for nb in data.neighbours.get(t, ()):
                 eligible[index[nb]] = False
             for x in by_query[t]:
-                mask = eligible.copy()
-                mask[index[x]] = False
-                pool = np.flatnonzero(mask)
+                stored = data.candidates.get((x, t))
+                if stored is not None:
+                    pool = np.array([index[z] for z in stored], dtype=np.intp)
+                else:
+                    mask = eligible.copy()
+                    mask[index[x]] = False
+                    pool = np.flatnonzero(mask)
                 if pool.size == 0:
                     raise GapbenchError(f"argus: query {t!r} has no neutral entity (every entity is linked to it).")
                 if pool.size > n - 1:
