@@ -27,9 +27,97 @@ def test_metrics_by_hand():
     assert c["band_accuracy"] == 0.5 and c["band_macro_f1"] == pytest.approx((2 / 3) / 3)
 
 
+def test_classification_views_on_ten_entities_by_hand():
+    y = np.array([0.0, 0.1, 0.2, 0.25, 0.4, 0.5, 0.6, 0.7, 0.9, 1.0])
+    p = np.array([0.1, 0.2, 0.2, 0.1, 0.2, 0.6, 0.5, 0.8, 0.95, 0.9])
+    m = ap.regression_metrics(y, p)
+    # tau 0.3: blind spots (label 1) are entities 0-3; predicted blind 0-4. Class 1: P 4/5, R 1; class 0: P 1, R 5/6
+    b = m["blind_spot"]
+    assert b["tau"] == 0.3 and b["accuracy"] == pytest.approx(0.9)
+    assert b["macro_precision"] == pytest.approx((0.8 + 1) / 2) and b["macro_recall"] == pytest.approx((1 + 5 / 6) / 2)
+    assert b["macro_f1"] == pytest.approx((8 / 9 + 10 / 11) / 2)
+    assert b["weighted_precision"] == pytest.approx((4 * 0.8 + 6 * 1) / 10)
+    assert b["weighted_recall"] == pytest.approx(0.9)  # support-weighted recall is the accuracy
+    assert b["weighted_f1"] == pytest.approx((4 * 8 / 9 + 6 * 10 / 11) / 10)
+    # bands: truth low x4, mid x3, high x3; predicted low x5 (entity 4, 0.2), mid x2, high x3
+    d = m["bands"]
+    assert d["accuracy"] == pytest.approx(0.9) == m["band_accuracy"]
+    assert d["macro_precision"] == pytest.approx((0.8 + 1 + 1) / 3)
+    assert d["macro_recall"] == pytest.approx((1 + 2 / 3 + 1) / 3)
+    assert d["macro_f1"] == pytest.approx((8 / 9 + 0.8 + 1) / 3) == m["band_macro_f1"]
+    # tau 0.15: truth {0, 1}, predicted {0, 3}: entities 1 and 3 are wrong
+    assert ap.regression_metrics(y, p, tau=0.15)["blind_spot"]["accuracy"] == pytest.approx(0.8)
+
+
+def test_band_baselines_reproduce_table_3_and_its_swapped_columns():
+    # BGE-M3's test split in Table 3: 72.56% low, 8.0% high (the all-one baseline's accuracy), the rest mid
+    y = np.array([0.1] * 7256 + [0.5] * 1944 + [0.9] * 800)
+    zero = ap.regression_metrics(y, np.zeros(y.size))["bands"]
+    one = ap.regression_metrics(y, np.ones(y.size))["bands"]
+    # All Zero row: 0.340 0.251 0.000 0.000 | 0.242 0.333 0.280 0.726 0.610 0.726 (Macro-F1, Macro-Rec, Macro-Prec,
+    # Prec weighted, F1 weighted, Accuracy). The printed "Macro-F1" is the macro precision and "Macro-Prec" the macro
+    # F1; "Prec weighted" is the weighted recall (= accuracy)
+    assert round(zero["macro_precision"], 3) == 0.242 and round(zero["macro_f1"], 3) == 0.280
+    assert round(zero["macro_recall"], 3) == 0.333 and round(zero["weighted_recall"], 3) == 0.726
+    assert round(zero["weighted_f1"], 3) == 0.610 and round(zero["accuracy"], 3) == 0.726
+    # All One row: 0.027 0.333 0.049 0.080 0.012 0.080
+    assert round(one["macro_precision"], 3) == 0.027 and round(one["macro_f1"], 3) == 0.049
+    assert round(one["weighted_recall"], 3) == 0.080 and round(one["weighted_f1"], 3) == 0.012
+
+
+def test_calibration_by_hand():
+    c = ap.calibration(np.array([0.05, 0.3, 0.95]), np.array([0.05, 0.05, 0.7]))
+    assert c["bins"] == 10 and sum(map(sum, c["density"])) == 3
+    assert c["density"][0][0] == 1 and c["density"][3][0] == 1 and c["density"][9][7] == 1
+    assert c["binned"][0] == {"n": 2, "mean_predicted": pytest.approx(0.05), "mean_empirical": pytest.approx(0.175)}
+    assert c["binned"][7]["n"] == 1 and c["binned"][5] == {"n": 0, "mean_predicted": None, "mean_empirical": None}
+    r = c["residuals"]  # residuals 0, 0.25, 0.25
+    assert r["mean"] == pytest.approx(0.5 / 3) and r["median"] == pytest.approx(0.25)
+    assert r["hist"][10] == 1 and r["hist"][12] == 2 and sum(r["hist"]) == 3
+
+
+def test_max_rps_delta_by_hand():
+    run = {"q1": [("d1", 3.0), ("dx", 2.0), ("d2", 1.0)], "q2": [("d5", 2.0), ("d4", 1.0)]}
+    qrels = {"q1": {"d1": 1, "d2": 1, "d3": 0}, "q2": {"d4": 2, "d5": 1}}
+    rps = {"d1": [0.2, 0.8], "d2": [0.4], "d3": [0.9], "d4": [0.1], "d5": []}
+    d = ap.max_rps_delta(run, qrels, rps, k=2)
+    # retrieved gold docs: d1 (max 0.8), d4 (0.1); unretrieved: d2 (0.4); d3 is judged 0; d5 has no entity
+    assert d["retrieved"] == {"n": 2, "mean_max_rps": pytest.approx(0.45)}
+    assert d["unretrieved"] == {"n": 1, "mean_max_rps": pytest.approx(0.4)}
+    assert d["delta"] == pytest.approx(0.05) and d["no_entities"] == 1 and d["k"] == 2
+    assert ap.max_rps_table({"toy": d}).markdown().splitlines()[2] == "| toy | 2 | 2 | 1 | 45.00/40.00 (+5.00) |"
+    assert ap.max_rps_delta(run, qrels, rps, k=3)["delta"] is None  # every gold doc retrieved: nothing to compare
+
+
+def test_rebalance_oversamples_each_bin_to_the_largest():
+    assert ap.rebalance_indices(np.array([0.0, 0.0, 0.0, 0.5]), 2).tolist() == [0, 1, 2, 3, 3, 3]
+    # 100 bins: 0.004 shares bin 0 with the zeros, 1.0 falls in the last bin and is drawn 3 more times
+    assert ap.rebalance_indices(np.array([0.0, 0.0, 0.0, 0.004, 1.0]), 100).tolist() == [0, 1, 2, 3, 4, 4, 4, 4]
+    y = np.array([0.1, 0.12, 0.15, 0.11, 0.9, 0.95])  # bin 1 (4 items) and bin 9 (2 items, 2 drawn), 10 bins
+    a = ap.rebalance_indices(y, 10, seed=0)
+    assert a.size == 8 and a.tolist()[:4] == [0, 1, 2, 3] and set(a.tolist()[4:]) <= {4, 5}
+    assert np.array_equal(a, ap.rebalance_indices(y, 10, seed=0))
+    with pytest.raises(ConfigError):
+        ap.rebalance_indices(y, 0)
+
+
+def test_paper_grids_are_appendix_c1():
+    assert len(ap._configs(ap.PAPER_GRIDS["ridge"])) == 20  # 10 alphas x (raw, standardized)
+    assert len(ap._configs(ap.PAPER_GRIDS["xgboost"])) == 3 ** 7
+    assert len(ap._configs(ap.PAPER_GRIDS["mlp"])) == 81  # 3 widths x 3 depths x 3 rates x 3 batch sizes
+    assert (1024, 1024, 1024) in ap.PAPER_GRIDS["mlp"]["hidden"]
+
+
 def test_split_is_seeded_and_disjoint():
     s = ap.split_indices(103, seed=0)
-    assert [s[k].size for k in ("train", "validation", "test")] == [62, 21, 20]
+    # 70/15/15: round(72.1) = 72, round(15.45) = 15, the rest (16) is test
+    assert [s[k].size for k in ("train", "validation", "test")] == [72, 15, 16]
+    old = ap.split_indices(103, seed=0, fractions=ap.parse_split("60,20,20")[:2])
+    assert [old[k].size for k in ("train", "validation", "test")] == [62, 21, 20]
+    assert ap.parse_split("0.7,0.15,0.15") == pytest.approx((0.7, 0.15, 0.15))
+    for bad in ("70,30", "70,0,30", "a,b,c"):
+        with pytest.raises(ConfigError, match="--split"):
+            ap.parse_split(bad)
     allidx = np.concatenate(list(s.values()))
     assert sorted(allidx.tolist()) == list(range(103))
     assert all(np.array_equal(s[k], ap.split_indices(103, seed=0)[k]) for k in s)
@@ -74,6 +162,26 @@ def test_train_probe_recovers_linear_signal_and_selects_on_validation():
         ap.train_probe(x, y + 2, "fp")
     with pytest.raises(ConfigError):
         ap.train_probe(x, y, "fp", families=["svm"])
+    assert rep["protocol"] == {"split": pytest.approx([0.7, 0.15, 0.15]), "rebalance_bins": None, "n_train_rows": 210,
+                               "grids": "reduced", "tau": 0.3}
+    assert set(rep["test"]["blind_spot"]) == {"tau", *ap.CLASS_KEYS} and rep["calibration"]["binned"][0]["n"] >= 0
+
+
+def test_train_probe_split_option_and_rebalancing(tmp_path):
+    x, y = _synthetic()
+    _, rep = ap.train_probe(x, y, "fp", families=["ridge"], split=(60, 20, 20), rebalance_bins=100)
+    assert rep["split"] == {"train": 180, "validation": 60, "test": 60}
+    train = ap.split_indices(300, 0, (0.6, 0.2))["train"]
+    assert rep["protocol"]["n_train_rows"] == ap.rebalance_indices(y[train], 100, 0).size > 180
+    # the train-mean baseline is the mean of the training split as drawn, not of the oversampled rows
+    test = ap.split_indices(300, 0, (0.6, 0.2))["test"]
+    assert rep["baselines"]["train_mean"]["mae"] == pytest.approx(np.mean(np.abs(y[test] - y[train].mean())))
+    paths = ap.write_probe_report({"task": "toy", "datasets": [{**rep, "name": "directed (toy)"}]}, tmp_path)
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = paths["md"].read_text()
+    assert "Protocol: split 60/20/20 (train/validation/test), training split oversampled over 100 RPS bins" in md
+    assert "| probe (test) | accuracy | macro P | macro R | macro F1 | weighted P | weighted R | weighted F1 |" in md
+    assert "Blind spot or not (RPS < tau, tau = 0.3)" in md and "residual (empirical - predicted) mean" in md
 
 
 @pytest.mark.parametrize("family", ["ridge", "xgboost", "mlp"])
