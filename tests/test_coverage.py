@@ -425,7 +425,9 @@ def _hand_report(**extra):
         clusters=[{"cluster_id": 0, "label": "a|b / c", "mass": 2, "n_queries": 3},
                   {"cluster_id": 1, "label": "d", "mass": 1, "n_queries": 0}],
         coverage={"n_clusters": 2, "n_touched": 1, "msc": 0.5, "mass_weighted": 2 / 3, "n_queries": 3,
-                  "density": {"min": 0, "median": 1.5, "mean": 1.5, "min_queries": 2, "below_min": 1}},
+                  "density": {"min": 0, "median": 1.5, "mean": 1.5, "min_queries": 2, "below_min": 1},
+                  "regime": {"query_strata": "qrels", "label": "qrels", "entity_source": "spacy",
+                             "generated_queries": False}, "query_judging": None},
         systems={"bm25": {"mean": 0.5, "macro": 0.25, "per_cluster": {0: {"mean": 0.25}}},
                  "dense": {"mean": 0.125, "macro": float("nan"), "per_cluster": {}}},
         bootstrap={"n_resamples": 10, "seed": 0, "win_rate": {"mean": {"bm25": 0.9, "dense": 0.1},
@@ -436,11 +438,15 @@ def _hand_report(**extra):
 
 
 def test_markdown_tables_by_hand():
-    # a pipe in a label is escaped (the hand-built tables of old split the cell); every column left-aligned ("---")
+    # a pipe in a label is escaped (the hand-built tables of old split the cell); every column left-aligned ("---");
+    # the regime line says how the queries of every number below were stratified (issue 14 item 5)
     assert str(_hand_report()) == "\n".join([
         "# Semantic coverage: toy",
         "",
         "Entities: spacy (4 distinct forms, 3/5 documents with entities). Clusters: k = 2 (given).",
+        "",
+        "Regime of the coverage, systems and bootstrap numbers: queries stratified by qrels (--query-strata qrels), "
+        "entities from spacy, original queries only.",
         "",
         "| clusters | touched | MSC | mass-weighted | queries | density min / median / mean | clusters < 2 queries |",
         "|---|---|---|---|---|---|---|",

@@ -119,6 +119,16 @@ from ..errors import ConfigError, GapbenchError, MissingDependencyError
 from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Query
 
+# --query-strata: how a query gets its clusters -> the regime's name in reports
+QUERY_STRATA = {"qrels": "qrels", "entities": "query NER", "llm-entities": "LLM entities"}
+# the paper's query-type controls (short/long, ambiguous/specific); the words sent in the generation prompt
+QUERY_LENGTHS = {"short": "Short: 2 to 6 words, as typed into a search box.",
+                 "long": "Long: a full question or sentence of 12 to 30 words."}
+QUERY_SPECIFICITIES = {
+    "ambiguous": "Ambiguous: underspecified, without the document's distinctive details, so that other documents on "
+                 "the topic could also answer it.",
+    "specific": "Specific: it names the details (names, places, numbers) that single out this document."}
+DEFAULT_ENTITY_CANDIDATES = 20
 ENTITY_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
 NORMALISATION_VERSION = 1
 DEFAULT_K_CANDIDATES = (5, 10, 15, 20, 25, 30)
@@ -129,6 +139,8 @@ _ARTICLES = ("the ", "a ", "an ")
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00b4": "'", "`": "'"})
 _STRIP = " \t\n\"'.,;:!?()[]{}<>-\u2013\u2014*_#/\\|"
 _WORD = re.compile(r"\w+")
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.S)
+_CHOICE = re.compile(r"(?:NONE|\d+(?:\s*,\s*\d+)*)\s*\.?", re.I)
 
 
 # ------------------------------------------------------------------------------------------------ normalisation
@@ -536,6 +548,65 @@ def parse_judgement(answer: str, n: int) -> list[int]:
     return sorted({int(x) for x in re.findall(r"\d+", answer) if int(x) < n})
 
 
+def parse_entity_choice(answer: str, n: int) -> list[int] | None:
+    """0-based candidate numbers from an entity-relevance answer, parsed strictly: ``"0, 2"`` (optionally quoted,
+    with a closing full stop) or ``NONE``, after a closed ``<think>`` block; None for anything else (a broken answer),
+    a number >= ``n`` included.
+
+    >>> parse_entity_choice('"2, 0"', 3), parse_entity_choice("NONE", 3), parse_entity_choice("paris", 3)
+    ([0, 2], [], None)
+    """
+    text = _THINK.sub("", answer).strip().strip('"').strip()
+    if not _CHOICE.fullmatch(text):
+        return None
+    if text.upper().startswith("NONE"):
+        return []
+    nums = {int(x) for x in re.findall(r"\d+", text)}
+    return None if any(x >= n for x in nums) else sorted(nums)
+
+
+def entity_candidates(query_vectors: np.ndarray, forms: Sequence[str], form_vectors: np.ndarray,
+                      n: int) -> list[list[str]]:
+    """Per query, the ``n`` entity forms nearest to it (cosine; ties by form), nearest first.
+
+    >>> entity_candidates(np.array([[1.0, 0.0]]), ["b", "a", "c"], np.array([[1.0, 0.1], [1.0, 0.1], [0.0, 1.0]]), 2)
+    [['a', 'b']]
+    """
+    def unit(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    sims = np.round(unit(query_vectors) @ unit(form_vectors).T, 9)
+    return [[forms[j] for j in sorted(range(len(forms)), key=lambda j: (-row[j], forms[j]))[:n]] for row in sims]
+
+
+def llm_query_entities(texts: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
+                       client: Any) -> tuple[dict[str, list[str]], dict]:
+    """query -> the candidate entities the LLM judges relevant to it (``prompts/coverage_query_entities.txt``, one
+    prompt per query, cached by the LLM layer), and the judging counts: prompts, broken answers (and their queries),
+    queries with no relevant entity. A broken answer gives its query no entity; it never stops the run."""
+    from ..llm.client import ChatRequest, render
+
+    qids = [q for q in texts if candidates.get(q)]
+    reqs = [ChatRequest(render("coverage_query_entities", query=" ".join(texts[q].split()),
+                               entities="\n".join(f"[{j}] {f}" for j, f in enumerate(candidates[q]))),
+                        tag=f"query-entities:{q}") for q in qids]
+    answers = client.chat_many(reqs) if reqs else []
+    out: dict[str, list[str]] = {q: [] for q in texts}
+    broken = []
+    for q, ans in zip(qids, answers):
+        picked = None if ans.truncated else parse_entity_choice(ans.text, len(candidates[q]))
+        if picked is None:
+            broken.append(q)
+        else:
+            out[q] = [candidates[q][j] for j in picked]
+    stats = {"queries": len(texts), "prompts": len(reqs), "candidates": max((len(c) for c in candidates.values()),
+                                                                           default=0),
+             "broken": len(broken), "broken_queries": broken,
+             "no_entity": sum(1 for q in texts if not out[q] and q not in broken)}
+    return out, stats
+
+
 # ------------------------------------------------------------------------------------------------ report
 @dataclass
 class CoverageReport:
@@ -562,7 +633,8 @@ class CoverageReport:
         cov = {k: v for k, v in self.coverage.items() if k != "queries_per_cluster"}
         aug = None
         if self.augmented:
-            aug = {"coverage": {k: v for k, v in self.augmented["coverage"].items() if k != "queries_per_cluster"},
+            aug = {**self.augmented,
+                   "coverage": {k: v for k, v in self.augmented["coverage"].items() if k != "queries_per_cluster"},
                    "systems": _json_systems(self.augmented["systems"])}
         return {"kind": "coverage", "task": self.task, "version": 1, "measure": self.measure, "config": self.config,
                 "entities": self.entities, "clustering": self.clustering, "clusters": self.clusters, "coverage": cov,
@@ -618,12 +690,31 @@ def _missing_lines(r: CoverageReport) -> list[str]:
             + ", ".join(x["doc_id"] for x in m["sample_docs"]) for m in r.missing]
 
 
+def _regime_text(g: Mapping[str, Any]) -> str:
+    """A block's regime in words: ``queries stratified by LLM entities (--query-strata llm-entities), ...``."""
+    return (f"queries stratified by {g['label']} (--query-strata {g['query_strata']}), entities from "
+            f"{g['entity_source']}, " + ("generated queries included" if g["generated_queries"]
+                                         else "original queries only"))
+
+
+def _judging_lines(j: Mapping[str, Any] | None, whose: str) -> list[str]:
+    """The LLM entity judging counts of ``whose`` queries, broken answers named; nothing without judging."""
+    if not j:
+        return []
+    broken = f" ({', '.join(j['broken_queries'])})" if j["broken_queries"] else ""
+    return [f"LLM entity judging of {whose}: {j['queries']} queries, up to {j['candidates']} candidate entities "
+            f"each, {j['prompts']} prompts; {j['broken']} broken answers{broken} and {j['no_entity']} queries with no "
+            "relevant entity, left in no cluster.", ""]
+
+
 def _synthetic_lines(r: CoverageReport) -> list[str]:
     """The ``Synthetic queries`` section: counts, how they were judged, each query, the augmented metrics."""
     sy = r.synthetic
     lines = ["", "## Synthetic queries", "",
              f"Requested {sy['requested']}, generated {sy['generated']}, rejected for copying the title "
-             f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.", ""]
+             f"{sy['rejected_copy']}, rejected by the judge {sy['rejected_judge']}, accepted {sy['accepted']}.", "",
+             "Query types: " + "; ".join(f"{t} {c['requested']} requested, {c['generated']} generated, "
+                                         f"{c['accepted']} accepted" for t, c in sy["by_type"].items()) + ".", ""]
     jd = sy.get("judging")
     if jd and jd["pool_size"]:
         per = "; ".join(f"{s}: {c['judged']} judged, {c['relevant']} relevant, {c['unique']} only from it "
@@ -631,12 +722,13 @@ def _synthetic_lines(r: CoverageReport) -> list[str]:
         lines += [f"Judged over the pooled top {jd['depth']} of every system plus the grounding document: "
                   f"{jd['judged']} documents for {jd['queries']} queries (pool size {jd['pool_size']['min']} to "
                   f"{jd['pool_size']['max']}), {jd['judged_relevant']} relevant. {per}.", ""]
-    lines += [f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['status']}): {q['text']}"
-              for q in sy["queries"]]
+    lines += [f"- `{q['query_id']}` (synthetic, cluster {q['cluster_id']}, {q['query_type']}, {q['status']}): "
+              f"{q['text']}" for q in sy["queries"]]
     if r.augmented:
         a = r.augmented["coverage"]
-        lines += ["", f"With the accepted synthetic queries: MSC {_f(a['msc'])}, mass-weighted "
-                      f"{_f(a['mass_weighted'])}, {a['n_queries']} queries."]
+        lines += ["", *_judging_lines(sy.get("query_judging"), "the accepted synthetic queries"),
+                  f"With the accepted synthetic queries ({_regime_text(r.augmented['regime'])}): MSC {_f(a['msc'])}, "
+                  f"mass-weighted {_f(a['mass_weighted'])}, {a['n_queries']} queries."]
         lines += [f"- {s}: mean {_f(v['mean'])}, macro {_f(v['macro'])}" for s, v in r.augmented["systems"].items()]
     return lines
 
@@ -648,6 +740,8 @@ def to_markdown(r: CoverageReport) -> str:
              f"Entities: {e['method']} ({e['n_unique']} distinct forms, "
              f"{e['n_docs_with_entities']}/{e['n_docs']} documents with entities). "
              f"Clusters: k = {r.clustering['k']} ({r.clustering['criterion']}).", "",
+             f"Regime of the coverage, systems and bootstrap numbers: {_regime_text(r.coverage['regime'])}.", "",
+             *_judging_lines(r.coverage.get("query_judging"), "the queries"),
              _summary_table(r).markdown(), "", _systems_table(r).markdown(), "",
              f"Bootstrap: {b['n_resamples']} resamples of queries (seed {b['seed']}); rank stability "
              f"mean {_f(b['rank_stability']['mean'], 3)}, macro {_f(b['rank_stability']['macro'], 3)}; "
@@ -762,6 +856,10 @@ class CoverageOptions:
     generate: int = 0
     judge_depth: int = 10
     judge_batch: int = 20
+    query_strata: str = "qrels"
+    entity_candidates: int = DEFAULT_ENTITY_CANDIDATES
+    query_length: Sequence[str] = tuple(QUERY_LENGTHS)
+    query_specificity: Sequence[str] = tuple(QUERY_SPECIFICITIES)
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_client: Any = None
@@ -777,6 +875,35 @@ class CoverageOptions:
             raise ConfigError(f"--generate {self.generate}, --judge-depth {self.judge_depth}, --judge-batch "
                               f"{self.judge_batch} and --min-queries {self.min_queries}: give --generate >= 0 and "
                               "the others >= 1.")
+        self._check_strata()
+        for option, given, accepted in (("--query-length", self.query_length, QUERY_LENGTHS),
+                                        ("--query-specificity", self.query_specificity, QUERY_SPECIFICITIES)):
+            if not given or len(set(given)) != len(given) or not set(given) <= set(accepted):
+                raise ConfigError(f"{option} {','.join(given)!r} is not accepted; give one or more of "
+                                  f"{', '.join(accepted)}, comma-separated, each once (e.g. {','.join(accepted)}).")
+
+    def _check_strata(self) -> None:
+        if self.query_strata not in QUERY_STRATA:
+            raise ConfigError(f"--query-strata {self.query_strata!r} is not accepted; give one of "
+                              + ", ".join(f"{k} ({v})" for k, v in QUERY_STRATA.items()) + ".")
+        if self.query_entities and self.query_strata != "qrels":
+            raise ConfigError(f"--query-entities adds query NER to the qrels strata; with --query-strata "
+                              f"{self.query_strata} leave it out (or use --query-strata qrels).")
+        if self.entity_candidates < 1:
+            raise ConfigError(f"--entity-candidates {self.entity_candidates} is not accepted; give 1 or more.")
+
+    def query_types(self) -> list[str]:
+        """The generated queries' types, ``length-specificity``, in the order generation cycles through them."""
+        return [f"{n}-{s}" for n in self.query_length for s in self.query_specificity]
+
+    def regime(self, generated: bool) -> dict:
+        """The ``regime`` of a metric block: how its queries got their clusters, the entities' source, and whether
+        the block includes generated queries."""
+        label = QUERY_STRATA[self.query_strata]
+        if self.query_strata == "qrels" and self.query_entities:
+            label = "qrels + query NER"
+        return {"query_strata": self.query_strata, "label": label, "entity_source": self.entities,
+                "generated_queries": generated}
 
     def config(self, retrievers: Sequence[str | Any]) -> dict:
         """The ``config`` object of coverage.json (objects given instead of specs appear by class name)."""
@@ -786,7 +913,9 @@ class CoverageOptions:
                 "min_queries": self.min_queries, "query_entities": self.query_entities,
                 "max_chars": self.max_chars or 0,
                 "retrievers": [r if isinstance(r, str) else type(r).__name__ for r in retrievers],
-                "generate": self.generate, "judge_depth": self.judge_depth, "judge_batch": self.judge_batch}
+                "generate": self.generate, "judge_depth": self.judge_depth, "judge_batch": self.judge_batch,
+                "query_strata": self.query_strata, "entity_candidates": self.entity_candidates,
+                "query_types": self.query_types()}
 
 
 def run_coverage(
@@ -806,6 +935,10 @@ def run_coverage(
     generate: int = 0,
     judge_depth: int = 10,
     judge_batch: int = 20,
+    query_strata: str = "qrels",
+    entity_candidates: int = DEFAULT_ENTITY_CANDIDATES,
+    query_length: Sequence[str] = tuple(QUERY_LENGTHS),
+    query_specificity: Sequence[str] = tuple(QUERY_SPECIFICITIES),
     llm_base_url: str | None = None,
     llm_model: str | None = None,
     llm_client: Any = None,
@@ -819,7 +952,9 @@ def run_coverage(
         entities=entities, embedder=embedder, clusters=clusters, k_candidates=k_candidates, seed=seed,
         n_resamples=n_resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars,
         measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
-        llm_base_url=llm_base_url, llm_model=llm_model, llm_client=llm_client, output=output)
+        query_strata=query_strata, entity_candidates=entity_candidates, query_length=query_length,
+        query_specificity=query_specificity, llm_base_url=llm_base_url, llm_model=llm_model, llm_client=llm_client,
+        output=output)
     return run_coverage_with(task, retrievers, options)
 
 
@@ -860,34 +995,36 @@ def run_coverage_with(task: str | Any, retrievers: Sequence[str | Any], options:
     clustering = cluster_entities(forms, vectors, k=options.clusters, k_candidates=options.k_candidates,
                                   seed=options.seed)
     clock.lap("cluster_s")
-    strata = build_strata(doc_ents, clustering.assignment, clustering.k)
-    qids = data.qrels.positive_queries()
-    extra = _query_entity_clusters(data.queries, qids, clustering, emb, options, client) \
-        if options.query_entities else None
-    qcl = query_clusters(data.qrels, strata, query_ids=qids, extra=extra)
+    stratify = QueryStratifier(build_strata(doc_ents, clustering.assignment, clustering.k), clustering, forms,
+                               vectors, emb, options, client)
+    strata = stratify.strata
+    qcl, qjudging = stratify(data.queries, data.qrels, data.qrels.positive_queries())
     clock.restart()
     # a retriever with the embedder's spec reuses the embedder instead of loading the model twice
     shared = {options.embedder: emb} if isinstance(options.embedder, str) else {}
     per_query, retr_objs = _score_systems(prepared, retrievers, shared, options)
     clock.lap("retrieval_s")
-    cov = coverage_metrics(strata, qcl, min_queries=options.min_queries)
+    cov = {**coverage_metrics(strata, qcl, min_queries=options.min_queries), "regime": options.regime(False),
+           "query_judging": qjudging}
     systems = {s: system_summary(v, qcl, clustering.k) for s, v in per_query.items()}
-    boot = bootstrap_win_rates(per_query, qcl, clustering.k, n_resamples=options.n_resamples, seed=options.seed)
+    boot = {**bootstrap_win_rates(per_query, qcl, clustering.k, n_resamples=options.n_resamples, seed=options.seed),
+            "regime": options.regime(False)}
     clock.lap("metrics_s")
     counts = cov["queries_per_cluster"]
     missing = _missing_strata(strata, data.corpus, counts)
     synthetic = augmented = None
     all_qcl = dict(qcl)
     if options.generate:
-        synthetic, augmented, per_query, all_qcl = _augment(missing, prepared, strata, client, retr_objs, per_query,
-                                                            all_qcl, options)
+        synthetic, augmented, per_query, all_qcl = _augment(missing, prepared, stratify, retr_objs, per_query,
+                                                            all_qcl)
     report = CoverageReport(
         task=prepared.task.name, measure=options.measure, config=options.config(retrievers),
         entities=_entities_summary(options.entities, model_name, len(data.corpus), doc_ents),
         clustering={"k": clustering.k, "criterion": clustering.criterion,
                     "silhouette": {str(kk): s for kk, s in clustering.silhouette.items()}},
         clusters=_cluster_rows(strata, counts), coverage=cov, systems=systems, bootstrap=boot,
-        queries=_query_rows(all_qcl, synthetic), missing=missing, synthetic=synthetic, augmented=augmented, per_query=per_query, qclusters=all_qcl,
+        queries=_query_rows(all_qcl, synthetic), missing=missing, synthetic=synthetic, augmented=augmented,
+        per_query=per_query, qclusters=all_qcl,
         timings=clock.timings,
     )
     if options.output is not None:
@@ -910,8 +1047,9 @@ def _query_rows(qclusters: Mapping[str, Iterable[int]], synthetic: dict | None) 
 
 
 def _coverage_client(options: CoverageOptions) -> Any:
-    """The given LLM client, a new one when entities or generation need it, else None."""
-    if options.llm_client is not None or not (options.entities == "llm" or options.generate):
+    """The given LLM client, a new one when entities, query strata or generation need it, else None."""
+    needs = options.entities == "llm" or options.generate or options.query_strata == "llm-entities"
+    if options.llm_client is not None or not needs:
         return options.llm_client
     from ..llm.client import LLMClient, LLMConfig
 
@@ -937,6 +1075,42 @@ def _query_entity_clusters(queries: Queries, qids: Sequence[str], clustering: Cl
         nv = emb.embed(new)
         nearest = {f: int(np.argmax(nv[i] @ clustering.centroids.T)) for i, f in enumerate(new)}
     return {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
+
+
+@dataclass(frozen=True)
+class QueryStratifier:
+    """Gives queries their clusters under the options' regime (``query_strata``), the same way for the task's queries
+    and for generated ones, so that every metric block of a report is stratified alike (module docstring)."""
+
+    strata: Strata
+    clustering: Clustering
+    forms: Sequence[str]
+    vectors: np.ndarray = field(repr=False)
+    embedder: Any
+    options: CoverageOptions
+    client: Any
+
+    def __call__(self, queries: Queries, qrels: Qrels | Mapping[str, Mapping[str, int]],
+                 qids: Sequence[str]) -> tuple[dict[str, frozenset[int]], dict | None]:
+        """query -> clusters for ``qids``, and the LLM judging counts (None unless the regime is llm-entities)."""
+        regime = self.options.query_strata
+        if regime == "llm-entities":
+            return self._judged(queries, qids)
+        extra = _query_entity_clusters(queries, qids, self.clustering, self.embedder, self.options, self.client) \
+            if regime == "entities" or self.options.query_entities else None
+        if regime == "entities":
+            return {q: frozenset(extra.get(q, ())) for q in qids}, None
+        return query_clusters(qrels, self.strata, query_ids=qids, extra=extra), None
+
+    def _judged(self, queries: Queries, qids: Sequence[str]) -> tuple[dict[str, frozenset[int]], dict]:
+        texts = {q: queries[q].text for q in qids}
+        qv = self.embedder.embed([texts[q] for q in qids]) if qids else np.zeros((0, 1))
+        cands = dict(zip(qids, entity_candidates(qv, self.forms, self.vectors, self.options.entity_candidates)))
+        if self.client is None:
+            raise ConfigError("--query-strata llm-entities needs an LLM: give --llm-base-url and --llm-model "
+                              "(or $OPENAI_BASE_URL).")
+        chosen, stats = llm_query_entities(texts, cands, self.client)
+        return {q: frozenset(self.clustering.assignment[f] for f in chosen[q]) for q in qids}, stats
 
 
 def _score_systems(prepared: Any, retrievers: Sequence[str | Any], shared: dict[str, Any],
@@ -971,10 +1145,11 @@ def _missing_strata(strata: Strata, corpus: Corpus, counts: Sequence[int]) -> li
     return missing
 
 
-def _augment(missing: list[dict], prepared: Any, strata: Strata, client: Any, retr_objs: list[tuple[str, Any]],
-             per_query: Mapping[str, Mapping[str, float]], qcl: Mapping[str, frozenset[int]],
-             options: CoverageOptions) -> tuple[dict, dict | None, dict[str, dict[str, float]], dict]:
-    """Generate queries for the missing strata; with any accepted, score them and recompute the metrics.
+def _augment(missing: list[dict], prepared: Any, stratify: QueryStratifier, retr_objs: list[tuple[str, Any]],
+             per_query: Mapping[str, Mapping[str, float]],
+             qcl: Mapping[str, frozenset[int]]) -> tuple[dict, dict | None, dict[str, dict[str, float]], dict]:
+    """Generate queries for the missing strata; with any accepted, score them, give them clusters under the run's
+    regime and recompute the metrics.
 
     Returns ``synthetic`` and ``augmented`` of coverage.json, and new per-query values and query clusters that add
     the accepted queries to ``per_query`` and ``qcl``.
@@ -982,10 +1157,10 @@ def _augment(missing: list[dict], prepared: Any, strata: Strata, client: Any, re
     from ..evaluation.evaluation import evaluate
     from ..retrieval import search_with
 
-    task = prepared.task
-    synthetic, syn_qrels, syn_queries = _generate(missing, prepared.data.corpus, strata, client, retr_objs,
+    task, options, strata = prepared.task, stratify.options, stratify.strata
+    synthetic, syn_qrels, syn_queries = _generate(missing, prepared.data.corpus, strata, stratify.client, retr_objs,
                                                   options.generate, options.judge_depth, options.judge_batch,
-                                                  options.seed, task.instruction)
+                                                  options.seed, task.instruction, query_types=options.query_types())
     if not syn_queries:
         return synthetic, None, dict(per_query), dict(qcl)
     all_values = {}
@@ -993,8 +1168,11 @@ def _augment(missing: list[dict], prepared: Any, strata: Strata, client: Any, re
         run = search_with(retr, syn_queries, 100, None)  # made-up queries: nothing to exclude
         res = evaluate(run, syn_qrels, [options.measure], task=task.name, seed=options.seed)
         all_values[name] = {**per_query[name], **res.per_query[options.measure]}
-    all_qcl = {**qcl, **query_clusters(syn_qrels, strata)}
-    augmented = {"coverage": coverage_metrics(strata, all_qcl, min_queries=options.min_queries),
+    syn_qcl, synthetic["query_judging"] = stratify(syn_queries, syn_qrels, list(syn_queries))
+    all_qcl = {**qcl, **syn_qcl}
+    regime = options.regime(True)
+    augmented = {"regime": regime,
+                 "coverage": {**coverage_metrics(strata, all_qcl, min_queries=options.min_queries), "regime": regime},
                  "systems": {s: system_summary(v, all_qcl, strata.k) for s, v in all_values.items()}}
     return synthetic, augmented, all_values, all_qcl
 
@@ -1025,11 +1203,13 @@ def pool_counts(grounded_in: str, tops: Mapping[str, Sequence[str]], relevant: I
 
 
 def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, judge_depth: int,
-              judge_batch: int, seed: int, instruction: str) -> tuple[dict, Qrels | None, Queries | None]:
+              judge_batch: int, seed: int, instruction: str, *,
+              query_types: Sequence[str] = ("short-ambiguous", "short-specific", "long-ambiguous", "long-specific"),
+              ) -> tuple[dict, Qrels | None, Queries | None]:
     """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
     if client is None:
         raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")
-    reqs, slots = _generation_requests(missing, corpus, strata, n_per_cluster)
+    reqs, slots = _generation_requests(missing, corpus, strata, n_per_cluster, query_types)
     answers = client.chat_many(reqs) if reqs else []
     rows, cand_q = _candidate_rows(slots, answers, corpus, instruction)
     judging = _judge_candidates(cand_q, corpus, client, retr_objs, judge_depth, judge_batch, seed)
@@ -1037,7 +1217,8 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
     summary = {"requested": len(slots), "generated": sum(1 for r in rows if r["text"]),
                "rejected_copy": sum(1 for r in rows if r["status"] == "rejected_copy"),
                "rejected_judge": sum(1 for r in rows if r["status"] == "rejected_judge"),
-               "accepted": len(accepted), "judging": judging, "queries": rows}
+               "accepted": len(accepted), "by_type": type_counts(rows, query_types), "judging": judging,
+               "query_judging": None, "queries": rows}
     if not accepted:
         return summary, None, None
     qrels = Qrels({r["query_id"]: {d: 1 for d in r["relevant"]} for r in accepted})
@@ -1045,9 +1226,35 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
     return summary, qrels, queries
 
 
-def _generation_requests(missing: Sequence[dict], corpus: Corpus, strata: Strata,
-                         n_per_cluster: int) -> tuple[list, list[tuple[int, int, str]]]:
-    """One prompt per wanted query, grounded in the cluster's sample documents in turn; (cluster, n, doc) per prompt."""
+def type_counts(rows: Sequence[Mapping[str, Any]], query_types: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per query type (in ``query_types`` order): the queries requested, generated (non-empty) and accepted.
+
+    >>> type_counts([{"query_type": "short-specific", "text": "q", "status": "accepted"}], ["short-specific"])
+    {'short-specific': {'requested': 1, 'generated': 1, 'accepted': 1}}
+    """
+    out = {t: {"requested": 0, "generated": 0, "accepted": 0} for t in query_types}
+    for r in rows:
+        c = out[r["query_type"]]
+        c["requested"] += 1
+        c["generated"] += bool(r["text"])
+        c["accepted"] += r["status"] == "accepted"
+    return out
+
+
+def query_type_description(query_type: str) -> str:
+    """The words the generation prompt gives a ``length-specificity`` type.
+
+    >>> query_type_description("short-specific").split(". ")[0]
+    'Short: 2 to 6 words, as typed into a search box'
+    """
+    length, specificity = query_type.split("-")
+    return f"{QUERY_LENGTHS[length]} {QUERY_SPECIFICITIES[specificity]}"
+
+
+def _generation_requests(missing: Sequence[dict], corpus: Corpus, strata: Strata, n_per_cluster: int,
+                         query_types: Sequence[str]) -> tuple[list, list[tuple[int, int, str, str]]]:
+    """One prompt per wanted query, grounded in the cluster's sample documents in turn, its type the next of
+    ``query_types`` over all prompts (so the mix holds however few per cluster); (cluster, n, doc, type) per prompt."""
     from ..llm.client import ChatRequest, render
 
     reqs, slots = [], []
@@ -1059,22 +1266,24 @@ def _generation_requests(missing: Sequence[dict], corpus: Corpus, strata: Strata
         for i in range(n_per_cluster):
             did = docs[i % len(docs)]
             doc = corpus[did]
+            qtype = query_types[len(slots) % len(query_types)]
             prompt = render("coverage_generate", cluster_label=m["label"], title=doc.title or "(no title)",
-                            document=" ".join(doc.text.split())[:2000])
+                            document=" ".join(doc.text.split())[:2000], query_type=qtype.replace("-", ", "),
+                            query_type_description=query_type_description(qtype))
             reqs.append(ChatRequest(prompt, tag=f"generate:{c}:{i}"))
-            slots.append((c, i, did))
+            slots.append((c, i, did, qtype))
     return reqs, slots
 
 
-def _candidate_rows(slots: Sequence[tuple[int, int, str]], answers: Sequence[Any], corpus: Corpus,
+def _candidate_rows(slots: Sequence[tuple[int, int, str, str]], answers: Sequence[Any], corpus: Corpus,
                     instruction: str) -> tuple[list[dict], list[tuple[dict, Query]]]:
     """A row per generated answer (empty and title copies rejected), and the (row, query) pairs left to judge."""
     rows: list[dict] = []
     cand_q: list[tuple[dict, Query]] = []
-    for (c, i, did), ans in zip(slots, answers):
+    for (c, i, did, qtype), ans in zip(slots, answers):
         text = parse_generated_query(ans.text)
-        row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "text": text, "grounded_in": did, "relevant": [],
-               "pool_size": 0, "status": "generated", "synthetic": True}
+        row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "query_type": qtype, "text": text, "grounded_in": did,
+               "relevant": [], "pool_size": 0, "status": "generated", "synthetic": True}
         if not text:
             row["status"] = "rejected_empty"
         elif copies_title(text, corpus[did].title):

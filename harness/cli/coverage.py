@@ -23,6 +23,11 @@ def _ints(text: str, what: str) -> list[int]:
         raise ConfigError(f"{what} {text!r} is not a list of integers; for example 5,10,15,20.") from None
 
 
+def _words(text: str) -> tuple[str, ...]:
+    """``"short, long"`` -> ("short", "long"); CoverageOptions.check says which words it accepts."""
+    return tuple(w for w in text.replace(",", " ").split())
+
+
 @cli_llm.sampling_options
 def coverage_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
@@ -32,8 +37,15 @@ def coverage_cmd(
     embedder: str = typer.Option("dense", "--embedder", help="Dense adapter spec used to embed entities."),
     clusters: Optional[int] = typer.Option(None, "--clusters", help="Number of clusters (default: best silhouette)."),
     k_range: str = typer.Option("5,10,15,20,25,30", "--k-range", help="Candidate k for the silhouette criterion."),
+    query_strata: str = typer.Option("qrels", "--query-strata",
+                                     help="How queries get clusters: qrels (their relevant documents), entities "
+                                          "(NER of their text) or llm-entities (the LLM judges which nearby corpus "
+                                          "entities are relevant, as in the paper)."),
     query_entities: bool = typer.Option(False, "--query-entities/--no-query-entities",
-                                        help="Also stratify queries by entities in their own text."),
+                                        help="With --query-strata qrels: also the clusters of entities in the "
+                                             "query's own text."),
+    entity_candidates: int = typer.Option(20, "--entity-candidates",
+                                          help="llm-entities: the corpus entities nearest a query offered to the LLM."),
     min_queries: int = typer.Option(5, "--min-queries", help="Density threshold m: clusters with fewer queries."),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples over queries."),
     max_chars: int = typer.Option(1000, "--max-chars", help="Characters of each document given to NER (0: all)."),
@@ -42,6 +54,10 @@ def coverage_cmd(
     judge_depth: int = typer.Option(10, "--judge-depth",
                                     help="Each system's top k pooled for judging a generated query."),
     judge_batch: int = typer.Option(20, "--judge-batch", help="At most this many pooled documents per judge prompt."),
+    query_length: str = typer.Option("short,long", "--query-length",
+                                     help="Lengths of generated queries, cycled through: short, long or both."),
+    query_specificity: str = typer.Option("ambiguous,specific", "--query-specificity",
+                                          help="Specificity of generated queries: ambiguous, specific or both."),
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
@@ -56,7 +72,8 @@ def coverage_cmd(
         entities=entities, embedder=embedder, clusters=clusters, k_candidates=_ints(k_range, "--k-range"), seed=seed,
         n_resamples=resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars or None,
         measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
-        llm_base_url=llm_base_url, llm_model=llm_model, output=out)
+        query_strata=query_strata, entity_candidates=entity_candidates, query_length=_words(query_length),
+        query_specificity=_words(query_specificity), llm_base_url=llm_base_url, llm_model=llm_model, output=out)
     report = run_coverage_with(task, split_specs(retrievers), options)
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
