@@ -205,8 +205,8 @@ def plot_curves(d: dict, path: Path, along: str) -> None:
         by = {(c["n"], c["k"]): c for c in run["cells"]}
         cells = [by[(x, fixed_k)] if along == "n" else by[(fixed_n, x)] for x in xs]
         _plot_lines(ax, xs, cells, run["retriever"])
-    chance = [min(fixed_k / x, 1.0) for x in xs] if along == "n" else [min(x / fixed_n, 1.0) for x in xs]
-    ax.plot(xs, chance, color="black", linewidth=0.8, label="chance k/N")
+    # the chance level over the pools actually drawn (mean k / N_eff), the same for every retriever
+    ax.plot(xs, [c["chance"] for c in cells], color="black", linewidth=0.8, label="chance k/N_eff")
     ax.set_xlabel("neutral pool size N" if along == "n" else "top-k budget k")
     ax.set_ylabel("fraction of entities")
     ax.set_ylim(-0.02, 1.02)
