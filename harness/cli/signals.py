@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
 def signals_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retrievers: str = typer.Option(
-        DEFAULT_RETRIEVERS, "--retrievers",
+        DEFAULT_RETRIEVERS, "--retrievers", "-r",
         help="Comma-separated retriever specs; the first is the primary (its window defines weak). Two dense specs "
              "(e.g. dense and dense:query_prompt=...) enable dense_agreement.",
     ),
