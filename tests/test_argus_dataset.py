@@ -206,5 +206,5 @@ def test_cli_build(tmp_path, kb):
     dump = _write(tmp_path / "latest-all.json.gz", json_dump_text())
     assert main(["argus", "dataset", "build", "--wikidata", str(dump), "--paragraphs", str(kb), "--out",
                  str(tmp_path / "out"), "--candidates", "3"]) == 0
-    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    m = json.loads((tmp_path / "out" / "argus_dataset.json").read_text())
     assert m["counts"]["pairs"] == 3 and m["inputs"]["format"] == "json"

@@ -34,7 +34,7 @@ Rules, and where gapbench deviates from the paper:
 
 Output (``DIR``): ``entities.jsonl`` ``{qid, label, paragraph}`` and ``relations.jsonl`` ``{qid, related: [...]}``
 (what ``gapbench argus audit --entities --relations`` reads), ``candidates.jsonl`` ``{target, related, candidates:
-[...]}`` one line per pair, and ``manifest.json`` (inputs, settings, counts, dropped entities by reason).
+[...]}`` one line per pair, and ``argus_dataset.json`` (the manifest: inputs, settings, counts, dropped entities by reason).
 :func:`load_dataset` reads the folder back as :class:`~gapbench.analyses.argus.audit.AuditData` with its stored
 candidates, so the audit ranks against them::
 
@@ -62,7 +62,7 @@ ENTITY = "http://www.wikidata.org/entity/"
 DIRECT = "http://www.wikidata.org/prop/direct/"
 LABEL_PREDICATES = ("http://www.w3.org/2000/01/rdf-schema#label", "http://schema.org/name")
 FILES = {"entities": "entities.jsonl", "relations": "relations.jsonl", "candidates": "candidates.jsonl",
-         "manifest": "manifest.json"}
+         "manifest": "argus_dataset.json"}
 
 _IRI = r"<([^<>\s]*)>"
 _LITERAL = r'"((?:[^"\\]|\\.)*)"(?:@([A-Za-z0-9-]+)|\^\^<[^<>\s]*>)?'
@@ -234,7 +234,7 @@ def select_entities(paragraphs: dict[str, str], graph: Graph) -> tuple[list[str]
 
 def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path, *, targets: int | None = None,
                   candidates: int = 800, seed: int = 0) -> dict:
-    """Write entities/relations/candidates JSONL and manifest.json into ``out``; returns the manifest."""
+    """Write entities/relations/candidates JSONL and the manifest argus_dataset.json into ``out``; returns the manifest."""
     if candidates < 2:
         raise ConfigError(f"candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
     if targets is not None and targets < 1:
