@@ -21,7 +21,8 @@ def dataset_build_cmd(
     wikidata: Path = typer.Option(..., "--wikidata", help="Wikidata dump: latest-all.json[.gz|.bz2] or "
                                                           "latest-truthy.nt[.gz|.bz2], read as a stream."),
     paragraphs: Path = typer.Option(..., "--paragraphs", help="Wikipedia first paragraphs JSONL {qid, text}."),
-    out: Path = typer.Option(..., "--out", "-o", help="Write entities/relations/candidates JSONL + argus_dataset.json (manifest) here."),
+    out: Path = typer.Option(..., "--out", "-o",
+                             help="Write entities/relations/candidates JSONL + argus_dataset.json (manifest) here."),
     targets: Optional[int] = typer.Option(None, "--targets", help="Sample this many targets (seeded); default all."),
     candidates: int = typer.Option(800, "--candidates", help="N: candidate-set size (the target + N-1 neutrals)."),
     seed: int = typer.Option(0, "--seed"),

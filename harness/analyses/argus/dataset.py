@@ -34,7 +34,8 @@ Rules, and where gapbench deviates from the paper:
 
 Output (``DIR``): ``entities.jsonl`` ``{qid, label, paragraph}`` and ``relations.jsonl`` ``{qid, related: [...]}``
 (what ``gapbench argus audit --entities --relations`` reads), ``candidates.jsonl`` ``{target, related, candidates:
-[...]}`` one line per pair, and ``argus_dataset.json`` (the manifest: inputs, settings, counts, dropped entities by reason).
+[...]}`` one line per pair, and ``argus_dataset.json`` (the manifest: inputs, settings, counts, dropped
+entities by reason).
 :func:`load_dataset` reads the folder back as :class:`~gapbench.analyses.argus.audit.AuditData` with its stored
 candidates, so the audit ranks against them::
 
@@ -234,7 +235,7 @@ def select_entities(paragraphs: dict[str, str], graph: Graph) -> tuple[list[str]
 
 def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path, *, targets: int | None = None,
                   candidates: int = 800, seed: int = 0) -> dict:
-    """Write entities/relations/candidates JSONL and the manifest argus_dataset.json into ``out``; returns the manifest."""
+    """Write entities/relations/candidates JSONL and the manifest (argus_dataset.json) into ``out``; returns it."""
     if candidates < 2:
         raise ConfigError(f"candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
     if targets is not None and targets < 1:
@@ -278,7 +279,8 @@ def _write(out: Path, entities: list[tuple[str, str, str]], related: dict[str, l
     def jsonl(records) -> str:
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
-    write_text_atomic(out / FILES["entities"], jsonl({"qid": q, "label": lab, "paragraph": p} for q, lab, p in entities))
+    write_text_atomic(out / FILES["entities"],
+                      jsonl({"qid": q, "label": lab, "paragraph": p} for q, lab, p in entities))
     write_text_atomic(out / FILES["relations"], jsonl({"qid": x, "related": ts} for x, ts in related.items()))
     write_text_atomic(out / FILES["candidates"], jsonl(rows))
     write_text_atomic(out / FILES["manifest"], json.dumps(manifest, indent=2) + "\n")

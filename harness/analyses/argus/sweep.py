@@ -147,7 +147,8 @@ def _cell(run: RetrieverSweep, n: int, k: int) -> dict:
     scores = list(run.rps[(n, k)].values())
     fr = band_fractions(scores)
     all_n = [s for ss in run.sizes[n].values() for s in ss]
-    return {"n": n, "k": k, "n_effective_min": int(min(all_n)), "chance": float(np.mean([min(k, s) / s for s in all_n])),
+    return {"n": n, "k": k, "n_effective_min": int(min(all_n)),
+            "chance": float(np.mean([min(k, s) / s for s in all_n])),
             "mean_rps": float(np.mean(scores)), "frac_rps_gt_0_5": fr["gt_0_5"],
             "bands": {b: fr[b] for b in BAND_NAMES}}
 
