@@ -126,15 +126,15 @@ def test_generated_query_types_reach_the_prompt_and_the_report(tmp_path):
         rep = run_coverage(str(FIXTURE), ["bm25"], entities="llm", clusters=3, query_strata="llm-entities",
                            generate=3, query_length=("short",), n_resamples=20, llm_base_url=srv.base_url,
                            llm_model="strata-gen", output=tmp_path)
-        types = [re.search(r"^Query type: (.*)$", p, re.M).group(1) for p in srv.generate_prompts]
-        assert types == ["short, ambiguous. Short: 2 to 6 words, as typed into a search box. Ambiguous: "
-                         "underspecified, without the document's distinctive details, so that other documents on the "
-                         "topic could also answer it.",
-                         "short, specific. Short: 2 to 6 words, as typed into a search box. Specific: it names the "
-                         "details (names, places, numbers) that single out this document.",
-                         "short, ambiguous. Short: 2 to 6 words, as typed into a search box. Ambiguous: "
-                         "underspecified, without the document's distinctive details, so that other documents on the "
-                         "topic could also answer it."]
+        # prompts arrive concurrently: each by its grounding document's title
+        types = {re.search(r"^Document title: (.*)$", p, re.M).group(1): re.search(r"^Query type: (.*)$", p, re.M)
+                 .group(1) for p in srv.generate_prompts}
+        ambiguous = ("short, ambiguous. Short: 2 to 6 words, as typed into a search box. Ambiguous: underspecified, "
+                     "without the document's distinctive details, so that other documents on the topic could also "
+                     "answer it.")
+        assert types == {"Mozart and his operas": ambiguous, "Bach cantatas for church services": ambiguous,
+                         "Beethoven and his symphonies": "short, specific. Short: 2 to 6 words, as typed into a search "
+                         "box. Specific: it names the details (names, places, numbers) that single out this document."}
         # the accepted query is stratified like the task's: the LLM judges 'mozart' (a word of it) relevant
         assert "Search query: what did Mozart do" in srv.entity_prompts[-1]
     data = json.loads((tmp_path / "coverage.json").read_text())
