@@ -6,7 +6,7 @@ here, so that every number is reproducible under ``seed``.
 Pipeline (``run_coverage``)::
 
     entities per document -> normalised surface forms -> unique forms embedded -> KMeans clusters of entities
-    -> documents assigned to the clusters of their entities -> queries stratified by their relevant documents
+    -> documents assigned to the clusters of their entities -> queries stratified (qrels, query NER or LLM entities)
     -> coverage metrics, per-cluster metric distributions, macro vs mean, bootstrap win rates, missing strata
 
 Definitions
@@ -31,10 +31,18 @@ sample of at most 2,000 forms); ties go to the smaller k. A document belongs to 
 its entities (multi-membership). A cluster's *mass* is the number of documents that belong to it; its *label* is its
 three most frequent forms by document frequency (ties alphabetical), joined by " / ".
 
-Query stratification. A query (one with at least one judgement >= 1) belongs to the clusters of its relevant
-documents (grade >= 1), and with ``query_entities`` also to the clusters of entities found in its own text (a form
-already clustered keeps its cluster; a new form goes to the nearest centroid). Its coverage vector is the 0/1 vector
-over clusters; ``queries[i].clusters`` lists the ones.
+Query stratification (``query_strata``; the evaluated queries are those with at least one judgement >= 1 in every
+regime). ``qrels`` (default): a query belongs to the clusters of its relevant documents (grade >= 1), and with
+``query_entities`` also to the clusters of entities the ``entities`` method finds in its own text (a form already
+clustered keeps its cluster; a new form goes to the nearest centroid). ``entities`` ("query NER"): only the clusters
+of the entities found in its own text. ``llm-entities`` ("LLM entities", the paper's appendix): the
+``entity_candidates`` (default 20) clustered entity forms nearest the query (cosine between the embedder's vectors of
+the query text and of the forms; ties by form) are listed, numbered from 0, in ``prompts/coverage_query_entities.txt``,
+and the query belongs to the clusters of the ones the LLM judges relevant. The answer is parsed strictly
+(:func:`parse_entity_choice`: ``"0, 2"`` or ``NONE``, nothing else, every number in range; an answer still cut by its
+token budget is broken too): a broken answer gives the query no cluster and is counted (``query_judging``), never
+fatal. Answers are cached by the LLM layer. A query's coverage vector is the 0/1 vector over clusters;
+``queries[i].clusters`` lists the ones. Accepted generated queries are stratified by the same regime.
 
 Metrics, over the K clusters and the evaluated queries Q (n_c = number of queries in cluster c):
 
@@ -54,7 +62,10 @@ Metrics, over the K clusters and the evaluated queries Q (n_c = number of querie
 
 Missing strata: clusters with n_c = 0, each with up to 3 sample documents (most mentions of the cluster's entities,
 then doc_id). With ``generate=N`` the LLM writes up to N queries per missing cluster (``prompts/coverage_generate.txt``,
-grounded in one sample document each, in turn). A query that repeats any word 4-gram of that document's title
+grounded in one sample document each, in turn). Each prompt asks for a query type, ``length-specificity``, the paper's
+controls: the types are ``query_length`` (short, long) x ``query_specificity`` (ambiguous, specific), by default all
+four, given in turn over all the prompts (the paper shows the controls, not a mix); each row records its
+``query_type`` and ``synthetic.by_type`` counts them. A query that repeats any word 4-gram of that document's title
 (lower-cased ``\\w+`` tokens) is rejected. The others are judged (``prompts/coverage_judge.txt``) over a pool that
 favours no system: the grounding document plus the union of every system's top ``judge_depth`` (default 10; the paper
 gives no depth) for the query, deduplicated, in a seeded shuffled order, cut into prompts of at most ``judge_batch``
@@ -66,31 +77,41 @@ into the pool (``unique``, ``unique_relevant``): what judging one system's list 
 queries (ids ``syn-<cluster>-<n>``) are searched by every system, carry ``synthetic: true`` wherever they appear, and
 the metrics are recomputed on the augmented set (``augmented``).
 
+Regime. Every metric block says which queries it is computed on: ``coverage.regime``, ``bootstrap.regime`` (the
+``systems`` block shares ``coverage``'s queries and regime), ``augmented.regime`` and ``augmented.coverage.regime``
+are ``{"query_strata", "label": "qrels" | "qrels + query NER" | "query NER" | "LLM entities", "entity_source":
+"spacy" | "llm", "generated_queries": bool}``; coverage.md prints it above the tables and in the augmented line.
+
 Output (``save_coverage``): ``coverage.json`` (schema below), ``coverage.md`` and PNGs
 (``coverage_boxplot_<system>.png``: nDCG per cluster, at most 30 clusters by mass; ``coverage_density.png``)::
 
     {"kind": "coverage", "task": str, "version": 1, "measure": "nDCG@10",
      "config": {"entities", "embedder", "clusters", "k_candidates", "seed", "n_resamples", "min_queries",
-                "query_entities", "max_chars", "retrievers", "generate", "judge_depth", "judge_batch"},
+                "query_entities", "max_chars", "retrievers", "generate", "judge_depth", "judge_batch",
+                "query_strata", "entity_candidates", "query_types"},
      "entities": {"method", "n_docs", "n_docs_with_entities", "n_mentions", "n_unique", "model"},
      "clustering": {"k", "criterion": "given" | "silhouette", "silhouette": {k: score}},
      "clusters": [{"cluster_id", "label", "top_entities", "n_entities", "mass", "n_queries", "touched"}],
      "coverage": {"n_clusters", "n_touched", "msc", "mass_weighted", "n_docs_assigned", "n_docs_unassigned",
                   "n_queries", "n_queries_unassigned",
-                  "density": {"min", "median", "mean", "min_queries", "below_min"}},
+                  "density": {"min", "median", "mean", "min_queries", "below_min"}, "regime": {...},
+                  "query_judging": null | {"queries", "prompts", "candidates", "broken", "broken_queries",
+                                           "no_entity"}},
      "systems": {name: {"mean", "macro", "n_queries", "per_cluster": {cluster_id: {"n", "mean", "median", "q1",
                  "q3", "min", "max"}}}},
      "bootstrap": {"n_resamples", "seed", "win_rate": {"mean": {name: p}, "macro": {name: p}},
-                   "rank_stability": {"mean": p, "macro": p}, "mean_macro_agreement": p},
+                   "rank_stability": {"mean": p, "macro": p}, "mean_macro_agreement": p, "regime": {...}},
      "queries": [{"query_id", "clusters", "synthetic"}],
      "missing": [{"cluster_id", "label", "mass", "sample_docs": [{"doc_id", "title", "snippet"}]}],
      "synthetic": null | {"requested", "generated", "rejected_copy", "rejected_judge", "accepted",
+                          "by_type": {type: {"requested", "generated", "accepted"}},
+                          "query_judging": null | {...} (of the accepted queries, llm-entities only),
                           "judging": {"depth", "batch", "queries", "prompts", "judged", "judged_relevant",
                                       "pool_size": null | {"min", "mean", "max"},
                                       "systems": {name: {"judged", "relevant", "unique", "unique_relevant"}}},
-                          "queries": [{"query_id", "cluster_id", "text", "grounded_in", "relevant", "pool_size",
-                                       "status", "synthetic": true}]},
-     "augmented": null | {"coverage": {...}, "systems": {...}},
+                          "queries": [{"query_id", "cluster_id", "query_type", "text", "grounded_in", "relevant",
+                                       "pool_size", "status", "synthetic": true}]},
+     "augmented": null | {"regime": {...}, "coverage": {...}, "systems": {...}},
      "timings": {"entities_s", "embed_s", "cluster_s", "retrieval_s", "metrics_s"}}   (wall seconds; not reproducible)
 
 Example::
