@@ -553,6 +553,55 @@ class ArgusProbe(Model):
     datasets: list[dict[str, Any]]
 
 
+class SweepCell(Model):
+    n: int
+    k: int
+    n_effective_min: int
+    chance: Number
+    mean_rps: Number
+    frac_rps_gt_0_5: Number
+    bands: dict[Literal["low", "mid", "high"], Number]
+
+
+class SweepEntity(Model):
+    qid: str
+    label: Optional[str]
+    rps: list[list[Number]]  # [index of N][index of k]
+
+
+class SweepRetriever(Model):
+    retriever: str
+    encoder: dict[str, Any]
+    cells: list[SweepCell]
+    entities: list[SweepEntity]
+
+
+class ArgusSweep(Model):
+    """``sweep.json``: RPS per entity for every (N, k) and retriever (``gapbench argus sweep``)."""
+
+    kind: Literal["argus_sweep"]
+    version: One
+    task: str
+    seed: int
+    n: list[int]
+    k: list[int]
+    fig_k: int
+    hit_rule: Literal["rank <= k"]
+    bands: dict[str, list[Number]]
+    retrievers: list[SweepRetriever]
+
+
+class ArgusDataset(Model):
+    """``argus_dataset.json``: what ``gapbench argus dataset build`` read, kept and dropped."""
+
+    kind: Literal["argus_dataset"]
+    version: One
+    inputs: dict[str, str]
+    settings: dict[str, Any]
+    counts: dict[str, int]
+    dropped: dict[str, int]
+
+
 class ArgusCompareTask(Model):
     n_queries: int
     diagnosis: dict[str, Any]
@@ -650,15 +699,17 @@ SCHEMAS: dict[str, type[Model]] = {
     "task_info": TaskInfo, "submission": Submission, "scores": Scores, "run_manifest": RunManifest,
     "run_results": RunResults, "compare": Comparison, "regress": RegressReport, "gap": GapReport,
     "signals": SignalsReport, "coverage": CoverageReport, "argus_audit": ArgusAudit, "argus_probe": ArgusProbe,
-    "argus_compare": ArgusCompare, "leaderboard": Leaderboard, "report": ReportData,
+    "argus_compare": ArgusCompare, "argus_sweep": ArgusSweep, "argus_dataset": ArgusDataset,
+    "leaderboard": Leaderboard, "report": ReportData,
 }
 _BY_KIND = {"submission_scores": "scores", "gap": "gap", "signals": "signals", "coverage": "coverage",
             "argus_audit": "argus_audit", "argus_probe": "argus_probe", "argus_compare": "argus_compare",
-            "regress": "regress", "leaderboard": "leaderboard", "report": "report"}
+            "argus_sweep": "argus_sweep", "argus_dataset": "argus_dataset", "regress": "regress", "leaderboard": "leaderboard", "report": "report"}
 _BY_FILE = {"submission.json": "submission", "scores.json": "scores", "manifest.json": "run_manifest",
             "results.json": "run_results", "regress.json": "regress", "gap.json": "gap", "signals.json": "signals",
             "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
-            "argus_compare.json": "argus_compare", "leaderboard.json": "leaderboard", "report.json": "report"}
+            "argus_compare.json": "argus_compare", "sweep.json": "argus_sweep",
+            "argus_dataset.json": "argus_dataset", "leaderboard.json": "leaderboard", "report.json": "report"}
 
 
 def _where(loc: tuple) -> str:
@@ -735,7 +786,8 @@ def read_back(schema: str, data: Any, path: str | Path, fix: str) -> Model:
 # analysis kind -> the command that writes its JSON
 _ANALYSIS_COMMANDS = {"gap": "gapbench gap", "signals": "gapbench signals", "coverage": "gapbench coverage",
                       "argus_audit": "gapbench argus audit", "argus_probe": "gapbench argus probe",
-                      "argus_compare": "gapbench argus compare"}
+                      "argus_compare": "gapbench argus compare", "argus_sweep": "gapbench argus sweep",
+                      "argus_dataset": "gapbench argus dataset build"}
 
 
 def validate_analysis(kind: str, data: dict, path: str | Path) -> dict:

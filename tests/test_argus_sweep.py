@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import ValidationError
 
 from gapbench.analyses.argus import audit as aa
 from gapbench.analyses.argus import sweep as sw
 from gapbench.errors import ConfigError
+from gapbench.schemas import ArgusSweep, SchemaError, validate
 
 
 def test_band_fractions_hand_computed():
@@ -45,8 +45,8 @@ def test_cells_equal_audit(shipped):
 def test_report_shape_is_validated(shipped):
     d = sw.to_dict(sw.sweep(shipped, ["random"], ns=[50], ks=[5], fig_k=50))
     assert d["kind"] == "argus_sweep" and d["fig_k"] == 5  # the nearest listed k
-    with pytest.raises(ValidationError):
-        sw.SweepReport.model_validate({**d, "extra": 1})
+    with pytest.raises(SchemaError, match=r"unknown field extra"):
+        validate("argus_sweep", {**d, "extra": 1}, "sweep.json")
     with pytest.raises(ConfigError, match="--n"):
         sw.sweep(shipped, ["random"], ns=[1], ks=[5])
 
@@ -74,7 +74,7 @@ def _cli():
 
 
 def _check_outputs(out, retrievers):
-    d = sw.SweepReport.model_validate(json.loads((out / "sweep.json").read_text()))
+    d = ArgusSweep.model_validate(json.loads((out / "sweep.json").read_text()))
     assert [r.retriever for r in d.retrievers] == retrievers
     for name in ("sweep_vs_n.png", "sweep_vs_k.png", "sweep_lda.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

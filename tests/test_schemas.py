@@ -27,7 +27,8 @@ FIXTURES = {
     "manifest.json": "run_manifest", "manifest_first_shape.json": "run_manifest", "results.json": "run_results",
     "compare.json": "compare", "regress.json": "regress", "gap.json": "gap", "signals.json": "signals",
     "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
-    "argus_compare.json": "argus_compare", "report.json": "report", "leaderboard.json": "leaderboard",
+    "argus_compare.json": "argus_compare", "sweep.json": "argus_sweep", "argus_dataset.json": "argus_dataset",
+    "report.json": "report", "leaderboard.json": "leaderboard",
     "submissions/bm25/submission.json": "submission", "submissions/bm25-lucene/submission.json": "submission",
     "submissions/dense/submission.json": "submission", "submissions/bm25/scores.json.gz": "scores",
 }

@@ -57,6 +57,7 @@ import numpy as np
 from ...errors import ConfigError, DataFormatError
 from ...files import output_folder, write_text_atomic
 from ...formats import read_jsonl, text_lines
+from ...schemas import validate_analysis
 from .audit import AuditData, _seed_from, load_jsonl
 
 ENTITY = "http://www.wikidata.org/entity/"
@@ -267,6 +268,7 @@ def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path,
         "dropped": {**dropped, "targets_without_related_entity": len(entities) - len(eligible),
                     "targets_without_neutral": sum(not pools[x] for x in eligible)},
     }
+    validate_analysis("argus_dataset", manifest, FILES["manifest"])
     _write(Path(out), [(q, graph.labels[q], texts[q]) for q in entities], {x: related[x] for x in chosen}, rows,
            manifest)
     return manifest

@@ -23,57 +23,16 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from ...errors import ConfigError
 from ...files import output_folder, pyplot, write_figure, write_text_atomic
+from ...schemas import validate_analysis
 from ...tables import Table
 from .audit import (AuditData, band_of, compute_ranks, get_encoder, lda_projection, rps_from_ranks, terciles,
                     write_json)
 
 KIND = "argus_sweep"
 BAND_NAMES = ("low", "mid", "high")
-
-
-# ---------------------------------------------------------------- the validated shape of sweep.json
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SweepCell(_Model):
-    n: int
-    k: int
-    n_effective_min: int
-    chance: float
-    mean_rps: float
-    frac_rps_gt_0_5: float
-    bands: dict[Literal["low", "mid", "high"], float]
-
-
-class SweepEntity(_Model):
-    qid: str
-    label: str | None
-    rps: list[list[float]]  # [index of N][index of k]
-
-
-class SweepRetriever(_Model):
-    retriever: str
-    encoder: dict[str, Any]
-    cells: list[SweepCell]
-    entities: list[SweepEntity]
-
-
-class SweepReport(_Model):
-    kind: Literal["argus_sweep"]
-    version: Literal[1]
-    task: str
-    seed: int
-    n: list[int]
-    k: list[int]
-    fig_k: int
-    hit_rule: Literal["rank <= k"]
-    bands: dict[str, list[float]]
-    retrievers: list[SweepRetriever]
 
 
 # ---------------------------------------------------------------- computing
@@ -154,7 +113,7 @@ def _cell(run: RetrieverSweep, n: int, k: int) -> dict:
 
 
 def to_dict(result: SweepResult) -> dict:
-    """sweep.json's content, validated against :class:`SweepReport`."""
+    """sweep.json's content, validated against :class:`gapbench.schemas.ArgusSweep`."""
     ents = result.data.entities
     runs = []
     for run in result.runs:
@@ -168,7 +127,7 @@ def to_dict(result: SweepResult) -> dict:
     d = {"kind": KIND, "version": 1, "task": result.data.source, "seed": result.seed, "n": result.ns,
          "k": result.ks, "fig_k": result.fig_k, "hit_rule": "rank <= k",
          "bands": {"low": [0.0, 0.33], "mid": [0.33, 0.66], "high": [0.66, 1.0]}, "retrievers": runs}
-    return SweepReport.model_validate(d).model_dump()
+    return validate_analysis(KIND, d, "sweep.json")
 
 
 # ---------------------------------------------------------------- outputs
