@@ -141,18 +141,12 @@ def test_audit_uses_stored_candidates(tmp_path, kb):
 
 
 def test_shipped_slice_every_candidate_is_disjoint(tmp_path):
-    """The authors' 103 targets / 695 relations over the shipped 620 paragraphs, as a truthy dump."""
+    """The authors' 103 targets / 695 Wikidata relations (their processed file, read as it is shipped) over the shipped
+    620 Wikipedia first paragraphs."""
     d = aa.data_dir()
     rel = _jsonl(d / "entity_relations_with_contriever_ranks.jsonl")
-    lines, labels = [], {}
-    for r in rel:
-        labels.setdefault(r["qid"], r["label"])
-        for t in r["related_tags"]:
-            if t["label"] != t["qid"]:
-                labels.setdefault(t["qid"], t["label"])
-            lines.append(f"<{E}{r['qid']}> <{WDT}P0> <{E}{t['qid']}> .")
-    lines += [f'<{E}{q}> <{RDFS_LABEL}> {json.dumps(lab)}@en .' for q, lab in labels.items()]
-    dump = _write(tmp_path / "slice.nt.gz", "\n".join(lines) + "\n")
+    dump = d / "entity_relations_with_contriever_ranks.jsonl"
+    assert ds.dump_format(dump) == "relations"
     m = ds.build_dataset(dump, d / "kb_wikipedia_first_paragraphs.jsonl", tmp_path / "out", candidates=800)
     # 620 paragraphs, 31 without an English label (test_argus_audit's fingerprint); all 695 edges kept
     assert m["counts"]["paragraphs"] == 620 and m["counts"]["entities"] == 589 and m["counts"]["edges_kept"] == 695
@@ -178,6 +172,10 @@ def test_shipped_slice_every_candidate_is_disjoint(tmp_path):
     ("d.json.gz", '[\n["not", "an", "entity"],\n]\n', 2, 'entity object with an "id"'),
     ("d.nt", f"<{E}Q1> <{WDT}P31> <{E}Q2> .\n<{E}Q1> <{WDT}P31> Q2 .\n", 2, "not an N-Triples statement"),
     ("d.nt.bz2", f'<{E}Q1> <{RDFS_LABEL}> "A"@en .\n<{E}Q1> <{WDT}P31>\n', 2, "not an N-Triples statement"),
+    ("my_relations.jsonl", '{"qid": "Q1", "label": "A", "related_tags": [{"qid": "Q2", "label": "B"}]}\n'
+                           '{"qid": "Q3", "label": "C", "related_tags": [{"label": "D"}]}\n', 2,
+     'target Q3: every related tag needs a "qid"'),
+    ("my_relations.jsonl.gz", '{"qid": "Q1", "related_tags": "Q2"}\n', 1, '"related_tags": [{"qid", "label"}]'),
 ])
 def test_malformed_lines_are_named(tmp_path, kb, name, text, line, needle):
     dump = _write(tmp_path / name, text)

@@ -18,8 +18,9 @@ app.add_typer(dataset_app, name="dataset")
 
 @dataset_app.command("build")
 def dataset_build_cmd(
-    wikidata: Path = typer.Option(..., "--wikidata", help="Wikidata dump: latest-all.json[.gz|.bz2] or "
-                                                          "latest-truthy.nt[.gz|.bz2], read as a stream."),
+    wikidata: Path = typer.Option(..., "--wikidata", help="Wikidata dump: latest-all.json[.gz|.bz2], "
+                                                          "latest-truthy.nt[.gz|.bz2], or the ARGUS authors' "
+                                                          "*relations*.jsonl; read as a stream."),
     paragraphs: Path = typer.Option(..., "--paragraphs", help="Wikipedia first paragraphs JSONL {qid, text}."),
     out: Path = typer.Option(..., "--out", "-o",
                              help="Write entities/relations/candidates JSONL + argus_dataset.json (manifest) here."),

@@ -12,6 +12,9 @@ paragraphs, takes each target's 1-hop Wikidata neighbours as related tags (queri
   - the truthy N-Triples dump (``latest-truthy.nt[.gz|.bz2]``): ``<.../entity/Q1> <.../prop/direct/P31>
     <.../entity/Q2> .`` lines become edges, ``rdfs:label`` / ``schema:name`` literals tagged ``@en`` the label; every
     other well-formed triple is skipped;
+  - or the ARGUS authors' processed relations (``*relations*.jsonl[.gz]``, as shipped in
+    ``tasks/data/argus/entity_relations_with_contriever_ranks.jsonl``): one target per line, ``{qid, label,
+    related_tags: [{qid, label}]}``, their 1-hop Wikidata edges with English labels (properties not kept);
 
 - a Wikipedia first-paragraph JSONL ``{qid, text}`` (the format of ``tasks/data/argus/kb_wikipedia_first_paragraphs
   .jsonl``), read first so that only edges touching a paragraph entity are kept in memory.
@@ -85,16 +88,20 @@ class Graph:
 
 # ---------------------------------------------------------------- reading dumps
 def dump_format(path: Path) -> str:
-    """``json`` or ``ntriples``, from the file name (``.json``/``.nt``, optionally ``.gz``/``.bz2``)."""
+    """``json``, ``ntriples`` or ``relations`` (the authors' processed JSONL), from the file name (``.json``/``.nt``/
+    ``relations...jsonl``, optionally ``.gz``/``.bz2``)."""
     name = path.name.lower()
     for suffix in (".gz", ".bz2"):
         name = name.removesuffix(suffix)
+    if name.endswith(".jsonl") and "relations" in name:
+        return "relations"
     if name.endswith(".json") or name.endswith(".jsonl"):
         return "json"
     if name.endswith(".nt"):
         return "ntriples"
     raise ConfigError(f"{path}: cannot tell the Wikidata dump format from the name; accepted: latest-all.json"
-                      "[.gz|.bz2] (the JSON dump) or latest-truthy.nt[.gz|.bz2] (the truthy N-Triples dump).")
+                      "[.gz|.bz2] (the JSON dump), latest-truthy.nt[.gz|.bz2] (the truthy N-Triples dump) or "
+                      "*relations*.jsonl[.gz] (the ARGUS authors' processed relations).")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -172,9 +179,35 @@ def ntriples_records(path: Path) -> Iterator[tuple[int, str, str | None, list[st
                 raise DataFormatError("bad escape in a string literal.", path=path, line=n) from None
 
 
+def relations_records(path: Path) -> Iterator[tuple[int, str, str | None, list[str]]]:
+    """(line, qid, English label, [related qid]) per target of the authors' processed relations, and (line, related
+    qid, its label, []) for each of its related tags (their labels are known there too)."""
+    for n, obj in read_jsonl(path):
+        qid, tags = obj.get("qid"), obj.get("related_tags")
+        if not isinstance(qid, str) or not _QID.match(qid) or not isinstance(tags, list):
+            raise DataFormatError('expected {"qid": "Q...", "label": "...", "related_tags": [{"qid", "label"}]}.',
+                                  path=path, line=n)
+        related = []
+        for tag in tags:
+            t = tag.get("qid") if isinstance(tag, dict) else None
+            if not isinstance(t, str) or not _QID.match(t):
+                raise DataFormatError(f'target {qid}: every related tag needs a "qid" (Q...), got {tag!r:.60}.',
+                                      path=path, line=n)
+            related.append(t)
+        label = obj.get("label")
+        yield n, qid, label if isinstance(label, str) and label != qid else None, related
+        for tag in tags:
+            tag_label = tag.get("label")
+            if isinstance(tag_label, str) and tag_label != tag["qid"]:  # the authors write the qid when unlabelled
+                yield n, tag["qid"], tag_label, []
+
+
+_READERS = {"json": json_dump_records, "ntriples": ntriples_records, "relations": relations_records}
+
+
 def read_graph(path: Path, keep: set[str]) -> Graph:
     """Edges with at least one end in ``keep`` (and labels of ``keep``) from a dump, streamed line by line."""
-    records = json_dump_records(path) if dump_format(path) == "json" else ntriples_records(path)
+    records = _READERS[dump_format(path)](path)
     neighbours: dict[str, set[str]] = {}
     outgoing: dict[str, dict[str, None]] = {}
     labels: dict[str, str] = {}
