@@ -236,7 +236,7 @@ def test_cli_probe_shipped_slice(tmp_path):
     rep = json.loads((out / "argus_probe.json").read_text())
     assert rep["kind"] == "argus_probe" and rep["version"] == 1 and rep["dim"] == 384
     ds = rep["datasets"][0]
-    assert ds["n"] == 103 and ds["split"] == {"train": 62, "validation": 21, "test": 20}
+    assert ds["n"] == 103 and ds["split"] == {"train": 72, "validation": 15, "test": 16}  # 70/15/15
     assert ds["selected"]["validation_rmse"] == min(f["validation_rmse"] for f in ds["families"].values())
     assert set(ds["baselines"]) == {"all_zero", "all_one", "train_mean"}
     # the all-zero baseline's RMSE is the root mean square of the test entities' RPS from the audit itself
@@ -258,7 +258,14 @@ def test_cli_probe_shipped_slice(tmp_path):
     assert p.shape == (103,) and p.min() >= 0 and p.max() <= 1
     with pytest.raises(ap.ProbeMismatchError):
         ap.Probe.load(out / "probe", get_encoder("dense", "sentence"))
-    assert "selected on validation RMSE" in (out / "argus_probe.md").read_text()
+    md = (out / "argus_probe.md").read_text()
+    assert "selected on validation RMSE" in md and "Blind spot or not (RPS < tau, tau = 0.3)" in md
+    assert (out / "argus_probe_calibration.png").stat().st_size > 1000
+    # the selected probe's blind-spot view by hand from its own test predictions
+    from sklearn.metrics import accuracy_score
+
+    pred = probe.predict(emb[test])  # the saved probe is the one selected on the only labelled set
+    assert ds["test"]["blind_spot"]["accuracy"] == pytest.approx(accuracy_score(y[test] < 0.3, pred < 0.3))
     # the command binds the probe to dense's fingerprint: argus compare's default diagnosis (auto) now finds it
     from gapbench.analyses.argus.augment import diagnosis_for
     from gapbench.retrieval import get_retriever

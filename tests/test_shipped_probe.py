@@ -36,7 +36,7 @@ def test_the_shipped_probe_is_a_small_ridge_probe_for_dense():
     assert sorted(p.name for p in SHIPPED.iterdir()) == ["PROVENANCE.md", "probe.json", "weights.npz"]
     assert (SHIPPED / "weights.npz").stat().st_size < 20_000  # 384 ridge coefficients and 384 means/scales
     side = json.loads((SHIPPED / "probe.json").read_text())
-    assert (side["family"], side["dim"], side["meta"]["seed"], side["meta"]["n_train"]) == ("ridge", 384, 0, 357)
+    assert (side["family"], side["dim"], side["meta"]["seed"], side["meta"]["n_train"]) == ("ridge", 384, 0, 416)
     assert side["meta"]["retriever"] == "dense" and side["meta"]["dataset"] == "undirected"
     dense = get_retriever("dense")
     # trained on dense's span-pooled embeddings: the probe carries the span encoder's and the retriever's fingerprints
@@ -76,8 +76,8 @@ def test_a_probe_the_user_bound_wins_over_the_shipped_one(empty_home):
     folder = bind_probe(mine)
     method, found, source = diagnosis_for("auto", dense)
     assert method == "probe" and source == str(folder) and not source.startswith("shipped:")
-    assert found.meta["n_train"] == 24  # the user's probe (60% of 40), not the shipped one (357)
-    assert load_probe(shipped_probe_dir(), dense).meta["n_train"] == 357
+    assert found.meta["n_train"] == 28  # the user's probe (70% of 40), not the shipped one (416)
+    assert load_probe(shipped_probe_dir(), dense).meta["n_train"] == 416
 
 
 def test_the_wheel_globs_cover_the_shipped_probe():
@@ -85,3 +85,18 @@ def test_the_wheel_globs_cover_the_shipped_probe():
     # setuptools expands package-data globs with glob(recursive=True) relative to the package folder
     packaged = {m for g in globs for m in glob.glob(g, root_dir=ROOT / "tasks", recursive=True)}
     assert {f.relative_to(ROOT / "tasks").as_posix() for f in SHIPPED.iterdir()} <= packaged
+
+
+@pytest.mark.slow
+def test_the_shipped_probe_is_byte_reproducible(tmp_path, monkeypatch):
+    from gapbench.cli import app, main
+    from gapbench.cli.argus import register
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    register(app)
+    # the saved probe is the undirected set's (the larger); training it alone gives the same files as PROVENANCE's
+    # command with both sets
+    rc = main(["argus", "probe", "-r", "dense", "--seed", "0", "--datasets", "undirected", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    for name in ("probe.json", "weights.npz"):
+        assert (tmp_path / "o" / "probe" / name).read_bytes() == (SHIPPED / name).read_bytes(), name
