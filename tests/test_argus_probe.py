@@ -106,6 +106,14 @@ def test_paper_grids_are_appendix_c1():
     assert len(ap._configs(ap.PAPER_GRIDS["xgboost"])) == 3 ** 7
     assert len(ap._configs(ap.PAPER_GRIDS["mlp"])) == 81  # 3 widths x 3 depths x 3 rates x 3 batch sizes
     assert (1024, 1024, 1024) in ap.PAPER_GRIDS["mlp"]["hidden"]
+    # grid_set="paper" with one family narrowed by `grids`: the paper's batch size reaches MLPRegressor
+    x, y = _synthetic(n=80, dim=8)
+    one = {"mlp": {"hidden": [(256,)], "learning_rate_init": [1e-3], "batch_size": [256], "alpha": [1e-4]}}
+    _, rep = ap.train_probe(x, y, "fp", families=["ridge", "mlp"], grid_set="paper", grids=one)
+    assert rep["families"]["mlp"]["params"]["batch_size"] == 256 and rep["families"]["ridge"]["n_configs"] == 20
+    assert rep["protocol"]["grids"] == "paper"
+    with pytest.raises(ConfigError, match="reduced, paper"):
+        ap.train_probe(x, y, "fp", grid_set="full")
 
 
 def test_split_is_seeded_and_disjoint():
