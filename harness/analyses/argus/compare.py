@@ -29,9 +29,16 @@ Output (``write_outputs``) ``argus_compare.json``::
                                                         "docs_with_views", "max_views_per_doc", "index_growth"},
                                              "seconds": {"augment", "index", "search"}}},
                       "deltas": {VARIANT: {M: {"delta", "p_randomization_holm", "p_ttest_holm", "significant"}}},
+                      "max_rps_delta": {K: {"k", "no_entities", "retrieved": {"n", "mean_max_rps"},
+                                            "unretrieved": {"n", "mean_max_rps"}, "delta"}},
                       "llm": USAGE | null, "notes": [...]}},
      "full_benchmark_avg": {VARIANT: {M: mean over tasks}},
      "notes": [...]}
+
+``max_rps_delta`` is Table 4 / appendix E.1 on the Original run (:func:`table4`): for K in 10, 20, 50 (those within
+the retrieval depth), each (query, gold document) pair is retrieved or not in the top K, and the statistic is the mean
+largest predicted RPS among the gold document's entities, retrieved minus unretrieved, from the same diagnosis that
+flags entities (an entity's RPS is its lowest mention's, as flagging reads it). A file written before it has no key.
 
 plus ``argus_compare.md`` (tables) and ``argus_compare.png`` (nDCG@k per variant, the first task or the suite mean).
 """
@@ -48,6 +55,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
                       Augmented, ReferenceKB, diagnose, diagnosis_for, expansion_views, kb_hits, mention_scorer,
                       synthesis_client, synthesis_note, synthesis_views, view_stats)
+from .probe import max_rps_delta, max_rps_table
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
 from ...tables import Table
@@ -55,6 +63,7 @@ from ...tables import Table
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
 DEFAULT_MEASURES = ("nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100")
+TABLE4_KS = (10, 20, 50)  # the cut-offs of the paper's Table 4
 SYNTH_TEST_SERVER_NOTE = ("Synthesis numbers from the local test LLM server (deterministic 'echo <digest>' answers) "
                           "are not meaningful quality numbers: they measure an index with junk views.")
 
@@ -70,6 +79,7 @@ class TaskComparison:
     kb_seconds: float
     llm: dict | None
     notes: list[str] = field(default_factory=list)
+    max_rps_delta: dict = field(default_factory=dict)  # k -> max_rps_delta(...) on the Original run
 
     def deltas(self, alpha: float = 0.05) -> dict:
         out: dict[str, dict] = {}
@@ -92,7 +102,8 @@ class TaskComparison:
             "variants": {v: {"means": {m: r.means[m] for m in r.measures},
                              "ci95": {m: list(r.ci[m]) for m in r.measures},
                              "growth": self.growth[v], "seconds": self.seconds[v]} for v, r in self.results.items()},
-            "deltas": self.deltas(), "llm": self.llm, "notes": list(self.notes),
+            "deltas": self.deltas(), "max_rps_delta": {str(k): d for k, d in self.max_rps_delta.items()},
+            "llm": self.llm, "notes": list(self.notes),
         }
 
 
@@ -172,7 +183,17 @@ def _task_lines(task: str, t: Mapping[str, Any]) -> list[str]:
                      f"{u.get('cache_hits', 0)} cache hits, {u.get('prompt_tokens', 0)} prompt and "
                      f"{u.get('completion_tokens', 0)} completion tokens, {u.get('truncated', 0)} answers cut by "
                      "their token budget.")
-    return lines + [f"- {note}" for note in t.get("notes", [])] + [""]
+    return lines + _table4_lines(t.get("max_rps_delta")) + [f"- {note}" for note in t.get("notes", [])] + [""]
+
+
+def _table4_lines(deltas: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    """Table 4 of the Original run, or nothing (a result written before it, or a depth under every cut-off)."""
+    if not deltas:
+        return []
+    no_ent = next(iter(deltas.values()))["no_entities"]
+    return ["", "Max predicted RPS of gold documents retrieved vs not in the top k, Original run (Table 4, appendix "
+            f"E.1); {no_ent} (query, gold document) pairs whose document has no entity are left out.", "",
+            max_rps_table({f"top {k}": d for k, d in deltas.items()}).markdown(), ""]
 
 
 def _diagnosis_text(cfg: Mapping[str, Any]) -> str:
@@ -219,6 +240,25 @@ def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
     return views, seconds, {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
 
 
+def entity_rps(diag: Any) -> dict[str, tuple[float, ...]]:
+    """Per document, the predicted RPS of each entity it mentions: an entity is a mention key, and its RPS the lowest
+    of its mentions', as :func:`.augment.flag_entities` reads it to flag."""
+    out: dict[str, tuple[float, ...]] = {}
+    for did, ms in diag.mentions.items():
+        low: dict[str, float] = {}
+        for m, s in zip(ms, diag.rps[did]):
+            low[m.key] = min(low.get(m.key, float(s)), float(s))
+        out[did] = tuple(low.values())
+    return out
+
+
+def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABLE4_KS) -> dict[int, dict]:
+    """Table 4 / appendix E.1 for one run: :func:`.probe.max_rps_delta` at each k in ``ks`` within the run's
+    retrieval ``depth`` (a deeper cut-off would count documents past the depth as unretrieved)."""
+    rps = entity_rps(diag)
+    return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
+
+
 def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB = DEFAULT_KB,
                  tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT, llm: Any = None,
                  variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
@@ -236,13 +276,13 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     data, name = prepared.data, prepared.task.name
     kb_obj = ReferenceKB.resolve(kb)
     notes: list[str] = []
-    results, growth, seconds = {}, {}, {}
+    results, growth, seconds, runs = {}, {}, {}, {}
 
     def run_variant(label: str, retr: Any, augment_s: float, views: Sequence = ()) -> None:
         t0 = time.perf_counter()
         retr.index(data.corpus)
         t1 = time.perf_counter()
-        run = prepared.search(retr, k).renamed(label)
+        run = runs[label] = prepared.search(retr, k).renamed(label)
         t2 = time.perf_counter()
         results[label] = evaluate(run, data.qrels, list(measures), task=name, seed=seed)
         growth[label] = view_stats(data.corpus, views)
@@ -251,6 +291,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     run_variant("original", retriever, 0.0)
     scorer = None if probe is not None else mention_scorer(diagnosis, retriever, data.corpus, kb_obj, k_aug)
     diag = diagnose(data.corpus, retriever, probe=probe, tau=tau, ner=ner, fallback=scorer)
+    rps_delta = table4(runs["original"], data.qrels, diag, k)
     t0 = time.perf_counter()
     hits = kb_hits(diag, kb_obj, k_aug)
     kb_s = time.perf_counter() - t0
@@ -274,7 +315,7 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
             if cut:
                 notes.append(cut)
     cmp = compare(list(results.values()), seed=seed)
-    return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes)
+    return TaskComparison(name, results, cmp, diag.stats(), growth, seconds, kb_s, llm_usage, notes, rps_delta)
 
 
 def _synthesis_llm(llm_base_url: str | None, llm_model: str | None) -> Any:
