@@ -233,3 +233,13 @@ def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
         low[(m.doc_id, m.key)] = min(low.get((m.doc_id, m.key), 1.0), float(p))
     assert row["diagnosis"]["n_flagged_entities"] == sum(1 for v in low.values() if v < 0.3)
     assert diagnose(corpus, dense, probe=probe).stats()["n_flagged_entities"] == row["diagnosis"]["n_flagged_entities"]
+
+
+def test_ner_help_names_every_accepted_form():
+    import inspect
+
+    from gapbench.cli.argus_compare import compare_cmd
+
+    said = inspect.signature(compare_cmd).parameters["ner"].default.help
+    assert said.startswith("spacy (offline default), auto (the paper's dslim/bert-base-NER when it is on disk")
+    assert said.endswith("else spacy) or a transformers NER model name or folder.")

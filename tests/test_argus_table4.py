@@ -85,3 +85,58 @@ def test_a_result_written_before_table4_stays_valid_and_renders(tmp_path):
     old = json.loads(json.dumps(d))
     validate_analysis("argus_compare", old, tmp_path / "argus_compare.json")
     assert "Table 4" not in comparison_markdown(old)
+
+
+# ------------------------------------------------------------------- --dataset on `argus audit` and `argus probe`
+# (here rather than in test_argus_dataset.py, which another change owns)
+@pytest.fixture(scope="module")
+def shipped_dataset(tmp_path_factory):
+    """A dataset folder built from the shipped relations file over the shipped 620 paragraphs (20 candidates/pair)."""
+    from gapbench.analyses.argus import audit as aa
+    from gapbench.analyses.argus import dataset as ds
+
+    d, out = aa.data_dir(), tmp_path_factory.mktemp("argus") / "ds"
+    ds.build_dataset(d / "entity_relations_with_contriever_ranks.jsonl", d / "kb_wikipedia_first_paragraphs.jsonl",
+                     out, candidates=20)
+    return out
+
+
+@pytest.fixture(scope="module")
+def argus_main():
+    from gapbench.cli import app, main
+    from gapbench.cli.argus import register
+
+    register(app)
+    return main
+
+
+def test_cli_audit_with_dataset_equals_the_api_on_load_dataset(tmp_path, shipped_dataset, argus_main):
+    from gapbench.analyses.argus.audit import audit
+    from gapbench.analyses.argus.dataset import load_dataset
+
+    out = tmp_path / "out"
+    assert argus_main(["argus", "audit", "-r", "random", "--dataset", str(shipped_dataset), "--k", "5", "--n", "20",
+                       "--no-plot", "-o", str(out)]) == 0
+    got = json.loads((out / "argus_audit.json").read_text())
+    want = audit(load_dataset(shipped_dataset), "random", k=5, n=20).to_dict()
+    assert got == json.loads(json.dumps(want))
+    # the stored candidates are what ranked: 103 targets, each pair against its 19 neutrals plus the target
+    assert got["n_targets"] == 103 and got["n_effective"]["min"] == got["n_effective"]["max"] == 20
+
+
+def test_cli_probe_reads_the_dataset(tmp_path, shipped_dataset, argus_main, capsys):
+    out = tmp_path / "out"
+    assert argus_main(["argus", "probe", "-r", "random", "--dataset", str(shipped_dataset), "--k", "5", "--n", "20",
+                       "--families", "ridge", "--datasets", "directed", "-o", str(out), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["task"] == str(shipped_dataset) and rep["n_requested"] == 20
+    assert sum(rep["split"].values()) == 103  # the dataset's directed targets
+
+
+@pytest.mark.parametrize("command", ["audit", "probe"])
+def test_dataset_excludes_entities_and_relations(tmp_path, shipped_dataset, argus_main, capsys, command):
+    rc = argus_main(["argus", command, "-r", "random", "--dataset", str(shipped_dataset), "--relations",
+                     str(shipped_dataset / "relations.jsonl"), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("gapbench: error: give either --dataset DIR or --entities with --relations (or "
+                               "neither: the shipped slice).\n")

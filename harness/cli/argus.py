@@ -24,6 +24,8 @@ COMMAND_MODULES: list[str] = ["gapbench.cli.argus_dataset"]
 
 ENTITIES_HELP = "Entities JSONL {qid, label, paragraph}; default: the shipped 620-paragraph slice."
 RELATIONS_HELP = "Relations JSONL {source, target} (or {qid, related: [...]}); needed with --entities."
+DATASET_HELP = ("A folder written by `gapbench argus dataset build` (entities, relations and the stored KG-disjoint "
+                "candidates); instead of --entities/--relations.")
 
 
 def register(main_app: typer.Typer) -> None:
@@ -35,10 +37,18 @@ def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="argus")
 
 
-def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed"):
-    """The shipped slice, or a user's export given as entities + relations JSONL files."""
+def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed",
+                    dataset: Optional[Path] = None):
+    """The shipped slice, a user's export given as entities + relations JSONL files, or a built dataset folder."""
     from ..analyses.argus.audit import load_jsonl, load_shipped
 
+    if dataset is not None:
+        if entities is not None or relations is not None:
+            raise ConfigError("give either --dataset DIR or --entities with --relations (or neither: the shipped "
+                              "slice).")
+        from ..analyses.argus.dataset import load_dataset
+
+        return load_dataset(dataset, relations=relation_mode)
     if (entities is None) != (relations is None):
         raise ConfigError("give both --entities and --relations (a full export), or neither (the shipped slice).")
     if entities is None:
@@ -61,6 +71,7 @@ def audit_cmd(
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random[:dim=,seed=]."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
     relation_mode: str = typer.Option("directed", "--relation-mode", help="directed (audit sources) or undirected."),
     k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
     n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals); capped by what exists."),
@@ -75,7 +86,7 @@ def audit_cmd(
     from .common import check_output
 
     check_output(out, run_dir=False, option="out")
-    data = load_audit_data(entities, relations, relation_mode)
+    data = load_audit_data(entities, relations, relation_mode, dataset)
     result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
     write_audit(result, out, plot=not no_plot)
     d = result.to_dict()
@@ -91,6 +102,7 @@ def probe_cmd(
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
     k: int = typer.Option(50, "--k"),
     n: int = typer.Option(800, "--n"),
     pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
@@ -121,7 +133,7 @@ def probe_cmd(
         raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
     protocol = {"families": fams, "split": parse_split(split), "rebalance_bins": rebalance_bins or None,
                 "grid_set": grids, "tau": tau}
-    runs = [_probe_dataset(load_audit_data(entities, relations, mode), mode, retriever, k=k, n=n, seed=seed,
+    runs = [_probe_dataset(load_audit_data(entities, relations, mode, dataset), mode, retriever, k=k, n=n, seed=seed,
                            pooling=pooling, **protocol) for mode in modes]
     reports = [rep for _, rep, _ in runs]
     # the probe saved for later use (augmentation) is the one trained on the most labelled entities

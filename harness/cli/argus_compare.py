@@ -30,7 +30,9 @@ def compare_cmd(
                            "landmarks-oracle (states ImpliRet's wknow answers: a pipeline check)."),
     tau: float = typer.Option(0.3, "--tau", help="Flag entities with predicted RPS below this."),
     k_aug: int = typer.Option(2, "--k-aug", help="KB passages per flagged entity."),
-    ner: str = typer.Option("spacy", "--ner", help="spacy (offline default) or a transformers NER model name."),
+    ner: str = typer.Option("spacy", "--ner", help="spacy (offline default), auto (the paper's "
+                             "dslim/bert-base-NER when it is on disk, a folder or in the HF cache; else spacy) or a "
+                             "transformers NER model name or folder."),
     variants: str = typer.Option("original,expansion,synthesis", "--variants", help="Which indexings to compare."),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Default nDCG@5/10/20/50, R@5..100."),
     k: int = typer.Option(100, "--k", help="Documents retrieved per query."),
