@@ -68,15 +68,8 @@ def sweep_cmd(
     from ..analyses.argus.sweep import sweep, write_sweep
     from .common import check_output
 
-    if dataset is not None and (entities is not None or relations is not None):
-        raise ConfigError("give either --dataset DIR or --entities with --relations (or neither: the shipped slice).")
+    data = load_audit_data(entities, relations, dataset=dataset)
     check_output(out, run_dir=False, option="out")
-    if dataset is not None:
-        from ..analyses.argus.dataset import load_dataset
-
-        data = load_dataset(dataset)
-    else:
-        data = load_audit_data(entities, relations)
     result = sweep(data, retriever, ns=_ints(ns, "--n"), ks=_ints(ks, "--k"), seed=seed, pooling=pooling,
                    fig_k=fig_k)
     paths = write_sweep(result, out, plot=not no_plot)
