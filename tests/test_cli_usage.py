@@ -345,26 +345,33 @@ def test_sigint_while_loading_the_command_line(tmp_path):
     assert proc.returncode == 130 and lines == [INTERRUPTED.format("SIGINT").rstrip("\n")]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_while_reading_a_fifo(tmp_path, sig):
-    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
-    os.mkfifo(tmp_path / "run.fifo")
-    proc = _gapbench(["evaluate", "--run", "run.fifo", "--qrels", "q.txt"], tmp_path)
+def _writer_once_gapbench_reads(fifo: Path, proc: subprocess.Popen) -> int:
+    """The FIFO's write end, opened (without writing anything) once gapbench has the pipe open to read: a
+    non-blocking writer can open it only then."""
     writer: list[int] = []
 
-    def reader_is_there() -> bool:  # a writer can open the pipe only once gapbench has it open to read
+    def reader_is_there() -> bool:
         try:
-            writer.append(os.open(tmp_path / "run.fifo", os.O_WRONLY | os.O_NONBLOCK))
+            writer.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:
             return False
         return True
 
     _wait_for(reader_is_there, proc, "gapbench opening the pipe")
+    return writer[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_while_reading_a_fifo(tmp_path, sig):
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
+    os.mkfifo(tmp_path / "run.fifo")
+    proc = _gapbench(["evaluate", "--run", "run.fifo", "--qrels", "q.txt"], tmp_path)
+    writer = _writer_once_gapbench_reads(tmp_path / "run.fifo", proc)
     try:
         proc.send_signal(sig)
         assert _ended_by(proc, sig) == INTERRUPTED.format(signal.Signals(sig).name)
     finally:
-        os.close(writer[0])
+        os.close(writer)
 
 
 _TO_ANOTHER_THREAD = """
@@ -390,21 +397,12 @@ def test_a_signal_given_to_another_thread_still_ends_a_blocked_read(tmp_path, si
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-c", _TO_ANOTHER_THREAD, str(int(sig))], cwd=tmp_path, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    writer: list[int] = []
-
-    def reader_is_there() -> bool:
-        try:
-            writer.append(os.open(tmp_path / "run.fifo", os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            return False
-        return True
-
-    _wait_for(reader_is_there, proc, "gapbench opening the pipe")
+    writer = _writer_once_gapbench_reads(tmp_path / "run.fifo", proc)
     try:
         (tmp_path / "go").write_text("")
         assert _ended_by(proc, sig) == INTERRUPTED.format(signal.Signals(sig).name)
     finally:
-        os.close(writer[0])
+        os.close(writer)
 
 
 def _start_run_and_catch_the_write(tmp_path: Path, sig: int, *extra: str) -> subprocess.Popen:
