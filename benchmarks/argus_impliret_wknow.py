@@ -10,7 +10,8 @@ heuristic (``--kb landmarks-oracle --diagnosis label-prior``), a pipeline check 
 
 The committed table: ``--retrievers bm25 --variants original,expansion`` (2.8 min on 2 shared cores, 2.3 of them NER
 of unispeaker with a cold cache), and ``--retrievers dense --variants original,expansion --settings
-wikipedia-slice:auto`` (14.4 min: indexing the views with MiniLM is most of it), merged with ``--merge``.
+wikipedia-slice:auto`` (3.7 min with the shipped probe: embedding the mentions and indexing the views), merged with
+``--merge``.
 
 Synthesis runs against tests/llm_server.py, whose answers are deterministic echoes ("echo <digest>"): its numbers
 measure an index with junk views and are not quality numbers. Runs offline (packaged tasks, KB and MiniLM).
@@ -82,11 +83,12 @@ INTRO = [
     "",
     "**The result** is each retriever's section with gapbench's defaults: the general Reference KB `wikipedia-slice` "
     "(the ARGUS audit slice's 620 Wikipedia first paragraphs, none written for ImpliRet) and `--diagnosis auto` (the "
-    "probe bound to the retriever's fingerprint, else an exact RPS audit: each entity's top-2 KB passages without its "
-    "name as queries, the documents that mention it as targets, 799 neutrals from the other documents, k = 50). No "
-    "probe is shipped or was bound for these runs, so the audit decides for both retrievers (bm25 has no embeddings, "
-    "so no probe can ever be bound to it). Entities whose surface form finds no KB passage are not audited (RPS 1): "
-    "nothing could remedy them.",
+    "probe bound to the retriever's fingerprint, else the probe shipped for the offline MiniLM, else an exact RPS "
+    "audit: each entity's top-2 KB passages without its name as queries, the documents that mention it as targets, "
+    "799 neutrals from the other documents, k = 50). dense (MiniLM) is diagnosed by the shipped probe "
+    "(`tasks/data/argus/probe_minilm/`: ridge, trained by `gapbench argus probe -r dense --seed 0` on the shipped "
+    "slice with the paper's 70/15/15 split); bm25 by the audit (it has no embeddings, so no probe can be bound to "
+    "it). Entities whose surface form finds no KB passage are not audited (RPS 1): nothing could remedy them.",
     "",
     "**Pipeline check, not a result**: the sections marked `landmarks-oracle` use the landmark KB (97 templated "
     "sentences \"X ... is located in the country Y\" built from the very landmarks ImpliRet hides, so the KB states "
