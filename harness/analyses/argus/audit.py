@@ -502,6 +502,13 @@ class AuditResult:
         }
 
 
+def draw_neutrals(pool_size: int, size: int, seed: int, x: str, t: str) -> np.ndarray:
+    """Positions of the ``size`` neutrals drawn, without replacement, from a pool of ``pool_size`` for the pair
+    (target ``x``, query ``t``): seeded by ``(seed, x, t)``, so a draw depends on neither order nor batching. The audit
+    and the stored candidates of ``argus dataset build`` draw with it."""
+    return np.random.default_rng(_seed_from(seed, x, t)).choice(pool_size, size=size, replace=False)
+
+
 def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n: int, seed: int,
                   query_batch: int = 256) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """Rank of each target among ``n - 1`` sampled neutrals, for every (target, query) pair.
@@ -537,8 +544,7 @@ def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n:
                 if pool.size == 0:
                     raise GapbenchError(f"argus: query {t!r} has no neutral entity (every entity is linked to it).")
                 if pool.size > n - 1:
-                    rng = np.random.default_rng(_seed_from(seed, x, t))
-                    pool = rng.choice(pool, size=n - 1, replace=False)
+                    pool = pool[draw_neutrals(pool.size, n - 1, seed, x, t)]
                 ranks[x][t] = int(np.count_nonzero(row[pool] > row[index[x]]) + 1)
                 sizes[x][t] = int(pool.size + 1)
     return ({x: [ranks[x][t] for t in data.related[x]] for x in data.related},

@@ -58,10 +58,10 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import ConfigError, DataFormatError
-from ...files import output_folder, write_text_atomic
-from ...formats import read_jsonl, text_lines
+from ...files import output_folder
+from ...formats import read_jsonl, text_lines, write_jsonl
 from ...schemas import validate_analysis
-from .audit import AuditData, _seed_from, load_jsonl
+from .audit import AuditData, draw_neutrals, load_jsonl, write_json
 
 ENTITY = "http://www.wikidata.org/entity/"
 DIRECT = "http://www.wikidata.org/prop/direct/"
@@ -249,10 +249,10 @@ def neutral_pool(x: str, graph: Graph, entities: list[str]) -> list[str]:
 
 
 def sample_candidates(pool: list[str], size: int, seed: int, x: str, t: str) -> list[str]:
+    """The pair's stored neutrals: the audit's own seeded draw (:func:`~.audit.draw_neutrals`), in pool order."""
     if len(pool) <= size:
         return list(pool)
-    rng = np.random.default_rng(_seed_from(seed, x, t))
-    return [pool[i] for i in sorted(rng.choice(len(pool), size=size, replace=False))]
+    return [pool[i] for i in sorted(draw_neutrals(len(pool), size, seed, x, t))]
 
 
 def select_entities(paragraphs: dict[str, str], graph: Graph) -> tuple[list[str], dict[str, int]]:
@@ -310,15 +310,10 @@ def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path,
 def _write(out: Path, entities: list[tuple[str, str, str]], related: dict[str, list[str]], rows: list[dict],
            manifest: dict) -> None:
     out = output_folder(out)
-
-    def jsonl(records) -> str:
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-
-    write_text_atomic(out / FILES["entities"],
-                      jsonl({"qid": q, "label": lab, "paragraph": p} for q, lab, p in entities))
-    write_text_atomic(out / FILES["relations"], jsonl({"qid": x, "related": ts} for x, ts in related.items()))
-    write_text_atomic(out / FILES["candidates"], jsonl(rows))
-    write_text_atomic(out / FILES["manifest"], json.dumps(manifest, indent=2) + "\n")
+    write_jsonl(({"qid": q, "label": lab, "paragraph": p} for q, lab, p in entities), out / FILES["entities"])
+    write_jsonl(({"qid": x, "related": ts} for x, ts in related.items()), out / FILES["relations"])
+    write_jsonl(rows, out / FILES["candidates"])
+    write_json(out / FILES["manifest"], manifest)
 
 
 def read_candidates(path: Path, entities: set[str]) -> dict[tuple[str, str], tuple[str, ...]]:
