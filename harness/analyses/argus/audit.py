@@ -551,6 +551,29 @@ def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n:
             {x: [sizes[x][t] for t in data.related[x]] for x in data.related})
 
 
+@dataclass(frozen=True)
+class EncodedEntities:
+    """Every entity of an audit's data embedded once by a retriever's encoder (what the audit and the sweep rank)."""
+
+    retriever: str  # the spec as given, or the encoder's name
+    encoder: dict  # name, pooling, fingerprint, dim, retriever_fingerprint
+    qids: list[str]  # order of rows in ``embeddings``
+    embeddings: np.ndarray
+    index: dict[str, int]
+    grounding: dict
+
+
+def embed_entities(data: AuditData, retriever: Any, pooling: str = "auto") -> EncodedEntities:
+    encoder = get_encoder(retriever, pooling)
+    qids = list(data.entities)
+    emb, grounding = encoder.encode_entities([data.entities[q] for q in qids])
+    spec = retriever if isinstance(retriever, str) else getattr(encoder, "name", type(retriever).__name__)
+    info = {"name": str(getattr(encoder, "name", spec)), "pooling": encoder.pooling,
+            "fingerprint": encoder.fingerprint, "dim": int(emb.shape[1]),
+            "retriever_fingerprint": _base_fingerprint(encoder)}
+    return EncodedEntities(str(spec), info, qids, emb, {q: i for i, q in enumerate(qids)}, grounding)
+
+
 def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = DEFAULT_K, n: int = DEFAULT_N,
           seed: int = 0, pooling: str = "auto") -> AuditResult:
     """Compute RPS_k for every target of ``data`` (default: the shipped slice) with ``retriever``'s encoder.
@@ -563,11 +586,8 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
     if n < 2:
         raise ConfigError(f"N (candidates per query) must be at least 2, got {n}.")
     data = data if data is not None else load_shipped()
-    encoder = get_encoder(retriever, pooling)
-    qids = list(data.entities)
-    emb, grounding = encoder.encode_entities([data.entities[q] for q in qids])
-    index = {q: i for i, q in enumerate(qids)}
-    ranks, sizes = compute_ranks(emb, index, data, n, seed)
+    enc = embed_entities(data, retriever, pooling)
+    ranks, sizes = compute_ranks(enc.embeddings, enc.index, data, n, seed)
     warnings = []
     all_n = [s for ss in sizes.values() for s in ss]
     if min(all_n) < n:
@@ -579,14 +599,10 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
                         f"(chance level {chance:.3f} here), so RPS near that value means no retrievability signal.")
     if k >= min(all_n):
         warnings.append(f"k={k} is at least the smallest pool ({min(all_n)}): some queries are always hits.")
-    spec = retriever if isinstance(retriever, str) else getattr(encoder, "name", type(retriever).__name__)
     result = AuditResult(
-        data=data, qids=qids, embeddings=emb, ranks=ranks, n_candidates=sizes, k=k, n_requested=n, seed=seed,
-        retriever=str(spec),
-        encoder={"name": str(getattr(encoder, "name", spec)), "pooling": encoder.pooling,
-                 "fingerprint": encoder.fingerprint, "dim": int(emb.shape[1]),
-                 "retriever_fingerprint": _base_fingerprint(encoder)},
-        grounding=grounding, warnings=warnings, relations="undirected" if _is_undirected(data) else "directed",
+        data=data, qids=enc.qids, embeddings=enc.embeddings, ranks=ranks, n_candidates=sizes, k=k, n_requested=n,
+        seed=seed, retriever=enc.retriever, encoder=enc.encoder, grounding=enc.grounding, warnings=warnings,
+        relations="undirected" if _is_undirected(data) else "directed",
     )
     return result
 

@@ -1,6 +1,6 @@
 """ARGUS RPS sweeps over the pool size ``N`` and the budget ``k``, with the paper's figures in one call.
 
-For each retriever the entities are encoded once (the audit's encoders, :func:`~.audit.get_encoder`), ranks are
+For each retriever the entities are encoded once (the audit's encoders, :func:`~.audit.embed_entities`), ranks are
 computed once per ``N`` (:func:`~.audit.compute_ranks`, the same seeded neutrals as ``argus audit --n N --seed S``,
 or the dataset's stored candidates) and RPS per ``k`` comes from those ranks (:func:`~.audit.rps_from_ranks`), so
 every ``(N, k)`` cell equals ``audit(data, retriever, k=k, n=N, seed=seed)``::
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ...errors import ConfigError
 from ...files import output_folder, pyplot, write_figure, write_text_atomic
 from ...schemas import validate_analysis
 from ...tables import Table
-from .audit import (AuditData, band_of, compute_ranks, get_encoder, lda_projection, rps_from_ranks, terciles,
+from .audit import (AuditData, band_of, compute_ranks, embed_entities, lda_projection, rps_from_ranks, terciles,
                     write_json)
 
 KIND = "argus_sweep"
@@ -73,20 +73,14 @@ def _checked(values: Sequence[int], name: str, least: int) -> list[int]:
 
 
 def sweep_one(data: AuditData, retriever: Any, ns: list[int], ks: list[int], seed: int, pooling: str) -> RetrieverSweep:
-    encoder = get_encoder(retriever, pooling)
-    qids = list(data.entities)
-    emb, _ = encoder.encode_entities([data.entities[q] for q in qids])
-    index = {q: i for i, q in enumerate(qids)}
+    enc = embed_entities(data, retriever, pooling)
     rps: dict[tuple[int, int], dict[str, float]] = {}
     sizes: dict[int, dict[str, list[int]]] = {}
     for n in ns:
-        ranks, sizes[n] = compute_ranks(emb, index, data, n, seed)
+        ranks, sizes[n] = compute_ranks(enc.embeddings, enc.index, data, n, seed)
         for k in ks:
             rps[(n, k)] = {x: rps_from_ranks(r, k) for x, r in ranks.items()}
-    spec = retriever if isinstance(retriever, str) else getattr(encoder, "name", type(retriever).__name__)
-    enc = {"name": str(getattr(encoder, "name", spec)), "pooling": encoder.pooling,
-           "fingerprint": encoder.fingerprint, "dim": int(emb.shape[1])}
-    return RetrieverSweep(str(spec), enc, qids, emb, rps, sizes)
+    return RetrieverSweep(enc.retriever, enc.encoder, enc.qids, enc.embeddings, rps, sizes)
 
 
 def sweep(data: AuditData, retrievers: Sequence[Any], *, ns: Sequence[int] = (100, 200, 400, 800),
