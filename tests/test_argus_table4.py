@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gapbench.analyses.argus.augment import Diagnosis, Mention
-from gapbench.analyses.argus.compare import compare_argus, entity_rps, read_outputs, table4
+from gapbench.analyses.argus.augment import Diagnosis, Mention, entity_rps
+from gapbench.analyses.argus.compare import compare_argus, read_outputs, table4
 from gapbench.schemas import validate_analysis
 
 from test_argus_compare import beir_folder

@@ -446,20 +446,25 @@ class Diagnosis:
 def flag_entities(mentions: Mapping[str, Sequence[Mention]], rps: Mapping[str, Sequence[float]],
                   tau: float = DEFAULT_TAU) -> dict[str, tuple[FlaggedEntity, ...]]:
     """Per document, entities whose minimum mention RPS is below ``tau``, once each, in order of first mention."""
-    out: dict[str, tuple[FlaggedEntity, ...]] = {}
-    for did, ms in mentions.items():
-        scores = rps[did]
-        groups: dict[str, list[tuple[Mention, float]]] = {}
-        for m, s in zip(ms, scores):
-            groups.setdefault(m.key, []).append((m, float(s)))
-        flagged = []
-        for key, items in groups.items():
-            low = min(s for _, s in items)
-            if low < tau:
-                first = items[0][0]
-                flagged.append(FlaggedEntity(first.text, key, first.label, low, len(items)))
-        out[did] = tuple(flagged)
+    return {did: tuple(FlaggedEntity(first.text, key, first.label, low, n)
+                       for key, (first, low, n) in lowest_by_entity(ms, rps[did]).items() if low < tau)
+            for did, ms in mentions.items()}
+
+
+def lowest_by_entity(mentions: Sequence[Mention], rps: Sequence[float]) -> dict[str, tuple[Mention, float, int]]:
+    """One document's entities (mention keys, in order of first mention): (first mention, lowest mention RPS, number
+    of mentions). An entity's RPS is its lowest mention's, for flagging and for Table 4 alike."""
+    out: dict[str, tuple[Mention, float, int]] = {}
+    for m, s in zip(mentions, rps):
+        first, low, n = out.get(m.key, (m, float(s), 0))
+        out[m.key] = (first, min(low, float(s)), n + 1)
     return out
+
+
+def entity_rps(diag: Any) -> dict[str, tuple[float, ...]]:
+    """Per document of a diagnosis, the RPS of each entity it mentions (:func:`lowest_by_entity`)."""
+    return {did: tuple(low for _, low, _ in lowest_by_entity(ms, diag.rps[did]).values())
+            for did, ms in diag.mentions.items()}
 
 
 def _retriever_fingerprints(retriever: Any) -> set[str]:

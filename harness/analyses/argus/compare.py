@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
-                      Augmented, ReferenceKB, diagnose, diagnosis_for, expansion_views, kb_hits, mention_scorer,
-                      synthesis_client, synthesis_note, synthesis_views, view_stats)
+                      Augmented, ReferenceKB, diagnose, diagnosis_for, entity_rps, expansion_views, kb_hits,
+                      mention_scorer, synthesis_client, synthesis_note, synthesis_views, view_stats)
 from .probe import max_rps_delta, max_rps_table
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
@@ -238,18 +238,6 @@ def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
     seconds = time.perf_counter() - t0
     after = llm.usage.total()
     return views, seconds, {key: after[key] - before[key] for key in after if isinstance(after[key], int)}
-
-
-def entity_rps(diag: Any) -> dict[str, tuple[float, ...]]:
-    """Per document, the predicted RPS of each entity it mentions: an entity is a mention key, and its RPS the lowest
-    of its mentions', as :func:`.augment.flag_entities` reads it to flag."""
-    out: dict[str, tuple[float, ...]] = {}
-    for did, ms in diag.mentions.items():
-        low: dict[str, float] = {}
-        for m, s in zip(ms, diag.rps[did]):
-            low[m.key] = min(low.get(m.key, float(s)), float(s))
-        out[did] = tuple(low.values())
-    return out
 
 
 def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABLE4_KS) -> dict[int, dict]:
