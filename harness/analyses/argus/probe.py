@@ -145,6 +145,11 @@ def split_indices(n: int, seed: int = 0, fractions: Sequence[float] = DEFAULT_SP
             "test": np.sort(order[n_train + n_val:])}
 
 
+def rps_bins(values: np.ndarray, bins: int) -> np.ndarray:
+    """Bin of each RPS among ``bins`` equal-width bins over [0, 1]: ``b/bins <= v < (b+1)/bins``, 1.0 in the last."""
+    return np.minimum((np.asarray(values, dtype=float) * bins).astype(int), bins - 1)
+
+
 def rebalance_indices(y: np.ndarray, bins: int, seed: int = 0) -> np.ndarray:
     """Indices into ``y`` (RPS in [0, 1]) that oversample every non-empty bin to the size of the largest one.
 
@@ -156,7 +161,7 @@ def rebalance_indices(y: np.ndarray, bins: int, seed: int = 0) -> np.ndarray:
     y = np.asarray(y, dtype=float)
     if bins < 1:
         raise ConfigError(f"--rebalance-bins {bins}: give a positive number of RPS bins (the paper's code uses 100).")
-    which = np.minimum((y * bins).astype(int), bins - 1)
+    which = rps_bins(y, bins)
     counts = np.bincount(which, minlength=bins)
     rng = np.random.default_rng(seed)
     parts = [np.arange(y.size)]
@@ -173,10 +178,7 @@ def calibration(y: np.ndarray, pred: np.ndarray, bins: int = 10) -> dict:
     y = np.asarray(y, dtype=float)
     p = np.asarray(pred, dtype=float)
 
-    def bin_of(v):
-        return np.minimum((v * bins).astype(int), bins - 1)
-
-    yb, pb = bin_of(y), bin_of(p)
+    yb, pb = rps_bins(y, bins), rps_bins(p, bins)
     density = np.zeros((bins, bins), dtype=int)
     np.add.at(density, (yb, pb), 1)
     binned = [{"n": int((pb == b).sum()),
