@@ -915,7 +915,7 @@ class CoverageOptions:
 
     def query_types(self) -> list[str]:
         """The generated queries' types, ``length-specificity``, in the order generation cycles through them."""
-        return [f"{n}-{s}" for n in self.query_length for s in self.query_specificity]
+        return combine_query_types(self.query_length, self.query_specificity)
 
     def regime(self, generated: bool) -> dict:
         """The ``regime`` of a metric block: how its queries got their clusters, the entities' source, and whether
@@ -1224,10 +1224,11 @@ def pool_counts(grounded_in: str, tops: Mapping[str, Sequence[str]], relevant: I
 
 
 def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_cluster: int, judge_depth: int,
-              judge_batch: int, seed: int, instruction: str, *,
-              query_types: Sequence[str] = ("short-ambiguous", "short-specific", "long-ambiguous", "long-specific"),
+              judge_batch: int, seed: int, instruction: str, *, query_types: Sequence[str] | None = None,
               ) -> tuple[dict, Qrels | None, Queries | None]:
-    """Generate, filter and judge queries for the missing strata (definitions in the module docstring)."""
+    """Generate, filter and judge queries for the missing strata (definitions in the module docstring); the query
+    types default to all four."""
+    query_types = query_types or combine_query_types(QUERY_LENGTHS, QUERY_SPECIFICITIES)
     if client is None:
         raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")
     reqs, slots = _generation_requests(missing, corpus, strata, n_per_cluster, query_types)
@@ -1260,6 +1261,15 @@ def type_counts(rows: Sequence[Mapping[str, Any]], query_types: Sequence[str]) -
         c["generated"] += bool(r["text"])
         c["accepted"] += r["status"] == "accepted"
     return out
+
+
+def combine_query_types(lengths: Iterable[str], specificities: Sequence[str]) -> list[str]:
+    """Every ``length-specificity`` type, lengths outermost: the order generation cycles through them.
+
+    >>> combine_query_types(["short"], ["ambiguous", "specific"])
+    ['short-ambiguous', 'short-specific']
+    """
+    return [f"{n}-{s}" for n in lengths for s in specificities]
 
 
 def query_type_description(query_type: str) -> str:
