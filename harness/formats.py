@@ -330,12 +330,16 @@ def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:
 
 # ---------------------------------------------------------------- TREC runs
 
-def read_trec_run(path: PathLike, name: str | None = None) -> Run:
-    """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval."""
-    return _read(_parse_trec_run, path, name)
+def read_trec_run(path: PathLike, name: str | None = None, *, allow_empty: bool = False) -> Run:
+    """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval.
+
+    A file with no line is refused (a user's empty file is a mistake) unless ``allow_empty``: a run directory's
+    ``run.trec.gz`` is empty when the retriever found nothing for any query, and its results say so.
+    """
+    return _read(_parse_trec_run, path, name, allow_empty)
 
 
-def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str | None) -> Run:
+def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str | None, allow_empty: bool) -> Run:
     data: dict[str, dict[str, float]] = {}
     tag = None
     for n, line in lines:
@@ -365,7 +369,7 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
                 "(trec_eval refuses duplicates too).", path=path, line=n,
             )
         row[did] = value
-    if not data:
+    if not data and not allow_empty:
         raise DataFormatError("the run file is empty.", path=path)
     return Run(data, name or tag or Path(path).name, source=str(path))
 

@@ -384,7 +384,8 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
 
 
 def load_run(directory: str | os.PathLike) -> Run:
-    return read_trec_run(Path(directory) / "run.trec.gz")
+    """A run directory's ranking; empty when the retriever found nothing for any query (its results say so)."""
+    return read_trec_run(Path(directory) / "run.trec.gz", allow_empty=True)
 
 
 def load_manifest(directory: str | os.PathLike) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 
 import pytest
 
@@ -11,7 +12,7 @@ import gapbench
 from gapbench.cli import main
 from gapbench.formats import read_trec_run, write_beir_folder
 from gapbench.store import load_manifest, load_results
-from gapbench.types import Corpus, Qrels, Queries, TaskData
+from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,33 @@ def test_compare_run_directories(beir_folder, tmp_path, capsys):
     assert 0 < t["p_randomization"] <= 1 and t["p_randomization_holm"] >= t["p_randomization"]
     assert main(["compare", str(tmp_path / "bm25"), str(tmp_path / "lucene")]) == 0
     assert "(a) bm25" in capsys.readouterr().out
+
+
+def test_a_run_that_found_nothing_is_read_back_by_compare_regress_and_report(tmp_path, capsys):
+    """Every query is stop words only, so bm25 finds nothing and run.trec.gz holds no line. The directory gapbench wrote
+    must still be read back (it used to be refused as "the run file is empty"), with every query scored 0, while a
+    user's empty run file given to evaluate stays refused."""
+    folder = tmp_path / "stop"
+    docs = Corpus(Document(f"d{i}", f"the apple {'and ' * i}banana") for i in range(4))
+    write_beir_folder(TaskData(docs, Queries([Query("q1", "the of and"), Query("q2", "is a")]),
+                               Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}})), folder)
+    for name, spec in (("full", "bm25:stopwords=none"), ("nothing", "bm25")):
+        assert main(["run", str(folder), "-r", spec, "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
+    with gzip.open(tmp_path / "nothing" / "run.trec.gz", "rt") as fh:
+        assert fh.read() == ""
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "full"), str(tmp_path / "nothing"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # bm25 without stop words ranks d3 > d2 > d1 > d0 for both queries ("and" is rarer): q1's d1 at rank 3, q2's d2 at 2
+    ndcg = [(1 / math.log2(4) + 1 / math.log2(3)) / 2, 0.0]
+    assert [s["measures"]["nDCG@10"] for s in out["systems"]] == pytest.approx(ndcg, abs=1e-12)
+    assert out["systems"][1]["n_missing"] == 2
+    assert main(["regress", "--baseline", str(tmp_path / "full"), "--candidate", str(tmp_path / "nothing")]) == 0
+    assert main(["report", str(folder), str(tmp_path / "nothing"), "-o", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(tmp_path / "nothing" / "run.trec.gz"), "--qrels",
+                 str(folder / "qrels" / "test.tsv")]) == 2
+    assert "the run file is empty" in capsys.readouterr().err
 
 
 def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):

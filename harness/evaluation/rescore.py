@@ -156,7 +156,7 @@ class Rescorer:
         key = (digest, fingerprint, tuple(measures), ident.seed)
         fresh = self._scores.get(key)
         if fresh is None:
-            run = read_trec_run(path)
+            run = read_trec_run(path, allow_empty=True)  # a retriever that found nothing wrote no line
             try:
                 fresh = evaluate(run, data.qrels, list(measures), task=res.task, seed=ident.seed)
             except GapbenchError as exc:
