@@ -253,6 +253,13 @@ def rps_from_ranks(ranks: Sequence[int], k: int = DEFAULT_K, rule: str = "paper"
     return float(hits.mean())
 
 
+def chance_level(sizes: Mapping[str, Sequence[int]], k: int) -> float:
+    """The mean RPS_k of a random ranking over these pools (``sizes``: each target's pool sizes N_eff, one per related
+    pair): a target's chance is the mean of min(k, N)/N over its pairs, averaged over targets as RPS is, so a control
+    with no signal lands on it even when targets have different numbers of pairs."""
+    return float(np.mean([np.mean([min(k, n) / n for n in ns]) for ns in sizes.values()]))
+
+
 def terciles(scores: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Quantile terciles (0 low, 1 mid, 2 high) as the authors' LDA plots bin them; returns labels and the cut-offs."""
     s = np.asarray(scores, dtype=float)
@@ -462,8 +469,7 @@ class AuditResult:
         return {q: rps_from_ranks(r, self.k, rule) for q, r in self.ranks.items()}
 
     def chance(self) -> float:
-        per = [float(np.mean([min(self.k, n) / n for n in ns])) for ns in self.n_candidates.values()]
-        return float(np.mean(per))
+        return chance_level(self.n_candidates, self.k)
 
     def target_embeddings(self) -> tuple[list[str], np.ndarray]:
         idx = {q: i for i, q in enumerate(self.qids)}
@@ -594,9 +600,8 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
         warnings.append(f"only {min(all_n)}-{max(all_n)} candidates per query exist (N={n} requested): the effective N "
                         f"is capped by the entities available.")
     if n < DEFAULT_N or min(all_n) < DEFAULT_N:
-        chance = float(np.mean([min(k, s) / s for s in all_n]))
         warnings.append(f"pools smaller than the paper's N=800: a random ranking hits with probability k/N "
-                        f"(chance level {chance:.3f} here), so RPS near that value means no retrievability signal.")
+                        f"(chance level {chance_level(sizes, k):.3f} here), so RPS near that value means no retrievability signal.")
     if k >= min(all_n):
         warnings.append(f"k={k} is at least the smallest pool ({min(all_n)}): some queries are always hits.")
     result = AuditResult(

@@ -28,8 +28,8 @@ from ...errors import ConfigError
 from ...files import output_folder, pyplot, write_figure, write_text_atomic
 from ...schemas import validate_analysis
 from ...tables import Table
-from .audit import (AuditData, band_of, compute_ranks, embed_entities, lda_projection, rps_from_ranks, terciles,
-                    write_json)
+from .audit import (AuditData, band_of, chance_level, compute_ranks, embed_entities, lda_projection, rps_from_ranks,
+                    terciles, write_json)
 
 KIND = "argus_sweep"
 BAND_NAMES = ("low", "mid", "high")
@@ -101,7 +101,7 @@ def _cell(run: RetrieverSweep, n: int, k: int) -> dict:
     fr = band_fractions(scores)
     all_n = [s for ss in run.sizes[n].values() for s in ss]
     return {"n": n, "k": k, "n_effective_min": int(min(all_n)),
-            "chance": float(np.mean([min(k, s) / s for s in all_n])),
+            "chance": chance_level(run.sizes[n], k),
             "mean_rps": float(np.mean(scores)), "frac_rps_gt_0_5": fr["gt_0_5"],
             "bands": {b: fr[b] for b in BAND_NAMES}}
 
