@@ -45,15 +45,15 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
-    from ..analyses.argus.compare import compare_argus
+    from ..analyses.argus.compare import ArgusCompareOptions, compare_argus_with
     from .common import check_output, measure_list
 
     check_output(output, run_dir=False)
-    wanted = measure_list(measures)
-    result = compare_argus(task, retriever, probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner, diagnosis=diagnosis,
-                           llm_base_url=llm_base_url, llm_model=llm_model,
-                           variants=[v.strip() for v in variants.split(",") if v.strip()],
-                           measures=wanted, k=k, seed=seed, output=output)
+    options = ArgusCompareOptions(probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner, diagnosis=diagnosis,
+                                  llm_base_url=llm_base_url, llm_model=llm_model,
+                                  variants=[v.strip() for v in variants.split(",") if v.strip()],
+                                  measures=measure_list(measures), k=k, seed=seed, output=output)
+    result = compare_argus_with(task, retriever, options)
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
     if output is not None and not as_json:
         typer.echo(f"wrote {output}/argus_compare.json, .md, .png")

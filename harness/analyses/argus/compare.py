@@ -50,7 +50,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
                       Augmented, ReferenceKB, diagnose, diagnosis_for, entity_rps, expansion_views, kb_hits,
@@ -247,22 +247,20 @@ def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABL
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
 
-def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | ReferenceKB = DEFAULT_KB,
-                 tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT, llm: Any = None,
-                 variants: Sequence[str] = VARIANTS, measures: Sequence[str] = DEFAULT_MEASURES, k: int = 100,
-                 seed: int = 0, diagnosis: str = "audit") -> TaskComparison:
+def compare_task(task: str, retriever: Any, options: ArgusCompareOptions) -> TaskComparison:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking.
 
-    ``probe`` (an object) scores the mentions when given; else ``diagnosis``, a method of
-    :func:`.augment.diagnosis_for`: ``audit`` or ``label-prior``."""
+    ``options`` come resolved by :func:`compare_argus_with`: ``kb`` a :class:`ReferenceKB`, ``probe`` an object (it
+    scores the mentions when given) or None, ``diagnosis`` a method of :func:`.augment.diagnosis_for` (``audit`` or
+    ``label-prior``) for when it is None, ``llm`` the synthesis client or None."""
     from ...evaluation.comparison import compare
     from ...evaluation.evaluation import evaluate
     from ...pipeline import prepare
 
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
+    probe, kb_obj, llm, k_aug, k, seed = options.probe, options.kb, options.llm, options.k_aug, options.k, options.seed
     prepared = prepare(task, seed=seed)
     data, name = prepared.data, prepared.task.name
-    kb_obj = ReferenceKB.resolve(kb)
     notes: list[str] = []
     results, growth, seconds, runs = {}, {}, {}, {}
 
@@ -272,13 +270,13 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
         t1 = time.perf_counter()
         run = runs[label] = prepared.search(retr, k).renamed(label)
         t2 = time.perf_counter()
-        results[label] = evaluate(run, data.qrels, list(measures), task=name, seed=seed)
+        results[label] = evaluate(run, data.qrels, list(options.measures), task=name, seed=seed)
         growth[label] = view_stats(data.corpus, views)
         seconds[label] = {"augment": augment_s, "index": t1 - t0, "search": t2 - t1}
 
     run_variant("original", retriever, 0.0)
-    scorer = None if probe is not None else mention_scorer(diagnosis, retriever, data.corpus, kb_obj, k_aug)
-    diag = diagnose(data.corpus, retriever, probe=probe, tau=tau, ner=ner, fallback=scorer)
+    scorer = None if probe is not None else mention_scorer(options.diagnosis, retriever, data.corpus, kb_obj, k_aug)
+    diag = diagnose(data.corpus, retriever, probe=probe, tau=options.tau, ner=options.ner, fallback=scorer)
     rps_delta = table4(runs["original"], data.qrels, diag, k)
     t0 = time.perf_counter()
     hits = kb_hits(diag, kb_obj, k_aug)
@@ -289,11 +287,11 @@ def compare_task(task: str, retriever: Any, *, probe: Any = None, kb: str | Refe
     notes.append(f"{n_hit} of {diag.stats()['n_flagged_entities']} flagged entities found KB passages "
                  f"(BM25 score > 0 in {kb_obj.name}, {len(kb_obj.passages)} passages).")
     llm_usage = None
-    if "expansion" in variants:
+    if "expansion" in options.variants:
         t0 = time.perf_counter()
         views = expansion_views(data.corpus, diag, kb_obj, k_aug, hits=hits)
         run_variant("expansion", Augmented(retriever, views, name="expansion"), time.perf_counter() - t0, views)
-    if "synthesis" in variants:
+    if "synthesis" in options.variants:
         if llm is None:
             notes.append("synthesis skipped: no LLM client given (llm=...).")
         else:
@@ -315,44 +313,76 @@ def _synthesis_llm(llm_base_url: str | None, llm_model: str | None) -> Any:
         raise ConfigError(f"{exc} To compare without synthesis, give --variants original,expansion.") from None
 
 
-def compare_argus(task: str, retriever: str | Any, *, probe: Any = None, kb: str | ReferenceKB = DEFAULT_KB,
-                  tau: float = DEFAULT_TAU, k_aug: int = DEFAULT_K_AUG, ner: str = SPACY_DEFAULT,
-                  llm_base_url: str | None = None, llm_model: str | None = None, llm: Any = None,
-                  variants: Iterable[str] = VARIANTS, measures: Iterable[str] | None = None, k: int = 100,
-                  seed: int = 0, output: str | os.PathLike | None = None, diagnosis: str = "auto") -> ArgusComparison:
+@dataclass(frozen=True)
+class ArgusCompareOptions:
+    """Every setting of an ARGUS comparison but the task and the retriever; settings no comparison can run with raise
+    ConfigError here, before any work. ``kb``: a packaged name (default ``wikipedia-slice``; ``landmarks-oracle`` is a
+    pipeline check whose KB states the answers) or a JSONL file. ``diagnosis``: ``auto`` (the probe given or bound to
+    the retriever's fingerprint, else the exact audit), ``probe``, ``audit`` or ``label-prior``. ``measures`` None:
+    nDCG@5/10/20/50 and R@5..100. Example::
+
+        cmp = compare_argus_with("impliret/multispeaker/wknow", "bm25",
+                                 ArgusCompareOptions(variants=("original", "expansion"), output="out/"))
+    """
+
+    probe: Any = None
+    kb: str | ReferenceKB = DEFAULT_KB
+    tau: float = DEFAULT_TAU
+    k_aug: int = DEFAULT_K_AUG
+    ner: str = SPACY_DEFAULT
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm: Any = None
+    variants: Sequence[str] = VARIANTS
+    measures: Sequence[str] | None = None
+    k: int = 100
+    seed: int = 0
+    output: str | os.PathLike | None = None
+    diagnosis: str = "auto"
+
+    def __post_init__(self) -> None:
+        variants = list(dict.fromkeys(self.variants))
+        if [v for v in variants if v not in VARIANTS] or "original" not in variants:
+            raise ConfigError(f"variants {variants}: choose from {', '.join(VARIANTS)}, always including original.")
+        if self.k < 1:
+            raise ConfigError(f"k={self.k}: give the retrieval depth, >= 1.")
+        object.__setattr__(self, "variants", tuple(variants))
+        object.__setattr__(self, "measures", tuple(self.measures or DEFAULT_MEASURES))
+
+
+def compare_argus(task: str, retriever: str | Any, **options: Any) -> ArgusComparison:
     """Original vs ARGUS Expansion and Synthesis on a task or a suite; writes outputs when ``output`` is given.
 
-    ``kb``: a packaged name (default ``wikipedia-slice``; ``landmarks-oracle`` is a pipeline check whose KB states
-    the answers) or a JSONL file. ``diagnosis``: ``auto`` (the probe given or bound to the retriever's fingerprint,
-    else the exact audit), ``probe``, ``audit`` or ``label-prior``.
+    The keywords are those of :class:`ArgusCompareOptions`; this builds one and calls :func:`compare_argus_with`.
     """
+    return compare_argus_with(task, retriever, ArgusCompareOptions(**options))
+
+
+def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOptions) -> ArgusComparison:
+    """:func:`compare_argus` with its settings in one :class:`ArgusCompareOptions`."""
+    from dataclasses import replace
+
     from ...retrieval import fingerprint_of, get_retriever
 
-    variants = list(dict.fromkeys(variants))
-    bad = [v for v in variants if v not in VARIANTS]
-    if bad or "original" not in variants:
-        raise ConfigError(f"variants {variants}: choose from {', '.join(VARIANTS)}, always including original.")
-    if k < 1:
-        raise ConfigError(f"k={k}: give the retrieval depth, >= 1.")
-    measures = list(measures or DEFAULT_MEASURES)
     retr = get_retriever(retriever)
     spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
-    method, probe_obj, probe_source = diagnosis_for(diagnosis, retr, probe)
-    kb_obj = ReferenceKB.resolve(kb)
-    if llm is None and "synthesis" in variants:
-        llm = _synthesis_llm(llm_base_url, llm_model)
+    method, probe_obj, probe_source = diagnosis_for(options.diagnosis, retr, options.probe)
+    kb_obj = ReferenceKB.resolve(options.kb)
+    llm = options.llm
+    if llm is None and "synthesis" in options.variants:
+        llm = _synthesis_llm(options.llm_base_url, options.llm_model)
+    resolved = replace(options, probe=probe_obj, kb=kb_obj, llm=llm, diagnosis=method)
     tasks, suite = _tasks_of(task)
-    out = [compare_task(t, retr, probe=probe_obj, kb=kb_obj, tau=tau, k_aug=k_aug, ner=ner, llm=llm,
-                        variants=variants, measures=measures, k=k, seed=seed, diagnosis=method) for t in tasks]
-    config = {"tau": tau, "k_aug": k_aug, "ner": ner, "kb": kb_obj.name, "kb_fingerprint": kb_obj.fingerprint,
-              "pipeline_check": kb_obj.name in ORACLE_KBS, "k": k, "measures": measures, "seed": seed,
-              "diagnosis": diagnosis, "diagnosis_method": method, "probe": probe_source,
-              "retriever_fingerprint": fingerprint_of(retr),
+    out = [compare_task(t, retr, resolved) for t in tasks]
+    config = {"tau": options.tau, "k_aug": options.k_aug, "ner": options.ner, "kb": kb_obj.name,
+              "kb_fingerprint": kb_obj.fingerprint, "pipeline_check": kb_obj.name in ORACLE_KBS, "k": options.k,
+              "measures": list(options.measures), "seed": options.seed, "diagnosis": options.diagnosis,
+              "diagnosis_method": method, "probe": probe_source, "retriever_fingerprint": fingerprint_of(retr),
               "llm": llm.describe() if llm is not None and hasattr(llm, "describe") else None,
-              "variants": variants}
+              "variants": list(options.variants)}
     result = ArgusComparison(suite or out[0].task, spec, out, config, suite, _notes(config, llm))
-    if output is not None:
-        write_outputs(result, output)
+    if options.output is not None:
+        write_outputs(result, options.output)
     return result
 
 
