@@ -20,6 +20,7 @@ float32 elsewhere). Other models go through ``SentenceTransformer.encode``. Sear
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Mapping, Optional, Sequence
@@ -27,7 +28,8 @@ from typing import Annotated, Mapping, Optional, Sequence
 import numpy as np
 
 from gapbench import budget, distributed
-from gapbench.cache import EmbeddingCache, text_fingerprint
+from gapbench.cache import EmbeddingCache, cache_dir, text_fingerprint
+from gapbench.files import atomic_writer, write_text_atomic
 from gapbench.options import Matches, OneOf, Range, checked
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
@@ -279,6 +281,52 @@ def length_order(corpus: Corpus, use_title: bool) -> np.ndarray:
     return np.argsort(-lengths, kind="stable")
 
 
+class CorpusMemo:
+    """What dense reads every text for, kept on disk per corpus fingerprint (ids, titles and texts): the length order
+    and the sorted texts' cache key. A re-run on the same corpus then reads no text before its cached vectors (at 10M
+    documents, reading them is most of a cached run's time and memory); a changed corpus has another fingerprint."""
+
+    def __init__(self, corpus: Corpus, use_title: bool) -> None:
+        self.corpus, self.use_title = corpus, use_title
+        fp = getattr(corpus, "fingerprint", None)
+        self.fingerprint = fp if isinstance(fp, str) else None
+
+    def _path(self, *parts: object) -> Path | None:
+        if self.fingerprint is None:
+            return None
+        name = hashlib.sha256(json.dumps([self.fingerprint, self.use_title, *parts]).encode()).hexdigest()[:32]
+        return cache_dir("dense-memo") / name
+
+    def length_order(self) -> np.ndarray:
+        path = self._path("length_order")
+        if path is not None:
+            try:
+                order = np.load(path.with_suffix(".npy"))
+                if order.shape == (len(self.corpus),) and order.dtype == np.int64:
+                    return order
+            except (OSError, ValueError, EOFError):
+                pass  # none yet, or a damaged one: computed again and replaced
+        order = length_order(self.corpus, self.use_title)
+        if path is not None:
+            with atomic_writer(path.with_suffix(".npy"), binary=True) as fh:
+                np.save(fh, order)
+        return order
+
+    def text_key(self, texts: SortedTexts) -> str:
+        path = self._path("text_key", texts.prefix)
+        if path is not None:
+            try:
+                key = path.with_suffix(".key").read_text(encoding="ascii").strip()
+                if len(key) == 64 and all(c in "0123456789abcdef" for c in key):
+                    return key
+            except (OSError, ValueError):
+                pass
+        key = text_fingerprint(texts)
+        if path is not None:
+            write_text_atomic(path.with_suffix(".key"), key + "\n")
+        return key
+
+
 class _SortedIndex(Mapping):
     """doc_id -> sorted position, looked up through the corpus so that no dict of every id is built here."""
 
@@ -470,13 +518,18 @@ class Dense:
 
     # -- documents: length-sorted, cached in chunks, never re-ordered in memory
     def sorted_texts(self, corpus: Corpus) -> SortedTexts:
-        """The corpus texts as encoded: document prompt added, longest first (a lazy sequence)."""
-        return SortedTexts(corpus, length_order(corpus, self.use_title), self.doc_prompt, self.use_title)
+        """The corpus texts as encoded: document prompt added, longest first (a lazy sequence). With the cache on, the
+        order is kept per corpus fingerprint (:class:`CorpusMemo`)."""
+        memo = CorpusMemo(corpus, self.use_title)
+        order = memo.length_order() if self.cache else length_order(corpus, self.use_title)
+        return SortedTexts(corpus, order, self.doc_prompt, self.use_title)
 
     def embedding_cache(self, corpus: Corpus, texts: SortedTexts | None = None) -> EmbeddingCache:
         """The cache ``index(corpus)`` reads: fill it beforehand (a benchmark, a cluster) and index loads no model."""
         texts = texts if texts is not None else self.sorted_texts(corpus)
-        return EmbeddingCache(self.fingerprint, texts, chunk_size=self.chunk_size, key=text_fingerprint(texts))
+        ours = isinstance(texts, SortedTexts) and texts.corpus is corpus
+        key = CorpusMemo(corpus, self.use_title).text_key(texts) if ours else text_fingerprint(texts)
+        return EmbeddingCache(self.fingerprint, texts, chunk_size=self.chunk_size, key=key)
 
     def _embed_cached(self, cache: EmbeddingCache) -> EmbeddingCache:
         """Encode the cache's missing chunks (nothing when it is complete: the model is not loaded)."""

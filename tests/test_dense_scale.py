@@ -108,6 +108,39 @@ def test_documents_stay_in_length_order_and_the_cache_key_is_unchanged(tmp_path,
     np.testing.assert_array_equal(cache.read_chunk(0), np.stack([_vector("passage: " + texts[i]) for i in order[:8]]))
 
 
+def test_a_rerun_on_the_same_corpus_reads_no_text_before_its_cached_vectors(tmp_path, monkeypatch):
+    """The length order and the texts' cache key are kept per corpus fingerprint: the second index() of an equal corpus
+    reads no text (the first read them for the order, the key and the encoding), with the same vectors and run."""
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    corpus, queries = _corpus(60), _queries()
+    texts = corpus.texts_at(range(60))
+    first = HashedDense(chunk_size=8, doc_prompt="passage: ")
+    first.calls = []
+    first.index(corpus)
+    want = {q: list(first.search(queries, 10)[q]) for q in queries}
+    assert first._docs.key == EmbeddingCache("x", ["passage: " + texts[i] for i in length_order(corpus, True)]).key
+
+    reads = []
+    for name in ("iter_texts", "texts_at"):
+        orig = getattr(Corpus, name)
+        monkeypatch.setattr(Corpus, name,
+                            lambda self, *a, _o=orig, _n=name, **kw: reads.append(_n) or _o(self, *a, **kw))
+    again = HashedDense(chunk_size=8, doc_prompt="passage: ")
+    again.calls = []
+    again.index(_corpus(60))  # an equal corpus, built again: same fingerprint
+    assert reads == [] and again.calls == [] and again._docs.dir == first._docs.dir
+    assert {q: list(again.search(queries, 10)[q]) for q in queries} == want
+
+    # another prompt or another corpus: its own key, from its texts
+    other = HashedDense(chunk_size=8)
+    other.calls = []
+    other.index(corpus)
+    assert reads and sum(other.calls) == 60 and other._docs.key != first._docs.key
+    changed = Corpus([*corpus.values()][:59] + [Document("d059", "a new, much longer last passage " * 4)])
+    order = HashedDense(chunk_size=8).sorted_texts(changed).order
+    assert order[0] == 59 and order.tolist() == length_order(changed, True).tolist()
+
+
 def test_write_chunk_checks_rows_and_values(tmp_path, monkeypatch):
     from gapbench.errors import GapbenchError
 
