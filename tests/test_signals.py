@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -594,3 +595,34 @@ def test_dense_agreement_with_minilm_and_mpnet(beir_slice, mpnet):
     tops = [prepared.retrieve(spec, 10)[1] for spec in ("dense", second)]
     ids = [[[d for d, _ in run[q][:10]] for q in rep.table.query_ids] for run in tops]  # runs are ranked tuples
     np.testing.assert_allclose(values, [jaccard(a, b) for a, b in zip(*ids)])
+
+
+def test_the_gate_refuses_runs_of_another_task_or_of_two_tasks(tmp_path, capsys):
+    """Query ids recur across tasks (ImpliRet's are 0..1499 in every one), so the gate checks the run directories'
+    task against the one its signals.json was calibrated on, and that all are of one task, before gating anything."""
+    import shutil
+
+    here = Path("tests/fixtures/beir/scifact").resolve()
+    other = tmp_path / "scifact_copy"
+    shutil.copytree(here, other)
+    stored = json.loads(Path("tests/fixtures/outputs_v0_1/signals.json").read_text())
+    stored["task"] = str(here)  # its gate is max_score < 1.96272, which one bm25 run computes
+    sig = tmp_path / "sig"
+    sig.mkdir()
+    (sig / "signals.json").write_text(json.dumps(stored))
+    for folder, spec, name in ((here, "bm25", "ra"), (other, "bm25-lucene", "rb")):
+        assert main(["run", str(folder), "-r", spec, "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "ra"), "--signals", str(sig), "-o", str(tmp_path / "esc")]) == 0
+    assert "queries escalate (max_score < 1.96272)" in capsys.readouterr().out
+    assert main(["gate", str(tmp_path / "rb"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert f"a run of task '{other.resolve()}', but the gate in {sig} was calibrated on '{here}'" in err, err
+    assert main(["gate", str(tmp_path / "ra"), str(tmp_path / "rb"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert f"while the run directories before it are of '{here}'; give run directories of one task" in err, err
+    assert not (tmp_path / "rb" / "escalate.tsv").exists() and not (tmp_path / "ra" / "escalate.tsv").exists()
+    stored["surprise"] = 1  # a signals.json is read through its schema now: unknown keys are refused
+    (sig / "signals.json").write_text(json.dumps(stored))
+    assert main(["gate", str(tmp_path / "ra"), "--signals", str(sig)]) == 2
+    assert "surprise" in capsys.readouterr().err

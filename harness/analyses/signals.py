@@ -87,6 +87,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..files import atomic_writer, output_folder, pyplot, write_figure
+from ..schemas import validate_analysis
 from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Run
 
@@ -1010,9 +1011,11 @@ def load_signals(path: str | Path, gate: str = "gate") -> dict:
         d = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"malformed JSON ({exc.msg}).", path=path) from None
-    if d.get("kind") != "signals" or d.get("version") != 1:
-        raise DataFormatError(f"kind {d.get('kind')!r} version {d.get('version')!r}; expected a signals.json "
+    if not isinstance(d, dict) or d.get("kind") != "signals" or d.get("version") != 1:
+        found = (d.get("kind"), d.get("version")) if isinstance(d, dict) else (type(d).__name__, None)
+        raise DataFormatError(f"kind {found[0]!r} version {found[1]!r}; expected a signals.json "
                               "(kind 'signals', version 1).", path=path)
+    validate_analysis("signals", d, path)
     if gate == "gate_either" and not d.get("gate_either"):
         why = d.get("gate_either_note", "written before the either gate existed")
         raise DataFormatError(f"holds no gate on either firing ({why}); recompute it with `gapbench signals`.", path=path)

@@ -66,6 +66,20 @@ def signals_cmd(
         typer.echo(f"written to {output}")
 
 
+def _same_task(run_dir: Path, task: str | None, first: str | None, calibrated: str | None, signals: Path) -> str | None:
+    """The task of the runs so far: every run directory must be of one task, the one the gate was calibrated on (query
+    ids such as 0..1499 recur across tasks, so a mixed set would be gated silently)."""
+    from .common import fail
+
+    if task and first and task != first:
+        fail(f"{run_dir}: a run of task {task!r}, while the run directories before it are of {first!r}; give run "
+             "directories of one task.")
+    if task and calibrated and task != calibrated:
+        fail(f"{run_dir}: a run of task {task!r}, but the gate in {signals} was calibrated on {calibrated!r}; give runs "
+             f"of {calibrated!r}, or compute signals on {task!r} with `gapbench signals {task} -o DIR`.")
+    return first or task
+
+
 def gate_cmd(
     run_dirs: List[Path] = typer.Argument(..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
     signals: Path = typer.Option(..., "--signals", help="signals.json (or its directory) from `gapbench signals`."),
@@ -85,8 +99,8 @@ def gate_cmd(
         spec = (manifest.get("retriever") or {}).get("name") or manifest.get("system") or d.name
         if spec in runs:
             fail(f"{d}: a second run of {spec!r}; give each retriever's run directory once.")
+        task_name = _same_task(d, (manifest.get("task") or {}).get("name"), task_name, stored.get("task"), signals)
         runs[spec] = load_run(d)
-        task_name = task_name or (manifest.get("task") or {}).get("name")
     corpus = queries = None
     names = gate_signals(stored, either)
     if "evidence_coverage" in names:
