@@ -259,6 +259,14 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     r2 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
     assert r1.to_markdown() == r2.to_markdown() and r1.to_dict() == r2.to_dict()
     assert [f.png for f in r1.figures] == [f.png for f in r2.figures]
+    # a probe saved by `gapbench argus probe` (kind argus_probe_model, no task) beside it is no analysis of this task
+    import shutil
+
+    shutil.copytree(Path("tasks/data/argus/probe_minilm"), other / "probe")
+    r3 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
+    assert [a["kind"] for a in r3.data["analyses"]] == ["gap"]
+    assert r3.data["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
+                                     "reason": "kind 'argus_probe_model' with no task: not an analysis of a task"}
 
 
 def test_single_system(inputs):

@@ -188,7 +188,10 @@ def find_analyses(dirs: Iterable[str | os.PathLike], task: str) -> tuple[list[An
             kind, data = _read_analysis(path)
             if kind is None:
                 continue
-            if data.get("task") not in (None, task):
+            if data.get("task") is None:  # a saved probe model, a dataset manifest: files of no task's analysis
+                ignored.append({"source": str(path), "reason": f"kind {kind!r} with no task: not an analysis of a task"})
+                continue
+            if data.get("task") != task:
                 ignored.append({"source": str(path), "reason": f"for task {data.get('task')!r}, not {task!r}"})
                 continue
             found.append((kind, path, data))
