@@ -274,3 +274,29 @@ def test_cli_builds_one_gap_options_object(monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)["gap"] == 0.5
     assert main(["gap", "toy"]) == 0  # the CLI defaults are GapOptions' own
     assert seen[-1][2] == mod.GapOptions()
+
+
+def test_the_printed_summary_is_aligned_tables():
+    from gapbench.analyses.gap import GapReport
+
+    scaling = [{"pool_size": 10, "measure": "R@10", "verifier_standard": 0.5, "verifier_gold_infused": 1.0,
+                "retrievers": {"bm25": 0.25, "dense": 0.75}},
+               {"pool_size": 200, "measure": "R@10", "verifier_standard": 0.25, "verifier_gold_infused": 0.75,
+                "retrievers": {"bm25": 0.5, "dense": 0.5}}]
+    r = GapReport("t", "nDCG@10", {"bm25": 0.3, "a-long-retriever-name": 0.25}, ("bm25", 0.3), 0.2, 0.45, 0.5, 20, 4,
+                  7, scaling)
+    assert str(r).splitlines() == [
+        "t: retrieval-verification gap on nDCG@10 (4 queries, pool depth 20, pool recall 0.500, 7 LLM calls)",
+        "                                 nDCG@10   - best",
+        "-------------------------------  -------  -------",
+        "retriever bm25                    0.3000  +0.0000",
+        "retriever a-long-retriever-name   0.2500  -0.0500",
+        "verifier, standard pool           0.2000  -0.1000",
+        "verifier, gold-infused pool       0.4500  +0.1500",
+        "gap (gold-infused verifier - best retriever): +0.1500",
+        "pool scaling (R@10):",
+        "pool size  verifier standard  verifier gold-infused   bm25  dense",
+        "---------  -----------------  ---------------------  -----  -----",
+        "       10              0.500                  1.000  0.250  0.750",
+        "      200              0.250                  0.750  0.500  0.500",
+    ]

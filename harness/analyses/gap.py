@@ -145,31 +145,35 @@ class GapReport:
         }
 
     def __str__(self) -> str:
-        lines = [
-            f"{self.task}: retrieval-verification gap on {self.measure} ({self.n_queries} queries, pool depth "
-            f"{self.pool_depth}, pool recall {self.pool_recall:.3f}, {self.llm_calls} LLM calls)",
-        ]
-        for name, v in self.retrievers.items():
-            lines.append(f"  retriever {name:<28} {v:.4f}")
-        lines.append(f"  verifier, standard pool       {self.verifier_standard:.4f}")
-        lines.append(f"  verifier, gold-infused pool   {self.verifier_gold_infused:.4f}")
-        lines.append(f"  gap (gold-infused - best)     {self.gap:+.4f}   standard - best: {self.gap_standard:+.4f}")
+        from ..tables import Table
+
+        head = (f"{self.task}: retrieval-verification gap on {self.measure} ({self.n_queries} queries, pool depth "
+                f"{self.pool_depth}, pool recall {self.pool_recall:.3f}, {self.llm_calls} LLM calls)")
+        best = self.best_retriever[1]
+        rows = [[f"retriever {name}", f"{v:.4f}", f"{v - best:+.4f}"] for name, v in self.retrievers.items()]
+        rows += [["verifier, standard pool", f"{self.verifier_standard:.4f}", f"{self.gap_standard:+.4f}"],
+                 ["verifier, gold-infused pool", f"{self.verifier_gold_infused:.4f}", f"{self.gap:+.4f}"]]
+        rows += [[f"[{label}] {what}", f"{value:.4f}", ""] for label, other in self.extra_qrels.items()
+                 for what, value in (("best retriever", other["best_retriever"]["value"]),
+                                     ("verifier, standard pool", other["verifier_standard"]),
+                                     ("verifier, gold-infused pool", other["verifier_gold_infused"]))]
+        lines = [head, Table(["", self.measure, "- best"], rows, align="lrr").text(),
+                 f"gap (gold-infused verifier - best retriever): {self.gap:+.4f}"]
         ans = self.meta.get("answers") or {}
         if ans.get("rankings"):
-            lines.append(f"  verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
+            lines.append(f"verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
                          f"repaired, {ans['reasked']} re-asked, {ans['fallback']} completed by fallback "
                          f"({ans['fallback_rate']:.0%})")
             if ans["fallback_rate"] > 0.5:
-                lines.append("  WARNING: most verifier answers did not rank their passages and were completed in "
+                lines.append("WARNING: most verifier answers did not rank their passages and were completed in "
                              "pool order: these verifier scores say little about the model.")
-        for label, other in self.extra_qrels.items():
-            lines.append(f"  [{label}] best {other['best_retriever']['value']:.4f}  standard "
-                         f"{other['verifier_standard']:.4f}  gold-infused {other['verifier_gold_infused']:.4f}")
         if self.pool_scaling:
-            lines.append("  pool scaling (size: verifier standard / gold-infused | retrievers):")
-            for row in self.pool_scaling:
-                rets = ", ".join(f"{k} {v:.3f}" for k, v in row["retrievers"].items())
-                lines.append(f"    {row['pool_size']:>5}: {row['verifier_standard']:.3f} / {row['verifier_gold_infused']:.3f} | {rets}")
+            names = list(self.pool_scaling[0]["retrievers"])
+            scaling = [[str(row["pool_size"]), f"{row['verifier_standard']:.3f}", f"{row['verifier_gold_infused']:.3f}",
+                        *(f"{row['retrievers'].get(n, float('nan')):.3f}" for n in names)] for row in self.pool_scaling]
+            measure = self.pool_scaling[0].get("measure", self.measure)
+            lines += [f"pool scaling ({measure}):", Table(["pool size", "verifier standard", "verifier gold-infused",
+                                                           *names], scaling, align="r" * (3 + len(names))).text()]
         return "\n".join(lines)
 
 
