@@ -17,7 +17,7 @@ from gapbench.formats import write_beir_folder
 from gapbench.analyses.signals import (
     SignalTable, analyse, apply_gate, auc, bootstrap_auc_ci, calibrate_gate, catch_floor, compute_signals,
     dense_agreement, gate_rates, jaccard, load_signals, population_variance, retriever_divergence, select_signals,
-    separation, spacy_terms, spearman, stratified_split, term_coverage, weak_labels, youden_floor,
+    separation, spacy_terms, spearman, stratified_split, term_coverage, to_markdown, weak_labels, youden_floor,
 )
 from gapbench.task import get_task
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
@@ -614,7 +614,13 @@ def test_the_gate_refuses_runs_of_another_task_or_of_two_tasks(tmp_path, capsys)
         assert main(["run", str(folder), "-r", spec, "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
     capsys.readouterr()
     assert main(["gate", str(tmp_path / "ra"), "--signals", str(sig), "-o", str(tmp_path / "esc")]) == 0
-    assert "queries escalate (max_score < 1.96272)" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "queries escalate (max_score < 1.96272)" in out
+    # no signal of that file passed the bar (max_score separates at 0.538), and the gate says so
+    assert err == ("gapbench: warning: the gate's signal max_score is not a kept signal (separation 0.538 < bar 0.65), "
+                   "so the gate separates weak from good retrievals little: held-out catch rate 0.414 against "
+                   "false-alarm rate 0.273.\n")
+    assert "**Warning:** the gate's signal max_score is not a kept signal" in to_markdown(stored)
     assert main(["gate", str(tmp_path / "rb"), "--signals", str(sig)]) == 2
     err = capsys.readouterr().err
     assert f"a run of task '{other.resolve()}', but the gate in {sig} was calibrated on '{here}'" in err, err

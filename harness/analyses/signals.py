@@ -792,9 +792,24 @@ def _gate_lines(d: Mapping[str, Any]) -> list[str]:
     g = d.get("gate")
     if not g:
         return [f"No gate: {d.get('gate_note', '')}"]
+    warning = gate_warning(d)
     return [f"Gate ({g['method']}{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}, "
             f"calibration share {g['calib_fraction']}, seed {g['seed']}): escalate when `{g['rule']}`.",
-            "", gate_table(g).markdown()]
+            *(["", f"**Warning:** {warning}"] if warning else []), "", gate_table(g).markdown()]
+
+
+def gate_warning(d: Mapping[str, Any]) -> str | None:
+    """Why the gate of a signals.json deserves little trust, when its signal is not a kept one (below the bar or
+    pruned): the gate is then the best of weak signals, or the one asked for, not a signal that separates."""
+    g = d.get("gate")
+    if not g or "signal" not in g or g["signal"] in d.get("kept", ()):
+        return None
+    sig = d["signals"].get(g["signal"], {})
+    sep = sig.get("separation")
+    why = sig.get("dropped") or (f"separation {sep:.3f} < bar {d['bar']}" if sep is not None else "not kept")
+    return (f"the gate's signal {g['signal']} is not a kept signal ({why}), so the gate separates weak from good "
+            f"retrievals little: held-out catch rate {_fmt(g['held_out']['catch_rate'], 3)} against false-alarm rate "
+            f"{_fmt(g['held_out']['false_alarm_rate'], 3)}.")
 
 
 def _either_lines(d: Mapping[str, Any]) -> list[str]:

@@ -88,7 +88,7 @@ def gate_cmd(
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
     from .common import fail
-    from ..analyses.signals import gate_runs, gate_signals, load_signals, write_escalations
+    from ..analyses.signals import gate_runs, gate_signals, gate_warning, load_signals, write_escalations
     from ..store import load_manifest, load_run
 
     stored = load_signals(signals, "gate_either" if either else "gate")
@@ -115,3 +115,6 @@ def gate_cmd(
     path = write_escalations(out_dir / "escalate.tsv", qids, values, flags, names if either else None)
     rule = stored["gate_either" if either else "gate"]["rule"]
     typer.echo(f"{int(flags.sum())} of {len(qids)} queries escalate ({rule}); written to {path}")
+    warning = None if either else gate_warning(stored)
+    if warning:
+        typer.echo(f"gapbench: warning: {warning}", err=True)
