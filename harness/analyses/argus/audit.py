@@ -601,7 +601,8 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
                         f"is capped by the entities available.")
     if n < DEFAULT_N or min(all_n) < DEFAULT_N:
         warnings.append(f"pools smaller than the paper's N=800: a random ranking hits with probability k/N "
-                        f"(chance level {chance_level(sizes, k):.3f} here), so RPS near that value means no retrievability signal.")
+                        f"(chance level {chance_level(sizes, k):.3f} here), so RPS near that value means no "
+                        "retrievability signal.")
     if k >= min(all_n):
         warnings.append(f"k={k} is at least the smallest pool ({min(all_n)}): some queries are always hits.")
     result = AuditResult(
