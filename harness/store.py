@@ -207,6 +207,22 @@ def _range_text(measure: str) -> str:
     return "finite numbers" + (f" from {lo:g} to {hi:g}" if math.isfinite(hi) else "")
 
 
+_ANALYSIS_FILES = ("gap.json", "signals.json", "coverage.json", "argus_audit.json", "argus_probe.json",
+                   "argus_compare.json", "sweep.json", "report.json")
+
+
+def _not_an_analysis_folder(directory: Path) -> None:
+    """A folder an analysis wrote, given where a run directory is expected (``gapbench report TASK runs/bm25 gap/``
+    instead of ``--analyses gap/``), is named as such instead of reported as a run directory lacking results.json."""
+    if os.path.lexists(directory / "results.json"):
+        return
+    found = [name for name in _ANALYSIS_FILES if os.path.lexists(directory / name)]
+    if found:
+        raise DataFormatError(f"holds {found[0]}, an analysis' output, not a run (no results.json); give a run "
+                              "directory written by `gapbench run --output DIR` (`gapbench report` takes analysis "
+                              "folders as --analyses DIR, once per folder).", path=directory)
+
+
 def _run_file(directory: Path, root: Path, name: str) -> Path:
     """``directory/name`` as a regular file inside the run directory ``root`` (resolved), else a DataFormatError."""
     path = directory / name
@@ -332,8 +348,9 @@ def load_results(directory: str | os.PathLike) -> Results:
         raise DataFormatError("a symbolic link that loops or points nowhere; give the run directory itself.",
                               path=directory) from None
     if not root.is_dir():
-        raise DataFormatError(f"a file, not a run directory (a folder holding results.json and metrics.tsv); give "
+        raise DataFormatError("a file, not a run directory (a folder holding results.json and metrics.tsv); give "
                               "the folder `gapbench run ... --output DIR` wrote.", path=directory)
+    _not_an_analysis_folder(directory)
     res_path = _run_file(directory, root, "results.json")
     met_path = _run_file(directory, root, "metrics.tsv")
     res = _read_results_json(res_path)

@@ -103,6 +103,25 @@ def test_a_run_that_found_nothing_is_read_back_by_compare_regress_and_report(tmp
     assert "the run file is empty" in capsys.readouterr().err
 
 
+def test_an_analysis_folder_given_as_a_run_directory_is_named_as_such(beir_folder, tmp_path, capsys):
+    """`gapbench report TASK runs/bm25 gap/` (the analysis folder without --analyses) says what gap/ is and how to give
+    it, instead of "gap/results.json: missing"."""
+    import shutil
+
+    assert main(["run", str(beir_folder), "-r", "bm25", "-m", "nDCG@10", "-o", str(tmp_path / "bm25")]) == 0
+    (tmp_path / "gap").mkdir()
+    shutil.copy("tests/fixtures/outputs_v0_1/gap.json", tmp_path / "gap" / "gap.json")
+    capsys.readouterr()
+    for argv in (["report", str(beir_folder), str(tmp_path / "bm25"), str(tmp_path / "gap"), "-o", str(tmp_path / "r")],
+                 ["compare", str(tmp_path / "bm25"), str(tmp_path / "gap")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert (f"{tmp_path / 'gap'}: holds gap.json, an analysis' output, not a run (no results.json); give a run "
+                "directory written by `gapbench run --output DIR` (`gapbench report` takes analysis folders as "
+                "--analyses DIR, once per folder).") in err, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "h"))
     chunk = tmp_path / "h" / "cache" / "embeddings" / "x" / "chunk-00000.npy"
