@@ -90,6 +90,40 @@ def _matching_close(text: str) -> int:
     return -1
 
 
+def option_bracket(method: str, spec: str, options: Sequence[str], *, usage: str,
+                   example: str | None = None) -> tuple[dict[str, str], str]:
+    """``[key=value,...]REST`` at the start of ``spec`` read into ({key: value}, REST); without a bracket ({}, spec).
+
+    Every key must be one of ``options`` and given once; ``usage`` ends the messages. With ``example`` (fusion's
+    ``k=60,depth=1000``), values are plain: a bracket inside the option bracket is refused, and a piece that is not
+    key=value is answered with the example; without it a value may hold brackets (an IPv6 endpoint URL)."""
+    text = spec.strip()
+    if not text.startswith("["):
+        return {}, text
+    end = _matching_close(text)
+    if end < 0:
+        raise ConfigError(f"{method}: the option bracket in {spec!r} is not closed; {usage}.")
+    body = text[1:end]
+    if example is not None and any(ch in body for ch in "[]()"):
+        raise ConfigError(f"{method}: the option bracket in {spec!r} holds another bracket; write plain key=value "
+                          f"pairs, e.g. [{example}].")
+    hint = usage if example is None else f"write [{example}]"
+    out: dict[str, str] = {}
+    for piece in body.split(","):
+        if not piece.strip():
+            continue
+        key, eq, value = piece.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"{method}: option {piece.strip()!r} in {spec!r} is not key=value; {hint}.")
+        if key not in options:
+            raise unknown_option(method, key, list(options))
+        if key in out:
+            raise ConfigError(f"{method}: option {key!r} is given twice in {spec!r}.")
+        out[key] = value.strip()
+    return out, text[end + 1:].strip()
+
+
 class _Fusion:
     """Shared machinery: components, depth, weights, config and fingerprint. Subclasses define ``fuse_query``."""
 
@@ -130,15 +164,11 @@ class _Fusion:
         usage = f"write {cls.method}:bm25+dense or {cls.method}:[{cls._example_options()}]bm25+dense"
         if not text:
             raise ConfigError(f"{cls.method} needs the retrievers to fuse; {usage}.")
-        raw_options: dict[str, str] = {}
-        if text.startswith("["):
-            end = _matching_close(text)
-            if end < 0:
-                raise ConfigError(f"{cls.method}: the option bracket in {rest!r} is not closed; {usage}.")
-            raw_options = cls._parse_options(text[1:end], rest)
-            text = text[end + 1 :].strip()
-            if not text:
-                raise ConfigError(f"{cls.method}: no retrievers after the options in {rest!r}; {usage}.")
+        bracket = text.startswith("[")
+        raw_options, text = option_bracket(cls.method, rest, list(cls.options), usage=usage,
+                                           example=cls._example_options())
+        if bracket and not text:
+            raise ConfigError(f"{cls.method}: no retrievers after the options in {rest!r}; {usage}.")
         parts = [_strip_parens(p) for p in split_top_level(text)]
         empty = [i + 1 for i, p in enumerate(parts) if not p]
         if empty:
@@ -151,31 +181,6 @@ class _Fusion:
     @classmethod
     def _example_options(cls) -> str:
         return "k=60,depth=1000,weights=1;2" if "k" in cls.options else "depth=1000,weights=1;2"
-
-    @classmethod
-    def _parse_options(cls, body: str, spec: str) -> dict[str, str]:
-        if any(ch in body for ch in "[]()"):
-            raise ConfigError(
-                f"{cls.method}: the option bracket in {spec!r} holds another bracket; write plain key=value pairs, "
-                f"e.g. [{cls._example_options()}]."
-            )
-        out: dict[str, str] = {}
-        for piece in body.split(","):
-            if not piece.strip():
-                continue
-            key, eq, value = piece.partition("=")
-            key = key.strip()
-            if not eq or not key:
-                raise ConfigError(
-                    f"{cls.method}: option {piece.strip()!r} in {spec!r} is not key=value; "
-                    f"write [{cls._example_options()}]."
-                )
-            if key not in cls.options:
-                raise unknown_option(cls.method, key, list(cls.options))
-            if key in out:
-                raise ConfigError(f"{cls.method}: option {key!r} is given twice in {spec!r}.")
-            out[key] = value.strip()
-        return out
 
     @classmethod
     def _coerce_options(cls, raw: Mapping[str, str], n: int) -> dict[str, Any]:

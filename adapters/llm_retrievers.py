@@ -36,9 +36,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from gapbench.adapters.fusion import _matching_close, _strip_parens
+from gapbench.adapters.fusion import _strip_parens, option_bracket
 from gapbench.errors import ConfigError
-from gapbench.options import parse_int, unknown_option
+from gapbench.options import parse_int
 from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
 from gapbench.types import Queries, Query, Run
 
@@ -113,26 +113,8 @@ class _LLMRetriever:
     def from_spec(cls, rest: str, *, llm_base_url: str | None = None,
                   llm_model: str | None = None) -> "_LLMRetriever":
         """Build from the part of a spec after ``NAME:``, e.g. ``"[hops=2]bm25"``; the bracket's llm_* win."""
-        text = rest.strip()
         usage = f"write {cls.method}:bm25 or {cls.method}:[{cls._example()}]bm25"
-        raw: dict[str, str] = {}
-        if text.startswith("["):
-            end = _matching_close(text)
-            if end < 0:
-                raise ConfigError(f"{cls.method}: the option bracket in {rest!r} is not closed; {usage}.")
-            for piece in text[1:end].split(","):
-                if not piece.strip():
-                    continue
-                key, eq, value = piece.partition("=")
-                key = key.strip()
-                if not eq or not key:
-                    raise ConfigError(f"{cls.method}: option {piece.strip()!r} in {rest!r} is not key=value; {usage}.")
-                if key not in cls.options:
-                    raise unknown_option(cls.method, key, list(cls.options))
-                if key in raw:
-                    raise ConfigError(f"{cls.method}: option {key!r} is given twice in {rest!r}.")
-                raw[key] = value.strip()
-            text = text[end + 1:].strip()
+        raw, text = option_bracket(cls.method, rest, list(cls.options), usage=usage)
         inner = _strip_parens(text)
         if not inner:
             raise ConfigError(f"{cls.method} needs the retriever it drives, and {rest!r} names none; {usage}.")
