@@ -19,6 +19,12 @@ from . import Case
 
 TASK = "impliret/multispeaker/wknow"
 _BUILT: dict[str, Path] = {}
+_OUTPUTS = Path(__file__).resolve().parent.parent / "fixtures" / "outputs_v0_1"
+
+
+def _fixture(name: str) -> str:
+    """The text of an output file gapbench 0.1 wrote (tests/fixtures/outputs_v0_1)."""
+    return (_OUTPUTS / name).read_text(encoding="utf-8")
 
 
 def _sets() -> Path:
@@ -320,6 +326,17 @@ COMPARE = [
          names=("given twice",)),
     Case("compare-tampered", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow"], setup=_value(2, "nan"),
          names=(MET, "line 2", "query '0'")),
+    # an analysis' folder where a run directory goes (report's --analyses forgotten)
+    Case("compare-an-analysis-folder", ["compare", "{tmp}/base/wknow", "{tmp}/gap"], setup=_pair,
+         files={"gap/gap.json": _fixture("gap.json")}, names=("{tmp}/gap", "holds gap.json", "--analyses DIR")),
+    Case("report-an-analysis-folder-as-a-run", ["report", TASK, "{tmp}/base/wknow", "{tmp}/gap", "-o", "{tmp}/r"],
+         setup=_pair, files={"gap/gap.json": _fixture("gap.json")},
+         names=("{tmp}/gap", "holds gap.json", "--analyses DIR")),
+    # `gapbench gate` (signals): runs of one task gated with signals calibrated on another
+    Case("signals-gate-of-another-task", ["gate", "{tmp}/base/wknow", "--signals", "{tmp}/sig"], setup=_pair,
+         files={"sig/signals.json": _fixture("signals.json").replace('"/tmp/p2/wknow80"',
+                                                                     '"impliret/unispeaker/wknow"')},
+         names=("{tmp}/base/wknow", f"a run of task '{TASK}'", "calibrated on 'impliret/unispeaker/wknow'")),
 ]
 
 VALID = [
