@@ -127,6 +127,9 @@ CASES = [
     # ---- relations JSONL
     audit("relations-bad-json", (RELS, "line 2", "malformed JSON"), rels=_with(_RELATIONS, '{"source": "Q1"', 2)),
     audit("relations-unknown-keys", (RELS, "line 1", "from"), rels=_with(_RELATIONS, '{"from": "Q1", "to": "Q2"}', 1)),
+    audit("relations-empty", (RELS, "no relation"), rels=""),
+    audit("relations-unknown-entities", (RELS, "'Q77'", ENTS),
+          rels=_jsonl([{"source": "Q77", "target": "Q78"}, {"source": "Q1", "target": "Q99"}])),
     Case("entities-without-relations", ["argus", "audit", "-r", "random", "--entities", ENTS, "-o", OUT],
          files={"ents.jsonl": _jsonl(_ENTITIES)}, names=("--relations",)),
     # ---- options

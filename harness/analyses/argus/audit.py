@@ -162,12 +162,15 @@ def read_relations(path: Path) -> list[tuple[str, str]]:
         if not isinstance(src, str) or not all(isinstance(t, str) and t for t in tgts):
             raise DataFormatError(f"qids must be non-empty strings; accepted lines: {accepted}.", path=path, line=i)
         edges.extend((src, t) for t in tgts)
+    if not edges:
+        raise DataFormatError(f"no relations found; accepted lines: {accepted}.", path=path)
     return edges
 
 
 def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]], *, relations: str = "directed",
-               source: str = "user") -> AuditData:
-    """Targets, their queries and neighbour sets from edges; edges to unknown entities and self-loops are dropped."""
+               source: str = "user", relations_path: Path | None = None) -> AuditData:
+    """Targets, their queries and neighbour sets from edges; edges to unknown entities and self-loops are dropped
+    (``relations_path``: the file the edges came from, named if none is left)."""
     if relations not in ("directed", "undirected"):
         raise ConfigError(f"relations must be 'directed' or 'undirected', got {relations!r}.")
     kept: dict[tuple[str, str], None] = {}
@@ -186,7 +189,10 @@ def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]],
         if relations == "undirected":
             related.setdefault(t, {})[s] = None
     if not related:
-        raise GapbenchError("no usable relation: every edge names an entity missing from the entities file (or itself).")
+        unknown = next((q for e in edges for q in e if q not in entities), None)
+        found = f"{unknown!r} is not in the entities ({source})" if unknown else "every edge links an entity to itself"
+        raise DataFormatError(f"no usable relation: {found}; give edges between two different qids of the entities "
+                              "file.", path=relations_path)
     sources = {s for s, _ in edges}
     return AuditData(
         entities=dict(entities),
@@ -201,7 +207,7 @@ def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]],
 def load_jsonl(entities_path: str | Path, relations_path: str | Path, *, relations: str = "directed") -> AuditData:
     ents = read_entities(Path(entities_path))
     edges = read_relations(Path(relations_path))
-    return build_data(ents, edges, relations=relations, source=str(entities_path))
+    return build_data(ents, edges, relations=relations, source=str(entities_path), relations_path=relations_path)
 
 
 def load_shipped(*, relations: str = "directed", directory: str | Path | None = None) -> AuditData:
