@@ -82,9 +82,10 @@ def audit_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
 ) -> None:
     """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
-    from ..analyses.argus.audit import audit, write_audit
+    from ..analyses.argus.audit import audit, check_budget, write_audit
     from .common import check_output
 
+    check_budget(k, n)  # before a large export is read
     check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, relation_mode, dataset)
     result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
@@ -122,9 +123,11 @@ def probe_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
+    from ..analyses.argus.audit import check_budget
     from ..analyses.argus.probe import parse_split, write_probe_report
     from .common import check_output
 
+    check_budget(k, n)
     check_output(out, run_dir=False, option="out")
     fams = [f.strip() for f in families.split(",") if f.strip()]
     modes = [m.strip() for m in datasets.split(",") if m.strip()]

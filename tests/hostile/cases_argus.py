@@ -133,6 +133,9 @@ CASES = [
     Case("entities-without-relations", ["argus", "audit", "-r", "random", "--entities", ENTS, "-o", OUT],
          files={"ents.jsonl": _jsonl(_ENTITIES)}, names=("--relations",)),
     # ---- options
+    audit("audit-k-zero", ("--k", "0"), extra=("--k", "0", "--n", "4")),
+    audit("audit-n-one", ("--n", "1"), extra=("--k", "2", "--n", "1")),
+    audit("audit-relation-mode", ("--relation-mode", "sideways"), extra=("--relation-mode", "sideways")),
     sweep("sweep-n-not-integers", "4,abc", "1", ("--n", "4,abc")),
     sweep("sweep-k-zero", "4", "0,1", ("--k", ">= 1")),
     # ---- dataset folders

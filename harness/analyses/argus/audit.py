@@ -172,7 +172,7 @@ def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]],
     """Targets, their queries and neighbour sets from edges; edges to unknown entities and self-loops are dropped
     (``relations_path``: the file the edges came from, named if none is left)."""
     if relations not in ("directed", "undirected"):
-        raise ConfigError(f"relations must be 'directed' or 'undirected', got {relations!r}.")
+        raise ConfigError(f"the relation mode (--relation-mode) must be 'directed' or 'undirected', got {relations!r}.")
     kept: dict[tuple[str, str], None] = {}
     dropped = 0
     for s, t in edges:
@@ -586,6 +586,14 @@ def embed_entities(data: AuditData, retriever: Any, pooling: str = "auto") -> En
     return EncodedEntities(str(spec), info, qids, emb, {q: i for i, q in enumerate(qids)}, grounding)
 
 
+def check_budget(k: int, n: int) -> None:
+    """Refuse a top-k budget below 1 or a candidate-set size below 2 (``--k`` and ``--n`` of argus audit and probe)."""
+    if k < 1:
+        raise ConfigError(f"--k must be at least 1 (a hit is rank <= k), got {k}.")
+    if n < 2:
+        raise ConfigError(f"--n (candidates per query: the target and N-1 neutrals) must be at least 2, got {n}.")
+
+
 def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = DEFAULT_K, n: int = DEFAULT_N,
           seed: int = 0, pooling: str = "auto") -> AuditResult:
     """Compute RPS_k for every target of ``data`` (default: the shipped slice) with ``retriever``'s encoder.
@@ -593,10 +601,7 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
     >>> result = audit(load_shipped(), "dense", k=50, n=800)  # doctest: +SKIP
     >>> result.to_dict()["mean_rps"]                            # doctest: +SKIP
     """
-    if k < 1:
-        raise ConfigError(f"k must be at least 1, got {k}.")
-    if n < 2:
-        raise ConfigError(f"N (candidates per query) must be at least 2, got {n}.")
+    check_budget(k, n)
     data = data if data is not None else load_shipped()
     enc = embed_entities(data, retriever, pooling)
     ranks, sizes = compute_ranks(enc.embeddings, enc.index, data, n, seed)
