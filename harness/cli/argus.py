@@ -129,13 +129,12 @@ def probe_cmd(
 
     check_budget(k, n)
     check_output(out, run_dir=False, option="out")
-    fams = [f.strip() for f in families.split(",") if f.strip()]
-    modes = [m.strip() for m in datasets.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("directed", "undirected")]
-    if bad or not modes:
-        raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
-    protocol = {"families": fams, "split": parse_split(split), "rebalance_bins": rebalance_bins or None,
-                "grid_set": grids, "tau": tau}
+    modes = _probe_modes(datasets)
+    if not 0 < tau <= 1:
+        raise ConfigError(f"--tau {tau:g}: the blind-spot threshold is an RPS (a hit rate), so give 0 < tau <= 1 "
+                          "(the paper's 0.3).")
+    protocol = {"families": [f.strip() for f in families.split(",") if f.strip()], "split": parse_split(split),
+                "rebalance_bins": rebalance_bins or None, "grid_set": grids, "tau": tau}
     runs = [_probe_dataset(load_audit_data(entities, relations, mode, dataset), mode, retriever, k=k, n=n, seed=seed,
                            pooling=pooling, **protocol) for mode in modes]
     reports = [rep for _, rep, _ in runs]
@@ -159,6 +158,13 @@ def probe_cmd(
     for rep in reports:
         typer.echo(_probe_line(rep))
     typer.echo(f"probe saved to {probe_dir} and bound to the retriever ({bound}); report in {out}")
+
+
+def _probe_modes(datasets: str) -> list[str]:
+    modes = [m.strip() for m in datasets.split(",") if m.strip()]
+    if not modes or any(m not in ("directed", "undirected") for m in modes):
+        raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
+    return modes
 
 
 def _probe_dataset(data, mode: str, retriever: str, *, k: int, n: int, seed: int, pooling: str, **protocol):

@@ -136,6 +136,7 @@ CASES = [
     audit("audit-k-zero", ("--k", "0"), extra=("--k", "0", "--n", "4")),
     audit("audit-n-one", ("--n", "1"), extra=("--k", "2", "--n", "1")),
     audit("audit-relation-mode", ("--relation-mode", "sideways"), extra=("--relation-mode", "sideways")),
+    audit("probe-tau-two", ("--tau", "2"), command="probe", extra=("--tau", "2", "--families", "ridge")),
     sweep("sweep-n-not-integers", "4,abc", "1", ("--n", "4,abc")),
     sweep("sweep-k-zero", "4", "0,1", ("--k", ">= 1")),
     # ---- dataset folders
