@@ -62,7 +62,14 @@ def sweep(case_id: str, ns: str, ks: str, names=(), expect: int = 2) -> Case:
 
 # ---- a dataset folder as `argus dataset build` writes it: Q1 -> Q2 ranked against stored neutrals
 _CANDIDATES = [{"target": "Q1", "related": "Q2", "candidates": ["Q3", "Q4", "Q5"]}]
-_MANIFEST = {"kind": "argus_dataset", "version": 1}
+_MANIFEST = {"kind": "argus_dataset", "version": 1,
+             "inputs": {"wikidata": "latest-truthy.nt", "format": "ntriples", "paragraphs": "paras.jsonl"},
+             "settings": {"targets": None, "candidates": 4, "seed": 0,
+                          "neutral_rule": "no edge to the target or any of its 1-hop neighbours"},
+             "counts": {"paragraphs": 6, "entities": 6, "edges_kept": 1, "targets_eligible": 1, "targets": 1,
+                        "pairs": 1, "candidates": 3, "candidates_min": 3},
+             "dropped": {"empty_paragraph": 0, "no_english_label": 0, "targets_without_related_entity": 5,
+                         "targets_without_neutral": 0}}
 
 
 def dataset(case_id: str, names=(), *, candidates: str | None = None, manifest: str | None = json.dumps(_MANIFEST),
@@ -140,6 +147,9 @@ CASES = [
     sweep("sweep-n-not-integers", "4,abc", "1", ("--n", "4,abc")),
     sweep("sweep-k-zero", "4", "0,1", ("--k", ">= 1")),
     # ---- dataset folders
+    dataset("dataset-no-manifest", (f"{DS}/argus_dataset.json", "argus dataset build"), manifest=None),
+    dataset("dataset-other-kind", (f"{DS}/argus_dataset.json", "argus_audit"),
+            manifest=json.dumps({**_MANIFEST, "kind": "argus_audit"})),
     dataset("dataset-candidate-unknown", (f"{DS}/candidates.jsonl", "line 1", "'Q42'"),
             candidates=_jsonl([{"target": "Q1", "related": "Q2", "candidates": ["Q3", "Q42"]}])),
     # ---- dataset build: dumps and paragraphs

@@ -331,9 +331,30 @@ def read_candidates(path: Path, entities: set[str]) -> dict[tuple[str, str], tup
     return out
 
 
+def read_manifest(directory: Path) -> dict:
+    """The folder's ``argus_dataset.json``, checked to be the manifest ``build_dataset`` writes: a folder without one
+    (an audit's output, a BEIR folder) is named as such rather than by the first JSONL it lacks."""
+    path = directory / FILES["manifest"]
+    how = "give --dataset a folder written by `gapbench argus dataset build --out DIR` (or give --entities/--relations)"
+    if not directory.is_dir():
+        raise DataFormatError(f"not a folder; {how}.", path=directory)
+    if not path.is_file():
+        raise DataFormatError(f"missing, so this is no ARGUS dataset folder; {how}.", path=path)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataFormatError(f"cannot be read as JSON ({exc}); re-run `gapbench argus dataset build`.",
+                              path=path) from None
+    kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    if kind != "argus_dataset":
+        raise DataFormatError(f"a manifest of kind {kind!r:.40}, not 'argus_dataset'; {how}.", path=path)
+    return validate_analysis("argus_dataset", manifest, path)
+
+
 def load_dataset(directory: str | Path, *, relations: str = "directed") -> AuditData:
-    """A built dataset folder as audit data whose pairs rank against their stored candidates."""
+    """A built dataset folder (its manifest checked) as audit data whose pairs rank against their stored candidates."""
     d = Path(directory)
+    read_manifest(d)
     data = load_jsonl(d / FILES["entities"], d / FILES["relations"], relations=relations)
     stored = read_candidates(d / FILES["candidates"], set(data.entities))
     return replace(data, source=str(d), candidates=stored)
