@@ -896,12 +896,28 @@ class CoverageOptions:
             raise ConfigError(f"--generate {self.generate}, --judge-depth {self.judge_depth}, --judge-batch "
                               f"{self.judge_batch} and --min-queries {self.min_queries}: give --generate >= 0 and "
                               "the others >= 1.")
+        self._check_counts()
         self._check_strata()
         for option, given, accepted in (("--query-length", self.query_length, QUERY_LENGTHS),
                                         ("--query-specificity", self.query_specificity, QUERY_SPECIFICITIES)):
             if not given or len(set(given)) != len(given) or not set(given) <= set(accepted):
                 raise ConfigError(f"{option} {','.join(given)!r} is not accepted; give one or more of "
                                   f"{', '.join(accepted)}, comma-separated, each once (e.g. {','.join(accepted)}).")
+
+    def _check_counts(self) -> None:
+        # each of these used to pass until the NER and the embedding had run (or, for --max-chars and a k-range
+        # below 2, to pass for good: a negative cut drops characters off each document's end, k < 2 was ignored)
+        if self.clusters is not None and self.clusters < 1:
+            raise ConfigError(f"--clusters {self.clusters} is not accepted; give 1 or more (or leave it out: the best "
+                              "silhouette over --k-range).")
+        if not self.k_candidates or min(self.k_candidates) < 2:
+            example = ",".join(map(str, DEFAULT_K_CANDIDATES))
+            raise ConfigError(f"--k-range {','.join(map(str, self.k_candidates))!r} is not accepted; the silhouette "
+                              f"needs k >= 2 clusters, so give integers >= 2 (e.g. {example}).")
+        if self.n_resamples < 1:
+            raise ConfigError(f"--resamples {self.n_resamples} is not accepted; give 1 or more (default 1000).")
+        if self.max_chars is not None and self.max_chars < 0:
+            raise ConfigError(f"--max-chars {self.max_chars} is not accepted; give 0 (whole documents) or more.")
 
     def _check_strata(self) -> None:
         if self.query_strata not in QUERY_STRATA:

@@ -173,6 +173,10 @@ CASES = [
     # ---- coverage options
     coverage("coverage-query-strata", ("--query-strata", "bogus"), ("--query-strata", "'bogus'", "qrels")),
     coverage("coverage-entity-candidates-zero", ("--entity-candidates", "0"), ("--entity-candidates", "0")),
+    coverage("coverage-clusters-zero", ("--clusters", "0"), ("--clusters", "0")),
+    coverage("coverage-k-range-one", ("--k-range", "1"), ("--k-range", "2")),
+    coverage("coverage-resamples-zero", ("--resamples", "0"), ("--resamples", "0")),
+    coverage("coverage-max-chars-negative", ("--max-chars", "-5"), ("--max-chars", "-5")),
     # ---- valid inputs: BOM and CRLF accepted
     audit("audit-ok-bom-crlf", (), ents=b"\xef\xbb\xbf" + _jsonl(_ENTITIES).replace("\n", "\r\n").encode(),
           rels=_jsonl(_RELATIONS).replace("\n", "\r\n"), expect=0),
