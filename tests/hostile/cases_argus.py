@@ -130,7 +130,6 @@ CASES = [
     audit("entities-empty-paragraph", (ENTS, "line 2", "'Q9'", '"paragraph"'),
           ents=_with(_ENTITIES, '{"qid": "Q9", "label": "x", "paragraph": "  "}', 2)),
     audit("entities-duplicate-qid", (ENTS, "line 7", "'Q2'", "twice"), ents=_jsonl(_ENTITIES + [_E2])),
-    audit("entities-empty", (ENTS, "no entities"), ents=""),
     # ---- relations JSONL
     audit("relations-bad-json", (RELS, "line 2", "malformed JSON"), rels=_with(_RELATIONS, '{"source": "Q1"', 2)),
     audit("relations-unknown-keys", (RELS, "line 1", "from"), rels=_with(_RELATIONS, '{"from": "Q1", "to": "Q2"}', 1)),
@@ -160,18 +159,18 @@ CASES = [
     build("build-unknown-dump-name", ("{tmp}/dump.txt", "latest-truthy.nt"), dump_name="dump.txt"),
     build("build-bad-triple", (WIKI, "line 2", "N-Triples"), dump=_triple("Q1", "P1", "Q2") + "Q1 P31 Q2\n"),
     build("build-paragraph-bad-qid", (PARAS, "line 2", '"qid"'), paras=_PARAS.replace('"Q2"', '"apple"', 1)),
+    build("build-no-paragraphs", (PARAS, "no paragraphs"), paras="\n"),
+    build("build-no-pairs", (WIKI, "no target", PARAS), dump="".join(_label(e["qid"], e["label"]) for e in _ENTITIES)),
     build("build-candidates-one", ("candidates", "1"), extra=("--candidates", "1")),
     build("build-ok-gzip-crlf", (), dump=gzip.compress(_NT.replace("\n", "\r\n").encode()),
           dump_name="latest-truthy.nt.gz", expect=0),
     # ---- kb build
     kb("kb-missing-title", _with(_KB, '{"id": "C", "text": "c"}', 2), ("{tmp}/kb.jsonl", "line 2", '"title"')),
     kb("kb-all-empty", _jsonl({**r, "text": " "} for r in _KB), ("{tmp}/kb.jsonl", "non-empty")),
-    kb("kb-id-space", _with(_KB, '{"id": "C d", "title": "C", "text": "c"}', 2), ("{tmp}/kb.jsonl", "line 2")),
     kb("kb-bad-xml", "<feed><doc><title>Wikipedia: A</title>\n<abstract>x</doc></feed>\n",
        ("{tmp}/abstract.xml", "line 2"), name="abstract.xml"),
     kb("kb-ok-bom-duplicates", b"\xef\xbb\xbf" + _jsonl(_KB + _KB).encode(), (), expect=0),
     # ---- coverage options
-    coverage("coverage-query-strata", ("--query-strata", "bogus"), ("--query-strata", "'bogus'", "qrels")),
     coverage("coverage-entity-candidates-zero", ("--entity-candidates", "0"), ("--entity-candidates", "0")),
     coverage("coverage-clusters-zero", ("--clusters", "0"), ("--clusters", "0")),
     coverage("coverage-k-range-one", ("--k-range", "1"), ("--k-range", "2")),

@@ -235,6 +235,9 @@ def read_paragraphs(path: Path) -> dict[str, str]:
         if not isinstance(text, str):
             raise DataFormatError(f'entity {qid}: "text" must be a string.', path=path, line=n)
         out.setdefault(qid, text.strip())
+    if not out:
+        raise DataFormatError('no paragraphs found; expected one {"qid": "Q...", "text": "..."} object per line.',
+                              path=path)
     return out
 
 
@@ -271,9 +274,9 @@ def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path,
                   candidates: int = 800, seed: int = 0) -> dict:
     """Write entities/relations/candidates JSONL and the manifest (argus_dataset.json) into ``out``; returns it."""
     if candidates < 2:
-        raise ConfigError(f"candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
+        raise ConfigError(f"--candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
     if targets is not None and targets < 1:
-        raise ConfigError(f"targets must be at least 1, got {targets}.")
+        raise ConfigError(f"--targets must be at least 1, got {targets}; leave it out to keep every target.")
     wikidata, paragraphs = Path(wikidata), Path(paragraphs)
     dump_format(wikidata)  # a bad name fails before the paragraphs are read
     texts = read_paragraphs(paragraphs)
@@ -289,6 +292,11 @@ def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path,
         chosen = [chosen[i] for i in sorted(pick)]
     rows = [{"target": x, "related": t, "candidates": sample_candidates(pools[x], candidates - 1, seed, x, t)}
             for x in chosen for t in related[x]]
+    if not rows:  # an empty dataset would only fail later, in the audit, far from its cause
+        raise DataFormatError(f"no target to store: of {len(texts)} paragraph entities, {len(entities)} have an "
+                              f"English label in this dump, {len(eligible)} a claim to another of them and "
+                              f"{len(chosen)} a neutral left; check that the dump covers the qids of {paragraphs}.",
+                              path=wikidata)
     manifest = {
         "kind": "argus_dataset", "version": 1,
         "inputs": {"wikidata": str(wikidata), "format": dump_format(wikidata), "paragraphs": str(paragraphs)},
