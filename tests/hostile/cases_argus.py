@@ -167,6 +167,8 @@ CASES = [
     # ---- kb build
     kb("kb-missing-title", _with(_KB, '{"id": "C", "text": "c"}', 2), ("{tmp}/kb.jsonl", "line 2", '"title"')),
     kb("kb-all-empty", _jsonl({**r, "text": " "} for r in _KB), ("{tmp}/kb.jsonl", "non-empty")),
+    Case("kb-source-folder", ["argus", "kb", "build", "{tmp}/kbs", "-o", "{tmp}/out.jsonl"],
+         files={"kbs/kb.jsonl": _jsonl(_KB)}, names=("'{tmp}/kbs'", "is a folder")),
     kb("kb-bad-xml", "<feed><doc><title>Wikipedia: A</title>\n<abstract>x</doc></feed>\n",
        ("{tmp}/abstract.xml", "line 2"), name="abstract.xml"),
     kb("kb-ok-bom-duplicates", b"\xef\xbb\xbf" + _jsonl(_KB + _KB).encode(), (), expect=0),

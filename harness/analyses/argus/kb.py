@@ -169,6 +169,9 @@ def check_sources(sources: Iterable[PathLike], fmt: str = "auto") -> list[tuple[
     """(source, format) for each source, every one checked to exist and to have a format before any is read."""
     out = []
     for src in sources:
+        if Path(src).is_dir():
+            raise ConfigError(f"KB source {str(src)!r} is a folder; give the JSONL, abstracts XML or parquet files in "
+                              "it.")
         if not Path(src).is_file():
             raise ConfigError(f"KB source {str(src)!r} does not exist; give a JSONL, abstracts XML or parquet file.")
         out.append((str(src), detect_format(src, fmt)))
