@@ -172,6 +172,14 @@ CASES = [
     kb("kb-bad-xml", "<feed><doc><title>Wikipedia: A</title>\n<abstract>x</doc></feed>\n",
        ("{tmp}/abstract.xml", "line 2"), name="abstract.xml"),
     kb("kb-ok-bom-duplicates", b"\xef\xbb\xbf" + _jsonl(_KB + _KB).encode(), (), expect=0),
+    # ---- argus compare --kb FILE: a reference KB a comparison reads (it is not rebuilt by kb build)
+    Case("compare-kb-duplicate-id", ["argus", "compare", "impliret/multispeaker/wknow", "-r", "bm25", "--kb", KB,
+                                     "--variants", "original,expansion"], files={"kb.jsonl": _jsonl(_KB + _KB[:1])},
+         names=(KB, f"line {len(_KB) + 1}", f"{_KB[0]['id']!r} is given again (first on line 1)")),
+    Case("compare-kb-empty-text", ["argus", "compare", "impliret/multispeaker/wknow", "-r", "bm25", "--kb", KB,
+                                   "--variants", "original,expansion"],
+         files={"kb.jsonl": _jsonl([*_KB, {"id": "Z", "title": "z", "text": "  "}])},
+         names=(KB, f"line {len(_KB) + 1}", "'Z' has an empty text")),
     # ---- coverage options
     coverage("coverage-entity-candidates-zero", ("--entity-candidates", "0"), ("--entity-candidates", "0")),
     coverage("coverage-clusters-zero", ("--clusters", "0"), ("--clusters", "0")),

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ...cache import cache_dir
-from ...errors import ConfigError, DataFormatError, GapbenchError, MissingDependencyError
+from ...errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError, MissingDependencyError
 from ...files import atomic_writer, write_text_atomic
 from ...formats import read_jsonl
 from ...spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
@@ -553,12 +553,20 @@ class ReferenceKB:
         if not path.is_file():
             raise ConfigError(f"reference KB file {str(path)!r} does not exist; give a JSONL file of "
                               '{"id", "text", "title"} records, or a packaged KB: ' + ", ".join(PACKAGED_KBS) + ".")
-        out = []
+        out, first = [], {}
         for n, row in read_jsonl(path):  # strict: a malformed line, or one that is not an object, is named
             pid = row.get("id", row.get("qid"))
             if pid is None or "text" not in row:
                 raise DataFormatError('a KB record needs "id" (or "qid") and "text".', path=path, line=n)
-            out.append(Passage(str(pid), str(row["text"]), str(row.get("title") or "")))
+            pid = str(pid)
+            if pid in first:
+                raise DuplicateIdError(f"KB passage id {pid!r} is given again (first on line {first[pid]}); give each "
+                                       "passage once, with its own id.", path=path, line=n)
+            if not str(row["text"]).strip():
+                raise DataFormatError(f"KB passage {pid!r} has an empty text; remove the line or give its text.",
+                                      path=path, line=n)
+            first[pid] = n
+            out.append(Passage(pid, str(row["text"]), str(row.get("title") or "")))
         return cls(out, name or path.stem)
 
     @classmethod
