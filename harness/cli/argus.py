@@ -124,15 +124,14 @@ def probe_cmd(
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
     from ..analyses.argus.audit import check_budget
+    from ..analyses.argus.augment import check_tau
     from ..analyses.argus.probe import parse_split, write_probe_report
     from .common import check_output
 
     check_budget(k, n)
     check_output(out, run_dir=False, option="out")
     modes = _probe_modes(datasets)
-    if not 0 < tau <= 1:
-        raise ConfigError(f"--tau {tau:g}: the blind-spot threshold is an RPS (a hit rate), so give 0 < tau <= 1 "
-                          "(the paper's 0.3).")
+    check_tau(tau, f"--tau {tau:g}")
     protocol = {"families": [f.strip() for f in families.split(",") if f.strip()], "split": parse_split(split),
                 "rebalance_bins": rebalance_bins or None, "grid_set": grids, "tau": tau}
     runs = [_probe_dataset(load_audit_data(entities, relations, mode, dataset), mode, retriever, k=k, n=n, seed=seed,

@@ -477,6 +477,13 @@ def _retriever_fingerprints(retriever: Any) -> set[str]:
     return out
 
 
+def check_tau(tau: float, given: str) -> None:
+    """Refuse a blind-spot threshold outside (0, 1]; ``given`` says how it was given (``tau=2.0``, ``--tau 2``)."""
+    if not 0.0 < tau <= 1.0:
+        raise ConfigError(f"{given}: the blind-spot threshold is a predicted RPS (a hit rate), so give 0 < tau <= 1 "
+                          "(the paper uses 0.3).")
+
+
 def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: float = DEFAULT_TAU,
              ner: str = SPACY_DEFAULT, labels: Iterable[str] | None = NAME_LABELS,
              fallback: LabelPrior | None = None, cache: bool = True) -> Diagnosis:
@@ -489,8 +496,7 @@ def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: f
     """
     import numpy as np
 
-    if not 0.0 < tau <= 1.0:
-        raise ConfigError(f"tau={tau!r}: give a threshold on predicted RPS in (0, 1] (the paper uses 0.3).")
+    check_tau(tau, f"tau={tau!r}")
     t0 = time.perf_counter()
     mentions = extract_mentions(corpus, ner, labels=labels, cache=cache)
     seconds = {"ner": time.perf_counter() - t0, "embed": 0.0, "probe": 0.0, "audit": 0.0}
