@@ -59,7 +59,7 @@ import numpy as np
 
 from ...errors import ConfigError, DataFormatError
 from ...files import output_folder
-from ...formats import read_jsonl, text_lines, write_jsonl
+from ...formats import StrictJSONError, parse_json_strict, read_jsonl, text_lines, write_jsonl
 from ...schemas import validate_analysis
 from .audit import AuditData, draw_neutrals, load_jsonl, write_json
 
@@ -349,10 +349,10 @@ def read_manifest(directory: Path) -> dict:
     if not path.is_file():
         raise DataFormatError(f"missing, so this is no ARGUS dataset folder; {how}.", path=path)
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        manifest = parse_json_strict(path.read_bytes())
+    except (OSError, StrictJSONError) as exc:  # the strict reader of every file gapbench wrote and reads back
         raise DataFormatError(f"cannot be read as JSON ({exc}); re-run `gapbench argus dataset build`.",
-                              path=path) from None
+                              path=path, line=getattr(exc, "line", None)) from None
     kind = manifest.get("kind") if isinstance(manifest, dict) else None
     if kind != "argus_dataset":
         raise DataFormatError(f"a manifest of kind {kind!r:.40}, not 'argus_dataset'; {how}.", path=path)
