@@ -1,0 +1,76 @@
+"""The cost of a build before any call: calls and tokens per stage (tokens as characters / 4, the rule the LLM client
+uses). Stages 3 to 5 depend on answers not yet given, so they are upper bounds: every document is assumed to get a
+value, clusters are assumed as small as ``min_cluster`` allows (capped by ``max_queries``), every query is assumed to
+need all its rewrites and every pooled candidate to be new."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from .annotate import TOKENS_PER_VALUE
+from .collapse import MAX_MERGE_GROUP
+from .llmio import Prompts
+from .options import ObliqBuildOptions
+
+CHARS_PER_TOKEN = 4
+ID_TOKENS = 12  # a document's id and its wrapping tags
+VALUE_TOKENS = 24  # a value or description as written back
+
+
+def estimate(options: ObliqBuildOptions, prompts: Prompts, doc_chars: Sequence[int], labelled: int = 0) -> dict:
+    """``{"stages": {stage: {"calls", "tokens_in", "tokens_out"}}, "total": {...}, "documents": n}``."""
+    o = options
+    n = len(doc_chars)
+    doc = sum(min(c, o.max_chars) for c in doc_chars) / max(n, 1) / CHARS_PER_TOKEN + ID_TOKENS
+    lens = len(o.lens) / CHARS_PER_TOKEN
+
+    def over(name: str) -> float:
+        return len(prompts.texts[name]) / CHARS_PER_TOKEN + lens
+
+    stages: dict[str, dict] = {}
+    if o.mode == "recollection":
+        q = min(o.targets, n)
+        tries = q * (o.regenerate + 1)
+        stages["recollect"] = _row(tries, tries * (over("recollect") + doc + 15), tries * 60)
+        clustered = q
+    else:
+        if o.labels is None:
+            calls = math.ceil(n / o.batch_size)
+            stages["annotate"] = _row(calls, calls * over("annotate") + n * doc, n * TOKENS_PER_VALUE)
+            clusters = n // o.min_cluster
+            merge_calls = math.ceil(clusters / 2)
+            stages["collapse"] = _row(clusters + merge_calls,
+                                      clusters * (over("consolidate") + 10 * VALUE_TOKENS)
+                                      + merge_calls * (over("merge") + MAX_MERGE_GROUP * VALUE_TOKENS),
+                                      clusters * VALUE_TOKENS + merge_calls * 40)
+            clustered = n
+        else:
+            clusters = (labelled or n) // o.min_cluster
+            clustered = labelled or n
+        q = min(o.max_queries, clusters)
+        tries = q * (o.regenerate + 1)
+        stages["queries"] = _row(tries, tries * (over("query") + VALUE_TOKENS + 40), tries * 60)
+        members = min(clustered, q * o.max_cluster)
+        calls = math.ceil(members / o.judge_batch) + q
+        stages["rejudge"] = _row(calls, calls * (over("judge") + 30) + members * doc, members * 16)
+    pooled = q * len(o.pool_retrievers) * o.pool_depth
+    if pooled:
+        calls = math.ceil(pooled / o.judge_batch) + q
+        stages["pool"] = _row(calls, calls * (over("pool_judge") + 30 + o.anchors * doc) + pooled * doc, pooled * 16)
+    total = {k: sum(s[k] for s in stages.values()) for k in ("calls", "tokens_in", "tokens_out")}
+    return {"documents": n, "mean_document_tokens": round(doc - ID_TOKENS, 1), "upper_bound_queries": q,
+            "stages": stages, "total": total}
+
+
+def _row(calls: float, tokens_in: float, tokens_out: float) -> dict:
+    return {"calls": int(calls), "tokens_in": int(round(tokens_in)), "tokens_out": int(round(tokens_out))}
+
+
+def render(est: dict) -> str:
+    lines = [f"cost estimate for {est['documents']:,} documents (mean {est['mean_document_tokens']} tokens each as "
+             f"shown; at most {est['upper_bound_queries']:,} queries); stages after annotation are upper bounds:",
+             f"  {'stage':<10} {'calls':>10} {'tokens in':>14} {'tokens out':>12}"]
+    for name, s in [*est["stages"].items(), ("total", est["total"])]:
+        lines.append(f"  {name:<10} {s['calls']:>10,} {s['tokens_in']:>14,} {s['tokens_out']:>12,}")
+    return "\n".join(lines)

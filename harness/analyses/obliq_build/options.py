@@ -1,0 +1,200 @@
+"""The one settings object of ``gapbench obliq build`` (:class:`ObliqBuildOptions`) and its error.
+
+Every field is checked when the object is made; an error names the field (``ObliqBuildOptions.pool_depth``), never a
+command-line flag: the CLI maps its flags onto these fields in one place.
+
+    options = ObliqBuildOptions(lens="the failure mode the assistant shows", out="my-task", sample=500, seed=1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from ...errors import ConfigError, GapbenchError
+
+MODES = ("descriptive", "recollection")
+LENS_FILE_SUFFIXES = (".txt", ".md")
+
+
+class ObliqBuildError(GapbenchError):
+    """A build that cannot go on: every cluster (or query) was lost at ``stage``, or a stage's input is unusable."""
+
+    def __init__(self, message: str, *, stage: str = "") -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+class ObliqBuildOptions(BaseModel):
+    """How to build an OBLIQ-style task from a corpus (the stages are described in :mod:`.build`).
+
+    ``lens``: the latent attribute in words (or, for ``mode="recollection"``, what a recollection should describe).
+    ``labels``: a file of document id -> latent label (JSONL ``{"doc_id", "label"}`` or TSV ``doc_id<TAB>label``),
+    which replaces annotation and collapse; ``labels_as``: ``queries`` (each label verbalised as a query, as a
+    collapsed cluster would be) or ``documents`` (OBLIQ's Writing-Style: ``label_queries`` documents of each label serve
+    as queries, the label's other documents are their gold, and the query document is excluded from its own ranking). ``mode``: ``descriptive`` (one query per cluster of documents sharing an
+    attribute value) or ``recollection`` (one query per target passage, tip-of-the-tongue, opening styles varied).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    lens: str
+    out: Path
+    mode: Literal["descriptive", "recollection"] = "descriptive"
+    labels: Optional[Path] = None
+    labels_as: Literal["queries", "documents"] = "queries"
+    label_queries: int = 1
+    max_docs: Optional[int] = None
+    sample: Optional[int] = None
+    seed: int = 0
+    max_chars: int = 1500
+    batch_size: int = 8
+    judge_batch: int = 10
+    embedder: str = "dense"
+    cluster_threshold: float = 0.35
+    merge_threshold: float = 0.6
+    min_cluster: int = 3
+    max_cluster: int = 200
+    max_queries: int = 200
+    regenerate: int = 2
+    leak_df: float = 0.05
+    leak_share: float = 0.5
+    leak_bm25: float = 0.5
+    anchors: int = 3
+    pool_retrievers: tuple[str, ...] = ("bm25", "dense")
+    pool_depth: int = 20
+    targets: int = 50
+    prompts: Optional[Path] = None
+    structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    dry_run: bool = False
+    llm_base_url: Optional[str] = None
+    llm_model: Optional[str] = None
+    llm_client: Any = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc)) from None
+
+    @field_validator("lens")
+    @classmethod
+    def _lens(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the lens is empty; describe the latent attribute in words, e.g. 'the stance the "
+                             "tweet implies without stating it', or give a .txt file holding it")
+        return value.strip()
+
+    @field_validator("max_docs", "sample")
+    @classmethod
+    def _positive_or_none(cls, value: Optional[int]) -> Optional[int]:
+        if value is not None and value < 1:
+            raise ValueError(f"{value} is not accepted; give 1 or more documents, or leave it unset for all")
+        return value
+
+    @field_validator("max_chars", "batch_size", "judge_batch", "min_cluster", "max_cluster", "max_queries",
+                     "pool_depth", "targets", "anchors", "label_queries")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"{value} is not accepted; give 1 or more")
+        return value
+
+    @field_validator("regenerate")
+    @classmethod
+    def _regenerate(cls, value: int) -> int:
+        if not 0 <= value <= 10:
+            raise ValueError(f"{value} is not accepted; give 0 (no second try) to 10 regenerations of a leaky query")
+        return value
+
+    @field_validator("cluster_threshold", "merge_threshold")
+    @classmethod
+    def _distance(cls, value: float) -> float:
+        if not 0 < value <= 2:
+            raise ValueError(f"{value} is not accepted; a cosine distance threshold lies in (0, 2], e.g. 0.35")
+        return value
+
+    @field_validator("leak_df", "leak_share", "leak_bm25")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0 < value <= 1:
+            raise ValueError(f"{value} is not accepted; give a share in (0, 1]")
+        return value
+
+    @field_validator("pool_retrievers")
+    @classmethod
+    def _retrievers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        value = tuple(v.strip() for v in value if v.strip())
+        if len(set(value)) != len(value):
+            raise ValueError("a retriever is named twice; name each once, e.g. bm25,dense")
+        return value
+
+    @field_validator("embedder")
+    @classmethod
+    def _embedder(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("empty; name a dense adapter with an embed() method, e.g. 'dense'")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _together(self) -> "ObliqBuildOptions":
+        if self.min_cluster > self.max_cluster:
+            raise ValueError(f"min_cluster {self.min_cluster} is above max_cluster {self.max_cluster}; a cluster "
+                             "must be able to pass both")
+        if self.labels is not None and self.mode == "recollection":
+            raise ValueError("labels and mode='recollection' do not go together: labels define clusters of "
+                             "documents, a recollection targets one passage; give one of them")
+        if self.labels is not None and not Path(self.labels).is_file():
+            raise ValueError(f"labels file {str(self.labels)!r} does not exist; give a JSONL file of "
+                             "{\"doc_id\": ..., \"label\": ...} lines or a TSV of doc_id<TAB>label")
+        if self.prompts is not None and not Path(self.prompts).is_dir():
+            raise ValueError(f"prompts folder {str(self.prompts)!r} does not exist; give a folder of .txt "
+                             "templates named as the packaged ones (annotate.txt, ...)")
+        return self
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.mode == "descriptive"
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the card records (JSON-ready; no client object)."""
+        skip = {"llm_client", "out", "dry_run"}
+        out = {}
+        for name in type(self).model_fields:
+            if name in skip:
+                continue
+            value = getattr(self, name)
+            out[name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def read_lens(text_or_file: str) -> str:
+    """The lens given as text, or read from a ``.txt``/``.md`` file when the argument names an existing file."""
+    path = Path(text_or_file).expanduser()
+    try:
+        is_file = path.suffix in LENS_FILE_SUFFIXES and path.is_file()
+    except OSError:  # a long sentence is no file name
+        is_file = False
+    if not is_file:
+        if text_or_file.endswith(LENS_FILE_SUFFIXES) and "\n" not in text_or_file and len(text_or_file) < 256 \
+                and " " not in text_or_file:
+            raise ConfigError(f"lens file {text_or_file!r} does not exist; give the lens as text, or an existing "
+                              ".txt/.md file holding it.")
+        return text_or_file
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.strip():
+        raise ConfigError(f"lens file {path} is empty; write the latent attribute in it, in words.")
+    return text
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err.get("loc", ())) or "(options)"
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = f"unknown setting; the settings are {', '.join(ObliqBuildOptions.model_fields)}"
+        parts.append(f"ObliqBuildOptions.{field}: {msg}" if field != "(options)" else f"ObliqBuildOptions: {msg}")
+    return "; ".join(parts) + "."

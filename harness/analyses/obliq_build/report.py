@@ -1,0 +1,87 @@
+"""The result of a build: :class:`ObliqBuildReport` is the object in memory and ``card.json`` on disk."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+FORMAT = "gapbench.obliq_build/1"
+
+
+class StageIO(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    unit: str
+    n_in: int
+    n_out: int
+
+
+class Dropped(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    stage: str
+    what: str
+    reason: str
+
+
+class PoolCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pooled: int
+    to_judge: int
+    judged: int
+    added: int
+
+
+class ObliqBuildReport(BaseModel):
+    """What was built from what, and how: the card of the task folder.
+
+    ``counts``: per stage, the answers (clean, repaired, unparseable), the ids invented or repeated, the documents
+    asked again and everything dropped, by reason; ``dropped``: each dropped item with its stage and reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = FORMAT
+    date: str
+    gapbench_version: str
+    folder: str
+    corpus: dict[str, Any]
+    lens: str
+    mode: str
+    labels: Optional[str] = None
+    settings: dict[str, Any]
+    model: Optional[dict[str, Any]] = None
+    prompts: dict[str, dict[str, str]]
+    structured_output: str
+    estimate: dict[str, Any]
+    dry_run: bool = False
+    stages: list[StageIO]
+    counts: dict[str, dict[str, int]]
+    dropped: list[Dropped]
+    n_queries: int
+    n_gold: int
+    n_pooled: int
+    n_excluded: int
+    per_query_pool: dict[str, PoolCounts]
+    llm_usage: Optional[dict[str, Any]] = None
+    files: list[str]
+    seconds: float
+
+    def summary(self) -> str:
+        lines = [f"OBLIQ-style task built in {self.folder}: {self.n_queries} queries, {self.n_gold} gold and "
+                 f"{self.n_pooled} pooled judgements over {self.corpus['documents']:,} documents "
+                 f"({self.seconds:.0f} s)."]
+        for s in self.stages:
+            lines.append(f"  {s.stage:<10} {s.n_in:>7} -> {s.n_out:<7} {s.unit}")
+        reasons: dict[tuple[str, str], int] = {}
+        for d in self.dropped:
+            reasons[(d.stage, d.reason)] = reasons.get((d.stage, d.reason), 0) + 1
+        for (stage, reason), n in sorted(reasons.items()):
+            lines.append(f"  dropped at {stage}: {n} ({reason})")
+        if self.llm_usage:
+            total = self.llm_usage.get("total", self.llm_usage)
+            lines.append(f"  LLM: {total.get('calls', 0)} calls, {total.get('cache_hits', 0)} answers from the cache")
+        lines.append(f"  evaluate it: gapbench run {self.folder} -r bm25   (pooled judgements: qrels/pooled.tsv)")
+        return "\n".join(lines)
