@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Mapping, Optional, Sequence
+from typing import Annotated, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -226,8 +226,9 @@ class FastEncoder:
         with torch.cuda.stream(stream):
             return {key: v.to(device, non_blocking=True) for key, v in host.items()}
 
-    def encode(self, texts: list[str], *, normalize: bool = True) -> np.ndarray:
-        """float32 vectors of ``texts`` in the given order."""
+    def encode(self, texts: list[str], *, normalize: bool = True,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """float32 vectors of ``texts`` in the given order; ``progress(n)`` after each batch is queued."""
         import torch
 
         ids = self.tokenize(texts)
@@ -247,6 +248,8 @@ class FastEncoder:
                 if normalize:
                     emb = torch.nn.functional.normalize(emb, p=2, dim=1)
                 outs.append(emb)
+                if progress:
+                    progress(len(batches[b]))
                 if b + 1 < len(batches):
                     pending = self._upload(self._host_batch(ids, batches[b + 1]), stream)
             flat = torch.cat(outs).float().cpu().numpy()
@@ -468,8 +471,9 @@ class Dense:
                     "Use dense:encoder=auto.")
         return self._fast or None
 
-    def encode_texts(self, texts: list[str]) -> np.ndarray:
-        """Vectors of ``texts`` in the given order: float32, L2-normalised when ``normalize`` (no cache).
+    def encode_texts(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors of ``texts`` in the given order: float32, L2-normalised when ``normalize`` (no cache);
+        ``progress(n)`` after each batch.
 
         Every encoding goes through here: the cache's missing chunks, queries, and a cluster's workers.
         """
@@ -477,18 +481,40 @@ class Dense:
             return np.zeros((0, 0), dtype=np.float32)
         fast = self._fast_encoder()
         if fast is not None:
-            return fast.encode(texts, normalize=self.normalize)
-        emb = self._load().encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=self.normalize,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+            return fast.encode(texts, normalize=self.normalize, progress=progress)
+        model = self._load()
+        step = self.batch_size if progress else len(texts)  # the texts come longest first: the same batches
+        parts = []
+        for lo in range(0, len(texts), step):
+            parts.append(model.encode(texts[lo : lo + step], batch_size=self.batch_size,
+                                      normalize_embeddings=self.normalize, convert_to_numpy=True,
+                                      show_progress_bar=False))
+            if progress:
+                progress(len(parts[-1]))
+        emb = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return np.ascontiguousarray(emb, dtype=np.float32)
 
+    _batch_progress: Callable[[int], None] | None = None  # set by _encode_reporting for the call it makes
+
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self.encode_texts(texts)
+        return self.encode_texts(texts, progress=self._batch_progress)
+
+    def _encode_reporting(self, texts: list[str], advance: Callable[[int], None]) -> np.ndarray:
+        """``_encode(texts)``, advancing ``advance`` after each batch (after the call, when ``_encode`` is replaced)."""
+        done = 0
+
+        def step(n: int) -> None:
+            nonlocal done
+            done += n
+            advance(n)
+
+        self._batch_progress = step
+        try:
+            emb = self._encode(texts)
+        finally:
+            self._batch_progress = None
+        advance(len(texts) - done)
+        return emb
 
     def _check_finite(self, emb: np.ndarray) -> np.ndarray:
         if not np.isfinite(emb).all():
@@ -508,8 +534,10 @@ class Dense:
         sorted_texts = [texts[i] for i in order]
         if self.cache:
             cache = EmbeddingCache(self.fingerprint, sorted_texts, chunk_size=self.chunk_size)
-            with progress(len(texts), f"{self.name}: encoding") as advance:
-                emb = cache.get(self._encode, progress=advance)
+            cache.prepare()
+            todo = sum(cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in cache.missing_chunks())
+            with progress(todo, f"{self.name}: encoding", unit="texts") as advance:
+                emb = cache.get(lambda batch: self._encode_reporting(batch, advance))
         else:
             emb = np.ascontiguousarray(self._encode(sorted_texts), dtype=np.float32)
         out = np.empty_like(emb)
@@ -539,10 +567,9 @@ class Dense:
         missing = cache.missing_chunks()
         if missing:
             sizes = {i: cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in missing}
-            with progress(sum(sizes.values()), f"{self.name}: encoding") as advance:
+            with progress(sum(sizes.values()), f"{self.name}: encoding", unit="docs") as advance:
                 for i in missing:
-                    cache.write_chunk(i, self._check_finite(self._encode(cache.chunk_texts(i))))
-                    advance(sizes[i])
+                    cache.write_chunk(i, self._check_finite(self._encode_reporting(cache.chunk_texts(i), advance)))
         return cache
 
     # -- retriever protocol
@@ -581,7 +608,7 @@ class Dense:
         q_emb = self.embed(self.query_texts(queries))
         n_docs = len(self._order)
         excluded = exclusion_indices(qids, exclude, _SortedIndex(self._corpus, self._rank))
-        with progress(len(qids), f"{self.name}: searching") as advance:
+        with progress(len(qids), f"{self.name}: searching", unit="queries") as advance:
             if not n_docs or not len(qids):
                 hits = [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in qids]
             elif not isinstance(self._docs, np.ndarray) and distributed.shard_search(n_docs, q_emb.shape[1]):

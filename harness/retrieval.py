@@ -264,7 +264,7 @@ def rank_each(name: str, qids: Sequence[str], analysed: Iterable, excluded: Iter
 
     out: dict[str, list] = {}
     empty: list[str] = []
-    with progress(len(qids), f"{name}: searching") as advance:
+    with progress(len(qids), f"{name}: searching", unit="queries") as advance:
         for qid, toks, ex in zip(qids, analysed, excluded):
             if any(toks):
                 out[qid] = rank(toks, ex)

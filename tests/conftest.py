@@ -8,6 +8,9 @@ import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# progress lines (one every 30 s outside a terminal) would make what a slow test reads on stderr depend on the
+# machine's speed; tests of progress set GAPBENCH_PROGRESS themselves
+os.environ.setdefault("GAPBENCH_PROGRESS", "off")
 
 
 @pytest.fixture(autouse=True, scope="session")
