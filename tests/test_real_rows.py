@@ -203,6 +203,43 @@ def test_rarb_every_real_judgement_names_the_labelled_mcr_candidate(arc):
         assert arc.queries[qid].text == row.query
 
 
+# the authors' qrels of four more tasks (verbatim, tests/fixtures/rarb_real/qrels): (MCR task, id prefix, questions,
+# first judgement, last judgement, sha256)
+RARB_QRELS = {
+    "alphanli": ("alphanli", "alpha", 1532, ("alpha-q-0", "alpha-d-0"), ("alpha-q-1531", "alpha-d-3062"),
+                 "43dd9728b8118006b809af13f523f4a39578bb71d650d89261a40c337f70c274"),
+    "piqa": ("piqa", "piqa", 1838, ("piqa-q-0", "piqa-d-0"), ("piqa-q-1837", "piqa-d-3671"),
+             "e7a0147a3764f1a0bd41d7fa99b7134d1d5f24daf18d98b3fb1b1add0f37df30"),
+    "siqa": ("siqa", "siqa", 1954, ("siqa-q-0", "siqa-d-2"), ("siqa-q-1953", "siqa-d-4956"),
+             "cddaea7c43e4eabeebbeb756f5c01f948300e6f06aa2efc5599bae3d1f9fbd0d"),
+    "winogrande": ("winogrande", "wino", 1267, ("wino-q-0", "wino-d-1"), ("wino-q-1266", "wino-d-649"),
+                   "1bfc2103878d0f146d27d88982743307dae31991a905b360c70961c1b6832472"),
+}
+
+
+@pytest.mark.parametrize("task", sorted(RARB_QRELS))
+def test_rarb_real_qrels_of_other_tasks_follow_the_same_numbering(task):
+    """The shipped MCR files and the authors' full-retrieval qrels describe the same test questions: numbering each
+    MCR file's distinct candidates by first appearance names every judged document of the qrels."""
+    from gapbench.formats import read_beir_qrels
+
+    mcr_task, prefix, n, first, last, sha = RARB_QRELS[task]
+    path = RARB_REAL / "qrels" / f"{task}.test.tsv"
+    assert _sha256(path) == sha
+    qrels = read_beir_qrels(path)
+    pairs = [(q, d) for q, judged in qrels.items() for d in judged]
+    assert len(qrels) == len(pairs) == n and (pairs[0], pairs[-1]) == (first, last)
+    if task in rarb.FULL_COUNTS:
+        assert n == rarb.FULL_COUNTS[task][1]  # MTEB's query count of the hub copy
+    rows = rarb.read_mcr(mcr_task)
+    number: dict[str, int] = {}
+    for row in rows:
+        for text in row.candidates:
+            number.setdefault(text, len(number))
+    assert len(rows) == n
+    assert all(dict(qrels[f"{prefix}-q-{r.row}"]) == {f"{prefix}-d-{number[r.candidates[r.label]]}": 1} for r in rows)
+
+
 # BM25 (gapbench defaults, k=100) on the rebuilt ARC-Challenge corpus: pinned, and recomputed by raw pytrec_eval
 ARC_BM25 = {"nDCG@10": 0.052728, "RR@10": 0.037084, "R@100": 326 / 1172}  # 326 gold answers in a top 100
 PTE = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100"}
