@@ -4,8 +4,8 @@ BRIGHT: the `examples` rows of biology, leetcode and pony as Anserini ships them
 pinned against ir_datasets' own fingerprints of the hub data (counts, records 0, 9 and last); BRIGHT's documents are
 not reachable, so the loader is given a documents file of the real ids with empty text and no retrieval is run.
 RAR-b: ARC-Challenge in the full-retrieval layout with the authors' qrels and instruction, corpus and queries rebuilt
-from their MCR file; the rebuilding rule is checked against every judgement, and BM25 on it is scored by gapbench and
-by raw pytrec_eval. OBLIQ-Bench has no public rows (tests/fixtures/obliq_real/PROVENANCE.md says where they were
+from their MCR file; the rebuilding rule is checked against every judgement of ARC-Challenge and of the authors' qrels
+of four more tasks, and BM25 on ARC-Challenge is scored by gapbench, by raw pytrec_eval and by hand. OBLIQ-Bench has no public rows (tests/fixtures/obliq_real/PROVENANCE.md says where they were
 looked for).
 """
 
