@@ -83,6 +83,9 @@ def get_task(name: str) -> Task:
     check_one_line(name, "task name")
     if not name.strip():
         raise ConfigError("empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.")
+    if name.strip().startswith("irds:"):
+        # an ir_datasets id holds '/' (irds:beir/scifact/test:fields=title+text): its plugin parses the whole spec
+        return resolve_lazy("gapbench.tasks.irds:from_spec")(name)
     path = _as_path(name)
     if path is not None and path.is_dir():
         # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically

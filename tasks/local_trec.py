@@ -4,9 +4,12 @@
   ``<narr> Narrative:``, ``</top>``; closing tags such as ``</title>`` are accepted too), or a tab-separated file with
   one ``query_id<TAB>text`` per line.
 * Qrels: TREC (``query_id iteration doc_id relevance``) or BEIR (``query-id<TAB>corpus-id<TAB>score``, header optional).
-* Corpus: JSONL with ``_id`` (or ``doc_id``/``id``), ``text`` and an optional ``title``.
+* Corpus: TREC ``<DOC><DOCNO>..</DOCNO>..</DOC>`` files (plain or gzipped, one file or a folder of them; the text of
+  the tags chosen with ``doc_tags=TEXT+HEADLINE``, by default all but DOCNO and DOCHDR), TSV (``doc_id<TAB>text`` or
+  ``doc_id<TAB>title<TAB>text``) or JSONL with ``_id`` (or ``doc_id``/``id``), ``text`` and an optional ``title``
+  (:mod:`gapbench.tasks.trec_corpus`).
 
->>> task = trec_files_task("topics.301-350", "qrels.301-350", "corpus.jsonl")  # doctest: +SKIP
+>>> task = trec_files_task("topics.301-350", "qrels.301-350", "disk45/", doc_tags="TEXT+HEADLINE")  # doctest: +SKIP
 
 From the command line: ``gapbench run local/trec:topics=T,qrels=Q,corpus=C --retriever bm25``.
 """
@@ -18,9 +21,9 @@ import re
 from pathlib import Path
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.corpus_store import read_jsonl_corpus
 from gapbench.formats import judged_ids_check, read_qrels, text_lines
 from gapbench.task import TASKS, Task
+from gapbench.tasks.trec_corpus import parse_doc_tags, read_corpus
 from gapbench.types import Queries, Query, TaskData, id_problem, show_id
 
 FIELDS = ("title", "desc", "narr")
@@ -148,43 +151,48 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
     return Queries(queries, source=str(path))
 
 
-def load(topics: str | Path, qrels: str | Path, corpus: str | Path, field: str = "title") -> TaskData:
+def load(topics: str | Path, qrels: str | Path, corpus: str | Path, field: str = "title",
+         doc_tags: str | tuple[str, ...] | None = None) -> TaskData:
     queries = read_topics(topics, field)
-    docs = read_jsonl_corpus(corpus)
+    docs = read_corpus(corpus, doc_tags)
     known = judged_ids_check(queries, docs, qrels, query="topic", queries_file=topics, corpus_file=corpus,
                              add_query="give the matching topics file or drop its judgements")
     return TaskData(docs, queries, read_qrels(qrels, known))
 
 
 def trec_files_task(topics: str | Path, qrels: str | Path, corpus: str | Path, name: str | None = None,
-                    field: str = "title") -> Task:
-    """A :class:`Task` over local TREC topics, qrels and a JSONL corpus (read when the task is loaded)."""
+                    field: str = "title", doc_tags: str | tuple[str, ...] | None = None) -> Task:
+    """A :class:`Task` over local TREC topics, qrels and a corpus file or folder (read when the task is loaded)."""
     paths = {"topics": topics, "qrels": qrels, "corpus": corpus}
     for key, value in paths.items():
-        # any readable non-directory will do: named pipes and /dev/stdin are read once, front to back
-        if not Path(value).expanduser().exists() or Path(value).expanduser().is_dir():
-            raise ConfigError(f"local/trec: {key}={value} is not a file; give the path of the {key} file.")
+        # any readable non-directory will do: named pipes and /dev/stdin are read once, front to back; the corpus
+        # may also be a folder of TREC files
+        if not Path(value).expanduser().exists() or (Path(value).expanduser().is_dir() and key != "corpus"):
+            raise ConfigError(f"local/trec: {key}={value} is not a file; give the path of the {key} file"
+                              + (" or folder." if key == "corpus" else "."))
+    tags = parse_doc_tags(doc_tags)
     topics, qrels, corpus = (Path(v).expanduser().resolve() for v in paths.values())
     if field not in FIELDS:
         raise ConfigError(f"local/trec: field={field!r}; choose one of {', '.join(FIELDS)}.")
     return Task(
         name=name or f"local/trec/{topics.name}",
-        loader=functools.partial(load, topics, qrels, corpus, field),
+        loader=functools.partial(load, topics, qrels, corpus, field, tags),
         source=f"local TREC files: topics {topics}, qrels {qrels}, corpus {corpus}",
         revision="local",
         split="test",
         license="unknown (local data)",
-        description=f"Local TREC topics ({field}) with qrels over a JSONL corpus.",
+        description=f"Local TREC topics ({field}) with qrels over a corpus of TREC, TSV or JSONL documents.",
     )
 
 
 @TASKS.register("local/trec")
 def local_trec(topics: str | None = None, qrels: str | None = None, corpus: str | None = None,
-               name: str | None = None, field: str = "title") -> Task:
+               name: str | None = None, field: str = "title", doc_tags: str | None = None) -> Task:
     missing = [k for k, v in (("topics", topics), ("qrels", qrels), ("corpus", corpus)) if not v]
-    usage = "local/trec:topics=PATH,qrels=PATH,corpus=PATH[,field=title|desc|narr][,name=NAME]"
+    usage = ("local/trec:topics=PATH,qrels=PATH,corpus=PATH[,field=title|desc|narr][,doc_tags=TEXT+HEADLINE]"
+             "[,name=NAME]")
     if not missing:
-        return trec_files_task(topics, qrels, corpus, name=name, field=field)
+        return trec_files_task(topics, qrels, corpus, name=name, field=field, doc_tags=doc_tags)
     message = f"local/trec needs the option(s) {', '.join(missing)}: {usage}."
     if len(missing) < 3:
         raise ConfigError(message)
@@ -194,4 +202,5 @@ def local_trec(topics: str | None = None, qrels: str | None = None, corpus: str 
 
     # without any option it is the template `gapbench tasks` lists; it fails when loaded, naming what to give
     return Task(name="local/trec", loader=unconfigured, source="local TREC files", revision="local",
-                license="unknown (local data)", description=f"Local TREC topics, qrels and JSONL corpus: {usage}.")
+                license="unknown (local data)",
+                description=f"Local TREC topics, qrels and a TREC, TSV or JSONL corpus: {usage}.")

@@ -1,0 +1,309 @@
+"""Tasks from the field's dataset catalogue: any ir_datasets id with documents, queries and qrels.
+
+``irds:ID[:fields=F+G,query_fields=H]``: ``irds:vaswani``, ``irds:beir/scifact/test:fields=title+text``,
+``irds:msmarco-passage/trec-dl-2019/judged``. ir_datasets downloads, verifies (md5) and caches the files itself, under
+``$IR_DATASETS_HOME`` (default ``~/.ir_datasets``); a file already there is used as it is, so a collection laid out by
+hand (or copied from another machine) loads offline. ``fields`` picks the document fields that make a document's text
+(``title`` becomes its title); without it, ir_datasets' own ``default_text()``. ``query_fields`` does the same for
+queries (``title+description`` on TREC topics).
+
+A large corpus (from :data:`LARGE_DOCS` documents, by ir_datasets' count; or any with
+``GAPBENCH_COMPACT_CORPUS=always``) is streamed once from ir_datasets into gapbench's memory-mapped store
+(:mod:`gapbench.corpus_store`), keyed by the dataset id, the fields and its files' checksums, so no copy of MS MARCO is
+held in memory. The task's ``revision`` names the ir_datasets version and the md5 of every file the dataset reads that
+is on disk (the catalogue's md5 for a download not made yet); it goes into every run's manifest.
+
+>>> task = get_task("irds:beir/scifact/test:fields=title+text")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from gapbench.cache import cache_dir
+from gapbench.corpus_store import compact_mode, load_compact
+from gapbench.errors import (ConfigError, DatasetUnavailableError, GapbenchError, MissingDependencyError,
+                             UnknownNameError)
+from gapbench.files import write_text_atomic
+from gapbench.formats import file_digest, parse_json_strict
+from gapbench.options import build, parse_spec
+from gapbench.task import TASKS, Task
+from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
+
+SCHEME = "irds:"
+USAGE = "irds:ID[:fields=title+text][,query_fields=title]  (ids: https://ir-datasets.com)"
+CITATION = ("MacAvaney, Yates, Feldman, Downey, Cohan, Goharian. Simplified Data Wrangling with ir_datasets. "
+            "SIGIR 2021. https://doi.org/10.1145/3404835.3463254")
+# from this many documents the corpus is memory-mapped from gapbench's cache instead of held as Document objects
+LARGE_DOCS = 100_000
+_SPLITS = ("test", "dev", "train", "validation", "valid")
+
+
+def _ir_datasets():
+    try:
+        import ir_datasets
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "ir_datasets":
+            raise
+        raise MissingDependencyError("ir-datasets", "irds", "irds: tasks") from None
+    return ir_datasets
+
+
+def from_spec(spec: str) -> Task:
+    """The task of ``irds:ID[:key=value,...]``. An id holds '/' but never ':', so the first ':' after it starts
+    the options."""
+    text = spec.strip()
+    if not text.startswith(SCHEME):
+        raise ConfigError(f"{spec!r} is not an ir_datasets task; write {USAGE}.")
+    dataset, _, rest = text[len(SCHEME):].partition(":")
+    dataset = dataset.strip()
+    if not dataset:
+        raise ConfigError(f"{spec!r} names no dataset; write {USAGE}, for example irds:vaswani.")
+    options = parse_spec(f"irds:{rest}", "task")[1] if rest.strip() else {}
+    if "dataset" in options:
+        raise ConfigError(f"{spec!r}: the dataset is the id after 'irds:'; drop the dataset= option.")
+    return build(irds_task, {"dataset": dataset, **options}, f"task irds:{dataset}")
+
+
+@TASKS.register("irds")
+def irds_template(dataset: str | None = None, fields: str | None = None, query_fields: str | None = None) -> Task:
+    """``irds`` alone is the template `gapbench tasks` lists; it fails when loaded, naming what to write."""
+    if dataset:
+        return irds_task(dataset, fields, query_fields)
+
+    def unconfigured() -> TaskData:
+        raise ConfigError(f"irds needs a dataset id, with its options after it: {USAGE}.")
+
+    return Task(name="irds", loader=unconfigured, source="ir_datasets (https://ir-datasets.com)",
+                revision="ir_datasets", license="each dataset's own", citation=CITATION,
+                description=f"Any ir_datasets dataset with documents, queries and qrels: {USAGE}.")
+
+
+def irds_task(dataset: str, fields: str | None = None, query_fields: str | None = None) -> Task:
+    """A :class:`Task` over the ir_datasets dataset ``dataset`` (its data is read, or downloaded, when loaded)."""
+    ir = _ir_datasets()
+    ds = _dataset(ir, dataset)
+    doc_fields = _fields(fields, ds.docs_cls(), "fields", dataset, "document")
+    q_fields = _fields(query_fields, ds.queries_cls(), "query_fields", dataset, "query")
+    files = source_files(ds, ir)
+    options = [f"fields={'+'.join(doc_fields)}" if doc_fields else "",
+               f"query_fields={'+'.join(q_fields)}" if q_fields else ""]
+    suffix = ",".join(o for o in options if o)
+    doc = _documentation(ds)
+    last = dataset.rsplit("/", 1)[-1]
+    return Task(
+        name=f"{SCHEME}{dataset}" + (f":{suffix}" if suffix else ""),
+        loader=functools.partial(load, dataset, doc_fields, q_fields, revision(ir.__version__, files)),
+        source=f"ir_datasets {dataset} (https://ir-datasets.com/{dataset.split('/')[0]}.html)",
+        revision=revision(ir.__version__, files),
+        split=last if last in _SPLITS else "test",
+        license=f"the terms of {dataset.split('/')[0]}: see https://ir-datasets.com/{dataset.split('/')[0]}.html",
+        citation=doc.get("bibtex") or f"the dataset's own (https://ir-datasets.com); loaded with {CITATION}",
+        description=" ".join((doc.get("pretty_name") or f"ir_datasets {dataset}").split()),
+        n_docs=_count(ds, "docs_count"),
+        n_queries=_count(ds, "queries_count"),
+    )
+
+
+def _dataset(ir, dataset: str):
+    try:
+        ds = ir.load(dataset)
+    except KeyError:
+        raise UnknownNameError("ir_datasets id", dataset, list(ir.registry),
+                               hint="See https://ir-datasets.com for the catalogue.") from None
+    missing = [what for what, has in (("documents", ds.has_docs()), ("queries", ds.has_queries()),
+                                      ("qrels", ds.has_qrels())) if not has]
+    if missing:
+        below = [i for i in ir.registry if i.startswith(f"{dataset}/") and _complete(ir, i)]
+        raise ConfigError(f"ir_datasets {dataset!r} has no {' and no '.join(missing)}; a task needs documents, "
+                          "queries and qrels" + (f": use one of {', '.join(below[:8])}." if below else
+                                                 "; choose a dataset id that has all three (https://ir-datasets.com)."))
+    return ds
+
+
+def _complete(ir, dataset: str) -> bool:
+    try:
+        ds = ir.load(dataset)
+        return ds.has_docs() and ds.has_queries() and ds.has_qrels()
+    except Exception:  # noqa: BLE001 - a broken catalogue entry is simply not suggested
+        return False
+
+
+def _fields(value: str | None, cls: type, option: str, dataset: str, what: str) -> tuple[str, ...]:
+    """The chosen text fields of ``cls`` (a NamedTuple of ir_datasets), checked; () for ir_datasets' default."""
+    if value is None or not value.strip():
+        return ()
+    hints = getattr(cls, "__annotations__", {})
+    text_fields = [f for f in cls._fields if f not in ("doc_id", "query_id") and hints.get(f, str) in (str, "str")]
+    chosen = tuple(dict.fromkeys(p.strip() for p in value.split("+")))
+    for name in chosen:
+        if name not in text_fields:
+            raise UnknownNameError(f"{what} field of irds:{dataset}", name, text_fields,
+                                   hint=f"Join text fields with '+': {option}={'+'.join(text_fields[:2])}.")
+    return chosen
+
+
+def _text(record: Any, fields: tuple[str, ...]) -> tuple[str, str]:
+    """(title, text) of an ir_datasets record: the chosen fields, ``title`` as the title; else default_text()."""
+    if not fields:
+        text = record.default_text() if hasattr(record, "default_text") else record.text
+        return "", text
+    title = record.title if "title" in fields else ""
+    return title, " ".join(getattr(record, f) for f in fields if f != "title")
+
+
+def _count(ds, method: str) -> int | None:
+    try:
+        value = getattr(ds, method)()
+    except Exception:  # noqa: BLE001 - a count is a hint; ir_datasets may need files to know it
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _documentation(ds) -> dict:
+    try:
+        return dict(ds.documentation() or {})
+    except Exception:  # noqa: BLE001 - documentation is optional in ir_datasets
+        return {}
+
+
+# ---------------------------------------------------------------- loading
+
+def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ...] = (),
+         key: str = "") -> TaskData:
+    """Queries, qrels and the corpus of ``dataset`` through ir_datasets (which downloads what is not there yet)."""
+    ir = _ir_datasets()
+    ds = ir.load(dataset)
+    try:
+        queries = Queries([Query(str(q.query_id), _text(q, query_fields)[1]) for q in ds.queries_iter()],
+                          source=f"{SCHEME}{dataset}")
+        judged: dict[str, dict[str, int]] = {}
+        for qrel in ds.qrels_iter():
+            judged.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
+        corpus = _corpus(ir, ds, dataset, fields, key)
+    except GapbenchError:
+        raise
+    except Exception as exc:  # a download that failed, a file that is missing or torn: ir_datasets' own errors
+        raise DatasetUnavailableError(
+            f"irds:{dataset}: ir_datasets could not read the dataset ({type(exc).__name__}: {exc}). It keeps its "
+            f"files under {ir.util.home_path()} (IR_DATASETS_HOME); without network access place them there as "
+            f"ir_datasets lays them out: {', '.join(f['file'] for f in source_files(ds, ir)) or 'see its docs'}."
+        ) from None
+    return TaskData(corpus, queries, Qrels(judged, source=f"{SCHEME}{dataset}"))
+
+
+def _corpus(ir, ds, dataset: str, fields: tuple[str, ...], key: str) -> Corpus:
+    mode = compact_mode()
+    count = _count(ds, "docs_count")
+    if mode == "always" or (mode == "auto" and count is not None and count >= LARGE_DOCS):
+        return load_compact(_key_file(dataset, fields, key), _records(ds, fields))
+    docs = (Document(str(d.doc_id), *reversed(_text(d, fields))) for d in ds.docs_iter())
+    return Corpus(docs, source=f"{SCHEME}{dataset}")
+
+
+def _records(ds, fields: tuple[str, ...]) -> Iterator[tuple[int, str, str, str]]:
+    for n, doc in enumerate(ds.docs_iter(), 1):
+        title, text = _text(doc, fields)
+        yield n, str(doc.doc_id), title, text
+
+
+def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:
+    """A small file that names this corpus (id, fields, files' checksums); the memory-mapped copy is keyed by it."""
+    content = json.dumps({"dataset": dataset, "fields": list(fields), "revision": key}, indent=1) + "\n"
+    digest = hashlib.sha256(f"{dataset}\0{'+'.join(fields)}".encode()).hexdigest()[:16]
+    path = cache_dir("irds") / f"{digest}.json"
+    try:
+        same = path.read_text(encoding="utf-8") == content
+    except OSError:
+        same = False
+    if not same:  # rewritten only when it changes: its size and time are part of the copy's key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, content)
+    return path
+
+
+# ---------------------------------------------------------------- the files a dataset reads, and their checksums
+
+def source_files(ds, ir) -> list[dict]:
+    """``{"file", "md5", "on_disk", "catalogue_md5"}`` for every file the dataset reads: ir_datasets' downloads
+    (with the md5 its catalogue verifies them by) and the files it extracts from them, found by walking the
+    dataset's components."""
+    from ir_datasets.util import Cache, Download
+
+    found: dict[str, str | None] = {}
+    seen: set[int] = set()
+
+    def visit(obj: Any, depth: int) -> None:
+        if depth > 16 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, type(None))):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, Download):
+            path = getattr(obj, "_cache_path", None)
+            if path:
+                found[str(path)] = obj.expected_md5
+            return
+        if isinstance(obj, Cache):
+            found.setdefault(str(obj._path), None)
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            for value in obj:
+                visit(value, depth + 1)
+        elif isinstance(obj, dict):
+            for value in obj.values():
+                visit(value, depth + 1)
+        elif (type(obj).__module__ or "").startswith("ir_datasets") and hasattr(obj, "__dict__"):
+            for value in vars(obj).values():
+                visit(value, depth + 1)
+
+    visit(ds, 0)
+    home = Path(ir.util.home_path()).resolve()
+    out = []
+    for path, expected in sorted(found.items()):
+        p = Path(path)
+        rel = p.resolve().relative_to(home).as_posix() if p.resolve().is_relative_to(home) else str(p)
+        on_disk = p.is_file()
+        out.append({"file": rel, "md5": _md5(p) if on_disk else expected, "on_disk": on_disk,
+                    "catalogue_md5": expected})
+    return out
+
+
+def revision(version: str, files: list[dict]) -> str:
+    """``ir_datasets 0.6.3; vaswani/docs.txt md5:...; ...``: what the run manifest records of the data."""
+    parts = [f"ir_datasets {version}"]
+    for f in files:
+        if not f["on_disk"]:
+            if f["md5"]:
+                parts.append(f"{f['file']} md5:{f['md5']} (catalogue; not downloaded)")
+            continue
+        note = ""
+        if f["catalogue_md5"] and f["catalogue_md5"] != f["md5"]:
+            note = f" (differs from the catalogue's md5:{f['catalogue_md5']})"
+        parts.append(f"{f['file']} md5:{f['md5']}{note}")
+    return "; ".join(parts)
+
+
+def _md5(path: Path) -> str:
+    """md5 of a file, remembered by (path, size, mtime) so that a multi-gigabyte download is hashed once."""
+    st = path.stat()
+    memo_path = cache_dir("irds") / "md5.json"
+    try:
+        memo = parse_json_strict(memo_path.read_bytes())
+        memo = memo if isinstance(memo, dict) else {}
+    except (OSError, ValueError):
+        memo = {}
+    key = os.path.realpath(path)
+    entry = memo.get(key)
+    if isinstance(entry, list) and entry[:2] == [st.st_size, st.st_mtime_ns]:
+        return entry[2]
+    digest = file_digest(path, "md5")
+    memo[key] = [st.st_size, st.st_mtime_ns, digest]
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(memo_path, json.dumps(memo, indent=0))
+    except OSError:
+        pass  # a read-only cache: hash again next time
+    return digest

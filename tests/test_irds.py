@@ -1,0 +1,170 @@
+"""irds:<id> tasks through ir_datasets, offline: the files are laid out under a private IR_DATASETS_HOME as ir_datasets
+keeps them (vaswani: its extracted docs.txt, queries.txt, qrels.txt; beir/scifact: the BEIR zip at
+beir/scifact/source.zip), so ir_datasets reads them and downloads nothing.
+
+The vaswani files are the real slice of tests/fixtures/local_trec/vaswani written back into the NPL collection's own
+layout (records separated by a line "   /" for documents and qrels, "/" for queries, as ir_datasets' vaswani.py reads
+them); beir/scifact is the BEIR-shaped fixture of tests/fixtures/beir/scifact zipped as the BEIR archive is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+
+FIX = Path(__file__).parent / "fixtures"
+VASWANI = FIX / "local_trec" / "vaswani"
+SCIFACT = FIX / "beir" / "scifact"
+
+
+def _npl_layout(home: Path) -> None:
+    """The slice in the layout of the NPL files (doc-text, query-text, rlv-ass), where ir_datasets caches them."""
+    base = home / "vaswani"
+    base.mkdir(parents=True)
+    docs = re.findall(r"<DOC>\n<DOCNO>(\d+)</DOCNO>\n(.*?)</DOC>\n", (VASWANI / "doc-text.trec").read_text(), re.S)
+    (base / "docs.txt").write_text("".join(f"{did}\n{text}   /\n" for did, text in docs))
+    topics = re.findall(r"<num>(\d+)</num><title>\n(.*?)\n</title>", (VASWANI / "query-text.trec").read_text(), re.S)
+    (base / "queries.txt").write_text("".join(f"{qid}\n{text}\n/\n" for qid, text in topics))
+    judged: dict[str, list[str]] = {}
+    for line in (VASWANI / "qrels").read_text().splitlines():
+        qid, _, did, _ = line.split()
+        judged.setdefault(qid, []).append(did)
+    (base / "qrels.txt").write_text("".join(f"{qid}\n {' '.join(dids)}\n   /\n" for qid, dids in judged.items()))
+
+
+def _beir_layout(home: Path) -> None:
+    (home / "beir" / "scifact").mkdir(parents=True)
+    with zipfile.ZipFile(home / "beir" / "scifact" / "source.zip", "w") as zf:
+        for path in sorted(SCIFACT.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"scifact/{path.relative_to(SCIFACT).as_posix()}")
+
+
+if importlib.util.find_spec("ir_datasets") is None:  # the irds extra, in gapbench[dev]; not imported yet (below)
+    pytest.skip("ir_datasets is not installed (pip install 'gapbench[irds]')", allow_module_level=True)
+# ir_datasets fixes each dataset's folder when it is imported, so its home is set before any test imports it
+if "ir_datasets" in sys.modules:  # pragma: no cover - a test elsewhere imported it first
+    raise RuntimeError("tests/test_irds.py must set IR_DATASETS_HOME before ir_datasets is imported")
+HOME = Path(tempfile.mkdtemp(prefix="irds-home-"))
+_npl_layout(HOME)
+_beir_layout(HOME)
+os.environ["IR_DATASETS_HOME"] = str(HOME)
+
+from gapbench.cli import main  # noqa: E402
+from gapbench.errors import ConfigError, UnknownNameError  # noqa: E402
+from gapbench.formats import file_digest, read_trec_run  # noqa: E402
+from gapbench.runner import run  # noqa: E402
+from gapbench.task import get_task  # noqa: E402
+from gapbench.corpus_store import read_beir_folder, CompactCorpus  # noqa: E402
+
+LOCAL = (f"local/trec:topics={VASWANI / 'query-text.trec'},qrels={VASWANI / 'qrels'},"
+         f"corpus={VASWANI / 'doc-text.trec'}")
+
+
+def test_vaswani_records_match_ir_datasets_fingerprint():
+    task = get_task("irds:vaswani")
+    assert task.name == "irds:vaswani" and task.source.startswith("ir_datasets vaswani")
+    data = task.load()
+    assert (len(data.corpus), len(data.queries), sum(len(d) for d in data.qrels.values())) == (471, 10, 175)
+    # the records ir_datasets' own test pins for vaswani (test/integration/vaswani.py): documents 0 and 9, query 0 and
+    # 9, the first judgement
+    assert data.corpus.ids()[0] == "1" and data.corpus["1"].text == (
+        "compact memories have flexible capacities  a digital data storage\nsystem with capacity up to bits and random "
+        "and or sequential access\nis described\n")
+    assert data.corpus.ids()[9] == "10" and data.corpus["10"].text == "highspeed microwave switching of semiconductors part\n"
+    assert data.queries["1"].text == "MEASUREMENT OF DIELECTRIC CONSTANT OF LIQUIDS BY THE USE OF MICROWAVE TECHNIQUES\n"
+    assert data.queries["10"].text == ("METHODS OF CALCULATING INSTANTANEOUS POWER DISSIPATION IN REACTIVE "
+                                       "CIRCUITS\n")
+    assert data.qrels["1"]["1239"] == 1 and data.corpus.ids()[-1] == "11344" and data.qrels["10"]["10617"] == 1
+
+
+def test_manifest_names_the_dataset_and_its_files_checksums(tmp_path):
+    result = run("irds:vaswani", "bm25", k=10, measures=["nDCG@10"], output=tmp_path / "out")
+    task = result.manifest["task"]
+    assert task["name"] == "irds:vaswani"
+    import ir_datasets
+
+    md5 = {name: file_digest(HOME / "vaswani" / name, "md5") for name in ("docs.txt", "queries.txt", "qrels.txt")}
+    assert task["revision"] == (
+        f"ir_datasets {ir_datasets.__version__}; vaswani/docs.txt md5:{md5['docs.txt']}; "
+        "vaswani/npl.tar.gz md5:23e5607081191b153738e81fbd834680 (catalogue; not downloaded); "
+        f"vaswani/qrels.txt md5:{md5['qrels.txt']}; vaswani/queries.txt md5:{md5['queries.txt']}")
+    written = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert written["task"]["revision"] == task["revision"]
+
+
+def test_bm25_on_irds_equals_local_trec_and_pytrec_eval(tmp_path, capsys):
+    import pytrec_eval
+
+    measures = ["AP", "P@10", "nDCG@10"]
+    assert main(["run", "irds:vaswani", "-r", "bm25-lucene", "-m", ",".join(measures), "-o", str(tmp_path / "irds"),
+                 "--json"]) == 0
+    irds_out = json.loads(capsys.readouterr().out)
+    local = run(LOCAL, "bm25-lucene", measures=measures)
+    irds_run = read_trec_run(tmp_path / "irds" / "run.trec.gz")
+    # the same collection through two readers: the same ranking and scores (the texts differ only in a final newline)
+    assert {q: [d for d, _ in r] for q, r in irds_run.items()} == {q: [d for d, _ in r] for q, r in local.run.items()}
+    for q, ranking in irds_run.items():
+        assert [s for _, s in ranking] == pytest.approx([s for _, s in local.run[q]], rel=1e-5)
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (VASWANI / "qrels").read_text().splitlines():
+        qid, _, did, rel = line.split()
+        qrels.setdefault(qid, {})[did] = int(rel)
+    raw = pytrec_eval.RelevanceEvaluator(qrels, {"map", "P_10", "ndcg_cut_10"}).evaluate(irds_run.to_dict())
+    for ours, theirs in (("AP", "map"), ("P@10", "P_10"), ("nDCG@10", "ndcg_cut_10")):
+        expected = sum(raw[q][theirs] for q in qrels) / len(qrels)
+        assert local.results.means[ours] == pytest.approx(expected, abs=1e-12)
+        assert irds_out["measures"][ours] == pytest.approx(expected, abs=1e-12)
+    assert irds_out["measures"]["AP"] > 0.2  # a real ranking, not noise: every query has judged hits high up
+
+
+def test_scifact_fields_give_the_beir_folder_corpus():
+    task = get_task("irds:beir/scifact/test:fields=title+text")
+    assert task.name == "irds:beir/scifact/test:fields=title+text" and task.split == "test"
+    data = task.load()
+    folder = read_beir_folder(SCIFACT)
+    # title into Document.title, text into Document.text: the very corpus the BEIR folder reader gives
+    assert data.corpus.fingerprint == folder.corpus.fingerprint and len(data.corpus) == 6
+    assert data.queries.ids() == folder.queries.ids() and data.qrels.to_dict() == folder.qrels.to_dict()
+    default = get_task("irds:beir/scifact/test").load()  # ir_datasets' default_text(): "title text"
+    doc = folder.corpus["4983"]
+    assert default.corpus["4983"].text == f"{doc.title} {doc.text}" and default.corpus["4983"].title == ""
+
+
+def test_large_corpora_are_memory_mapped(monkeypatch):
+    in_memory = get_task("irds:vaswani").load().corpus
+    monkeypatch.setenv("GAPBENCH_COMPACT_CORPUS", "always")
+    compact = get_task("irds:vaswani").load().corpus
+    assert isinstance(compact, CompactCorpus) and not isinstance(in_memory, CompactCorpus)
+    assert compact.fingerprint == in_memory.fingerprint and compact["11344"].text == in_memory["11344"].text
+
+
+@pytest.mark.parametrize("spec, error, message", [
+    ("irds:vaswanni", UnknownNameError, "unknown ir_datasets id 'vaswanni'. Did you mean 'vaswani'"),
+    ("irds:beir/scifact", ConfigError, "'beir/scifact' has no qrels; .*use one of beir/scifact/test, "
+                                       "beir/scifact/train"),
+    ("irds:vaswani:fields=title", UnknownNameError, "unknown document field of irds:vaswani 'title'.*Available: text"),
+    ("irds:beir/scifact/test:fields=title+abstract", UnknownNameError,
+     "unknown document field of irds:beir/scifact/test 'abstract'.*Available: text, title"),
+    ("irds:vaswani:colour=red", ConfigError, "colour"),
+    ("irds:", ConfigError, "names no dataset; write irds:ID"),
+])
+def test_errors_name_the_fix(spec, error, message):
+    with pytest.raises(error, match=message):
+        get_task(spec)
+
+
+def test_template_listed_and_unconfigured():
+    template = get_task("irds")
+    assert template.name == "irds"
+    with pytest.raises(ConfigError, match="irds needs a dataset id"):
+        template.load()
