@@ -539,7 +539,36 @@ def read_beir_folder(folder: PathLike, split: str = "test"):
     qrels = read_beir_qrels(qrels_path, known)
     # BEIR evaluates only the queries that have judgements in this split.
     queries = Queries(q for q in queries.values() if q.query_id in qrels)
-    return TaskData(corpus, queries, qrels)
+    return TaskData(corpus, queries, qrels, _folder_exclusions(folder / EXCLUSIONS_FILE, queries, corpus))
+
+
+EXCLUSIONS_FILE = "per_query_excluded_ids.json"  # OBLIQ-Bench's name; `gapbench obliq build` writes one too
+
+
+def _folder_exclusions(path: Path, queries, corpus) -> dict:
+    """query id -> doc ids masked before the top-k cut, from ``{"query id": ["doc id", ...]}`` when the folder has
+    the file (an OBLIQ-style task); ids must name the folder's queries and documents."""
+    if not path.is_file():
+        return {}
+    from .formats import StrictJSONError, parse_json_strict
+
+    try:
+        raw = parse_json_strict(path.read_bytes())
+    except StrictJSONError as exc:
+        raise DataFormatError(f"malformed JSON ({exc}); expected {{\"query id\": [\"doc id\", ...]}}.",
+                              path=path, line=exc.line) from None
+    if not isinstance(raw, dict):
+        raise DataFormatError("expected a JSON object query id -> list of doc ids.", path=path)
+    out = {}
+    for qid, ids in raw.items():
+        if not isinstance(ids, list) or not all(isinstance(d, str) for d in ids):
+            raise DataFormatError(f"query {qid!r}: expected a list of doc ids (strings), found {ids!r:.80}.", path=path)
+        unknown = [d for d in ids if d not in corpus]
+        if unknown:
+            raise DataFormatError(f"query {qid!r} excludes document {unknown[0]!r}, absent from the corpus.", path=path)
+        if qid in queries and ids:
+            out[qid] = frozenset(ids)
+    return out
 
 
 def _find(folder: Path, name: str) -> Path:

@@ -447,7 +447,8 @@ class SignalsReport(Model):
     task: str
     version: One
     # written by `gapbench signals` (absent when ``analyse`` is called without them)
-    retrievers: Optional[list[dict[str, str]]] = None
+    # spec and kind; since the gate checks retrievers also name, fingerprint and config (what a run manifest records)
+    retrievers: Optional[list[dict[str, Any]]] = None
     primary: Optional[str] = None
     window: Optional[int] = None
     min_rel: Optional[int] = None

@@ -385,7 +385,9 @@ def test_run_signals_keywords_match_run_signals_with(tmp_path):
     assert by_keywords.to_dict() == by_options.to_dict()
     d = by_options.to_dict()
     assert (d["n_queries"], d["primary"], d["window"], d["min_rel"], d["seed"]) == (4, "bm25", 1, 1, 2)
-    assert d["retrievers"] == [{"spec": "bm25", "kind": "sparse"}] and d["term_rule"] == "custom extractor"
+    assert [{k: r[k] for k in ("spec", "kind", "name")} for r in d["retrievers"]] == \
+        [{"spec": "bm25", "kind": "sparse", "name": "bm25"}] and d["term_rule"] == "custom extractor"
+    assert d["retrievers"][0]["config"]["k1"] == 1.5 and len(d["retrievers"][0]["fingerprint"]) == 64
     assert d["signals"]["dense_agreement"]["available"] is False  # one retriever, no two dense rankings
     assert json.loads((tmp_path / "sig" / "signals.json").read_text()) == d
 
@@ -632,3 +634,102 @@ def test_the_gate_refuses_runs_of_another_task_or_of_two_tasks(tmp_path, capsys)
     (sig / "signals.json").write_text(json.dumps(stored))
     assert main(["gate", str(tmp_path / "ra"), "--signals", str(sig)]) == 2
     assert "surprise" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the gate reads only its calibrated retrievers
+
+def _words(texts):
+    return [t.lower().split() for t in texts]
+
+
+@pytest.fixture
+def bm25_gate(beir_slice, tmp_path):
+    """A gate calibrated on bm25 (primary) and bm25-lucene of 80 ImpliRet queries, through run_signals, which records
+    each retriever's name, fingerprint and config."""
+    from gapbench.analyses.signals import run_signals
+
+    folder = str(beir_slice)
+    report = run_signals(folder, ["bm25", "bm25-lucene"], n_bootstrap=20, term_extractor=_words,
+                         gate_signal="max_score", output=tmp_path / "sig")
+    return folder, report.to_dict(), tmp_path / "sig"
+
+
+def test_signals_json_records_the_retrievers_as_run_manifests_do(bm25_gate, tmp_path):
+    folder, d, sig = bm25_gate
+    assert d["gate"] is not None and d["gate"]["signal"] == "max_score"
+    assert main(["run", folder, "-r", "bm25", "-m", "nDCG@10", "-o", str(tmp_path / "rb")]) == 0
+    manifest = json.loads((tmp_path / "rb" / "manifest.json").read_text())["retriever"]
+    first = d["retrievers"][0]
+    assert (first["spec"], first["kind"], first["name"]) == ("bm25", "sparse", "bm25")
+    assert first["fingerprint"] == manifest["fingerprint"] and first["config"] == manifest["config"]
+    assert d["retrievers"][1]["config"]["k1"] == 0.9  # bm25-lucene: Anserini's k1
+    assert load_signals(sig)["retrievers"] == d["retrievers"]  # and the schema reads it back
+
+
+def test_the_gate_refuses_another_retrievers_run_naming_both(bm25_gate, tmp_path, capsys):
+    """The issue's case: a gate calibrated with bm25 as primary, given a bm25-lucene run (or bm25 with other
+    parameters), used to apply bm25's threshold to it (exit 0). Now: exit 2 naming the run's retriever and the
+    calibrated ones; given the calibrated runs, it gates."""
+    folder, d, sig = bm25_gate
+    for spec, name in (("bm25", "rb"), ("bm25-lucene", "rl"), ("bm25:k1=1.2", "rk"), ("bm25-okapi", "ro")):
+        assert main(["run", folder, "-r", spec, "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "rb"), "--signals", str(sig), "-o", str(tmp_path / "esc")]) == 0
+    assert "queries escalate (max_score" in capsys.readouterr().out
+    # bm25-lucene alone: it is a calibrated retriever, but the gate's max_score is read from bm25, the primary
+    assert main(["gate", str(tmp_path / "rl"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert f"the gate in {sig} reads max_score from the run of 'bm25', and none of the runs given" in err, err
+    # bm25 with another k1: the same name, another config
+    assert main(["gate", str(tmp_path / "rk"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'rk'} is a run of 'bm25:k1=1.2' with another config than the 'bm25' the gate in {sig}" in err, err
+    assert "k1 1.2 here, 1.5 there" in err
+    # a retriever the gate never saw
+    assert main(["gate", str(tmp_path / "ro"), str(tmp_path / "rb"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{tmp_path / 'ro'} is a run of 'bm25-okapi', but the gate in {sig} was calibrated on 'bm25', "
+            "'bm25-lucene'") in err, err
+    assert not (tmp_path / "ro" / "escalate.tsv").exists() and not (tmp_path / "rk" / "escalate.tsv").exists()
+
+
+def test_a_gate_written_before_fingerprints_matches_runs_by_name(tmp_path, capsys):
+    """signals.json of 0.1 records specs only: a bm25-lucene run is refused for its bm25 gate by name."""
+    here = str(Path("tests/fixtures/beir/scifact").resolve())
+    stored = json.loads(Path("tests/fixtures/outputs_v0_1/signals.json").read_text())
+    stored["task"] = here
+    (tmp_path / "sig").mkdir()
+    (tmp_path / "sig" / "signals.json").write_text(json.dumps(stored))
+    assert main(["run", here, "-r", "bm25-lucene", "-m", "nDCG@10", "-o", str(tmp_path / "rl")]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "rl"), "--signals", str(tmp_path / "sig")]) == 2
+    err = capsys.readouterr().err
+    assert "is a run of 'bm25-lucene', but the gate in" in err and "calibrated on 'bm25', 'dense'" in err, err
+
+
+def test_the_task_hint_of_the_gate_is_a_command_that_works(tmp_path):
+    """A run's task name is not always a task string (local/trec/topics.txt): the hint gives the manifest's spec when
+    it has one, the name when that loads, and otherwise how to write the task, never a command that fails."""
+    from gapbench.cli.signals import _signals_command, task_spec
+
+    here = str(Path("tests/fixtures/beir/scifact").resolve())
+    assert task_spec({"name": here}) == here
+    assert _signals_command({"name": here}) == f"`gapbench signals {here} -o DIR`"
+    assert task_spec({"name": "local/trec/query-text.trec"}) is None
+    hint = _signals_command({"name": "local/trec/query-text.trec", "source": "local TREC files: topics /t"})
+    assert hint.startswith("`gapbench signals TASK -o DIR`, TASK written as you gave it to `gapbench run` (its "
+                           "files: local TREC files: topics /t)")
+    assert task_spec({"name": "x", "spec": "local/trec:topics=a,qrels=b,corpus=c"}) == \
+        "local/trec:topics=a,qrels=b,corpus=c"
+
+
+def test_load_signals_reads_strictly(tmp_path):
+    """signals.json is read by the strict reader of every file gapbench writes: NaN and a key twice are refused
+    naming the file."""
+    stored = Path("tests/fixtures/outputs_v0_1/signals.json").read_text()
+    (tmp_path / "nan.json").write_text(stored.replace('"bar": 0.65', '"bar": NaN', 1))
+    with pytest.raises(DataFormatError, match=r"nan\.json: holds the literal NaN"):
+        load_signals(tmp_path / "nan.json")
+    (tmp_path / "twice.json").write_text(stored.replace('"bar": 0.65', '"bar": 0.65, "bar": 0.7', 1))
+    with pytest.raises(DataFormatError, match=r"twice\.json.*'bar'"):
+        load_signals(tmp_path / "twice.json")

@@ -87,9 +87,11 @@ import numpy as np
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..files import atomic_writer, output_folder, pyplot, write_figure
+from ..formats import StrictJSONError, parse_json_strict
 from ..schemas import validate_analysis
 from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Run
+from .gate_retrievers import calibrated, retriever_identity
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
 EXPECTED = {
@@ -953,10 +955,11 @@ class SignalsOptions:
         if self.primary is not None and self.primary not in retrievers:
             raise ConfigError(f"--primary {self.primary!r} is not among --retrievers ({', '.join(retrievers)}).")
 
-    def meta(self, retrievers: Sequence[str]) -> dict:
-        """The run's settings as signals.json records them beside the analysis."""
+    def meta(self, retrievers: Sequence[str], identities: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
+        """The run's settings as signals.json records them beside the analysis; ``identities`` (spec -> the
+        retriever's ``name``, ``fingerprint`` and ``config``) lets the gate refuse runs of other retrievers."""
         return {
-            "retrievers": [{"spec": s, "kind": retriever_kind(s)} for s in retrievers],
+            "retrievers": [{"spec": s, "kind": retriever_kind(s), **(identities or {}).get(s, {})} for s in retrievers],
             "primary": self.primary or retrievers[0], "window": self.window, "min_rel": self.min_rel,
             "term_rule": TERM_RULE if self.term_extractor is None else "custom extractor",
             "calib_fraction": self.calib_fraction,
@@ -1000,7 +1003,8 @@ def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptio
     options.check(retrievers)
     prepared = prepare(task, max_queries=options.max_queries, seed=options.seed, judged=options.min_rel)
     data, qids = prepared.data, prepared.query_ids
-    runs: dict[str, Run] = {spec: prepared.retrieve(spec, options.window)[1] for spec in retrievers}
+    built = {spec: prepared.retrieve(spec, options.window) for spec in retrievers}
+    runs: dict[str, Run] = {spec: run for spec, (_, run) in built.items()}
     primary = options.primary or retrievers[0]
     table = compute_signals(runs, qids, window=options.window, primary=primary, corpus=data.corpus,
                             queries=data.queries, term_extractor=options.term_extractor)
@@ -1008,7 +1012,8 @@ def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptio
     report = analyse(table, labels, task=prepared.task.name, bar=options.bar, max_corr=options.max_corr,
                      n_bootstrap=options.n_bootstrap, seed=options.seed, calib_fraction=options.calib_fraction,
                      target_catch=options.target_catch, gate_signal=options.gate_signal,
-                     meta=options.meta(retrievers), either_max_corr=options.either_max_corr)
+                     meta=options.meta(retrievers, {s: retriever_identity(r) for s, (r, _) in built.items()}),
+                     either_max_corr=options.either_max_corr)
     if options.output is not None:
         save_report(report, options.output)
     return report
@@ -1022,10 +1027,13 @@ def load_signals(path: str | Path, gate: str = "gate") -> dict:
         path = path / "signals.json"
     if not path.exists():
         raise DataFormatError("missing; make it with `gapbench signals TASK --retrievers ... -o DIR`.", path=path)
-    try:
-        d = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"malformed JSON ({exc.msg}).", path=path) from None
+    try:  # the strict reader of every file gapbench wrote and reads back: no NaN, no key twice
+        d = parse_json_strict(path.read_bytes(), max_depth=64)
+    except OSError as exc:
+        raise DataFormatError(f"cannot be read ({exc.strerror or exc}).", path=path) from None
+    except StrictJSONError as exc:
+        raise DataFormatError(f"{str(exc).rstrip('.')}; recompute it with `gapbench signals`.", path=path,
+                              line=exc.line) from None
     if not isinstance(d, dict) or d.get("kind") != "signals" or d.get("version") != 1:
         found = (d.get("kind"), d.get("version")) if isinstance(d, dict) else (type(d).__name__, None)
         raise DataFormatError(f"kind {found[0]!r} version {found[1]!r}; expected a signals.json "
@@ -1048,14 +1056,17 @@ def gate_runs(
     either firing, whose values have one column per signal (shape ``(n, 2)``).
 
     The runs must hold the ingredients of the gate's signals (e.g. a dense and a sparse run for retriever_divergence);
-    the primary is the stored primary when present among the runs, else the first run.
+    the primary is the stored primary when present among the runs, else the first run. Runs keyed by the calibrated
+    specs, as :func:`gapbench.analyses.gate_retrievers.match_gate_runs` gives them, are the runs of the retrievers
+    the gate was calibrated on; that function refuses any other.
     """
     names = gate_signals(signals, either)
     specs = list(runs)
     primary = signals.get("primary") if signals.get("primary") in runs else specs[0]
+    kinds = {r["spec"]: r["kind"] for r in calibrated(signals)}  # the calibration's kinds, whatever the runs' names
     qids = list(dict.fromkeys(q for r in runs.values() for q in r))
     table = compute_signals(runs, qids, window=int(signals.get("window", 10)), primary=primary, corpus=corpus,
-                            queries=queries, term_extractor=term_extractor, signals=names)
+                            queries=queries, term_extractor=term_extractor, signals=names, kinds=kinds)
     for name in names:
         if table.values[name] is None:
             raise ConfigError(f"the gate's signal {name} cannot be computed from these runs ({', '.join(specs)}): "

@@ -66,18 +66,47 @@ def signals_cmd(
         typer.echo(f"written to {output}")
 
 
-def _same_task(run_dir: Path, task: str | None, first: str | None, calibrated: str | None, signals: Path) -> str | None:
+def _same_task(run_dir: Path, task: dict, first: str | None, calibrated: str | None, signals: Path) -> str | None:
     """The task of the runs so far: every run directory must be of one task, the one the gate was calibrated on (query
     ids such as 0..1499 recur across tasks, so a mixed set would be gated silently)."""
     from .common import fail
 
-    if task and first and task != first:
-        fail(f"{run_dir}: a run of task {task!r}, while the run directories before it are of {first!r}; give run "
+    name = task.get("name")
+    if name and first and name != first:
+        fail(f"{run_dir}: a run of task {name!r}, while the run directories before it are of {first!r}; give run "
              "directories of one task.")
-    if task and calibrated and task != calibrated:
-        fail(f"{run_dir}: a run of task {task!r}, but the gate in {signals} was calibrated on {calibrated!r}; give runs "
-             f"of {calibrated!r}, or compute signals on {task!r} with `gapbench signals {task} -o DIR`.")
-    return first or task
+    if name and calibrated and name != calibrated:
+        fail(f"{run_dir}: a run of task {name!r}, but the gate in {signals} was calibrated on {calibrated!r}; give runs "
+             f"of {calibrated!r}, or compute signals on {name!r} with {_signals_command(task)}.")
+    return first or name
+
+
+def task_spec(task: dict) -> str | None:
+    """The task string that makes a run's task again: the manifest's ``spec``, else its name when that is one (a
+    registered task or a folder); None when neither is (``local/trec/topics.txt`` names a task no string makes)."""
+    from ..errors import GapbenchError
+    from ..task import get_task
+
+    if task.get("spec"):
+        return task["spec"]
+    name = task.get("name")
+    try:
+        get_task(name)
+    except (GapbenchError, TypeError, ValueError):
+        return None
+    return name
+
+
+def _signals_command(task: dict) -> str:
+    """A `gapbench signals` command line for a run's task that works, or how to write one."""
+    import shlex
+
+    spec = task_spec(task)
+    if spec is not None:
+        return f"`gapbench signals {shlex.quote(spec)} -o DIR`"
+    source = f" (its files: {task['source']})" if task.get("source") else ""
+    return (f"`gapbench signals TASK -o DIR`, TASK written as you gave it to `gapbench run`{source}, e.g. "
+            "local/trec:topics=FILE,qrels=FILE,corpus=FILE")
 
 
 def gate_cmd(
@@ -88,27 +117,30 @@ def gate_cmd(
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
     from .common import fail
+    from ..analyses.gate_retrievers import match_gate_runs
     from ..analyses.signals import gate_runs, gate_signals, gate_warning, load_signals, write_escalations
     from ..store import load_manifest, load_run
 
     stored = load_signals(signals, "gate_either" if either else "gate")
     runs = {}
-    task_name = None
+    task_name = task = None
     for d in run_dirs:
         manifest = load_manifest(d)
-        spec = (manifest.get("retriever") or {}).get("name") or manifest.get("system") or d.name
-        if spec in runs:
-            fail(f"{d}: a second run of {spec!r}; give each retriever's run directory once.")
-        task_name = _same_task(d, (manifest.get("task") or {}).get("name"), task_name, stored.get("task"), signals)
-        runs[spec] = load_run(d)
-    corpus = queries = None
+        task = manifest.get("task") or {}
+        task_name = _same_task(d, task, task_name, stored.get("task"), signals)
+        entry = manifest.get("retriever") or {"name": manifest.get("system") or d.name}
+        runs[str(d)] = (entry, load_run(d))
     names = gate_signals(stored, either)
+    runs = match_gate_runs(stored, runs, names, source=signals)
+    corpus = queries = None
     if "evidence_coverage" in names:
-        if not task_name:
-            fail(f"{run_dirs[0]}: the manifest names no task; evidence_coverage needs the task's texts.")
+        spec = task_spec(task) if task_name else None
+        if not spec:
+            fail(f"{run_dirs[0]}: the manifest names no task that can be loaded again; evidence_coverage needs the "
+                 "task's texts.")
         from ..task import get_task
 
-        data = get_task(task_name).load()
+        data = get_task(spec).load()
         corpus, queries = data.corpus, data.queries
     qids, values, flags = gate_runs(runs, stored, corpus=corpus, queries=queries, either=either)
     out_dir = Path(output) if output is not None else Path(run_dirs[0])
