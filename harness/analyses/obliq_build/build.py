@@ -234,7 +234,9 @@ def _recollection(ctx: Context):
                               "recollect; build from longer documents.", stage="recollect")
     drafts = st_recollect.drafts(ctx, targets)
     texts, gold = _queries_and_gold(ctx, drafts, "recollect", 4, rejudge=False)
-    origin = [{"query_id": q, "kind": "target", "doc_ids": sorted(gold[q])} for q in sorted(texts)]
+    openings = {d.key: d.opening for d in drafts}
+    origin = [{"query_id": q, "kind": "target", "doc_ids": sorted(gold[q]), "opening": openings[q]}
+              for q in sorted(texts)]
     return texts, gold, {q: sorted(gold[q]) for q in gold}, {}, origin
 
 
@@ -293,7 +295,7 @@ def _report(options, name, corpus_info, est, prompts: Prompts, ctx: Context | No
         n_pooled=sum(len(v) for v in (pooled or {}).values()),
         n_excluded=sum(len(v) for v in (excluded or {}).values()),
         per_query_pool=ctx.per_query if ctx is not None else {},
-        llm_usage=client.usage.to_dict() if client is not None and hasattr(client, "usage") else None,
+        llm_usage=client.usage.total() if client is not None and hasattr(client, "usage") else None,
         files=[] if dry else list(FILES),
         seconds=round(time.monotonic() - started, 1),
     )

@@ -41,6 +41,7 @@ class Draft:
     text: str | None = None
     attempts: int = 0
     history: list[dict] = field(default_factory=list)
+    opening: str = ""  # the recollection variant's opening style
 
 
 class LeakCheck:

@@ -50,7 +50,7 @@ def drafts(ctx: Context, target_ids: Sequence[str]) -> list[Draft]:
     for n, doc_id in enumerate(target_ids):
         opening = OPENINGS[(start + n) % len(OPENINGS)]
         passage = cut(ctx.text(doc_id), ctx.options.max_chars)
-        out.append(Draft(f"t{n + 1:03d}", [doc_id], partial(_prompt, ctx, passage, opening)))
+        out.append(Draft(f"t{n + 1:03d}", [doc_id], partial(_prompt, ctx, passage, opening), opening=opening))
     return out
 
 

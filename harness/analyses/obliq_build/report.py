@@ -81,7 +81,8 @@ class ObliqBuildReport(BaseModel):
         for (stage, reason), n in sorted(reasons.items()):
             lines.append(f"  dropped at {stage}: {n} ({reason})")
         if self.llm_usage:
-            total = self.llm_usage.get("total", self.llm_usage)
-            lines.append(f"  LLM: {total.get('calls', 0)} calls, {total.get('cache_hits', 0)} answers from the cache")
+            u = self.llm_usage
+            lines.append(f"  LLM: {u.get('calls', 0)} calls, {u.get('cache_hits', 0)} answers from the cache, "
+                         f"{u.get('prompt_tokens', 0):,} tokens in, {u.get('completion_tokens', 0):,} out")
         lines.append(f"  evaluate it: gapbench run {self.folder} -r bm25   (pooled judgements: qrels/pooled.tsv)")
         return "\n".join(lines)

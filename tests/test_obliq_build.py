@@ -1,0 +1,267 @@
+"""gapbench obliq build: an OBLIQ-style task built end to end against a scripted local server whose answers come from
+attributes planted in the documents (tests/obliq_server.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gapbench.analyses.obliq_build import ObliqBuildError, ObliqBuildOptions, build_obliq
+from gapbench.errors import ConfigError, GapbenchError
+from gapbench.llm.client import LLMClient, LLMError
+from obliq_server import Attribute, ObliqServer, World
+
+LENS = "the complaint or compliment a customer message expresses without naming it outright"
+
+DOCS = {
+    # attribute "late": an order that came far too late; a3 and a5 the annotator misses (planted missed positives)
+    "a1": "Ordered a lamp on the first of the month and it showed up on the twenty-ninth.",
+    "a2": "Three weeks of tracking updates saying in transit, then the box finally appeared yesterday.",
+    "a3": "My birthday present turned up a fortnight after the party was over.",
+    "a4": "The courier kept postponing; the sofa came eleven days after the promised date.",
+    "a5": "By the time the winter coat reached my door it was already spring.",
+    "a6": "Paid for express shipping, received the parcel a month later.",
+    # attribute "staff": thanks for one employee; every one names Ziggy (the planted discriminative word)
+    "b1": "Ziggy at the front desk sorted out my room mix-up in minutes, what a star.",
+    "b2": "Big thanks to Ziggy, who stayed late to help me fix my account.",
+    "b3": "Ziggy remembered my order from last week and had it ready before I asked.",
+    "b4": "Whoever hired Ziggy deserves a raise too; patient, kind and quick.",
+    "b5": "Ziggy walked me through the whole setup over the phone without rushing.",
+    # attribute "billing": money taken wrongly, in two phrasings the annotator alternates
+    "c1": "Two identical charges for one pair of shoes on my card statement.",
+    "c2": "The receipt says 40 but the bank took 400.",
+    "c3": "I cancelled in March and the subscription fee kept coming out in April and May.",
+    "c4": "The quote was 250 and the bill that arrived said 310 with no explanation.",
+    "c5": "Refund approved weeks ago, yet the money never came back to my account.",
+    # attribute "vegan": one document only, below min_cluster
+    "d1": "Does the kitchen offer anything without meat, eggs or dairy?",
+    # distractors: no attribute
+    "x1": "The store opens at nine on weekdays and ten on Sundays.",
+    "x2": "Please send me the catalogue for the autumn collection.",
+    "x3": "What sizes does the blue jacket come in?",
+    "x4": "Is parking available near the downtown branch?",
+    "x5": "I would like to update the email address on my profile.",
+    "x6": "Can I pick up my order in person instead?",
+}
+TRUTH = {d: {"a": "late", "b": "staff", "c": "billing", "d": "vegan"}.get(d[0]) for d in DOCS}
+MISSED = {"a3", "a5"}
+ATTRIBUTES = {
+    "late": Attribute(["frustration that an order arrived far later than promised"],
+                      "annoyance at a shipment arriving much later than promised",
+                      ["customers tired of waiting on things they had already paid for"]),
+    "staff": Attribute(["gratitude toward a helpful employee"],
+                       "thanks for one employee's personal help",
+                       ["messages thanking Ziggy", "praise for one worker who went beyond the call of duty"]),
+    "billing": Attribute(["charged the wrong amount by mistake", "a refund or cancellation that the bank ignored"],
+                         "money taken wrongly by a billing mistake",
+                         ["people who found they had paid what they should not have"]),
+    "vegan": Attribute(["asks about plant based food"], "questions about plant based food",
+                       ["diners avoiding animal products"]),
+}
+GOLD = {"late": {"a1", "a2", "a4", "a6"}, "staff": {f"b{i}" for i in range(1, 6)},
+        "billing": {f"c{i}" for i in range(1, 6)}}
+
+
+def world() -> World:
+    said = {d: (None if d in MISSED else k) for d, k in TRUTH.items()}
+    return World(dict(DOCS), dict(TRUTH), said, ATTRIBUTES)
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in DOCS.items()), encoding="utf-8")
+    return path
+
+
+def options(out: Path, **over) -> ObliqBuildOptions:
+    base = dict(lens=LENS, out=out, batch_size=4, judge_batch=6, min_cluster=2, max_cluster=10,
+                pool_retrievers=("bm25", "dense"), pool_depth=30, regenerate=2)
+    return ObliqBuildOptions(**{**base, **over})
+
+
+def client(srv, cache: Path) -> LLMClient:
+    return LLMClient(base_url=srv.base_url, model="judge", cache=cache, max_retries=0, concurrency=4)
+
+
+def qrels(path: Path) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for line in path.read_text().splitlines()[1:]:
+        q, d, g = line.split("\t")
+        assert g == "2"
+        out.setdefault(q, set()).add(d)
+    return out
+
+
+def by_attribute(folder: Path, split: str) -> dict[str, set[str]]:
+    """The judged documents per planted attribute (found from each query's text)."""
+    texts = {json.loads(line)["_id"]: json.loads(line)["text"] for line in (folder / "queries.jsonl").open()}
+    w = world()
+    return {w.key_of_query(texts[q]): docs for q, docs in qrels(folder / "qrels" / f"{split}.tsv").items()}
+
+
+def test_build_end_to_end_recovers_the_planted_clusters(corpus, tmp_path):
+    out = tmp_path / "task"
+    with ObliqServer(world(), drop_ids={"b3"}, invent_id=True) as srv:
+        report = build_obliq(str(corpus), options(out, llm_client=client(srv, tmp_path / "llm.sqlite")))
+        calls = srv.counts["chat"]
+        sent = list(srv.received)
+        query_prompts = list(srv.query_prompts)
+    # the gold judgements are the planted clusters (the annotator's misses are not in them), the vegan one dropped
+    assert by_attribute(out, "test") == GOLD
+    # the pool stage adds exactly the planted missed positives, and nothing else
+    pooled = by_attribute(out, "pooled")
+    assert {k: pooled[k] - GOLD[k] for k in GOLD} == {"late": MISSED, "staff": set(), "billing": set()}
+    c = report.counts
+    # the planted leaky query ("messages thanking Ziggy") is caught and written again, once
+    assert c["queries"]["leaky queries caught"] == 1 and c["queries"]["queries written again"] == 1
+    staff = [p for p in query_prompts if "thanks for one employee" in p]
+    assert len(staff) == 2 and "ziggy" in staff[0].split("Words to avoid:")[1].splitlines()[0]
+    assert "This is try 2" in staff[1] and "ziggy" in staff[1].split("This is try 2")[1]
+    # ids: b3 left out of its batch answer is asked again alone; the invented id is counted and ignored
+    assert c["annotate"]["documents asked again alone"] == 1 and c["annotate"]["invented ids"] == 1
+    assert c["annotate"]["documents with a value"] == len(DOCS) - len(MISSED) - 6
+    assert [(d.stage, d.what) for d in report.dropped if d.stage == "collapse"] == [
+        ("collapse", "asks about plant based food")]
+    assert report.n_queries == 3 and report.n_gold == 14 and report.n_pooled == 16
+    assert {q: (p.added) for q, p in report.per_query_pool.items()} == {
+        q: len(MISSED) if docs == GOLD["late"] else 0 for q, docs in qrels(out / "qrels" / "test.tsv").items()}
+    # answers asked for as JSON schema (structured output)
+    assert all(r["response_format"]["type"] == "json_schema" for r in sent)
+    card = json.loads((out / "card.json").read_text())
+    assert card["lens"] == LENS and set(card["prompts"]) >= {"annotate", "query", "judge", "pool_judge"}
+    assert [s["stage"] for s in card["stages"]] == ["annotate", "collapse", "queries", "rejudge", "pool"]
+    # a re-run makes no call at all
+    with ObliqServer(world()) as srv:
+        again = build_obliq(str(corpus), options(out, llm_client=client(srv, tmp_path / "llm.sqlite")))
+        assert srv.counts["chat"] == 0
+    assert again.n_gold == report.n_gold and again.n_pooled == report.n_pooled
+    assert calls == report.llm_usage["calls"] == sum(c.get("calls", 0) for c in report.counts.values())
+
+
+def test_a_build_killed_mid_stage_resumes_without_repeating_a_call(corpus, tmp_path):
+    with ObliqServer(world()) as srv:  # the whole build, on a cache of its own: how many calls it takes
+        build_obliq(str(corpus), options(tmp_path / "full", llm_client=client(srv, tmp_path / "full.sqlite")))
+        total = srv.counts["ok"]
+    cache = tmp_path / "llm.sqlite"
+    with ObliqServer(world(), fail_after=9) as srv:  # dies during the collapse stage's calls
+        with pytest.raises(LLMError):
+            build_obliq(str(corpus), options(tmp_path / "task", llm_client=client(srv, cache)))
+        answered = srv.counts["ok"]
+    assert 0 < answered <= 9
+    with ObliqServer(world()) as srv:
+        report = build_obliq(str(corpus), options(tmp_path / "task", llm_client=client(srv, cache)))
+        assert srv.counts["ok"] == total - answered  # only the calls not answered before
+    assert by_attribute(tmp_path / "task", "test") == GOLD
+
+
+def test_gapbench_run_takes_the_built_folder(corpus, tmp_path, capsys):
+    from gapbench.cli import main
+
+    out = tmp_path / "task"
+    with ObliqServer(world()) as srv:
+        build_obliq(str(corpus), options(out, pool_retrievers=("bm25",), llm_client=client(srv, tmp_path / "c")))
+    assert main(["run", str(out), "-r", "bm25", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "nDCG@10" in json.dumps(result)
+
+
+def test_unparseable_annotations_are_counted_and_stop_the_build_at_stage_2(corpus, tmp_path):
+    with ObliqServer(world(), garble={"annotate"}) as srv:
+        with pytest.raises(ObliqBuildError, match=r"lost at stage 2 \(annotate\)") as err:
+            build_obliq(str(corpus), options(tmp_path / "t", llm_client=client(srv, tmp_path / "c")))
+    assert err.value.stage == "annotate"
+    assert f"{len(DOCS)} no usable answer for the document" in str(err.value)
+
+
+def test_every_cluster_filtered_out_exits_2_naming_stage_3(corpus, tmp_path, capsys):
+    from gapbench.cli import main
+
+    with ObliqServer(world()) as srv:
+        code = main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--min-cluster",
+                     "9", "--llm-base-url", srv.base_url, "--llm-model", "judge"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "every cluster was lost at stage 3 (collapse)" in err and "fewer than 9 documents (min_cluster)" in err
+
+
+def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
+    with pytest.raises(ConfigError, match="ObliqBuildOptions.lens: the lens is empty"):
+        ObliqBuildOptions(lens="  ", out=tmp_path / "t")
+    with pytest.raises(ConfigError, match="ObliqBuildOptions.pool_depth"):
+        ObliqBuildOptions(lens=LENS, out=tmp_path / "t", pool_depth=0)
+    with pytest.raises(ConfigError, match="min_cluster 5 is above max_cluster 2"):
+        ObliqBuildOptions(lens=LENS, out=tmp_path / "t", min_cluster=5, max_cluster=2)
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"_id": "1", "text": " "}\n{"_id": "2", "text": ""}\n')
+    with pytest.raises(ObliqBuildError, match="none has text"):
+        build_obliq(str(blank), ObliqBuildOptions(lens=LENS, out=tmp_path / "t", dry_run=True))
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not an earlier build"):
+        build_obliq(str(corpus), ObliqBuildOptions(lens=LENS, out=taken, llm_base_url="http://127.0.0.1:9/v1",
+                                                   llm_model="m"))
+
+
+def test_dry_run_estimates_without_a_call(corpus, tmp_path, capsys):
+    from gapbench.cli import main
+
+    assert main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run",
+                 "--batch-size", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "cost estimate for 23 documents" in text
+    row = next(line.split() for line in text.splitlines() if line.strip().startswith("annotate"))
+    assert row[1] == "6"  # 23 documents, 4 a call
+    assert not (tmp_path / "t").exists()
+
+
+def test_labels_as_documents_writes_exclusions_that_run_applies(corpus, tmp_path):
+    from gapbench.cli import main
+    from gapbench.formats import read_trec_run
+    from gapbench.retrieval import get_retriever
+    from gapbench.task import get_task
+
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("".join(f"{d}\t{k}\n" for d, k in TRUTH.items() if k))
+    out = tmp_path / "task"
+    report = build_obliq(str(corpus), options(out, labels=labels, labels_as="documents", label_queries=2,
+                                              llm_base_url="http://127.0.0.1:9/v1", llm_model="none"))
+    excluded = json.loads((out / "per_query_excluded_ids.json").read_text())
+    gold = qrels(out / "qrels" / "test.tsv")
+    assert report.n_queries == 6 and len(excluded) == 6  # two per label of at least min_cluster documents
+    for q, (doc,) in excluded.items():
+        assert q.endswith("-" + doc) and doc not in gold[q]
+        assert gold[q] == {d for d, k in TRUTH.items() if k == TRUTH[doc]} - {doc}
+    assert report.llm_usage["calls"] == 0  # relevance is the label: no call
+    # the query is its own document's text, so BM25 ranks that document first unless the exclusion masks it
+    data = get_task(str(out)).load()
+    assert {q: set(ids) for q, ids in data.excluded.items()} == {q: set(ids) for q, ids in excluded.items()}
+    bm25 = get_retriever("bm25")
+    bm25.index(data.corpus)
+    unmasked = bm25.search(data.queries, 3)
+    assert all(unmasked[q][0][0] == excluded[q][0] for q in excluded)
+    assert main(["run", str(out), "-r", "bm25", "-o", str(tmp_path / "r")]) == 0
+    run = read_trec_run(next((tmp_path / "r").rglob("run.trec.gz")))
+    assert all(excluded[q][0] not in dict(run[q]) for q in excluded) and all(len(run[q]) > 0 for q in excluded)
+
+
+def test_recollection_mode_one_target_per_query_openings_varied(tmp_path):
+    long_docs = {f"p{i}": f"passage {i} " + " ".join(f"word{i}x{j}" for j in range(30)) for i in range(6)}
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in long_docs.items()))
+    rec = {d: [f"a recollection of a vague moment number {d[1]}"] for d in long_docs}
+    rec["p1"] = ["the passage with word1x5 in it", "a recollection of a vague moment number 1"]  # leaky, then clean
+    with ObliqServer(World(long_docs, {}, {}, {}, recollections=rec)) as srv:
+        report = build_obliq(str(path), options(tmp_path / "t", mode="recollection", targets=6,
+                                                pool_retrievers=("bm25",), llm_client=client(srv, tmp_path / "c")))
+        kinds = list(srv.kinds)
+    gold = qrels(tmp_path / "t" / "qrels" / "test.tsv")
+    texts = {json.loads(line)["_id"]: json.loads(line)["text"] for line in (tmp_path / "t" / "queries.jsonl").open()}
+    # one target per query, the one the recollection was written for
+    assert {texts[q]: docs for q, docs in gold.items()} == {rec[d][-1]: {d} for d in long_docs}
+    assert report.counts["recollect"]["leaky queries caught"] == 1 and kinds.count("recollect") == 7
+    openings = [json.loads(line)["opening"] for line in (tmp_path / "t" / "clusters.jsonl").open()]
+    assert len(set(openings)) == 6  # six targets, six different openings
