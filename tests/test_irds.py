@@ -168,3 +168,16 @@ def test_template_listed_and_unconfigured():
     assert template.name == "irds"
     with pytest.raises(ConfigError, match="irds needs a dataset id"):
         template.load()
+
+
+def test_readme_irds_command(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    command = re.search(r"`(gapbench run irds:vaswani [^`]*)`", readme).group(1)
+    monkeypatch.chdir(tmp_path)
+    args = shlex.split(command)
+    assert args[:2] == ["gapbench", "run"] and main(args[1:]) == 0
+    out = capsys.readouterr().out
+    # the same collection as the README's local/trec command, so the same nDCG@10
+    assert "irds:vaswani | bm25-lucene: 10 queries" in out and re.search(r"nDCG@10\s+0\.7646\s", out)

@@ -184,3 +184,20 @@ def test_bm25_lucene_on_a_trec_doc_collection(tmp_path, capsys):
     # doc_tags on the command line: Vaswani's documents have no tags but DOCNO, so asking for <TEXT> is refused
     assert main(["run", spec + ",doc_tags=TEXT", "-r", "bm25-lucene"]) == 2
     assert "no document has any of the tags TEXT" in capsys.readouterr().err
+
+
+def test_readme_trec_collection_command(tmp_path, monkeypatch, capsys):
+    # the README's command, run as written in a copy of the collection's folder
+    import re
+    import shlex
+    import shutil
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    command = re.search(r'`(gapbench run "local/trec:topics=query-text\.trec,[^`]*)`', readme).group(1)
+    shutil.copytree(VASWANI, tmp_path / "vaswani")
+    monkeypatch.chdir(tmp_path / "vaswani")
+    args = shlex.split(command)
+    assert args[:2] == ["gapbench", "run"] and main(args[1:]) == 0
+    out = capsys.readouterr().out
+    assert "local/trec/query-text.trec | bm25-lucene: 10 queries" in out
+    assert re.search(r"nDCG@10\s+0\.7646\s", out)  # as in test_bm25_lucene_on_a_trec_doc_collection's run
