@@ -131,7 +131,8 @@ def test_evaluate_json(tmp_path, capsys):
     assert err == ""
     assert out.count("\n") == 1
     obj = json.loads(out)
-    assert set(obj) == {"task", "system", "n_queries", "measures"}
+    assert set(obj) == {"task", "system", "n_queries", "measures", "summary"}
+    assert obj["summary"] == obj["measures"]  # no count among these: trec_eval's `all` row is the mean
     assert obj["task"] == q
     assert obj["system"] == "mysys"
     assert obj["n_queries"] == 2

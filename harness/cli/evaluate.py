@@ -20,10 +20,20 @@ def evaluate_cmd(
     run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
     task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against its corpus."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m"),
-    as_json: bool = typer.Option(False, "--json"),
+    measures: Optional[List[str]] = typer.Option(
+        None, "--measures", "-m",
+        help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank).",
+    ),
+    per_query: bool = typer.Option(
+        False, "--per-query", "-q", help="Print every query's values, then the summary, as `trec_eval -q` does."),
+    trec: bool = typer.Option(False, "--trec", help="Print the summary as trec_eval does (its names and columns)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with -q, the per-query values too)."),
 ) -> None:
-    """Evaluate any TREC run against qrels (a file, or a task's)."""
+    """Evaluate any TREC run against qrels (a file, or a task's).
+
+    With -q or --trec the lines are trec_eval's (`trec_eval -c [-q] -m ...`): measure, query (or `all`) and value,
+    tab-separated, queries in sorted order, counts (num_ret, num_rel, num_rel_ret) summed in the `all` rows.
+    """
     from ..evaluation.evaluation import evaluate
     from ..formats import read_qrels, read_trec_run
 
@@ -44,9 +54,16 @@ def evaluate_cmd(
         wanted = wanted or list(task_obj.measures)
     else:
         qrels_obj, label = read_qrels(qrels), str(qrels)
+    if as_json and trec:
+        fail("--trec and --json are two output formats; give one of them.")
     res = evaluate(run, qrels_obj, wanted, task=label)
     if as_json:
-        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
-                               "measures": {m: res.means[m] for m in res.measures}}))
+        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries,
+               "measures": {m: res.means[m] for m in res.measures}, "summary": res.summary}
+        if per_query:
+            out["per_query"] = {m: dict(res.per_query[m]) for m in res.measures}
+        typer.echo(json.dumps(out))
+    elif per_query or trec:
+        typer.echo(res.trec_eval(per_query=per_query))
     else:
         typer.echo(str(res))

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError
 from ..options import Range, parse_float, parse_int
+from . import trec_names
 from .stats import bootstrap_cis
 from ..types import Qrels, Run, clean_scores
 from ..tables import Table
@@ -28,7 +29,8 @@ DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 MAX_CUTOFF = 1_000_000_000
 ACCEPTED_FORMS = (
     f"accepted forms: NAME, NAME@K or NAME(param=value,...)@K, K a whole number from 1 to {MAX_CUTOFF}, for example "
-    "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, P(rel=2)@5, nDCG(judged_only=true)@10"
+    "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, P(rel=2)@5, nDCG(judged_only=true)@10, or trec_eval's names: "
+    + trec_names.EXAMPLES
 )
 _MEASURE = re.compile(r"(?P<name>[^\W\d]\w*)(?:\((?P<params>[^()]*)\))?(?:@(?P<at>[^@()]*))?")
 _MAX_MEASURE_LEN = 200
@@ -107,6 +109,10 @@ def _parse_measure(item):
             shown, f"a measure is one short line (at most {_MAX_MEASURE_LEN} characters, no control characters)"
         )
     m = _MEASURE.fullmatch(text)
+    if m is None or m.group("name") not in ir_measures.measures.registry:
+        translated = _from_trec(text)
+        if translated is not None:
+            return translated
     if m is None:
         if text.count("@") > 1:
             raise _measure_error(text, "it has more than one '@'")
@@ -115,7 +121,7 @@ def _parse_measure(item):
     registry = ir_measures.measures.registry
     if name not in registry:
         same = [n for n in registry if n.casefold() == name.casefold()]
-        close = same or difflib.get_close_matches(name, list(registry), n=3, cutoff=0.6)
+        close = same or difflib.get_close_matches(name, [*registry, *trec_names.NAMES], n=3, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         forms = ACCEPTED_FORMS[0].upper() + ACCEPTED_FORMS[1:]
         raise ConfigError(f"unknown measure {text!r}: no measure is named {name!r}.{hint} {forms}.")
@@ -139,6 +145,20 @@ def _parse_measure(item):
             raise _measure_error(text, f"{name} takes no cut-off; write it without '@'")
         params[at] = _param_value(text, name, at, m.group("at"), supported[at].dtype)
     return _checked_measure(base(**params), text, {**base.params, **params})
+
+
+def _from_trec(text: str):
+    """The measure trec_eval names ``text`` (``map``, ``P.10``, ``ndcg_cut_10``), or None when it names none."""
+    try:
+        ir_text = trec_names.from_trec(text)
+    except trec_names.TrecNameError as exc:
+        raise _measure_error(text, str(exc)) from None
+    if ir_text is None:
+        return None
+    try:
+        return _parse_measure(ir_text)
+    except ConfigError as exc:  # a cut-off out of range: name the measure as the user wrote it
+        raise ConfigError(str(exc).replace(repr(ir_text), f"{text!r} (trec_eval's name for {ir_text})", 1)) from None
 
 
 def _param_value(text: str, name: str, key: str, raw: str, dtype):
@@ -257,6 +277,18 @@ class Results:
     def __getitem__(self, measure: str) -> float:
         return self.means[measure]
 
+    @property
+    def summary(self) -> dict[str, float]:
+        """trec_eval's ``all`` row: the sum over the queries of a count (NumQ, NumRet, NumRel, NumRelRet), the mean
+        of every other measure (the same as :attr:`means`)."""
+        return {m: self.means[m] * self.n_queries if trec_names.is_count(m) else self.means[m] for m in self.measures}
+
+    def trec_eval(self, per_query: bool = False) -> str:
+        """What ``trec_eval [-q] -c -m ...`` prints for these results: trec_eval's measure names, order, columns and
+        number formats (measures trec_eval has no name for are printed under their ir-measures names, last)."""
+        lines = trec_names.trec_eval_lines(self.measures, self.per_query, self.summary, queries=per_query)
+        return "\n".join(lines)
+
     def to_dict(self) -> dict:
         return {
             "task": self.task,
@@ -276,7 +308,13 @@ class Results:
         return pd.DataFrame({m: pd.Series(self.per_query[m]) for m in self.measures}).rename_axis("query_id")
 
     def __str__(self) -> str:
-        rows = [[m, f"{self.means[m]:.4f}", f"[{self.ci[m][0]:.4f}, {self.ci[m][1]:.4f}]"] for m in self.measures]
+        rows = []
+        for m in self.measures:
+            if trec_names.is_count(m):  # a count is summed over the queries, as in trec_eval's summary row
+                n = self.n_queries
+                rows.append([f"{m} (sum)", f"{self.summary[m]:.0f}", f"[{self.ci[m][0] * n:.1f}, {self.ci[m][1] * n:.1f}]"])
+            else:
+                rows.append([m, f"{self.means[m]:.4f}", f"[{self.ci[m][0]:.4f}, {self.ci[m][1]:.4f}]"])
         head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.n_queries} queries"
         notes = []
         if self.n_missing:
@@ -371,7 +409,7 @@ def evaluate(
     judged = qrels.judgements(positive)
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
     found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}
-    ordered = _per_query_complete(names, found, positive)
+    ordered = _per_query_complete(parsed, names, found, positive, judged, run_dict)
     return Results(
         system=system,
         measures=names,
@@ -443,14 +481,27 @@ def _ir_measures_values(rest: Sequence, judged: Mapping, run_dict: Mapping[str, 
     return out
 
 
-def _per_query_complete(names: Sequence[str], found: Mapping[str, Mapping[str, float]],
-                        positive: Sequence[str]) -> dict[str, dict[str, float]]:
-    """measure name -> every positive query -> value, 0.0 for a query the run does not rank; a GapbenchError for a
-    value that is not finite."""
+def _unranked_value(measure, judgements: Mapping[str, int]) -> float:
+    """A measure's value for a judged query the run does not rank (trec_eval ``-c``): NumQ counts the query and
+    NumRel its relevant documents, as neither depends on the run; every other measure is 0."""
+    if measure.NAME == "NumQ":
+        return 1.0
+    if measure.NAME == "NumRel":
+        rel = measure.params.get("rel", 1)
+        return float(sum(1 for grade in judgements.values() if grade >= rel))
+    return 0.0
+
+
+def _per_query_complete(parsed: Sequence, names: Sequence[str], found: Mapping[str, Mapping[str, float]],
+                        positive: Sequence[str], judged: Mapping[str, Mapping[str, int]],
+                        ranked: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """measure name -> every positive query -> value, :func:`_unranked_value` for a query the run does not rank
+    (some backends report 0 for it); a GapbenchError for a value that is not finite."""
     ordered: dict[str, dict[str, float]] = {}
-    for name in names:
+    for measure, name in zip(parsed, names):
         values = found.get(name, {})
-        ordered[name] = {q: values.get(q, 0.0) for q in positive}
+        ordered[name] = {q: values.get(q, 0.0) if q in ranked else _unranked_value(measure, judged[q])
+                         for q in positive}
         bad = [q for q, v in ordered[name].items() if not math.isfinite(v)]
         if bad:
             raise GapbenchError(f"{name} is not finite for query {bad[0]!r}.")

@@ -1,0 +1,169 @@
+"""trec_eval's words: its measure names read as ir-measures measures, and its output layout (``trec_eval [-q]``).
+
+trec_eval names a measure ``map``, ``P_10`` (given as ``-m P.10``), ``ndcg_cut_10``, ``recall_100``, ``recip_rank``,
+``bpref``, ``Rprec``, ``num_ret``...; ir-measures names the same measures ``AP``, ``P@10``, ``nDCG@10``, ``R@100``,
+``RR``, ``Bpref``, ``Rprec``, ``NumRet``. gapbench accepts both (trec_eval's case-insensitively, with ``_`` or ``.``
+before the parameter), computes with ir-measures names, and prints trec_eval's names in trec_eval's layout.
+
+trec_eval measures with no ir-measures equivalent, which gapbench therefore does not compute: ``runid`` (not a
+measure), ``gm_map`` and ``gm_bpref`` (geometric means, summary only), ``relstring``, ``Rprec_mult``, ``utility``,
+``11pt_avg``, ``binG``, ``G``, ``dcg``, ``ideal_dcg``, ``ndcg_rel``, ``Rndcg``, ``relative_P``,
+``num_nonrel_judged_ret``, ``num_nonjudged_ret``, ``rbp``, ``rbp_resid``, ``unj``, ``yaap`` and the preference
+measures (``prefs_*``, ``*_avgjg``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping, Sequence
+
+# trec_eval's measures in the order it prints them (the table in its measures.c), each with the ir-measures measure
+# it is: a format string taking the measure's parameter ({0}) or a plain name, and whether it needs the parameter.
+_FAMILIES: tuple[tuple[str, str, bool], ...] = (
+    ("num_q", "NumQ", False),
+    ("num_ret", "NumRet", False),
+    ("num_rel", "NumRel", False),
+    ("num_rel_ret", "NumRet(rel=1)", False),
+    ("map", "AP", False),
+    ("Rprec", "Rprec", False),
+    ("bpref", "Bpref", False),
+    ("recip_rank", "RR", False),
+    ("iprec_at_recall", "IPrec@{0}", True),
+    ("P", "P@{0}", True),
+    ("recall", "R@{0}", True),
+    ("infAP", "infAP", False),
+    ("ndcg", "nDCG", False),
+    ("ndcg_cut", "nDCG@{0}", True),
+    ("map_cut", "AP@{0}", True),
+    ("success", "Success@{0}", True),
+    ("set_P", "SetP", False),
+    ("set_relative_P", "SetP(relative=True)", False),
+    ("set_recall", "SetR", False),
+    ("set_map", "SetAP", False),
+    ("set_F", "SetF", False),
+)
+# trec_eval's measures with no ir-measures equivalent (see the module's docstring), refused by name.
+UNSUPPORTED = (
+    "runid", "gm_map", "gm_bpref", "relstring", "Rprec_mult", "utility", "11pt_avg", "binG", "G", "dcg", "ideal_dcg",
+    "ndcg_rel", "Rndcg", "relative_P", "num_nonrel_judged_ret", "num_nonjudged_ret", "rbp", "rbp_resid", "unj", "yaap",
+    "map_avgjg", "P_avgjg", "Rprec_mult_avgjg",
+)
+_UNSUPPORTED = {name.casefold(): name for name in UNSUPPORTED}
+_BY_NAME = {name.casefold(): (name, template, takes) for name, template, takes in _FAMILIES}
+_ORDER = {name: i for i, (name, _, _) in enumerate(_FAMILIES)}
+NAMES = tuple(name for name, _, _ in _FAMILIES)
+# Counts whose `all` row trec_eval sums over the queries (every other measure is averaged).
+_COUNTS = re.compile(r"^(NumQ|NumRet|NumRel|NumRelRet)(\(.*\))?$")
+_PARAM = re.compile(r"^(?P<name>[A-Za-z_]+?)(?:[._](?P<param>[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$")
+_INTEGERS = ("num_q", "num_ret", "num_rel", "num_rel_ret")
+
+EXAMPLES = "map, P_10 (or P.10), ndcg_cut_10, recall_100, recip_rank, bpref, Rprec, num_ret"
+
+
+class TrecNameError(ValueError):
+    """A trec_eval measure written in a way gapbench cannot read (evaluation turns it into a ConfigError)."""
+
+
+def from_trec(text: str) -> str | None:
+    """The ir-measures spelling of trec_eval's measure ``text`` (``P.10`` -> ``P@10``, ``map`` -> ``AP``), or None
+    when ``text`` is not a trec_eval measure name. Raises :class:`TrecNameError` for a trec_eval measure that is
+    missing the cut-off gapbench needs, or that takes none."""
+    m = _PARAM.match(text)
+    family = m.group("name").casefold() if m else text.casefold()
+    if family in _UNSUPPORTED or family.startswith("prefs_"):
+        raise TrecNameError(f"trec_eval's {_UNSUPPORTED.get(family, family)} has no ir-measures equivalent, so "
+                            f"gapbench does not compute it; its trec_eval measures are {', '.join(NAMES)}")
+    found = _BY_NAME.get(family) if m else None
+    if found is None:
+        return None
+    param = m.group("param")
+    name, template, takes = found
+    if takes and param is None:
+        example = "iprec_at_recall_0.10" if name == "iprec_at_recall" else f"{name}_10 or {name}.10"
+        raise TrecNameError(f"trec_eval's {name} needs its parameter here, one measure each, for example {example}")
+    if not takes and param is not None:
+        raise TrecNameError(f"trec_eval's {name} takes no parameter; write it as {name}")
+    if not takes:
+        return template
+    if name != "iprec_at_recall":
+        if not param.isdigit():
+            raise TrecNameError(f"the cut-off of trec_eval's {name} is a whole number, got {param!r}")
+        param = str(int(param))
+    else:
+        param = repr(float(param))
+    return template.format(param)
+
+
+def to_trec(measure: str) -> str | None:
+    """trec_eval's name for the ir-measures measure named ``measure`` (``nDCG@10`` -> ``ndcg_cut_10``), or None when
+    trec_eval has no name for it (other parameters, or a measure trec_eval lacks)."""
+    import ir_measures
+
+    try:
+        parsed = ir_measures.parse_measure(measure)
+    except (ValueError, NameError, SyntaxError, TypeError, KeyError):
+        return None
+    for name, template, takes in _FAMILIES:
+        if not takes:
+            candidate = name
+        else:
+            param = parsed.params.get(parsed.AT_PARAM) if parsed.AT_PARAM else None
+            if param is None or template.split("@")[0] != parsed.NAME:
+                continue
+            candidate = f"{name}_{param:.2f}" if name == "iprec_at_recall" else f"{name}_{param}"
+        ir_text = from_trec(candidate)
+        if ir_text is not None and str(ir_measures.parse_measure(ir_text)) == str(parsed):
+            return candidate
+    return None
+
+
+def is_count(measure: str) -> bool:
+    """Whether trec_eval's summary row sums ``measure`` over the queries (NumQ, NumRet, NumRel, NumRelRet)."""
+    return bool(_COUNTS.match(measure))
+
+
+def summary_value(measure: str, values: Sequence[float]) -> float:
+    """The value of trec_eval's ``all`` row: the sum of a count, the mean of any other measure."""
+    total = sum(values)
+    return total if is_count(measure) else total / len(values)
+
+
+def _printed_name(measure: str) -> str:
+    return to_trec(measure) or measure
+
+
+def _order_key(printed: str) -> tuple[int, float]:
+    """trec_eval's order: its measure table, and within a family the parameters ascending (P_5, P_10, P_15)."""
+    for name in sorted(NAMES, key=len, reverse=True):
+        if printed == name:
+            return (_ORDER[name], 0.0)
+        if printed.startswith(name + "_"):
+            return (_ORDER[name], float(printed[len(name) + 1:]))
+    return (len(_ORDER), 0.0)
+
+
+def _value(printed: str, value: float) -> str:
+    return str(int(round(value))) if printed in _INTEGERS else f"{value:.4f}"
+
+
+def _line(name: str, qid: str, value: str) -> str:
+    return f"{name:<22}\t{qid}\t{value}"
+
+
+def trec_eval_lines(measures: Iterable[str], per_query: Mapping[str, Mapping[str, float]],
+                    summary: Mapping[str, float], *, queries: bool) -> list[str]:
+    """The lines ``trec_eval [-q] -m ...`` prints: with ``queries``, every query's lines (queries in trec_eval's
+    sorted order, each query's measures in trec_eval's order), then the ``all`` rows. Measures trec_eval has no
+    name for are printed under their ir-measures name, after trec_eval's own."""
+    named = sorted(((_printed_name(m), m) for m in measures), key=lambda p: _order_key(p[0]))
+    lines = []
+    if queries and named:
+        qids = sorted(per_query[named[0][1]])
+        for qid in qids:
+            for printed, m in named:
+                if printed == "num_q":
+                    continue  # trec_eval prints the number of queries in the summary only
+                lines.append(_line(printed, qid, _value(printed, per_query[m][qid])))
+    for printed, m in named:
+        lines.append(_line(printed, "all", _value(printed, summary[m])))
+    return lines

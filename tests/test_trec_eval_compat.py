@@ -1,0 +1,153 @@
+"""`gapbench evaluate` against trec_eval's own expected outputs, line by line, on trec_eval's test files.
+
+The files under tests/fixtures/trec_eval/ are trec_eval's (see PROVENANCE.md there): its qrels, its run, and what
+`trec_eval -m all_trec [-q] [-c]` prints for them. Every measure line whose trec_eval name gapbench reads is compared
+as printed (name column, query, value formatting). The trec_eval measures gapbench does not compute, and that are
+therefore not compared, are exactly `trec_names.UNSUPPORTED`: runid (not a measure), gm_map and gm_bpref
+(geometric means), relstring, Rprec_mult, utility, 11pt_avg, binG, G, ndcg_rel, Rndcg, relative_P,
+num_nonrel_judged_ret, rbp, rbp_resid and unj; the test checks that no other line of trec_eval's output is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from gapbench.cli import main
+from gapbench.evaluation import trec_names
+
+HERE = Path(__file__).resolve().parent / "fixtures" / "trec_eval"
+CHECKSUMS = {
+    "qrels.test": "6c44a070a10bfb14b123cadc597227fc63c1acec109bc6d1e5a6bc4763906698",
+    "results.test": "69019319f6cb9ce861b4ad08d90898170d3d2b27da580fb3cba59e557ff2fd20",
+    "results.trunc": "4a85d6b7b21b69b59728fa0aa7452199640f70d96529b86d0cca8f9c9292e438",
+    "out.test": "eec0abb32bfb99fa78d239a3440b2c6cb01b06dead7e2338fd75b5c280d9eba0",
+    "out.test.a": "8fd8f08c0b5c9064dc955263dc98ceed34b6d7421ebef363be0043256ccb1d68",
+    "out.test.aq": "6e884d1ab060f5cede2e85490fb1f62e6ca664b8da99e7a8dfffeedefe9433eb",
+    "out.test.aqc": "c4872c36186a26756867131a5dfe2c3e2aff001e1e9288a8584c5f4380b6ffc7",
+    "v9/out.test.a": "a3f5fec49e67208777fed3240d4dbdaa7dd706076b00573b3c83c6faff36bc8a",
+    "v9/out.test.aq": "1db9ed1d5dd7b3cbe582d6ef02191af5e84d7a7452aa1f166d40c86dd5640361",
+    "v9/out.test.aqc": "b3ffad09cdbabd1deea0a2d0034d1e46fd4282f66e7ae9c8f6f5f7431a9b3009",
+}
+# The trec_eval measures of `-m all_trec` that gapbench does not compute (no ir-measures equivalent).
+NOT_COMPARED = {"runid", "gm_map", "gm_bpref", "relstring", "Rprec_mult", "utility", "11pt_avg", "binG", "G",
+                "ndcg_rel", "Rndcg", "relative_P", "num_nonrel_judged_ret", "rbp", "rbp_resid", "unj"}
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_vendored_files_are_trec_eval_s_unchanged():
+    for name, digest in CHECKSUMS.items():
+        assert hashlib.sha256((HERE / name).read_bytes()).hexdigest() == digest, name
+    assert "National Institute of Standards and Technology" in (HERE / "LICENSE.md").read_text(encoding="utf-8")
+
+
+def _family(name: str) -> str:
+    for family in sorted([*trec_names.NAMES, *trec_names.UNSUPPORTED], key=len, reverse=True):
+        if name == family or name.startswith(family + "_"):
+            return family
+    raise AssertionError(f"trec_eval printed a measure this test does not know: {name}")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _split(expected_file: str) -> tuple[list[str], list[str]]:
+    """(the lines gapbench must print, in trec_eval's order; the measure names to ask for)."""
+    kept, names = [], []
+    for line in _lines(HERE / expected_file):
+        name = line.split("\t")[0].rstrip()
+        family = _family(name)
+        if family in NOT_COMPARED:
+            continue
+        assert family in trec_names.NAMES, family
+        kept.append(line)
+        if name not in names:
+            names.append(name)
+    return kept, names
+
+
+# trec_eval's commit 2a9e214 (2023-12) changed the rank at which iprec_at_recall reads a recall level, from
+# (long)(level * num_rel + 0.9) to lround(level * num_rel) (PROVENANCE.md). pytrec_eval, gapbench's backend, embeds
+# the earlier rule, so on these lines gapbench prints what trec_eval printed before that commit (v9/): query 301 has
+# 474 relevant documents (0.1 * 474 + 0.9 -> 48, lround -> 47) and 302 has 77 (0.6 * 77 + 0.9 -> 47, lround -> 46).
+EARLIER_RULE = {
+    "out.test.aq": {("iprec_at_recall_0.10", "301"), ("iprec_at_recall_0.60", "302"),
+                    ("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
+    "out.test.aqc": {("iprec_at_recall_0.10", "301")},
+    "out.test.a": {("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
+}
+
+
+def _six_columns(run: str, tmp_path: Path) -> Path:
+    """The run with only the first six columns of each line: results.trunc ends some lines with words after the
+    run tag, which trec_eval ignores and gapbench's reader refuses."""
+    out = tmp_path / run
+    out.write_text("".join(" ".join(line.split()[:6]) + "\n" for line in _lines(HERE / run)), encoding="utf-8")
+    return out
+
+
+def _gapbench(capsys, run: str | Path, *flags: str, measures: list[str]) -> list[str]:
+    code = main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--run", str(HERE / run), "-m", ",".join(measures),
+                 *flags])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out.splitlines()
+
+
+def test_the_measures_left_out_are_exactly_those_gapbench_cannot_compute():
+    assert NOT_COMPARED <= set(trec_names.UNSUPPORTED)
+    printed = {_family(line.split("\t")[0].rstrip())
+               for line in (HERE / "out.test.aq").read_text(encoding="utf-8").splitlines()}
+    assert printed - NOT_COMPARED == printed & set(trec_names.NAMES)
+    # what is compared: 64 of the 96 measures trec_eval prints per query, on each of the 3 queries, and num_q
+    _, names = _split("out.test.aq")
+    assert len(names) == 65 and "num_q" in names and "ndcg_cut_10" in names and "iprec_at_recall_0.50" in names
+
+
+@pytest.mark.parametrize("expected, run, flags", [
+    ("out.test.aq", "results.test", ["-q"]),   # trec_eval -m all_trec -q
+    ("out.test.aqc", "results.trunc", ["-q"]),  # trec_eval -m all_trec -q -c: gapbench scores absent queries (-c)
+    ("out.test.a", "results.test", ["--trec"]),  # trec_eval -m all_trec
+])
+def test_gapbench_evaluate_prints_what_trec_eval_prints(capsys, tmp_path, expected, run, flags):
+    want, names = _split(expected)
+    # given in reverse, so the order printed is trec_eval's own and not the order asked for
+    got = _gapbench(capsys, _six_columns(run, tmp_path), *flags, measures=list(reversed(names)))
+    earlier = {tuple(p.rstrip() for p in line.split("\t")[:2]): line for line in _lines(HERE / "v9" / expected)}
+    assert len(got) == len(want)
+    by_earlier_rule = set()
+    for i, (g, w) in enumerate(zip(got, want)):
+        key = tuple(p.rstrip() for p in w.split("\t")[:2])
+        if g != w and key in EARLIER_RULE[expected]:
+            w = earlier[key]
+            by_earlier_rule.add(key)
+        assert g == w, f"line {i + 1}: gapbench {g!r}, trec_eval {w!r}"
+    assert by_earlier_rule == EARLIER_RULE[expected]
+
+
+def test_map_p10_ndcg_cut_as_trec_eval_names_them(capsys):
+    # `trec_eval -m map -m P.10 -m ndcg_cut.10 qrels.test results.test` prints these three lines of out.test.a
+    want = [line for line in (HERE / "out.test.a").read_text(encoding="utf-8").splitlines()
+            if line.split("\t")[0].rstrip() in ("map", "P_10", "ndcg_cut_10")]
+    assert [w.split("\t")[2] for w in want] == ["0.1785", "0.3000", "0.3016"]
+    assert _gapbench(capsys, "results.test", "--trec", measures=["map", "P_10", "ndcg_cut.10"]) == want
+    # the default table shows the same numbers under ir-measures' names
+    table = _gapbench(capsys, "results.test", measures=["map", "P_10", "ndcg_cut.10"])
+    assert any(line.split()[:2] == ["AP", "0.1785"] for line in table)
+    assert any(line.split()[:2] == ["P@10", "0.3000"] for line in table)
+    assert any(line.split()[:2] == ["nDCG@10", "0.3016"] for line in table)
+
+
+def test_counts_are_summed_in_the_summary_as_trec_eval_sums_them(capsys):
+    # out.test: num_ret 1500, num_rel 561, num_rel_ret 131 over 3 queries (sums, not per-query means)
+    table = _gapbench(capsys, "results.test", measures=["num_ret", "num_rel", "num_rel_ret"])
+    assert any(line.split()[:3] == ["NumRet", "(sum)", "1500"] for line in table)
+    assert any(line.split()[:3] == ["NumRel", "(sum)", "561"] for line in table)
+    assert any(line.split()[:3] == ["NumRet(rel=1)", "(sum)", "131"] for line in table)
