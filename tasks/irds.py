@@ -180,36 +180,47 @@ def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ..
     ir = _ir_datasets()
     ds = ir.load(dataset)
     try:
+        # the documents first: a collection that must be obtained by hand (TREC disks) fails before anything is fetched
+        corpus = _corpus(ir, ds, dataset, fields, key)
         queries = Queries([Query(str(q.query_id), _text(q, query_fields)[1]) for q in ds.queries_iter()],
                           source=f"{SCHEME}{dataset}")
         judged: dict[str, dict[str, int]] = {}
         for qrel in ds.qrels_iter():
             judged.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
-        corpus = _corpus(ir, ds, dataset, fields, key)
     except GapbenchError:
         raise
     except Exception as exc:  # a download that failed, a file that is missing or torn: ir_datasets' own errors
-        raise DatasetUnavailableError(
-            f"irds:{dataset}: ir_datasets could not read the dataset ({type(exc).__name__}: {exc}). It keeps its "
-            f"files under {ir.util.home_path()} (IR_DATASETS_HOME); without network access place them there as "
-            f"ir_datasets lays them out: {', '.join(f['file'] for f in source_files(ds, ir)) or 'see its docs'}."
-        ) from None
+        raise _unavailable(ir, ds, dataset, exc) from None
     return TaskData(corpus, queries, Qrels(judged, source=f"{SCHEME}{dataset}"))
+
+
+def _unavailable(ir, ds, dataset: str, exc: BaseException) -> DatasetUnavailableError:
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return DatasetUnavailableError(
+        f"irds:{dataset}: ir_datasets could not read the dataset ({reason[:400]}{' ...' if len(reason) > 400 else ''})."
+        f" It keeps its files under {ir.util.home_path()} (IR_DATASETS_HOME); without network access place them "
+        "there as ir_datasets lays them out (its log above says how for collections obtained by hand): "
+        f"{', '.join(f['file'] for f in source_files(ds, ir)) or 'see https://ir-datasets.com'}.")
 
 
 def _corpus(ir, ds, dataset: str, fields: tuple[str, ...], key: str) -> Corpus:
     mode = compact_mode()
     count = _count(ds, "docs_count")
     if mode == "always" or (mode == "auto" and count is not None and count >= LARGE_DOCS):
-        return load_compact(_key_file(dataset, fields, key), _records(ds, fields))
+        return load_compact(_key_file(dataset, fields, key), _records(ir, ds, dataset, fields))
     docs = (Document(str(d.doc_id), *reversed(_text(d, fields))) for d in ds.docs_iter())
     return Corpus(docs, source=f"{SCHEME}{dataset}")
 
 
-def _records(ds, fields: tuple[str, ...]) -> Iterator[tuple[int, str, str, str]]:
-    for n, doc in enumerate(ds.docs_iter(), 1):
-        title, text = _text(doc, fields)
-        yield n, str(doc.doc_id), title, text
+def _records(ir, ds, dataset: str, fields: tuple[str, ...]) -> Iterator[tuple[int, str, str, str]]:
+    try:
+        for n, doc in enumerate(ds.docs_iter(), 1):
+            title, text = _text(doc, fields)
+            yield n, str(doc.doc_id), title, text
+    except GapbenchError:
+        raise
+    except Exception as exc:  # not an OSError of the store's own writing: ir_datasets' files are missing or torn
+        raise _unavailable(ir, ds, dataset, exc) from None
 
 
 def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:

@@ -181,3 +181,17 @@ def test_readme_irds_command(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     # the same collection as the README's local/trec command, so the same nDCG@10
     assert "irds:vaswani | bm25-lucene: 10 queries" in out and re.search(r"nDCG@10\s+0\.7646\s", out)
+
+
+def test_a_collection_not_on_disk_names_where_its_files_go():
+    # TREC disks 4 and 5 are obtained from NIST by hand: ir_datasets has no download for them, so nothing is fetched
+    from gapbench.errors import DatasetUnavailableError
+
+    task = get_task("irds:disks45/nocr/trec-robust-2004")
+    assert task.n_docs == 528155 and task.n_queries == 250  # ir_datasets' catalogue counts
+    assert "disks45/qrels.robust2004.txt md5:123c2a0ba2ec31178cb1050995dcfdfa (catalogue; not downloaded)" in \
+        task.revision
+    with pytest.raises(DatasetUnavailableError, match=re.escape(
+            f"irds:disks45/nocr/trec-robust-2004: ir_datasets could not read the dataset (FileNotFoundError: "
+            f"{HOME / 'disks45' / 'corpus'}). It keeps its files under {HOME} (IR_DATASETS_HOME)")):
+        task.load()
