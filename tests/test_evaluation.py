@@ -423,3 +423,64 @@ def test_ndcg_at_zero_is_an_error_not_an_abort():
         "measure 'nDCG@0': cutoff of nDCG has the wrong type or range: 0",
         "measure 'P@0': cutoff of P has the wrong type or range: 0",
     ]
+
+
+# ---- trec_eval's names (tests/test_trec_eval_compat.py compares the values with trec_eval's own output)
+
+@pytest.mark.parametrize("given, measure", [
+    ("map", "AP"), ("MAP", "AP"), ("Map", "AP"), ("P_10", "P@10"), ("P.10", "P@10"), ("p_10", "P@10"),
+    ("ndcg_cut_10", "nDCG@10"), ("ndcg_cut.10", "nDCG@10"), ("NDCG_CUT_10", "nDCG@10"), ("ndcg", "nDCG"),
+    ("recall_100", "R@100"), ("recall.100", "R@100"), ("recip_rank", "RR"), ("bpref", "Bpref"), ("Rprec", "Rprec"),
+    ("rprec", "Rprec"), ("num_ret", "NumRet"), ("num_rel", "NumRel"), ("num_rel_ret", "NumRet(rel=1)"),
+    ("num_q", "NumQ"), ("map_cut_10", "AP@10"), ("success_5", "Success@5"), ("iprec_at_recall_0.10", "IPrec@0.1"),
+    ("infAP", "infAP"), ("set_P", "SetP"), ("set_relative_P", "SetP(relative=True)"), ("set_recall", "SetR"),
+    ("set_map", "SetAP"), ("set_F", "SetF"),
+])
+def test_trec_eval_names_are_read_as_ir_measures(given, measure):
+    from gapbench.evaluation import trec_names
+
+    assert [str(m) for m in parse_measures([given])] == [measure]
+    # and printed back under trec_eval's own spelling
+    assert trec_names.to_trec(measure) == {"map": "map", "MAP": "map", "Map": "map", "P.10": "P_10", "p_10": "P_10",
+                                           "ndcg_cut.10": "ndcg_cut_10", "NDCG_CUT_10": "ndcg_cut_10",
+                                           "recall.100": "recall_100", "rprec": "Rprec"}.get(given, given)
+
+
+@pytest.mark.parametrize("given, problem", [
+    ("P.5,10", None),  # split at the comma: P.5 and a measure named 10
+    ("recall", "trec_eval's recall needs its parameter here, one measure each, for example recall_10 or recall.10"),
+    ("map_5", "trec_eval's map takes no parameter; write it as map"),
+    ("P_1.5", "the cut-off of trec_eval's P is a whole number, got '1.5'"),
+    ("gm_map", "trec_eval's gm_map has no ir-measures equivalent, so gapbench does not compute it"),
+    ("Rprec_mult_0.20", "trec_eval's Rprec_mult has no ir-measures equivalent, so gapbench does not compute it"),
+])
+def test_trec_eval_names_gapbench_cannot_read_are_named(given, problem):
+    with pytest.raises(ConfigError) as err:
+        parse_measures(given)
+    if problem is not None:
+        assert str(err.value).startswith(f"measure {given!r}: {problem}")
+
+
+def test_a_trec_eval_cut_off_out_of_range_names_both_spellings():
+    with pytest.raises(ConfigError, match=r"^measure 'P_0' \(trec_eval's name for P@0\): cut-off of P must be"):
+        parse_measures(["P_0"])
+
+
+def test_counts_are_summed_in_the_summary_row_and_kept_for_an_unranked_query():
+    # q1 ranked: 2 retrieved, 1 of its 2 relevant found; q2 judged (3 relevant, 1 non-relevant) and not ranked
+    qrels = {"q1": {"a": 1, "b": 2}, "q2": {"x": 1, "y": 2, "z": 1, "n": 0}}
+    res = evaluate({"q1": {"a": 2.0, "c": 1.0}}, qrels, ["num_ret", "num_rel", "num_rel_ret", "num_q", "map"])
+    assert res.per_query["NumRel"] == {"q1": 2.0, "q2": 3.0}  # trec_eval -c: num_rel does not depend on the run
+    assert res.per_query["NumRet"] == {"q1": 2.0, "q2": 0.0}
+    assert res.summary == {"NumRet": 2.0, "NumRel": 5.0, "NumRet(rel=1)": 1.0, "NumQ": 2.0, "AP": 0.25}
+    assert res.means["NumRel"] == 2.5  # the stored mean stays a mean
+    text = str(res)
+    assert "NumRel (sum)" in text and "AP (sum)" not in text
+    assert res.trec_eval(per_query=True).splitlines() == [
+        "num_ret               \tq1\t2", "num_rel               \tq1\t2", "num_rel_ret           \tq1\t1",
+        "map                   \tq1\t0.5000",
+        "num_ret               \tq2\t0", "num_rel               \tq2\t3", "num_rel_ret           \tq2\t0",
+        "map                   \tq2\t0.0000",
+        "num_q                 \tall\t2", "num_ret               \tall\t2", "num_rel               \tall\t5",
+        "num_rel_ret           \tall\t1", "map                   \tall\t0.2500",
+    ]

@@ -27,6 +27,7 @@ CHECKSUMS = {
     "out.test.a": "8fd8f08c0b5c9064dc955263dc98ceed34b6d7421ebef363be0043256ccb1d68",
     "out.test.aq": "6e884d1ab060f5cede2e85490fb1f62e6ca664b8da99e7a8dfffeedefe9433eb",
     "out.test.aqc": "c4872c36186a26756867131a5dfe2c3e2aff001e1e9288a8584c5f4380b6ffc7",
+    "v9/out.test": "9c79bbca63d26cbc4990bd8e2c39482dedaaa07f99363028f939f8a4c8d1dff6",
     "v9/out.test.a": "a3f5fec49e67208777fed3240d4dbdaa7dd706076b00573b3c83c6faff36bc8a",
     "v9/out.test.aq": "1db9ed1d5dd7b3cbe582d6ef02191af5e84d7a7452aa1f166d40c86dd5640361",
     "v9/out.test.aqc": "b3ffad09cdbabd1deea0a2d0034d1e46fd4282f66e7ae9c8f6f5f7431a9b3009",
@@ -82,6 +83,7 @@ EARLIER_RULE = {
                     ("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
     "out.test.aqc": {("iprec_at_recall_0.10", "301")},
     "out.test.a": {("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
+    "out.test": {("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
 }
 
 
@@ -115,6 +117,7 @@ def test_the_measures_left_out_are_exactly_those_gapbench_cannot_compute():
     ("out.test.aq", "results.test", ["-q"]),   # trec_eval -m all_trec -q
     ("out.test.aqc", "results.trunc", ["-q"]),  # trec_eval -m all_trec -q -c: gapbench scores absent queries (-c)
     ("out.test.a", "results.test", ["--trec"]),  # trec_eval -m all_trec
+    ("out.test", "results.test", ["--trec"]),  # trec_eval (its default measures)
 ])
 def test_gapbench_evaluate_prints_what_trec_eval_prints(capsys, tmp_path, expected, run, flags):
     want, names = _split(expected)
