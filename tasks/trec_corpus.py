@@ -14,13 +14,18 @@ memory-mapped store (:mod:`gapbench.corpus_store`), as BEIR corpora are.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from gapbench.corpus_store import load_compact, read_jsonl_corpus, use_compact
+from gapbench.cache import cache_dir
+from gapbench.corpus_store import AUTO_MIN_BYTES, compact_mode, load_compact, read_jsonl_corpus
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
+from gapbench.files import write_text_atomic
 from gapbench.formats import text_lines
 from gapbench.types import Corpus, Document
 
@@ -106,9 +111,8 @@ def read_corpus(path: str | Path, doc_tags: str | Sequence[str] | None = None, *
     if jsonl:
         raise DataFormatError(f"a folder of corpus files takes TREC or TSV files; {jsonl[0]} is JSONL. Give the JSONL "
                               "file alone, or convert it.", path=path)
-    if len(files) == 1 and use_compact(files[0], compact):
-        return load_compact(files[0], _numbered(files[0], formats[files[0]], tags))
-    return _collect(files, formats, tags)
+    mapped = _compact(path, files, formats, tags, compact)
+    return mapped if mapped is not None else _collect(files, formats, tags)
 
 
 def _numbered(path: Path, kind: str, tags: tuple[str, ...] | None,
@@ -133,6 +137,53 @@ def _read_stream(path: Path, tags: tuple[str, ...] | None) -> Corpus:
             message = str(exc).split(": ", 1)[1] if exc.path is not None else str(exc)
             raise type(exc)(message, path=path, line=exc.line) from None
     return Corpus(corpus.values(), source=str(path))
+
+
+def _compact(path: Path, files: list[Path], formats: dict[Path, str], tags: tuple[str, ...] | None,
+             compact: str | None) -> Corpus | None:
+    """The corpus memory-mapped from the cache (converted once) when it is large, else None.
+
+    The copy is keyed by a small file that lists the files (path, size, modification time) and the chosen tags, so
+    another ``doc_tags`` is another copy and an edited file is converted again.
+    """
+    mode = compact_mode(compact)
+    if mode == "never":
+        return None
+    try:
+        stats = [f.stat() for f in files]
+    except OSError:
+        return None  # the reader reports it
+    if not all(stat.S_ISREG(st.st_mode) for st in stats) or (
+            mode == "auto" and sum(st.st_size for st in stats) < AUTO_MIN_BYTES):
+        return None
+    listing = json.dumps({"format": 1, "doc_tags": list(tags or ()),
+                          "files": [[str(f.resolve()), st.st_size, st.st_mtime_ns] for f, st in zip(files, stats)]},
+                         indent=0) + "\n"
+    name = hashlib.sha256(f"{path.resolve()}\0{'+'.join(tags or ())}".encode("utf-8", "surrogatepass")).hexdigest()
+    key = cache_dir("corpus-sources") / f"{name[:16]}.json"
+    try:
+        same = key.read_text(encoding="utf-8") == listing
+    except OSError:
+        same = False
+    if not same:  # rewritten only when it changes: its size and time are part of the copy's key
+        key.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(key, listing)
+    return load_compact(key, _unique(files, formats, tags))
+
+
+def _unique(files: list[Path], formats: dict[Path, str],
+            tags: tuple[str, ...] | None) -> Iterator[tuple[int, str, str, str]]:
+    """Every file's records in turn, a docno seen in an earlier file refused naming both files."""
+    first: dict[str, int] = {}  # docno -> file index << 40 | line: one int, not a tuple, per document
+    for i, path in enumerate(files):
+        for n, did, title, text in _numbered(path, formats[path], tags):
+            seen = first.setdefault(did, i << 40 | n)
+            if seen != i << 40 | n:
+                j, line = seen >> 40, seen & ((1 << 40) - 1)
+                where = f"line {line}" if j == i else f"{files[j]}, line {line}"
+                raise DuplicateIdError(f"document id {did!r} appears twice (first on {where}); ids must be unique.",
+                                       path=path, line=n)
+            yield n, did, title, text
 
 
 def _collect(files: list[Path], formats: dict[Path, str], tags: tuple[str, ...] | None,

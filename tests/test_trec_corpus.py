@@ -168,3 +168,30 @@ def test_trec_through_a_pipe_and_the_memory_mapped_store(tmp_path, monkeypatch):
     compact = read_corpus(VASWANI)
     assert isinstance(compact, CompactCorpus)
     assert compact.fingerprint == expected.fingerprint and compact["11344"].text == DOC_LAST
+
+
+def test_a_large_folder_is_memory_mapped_once_per_doc_tags(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_COMPACT_CORPUS", "always")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = TREC.read_text()
+    cut = text.index("<DOC>\n<DOCNO> LA010189-0018")
+    (folder / "a.trec").write_text(text[:cut])
+    (folder / "b.trec.gz").write_bytes(gzip.compress(text[cut:].encode()))
+    every, chosen = read_corpus(folder), read_corpus(folder, "TEXT+HEADLINE")
+    assert isinstance(every, CompactCorpus) and isinstance(chosen, CompactCorpus)
+    monkeypatch.setenv("GAPBENCH_COMPACT_CORPUS", "never")
+    assert every.fingerprint == read_corpus(TREC).fingerprint
+    assert chosen.fingerprint == read_corpus(TREC, "TEXT+HEADLINE").fingerprint != every.fingerprint
+    # an edited file is converted again; a docno in two files is refused naming both
+    (folder / "c.trec").write_text("<DOC><DOCNO>FT921-3021</DOCNO>again</DOC>\n")
+    monkeypatch.setenv("GAPBENCH_COMPACT_CORPUS", "always")
+    with pytest.raises(DuplicateIdError, match=r"c.trec, line 1: document id 'FT921-3021' appears twice \(first on "
+                                               r".*b.trec.gz, line \d+\)"):
+        read_corpus(folder)
+    (folder / "c.trec").write_text("<DOC><DOCNO>X-1</DOCNO>one more</DOC>\n<DOC><DOCNO>X-1</DOCNO>twice</DOC>\n")
+    with pytest.raises(DuplicateIdError, match=r"c.trec, line 2: document id 'X-1' appears twice \(first on line 1\)"):
+        read_corpus(folder)
+    (folder / "c.trec").write_text("<DOC><DOCNO>X-1</DOCNO>one more</DOC>\n")
+    grown = read_corpus(folder)
+    assert len(grown) == 7 and grown["X-1"].text == "one more"
