@@ -13,15 +13,21 @@ from .common import check_count, check_output, fail, measure_list, not_empty
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``run`` command to ``app``."""
-    app.command("run")(run_cmd)
+    """Add the ``run`` command to ``app``; its help lists every registered retriever and reranker."""
+    from .listing import listing_command, registered
+
+    helps = {
+        "retriever": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("retriever")) + ".",
+        "reranker": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("reranker")) + ".",
+    }
+    app.command("run", cls=listing_command(helps))(run_cmd)
 
 
 @cli_llm.sampling_options
 def run_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
-    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (bm25, bm25-lucene, dense)."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names)."),
+    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them)."),
+    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names) or map,P_10,ndcg_cut.10 (trec_eval's)."),
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
     seed: int = typer.Option(0, "--seed"),
