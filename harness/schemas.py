@@ -167,6 +167,9 @@ class TaskInfo(Model):
     main_measure: str
     n_docs: Optional[int] = Field(ge=0)
     n_queries: Optional[int] = Field(ge=0)
+    # the task string that makes this task again (a local task's folder or files and its options); manifests written
+    # before it existed lack it
+    spec: Optional[str] = None
 
 
 # ---------------------------------------------------------------- submission.json
@@ -387,6 +390,7 @@ class RegressReport(Model):
     rescore: str
     checks: list[RescoreCheck]
     rows: list[RegressRow]
+    warnings: list[str] = Field(default_factory=list)  # e.g. baseline and candidate searched to different k
 
 
 # ---------------------------------------------------------------- analyses

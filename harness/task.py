@@ -37,6 +37,9 @@ class Task:
     # more judgements an analysis reports beside the task's own, by label (OBLIQ's pooled qrels as "P"):
     # data -> {label: Qrels}; a declared hook, so no analysis special-cases a task by name
     extra_qrels: Callable[[TaskData], Mapping[str, Any]] | None = field(default=None, compare=False, repr=False)
+    # the task string that makes this task again where it differs from the name (a local task: its folder or files
+    # and options, ``/data/scifact:split=dev``); recorded in manifests, so re-scoring finds the data
+    spec: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():
@@ -60,6 +63,7 @@ class Task:
             "main_measure": self.main_measure,
             "n_docs": self.n_docs,
             "n_queries": self.n_queries,
+            **({"spec": self.spec} if self.spec else {}),
         }
 
 
@@ -89,7 +93,10 @@ def get_task(name: str) -> Task:
     path = _as_path(name)
     if path is not None and path.is_dir():
         # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically
-        return resolve_lazy("gapbench.tasks.local:beir_folder_task")(path)
+        return resolve_lazy(_FOLDER_TASK)(path)
+    folder = _folder_with_options(name)
+    if folder is not None:
+        return build(resolve_lazy(_FOLDER_OPTIONS)(folder[0]), folder[1], f"BEIR folder {folder[0]}")
     _ensure_builtin()
     from .suites import SUITES
 
@@ -114,6 +121,25 @@ def get_task(name: str) -> Task:
             )
         return entry
     return build(entry, options, f"task {base!r}")
+
+
+_FOLDER_TASK = "gapbench.tasks.local:beir_folder_task"
+_FOLDER_OPTIONS = "gapbench.tasks.local:folder_options"
+
+
+def _folder_with_options(name: str):
+    """(folder, options) for ``DIR:key=value,...`` where ``DIR`` is an existing folder, else None. A path may hold
+    ':' itself, so each ':' is tried from the right: the longest folder before a ``key=value`` list wins."""
+    from .options import parse_spec
+
+    cut = len(name)
+    while (cut := name.rfind(":", 0, cut)) > 0:
+        head, rest = name[:cut], name[cut + 1:]
+        path = _as_path(head)
+        if path is not None and path.is_dir() and "=" in rest.partition(",")[0]:
+            _, options = parse_spec(f"folder:{rest}", "task")
+            return path, options
+    return None
 
 
 def _as_path(name: str):

@@ -271,8 +271,12 @@ def make_task(name: str, split: str | None = None, source: str = "zip", data_dir
     if source not in SOURCES:
         raise ConfigError(f"beir source {source!r}: choose source=zip (official download) or source=hf.")
     local = data_dir or os.environ.get(ENV_VAR)
+    remake = ""
     if local:
         src, rev = f"local BEIR copy {Path(local).expanduser()}", "local"
+        # the copy's absolute folder and every option that changes the data: re-scoring makes the task again from it
+        remake = f"beir/{name}:data_dir={Path(local).expanduser().resolve()},split={split}" + (
+            "" if ignore_identical_ids else ",ignore_identical_ids=false")
     elif source == "hf":
         src, rev = f"hf:{HF_ORG}/{name}", revision
     else:
@@ -290,6 +294,7 @@ def make_task(name: str, split: str | None = None, source: str = "zip", data_dir
         measures=("nDCG@10", "R@100", "RR@10"),
         n_docs=spec.n_docs,
         n_queries=spec.n_queries if split == spec.default_split else None,
+        spec=remake,
     )
 
 

@@ -1,4 +1,9 @@
-"""Local tasks: a BEIR-format folder given as a path (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``)."""
+"""Local tasks: a BEIR-format folder given as a path (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``),
+with options after a colon (``/data/scifact:split=dev``).
+
+Its task name is the folder's absolute path (what ``gapbench run`` was given), but its identity is its content: run
+directories of the same folder at two paths or on two machines are one task (:mod:`gapbench.identity`).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,23 @@ from gapbench.task import Task
 
 def beir_folder_task(path: str | Path, split: str = "test") -> Task:
     path = Path(path).expanduser().resolve()
+    spec = str(path) if split == "test" else f"{path}:split={split}"
     return Task(
-        name=str(path),
+        name=spec,
         loader=functools.partial(read_beir_folder, path, split),
         source=f"local BEIR folder {path}",
         revision="local",
         split=split,
         license="unknown (local data)",
         description="A local BEIR-format folder.",
+        spec=spec,
     )
+
+
+def folder_options(path: str | Path):
+    """The options a folder path takes after a colon (``DIR:split=dev``), as a factory ``f(**options) -> Task``."""
+
+    def task(split: str = "test") -> Task:
+        return beir_folder_task(path, split)
+
+    return task

@@ -15,6 +15,7 @@ import pytest
 import gapbench
 from gapbench.cli import app, main
 from gapbench.evaluation.comparison import compare_run_dirs
+from gapbench.identity import identity_of
 from gapbench.errors import DataFormatError
 from gapbench.evaluation.evaluation import evaluate
 from gapbench.products.regress import RegressionInputError, load_result_set, regress
@@ -463,15 +464,18 @@ def test_a_beir_folder_that_is_gone_is_checked_for_consistency_only(tmp_path, ca
     _beir_folder(folder)
     for name, spec in (("base", "bm25"), ("cand", "bm25:k1=0.5")):
         gapbench.run(str(folder), spec, measures=["nDCG@10", "R@10"], k=10, output=tmp_path / name / "mini")
-    task = str(folder.resolve())
+    path = str(folder.resolve())
+    # a local folder is its content: the task is named by the folder's name and its identity key
+    task = f"mini [{identity_of(tmp_path / 'base' / 'mini', load_results(tmp_path / 'base' / 'mini')).key}]"
     report = regress(tmp_path / "base", tmp_path / "cand", n_permutations=100)
     assert [(c.task, c.rescored) for c in report.checks] == [(task, True)]
     # The reference values: the base run on the folder's qrels, as re-scoring computes them.
-    data = gapbench.get_task(task).load()
+    data = gapbench.get_task(path).load()
     ref = evaluate(load_run(tmp_path / "base" / "mini"), data.qrels, ["nDCG@10"])
     assert report.rows[0].baseline == ref.means["nDCG@10"] and report.rows[0].n_queries == 4
     shutil.rmtree(folder)
-    why = f"its folder {task} does not exist here"
+    why = (f"its folder {path} does not exist here; give its data on this machine with --data DIR: a copy of {path} "
+           "(a BEIR folder, or local/trec:topics=T,qrels=Q,corpus=C)")
     capsys.readouterr()
     assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
                  "--permutations", "100", "--junit", str(tmp_path / "j.xml"), "--output", str(tmp_path / "out")]) == 0
@@ -514,7 +518,9 @@ def test_task_data_is_loaded_once_per_command(sets, tmp_path):
             gapbench.run(task, spec, k=20, output=tmp_path / name / "wknow")
         loads.clear()
         report = regress(tmp_path / "base", tmp_path / "cand")
-        assert [(c.task, c.rescored) for c in report.checks] == [(task.name, True)] and len(loads) == 1
+        # a task with the revision "local" is its content; its name makes it again on this machine
+        key = identity_of(tmp_path / "base" / "wknow", load_results(tmp_path / "base" / "wknow")).key
+        assert [(c.task, c.rescored) for c in report.checks] == [(f"{task.name} [{key}]", True)] and len(loads) == 1
         loads.clear()
         cmp = compare_run_dirs([tmp_path / "base" / "wknow", tmp_path / "cand" / "wknow"])
         assert cmp.checks[0].rescored and len(loads) == 1

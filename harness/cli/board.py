@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -114,12 +114,17 @@ def regress_cmd(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
     rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
                                 "its data is on this machine), always (or exit 2) or never."),
+    data: Optional[List[str]] = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
+                                             "or local/trec:... files) for runs made on it at another path; "
+                                             "repeatable."),
 ) -> None:
     """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
     from ..products.regress import regress, write_report
 
     report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
-                     n_permutations=n_permutations, seed=seed, rescore=rescore)
+                     n_permutations=n_permutations, seed=seed, rescore=rescore, data=data or ())
+    for warning in report.warnings:
+        typer.echo(f"gapbench: warning: {warning}", err=True)
     write_report(report, junit=junit, summary=summary, output=output)
     typer.echo(report.to_markdown())
     raise typer.Exit(report.exit_code)

@@ -23,9 +23,11 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json"),
     rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
                                 "its data is on this machine), always (or exit 2) or never."),
+    data: Optional[List[str]] = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
+                                             "or local/trec:... files) for runs made on it at another path."),
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from ..evaluation.comparison import compare_run_dirs
 
-    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore)
+    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore, data=data or ())
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))

@@ -148,13 +148,17 @@ def compare_run_dirs(
     alpha: float = 0.05,
     seed: int = 0,
     rescore: str = "auto",
+    data: Sequence[str] = (),
 ) -> Comparison:
     """Compare stored run directories of one task, read, checked and re-scored (``rescore``, see
     :mod:`gapbench.evaluation.rescore`) as ``gapbench regress`` does.
 
+    A local task is its content (:mod:`gapbench.identity`): runs of the same BEIR folder at two paths are one task,
+    re-scored from the data found where a manifest recorded it or given in ``data`` (folders or task strings).
     Systems stored under the same name (one retriever with other options) are told apart by their folder's name.
     """
     from .rescore import Rescorer, check_mode
+    from ..identity import identity_of
     from ..store import load_results
 
     check_level("--alpha", alpha, "0.05")
@@ -169,11 +173,13 @@ def compare_run_dirs(
             if os.path.lexists(d) and os.path.lexists(e) and os.path.realpath(d) == os.path.realpath(e):
                 raise ConfigError(f"{d} is given twice (also as {e}); compare different run directories.")
     loaded = [(d, load_results(d)) for d in dirs]
+    ids = [identity_of(d, r) for d, r in loaded]
     first_dir, first = loaded[0]
-    for d, r in loaded[1:]:
-        if r.task != first.task:
-            raise ConfigError(f"{d} holds task {r.task!r} and {first_dir} holds task {first.task!r}; compare run "
-                              "directories of one task.")
+    for (d, r), ident in zip(loaded[1:], ids[1:]):
+        if ident.key != ids[0].key:
+            raise ConfigError(f"{d} holds task {ident.label!r} and {first_dir} holds task {ids[0].label!r}; compare "
+                              "run directories of one task" + (" (a local task is its data: the same corpus, queries "
+                              "and qrels)" if ident.local or ids[0].local else "") + ".")
     if measures is not None:
         wanted = list(measures)
         if not wanted or not all(isinstance(m, str) and m for m in wanted):
@@ -199,11 +205,21 @@ def compare_run_dirs(
             raise ConfigError(f"{first_dir} and {d} scored different queries ({len(only_a)} only in the first, e.g. "
                               f"{only_a[:3]}; {len(only_b)} only in the second, e.g. {only_b[:3]}); paired tests need "
                               "runs of the same task revision and queries.")
-    check = Rescorer(rescore).check(first.task or str(first_dir), loaded, wanted)
+    rescorer = Rescorer(rescore, data)
+    check = rescorer.check(ids[0].label or str(first_dir), loaded, wanted)
+    unused_data(rescorer)
     names = [r.system for _, r in loaded]
     results = [replace(r, system=f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
                        measures=tuple(wanted)) for d, r in loaded]
     return replace(compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed), checks=(check,))
+
+
+def unused_data(rescorer) -> None:
+    """Refuse ``--data`` that no run directory was made on: a wrong folder must not pass unnoticed."""
+    unused = rescorer.unused_data()
+    if unused:
+        raise ConfigError(f"--data {unused[0]} holds data that none of the run directories was made on (its corpus, "
+                          "queries or qrels differ); give the folder the runs were made on, or leave --data out.")
 
 
 def _folder_label(d: Path, dirs: Sequence[Path]) -> str:

@@ -6,8 +6,12 @@ per-query values and means were edited together still passes it. Re-scoring clos
 again (same measures, same seed) and every per-query value must equal the stored one to 1e-12, and the qrels must be
 the ones the manifest records (same fingerprint).
 
-Modes: ``auto`` re-scores every task whose data is on this machine (a task shipped with gapbench, a local folder or
-local copy that still exists) and checks the others for consistency only; ``always`` re-scores every task, loading its
+A local task (a BEIR folder, ``local/trec`` files, ``beir/NAME:data_dir=DIR``) is its content, not its path
+(:mod:`gapbench.identity`): its run directories are re-scored from data with the same fingerprints, found where a
+manifest recorded it or where ``--data`` points, so runs made at another path or on another machine are re-scored too.
+
+Modes: ``auto`` re-scores every task whose data is on this machine (a task shipped with gapbench, a local task whose
+data is found) and checks the others for consistency only (saying how to point at the data); ``always`` re-scores every task, loading its
 data as ``gapbench run`` would (a download if need be), and refuses a task it cannot load; ``never`` only checks
 consistency. All run directories of one task are re-scored against the same qrels, taken from the first of their
 manifests that names loadable data, so one side cannot opt out by naming a task revision that is not on this machine.
@@ -16,7 +20,7 @@ manifests that names loadable data, so one side cannot opt out by naming a task 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Sequence
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
@@ -46,68 +50,120 @@ class Check:
         return {"task": self.task, "rescored": self.rescored, "why": self.why}
 
 
-@dataclass(frozen=True)
-class _Identity:
-    """What a run directory says about its task: the name, and the revision and qrels fingerprint when recorded."""
-
-    name: str
-    revision: str | None
-    qrels: str | None
-    seed: int
-
-
-def _identity(directory: Path, res: Results) -> _Identity:
-    """The task, revision, qrels fingerprint and seed a run directory's manifest records (its types are checked by
-    :func:`gapbench.store.read_manifest` against :class:`gapbench.schemas.RunManifest`)."""
-    from ..store import read_manifest
-
-    manifest = read_manifest(directory)
-    if manifest is None:
-        return _Identity(res.task, None, None, 0)
-    name = manifest["task"]["name"]
-    # Always the task of results.json, which the gate pairs directories by: so no directory can have another task's
-    # data (or a folder of its choosing) read for it.
-    if name != res.task:
-        raise DataFormatError(f"names task {name!r}, but results.json in the same directory holds task {res.task!r}; "
-                              f"one of the two was edited: {_REMAKE}.", path=directory / "manifest.json")
-    return _Identity(name, manifest["task"]["revision"], manifest["fingerprints"]["qrels"], manifest["seed"])
-
-
 def _on_this_machine(task) -> bool:
     # A local folder or local copy records the revision "local"; data shipped inside gapbench names itself so.
     return task.revision == "local" or task.source.startswith("gapbench package data")
 
 
+def _data_hint(recorded: Sequence[str]) -> str:
+    where = f": a copy of {' or '.join(recorded)}" if recorded else ""
+    return (f"give its data on this machine with --data DIR{where} (a BEIR folder, or "
+            "local/trec:topics=T,qrels=Q,corpus=C)")
+
+
 class Rescorer:
     """Re-scores run directories for one command, loading each task's data once and evaluating each run file once
-    (two directories holding the same run file, as a baseline compared with itself, share one evaluation)."""
+    (two directories holding the same run file, as a baseline compared with itself, share one evaluation).
 
-    def __init__(self, mode: str = "auto") -> None:
+    A local task (identity ``local:<hex>``, :mod:`gapbench.identity`) is re-scored from data whose content has that
+    identity: first a task given in ``data`` (``--data``: a folder or task string on this machine), then the task
+    string each manifest records (the folder the run was made on), so the same folder at another path or on another
+    machine is found; data at a recorded path that changed since is not used."""
+
+    def __init__(self, mode: str = "auto", data: Sequence[str] = ()) -> None:
         self.mode = check_mode(mode)
+        self._given_specs = list(data)
+        self._given: dict[str, tuple[object, str]] | None = None
+        self._used: set[str] = set()
         self._data: dict[tuple[str, str | None], tuple[object, str]] = {}
+        self._local: dict[str, tuple[object, str]] = {}
         self._scores: dict[tuple, Results] = {}
 
     def check(self, task: str, dirs: Sequence[tuple[Path, Results]], measures: Sequence[str]) -> Check:
-        """Re-score ``dirs`` (run directories of ``task`` with their loaded Results) on ``measures``, or say why not;
-        raises :class:`DataFormatError` naming the directory, task, measure and first differing query."""
+        """Re-score ``dirs`` (run directories of one task, ``task`` its label, with their loaded Results) on
+        ``measures``, or say why not; raises :class:`DataFormatError` naming the directory, task, measure and first
+        differing query."""
+        from ..identity import identity_of
+
         if self.mode == "never":
             return Check(task, False, "--rescore never")
-        ids = [_identity(d, r) for d, r in dirs]
-        reasons = []
-        for ident in dict.fromkeys((i.name, i.revision) for i in ids):
-            data, why = self._task_data(*ident)
-            if data is not None:
-                break
-            reasons.append(why)
-        else:
-            why = "; ".join(dict.fromkeys(reasons))
+        ids = [identity_of(d, r) for d, r in dirs]
+        data, why = self._local_data(ids) if ids[0].local else self._named_data(ids)
+        if data is None:
             if self.mode == "always":
                 raise ConfigError(f"--rescore always, but task {task} cannot be re-scored here: {why}; make its data "
                                   "available, or give --rescore auto to check it for consistency only.")
             return Check(task, False, why)
         for (directory, res), ident in zip(dirs, ids):
-            self._rescore(directory, res, ident, data, measures)
+            self._rescore(directory, res, ident, data, measures, task)
         return Check(task, True)
+
+    def unused_data(self) -> list[str]:
+        """The ``--data`` entries whose content no run directory checked so far was made on."""
+        if self.mode == "never":
+            return []
+        return [spec for spec, (_, key) in self._given_data().items() if key not in self._used]
+
+    def _named_data(self, ids):
+        reasons = []
+        for ident in dict.fromkeys((i.name, i.revision) for i in ids):
+            data, why = self._task_data(*ident)
+            if data is not None:
+                return data, ""
+            reasons.append(why)
+        return None, "; ".join(dict.fromkeys(reasons))
+
+    def _local_data(self, ids):
+        """(TaskData, "") of the local task whose identity ``ids`` share, else (None, why not and how to give it)."""
+        key = ids[0].key
+        for data, given_key in self._given_data().values():
+            if given_key == key:
+                self._used.add(key)
+                return data, ""
+        recorded = list(dict.fromkeys(i.spec for i in ids if i.spec))
+        reasons = []
+        for spec in recorded:
+            if spec not in self._local:
+                self._local[spec] = self._load_local(spec)
+            data, found = self._local[spec]
+            if data is not None and found == key:
+                return data, ""
+            reasons.append(found if data is None else f"{spec} now holds other data ({found}, not {key})")
+        if not recorded:
+            reasons.append("its manifest does not record where its data was")
+        return None, f"{'; '.join(dict.fromkeys(reasons))}; {_data_hint(recorded)}"
+
+    def _load_local(self, spec: str):
+        """(TaskData, its identity key) of the local task ``spec``, or (None, why it cannot be had here)."""
+        from ..identity import data_key
+        from ..task import get_task
+
+        folder = _folder_of(spec)
+        if folder is not None and not Path(folder).is_dir():
+            return None, f"its folder {folder} does not exist here"
+        try:
+            task = get_task(spec)
+            data = task.load()
+        except (GapbenchError, OSError) as exc:
+            return None, f"its data cannot be loaded from {spec} ({_first_sentence(exc)})"
+        return data, data_key(data)
+
+    def _given_data(self) -> dict[str, tuple[object, str]]:
+        """spec -> (TaskData, identity key) of every ``--data`` entry, loaded on first use; a wrong one is bad input."""
+        if self._given is None:
+            from ..identity import data_key
+            from ..task import get_task
+
+            self._given = {}
+            for spec in self._given_specs:
+                task = get_task(spec)
+                if task.revision != "local":
+                    raise ConfigError(f"--data {spec}: task {task.name} is not local data; --data names a BEIR "
+                                      "folder, a local/trec:... task or beir/NAME:data_dir=DIR on this machine, for "
+                                      "run directories made on that data elsewhere.")
+                data = task.load()
+                self._given[spec] = (data, data_key(data))
+        return self._given
 
     def _task_data(self, name: str, revision: str | None):
         """(TaskData, "") when the task's data can be had in this mode, else (None, why not)."""
@@ -117,8 +173,6 @@ class Rescorer:
         return self._data[key]
 
     def _load(self, name: str, revision: str | None):
-        from pathlib import PurePath
-
         from ..task import get_task
 
         if not name:
@@ -139,7 +193,7 @@ class Rescorer:
         except (GapbenchError, OSError) as exc:
             return None, f"its data cannot be loaded ({_first_sentence(exc)})"
 
-    def _rescore(self, directory: Path, res: Results, ident: _Identity, data, measures: Sequence[str]) -> None:
+    def _rescore(self, directory: Path, res: Results, ident, data, measures: Sequence[str], label: str) -> None:
         from .evaluation import evaluate
         from ..formats import file_digest, read_trec_run
         from ..store import _run_file
@@ -147,7 +201,7 @@ class Rescorer:
         fingerprint = data.qrels.fingerprint
         if ident.qrels is not None and ident.qrels != fingerprint:
             raise DataFormatError(
-                f"task {res.task or ident.name}: the qrels fingerprint {ident.qrels[:16]}... is not that of the "
+                f"task {label}: the qrels fingerprint {ident.qrels[:16]}... is not that of the "
                 f"task's qrels here ({fingerprint[:16]}...), so the run was scored on other judgements (another "
                 f"revision of the task) or the manifest was edited; {_REMAKE} on the data here.",
                 path=directory / "manifest.json")
@@ -160,11 +214,11 @@ class Rescorer:
             try:
                 fresh = evaluate(run, data.qrels, list(measures), task=res.task, seed=ident.seed)
             except GapbenchError as exc:
-                raise DataFormatError(f"cannot be re-scored on task {res.task or ident.name}: {exc}",
+                raise DataFormatError(f"cannot be re-scored on task {label}: {exc}",
                                       path=path) from None
             self._scores[key] = fresh
         for stored_name, name in zip(measures, fresh.measures):
-            _compare(directory, res.task or ident.name, stored_name, res.per_query[stored_name],
+            _compare(directory, label, stored_name, res.per_query[stored_name],
                      fresh.per_query[name])
 
 
@@ -184,6 +238,14 @@ def _compare(directory: Path, task: str, measure: str, stored: dict, fresh: dict
             f"{head} query {q!r} has {stored[q]!r} here, but run.trec.gz scored on the task's qrels gives "
             f"{fresh[q]!r} ({len(differ)} of {len(stored)} queries differ); the per-query values do not come from "
             f"this run file (edited, or the run file was replaced): {_REMAKE}.", path=where)
+
+
+def _folder_of(spec: str) -> str | None:
+    """The folder of a BEIR-folder task string (``/data/scifact`` or ``/data/scifact:split=dev``), else None."""
+    if not PurePath(spec).is_absolute():
+        return None
+    head, sep, rest = spec.rpartition(":")
+    return head if sep and "=" in rest and not Path(spec).is_dir() else spec
 
 
 def _first_sentence(exc: Exception) -> str:

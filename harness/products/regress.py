@@ -3,7 +3,9 @@
 A result set is a directory of run directories, one per task, as ``gapbench run TASK --output DIR/<name>`` or
 ``gapbench run SUITE --output DIR`` write them (a single run directory also works). For every task of the baseline:
 
-- the candidate must have the task (else: bad input, exit 2) and score exactly the same queries (else: exit 2);
+- the candidate must have the task (else: bad input, exit 2) and score exactly the same queries (else: exit 2); a
+  local task (a BEIR folder, ``local/trec`` files, ``data_dir=``) is its content, not its path
+  (:mod:`gapbench.identity`), so a baseline made on one machine gates a candidate made at another path on a CI runner;
 - drop = baseline mean - candidate mean of the measure; p = paired randomization test on per-query values
   (two-sided, 10,000 sign flips), Holm-corrected over the tasks;
 - the task **fails** when drop > max_drop **and** the Holm-adjusted p < alpha: a significant drop beyond tolerance.
@@ -20,7 +22,11 @@ the tasks whose data is on this machine and reports the others as checked for co
     {"kind": "regress", "task": "<n> tasks", "version": 1, "measure", "max_drop", "alpha", "n_permutations", "seed",
      "passed": bool, "extra_tasks": [...], "rescore": "auto" | "always" | "never",
      "checks": [{"task", "rescored", "why"}],
-     "rows": [{"task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed"}]}
+     "rows": [{"task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed"}],
+     "warnings": [...]}
+
+A local task's ``task`` is its folder's name and identity key, ``scifact [local:3f0c9a1be2d47a55]``. ``warnings`` name
+what makes the two sides less comparable without making them wrong, such as runs searched to different depths (k).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import GapbenchError
 from ..evaluation.rescore import Check, Rescorer, check_mode, summary
@@ -66,6 +73,7 @@ class RegressionReport:
     candidate: str = ""
     rescore: str = "auto"
     checks: tuple[Check, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def failures(self) -> list[TaskCheck]:
@@ -84,7 +92,8 @@ class RegressionReport:
                 "max_drop": self.max_drop, "alpha": self.alpha, "n_permutations": self.n_permutations, "seed": self.seed,
                 "baseline": self.baseline, "candidate": self.candidate, "passed": self.passed,
                 "extra_tasks": list(self.extra_tasks), "rescore": self.rescore,
-                "checks": [c.to_dict() for c in self.checks], "rows": [r.__dict__.copy() for r in self.rows]}
+                "checks": [c.to_dict() for c in self.checks], "rows": [r.__dict__.copy() for r in self.rows],
+                "warnings": list(self.warnings)}
 
     def to_markdown(self) -> str:
         verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
@@ -105,6 +114,8 @@ class RegressionReport:
                           f"{', '.join(small)}."]
         for line in summary(self.checks):
             lines += ["", line]
+        for warning in self.warnings:
+            lines += ["", f"Warning: {warning}"]
         return "\n".join(lines) + "\n"
 
     def _table(self) -> Table:
@@ -121,7 +132,8 @@ class RegressionReport:
         consistency = "; ".join(f"{c.task} ({c.why})" for c in self.checks if not c.rescored)
         for k, v in (("measure", self.measure), ("max_drop", self.max_drop), ("alpha", self.alpha),
                      ("baseline", self.baseline), ("candidate", self.candidate), ("rescore", self.rescore),
-                     ("rescored", rescored), ("consistency_only", consistency)):
+                     ("rescored", rescored), ("consistency_only", consistency),
+                     ("warnings", " ".join(self.warnings))):
             ET.SubElement(props, "property", name=k, value=str(v))
         for r in self.rows:
             case = ET.SubElement(suite, "testcase", classname="gapbench.regress", name=f"{r.task} {self.measure}")
@@ -140,16 +152,19 @@ class RegressionReport:
 
 
 def load_result_set(directory: str | os.PathLike) -> dict:
-    """task name -> Results for every run directory under ``directory`` (or ``directory`` itself)."""
+    """task -> Results for every run directory under ``directory`` (or ``directory`` itself); a task is its name, or
+    for a local task its identity key ``local:<hex>`` (:mod:`gapbench.identity`)."""
     return {task: res for task, (_, res) in load_result_dirs(directory).items()}
 
 
 def load_result_dirs(directory: str | os.PathLike) -> dict:
-    """task name -> (run directory, Results) for every run directory under ``directory`` (or ``directory`` itself).
+    """task -> (run directory, Results) for every run directory under ``directory`` (or ``directory`` itself), a task
+    being its name or, for a local task, its identity key (the same folder at another path is the same task).
 
     Every visible folder of a result set must be a run directory: a damaged one is an error, never skipped, so a
     broken baseline task cannot drop out of the gate unnoticed. Plain files (a README) and hidden entries are ignored.
     """
+    from ..identity import identity_of
     from ..store import load_results
 
     directory = Path(directory)
@@ -187,10 +202,11 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     out = {}
     for d in dirs:
         res = load_results(d)
-        key = res.task or d.name
+        ident = identity_of(d, res)
+        key = ident.key or d.name
         if key in out:
-            raise RegressionInputError(f"{directory}: {out[key][0].name} and {d.name} both hold task {key!r}; keep "
-                                       "one run directory per task.")
+            raise RegressionInputError(f"{directory}: {out[key][0].name} and {d.name} both hold task "
+                                       f"{ident.label or key!r}; keep one run directory per task.")
         out[key] = (d, res)
     return out
 
@@ -223,15 +239,24 @@ def check_options(measure: str, max_drop: float, alpha: float, n_permutations: i
 def regress(
     baseline: str | os.PathLike, candidate: str | os.PathLike, *, measure: str = "nDCG@10", max_drop: float = 0.01,
     alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0, rescore: str = "auto",
+    data: Sequence[str] = (),
 ) -> RegressionReport:
     """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input, and a
-    :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give."""
+    :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give.
+
+    ``data``: local tasks' data on this machine (BEIR folders or task strings), for run directories whose recorded
+    folder is not here (``--data``)."""
+    from ..evaluation.comparison import unused_data
     from ..evaluation.stats import holm, randomization_test
+    from ..identity import identity_of
 
     check_options(measure, max_drop, alpha, n_permutations, seed, rescore)
     base_dirs, cand_dirs = load_result_dirs(baseline), load_result_dirs(candidate)
     base = {t: res for t, (_, res) in base_dirs.items()}
     cand = {t: res for t, (_, res) in cand_dirs.items()}
+    ids = {t: identity_of(d, res) for t, (d, res) in base_dirs.items()}
+    cand_ids = {t: identity_of(d, res) for t, (d, res) in cand_dirs.items()}
+    labels = {t: i.label for t, i in (cand_ids | ids).items()}
     # The smallest Holm-adjusted p is (tasks) / (permutations + 1); at or above alpha, no drop could ever fail.
     if len(base) / (n_permutations + 1) >= alpha:
         raise RegressionInputError(
@@ -241,12 +266,15 @@ def regress(
     problems = []
     missing = [t for t in base if t not in cand]
     if missing:
-        problems.append(f"candidate {candidate} lacks task(s) {', '.join(missing)} of the baseline; run them "
-                        "(or drop them from the baseline on purpose)")
-    for task, b in base.items():
-        c = cand.get(task)
+        local = " (a local task is its data: the same corpus, queries and qrels at any path)" if any(
+            ids[t].local for t in missing) else ""
+        problems.append(f"candidate {candidate} lacks task(s) {', '.join(labels[t] for t in missing)} of the baseline"
+                        f"{local}; run them (or drop them from the baseline on purpose)")
+    for key, b in base.items():
+        c = cand.get(key)
         if c is None:
             continue
+        task = labels[key]
         for label, res, where in (("baseline", b, baseline), ("candidate", c, candidate)):
             if measure not in res.per_query:
                 problems.append(f"{label} {where}: task {task} has no stored {measure} (stored: "
@@ -262,11 +290,17 @@ def regress(
     if problems:
         raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
     # Last, as the costly step: every input that is wrong on its face is reported without reading a run file.
-    rescorer = Rescorer(rescore)
-    checks = tuple(rescorer.check(task, [base_dirs[task], cand_dirs[task]], [measure]) for task in base)
+    rescorer = Rescorer(rescore, data)
+    checks = tuple(rescorer.check(labels[t], [base_dirs[t], cand_dirs[t]], [measure]) for t in base)
+    try:
+        unused_data(rescorer)
+    except GapbenchError as exc:
+        raise RegressionInputError(str(exc)) from None
+    warnings = tuple(w for t in base if (w := _depth_warning(labels[t], ids[t].k, cand_ids[t].k)))
     rows, pvals = [], []
-    for task, b in base.items():
-        c = cand[task]
+    for key, b in base.items():
+        c = cand[key]
+        task = labels[key]
         # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
         qids = list(b.per_query[measure])
         vb = [b.per_query[measure][q] for q in qids]
@@ -280,9 +314,19 @@ def regress(
         TaskCheck(task, n, mb, mc, drop, p, pa, bool(drop > max_drop and pa < alpha))
         for (task, n, mb, mc, drop, p), pa in zip(rows, adjusted)
     )
-    extra = tuple(t for t in cand if t not in base)
+    extra = tuple(labels[t] for t in cand if t not in base)
     return RegressionReport(measure, max_drop, alpha, gated, extra, n_permutations, seed, str(baseline),
-                            str(candidate), rescore, checks)
+                            str(candidate), rescore, checks, warnings)
+
+
+def _depth_warning(task: str, k_base: int | None, k_cand: int | None) -> str:
+    """A warning when the two sides searched to different depths: a measure that looks deeper than the smaller k
+    (R@1000, AP) differs for that alone."""
+    if k_base is None or k_cand is None or k_base == k_cand:
+        return ""
+    return (f"task {task}: the baseline searched to k={k_base} and the candidate to k={k_cand}; a measure that looks "
+            f"past rank {min(k_base, k_cand)} (recall at a deeper cut-off, AP) differs for that reason alone; run both "
+            "with the same --k.")
 
 
 def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,

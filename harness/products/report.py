@@ -66,8 +66,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
-from ..errors import ConfigError, DataFormatError
+from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..files import output_folder, pyplot, write_bytes_atomic, write_text_atomic
+from ..formats import StrictJSONError, parse_json_strict
 from ..schemas import validate_analysis
 from ..tables import Table, md_cell
 
@@ -170,8 +171,11 @@ class Analysis:
     pngs: list[Path]
 
 
-def find_analyses(dirs: Iterable[str | os.PathLike], task: str) -> tuple[list[Analysis], list[dict]]:
-    """The analyses of ``task`` under ``dirs`` (each searched with its immediate sub-directories), and the ignored ones."""
+def find_analyses(dirs: Iterable[str | os.PathLike], task: str,
+                  aliases: Iterable[str] = ()) -> tuple[list[Analysis], list[dict]]:
+    """The analyses of ``task`` under ``dirs`` (each searched with its immediate sub-directories), and the ignored ones;
+    ``aliases`` are other names of the same task (a local folder's path on the machine its runs were made on)."""
+    names = {task, *aliases}
     found: list[tuple[str, Path, dict]] = []
     ignored: list[dict] = []
     seen: set[Path] = set()
@@ -191,7 +195,7 @@ def find_analyses(dirs: Iterable[str | os.PathLike], task: str) -> tuple[list[An
             if data.get("task") is None:  # a saved probe model, a dataset manifest: files of no task's analysis
                 ignored.append({"source": str(path), "reason": f"kind {kind!r} with no task: not an analysis of a task"})
                 continue
-            if data.get("task") != task:
+            if data.get("task") not in names:
                 ignored.append({"source": str(path), "reason": f"for task {data.get('task')!r}, not {task!r}"})
                 continue
             found.append((kind, path, data))
@@ -215,11 +219,12 @@ def find_analyses(dirs: Iterable[str | os.PathLike], task: str) -> tuple[list[An
 
 def _read_analysis(path: Path) -> tuple[str | None, dict]:
     is_gap = path.name == "gap.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    try:  # the strict reader of every file gapbench writes and reads back: no NaN, no key twice
+        data = parse_json_strict(path.read_bytes(), max_depth=64)
+    except StrictJSONError as exc:
         if is_gap or path.stem in KNOWN_ANALYSES:
-            raise DataFormatError(f"malformed JSON ({exc}); re-run the analysis to rewrite it.", path=path) from None
+            raise DataFormatError(f"{str(exc).rstrip('.')}; re-run the analysis to rewrite it.", path=path,
+                                  line=exc.line) from None
         return None, {}
     if not isinstance(data, dict):
         if is_gap:
@@ -265,7 +270,7 @@ def build_report(
         raise ConfigError("a report needs at least one run directory (made by `gapbench run TASK -r NAME -o DIR`).")
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha must be between 0 and 1, got {alpha}.")
-    results, measures, main = _comparable_runs(task, run_dirs, measure)
+    results, measures, main, aliases = _comparable_runs(task, run_dirs, measure)
     res_list = [r for _, r in results]
     cmp = compare(res_list, alpha=alpha, n_permutations=n_permutations, seed=seed) if len(res_list) > 1 else None
 
@@ -280,7 +285,7 @@ def build_report(
     data["per_query"] = per_query
     sections.append(section)
 
-    found, ignored = find_analyses(analyses, task)
+    found, ignored = find_analyses(analyses, task, aliases)
     analysis_sections, data["analyses"] = _analysis_sections(found)
     sections += analysis_sections
     data["ignored"] = ignored
@@ -294,20 +299,31 @@ def build_report(
 
 
 def _comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
-                     measure: str | None) -> tuple[list[tuple[Path, Any]], list[str], str]:
+                     measure: str | None) -> tuple[list[tuple[Path, Any]], list[str], str, list[str]]:
     """The runs of ``task`` with unique system names, cut to their shared measures and checked to share queries.
 
-    Returns (directory, results) pairs, the shared measures and the main one (``measure``, or the first shared).
+    A local task is its data (:mod:`gapbench.identity`): a run made on the same folder at another path is a run of
+    ``task``, re-scored from the data ``task`` names here. Returns (directory, results) pairs, the shared measures,
+    the main one (``measure``, or the first shared) and the other names the runs give the task.
     """
     from dataclasses import replace
 
+    from ..identity import identity_of
     from ..store import load_results
 
     results = []
     names: dict[str, int] = {}
+    local = _LocalTask(task)
     for d in run_dirs:
         res = load_results(d)
-        if res.task and res.task != task:
+        ident = identity_of(d, res)
+        if local.key() and ident.key != local.key():
+            raise ConfigError(
+                f"{d}: this run directory was made on other data ({ident.label}) than the task {task!r} holds here "
+                f"({local.key()}: its corpus, queries or qrels differ); pass run directories made on this data, or "
+                "re-run them on it."
+            )
+        if res.task and res.task != task and not local.key():
             raise ConfigError(
                 f"{d}: this run directory is for task {res.task!r}, and the report is for {task!r}; "
                 f"pass run directories of {task!r} only, or report on {res.task!r}."
@@ -329,7 +345,37 @@ def _comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
             f"{a[0]} has {a[1].n_queries} evaluated queries and {b[0]} has {b[1].n_queries}; per-query comparisons "
             "need runs evaluated on the same queries (same task and qrels)."
         )
-    return results, measures, measure or measures[0]
+    local.rescore(results, measures)
+    return results, measures, measure or measures[0], sorted({r.task for _, r in results if r.task} - {task})
+
+
+class _LocalTask:
+    """The task a report is for, when it is local data: its identity key (its data loaded once) and the re-scoring
+    of its runs from that data."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self._key: str | None = None
+
+    def key(self) -> str:
+        if self._key is None:
+            from ..identity import data_key
+            from ..task import get_task
+
+            try:
+                obj = get_task(self.task)
+            except GapbenchError:
+                obj = None  # not a task here: runs must name it exactly, as before
+            self._key = data_key(obj.load()) if obj is not None and obj.revision == "local" else ""
+        return self._key
+
+    def rescore(self, results: Sequence[tuple[Path, Any]], measures: Sequence[str]) -> None:
+        """Runs of a local task are re-scored from its data here (their run files against its qrels)."""
+        if not self.key():
+            return
+        from ..evaluation.rescore import Rescorer
+
+        Rescorer("auto", [self.task]).check(self.task, [(d, r) for d, r in results], list(measures))
 
 
 def _analysis_sections(found: Sequence[Any]) -> tuple[list[Section], list[dict]]:
