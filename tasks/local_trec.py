@@ -182,6 +182,9 @@ def trec_files_task(topics: str | Path, qrels: str | Path, corpus: str | Path, n
         split="test",
         license="unknown (local data)",
         description=f"Local TREC topics ({field}) with qrels over a corpus of TREC, TSV or JSONL documents.",
+        # how to make this task again (absolute files); its identity is its content (gapbench.identity)
+        spec=f"local/trec:topics={topics},qrels={qrels},corpus={corpus},field={field}"
+             + (f",name={name}" if name else "") + (f",doc_tags={'+'.join(tags)}" if tags else ""),
     )
 
 
