@@ -265,3 +265,32 @@ def test_recollection_mode_one_target_per_query_openings_varied(tmp_path):
     assert report.counts["recollect"]["leaky queries caught"] == 1 and kinds.count("recollect") == 7
     openings = [json.loads(line)["opening"] for line in (tmp_path / "t" / "clusters.jsonl").open()]
     assert len(set(openings)) == 6  # six targets, six different openings
+
+
+def readme_commands() -> list[list[str]]:
+    """The shell commands of the README's 'Build an OBLIQ-style task' section, continuation lines joined."""
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Build an OBLIQ-style task", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_readme_worked_example_runs(tmp_path, monkeypatch, capsys):
+    from gapbench.cli import main
+
+    (tmp_path / "tickets.jsonl").write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in DOCS.items()))
+    monkeypatch.chdir(tmp_path)
+    commands = readme_commands()
+    assert [c[:3] for c in commands] == [["gapbench", "obliq", "build"]] * 2 + [["gapbench", "run", "tickets-obliq"],
+                                                                               ["gapbench", "run",
+                                                                                "tickets-obliq:split=pooled"]]
+    with ObliqServer(world()) as srv:
+        for args in commands:
+            args = [srv.base_url if a == "http://127.0.0.1:8000/v1" else "judge" if a == "MODEL" else a
+                    for a in args[1:]]
+            assert main(args) == 0, args
+    out = capsys.readouterr()
+    assert "cost estimate for 23 documents" in out.out and "cost estimate" in out.err
+    assert by_attribute(tmp_path / "tickets-obliq", "test") == GOLD

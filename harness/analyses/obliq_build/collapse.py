@@ -4,13 +4,14 @@
    through the retriever registry, default the offline MiniLM of ``dense``) and clustered agglomeratively (average
    linkage, cosine distance) under ``cluster_threshold``: the number of clusters follows from the data. Above
    ``AGGLOMERATIVE_MAX`` distinct values, a one-pass leader clustering under the same threshold keeps memory linear.
-2. Clusters of fewer than ``min_cluster`` documents are dropped (counted) before any call.
-3. The LLM consolidates each cluster's values into one canonical description (``prompts/consolidate.txt``).
-4. Descriptions within ``merge_threshold`` of each other (agglomerative again) are shown together to the LLM, which
-   groups those naming the same value (``prompts/merge.txt``); each group becomes one cluster, named by the
-   description of its largest member.
-5. Clusters over ``max_cluster`` documents are dropped (too generic to be a query), and the ``max_queries`` largest
-   are kept; every dropped cluster is counted with its reason.
+2. The LLM consolidates the values of each cluster of at least ``min_cluster`` documents into one canonical
+   description (``prompts/consolidate.txt``); a smaller cluster costs no call and is named by its most frequent value.
+3. Descriptions within ``merge_threshold`` of each other (agglomerative again) are shown together to the LLM, which
+   groups those naming the same value (``prompts/merge.txt``); each group becomes one cluster, named by its largest
+   consolidated member. A group is shown only when it holds a consolidated cluster, so a small cluster (a rarer
+   phrasing of the same value) can join a large one.
+4. Clusters still under ``min_cluster`` documents are dropped, as are those over ``max_cluster`` (too generic to be
+   a query); the ``max_queries`` largest are kept. Every dropped cluster is counted with its reason.
 
 With ``labels`` (an external latent label per document: authorship, a category), steps 1-4 are skipped: each label is
 one cluster, named by the label itself.
@@ -68,15 +69,14 @@ def collapse(ctx: Context, values: Mapping[str, str | None]) -> list[Cluster]:
     for members in groups:
         docs = sorted({d for i in members for d in docs_of[distinct[i]]})
         vals = sorted((distinct[i] for i in members), key=lambda v: (-len(docs_of[v]), v))
-        if len(docs) < ctx.options.min_cluster:
-            ctx.drop(STAGE, vals[0], f"fewer than {ctx.options.min_cluster} documents (min_cluster)",
-                     documents=len(docs))
-            continue
         clusters.append(Cluster("", "", docs, vals))
-    if not clusters:
-        return []
-    _consolidate(ctx, clusters, docs_of)
-    clusters = _merge(ctx, clusters, embedder)
+    big = [c for c in clusters if len(c.doc_ids) >= ctx.options.min_cluster]
+    if not big:
+        return finish(ctx, clusters, STAGE)
+    _consolidate(ctx, big, docs_of)
+    for c in clusters:
+        c.description = c.description or c.values[0]  # a small cluster is named by its most frequent value
+    clusters = _merge(ctx, clusters, {id(c) for c in big}, embedder)
     return finish(ctx, clusters, STAGE)
 
 
@@ -167,12 +167,15 @@ def _consolidate(ctx: Context, clusters: list[Cluster], docs_of: Mapping[str, li
             c.description = c.values[0]
 
 
-def _merge(ctx: Context, clusters: list[Cluster], embedder) -> list[Cluster]:
+def _merge(ctx: Context, clusters: list[Cluster], named: set[int], embedder) -> list[Cluster]:
+    """Clusters the LLM calls equivalent, joined. Candidates are clusters whose descriptions lie within
+    ``merge_threshold``; a candidate group is shown only when it holds a named cluster (one of at least
+    ``min_cluster`` documents): a small cluster can so join a large one, and two small ones are not asked about."""
     if len(clusters) < 2:
         return clusters
     candidates = threshold_clusters(embedder.embed([c.description for c in clusters]), ctx.options.merge_threshold)
     asks = [g[i:i + MAX_MERGE_GROUP] for g in candidates if len(g) > 1 for i in range(0, len(g), MAX_MERGE_GROUP)]
-    asks = [g for g in asks if len(g) > 1]
+    asks = [g for g in asks if len(g) > 1 and any(id(clusters[i]) in named for i in g)]
     prompts = [ctx.prompts.render("merge", lens=ctx.lens, descriptions="\n".join(
         f"[{n}] {clusters[i].description}" for n, i in enumerate(g, 1))) for g in asks]
     answers = ctx.ask(STAGE, prompts, "obliq_merge", MERGE_SCHEMA, "groups", 16 * MAX_MERGE_GROUP)
@@ -207,7 +210,8 @@ def _merge(ctx: Context, clusters: list[Cluster], embedder) -> list[Cluster]:
     for members in merged.values():
         if len(members) > 1:
             ctx.tally.add(STAGE, "clusters merged into another", len(members) - 1)
-        biggest = max(members, key=lambda i: (len(clusters[i].doc_ids), -i))
+        # named by its largest named member (a consolidated description), else by its largest member
+        biggest = max(members, key=lambda i: (id(clusters[i]) in named, len(clusters[i].doc_ids), -i))
         docs = sorted({d for i in members for d in clusters[i].doc_ids})
         vals = [v for i in members for v in clusters[i].values]
         out.append(Cluster("", clusters[biggest].description, docs, vals))
