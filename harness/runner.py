@@ -14,7 +14,7 @@ from .budget import memory_budget as memory_budget_bytes
 from .evaluation.evaluation import Results, evaluate, format_table
 from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
-from .store import RunDirWriter, package_versions, save_run_dir, utc_now
+from .store import RunDirWriter, check_replace, package_versions, save_run_dir, utc_now
 from .suites import Suite, get_suite
 from .task import Task, get_task
 from .types import Run, TaskData
@@ -50,6 +50,7 @@ def run(
     augment: str | None = None,
     memory_budget: int | str | None = None,
     ray: str | None = None,
+    overwrite: bool = False,
 ) -> RunResult:
     """Run a retriever on a task and evaluate it.
 
@@ -61,6 +62,8 @@ def run(
     batch by batch as the queries are searched (unless a reranker reorders the run afterwards). ``ray`` (``"local"``,
     ``"auto"`` or a cluster address) runs it on Ray: dense encoding and large searches spread over the cluster's
     workers (see :mod:`gapbench.distributed`); the manifest records the address kind and the workers used.
+    An ``output`` that holds a run of another task or retriever is refused before any work
+    (:class:`gapbench.store.RunDirInUse`) unless ``overwrite``; a run of the same task and retriever is replaced.
     """
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
@@ -72,12 +75,16 @@ def run(
         stack.enter_context(distributed.connect(ray))
         prepared = prepare(task_obj)
         data, queries = prepared.data, prepared.queries
+        if output and not overwrite and not augment:  # before minutes of work, which would be lost at the end
+            check_replace(output, lambda: _identity(prepared, retr, rr, augment))
         timings = {}
         augment_info = None
         if augment:
             with _timed(timings, "augment_s"):
                 retr, augment_info = _augmented(retr, augment, data, llm_base_url, llm_model)
             name = retr.name
+            if output and not overwrite:  # the augmented retriever's fingerprint covers its views: known only now
+                check_replace(output, lambda: _identity(prepared, retr, rr, augment))
         with _timed(timings, "index_s"):
             retr.index(data.corpus)
         with _timed(timings, "search_s"):
@@ -98,6 +105,15 @@ def run(
         else:
             out = save_run_dir(output, result_run, results, manifest) if output else None
     return RunResult(result_run, results, manifest, out)
+
+
+def _identity(prepared: Prepared, retr: Any, rr: Any, augment: str | None) -> dict:
+    """The :func:`gapbench.store.run_identity` of the run about to be made."""
+    return {"task": prepared.task.name, "revision": prepared.task.revision, "corpus": prepared.data.corpus.fingerprint,
+            "queries": prepared.queries.fingerprint, "qrels": prepared.data.qrels.fingerprint,
+            "retriever": getattr(retr, "name", None) or type(retr).__name__,
+            "fingerprint": fingerprint_of(retr), "reranker": getattr(rr, "name", type(rr).__name__) if rr else None,
+            "augment": augment or None}
 
 
 @contextmanager
@@ -211,15 +227,16 @@ class SuiteResult:
 
 def run_suite(
     suite: str | Suite, retriever: str | Any, *, measures: Iterable[str] | None = None, k: int = 1000,
-    output: str | Path | None = None, seed: int = 0,
+    output: str | Path | None = None, seed: int = 0, overwrite: bool = False,
 ) -> SuiteResult:
-    """Run one retriever over every task of a suite; with ``output`` each task gets ``output/<task name>``."""
+    """Run one retriever over every task of a suite; with ``output`` each task gets ``output/<task name>`` (a run of
+    another retriever there is refused unless ``overwrite``, as :func:`run` does)."""
     suite_obj = get_suite(suite) if isinstance(suite, str) else suite
     retr = get_retriever(retriever)
     results = []
     for task in suite_obj.tasks:
         out = Path(output) / task.replace("/", "__") if output else None
-        results.append(run(task, retr, measures=measures, k=k, output=out, seed=seed))
+        results.append(run(task, retr, measures=measures, k=k, output=out, seed=seed, overwrite=overwrite))
     common = [m for m in results[0].results.measures if all(m in r.results.measures for r in results)]
     return SuiteResult(suite_obj, tuple(results), tuple(common))
 

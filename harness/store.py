@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from .errors import ConfigError, DataFormatError
 from .evaluation.evaluation import Results
@@ -71,6 +71,76 @@ def check_run_dir_target(directory: str | os.PathLike) -> Path:
                               "and writing one there would replace the whole folder; give a new or empty folder, or "
                               "an earlier run directory.")
     return path
+
+
+class RunDirInUse(ConfigError):
+    """Writing a run directory would replace one of another task or retriever. ``what`` says which two runs, without
+    the fix, so that a command can name its own option for replacing it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; give another folder, or allow the replacement (overwrite=True).")
+        self.what = what
+
+
+def run_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two runs the same run for replacing a run directory: the task (its name; for a local task, revision
+    ``local``, its content: the corpus, queries and qrels fingerprints), the retriever (name and adapter fingerprint),
+    the reranker and the augmentation."""
+    task, fps = manifest.get("task") or {}, manifest.get("fingerprints") or {}
+    retriever = manifest.get("retriever") or {}
+    return {"task": task.get("name"), "revision": task.get("revision"), "corpus": fps.get("corpus"),
+            "queries": fps.get("queries"), "qrels": fps.get("qrels"),
+            "retriever": retriever.get("name") or manifest.get("system"), "fingerprint": retriever.get("fingerprint"),
+            "reranker": (manifest.get("reranker") or {}).get("name"), "augment": (manifest.get("augment") or {}).get("spec")}
+
+
+def check_replace(directory: str | os.PathLike, new: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:
+    """Refuse (:class:`RunDirInUse`) to replace the run directory ``directory`` when it holds a run of another task
+    or retriever than ``new`` (a :func:`run_identity`, or a function giving one, called only when there is a run to
+    compare with). A run of the same task and retriever may replace it: that is a re-run. The same task is, for a local
+    task (a folder or files: the same data at two paths is one task), the same content, else the same name; the same
+    retriever the same adapter fingerprint (the name where one lacks it), reranker and augmentation."""
+    path = Path(directory)
+    if not os.path.lexists(path / "manifest.json"):
+        return
+    try:
+        old = run_identity(read_manifest(path))
+    except DataFormatError as exc:
+        raise RunDirInUse(f"{directory} holds a run directory whose manifest cannot be read ({exc}), so whether it is "
+                          "a run of this task and retriever is unknown") from None
+    new = dict(new() if callable(new) else new)
+    differs = [what for what, same in (("task", _same_task(old, new)), ("retriever", _same_retriever(old, new)))
+               if not same]
+    if differs:
+        raise RunDirInUse(f"{directory} holds a run of {_described(old)}; writing a run of {_described(new)} there "
+                          f"would replace it with one of another {' and '.join(differs)}")
+
+
+def _same_task(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    content = ("corpus", "queries", "qrels")
+    if "local" in (a.get("revision"), b.get("revision")) and all(x.get(k) for x in (a, b) for k in content):
+        return all(a[k] == b[k] for k in content)
+    return a.get("task") == b.get("task")
+
+
+def _same_retriever(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    same = a["fingerprint"] == b["fingerprint"] if a.get("fingerprint") and b.get("fingerprint") else \
+        a.get("retriever") == b.get("retriever")
+    return same and (a.get("reranker"), a.get("augment")) == (b.get("reranker"), b.get("augment"))
+
+
+def _described(x: Mapping[str, Any]) -> str:
+    out = f"task {x.get('task')!r}"
+    if x.get("corpus"):
+        out += f" (corpus {str(x['corpus'])[:12]})"
+    out += f" with retriever {x.get('retriever')!r}"
+    if x.get("fingerprint"):
+        out += f" (fingerprint {str(x['fingerprint'])[:12]})"
+    if x.get("augment"):
+        out += f", augmented by {x['augment']!r}"
+    if x.get("reranker"):
+        out += f", reranked by {x['reranker']!r}"
+    return out
 
 
 def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manifest: dict) -> Path:

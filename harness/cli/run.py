@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import typer
 
@@ -30,6 +31,8 @@ def run_cmd(
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names) or map,P_10,ndcg_cut.10 (trec_eval's)."),
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Let --output replace a run directory of another task or retriever."),
     seed: int = typer.Option(0, "--seed"),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
@@ -68,13 +71,15 @@ def run_cmd(
         if extra:
             fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                   f"{extra[0]} (`gapbench tasks` lists them).")
-        with limited(budget), distributed.connect(ray):
-            suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed)
+        with limited(budget), distributed.connect(ray), _replace_refused():
+            suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed,
+                                     overwrite=overwrite)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
-    result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                 llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
-                 ray=ray)
+    with _replace_refused():
+        result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
+                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
+                     ray=ray, overwrite=overwrite)
     res = result.results
     if as_json:
         typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
@@ -83,3 +88,14 @@ def run_cmd(
         typer.echo(str(res))
         if result.output:
             typer.echo(f"run directory: {result.output}")
+
+
+@contextmanager
+def _replace_refused() -> Iterator[None]:
+    """A run directory of another task or retriever in the way, named with this command's fix."""
+    from ..store import RunDirInUse
+
+    try:
+        yield
+    except RunDirInUse as exc:
+        fail(f"{exc.what}; give another --output folder, or add --overwrite to replace it.")
