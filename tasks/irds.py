@@ -241,9 +241,9 @@ def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:
 # ---------------------------------------------------------------- the files a dataset reads, and their checksums
 
 def source_files(ds, ir) -> list[dict]:
-    """``{"file", "md5", "on_disk", "catalogue_md5"}`` for every file the dataset reads: ir_datasets' downloads
-    (with the md5 its catalogue verifies them by) and the files it extracts from them, found by walking the
-    dataset's components."""
+    """``{"file", "md5", "on_disk", "catalogue_md5"}`` for every file the task reads (documents, queries, qrels):
+    ir_datasets' downloads (with the md5 its catalogue verifies them by) and the files it extracts from them, found by
+    walking the handlers' components."""
     from ir_datasets.util import Cache, Download
 
     found: dict[str, str | None] = {}
@@ -255,8 +255,11 @@ def source_files(ds, ir) -> list[dict]:
         seen.add(id(obj))
         if isinstance(obj, Download):
             path = getattr(obj, "_cache_path", None)
-            if path:
-                found[str(path)] = obj.expected_md5
+            # a download without a cache path is streamed into what is extracted from it: named by its address
+            urls = [getattr(m, "url", "") for m in getattr(obj, "mirrors", [])]
+            name = str(path) if path else next((u for u in urls if u), "")
+            if name and (path or obj.expected_md5):
+                found[name] = obj.expected_md5
             return
         if isinstance(obj, Cache):
             found.setdefault(str(obj._path), None)
@@ -270,10 +273,14 @@ def source_files(ds, ir) -> list[dict]:
             for value in vars(obj).values():
                 visit(value, depth + 1)
 
-    visit(ds, 0)
+    for handler in ("docs_handler", "queries_handler", "qrels_handler"):  # not scored documents, doc pairs, ...
+        visit(getattr(ds, handler)(), 0)
     home = Path(ir.util.home_path()).resolve()
     out = []
     for path, expected in sorted(found.items()):
+        if "://" in path:
+            out.append({"file": path, "md5": expected, "on_disk": False, "catalogue_md5": expected})
+            continue
         p = Path(path)
         rel = p.resolve().relative_to(home).as_posix() if p.resolve().is_relative_to(home) else str(p)
         on_disk = p.is_file()
@@ -288,7 +295,8 @@ def revision(version: str, files: list[dict]) -> str:
     for f in files:
         if not f["on_disk"]:
             if f["md5"]:
-                parts.append(f"{f['file']} md5:{f['md5']} (catalogue; not downloaded)")
+                kept = "streamed, not kept" if "://" in f["file"] else "not downloaded"
+                parts.append(f"{f['file']} md5:{f['md5']} (catalogue; {kept})")
             continue
         note = ""
         if f["catalogue_md5"] and f["catalogue_md5"] != f["md5"]:

@@ -195,3 +195,18 @@ def test_a_collection_not_on_disk_names_where_its_files_go():
             f"irds:disks45/nocr/trec-robust-2004: ir_datasets could not read the dataset (FileNotFoundError: "
             f"{HOME / 'disks45' / 'corpus'}). It keeps its files under {HOME} (IR_DATASETS_HOME)")):
         task.load()
+
+
+def test_revision_of_a_dataset_not_downloaded_lists_the_catalogue_md5s():
+    # what a manifest records before ir_datasets has fetched anything: the md5 its catalogue checks each download by
+    # (documents, queries and qrels only; the scored documents of trec-dl-2019 are not read)
+    import ir_datasets
+
+    task = get_task("irds:msmarco-passage/trec-dl-2019/judged")
+    assert task.n_docs == 8841823 and task.n_queries == 43
+    assert task.revision == (
+        f"ir_datasets {ir_datasets.__version__}; "
+        "msmarco-passage/collectionandqueries.tar.gz md5:31644046b18952c1386cd4564ba2ae69 (catalogue; not downloaded); "
+        "msmarco-passage/trec-dl-2019/qrels md5:2f4be390198da108f6845c822e5ada14 (catalogue; not downloaded); "
+        "https://msmarco.z22.web.core.windows.net/msmarcoranking/msmarco-test2019-queries.tsv.gz "
+        "md5:eda71eccbe4d251af83150abe065368c (catalogue; streamed, not kept)")
