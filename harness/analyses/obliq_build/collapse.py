@@ -4,8 +4,9 @@
    through the retriever registry, default the offline MiniLM of ``dense``) and clustered agglomeratively (average
    linkage, cosine distance) under ``cluster_threshold``: the number of clusters follows from the data. Above
    ``AGGLOMERATIVE_MAX`` distinct values, a one-pass leader clustering under the same threshold keeps memory linear.
-2. The LLM consolidates the values of each cluster of at least ``min_cluster`` documents into one canonical
-   description (``prompts/consolidate.txt``); a smaller cluster costs no call and is named by its most frequent value.
+2. The LLM consolidates the values of each cluster of at least ``min_cluster`` documents (the ``3 x max_queries``
+   largest of them) into one canonical description (``prompts/consolidate.txt``); any other cluster costs no call and
+   is named by its most frequent value.
 3. Descriptions within ``merge_threshold`` of each other (agglomerative again) are shown together to the LLM, which
    groups those naming the same value (``prompts/merge.txt``); each group becomes one cluster, named by its largest
    consolidated member. A group is shown only when it holds a consolidated cluster, so a small cluster (a rarer
@@ -32,6 +33,7 @@ STAGE = "collapse"
 AGGLOMERATIVE_MAX = 8000
 MAX_VALUES_SHOWN = 30  # a cluster's most frequent values shown to the consolidating LLM
 MAX_MERGE_GROUP = 20  # descriptions per merge call
+CONSOLIDATE_FACTOR = 3  # clusters consolidated by the LLM: the 3 x max_queries largest
 CONSOLIDATE_SCHEMA = {"type": "object", "properties": {"description": {"type": "string"}},
                       "required": ["description"], "additionalProperties": False}
 MERGE_SCHEMA = {"type": "object", "properties": {"groups": {"type": "array", "items": {
@@ -70,9 +72,14 @@ def collapse(ctx: Context, values: Mapping[str, str | None]) -> list[Cluster]:
         docs = sorted({d for i in members for d in docs_of[distinct[i]]})
         vals = sorted((distinct[i] for i in members), key=lambda v: (-len(docs_of[v]), v))
         clusters.append(Cluster("", "", docs, vals))
-    big = [c for c in clusters if len(c.doc_ids) >= ctx.options.min_cluster]
+    big = sorted((c for c in clusters if len(c.doc_ids) >= ctx.options.min_cluster),
+                 key=lambda c: (-len(c.doc_ids), c.values[0]))
     if not big:
         return finish(ctx, clusters, STAGE)
+    # only clusters that could make the max_queries cut are worth a call (merging rarely lifts one past 3 times it)
+    big, unnamed = big[:CONSOLIDATE_FACTOR * ctx.options.max_queries], big[CONSOLIDATE_FACTOR * ctx.options.max_queries:]
+    ctx.tally.add(STAGE, f"clusters beyond {CONSOLIDATE_FACTOR} x max_queries named by their most frequent value",
+                  len(unnamed))
     _consolidate(ctx, big, docs_of)
     for c in clusters:
         c.description = c.description or c.values[0]  # a small cluster is named by its most frequent value

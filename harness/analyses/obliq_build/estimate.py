@@ -1,7 +1,8 @@
 """The cost of a build before any call: calls and tokens per stage (tokens as characters / 4, the rule the LLM client
 uses). Stages 3 to 5 depend on answers not yet given, so they are upper bounds: every document is assumed to get a
-value, clusters are assumed as small as ``min_cluster`` allows (capped by ``max_queries``), every query is assumed to
-need all its rewrites and every pooled candidate to be new."""
+value, clusters are assumed as small as ``min_cluster`` allows (the LLM names at most ``3 x max_queries`` of them,
+each with a full list of values, and is asked once per named cluster to merge), every query is assumed to need all
+its rewrites, every cluster to be as large as ``max_cluster`` allows, and every pooled candidate to be new."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from typing import Sequence
 
 from .annotate import TOKENS_PER_VALUE
-from .collapse import MAX_MERGE_GROUP
+from .collapse import CONSOLIDATE_FACTOR, MAX_MERGE_GROUP, MAX_VALUES_SHOWN
 from .llmio import Prompts
 from .options import ObliqBuildOptions
 
@@ -39,11 +40,11 @@ def estimate(options: ObliqBuildOptions, prompts: Prompts, doc_chars: Sequence[i
             calls = math.ceil(n / o.batch_size)
             stages["annotate"] = _row(calls, calls * over("annotate") + n * doc, n * TOKENS_PER_VALUE)
             clusters = n // o.min_cluster
-            merge_calls = math.ceil(clusters / 2)
-            stages["collapse"] = _row(clusters + merge_calls,
-                                      clusters * (over("consolidate") + 10 * VALUE_TOKENS)
-                                      + merge_calls * (over("merge") + MAX_MERGE_GROUP * VALUE_TOKENS),
-                                      clusters * VALUE_TOKENS + merge_calls * 40)
+            named = min(clusters, CONSOLIDATE_FACTOR * o.max_queries)  # one merge call at most per named cluster
+            stages["collapse"] = _row(2 * named,
+                                      named * (over("consolidate") + MAX_VALUES_SHOWN * VALUE_TOKENS)
+                                      + named * (over("merge") + MAX_MERGE_GROUP * VALUE_TOKENS),
+                                      named * VALUE_TOKENS + named * 40)
             clustered = n
         else:
             clusters = (labelled or n) // o.min_cluster
@@ -69,7 +70,8 @@ def _row(calls: float, tokens_in: float, tokens_out: float) -> dict:
 
 def render(est: dict) -> str:
     lines = [f"cost estimate for {est['documents']:,} documents (mean {est['mean_document_tokens']} tokens each as "
-             f"shown; at most {est['upper_bound_queries']:,} queries); stages after annotation are upper bounds:",
+             f"shown; at most {est['upper_bound_queries']:,} queries); after annotation the stages are upper bounds, "
+             "and tokens out are the answers' budgets:",
              f"  {'stage':<10} {'calls':>10} {'tokens in':>14} {'tokens out':>12}"]
     for name, s in [*est["stages"].items(), ("total", est["total"])]:
         lines.append(f"  {name:<10} {s['calls']:>10,} {s['tokens_in']:>14,} {s['tokens_out']:>12,}")
