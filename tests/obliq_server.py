@@ -6,7 +6,8 @@ attributes planted in a :class:`World`: which attribute each document truly has 
 description and the queries it writes on each try (a planted leaky first try, then a clean one). Each prompt is
 recognised by its first line, as the packaged templates of ``gapbench/analyses/obliq_build/prompts`` write it.
 
-Scripted faults: ``garble`` (prompt kinds answered in prose, no JSON), ``drop_ids`` (documents whose id a batch answer of several leaves out: the build must ask them again
+Scripted faults: ``garble`` (prompt kinds answered in prose, no JSON), ``fence`` (the JSON in a fenced block with
+prose around it, as small models answer), ``drop_ids`` (documents whose id a batch answer of several leaves out: the build must ask them again
 alone), ``invent_id`` (the first annotation answer also names an id it was not shown), ``fail_after`` (every chat
 request after the first N is refused with HTTP 400, as a server that goes away mid-build).
 """
@@ -77,10 +78,12 @@ class World:
 
 class ObliqServer(LLMServer):
     def __init__(self, world: World, *, drop_ids: set[str] = frozenset(), invent_id: bool = False,
-                 fail_after: int | None = None, garble: set[str] = frozenset(), **kwargs) -> None:
+                 fail_after: int | None = None, garble: set[str] = frozenset(), fence: set[str] = frozenset(),
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.world, self.drop_ids, self.invent_id, self.fail_after = world, set(drop_ids), invent_id, fail_after
         self.garble = set(garble)  # prompt kinds answered with prose instead of JSON
+        self.fence = set(fence)  # prompt kinds answered with the JSON inside a fenced block, prose around it
         self.kinds: list[str] = []  # the kind of each chat prompt answered, in order
         self.query_prompts: list[str] = []
         self._script_lock = threading.Lock()
@@ -106,7 +109,10 @@ class ObliqServer(LLMServer):
                     self.kinds.append(kind)
                 if kind in self.garble:
                     return "Sure! Here are my thoughts on these documents, which are all quite interesting.", kind
-                return json.dumps(getattr(self, f"_{kind}")(prompt)), kind
+                text = json.dumps(getattr(self, f"_{kind}")(prompt))
+                if kind in self.fence:
+                    return f"Here is the JSON you asked for:\n```json\n{text}\n```\nHope this helps.", kind
+                return text, kind
         return super().answer(prompt)
 
     def _docs(self, prompt: str, after: str = "") -> list[tuple[str, str]]:

@@ -294,3 +294,36 @@ def test_readme_worked_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert "cost estimate for 23 documents" in out.out and "cost estimate" in out.err
     assert by_attribute(tmp_path / "tickets-obliq", "test") == GOLD
+
+
+def test_a_server_without_structured_output_is_read_strictly_and_repairs_counted(corpus, tmp_path):
+    # the server refuses response_format (as some do); the client sends the requests again without it, and
+    # the annotations, wrapped in code fences with prose around them, are found there and counted as repaired
+    with ObliqServer(world(), reject_params={"response_format": None}, fence={"annotate"}) as srv:
+        report = build_obliq(str(corpus), options(tmp_path / "t", pool_retrievers=("bm25",),
+                                                  llm_client=client(srv, tmp_path / "c")))
+        sent = list(srv.received)
+        kinds = list(srv.kinds)
+    assert "response_format" in sent[0] and not any("response_format" in r for r in sent[-len(kinds):])
+    assert report.counts["annotate"]["answers repaired"] == kinds.count("annotate") == 6
+    assert "answers repaired" not in report.counts["queries"]
+    assert by_attribute(tmp_path / "t", "test") == GOLD
+
+
+def test_prompts_folder_overrides_a_template_and_bad_ones_are_named(corpus, tmp_path):
+    from gapbench.analyses.obliq_build.llmio import PROMPTS_DIR
+
+    mine = tmp_path / "prompts"
+    mine.mkdir()
+    (mine / "query.txt").write_text((PROMPTS_DIR / "query.txt").read_text().replace("You write one search query",
+                                                                                  "You write one search query, please"))
+    with ObliqServer(world()) as srv:
+        report = build_obliq(str(corpus), options(tmp_path / "t", prompts=mine, pool_retrievers=(),
+                                                  llm_client=client(srv, tmp_path / "c")))
+        shown = list(srv.query_prompts)
+    assert shown and all(p.startswith("You write one search query, please") for p in shown)
+    assert report.prompts["query"]["source"] == str(mine / "query.txt")
+    assert report.prompts["annotate"]["source"] == "packaged"
+    (mine / "judge.txt").write_text("Judge {documents} for {querry}")
+    with pytest.raises(ConfigError, match=r"judge.txt uses the fields documents, querry; the judge template takes"):
+        build_obliq(str(corpus), options(tmp_path / "t2", prompts=mine, dry_run=True))
