@@ -55,13 +55,15 @@ class _Counts:
     batches: tuple  # per batch: (triples per document, length per document), int32
 
 
-def open_index(folder: Path, batches: Callable[[], Iterable[list[str]]], spec: IndexSpec, n_docs: int):
+def open_index(folder: Path, batches: Callable[[], Iterable[list[str]]], spec: IndexSpec, n_docs: int,
+               progress: Callable[[int], None] | None = None):
     """The bm25s model in ``folder``, memory-mapped; built from ``batches()`` (texts in corpus order) when the folder
-    is not complete yet, so a re-run reads no text at all. None for a corpus without any term."""
+    is not complete yet, so a re-run reads no text at all. None for a corpus without any term. ``progress(n)`` as
+    documents are tokenized (every :data:`PROGRESS_STEP`)."""
     folder = Path(folder)
     if not (folder / DONE).is_file():
         try:
-            build(folder, batches(), spec)
+            build(folder, batches(), spec, progress)
         except OSError as exc:
             raise GapbenchError(f"cannot build the BM25 index in {folder}: {exc.strerror or exc}; free disk space or "
                                 "set GAPBENCH_HOME to a writable folder with room for the index.") from None
@@ -85,7 +87,8 @@ def load(folder: Path, n_docs: int):
     return bm25s.BM25.load(str(folder), mmap=True)
 
 
-def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
+def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec,
+          progress: Callable[[int], None] | None = None) -> None:
     """Build into a temporary folder beside ``folder`` and rename it into place: a crash, or a second process building
     the same index, never leaves a half-written index where a later run would read it."""
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +98,7 @@ def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        _build_into(tmp, batches, spec)
+        _build_into(tmp, batches, spec, progress)
         try:
             os.rename(tmp, folder)
         except OSError:
@@ -107,9 +110,10 @@ def build(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _build_into(folder: Path, batches: Iterable[list[str]], spec: IndexSpec) -> None:
+def _build_into(folder: Path, batches: Iterable[list[str]], spec: IndexSpec,
+                progress: Callable[[int], None] | None = None) -> None:
     tokenizer = _tokenizer(spec)
-    counts = _count(batches, tokenizer, folder / SPILL)
+    counts = _count(batches, tokenizer, folder / SPILL, progress)
     vocab = tokenizer.get_vocab_dict()
     empty = not vocab  # bm25s cannot index a corpus without any term: every document then scores 0
     if not empty:
@@ -132,7 +136,8 @@ def _tokenizer(spec: IndexSpec):
     return Tokenizer(stopwords=spec.stopwords, stemmer=stemmer)
 
 
-def _count(batches: Iterable[list[str]], tokenizer, spill: Path) -> _Counts:
+def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
+           progress: Callable[[int], None] | None = None) -> _Counts:
     """Pass 1: tokenize batch by batch, spill each batch's (term, frequency) pairs, add up frequencies and lengths."""
     df = np.zeros(0, dtype=np.int64)
     per_batch = []
@@ -140,7 +145,7 @@ def _count(batches: Iterable[list[str]], tokenizer, spill: Path) -> _Counts:
     with open(spill, "wb") as out:
         for texts in batches:
             # allow_empty=False: a document without terms stays empty (length 0), as bm25s.tokenize leaves it
-            ids = list(tokenizer.streaming_tokenize(texts, update_vocab=True, allow_empty=False))
+            ids = _tokenized(tokenizer.streaming_tokenize(texts, update_vocab=True, allow_empty=False), progress)
             terms, tf, per_doc, lengths = _triples(ids)
             out.write(terms.tobytes())
             out.write(tf.tobytes())
@@ -151,6 +156,23 @@ def _count(batches: Iterable[list[str]], tokenizer, spill: Path) -> _Counts:
             n_docs += len(ids)
             total_len += int(lengths.sum())
     return _Counts(n_docs, total_len, df, tuple(per_batch))
+
+
+PROGRESS_STEP = 1000  # documents tokenized between two progress steps: a batch can hold a quarter of the memory budget
+
+
+def _tokenized(docs: Iterable[list[int]], progress: Callable[[int], None] | None) -> list[list[int]]:
+    """The token id lists of one batch, reporting every :data:`PROGRESS_STEP` documents as they are tokenized."""
+    if progress is None:
+        return list(docs)
+    ids: list[list[int]] = []
+    for doc in docs:
+        ids.append(doc)
+        if len(ids) % PROGRESS_STEP == 0:
+            progress(PROGRESS_STEP)
+    if len(ids) % PROGRESS_STEP:
+        progress(len(ids) % PROGRESS_STEP)
+    return ids
 
 
 def _triples(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -156,16 +156,14 @@ class BM25:
         """Open this corpus' index from the cache, building it there first (streamed, in bounded memory) if needed."""
         folder = cache_dir("bm25") / self.fingerprint[:24] / corpus.fingerprint[:24]
         spec = IndexSpec(self.k1, self.b, self.method, self.stopwords, self.stemmer_name)
-        self._model = open_index(folder, lambda: self._texts(corpus), spec, len(corpus))
+        with progress(len(corpus), f"{self.name}: indexing", unit="docs") as advance:  # shows only while it builds
+            self._model = open_index(folder, lambda: self._texts(corpus), spec, len(corpus), advance)
         self._keys = corpus.tie_keys()
         self._corpus = corpus
 
     def _texts(self, corpus: Corpus):
         batch = self._index_batch or rows_within(BYTES_PER_DOC)
-        with progress(len(corpus), f"{self.name}: indexing") as advance:
-            for texts in corpus.iter_texts(use_title=self.use_title, batch_size=batch):
-                yield texts
-                advance(len(texts))
+        yield from corpus.iter_texts(use_title=self.use_title, batch_size=batch)
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
         """Top-k per query. A query with no term left after analysis (empty, stopwords, punctuation) has nothing to

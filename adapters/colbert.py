@@ -367,15 +367,24 @@ class ColBERT:
         sorted_texts = sorted(dict.fromkeys(texts), key=len, reverse=True)
         role = "query" if is_query else "doc"
         encode = self._encoder(is_query)
-        with progress(len(sorted_texts), f"{self.name}: encoding {role}s") as advance:
-            if self.cache:
-                store = TokenEmbeddingCache(
-                    self.model_fingerprint, sorted_texts, role=role, chunk_size=self.chunk_size, precision=self.precision
-                )
-                mats = store.get(encode, progress=advance)
+        store = TokenEmbeddingCache(self.model_fingerprint, sorted_texts, role=role, chunk_size=self.chunk_size,
+                                    precision=self.precision) if self.cache else None
+        todo = len(sorted_texts)
+        if store is not None:
+            store.prepare()
+            todo = sum(hi - lo for lo, hi in map(store.chunk_range, store.missing_chunks()))
+        with progress(todo, f"{self.name}: encoding {role}s", unit="queries" if is_query else "docs") as advance:
+            def batched(batch: list[str]) -> list[np.ndarray]:  # one model call per batch, reported as it ends
+                out: list[np.ndarray] = []
+                for lo in range(0, len(batch), self.batch_size):
+                    out += encode(batch[lo : lo + self.batch_size])
+                    advance(len(batch[lo : lo + self.batch_size]))
+                return out
+
+            if store is not None:
+                mats = store.get(batched)
             else:
-                mats = TokenMatrices.from_list(encode(sorted_texts), dtype=np.dtype(self.precision))
-                advance(len(sorted_texts))
+                mats = TokenMatrices.from_list(batched(sorted_texts), dtype=np.dtype(self.precision))
         where = {text: j for j, text in enumerate(sorted_texts)}
         return mats.take([where[t] for t in texts])
 
@@ -454,7 +463,7 @@ class ColBERT:
         excluded = exclusion_indices(qids, exclude, self._doc_index)
         ids = self._doc_ids
         out: dict[str, list[tuple[str, float]]] = {}
-        with progress(len(qids), f"{self.name}: searching") as advance:
+        with progress(len(qids), f"{self.name}: searching", unit="queries") as advance:
             if self._backend == "exact":
                 step = 64
                 for q0 in range(0, len(qids), step):

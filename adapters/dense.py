@@ -513,7 +513,8 @@ class Dense:
             emb = self._encode(texts)
         finally:
             self._batch_progress = None
-        advance(len(texts) - done)
+        if len(texts) > done:
+            advance(len(texts) - done)
         return emb
 
     def _check_finite(self, emb: np.ndarray) -> np.ndarray:

@@ -145,6 +145,8 @@ class LineReporter:
         stream.flush()
 
     def advance(self, n: int = 1) -> None:
+        if not n:
+            return self.tick()
         with self._lock:
             now = self.clock()
             self.done += n
