@@ -68,7 +68,7 @@ class Task:
 
 
 TASKS: Registry[Task] = Registry(
-    "task", hint="List them with `gapbench tasks`; a path to a BEIR folder also works.",
+    "task", hint="List them with `gapbench tasks`; a path to a BEIR folder also works (DIR:split=dev).",
     expects=provides(Task, factories=True), expected="a Task, or a function f(**options) -> Task",
 )
 

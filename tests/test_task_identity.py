@@ -270,6 +270,14 @@ def test_ci_example_with_a_folder_at_another_path_runs_as_written(tmp_path):
     key = _key_of(workspace / "data" / "scifact")
     assert f"Re-scored from run.trec.gz against the task's qrels: scifact [{key}]." in (
         tmp_path / "summary.md").read_text()
+    text = (ROOT / "docs" / "ci-regression.md").read_text(encoding="utf-8")
+    assert f"`scifact [{key}]`" in text  # the key the page shows is this folder's
+    # the folder-with-options command the page shows, as written, in the checkout
+    inline = re.search(r'`(gapbench run "data/scifact:split=train" -r bm25)`', text).group(1)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", inline], cwd=workspace, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{workspace / 'data' / 'scifact'}:split=train | bm25: 1 queries")
     # the workflow file runs the same command for its folder
     workflow = (ROOT / "docs" / "example-workflow.yml").read_text()
     ci_run = next(line for line in blocks["local-ci"].splitlines() if line.startswith("gapbench run"))
