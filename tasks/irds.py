@@ -182,7 +182,8 @@ def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ..
     try:
         # the documents first: a collection that must be obtained by hand (TREC disks) fails before anything is fetched
         corpus = _corpus(ir, ds, dataset, fields, key)
-        queries = Queries([Query(str(q.query_id), _text(q, query_fields)[1]) for q in ds.queries_iter()],
+        # a query is one line of text wherever it is shown (ir_datasets keeps vaswani's final line break)
+        queries = Queries([Query(str(q.query_id), _text(q, query_fields)[1].strip()) for q in ds.queries_iter()],
                           source=f"{SCHEME}{dataset}")
         judged: dict[str, dict[str, int]] = {}
         for qrel in ds.qrels_iter():
