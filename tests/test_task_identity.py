@@ -283,3 +283,18 @@ def test_ci_example_with_a_folder_at_another_path_runs_as_written(tmp_path):
     ci_run = next(line for line in blocks["local-ci"].splitlines() if line.startswith("gapbench run"))
     assert shlex.split(ci_run)[:3] == ["gapbench", "run", "$GITHUB_WORKSPACE/data/scifact"]
     assert 'gapbench run "$GITHUB_WORKSPACE/data/scifact"' in workflow
+
+
+@pytest.mark.slow
+def test_ci_example_on_impliret_runs_as_written(tmp_path):
+    """The page's first example, as written: a bm25 change within noise passes the gate."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RETRIEVER": "bm25:k1=1.2",
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _doc_blocks()["impliret"]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("## gapbench regression gate: PASSED")
+    assert "Re-scored from run.trec.gz against the task's qrels: impliret/unispeaker/wknow." in summary
+    assert (tmp_path / "regress-junit.xml").is_file()
