@@ -345,3 +345,37 @@ def test_analysis_files_are_validated(inputs, tmp_path, capsys, change, message)
     main = _cli()
     assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(bad), "--out", str(tmp_path / "r")]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_cli_takes_two_folders_after_one_analyses(inputs, tmp_path, capsys):
+    """`--analyses A B`: an option takes one value, so B arrived among the run directories and was read as one
+    (exit 2); given --analyses, a folder of analysis outputs there is an analysis folder. Same report as
+    `--analyses A --analyses B`."""
+    main = _cli()
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(inputs["gap"]),
+                 "--analyses", str(inputs["signals"]), "--out", str(one)]) == 0
+    first = capsys.readouterr().out
+    assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(inputs["gap"]), str(inputs["signals"]),
+                 "--out", str(two)]) == 0
+    assert "analyses: gap, signals; not run:" in capsys.readouterr().out and "analyses: gap, signals;" in first
+    a, b = (json.loads((d / "report.json").read_text()) for d in (one, two))
+    assert [s["run_dir"] for s in b["systems"]] == list(map(str, inputs["runs"]))
+    assert [x["kind"] for x in a["analyses"]] == [x["kind"] for x in b["analyses"]] == ["gap", "signals"]
+
+
+def test_analysis_files_are_read_strictly(inputs, tmp_path):
+    """The report reads analysis files with the strict reader of every file gapbench writes: a NaN or a key given
+    twice is refused naming the file, instead of a NaN shown as a number or the second key silently winning."""
+    gap = json.loads((Path(inputs["gap"]) / "gap.json").read_text())
+    text = json.dumps(gap, indent=2)
+    for name, bad, message in (("nan", text.replace('"pool_depth": 20', '"pool_depth": NaN', 1), "NaN"),
+                               ("twice", text.replace('"pool_depth": 20', '"pool_depth": 20, "pool_depth": 40', 1),
+                                "'pool_depth'")):
+        folder = tmp_path / name
+        folder.mkdir()
+        assert bad != text
+        (folder / "gap.json").write_text(bad)
+        with pytest.raises(DataFormatError) as err:
+            build_report(TASK, inputs["runs"], [folder])
+        assert str(err.value).startswith(f"{folder / 'gap.json'}: ") and message in str(err.value)

@@ -16,7 +16,8 @@ def register(app: typer.Typer) -> None:
         task: str = typer.Argument(..., help="The task the run directories were made on."),
         run_dirs: List[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
         analyses: Optional[List[Path]] = typer.Option(
-            None, "--analyses", "-a", help="A folder holding analysis outputs (<kind>.json and PNGs); repeatable."),
+            None, "--analyses", "-a",
+            help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses B."),
         out: Path = typer.Option(Path("report"), "--out", "-o", help="Write report.html, report.md, report.json here."),
         measure: Optional[str] = typer.Option(None, "--measure", help="Main measure (default: the first stored one)."),
         alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Holm-corrected tests."),
@@ -28,7 +29,8 @@ def register(app: typer.Typer) -> None:
         from ..products.report import build_report
 
         check_output(out, run_dir=False, option="out")
-        report = build_report(task, run_dirs, analyses or [], measure=measure, alpha=alpha, seed=seed)
+        run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
+        report = build_report(task, run_dirs, analyses, measure=measure, alpha=alpha, seed=seed)
         paths = report.save(out)
         data = report.data
         shown = ", ".join(a["kind"] for a in data["analyses"]) or "none"
@@ -36,3 +38,23 @@ def register(app: typer.Typer) -> None:
                    f"{', '.join(data['not_run']) or 'none'}")
         for kind in ("html", "md", "json"):
             typer.echo(f"  {paths[kind]}")
+
+
+def split_analysis_folders(paths: List[Path], analyses: List[Path]) -> tuple[List[Path], List[Path]]:
+    """(run directories, analysis folders). An option takes one value, so in `--analyses A B` B arrives among the run
+    directories: given --analyses at all, a folder there that holds analysis outputs and no results.json is an
+    analysis folder. Without --analyses such a folder stays where it was given, and reading it as a run directory
+    says what it is."""
+    if not analyses:
+        return paths, analyses
+    more = [p for p in paths if _holds_analyses(p)]
+    return [p for p in paths if p not in more], [*analyses, *more]
+
+
+def _holds_analyses(path: Path) -> bool:
+    from ..products.report import KNOWN_ANALYSES
+
+    if not path.is_dir() or (path / "results.json").exists():
+        return False
+    names = {f"{kind}.json" for kind in KNOWN_ANALYSES} | {"sweep.json"}
+    return any(p.name in names for p in [*path.glob("*.json"), *path.glob("*/*.json")])
