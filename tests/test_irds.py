@@ -9,10 +9,12 @@ them); beir/scifact is the BEIR-shaped fixture of tests/fixtures/beir/scifact zi
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -55,6 +57,7 @@ if importlib.util.find_spec("ir_datasets") is None:  # the irds extra, in gapben
 if "ir_datasets" in sys.modules:  # pragma: no cover - a test elsewhere imported it first
     raise RuntimeError("tests/test_irds.py must set IR_DATASETS_HOME before ir_datasets is imported")
 HOME = Path(tempfile.mkdtemp(prefix="irds-home-"))
+atexit.register(shutil.rmtree, HOME, ignore_errors=True)
 _npl_layout(HOME)
 _beir_layout(HOME)
 os.environ["IR_DATASETS_HOME"] = str(HOME)
