@@ -24,6 +24,9 @@ def entry() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stop_while_loading)
     from gapbench.cli import main
+    from gapbench.cli.quiet import quiet_third_parties
+
+    quiet_third_parties()  # before any command imports transformers, torch or scikit-learn
 
     return main()
 

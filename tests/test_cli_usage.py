@@ -555,3 +555,120 @@ def test_an_interruption_python_drops_in_a_finalizer_is_delivered_again():
             time.sleep(10)  # without the re-send, nothing interrupts this
     assert info.value.signum == signal.SIGTERM and caught == [signal.SIGTERM, signal.SIGTERM]
     assert time.monotonic() - start < 3
+
+
+# ---------------------------------------------------------------- the small things: version, completion, help, quiet
+
+def test_version_is_the_distribution_s(capsys):
+    import importlib.metadata
+    import tomllib
+
+    import gapbench
+
+    declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    assert gapbench.__version__ == declared == importlib.metadata.version("gapbench")
+    for flag in ("--version", "-V"):
+        assert main([flag]) == 0
+        assert capsys.readouterr() == (f"gapbench {declared}\n", "")
+
+
+def test_version_in_a_real_process(tmp_path):
+    import gapbench
+
+    proc = _gapbench(["--version"], tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out.decode(), err) == (0, f"gapbench {gapbench.__version__}\n", b"")
+
+
+def test_shell_completion_installs_and_completes(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = _gapbench(["--install-completion", "bash"], tmp_path, env={"HOME": str(home)})
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    script = (home / ".bash_completions" / "gapbench.sh").read_text()
+    assert "_GAPBENCH_COMPLETE=complete_bash" in script
+    assert "source '" + str(home / ".bash_completions" / "gapbench.sh") + "'" in (home / ".bashrc").read_text()
+    # what bash asks when the user presses TAB after `gapbench ev` and after `gapbench run --ret`
+    for words, cword, want in (("gapbench ev", "1", "evaluate"), ("gapbench run --ret", "2", "--retriever")):
+        env = {"_GAPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword}
+        proc = _gapbench([], tmp_path, env=env)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.decode().split() == [want], (out, err)
+
+
+def test_run_help_lists_every_registered_retriever_and_reranker(capsys):
+    from gapbench.retrieval import RERANKERS, RETRIEVERS, _ensure_builtin
+
+    _ensure_builtin()
+    assert main(["run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert len(RETRIEVERS.names()) >= 12  # bm25 ... agent, and any plugin installed here
+    listed = text.split("Registered: ")[1].split(".")[0]
+    assert listed.replace(" ", "").split(",") == [n.replace(" ", "") for n in RETRIEVERS.names()]
+    assert "Registered: " + ", ".join(RERANKERS.names()) + "." in text
+
+
+def test_a_plugin_retriever_appears_in_run_help(capsys):
+    from gapbench.retrieval import RETRIEVERS
+
+    RETRIEVERS.register("zz-help-probe", "gapbench.adapters.bm25:BM25")
+    try:
+        assert main(["run", "--help"]) == 0
+        assert "zz-help-probe" in "".join(capsys.readouterr().out.replace("│", "").split())
+    finally:
+        RETRIEVERS.unregister("zz-help-probe")
+
+
+_NOISY_LIBRARY = '''
+import logging, warnings
+warnings.warn("internals will change", FutureWarning)
+logging.getLogger("noisylib").warning("LOAD REPORT\\nkey | status")
+logging.getLogger("noisylib").error("the disk is full\\nsecond line")
+'''
+
+
+@pytest.mark.parametrize("setting, shown", [(None, False), ("show", True)])
+def test_third_party_chatter_is_kept_out_of_the_way(tmp_path, setting, shown):
+    (tmp_path / "noisylib.py").write_text(_NOISY_LIBRARY)
+    code = ("import sys\n"
+            "from gapbench.cli.quiet import quiet_third_parties\n"
+            "quiet_third_parties()\n"
+            "import noisylib, transformers\n"
+            "print(transformers.logging.get_verbosity())\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), HF_HUB_OFFLINE="1")
+    for name in ("GAPBENCH_WARNINGS", "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS"):
+        env.pop(name, None)
+    if setting:
+        env["GAPBENCH_WARNINGS"] = setting
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import logging
+
+    if shown:
+        assert "FutureWarning: internals will change" in proc.stderr and "LOAD REPORT" in proc.stderr
+        assert int(proc.stdout) == logging.WARNING  # transformers' own default
+    else:
+        # a library's error stays, as one line naming it; its warnings, advice and progress bars are gone
+        assert proc.stderr == "gapbench: noisylib: the disk is full second line\n"
+        assert int(proc.stdout) == logging.ERROR
+
+
+def test_the_console_command_quiets_third_parties(tmp_path):
+    code = ("import os, sys, warnings\n"
+            "from gapbench.__main__ import entry\n"
+            "sys.argv = ['gapbench', '--version']\n"
+            "assert entry() == 0\n"
+            "print(os.environ.get('TRANSFORMERS_VERBOSITY'), os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS",
+                                                            "GAPBENCH_WARNINGS")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "error 1"
+    # a setting the user made is kept
+    env["TRANSFORMERS_VERBOSITY"] = "info"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines()[-1] == "info 1"

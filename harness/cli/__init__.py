@@ -21,11 +21,27 @@ from ..extras import missing_dependency
 from .common import one_line
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     no_args_is_help=True,
     help="gapbench: evaluate retrievers, and find where and why they miss.",
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"gapbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                 help="Print gapbench's version and exit."),
+) -> None:
+    """gapbench: evaluate retrievers, and find where and why they miss."""
 
 
 def _register_commands() -> None:
