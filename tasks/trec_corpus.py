@@ -36,6 +36,8 @@ _DOCNO = re.compile(r"<\s*DOCNO\s*>(.*?)<\s*/\s*DOCNO\s*>", re.IGNORECASE | re.D
 _ID_ATTR = re.compile(r"""\bid\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
 _SKIPPED = re.compile(r"<\s*DOCHDR\s*>.*?<\s*/\s*DOCHDR\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
 _ANY_TAG = re.compile(r"<[^<>]*>")
+# what may stand between documents on a line of its own: an SGML comment, an XML declaration, a DOCTYPE
+_IGNORABLE = re.compile(r"\s*(?:(?:<!--.*?-->|<\?[^>]*\?>|<!DOCTYPE[^>]*>)\s*)+", re.IGNORECASE)
 _TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _OPEN_TAGS = re.compile(r"<\s*([A-Za-z][A-Za-z0-9_.-]*)[\s>]")
 # the first cells of a TSV header line
@@ -223,7 +225,7 @@ def trec_records(path: str | Path, tags: Iterable[str] | None = None,
             pos = m.end()
             if inside:
                 body.append(before)
-            elif before.strip():
+            elif before.strip() and not _IGNORABLE.fullmatch(before):
                 raise _outside(before, path, n)
             if m.group(1) != "/":
                 if inside:
@@ -243,7 +245,7 @@ def trec_records(path: str | Path, tags: Iterable[str] | None = None,
         rest = line[pos:]
         if inside:
             body.append(rest)
-        elif rest.strip():
+        elif rest.strip() and not _IGNORABLE.fullmatch(rest):
             raise _outside(rest, path, n)
     if inside:
         raise DataFormatError(f"the document begun on line {start} is never closed; add </DOC>.", path=path,

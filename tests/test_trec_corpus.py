@@ -144,7 +144,8 @@ def test_duplicate_docno_names_both_files(tmp_path):
 
 def test_doc_id_attribute_and_json_errors_stay_json(tmp_path):
     path = tmp_path / "attr.trec"
-    path.write_text('<DOC id="AFP_ENG_1" type="story">\n<HEADLINE>h</HEADLINE>\n<TEXT>t</TEXT>\n</DOC>\n')
+    path.write_text('<?xml version="1.0"?>\n<!-- one story -->\n<DOC id="AFP_ENG_1" type="story">\n'
+                    "<HEADLINE>h</HEADLINE>\n<TEXT>t</TEXT>\n</DOC> <!-- end -->\n")
     assert read_corpus(path)["AFP_ENG_1"].text == "h\nt"
     broken = tmp_path / "c.jsonl"
     broken.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n')
