@@ -128,8 +128,11 @@ def test_build_end_to_end_recovers_the_planted_clusters(corpus, tmp_path):
     assert report.n_queries == 3 and report.n_gold == 14 and report.n_pooled == 16
     assert {q: (p.added) for q, p in report.per_query_pool.items()} == {
         q: len(MISSED) if docs == GOLD["late"] else 0 for q, docs in qrels(out / "qrels" / "test.tsv").items()}
-    # answers asked for as JSON schema (structured output)
+    # answers asked for as JSON schema (structured output), the ids of an annotation answer limited to those shown
     assert all(r["response_format"]["type"] == "json_schema" for r in sent)
+    first = sent[0]["response_format"]["json_schema"]
+    assert first["name"] == "obliq_annotations"
+    assert first["schema"]["properties"]["annotations"]["items"]["properties"]["id"]["enum"] == ["D1", "D2", "D3", "D4"]
     card = json.loads((out / "card.json").read_text())
     assert card["lens"] == LENS and set(card["prompts"]) >= {"annotate", "query", "judge", "pool_judge"}
     assert [s["stage"] for s in card["stages"]] == ["annotate", "collapse", "queries", "rejudge", "pool"]
@@ -327,3 +330,18 @@ def test_prompts_folder_overrides_a_template_and_bad_ones_are_named(corpus, tmp_
     (mine / "judge.txt").write_text("Judge {documents} for {querry}")
     with pytest.raises(ConfigError, match=r"judge.txt uses the fields documents, querry; the judge template takes"):
         build_obliq(str(corpus), options(tmp_path / "t2", prompts=mine, dry_run=True))
+
+
+def test_grammar_schema_makes_every_id_come_back_once_in_order():
+    """For llama-cpp-python (json_object with a schema), the ids are a tuple its grammar enforces."""
+    from llama_cpp import llama_grammar  # the local-llm extra (in dev): the grammar the embedded server builds
+    from gapbench.analyses.obliq_build.llmio import id_schema, response_format
+
+    schema = id_schema("annotations", "value", {"type": ["string", "null"]}, ["D1", "D2", "D3"], "json_object")
+    fmt = response_format("obliq_annotations", schema, "json_object")
+    assert fmt == {"type": "json_object", "schema": schema}
+    grammar = llama_grammar.json_schema_to_gbnf(json.dumps(fmt["schema"]))
+    assert 'annotations ::= "[" space annotations-tuple-0 "," space annotations-tuple-1 "," space ' \
+           'annotations-tuple-2 "]" space' in grammar
+    assert [line.split("::= ")[1] for line in grammar.splitlines() if line.startswith("annotations-tuple-")
+            and line.split(" ::=")[0].endswith("-id")] == ['"\\"D1\\""', '"\\"D2\\""', '"\\"D3\\""']

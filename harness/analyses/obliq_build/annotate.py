@@ -11,17 +11,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from .context import Context
-from .llmio import id_answers, numbered
+from .llmio import id_answers, id_schema, numbered
 
 STAGE = "annotate"
-SCHEMA = {
-    "type": "object",
-    "properties": {"annotations": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "value": {"type": ["string", "null"]}},
-        "required": ["id", "value"], "additionalProperties": False}}},
-    "required": ["annotations"], "additionalProperties": False,
-}
+VALUE = {"type": ["string", "null"]}
+GRAMMAR_VALUE = {**VALUE, "maxLength": 200}  # a grammar keeps a tiny model from rambling (not in OpenAI's subset)
 NO_VALUE = {"", "null", "none", "n/a", "na", "no value", "not applicable"}
 TOKENS_PER_VALUE = 48  # the answer's budget per document: a short sentence and its JSON
 
@@ -51,7 +45,9 @@ def _round(ctx: Context, batches: list[list[str]], got: dict[str, str | None]) -
         docs, ids = numbered([ctx.text(d) for d in batch], ctx.options.max_chars)
         prompts.append(ctx.prompts.render("annotate", lens=ctx.lens, documents=docs, ids=", ".join(ids)))
         shown.append(ids)
-    answers = ctx.ask(STAGE, prompts, "obliq_annotations", SCHEMA, "annotations",
+    value = GRAMMAR_VALUE if ctx.style == "json_object" else VALUE
+    schemas = [id_schema("annotations", "value", value, ids, ctx.style) for ids in shown]
+    answers = ctx.ask(STAGE, prompts, "obliq_annotations", schemas, "annotations",
                       [TOKENS_PER_VALUE * len(b) + 32 for b in batches])
     missing = []
     for batch, ids, (obj, _how) in zip(batches, shown, answers):

@@ -41,20 +41,24 @@ class Context:
         doc = self.corpus[doc_id]
         return f"{doc.title}. {doc.text}" if doc.title else doc.text
 
-    def ask(self, stage: str, prompts: Sequence[str], schema_name: str, schema: Mapping[str, Any], key: str,
-            max_tokens: Sequence[int] | int, tags: Sequence[str] | None = None) -> list[tuple[dict | None, str]]:
+    def ask(self, stage: str, prompts: Sequence[str], schema_name: str,
+            schema: Mapping[str, Any] | Sequence[Mapping[str, Any]], key: str, max_tokens: Sequence[int] | int,
+            tags: Sequence[str] | None = None) -> list[tuple[dict | None, str]]:
         """One structured call per prompt (cached by the LLM layer, so a re-run makes none): ``(object, how)`` per
-        prompt, ``how`` being clean, repaired or unparseable (counted under ``stage``)."""
+        prompt, ``how`` being clean, repaired or unparseable (counted under ``stage``). ``schema``: one for every
+        prompt, or one per prompt."""
         from ...llm.client import ChatRequest
 
         if not prompts:
             return []
-        fmt = response_format(schema_name, schema, self.style)
+        schemas = [schema] * len(prompts) if isinstance(schema, Mapping) else list(schema)
         budgets = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
-        reqs = [ChatRequest(p, tag=(tags[i] if tags else f"{stage}:{i}"),
-                            params={"max_tokens": b, **({"response_format": fmt} if fmt else {})})
-                for i, (p, b) in enumerate(zip(prompts, budgets))]
-        with progress(len(reqs), f"obliq build: {stage}") as advance:
+        reqs = []
+        for i, (p, b, sch) in enumerate(zip(prompts, budgets, schemas)):
+            fmt = response_format(schema_name, sch, self.style)
+            reqs.append(ChatRequest(p, tag=(tags[i] if tags else f"{stage}:{i}"),
+                                    params={"max_tokens": b, **({"response_format": fmt} if fmt else {})}))
+        with progress(len(reqs), f"obliq build: {stage}", unit="calls") as advance:
             answers = self.client.chat_many(reqs, progress=advance)
         out = []
         for ans in answers:

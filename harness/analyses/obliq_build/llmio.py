@@ -88,6 +88,22 @@ def response_format(name: str, schema: Mapping[str, Any], style: str) -> dict[st
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": dict(schema)}}
 
 
+def id_schema(key: str, field: str, value: Mapping[str, Any], ids: Sequence[str], style: str) -> dict[str, Any]:
+    """The schema of ``{key: [{"id": ..., field: ...}, ...]}`` for the ``ids`` shown. With a grammar
+    (``json_object``: llama-cpp-python) it is a tuple with every id once, in order, so even a tiny model cannot drop,
+    repeat or invent one; with ``json_schema`` (OpenAI's strict subset has no tuples) the ids are an enum."""
+    def item(id_schema_: Mapping[str, Any]) -> dict:
+        return {"type": "object", "properties": {"id": dict(id_schema_), field: dict(value)},
+                "required": ["id", field], "additionalProperties": False}
+
+    if style == "json_object":
+        array = {"type": "array", "prefixItems": [item({"const": i}) for i in ids], "minItems": len(ids),
+                 "maxItems": len(ids), "items": False}
+    else:
+        array = {"type": "array", "items": item({"type": "string", "enum": list(ids)})}
+    return {"type": "object", "properties": {key: array}, "required": [key], "additionalProperties": False}
+
+
 def structured_style(requested: str, base_url: str | None) -> str:
     """``auto``: ``json_object`` for gapbench's embedded llama.cpp server (llama-cpp-python), else ``json_schema``."""
     if requested != "auto":

@@ -14,19 +14,13 @@ from typing import Callable, Sequence
 from ...types import Queries, Query
 from .context import Context
 from .leaks import Vocabulary, bm25_share, word_leaks
-from .llmio import id_answers, numbered
+from .llmio import id_answers, id_schema, numbered
 
 STAGE = "queries"
 JUDGE_STAGE = "rejudge"
 QUERY_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
                 "additionalProperties": False}
-JUDGE_SCHEMA = {
-    "type": "object",
-    "properties": {"judgements": {"type": "array", "items": {
-        "type": "object", "properties": {"id": {"type": "string"}, "grade": {"type": "integer", "enum": [0, 1, 2]}},
-        "required": ["id", "grade"], "additionalProperties": False}}},
-    "required": ["judgements"], "additionalProperties": False,
-}
+GRADE = {"type": "integer", "enum": [0, 1, 2]}
 AVOID_SHOWN = 15
 
 
@@ -153,7 +147,8 @@ def judge(ctx: Context, items: Sequence[tuple[str, str, list[str]]], stage: str,
                 prompts.append(ctx.prompts.render("pool_judge", lens=ctx.lens, query=q, anchors=ref, documents=block,
                                                   ids=", ".join(ids)))
             shown.append(ids)
-        answers = ctx.ask(stage, prompts, "obliq_judgements", JUDGE_SCHEMA, "judgements",
+        schemas = [id_schema("judgements", "grade", GRADE, ids, ctx.style) for ids in shown]
+        answers = ctx.ask(stage, prompts, "obliq_judgements", schemas, "judgements",
                           [16 * len(j[2]) + 32 for j in jobs], tags=[f"{stage}:{j[0]}" for j in jobs])
         again = []
         for (key, q, docs), ids, (obj, _how) in zip(jobs, shown, answers):
