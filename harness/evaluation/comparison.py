@@ -97,8 +97,10 @@ def compare(
     alpha: float = 0.05,
     seed: int = 0,
 ) -> Comparison:
-    """Compare systems: pass :class:`Results` (same task), or runs together with ``qrels``.
+    """Compare systems: pass :class:`Results` or :func:`gapbench.run` results (same task), or runs together with
+    ``qrels``.
 
+    >>> cmp = compare([gapbench.run(task, "bm25"), gapbench.run(task, "dense")])  # doctest: +SKIP
     >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
     """
     check_level("alpha", alpha, "0.05")
@@ -108,6 +110,8 @@ def compare(
     for item in items:
         if isinstance(item, Results):
             results.append(item)
+        elif isinstance(getattr(item, "results", None), Results):  # a RunResult, what gapbench.run returns
+            results.append(item.results)
         else:
             if qrels is None:
                 raise GapbenchError("compare was given runs without qrels; pass qrels=... or Results objects.")
