@@ -299,3 +299,16 @@ def test_ci_example_on_impliret_runs_as_written(tmp_path):
     assert summary.startswith("## gapbench regression gate: PASSED")
     assert "Re-scored from run.trec.gz against the task's qrels: impliret/unispeaker/wknow." in summary
     assert (tmp_path / "regress-junit.xml").is_file()
+
+
+def test_a_manifest_naming_a_public_set_as_its_data_is_not_loaded(two_paths):
+    """A forged task.spec may not make the gate download a public set: only local data re-scores a local task."""
+    root, a, b = two_paths
+    for side in ("base", "cand"):
+        path = root / side / "scifact" / "manifest.json"
+        doc = json.loads(path.read_text())
+        doc["task"]["spec"] = "beir/msmarco"
+        path.write_text(json.dumps(doc))
+    report = regress(root / "base", root / "cand", n_permutations=1000)
+    assert not report.checks[0].rescored
+    assert report.checks[0].why.startswith("its manifest names beir/msmarco, which is not local data; give its data")

@@ -143,6 +143,9 @@ class Rescorer:
             return None, f"its folder {folder} does not exist here"
         try:
             task = get_task(spec)
+            # a manifest names where its data was; it never makes this machine download a public set
+            if task.revision != "local":
+                return None, f"its manifest names {spec}, which is not local data"
             data = task.load()
         except (GapbenchError, OSError) as exc:
             return None, f"its data cannot be loaded from {spec} ({_first_sentence(exc)})"
