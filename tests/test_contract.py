@@ -1,4 +1,5 @@
-"""One contract over every registered task (PyTerrier/ir_datasets style).
+"""One contract over every registered task (PyTerrier/ir_datasets style): gapbench.testing's TaskContract, the one plugin
+authors subclass, parametrized over the registry.
 
 Hub-backed suites read the fixtures in tests/fixtures (their real file layouts) through GAPBENCH_DATA_<SUITE>. A task
 whose data is not in a fixture must fail fast with a GapbenchError that says how to provide it, never another
@@ -7,13 +8,13 @@ exception or a hang.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from gapbench.errors import GapbenchError
 from gapbench.task import TASKS, Task, get_task, list_tasks
+from gapbench.testing import TaskContract
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {
@@ -35,45 +36,42 @@ def all_names() -> list[str]:
     return sorted(TASKS.names())
 
 
-@pytest.fixture(autouse=True)
-def fixture_data(monkeypatch):
-    for key, path in ENV.items():
-        monkeypatch.setenv(key, str(path))
+@pytest.fixture(autouse=True, scope="module")
+def fixture_data():
+    with pytest.MonkeyPatch.context() as mp:  # module scope: the class-scoped loads below read these
+        for key, path in ENV.items():
+            mp.setenv(key, str(path))
+        yield
 
 
-def test_every_task_has_metadata():
+def test_every_task_is_registered_with_its_metadata():
     tasks = list_tasks()
-    assert len(tasks) >= 80
-    for task in tasks:
-        assert isinstance(task, Task) and task.name and task.main_measure in task.measures
-        assert task.license and task.citation or task.name.startswith("local/"), task.name
+    assert len(tasks) >= 80 and sorted(t.name for t in tasks) == all_names()
 
 
-@pytest.mark.parametrize("name", all_names())
-def test_task_contract(name):
-    task = get_task(name)
-    t0 = time.perf_counter()
-    try:
-        data = task.load()
-    except GapbenchError as exc:
-        assert name not in MUST_LOAD, f"{name} should load from shipped data or fixtures: {exc}"
-        assert time.perf_counter() - t0 < 10, f"{name} took too long to fail"
-        message = str(exc)
-        assert any(w in message for w in ("data_dir", "GAPBENCH_DATA", "local copy", "topics=", "option", "expected")), message
-        return
-    for doc_id, doc in data.corpus.items():
-        assert isinstance(doc_id, str) and doc.doc_id == doc_id and isinstance(doc.text, str)
-    for qid, q in data.queries.items():
-        assert isinstance(qid, str) and q.text.strip()
-    assert data.qrels.positive_queries(), name
-    for qid, judged in data.qrels.items():
-        assert qid in data.queries, (name, qid)
-        for doc_id, grade in judged.items():
-            assert doc_id in data.corpus and isinstance(grade, int), (name, qid, doc_id)
-    # multiple-choice tasks exclude every other row's candidates, computed on access: check a sample of queries
-    for qid in list(data.excluded)[:50]:
-        excluded = data.excluded[qid]
-        assert qid in data.queries and isinstance(excluded, frozenset)
-        assert all(isinstance(d, str) for d in excluded)
-        # an excluded document is never a positive judgement of that query
-        assert not {d for d, g in data.qrels.get(qid, {}).items() if g > 0} & excluded, (name, qid)
+class TestTasks(TaskContract):
+    """gapbench.testing's task contract, over every registered task."""
+
+    @pytest.fixture(scope="class", params=all_names())
+    @classmethod
+    def task_under_test(cls, request) -> Task:
+        return get_task(request.param)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def loaded(cls, task_under_test):
+        """The task's data, or None where it is not in a fixture: then it must fail fast with a GapbenchError that
+        says how to provide it, never another exception or a hang."""
+        name = task_under_test.name
+        try:
+            return task_under_test.load()
+        except GapbenchError as exc:
+            assert name not in MUST_LOAD, f"{name} should load from shipped data or fixtures: {exc}"
+            message = str(exc)
+            assert any(w in message for w in ("data_dir", "GAPBENCH_DATA", "local copy", "topics=", "option",
+                                              "expected")), message
+            return None
+
+    def test_loaded_data(self, loaded, task_under_test):
+        if loaded is not None:
+            self.check_data(task_under_test.name, loaded)

@@ -40,13 +40,14 @@ def _env(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ protocols
 def test_built_in_components_declare_their_protocols():
+    """That every registered retriever is a Retriever and every reranker a Reranker is gapbench.testing's contract
+    (tests/test_contract_adapters.py); here: the protocols beyond those, and that none claims one it lacks."""
     dense = Dense(cache=False)
-    assert isinstance(BM25(), Retriever) and isinstance(dense, Retriever)
     assert isinstance(dense, Encoder) and isinstance(dense, TokenEncoder)
-    assert isinstance(BM25(), Retriever) and not isinstance(BM25(), Encoder)
+    assert not isinstance(BM25(), Encoder)
     for reranker in (Tournament(llm_base_url=NOWHERE, llm_model="m"),
                      SlidingWindow(llm_base_url=NOWHERE, llm_model="m")):
-        assert isinstance(reranker, Reranker) and not isinstance(reranker, Retriever)
+        assert not isinstance(reranker, Retriever)
     assert isinstance(ArgusAugmenter("argus-expand:tau=0.5", BM25()), Augmenter)
     assert not isinstance(BM25(), Reranker) and not isinstance(BM25(), Augmenter)
 
