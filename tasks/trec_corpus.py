@@ -27,6 +27,7 @@ from gapbench.corpus_store import AUTO_MIN_BYTES, compact_mode, load_compact, re
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
 from gapbench.files import write_text_atomic
 from gapbench.formats import text_lines
+from gapbench.progress import progress
 from gapbench.types import Corpus, Document
 
 ACCEPTED = ("TREC <DOC><DOCNO>id</DOCNO>...</DOC> (plain or .gz), TSV doc_id<TAB>text or doc_id<TAB>title<TAB>text, "
@@ -170,7 +171,18 @@ def _compact(path: Path, files: list[Path], formats: dict[Path, str], tags: tupl
     if not same:  # rewritten only when it changes: its size and time are part of the copy's key
         key.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(key, listing)
-    return load_compact(key, _unique(files, formats, tags))
+    return load_compact(key, counted(_unique(files, formats, tags), None, f"reading {path.name}"))
+
+
+def counted(records: Iterable, total: int | None, description: str, step: int = 4096) -> Iterator:
+    """``records`` passed through, with progress shown when the reading takes long (a folder of TREC disks)."""
+    with progress(total, description, unit="docs") as advance:
+        n = 0
+        for n, record in enumerate(records, 1):
+            if n % step == 0:
+                advance(step)
+            yield record
+        advance(n % step)
 
 
 def _unique(files: list[Path], formats: dict[Path, str],
@@ -193,7 +205,8 @@ def _collect(files: list[Path], formats: dict[Path, str], tags: tuple[str, ...] 
     seen: dict[str, tuple[Path, int]] = {}
     docs = []
     for path in files:
-        for n, did, title, text in _numbered(path, formats[path], tags, (lines or {}).get(path)):
+        records = _numbered(path, formats[path], tags, (lines or {}).get(path))
+        for n, did, title, text in counted(records, None, f"reading {path.name}"):
             if did in seen:
                 first, line = seen[did]
                 where = f"line {line}" if first == path else f"{first}, line {line}"
@@ -219,6 +232,9 @@ def trec_records(path: str | Path, tags: Iterable[str] | None = None,
     seen_tags: dict[str, None] = {}
     n = 0
     for n, line in text_lines(path) if lines is None else lines:
+        if inside and "<" not in line:  # most lines: text inside a document, no tag at all
+            body.append(line)
+            continue
         pos = 0
         for m in _DOC.finditer(line):
             before = line[pos:m.start()]
