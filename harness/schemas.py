@@ -440,6 +440,8 @@ class GapReport(Model):
     llm_calls: int
     verifier_answers: Optional[dict[str, Any]]
     pool_scaling: list[PoolScalingRow]
+    # the LLM work (calls, tokens, fallbacks) of rewrite:/agent: retrievers by name; absent in files before it
+    retriever_llm: Optional[dict[str, dict[str, Any]]] = None
     other_qrels: dict[str, dict[str, Any]]
     meta: dict[str, Any]
 

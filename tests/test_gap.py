@@ -300,3 +300,37 @@ def test_the_printed_summary_is_aligned_tables():
         "       10              0.500                  1.000  0.250  0.750",
         "      200              0.250                  0.750  0.500  0.500",
     ]
+
+
+def test_gap_json_carries_the_llm_work_of_rewrite_retrievers(tmp_path, monkeypatch):
+    """gap.json's retriever_llm: calls, tokens (as the server counted them) and fallbacks of a rewrite: retriever,
+    beside llm_calls (the verifier's); none for bm25. One planted rewrite of stop words finds nothing (empty_search),
+    one empty rewrite (empty_rewrite)."""
+    from gapbench.analyses.gap import run_gap
+    from gapbench.pipeline import prepare
+    from gapbench.schemas import validate_analysis
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))  # an empty LLM cache: every answer is a call
+    qids = prepare(TASK, max_queries=4, seed=0, judged=1).query_ids
+    data = get_task(TASK).load()
+    text = {q: data.queries[q].text for q in qids}
+    with judge_server(data, rewrites={text[qids[0]]: "(no)", text[qids[1]]: ""}) as srv:
+        report = run_gap(TASK, ["bm25", "rewrite:bm25"], max_queries=4, depth=10, pool_sizes=(), seed=0,
+                         llm_base_url=srv.base_url, llm_model="judge-gap-usage", output=tmp_path / "gap")
+        rewrites = [p for p in srv.prompts if p.rstrip().endswith("Rewritten query:")]
+        chats = srv.counts["chat"]
+    answers = {0: 1, 1: 0}  # "(no)" is one word, "" none; the others echo their query
+    out = json.loads((tmp_path / "gap" / "gap.json").read_text())
+    validate_analysis("gap", out, tmp_path / "gap" / "gap.json")
+    usage = out["retriever_llm"]["rewrite:bm25"]
+    assert set(out["retriever_llm"]) == {"rewrite:bm25"} and len(rewrites) == 4
+    assert (usage["requests"], usage["calls"], usage["cache_hits"], usage["failures"]) == (4, 4, 0, 0)
+    assert usage["prompt_tokens"] == sum(len(p.split()) for p in rewrites)
+    assert usage["completion_tokens"] == sum(answers.get(i, len(text[q].split())) for i, q in enumerate(qids))
+    assert usage["fallbacks"] == {"empty_rewrite": 1, "empty_search": 1, "unparsed_selection": 0, "unknown_ids": 0}
+    assert usage["model"] == "judge-gap-usage"
+    assert out["llm_calls"] == chats - 4  # the verifier's own calls
+    line = next(x for x in str(report).splitlines() if x.startswith("retriever rewrite:bm25: "))
+    assert line == (f"retriever rewrite:bm25: 4 LLM calls, 0 answers from the cache, "
+                    f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens ({usage['prompt_tokens']} in, "
+                    f"{usage['completion_tokens']} out), fallbacks: empty_rewrite 1, empty_search 1")

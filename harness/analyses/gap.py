@@ -40,6 +40,31 @@ from ..types import Corpus, Qrels, Queries, Run, TaskData
 PoolReranker = Callable[[Queries, Mapping[str, Sequence[str]], Corpus], Run]
 
 
+def retriever_llm_usage(retriever: Any) -> dict | None:
+    """The LLM work of a retriever that calls one (``rewrite:``, ``agent:``), totals only: ``calls`` (HTTP calls,
+    retries included), ``requests``, ``cache_hits``, ``failures``, ``prompt_tokens``, ``completion_tokens``,
+    ``truncated``, ``cost`` and ``fallbacks`` (answers it could not use, by kind); None for a retriever without one."""
+    llm = llm_manifest_of(retriever)
+    if llm is None:
+        return None
+    usage = llm.get("usage") or {}
+    keys = ("calls", "requests", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "truncated", "cost")
+    out: dict[str, Any] = {"model": llm.get("model"), **{k: usage.get(k) for k in keys}}
+    fallbacks = getattr(retriever, "fallbacks", None)
+    if isinstance(fallbacks, Mapping):
+        out["fallbacks"] = {k: v for k, v in fallbacks.items() if k != "per_query"}
+    return out
+
+
+def retriever_llm_line(name: str, u: Mapping[str, Any]) -> str:
+    """One line of the printed summary for a retriever's LLM work."""
+    fell = {k: v for k, v in (u.get("fallbacks") or {}).items() if v}
+    said = ", ".join(f"{k} {v}" for k, v in fell.items()) or "none"
+    tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
+    return (f"retriever {name}: {u.get('calls')} LLM calls, {u.get('cache_hits')} answers from the cache, "
+            f"{tokens:,} tokens ({u.get('prompt_tokens')} in, {u.get('completion_tokens')} out), fallbacks: {said}")
+
+
 def union_pool(runs: Sequence[Run], query_id: str, depth: int) -> list[str]:
     """Union of each run's top-``depth`` documents, merged round-robin by rank (deterministic, duplicates dropped)."""
     lists = [[d for d, _ in run.get(query_id, ())[:depth]] for run in runs]
@@ -110,6 +135,8 @@ class GapReport:
     pool_scaling: list[dict] = field(default_factory=list)
     extra_qrels: dict[str, dict] = field(default_factory=dict)  # e.g. pooled judgements ("P") beside gold ("G")
     meta: dict[str, Any] = field(default_factory=dict)
+    # the LLM work of retrievers that call one (rewrite:, agent:): name -> calls, tokens, cache hits, fallbacks
+    retriever_llm: dict[str, dict] = field(default_factory=dict)
 
     @property
     def gap(self) -> float:
@@ -140,6 +167,7 @@ class GapReport:
                                  "mostly_fallbacks": self.meta["answers"]["fallback_rate"] > 0.5}
             if self.meta.get("answers") else None,
             "pool_scaling": self.pool_scaling,
+            "retriever_llm": self.retriever_llm or None,
             "other_qrels": self.extra_qrels,
             "meta": self.meta,
         }
@@ -159,6 +187,7 @@ class GapReport:
                                      ("verifier, gold-infused pool", other["verifier_gold_infused"]))]
         lines = [head, Table(["", self.measure, "- best"], rows, align="lrr").text(),
                  f"gap (gold-infused verifier - best retriever): {self.gap:+.4f}"]
+        lines += [retriever_llm_line(name, u) for name, u in self.retriever_llm.items()]
         ans = self.meta.get("answers") or {}
         if ans.get("rankings"):
             lines.append(f"verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
@@ -489,7 +518,7 @@ def run_gap_with(task: str, retrievers: Sequence[str], options: GapOptions) -> G
     # the verifier reads the prepared queries (instruction applied) unless the task gives it a view of its own
     view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, prepared.queries)
     seeds = tuple(getattr(rr, "seeds", ()))
-    runs, systems = _retrieve(prepared, retrievers, options)
+    runs, systems, llm_work = _retrieve(prepared, retrievers, options)
     extra = dict(options.qrels_variants or {})
     if not extra and task_obj.extra_qrels is not None:
         extra.update(task_obj.extra_qrels(data))
@@ -501,25 +530,31 @@ def run_gap_with(task: str, retrievers: Sequence[str], options: GapOptions) -> G
         verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0], verifier_queries=view[1],
     )
     report.meta["retrievers"] = systems
+    report.retriever_llm = llm_work
     report.meta.update(_verifier_meta(rr, applied, reads_view=view[0] is not None))
     if options.output:
         save_report(report, options.output)
     return report
 
 
-def _retrieve(prepared: Any, retrievers: Sequence[str], options: GapOptions) -> tuple[list[Run], list[dict]]:
-    """Each retriever's run, deep enough for the pool and every pool budget, and its entry in ``meta["retrievers"]``."""
+def _retrieve(prepared: Any, retrievers: Sequence[str],
+              options: GapOptions) -> tuple[list[Run], list[dict], dict[str, dict]]:
+    """Each retriever's run, deep enough for the pool and every pool budget, its entry in ``meta["retrievers"]``,
+    and the LLM work of those that call one (:func:`retriever_llm_usage`), by run name."""
     from ..retrieval import config_of, fingerprint_of
 
     k = max([options.depth, *options.pool_sizes]) if options.pool_sizes else options.depth
-    runs, systems = [], []
+    runs, systems, llm_work = [], [], {}
     for spec in retrievers:
         retr, run = prepared.retrieve(spec, k, llm_base_url=options.llm_base_url, llm_model=options.llm_model)
         runs.append(run)
         # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
         systems.append({"spec": str(spec) if isinstance(spec, str) else run.name, "name": run.name,
                         "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
-    return runs, systems
+        usage = retriever_llm_usage(retr)
+        if usage is not None:
+            llm_work[run.name] = usage
+    return runs, systems, llm_work
 
 
 def _verifier_meta(rr: Any, applied: dict, *, reads_view: bool) -> dict[str, Any]:
