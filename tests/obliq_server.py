@@ -8,7 +8,8 @@ recognised by its first line, as the packaged templates of ``gapbench/analyses/o
 
 Scripted faults: ``garble`` (prompt kinds answered in prose, no JSON), ``fence`` (the JSON in a fenced block with
 prose around it, as small models answer), ``drop_ids`` (documents whose id a batch answer of several leaves out: the build must ask them again
-alone), ``invent_id`` (the first annotation answer also names an id it was not shown), ``fail_after`` (every chat
+alone), ``invent_id`` (the first annotation answer also names an id it was not shown), ``repeat_id`` (it answers for its
+first document twice, the second time wrongly), ``fail_after`` (every chat
 request after the first N is refused with HTTP 400, as a server that goes away mid-build).
 """
 
@@ -79,9 +80,10 @@ class World:
 class ObliqServer(LLMServer):
     def __init__(self, world: World, *, drop_ids: set[str] = frozenset(), invent_id: bool = False,
                  fail_after: int | None = None, garble: set[str] = frozenset(), fence: set[str] = frozenset(),
-                 **kwargs) -> None:
+                 repeat_id: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.world, self.drop_ids, self.invent_id, self.fail_after = world, set(drop_ids), invent_id, fail_after
+        self.repeat_id = repeat_id
         self.garble = set(garble)  # prompt kinds answered with prose instead of JSON
         self.fence = set(fence)  # prompt kinds answered with the JSON inside a fenced block, prose around it
         self.kinds: list[str] = []  # the kind of each chat prompt answered, in order
@@ -127,6 +129,9 @@ class ObliqServer(LLMServer):
             if self.invent_id:
                 self.invent_id = False
                 items.append({"id": f"D{len(shown) + 7}", "value": "an answer for a document never shown"})
+            if self.repeat_id and items:
+                self.repeat_id = False
+                items.append({"id": items[0]["id"], "value": "a second answer for the same document"})
         return {"annotations": items}
 
     def _consolidate(self, prompt: str) -> dict:

@@ -104,7 +104,7 @@ def by_attribute(folder: Path, split: str) -> dict[str, set[str]]:
 
 def test_build_end_to_end_recovers_the_planted_clusters(corpus, tmp_path):
     out = tmp_path / "task"
-    with ObliqServer(world(), drop_ids={"b3"}, invent_id=True) as srv:
+    with ObliqServer(world(), drop_ids={"b3"}, invent_id=True, repeat_id=True) as srv:
         report = build_obliq(str(corpus), options(out, llm_client=client(srv, tmp_path / "llm.sqlite")))
         calls = srv.counts["chat"]
         sent = list(srv.received)
@@ -122,6 +122,7 @@ def test_build_end_to_end_recovers_the_planted_clusters(corpus, tmp_path):
     assert "This is try 2" in staff[1] and "ziggy" in staff[1].split("This is try 2")[1]
     # ids: b3 left out of its batch answer is asked again alone; the invented id is counted and ignored
     assert c["annotate"]["documents asked again alone"] == 1 and c["annotate"]["invented ids"] == 1
+    assert c["annotate"]["repeated ids"] == 1  # the first answer kept: the clusters above are the planted ones
     assert c["annotate"]["documents with a value"] == len(DOCS) - len(MISSED) - 6
     assert [(d.stage, d.what) for d in report.dropped if d.stage == "collapse"] == [
         ("collapse", "asks about plant based food")]
