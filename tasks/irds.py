@@ -10,8 +10,8 @@ queries (``title+description`` on TREC topics).
 A large corpus (from :data:`LARGE_DOCS` documents, by ir_datasets' count; or any with
 ``GAPBENCH_COMPACT_CORPUS=always``) is streamed once from ir_datasets into gapbench's memory-mapped store
 (:mod:`gapbench.corpus_store`), keyed by the dataset id, the fields and its files' checksums, so no copy of MS MARCO is
-held in memory. The task's ``revision`` names the ir_datasets version and the md5 of every file the dataset reads that
-is on disk (the catalogue's md5 for a download not made yet); it goes into every run's manifest.
+held in memory. The task's ``revision``, in every run's manifest, names the ir_datasets version and the md5 of every
+file the task's data comes from (:func:`revision`): the same before and after the download, and on every machine.
 
 >>> task = get_task("irds:beir/scifact/test:fields=title+text")  # doctest: +SKIP
 """
@@ -251,67 +251,91 @@ def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:
 # ---------------------------------------------------------------- the files a dataset reads, and their checksums
 
 def source_files(ds, ir) -> list[dict]:
-    """``{"file", "md5", "on_disk", "catalogue_md5"}`` for every file the task reads (documents, queries, qrels):
-    ir_datasets' downloads (with the md5 its catalogue verifies them by) and the files it extracts from them, found by
-    walking the handlers' components."""
+    """Every file the task reads (documents, queries, qrels), found by walking the handlers' components:
+    ``{"file", "kind", "catalogue_md5", "on_disk", "md5", "sources"}``. ``kind`` is ``download`` (``catalogue_md5``:
+    the md5 ir_datasets checks it by; a download streamed without being kept is named by its address) or
+    ``extracted`` (a file ir_datasets extracts from the downloads named in ``sources``); ``md5`` is the file's own
+    when it is on disk."""
     from ir_datasets.util import Cache, Download
 
-    found: dict[str, str | None] = {}
+    downloads: dict[str, str | None] = {}
+    extracted: dict[str, set[str]] = {}
     seen: set[int] = set()
 
-    def visit(obj: Any, depth: int) -> None:
-        if depth > 16 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, type(None))):
+    def visit(obj: Any, depth: int, cache: str | None) -> None:
+        if depth > 16 or isinstance(obj, (str, bytes, int, float, type(None))):
             return
-        seen.add(id(obj))
-        if isinstance(obj, Download):
+        if isinstance(obj, Download):  # before the seen check: one download feeds several extracted files
             path = getattr(obj, "_cache_path", None)
-            # a download without a cache path is streamed into what is extracted from it: named by its address
             urls = [getattr(m, "url", "") for m in getattr(obj, "mirrors", [])]
             name = str(path) if path else next((u for u in urls if u), "")
             if name and (path or obj.expected_md5):
-                found[name] = obj.expected_md5
+                downloads[name] = obj.expected_md5
+                if cache is not None:
+                    extracted[cache].add(name)
             return
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
         if isinstance(obj, Cache):
-            found.setdefault(str(obj._path), None)
+            cache = str(obj._path)
+            extracted.setdefault(cache, set())
         if isinstance(obj, (list, tuple, set, frozenset)):
             for value in obj:
-                visit(value, depth + 1)
+                visit(value, depth + 1, cache)
         elif isinstance(obj, dict):
             for value in obj.values():
-                visit(value, depth + 1)
+                visit(value, depth + 1, cache)
         elif (type(obj).__module__ or "").startswith("ir_datasets") and hasattr(obj, "__dict__"):
             for value in vars(obj).values():
-                visit(value, depth + 1)
+                visit(value, depth + 1, cache)
 
     for handler in ("docs_handler", "queries_handler", "qrels_handler"):  # not scored documents, doc pairs, ...
-        visit(getattr(ds, handler)(), 0)
+        visit(getattr(ds, handler)(), 0, None)
     home = Path(ir.util.home_path()).resolve()
-    out = []
-    for path, expected in sorted(found.items()):
-        if "://" in path:
-            out.append({"file": path, "md5": expected, "on_disk": False, "catalogue_md5": expected})
-            continue
-        p = Path(path)
-        rel = p.resolve().relative_to(home).as_posix() if p.resolve().is_relative_to(home) else str(p)
+
+    def entry(path: str, kind: str, expected: str | None, sources: set[str]) -> dict:
+        if "://" in path:  # streamed: checked against the catalogue while it was read, never on disk
+            return {"file": path, "kind": kind, "catalogue_md5": expected, "on_disk": False, "md5": None,
+                    "sources": []}
+        p = Path(path).resolve()
         on_disk = p.is_file()
-        out.append({"file": rel, "md5": _md5(p) if on_disk else expected, "on_disk": on_disk,
-                    "catalogue_md5": expected})
-    return out
+        return {"file": p.relative_to(home).as_posix() if p.is_relative_to(home) else str(p), "kind": kind,
+                "catalogue_md5": expected, "on_disk": on_disk, "md5": _md5(p) if on_disk else None,
+                "sources": sorted(sources)}
+
+    out = [entry(p, "download", md5, set()) for p, md5 in downloads.items()]
+    out += [entry(p, "extracted", None, sources) for p, sources in extracted.items() if p not in downloads]
+    by_path = {f["file"]: f for f in out}
+    for f in out:
+        f["sources"] = [by_path[_rel(s, home)]["file"] for s in f["sources"] if _rel(s, home) in by_path]
+    return sorted(out, key=lambda f: ("://" in f["file"], f["file"]))
+
+
+def _rel(path: str, home: Path) -> str:
+    if "://" in path:
+        return path
+    p = Path(path).resolve()
+    return p.relative_to(home).as_posix() if p.is_relative_to(home) else str(p)
 
 
 def revision(version: str, files: list[dict]) -> str:
-    """``ir_datasets 0.6.3; vaswani/docs.txt md5:...; ...``: what the run manifest records of the data."""
+    """What the run manifest records of the data: ``ir_datasets 0.6.3; vaswani/npl.tar.gz md5:23e5...``.
+
+    The same before and after ir_datasets downloads a file, and on every machine that holds the catalogue's files:
+    each download with the md5 of ir_datasets' catalogue (which it verifies the download by), or with its own md5
+    beside the catalogue's when the file on disk differs; a file extracted from a download is named, with its md5,
+    only when it was not extracted here from a kept download (laid out by hand, or its download removed)."""
+    by_file = {f["file"]: f for f in files}
     parts = [f"ir_datasets {version}"]
     for f in files:
-        if not f["on_disk"]:
-            if f["md5"]:
-                kept = "streamed, not kept" if "://" in f["file"] else "not downloaded"
-                parts.append(f"{f['file']} md5:{f['md5']} (catalogue; {kept})")
-            continue
-        note = ""
-        if f["catalogue_md5"] and f["catalogue_md5"] != f["md5"]:
-            note = f" (differs from the catalogue's md5:{f['catalogue_md5']})"
-        parts.append(f"{f['file']} md5:{f['md5']}{note}")
+        if f["kind"] == "download":
+            if f["on_disk"] and f["catalogue_md5"] and f["md5"] != f["catalogue_md5"]:
+                parts.append(f"{f['file']} md5:{f['md5']} (catalogue md5:{f['catalogue_md5']})")
+            elif f["catalogue_md5"] or f["on_disk"]:
+                parts.append(f"{f['file']} md5:{f['catalogue_md5'] or f['md5']}")
+        elif f["on_disk"] and not any(by_file[s]["on_disk"] or "://" in s for s in f["sources"]):
+            parts.append(f"{f['file']} md5:{f['md5']}")
     return "; ".join(parts)
 
 

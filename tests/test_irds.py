@@ -98,10 +98,11 @@ def test_manifest_names_the_dataset_and_its_files_checksums(tmp_path):
     import ir_datasets
 
     md5 = {name: file_digest(HOME / "vaswani" / name, "md5") for name in ("docs.txt", "queries.txt", "qrels.txt")}
+    # the catalogue's archive, and the files extracted from it, laid out here by hand without it, with their own md5
     assert task["revision"] == (
         f"ir_datasets {ir_datasets.__version__}; vaswani/docs.txt md5:{md5['docs.txt']}; "
-        "vaswani/npl.tar.gz md5:23e5607081191b153738e81fbd834680 (catalogue; not downloaded); "
-        f"vaswani/qrels.txt md5:{md5['qrels.txt']}; vaswani/queries.txt md5:{md5['queries.txt']}")
+        f"vaswani/npl.tar.gz md5:23e5607081191b153738e81fbd834680; vaswani/qrels.txt md5:{md5['qrels.txt']}; "
+        f"vaswani/queries.txt md5:{md5['queries.txt']}")
     written = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert written["task"]["revision"] == task["revision"]
 
@@ -139,6 +140,15 @@ def test_scifact_fields_give_the_beir_folder_corpus():
     # title into Document.title, text into Document.text: the very corpus the BEIR folder reader gives
     assert data.corpus.fingerprint == folder.corpus.fingerprint and len(data.corpus) == 6
     assert data.queries.ids() == folder.queries.ids() and data.qrels.to_dict() == folder.qrels.to_dict()
+    # the zip here is not the catalogue's (ir_datasets would have refused it on download): the revision says so; the
+    # files ir_datasets extracted from it (queries.json, test.qrels) are not named, the zip they came from is on disk
+    import ir_datasets
+
+    zip_md5 = file_digest(HOME / "beir" / "scifact" / "source.zip", "md5")
+    assert (HOME / "beir" / "scifact" / "queries.json").is_file()
+    assert get_task("irds:beir/scifact/test").revision == (
+        f"ir_datasets {ir_datasets.__version__}; beir/scifact/source.zip md5:{zip_md5} "
+        "(catalogue md5:5f7d1de60b170fc8027bb7898e2efca1)")
     default = get_task("irds:beir/scifact/test").load()  # ir_datasets' default_text(): "title text"
     doc = folder.corpus["4983"]
     assert default.corpus["4983"].text == f"{doc.title} {doc.text}" and default.corpus["4983"].title == ""
@@ -193,8 +203,7 @@ def test_a_collection_not_on_disk_names_where_its_files_go():
 
     task = get_task("irds:disks45/nocr/trec-robust-2004")
     assert task.n_docs == 528155 and task.n_queries == 250  # ir_datasets' catalogue counts
-    assert "disks45/qrels.robust2004.txt md5:123c2a0ba2ec31178cb1050995dcfdfa (catalogue; not downloaded)" in \
-        task.revision
+    assert "disks45/qrels.robust2004.txt md5:123c2a0ba2ec31178cb1050995dcfdfa" in task.revision
     with pytest.raises(DatasetUnavailableError, match=re.escape(
             f"irds:disks45/nocr/trec-robust-2004: ir_datasets could not read the dataset (FileNotFoundError: "
             f"{HOME / 'disks45' / 'corpus'}). It keeps its files under {HOME} (IR_DATASETS_HOME)")):
@@ -202,15 +211,15 @@ def test_a_collection_not_on_disk_names_where_its_files_go():
 
 
 def test_revision_of_a_dataset_not_downloaded_lists_the_catalogue_md5s():
-    # what a manifest records before ir_datasets has fetched anything: the md5 its catalogue checks each download by
-    # (documents, queries and qrels only; the scored documents of trec-dl-2019 are not read)
+    # what a manifest records before ir_datasets has fetched anything, as after: the md5 its catalogue checks each
+    # download by (documents, queries and qrels only; the scored documents of trec-dl-2019 are not read)
     import ir_datasets
 
     task = get_task("irds:msmarco-passage/trec-dl-2019/judged")
     assert task.n_docs == 8841823 and task.n_queries == 43
     assert task.revision == (
         f"ir_datasets {ir_datasets.__version__}; "
-        "msmarco-passage/collectionandqueries.tar.gz md5:31644046b18952c1386cd4564ba2ae69 (catalogue; not downloaded); "
-        "msmarco-passage/trec-dl-2019/qrels md5:2f4be390198da108f6845c822e5ada14 (catalogue; not downloaded); "
+        "msmarco-passage/collectionandqueries.tar.gz md5:31644046b18952c1386cd4564ba2ae69; "
+        "msmarco-passage/trec-dl-2019/qrels md5:2f4be390198da108f6845c822e5ada14; "
         "https://msmarco.z22.web.core.windows.net/msmarcoranking/msmarco-test2019-queries.tsv.gz "
-        "md5:eda71eccbe4d251af83150abe065368c (catalogue; streamed, not kept)")
+        "md5:eda71eccbe4d251af83150abe065368c")
