@@ -59,11 +59,12 @@ def _register_commands() -> None:
     from . import report as cli_report
     from . import run as cli_run
     from . import signals as cli_signals
+    from . import submit as cli_submit
     from . import tasks as cli_tasks
 
     # the order is the one `gapbench --help` lists
     for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_gap, cli_cache, cli_argus, cli_argus_compare,
-                   cli_board, cli_coverage, cli_local_llm, cli_obliq, cli_report, cli_signals):
+                   cli_board, cli_submit, cli_coverage, cli_local_llm, cli_obliq, cli_report, cli_signals):
         module.register(app)
 
 
