@@ -34,7 +34,9 @@ answers every request with that HTTP status;
 as llama.cpp's server does (``slots=n``: n at once); ``overload_at=n`` answers a request that arrives while n others
 are in flight with ``overload_status`` (429 or 503) and ``Retry-After: retry_after``, as a rate-limited API does;
 ``api_key`` makes a missing or wrong bearer token a 401 (whose message echoes the token received when ``echo_key``, as
-careless servers do); ``models`` makes other model names a 404.
+careless servers do); ``models`` makes other model names a 404; ``server.models_route = False`` answers
+``GET /v1/models`` with 404, as servers without the route do (counted as ``models:404``; answered ones as ``models``).
+:class:`SilentServer` accepts connections and never answers at all.
 
 Endpoint faults (``fault="hang"``, or set ``server.fault`` at any time): every API request from the ``fault_after``-th
 on (counted from 0 since the fault was set), for ``fault_times`` requests (None: all), is answered badly, as broken
@@ -206,7 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         app = self.server.app
-        if self.path.rstrip("/") == "/v1/models":
+        if self.path.rstrip("/") == "/v1/models" and not getattr(app, "models_route", True):
+            app._count("models:404")  # a server without the route (models_route = False): some lack it
+            self._send(404, _error(f"no route GET {self.path}", "not_found"))
+        elif self.path.rstrip("/") == "/v1/models":
+            app._count("models")
             names = sorted(app.models) if app.models else ["judge"]
             self._send(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "gapbench-tests"}
                                                         for n in names]})
@@ -773,3 +779,66 @@ def llm_server_fixture(scope: str = "function", **kwargs: Any):
             yield srv
 
     return _server
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts connections, reads each one's request head and never answers: a stuck
+    server, or a port forwarded to nothing. ``requests`` holds the first line of every request head received, in
+    order; connections stay open until ``stop()``.
+
+        with SilentServer() as srv:
+            LLMClient(base_url=srv.base_url, ...)
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, name="silent-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _serve(self) -> None:
+        self._listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # the accept timed out, or the listener was closed by stop()
+                continue
+            self._conns.append(conn)
+            threading.Thread(target=self._read_head, args=(conn,), daemon=True).start()
+
+    def _read_head(self, conn: socket.socket) -> None:
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data and not self._stop.is_set():
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+        except OSError:
+            return
+        self.requests.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
+
+    def start(self) -> "SilentServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        self._listener.close()
+        self._thread.join(5)
+
+    def __enter__(self) -> "SilentServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

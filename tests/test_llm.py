@@ -1115,11 +1115,75 @@ def test_an_abandoned_attempt_closes_its_connection(tmp_path):
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+    # preflight off: this server takes one connection, the chat request's (the preflight would be named instead)
     client = LLMClient(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="judge", cache=False,
-                       timeout=0.4, call_timeout=30, outage_timeout=30, max_retries=0)
+                       timeout=0.4, call_timeout=30, outage_timeout=30, max_retries=0, preflight_timeout=0)
     with pytest.raises(LLMUnavailableError, match="did not answer within 0.4 s"):
         client.chat("hello")
     thread.join(10)
     listener.close()
     assert "closed" in seen, "the abandoned connection was still open 10 s after the client gave up"
     assert seen["closed"] - seen["request"] < 3.0
+
+
+# ----------------------------------------------------------------------------------------------- preflight
+def test_preflight_names_an_endpoint_that_accepts_connections_and_never_answers():
+    """An endpoint that accepts connections and never answers used to hold a command for the calls' time bounds
+    (120-300 s) before any message; GET /models before the first call names it after preflight_timeout, and no chat
+    request is sent to it."""
+    from llm_server import SilentServer
+
+    with SilentServer() as srv:
+        client = LLMClient(base_url=srv.base_url, model="judge", cache=False, preflight_timeout=1.5)
+        with pytest.raises(LLMUnavailableError) as err:
+            client.chat("hello")
+        assert srv.requests == ["GET /v1/models HTTP/1.1"]
+    message = str(err.value)
+    assert message.startswith(f"LLM endpoint {srv.base_url} accepted the connection but sent no answer to GET /models "
+                              f"within 1.5 s ({srv.base_url}/models, checked before the first call)"), message
+    assert "$GAPBENCH_LLM_PREFLIGHT_TIMEOUT" in message and err.value.endpoint == f"{srv.base_url}/models"
+
+
+def test_preflight_in_a_command_names_the_endpoint(tmp_path, monkeypatch, capsys):
+    """gapbench run with rewrite: against such an endpoint exits 2 with the preflight's message."""
+    from gapbench.cli import main
+    from llm_server import SilentServer
+
+    monkeypatch.setenv("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", "1")
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    with SilentServer() as srv:
+        code = main(["run", "tests/fixtures/beir/scifact", "-r", "rewrite:bm25", "--llm-base-url", srv.base_url,
+                     "--llm-model", "judge", "-m", "nDCG@10"])
+        assert srv.requests == ["GET /v1/models HTTP/1.1"]
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"gapbench: error: LLM endpoint {srv.base_url} accepted the connection but "
+                                        "sent no answer to GET /models within 1 s"), err
+
+
+def test_preflight_passes_a_server_without_models_route_and_checks_once(tmp_path):
+    """A 404 on /models is an answer (some servers lack the route): the call goes ahead. An endpoint that answered is
+    not checked again by later clients of the process; preflight_timeout=0 skips the check."""
+    with server_of() as srv:
+        srv.models_route = False
+        first = make_client(srv, tmp_path)
+        assert first.chat("hello").text.startswith("echo ")
+        assert make_client(srv, tmp_path).chat("again").text.startswith("echo ")
+        assert (srv.counts["models:404"], srv.counts["models"], srv.counts["chat"]) == (1, 0, 2)
+    with server_of() as srv:
+        assert make_client(srv, tmp_path, preflight_timeout=0).chat("hello").text.startswith("echo ")
+        assert (srv.counts["models"], srv.counts["models:404"], srv.counts["chat"]) == (0, 0, 1)
+    with server_of() as srv:
+        make_client(srv, tmp_path).chat("hello")
+        assert srv.counts["models"] == 1
+
+
+def test_preflight_timeout_is_checked(monkeypatch):
+    with pytest.raises(ConfigError, match="preflight_timeout=-1"):
+        LLMConfig(preflight_timeout=-1)
+    monkeypatch.setenv("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", "soon")
+    with pytest.raises(ConfigError, match=r"\$GAPBENCH_LLM_PREFLIGHT_TIMEOUT='soon' is not accepted.*>= 0 \(0: off\)"):
+        LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False)
+    monkeypatch.setenv("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", "0")
+    assert LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False).config.preflight_timeout == 0
+    monkeypatch.delenv("GAPBENCH_LLM_PREFLIGHT_TIMEOUT")
+    assert LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False).describe()["preflight_timeout"] == 10

@@ -82,6 +82,7 @@ _CONNECT_TIMEOUT = 10.0  # a TCP connection that takes longer is not coming: no 
 # the default
 _TIME_BOUNDS = (("timeout", "GAPBENCH_LLM_TIMEOUT", 120.0), ("call_timeout", "GAPBENCH_LLM_CALL_TIMEOUT", 300.0),
                 ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0))
+_PREFLIGHT = ("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", 10.0)  # GET /models before the first call: see .preflight
 _CHARS_PER_TOKEN = 4  # English text in the BPE vocabularies of GPT, Llama and SmolLM: about 4 characters a token
 
 
@@ -207,6 +208,10 @@ class LLMConfig:
     Sampling: ``temperature``, ``top_p`` and ``seed`` (None: not sent), ``max_tokens`` (None: the server's default),
     ``stop`` (a string or up to 4 strings), ``extra`` (other request fields, e.g. ``{"reasoning_effort": "low"}``).
     ``max_tokens_cap`` bounds the budget of the one re-ask of an answer cut by its budget.
+
+    ``preflight_timeout``: before the first call to an endpoint, how long ``GET /models`` may go unanswered before the
+    endpoint is reported as one that accepts connections and never answers (None: ``$GAPBENCH_LLM_PREFLIGHT_TIMEOUT``,
+    else 10 s; 0 skips the check; see :mod:`.preflight`).
     """
 
     base_url: str | None = None
@@ -231,6 +236,7 @@ class LLMConfig:
     max_response_bytes: int = 256 * 2**20
     timeout_tokens: int = 2000
     adaptive: bool = True
+    preflight_timeout: float | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, accepted: str) -> ConfigError:
@@ -244,6 +250,10 @@ class LLMConfig:
             value = getattr(self, name)
             if value is not None and not 0 < value < math.inf:
                 raise bad(name, "a finite number of seconds > 0, or None for the environment variable or default")
+        if self.preflight_timeout is not None and (isinstance(self.preflight_timeout, bool)
+                                                   or not 0 <= self.preflight_timeout < math.inf):
+            raise bad("preflight_timeout", "a finite number of seconds >= 0 (0 skips the check), or None for "
+                                           "$GAPBENCH_LLM_PREFLIGHT_TIMEOUT or 10 s")
         if self.max_response_bytes < 1:
             raise bad("max_response_bytes", "an integer >= 1")
         if type(self.timeout_tokens) is not int or self.timeout_tokens < 1:
@@ -321,6 +331,8 @@ class LLMConfig:
                               "endpoint knows it, e.g. 'gpt-4o-mini' or the name vLLM was started with.")
         bounds = {name: _env_seconds(env, default) if getattr(self, name) is None else getattr(self, name)
                   for name, env, default in _TIME_BOUNDS}
+        if self.preflight_timeout is None:
+            bounds["preflight_timeout"] = _env_seconds(*_PREFLIGHT, zero=True)
         return replace(self, base_url=base, **bounds)
 
 
@@ -411,7 +423,8 @@ def _url_problem(parts, raw: str) -> str | None:
     return None
 
 
-def _env_seconds(name: str, default: float) -> float:
+def _env_seconds(name: str, default: float, *, zero: bool = False) -> float:
+    """Seconds from the environment variable ``name`` (``zero``: 0 is accepted, meaning off)."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -419,9 +432,9 @@ def _env_seconds(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:
-        raise ConfigError(f"${name}={raw!r} is not accepted; set it to a finite number of seconds > 0 (e.g. 30), or "
-                          "unset it for the default.")
+    if not (0 <= value if zero else 0 < value) or not value < math.inf:
+        raise ConfigError(f"${name}={raw!r} is not accepted; set it to a finite number of seconds "
+                          f"{'>= 0 (0: off)' if zero else '> 0'} (e.g. 30), or unset it for the default.")
     return value
 
 
@@ -932,6 +945,7 @@ class LLMClient:
         self._adjusted: dict[str, str | None] = {}
         self._refusals: dict[str, str] = {}
         self._pacer = _Pacer(self.config.concurrency, self.config.adaptive)
+        self._preflight_done = False
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.endpoint!r})"
@@ -975,6 +989,32 @@ class LLMClient:
                     raise _Slow(seconds)
             content_type = http.headers.get("content-type", "")
         return _decode_json(b"".join(chunks), content_type)
+
+    def preflight(self) -> None:
+        """Before the first call to the endpoint: an endpoint that accepts connections and does not answer
+        ``GET /models`` within ``preflight_timeout`` is named now, not after the calls' time bounds (:mod:`.preflight`).
+        Skipped for the embedded server, which answered it when it started and is busy while it generates."""
+        seconds = self.config.preflight_timeout
+        if not seconds or self._preflight_done:
+            return
+        from .local import is_embedded
+        from .preflight import check
+
+        if is_embedded(self.config.base_url):
+            self._preflight_done = True
+            return
+        key = self.__key if self.__key != _NO_KEY else None
+        problem = check(self.config.base_url, seconds, {"Authorization": f"Bearer {key}"} if key else None)
+        if problem:
+            url = f"{self.endpoint}/models"
+            raise LLMUnavailableError(self._line(
+                f"LLM endpoint {self.endpoint} {problem} ({url}, checked before the first call): it accepts "
+                f"connections but does not answer, so every call would wait out its time bounds "
+                f"({self.config.timeout:g} s an attempt). Check that the server there is up and serving, not stuck "
+                "or overloaded, and that --llm-base-url (or $OPENAI_BASE_URL) is its API root; a server that needs "
+                "longer to answer gets it with $GAPBENCH_LLM_PREFLIGHT_TIMEOUT (preflight_timeout; 0 skips the "
+                "check)."), endpoint=url)
+        self._preflight_done = True
 
     def _attempt_time(self, call_start: float, tokens: int) -> tuple[float, float]:
         """(How long the next attempt may wait while the server makes no progress: the timeout, or longer for a long
@@ -1355,6 +1395,7 @@ class LLMClient:
 
         The first error (unless ``return_exceptions`` and an LLMError) cancels the calls not yet sent and is raised
         once the ones in flight end."""
+        self.preflight()
         cancel = threading.Event()
 
         def one(key: str, body: dict, tag: str | None) -> ChatResponse:
@@ -1410,6 +1451,8 @@ class LLMClient:
             if not isinstance(t, str):
                 raise ConfigError(f"text #{i} is a {type(t).__name__}; embed_many takes strings.")
         batches = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
+        if batches:
+            self.preflight()
         api = self._api()
         extra = {"dimensions": dimensions} if dimensions is not None else {}
 
@@ -1466,7 +1509,8 @@ class LLMClient:
                 "seed": c.seed, "top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": dict(c.extra),
                 "max_tokens_cap": c.max_tokens_cap, "sent": self._as_sent(self._sampling()), "refused": refused,
                 "timeout": c.timeout, "call_timeout": c.call_timeout, "timeout_tokens": c.timeout_tokens,
-                "outage_timeout": c.outage_timeout, "max_retries": c.max_retries, "concurrency": c.concurrency,
+                "outage_timeout": c.outage_timeout, "preflight_timeout": c.preflight_timeout,
+                "max_retries": c.max_retries, "concurrency": c.concurrency,
                 "adaptive": c.adaptive,
                 "api_key_env": c.api_key_env, "cache": str(self.cache.path) if self.cache else None}
 

@@ -239,6 +239,12 @@ def embedded_server(model: str | None = None, *, n_ctx: int | None = None) -> Lo
         return running
 
 
+def is_embedded(base_url: str | None) -> bool:
+    """Whether ``base_url`` is the API root of an embedded server this process started."""
+    with _LOCK:
+        return any(server.base_url == base_url for server in _SHARED.values())
+
+
 def embedded_config(config: Any) -> Any:
     """``config`` (an :class:`~gapbench.llm.client.LLMConfig` without endpoint) pointed at the embedded server. One request
     at a time: llama.cpp's Python server answers one, and a queue only turns into client timeouts."""
