@@ -17,10 +17,6 @@ from . import llm_options as cli_llm
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="OBLIQ-style tasks: build one from your own corpus (lens, annotation, collapse, queries, pool).")
 
-# flag -> ObliqBuildOptions field, for the flags whose names differ from their field's
-FIELD_OF = {"--pool-retrievers": "pool_retrievers", "--llm-base-url": "llm_base_url", "--llm-model": "llm_model"}
-
-
 def options_from_flags(**flags: Any):
     """ObliqBuildOptions from the command's parameters (flag names stay here)."""
     from ..analyses.obliq_build import ObliqBuildOptions, read_lens
@@ -61,6 +57,10 @@ def build_cmd(
     regenerate: int = typer.Option(2, "--regenerate", help="Rewrites of a leaky query before it is dropped."),
     leak_bm25: float = typer.Option(0.5, "--leak-bm25",
                                     help="A query whose BM25 top-n holds this share of its n documents is leaky."),
+    leak_df: float = typer.Option(0.05, "--leak-df", help="A word in at most this share of the corpus is rare."),
+    leak_share: float = typer.Option(0.5, "--leak-share",
+                                     help="A rare word in this share of a cluster's documents must not be in its query."),
+    anchors: int = typer.Option(3, "--anchors", help="Gold documents shown to the pool judge as reference."),
     pool_retrievers: str = typer.Option("bm25,dense", "--pool-retrievers",
                                         help="Retrievers pooled in stage 5 ('' for none)."),
     pool_depth: int = typer.Option(20, "--pool-depth", help="Each pool retriever's top k judged."),
@@ -82,7 +82,8 @@ def build_cmd(
         max_docs=max_docs, sample=sample, seed=seed, max_chars=max_chars, batch_size=batch_size,
         judge_batch=judge_batch, embedder=embedder, cluster_threshold=cluster_threshold,
         merge_threshold=merge_threshold, min_cluster=min_cluster, max_cluster=max_cluster, max_queries=max_queries,
-        targets=targets, regenerate=regenerate, leak_bm25=leak_bm25, pool_retrievers=pool_retrievers,
+        targets=targets, regenerate=regenerate, leak_bm25=leak_bm25, leak_df=leak_df, leak_share=leak_share,
+        anchors=anchors, pool_retrievers=pool_retrievers,
         pool_depth=pool_depth, prompts=prompts, structured=structured, dry_run=dry_run, llm_base_url=llm_base_url,
         llm_model=llm_model)
     report = build_obliq(corpus, options,

@@ -53,6 +53,9 @@ class Context:
             return []
         schemas = [schema] * len(prompts) if isinstance(schema, Mapping) else list(schema)
         budgets = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
+        # the stage's budget where it needs more than the config's, else the user's own (--llm-max-tokens)
+        own = getattr(getattr(self.client, "config", None), "max_tokens", None) or 0
+        budgets = [max(b, own) for b in budgets]
         reqs = []
         for i, (p, b, sch) in enumerate(zip(prompts, budgets, schemas)):
             fmt = response_format(schema_name, sch, self.style)

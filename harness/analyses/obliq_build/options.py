@@ -167,6 +167,10 @@ class ObliqBuildOptions(BaseModel):
                 continue
             value = getattr(self, name)
             out[name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        if out.get("llm_base_url"):
+            from ...llm.client import redact_url
+
+            out["llm_base_url"] = redact_url(out["llm_base_url"])  # user:password@ never reaches the card
         return out
 
 
