@@ -97,11 +97,12 @@ def irds_task(dataset: str, fields: str | None = None, query_fields: str | None 
     suffix = ",".join(o for o in options if o)
     doc = _documentation(ds)
     last = dataset.rsplit("/", 1)[-1]
+    rev = revision(ir.__version__, files)
     return Task(
         name=f"{SCHEME}{dataset}" + (f":{suffix}" if suffix else ""),
-        loader=functools.partial(load, dataset, doc_fields, q_fields, revision(ir.__version__, files)),
+        loader=functools.partial(load, dataset, doc_fields, q_fields, rev),
         source=f"ir_datasets {dataset} (https://ir-datasets.com/{dataset.split('/')[0]}.html)",
-        revision=revision(ir.__version__, files),
+        revision=rev,
         split=last if last in _SPLITS else "test",
         license=f"the terms of {dataset.split('/')[0]}: see https://ir-datasets.com/{dataset.split('/')[0]}.html",
         citation=doc.get("bibtex") or f"the dataset's own (https://ir-datasets.com); loaded with {CITATION}",
@@ -150,12 +151,21 @@ def _fields(value: str | None, cls: type, option: str, dataset: str, what: str) 
 
 
 def _text(record: Any, fields: tuple[str, ...]) -> tuple[str, str]:
-    """(title, text) of an ir_datasets record: the chosen fields, ``title`` as the title; else default_text()."""
+    """(title, text) of an ir_datasets document: the chosen fields, ``title`` as the title; else default_text()."""
     if not fields:
-        text = record.default_text() if hasattr(record, "default_text") else record.text
-        return "", text
+        return "", record.default_text() if hasattr(record, "default_text") else record.text
     title = record.title if "title" in fields else ""
     return title, " ".join(getattr(record, f) for f in fields if f != "title")
+
+
+def query_text(record: Any, fields: tuple[str, ...]) -> str:
+    """The text of an ir_datasets query: the chosen fields in the order given, else default_text(); one line."""
+    if not fields:
+        text = record.default_text() if hasattr(record, "default_text") else record.text
+    else:
+        text = " ".join(getattr(record, f).strip() for f in fields)
+    # a query is one line of text wherever it is shown (ir_datasets keeps vaswani's final line break)
+    return text.strip()
 
 
 def _count(ds, method: str) -> int | None:
@@ -183,8 +193,7 @@ def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ..
     try:
         # the documents first: a collection that must be obtained by hand (TREC disks) fails before anything is fetched
         corpus = _corpus(ir, ds, dataset, fields, key)
-        # a query is one line of text wherever it is shown (ir_datasets keeps vaswani's final line break)
-        queries = Queries([Query(str(q.query_id), _text(q, query_fields)[1].strip()) for q in ds.queries_iter()],
+        queries = Queries([Query(str(q.query_id), query_text(q, query_fields)) for q in ds.queries_iter()],
                           source=f"{SCHEME}{dataset}")
         judged: dict[str, dict[str, int]] = {}
         for qrel in ds.qrels_iter():

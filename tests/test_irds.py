@@ -223,3 +223,17 @@ def test_revision_of_a_dataset_not_downloaded_lists_the_catalogue_md5s():
         "msmarco-passage/trec-dl-2019/qrels md5:2f4be390198da108f6845c822e5ada14; "
         "https://msmarco.z22.web.core.windows.net/msmarcoranking/msmarco-test2019-queries.tsv.gz "
         "md5:eda71eccbe4d251af83150abe065368c")
+
+
+def test_query_fields_join_in_the_order_given():
+    # TREC topics in ir_datasets (trec-robust04, disks45/...): title, description, narrative
+    from ir_datasets.formats import TrecQuery
+
+    from gapbench.tasks.irds import query_text
+
+    topic = TrecQuery("301", "International Organized Crime", "Identify organizations.\n", "Relevant: any.")
+    assert query_text(topic, ()) == "International Organized Crime"  # ir_datasets' default_text(): the title
+    assert query_text(topic, ("title", "description")) == "International Organized Crime Identify organizations."
+    assert query_text(topic, ("description", "title")) == "Identify organizations. International Organized Crime"
+    task = get_task("irds:disks45/nocr/trec-robust-2004:query_fields=title+description")
+    assert task.name == "irds:disks45/nocr/trec-robust-2004:query_fields=title+description"
