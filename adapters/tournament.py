@@ -22,6 +22,7 @@ import numbers
 import random
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -269,6 +270,7 @@ class LLMListwise:
         self.template = template
         self._counts: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()  # queries are ranked from several threads
+        self.on_ranked: Callable[[int], None] | None = None  # called with 1 after each ranking (progress)
 
     def _count(self, tag: str | None, **deltas: int) -> None:
         with self._lock:
@@ -311,11 +313,17 @@ class LLMListwise:
             if len(order) == n:
                 self._count(tag, reask_calls=attempt, **{"reasked" if attempt else
                                                          "repaired" if dropped else "clean": 1})
+                self._ranked()
                 return order
             if len(order) > len(best):
                 best = order
         self._count(tag, reask_calls=self.reasks, fallback=1, fallback_ids=n - len(best))
+        self._ranked()
         return _completed(best, n)
+
+    def _ranked(self) -> None:
+        if self.on_ranked is not None:
+            self.on_ranked(1)
 
 
 def answers_summary(total: dict, per_query: dict | None = None) -> dict:
@@ -333,6 +341,37 @@ def answers_summary(total: dict, per_query: dict | None = None) -> dict:
 def _is_full_permutation(answer: str, n: int) -> bool:
     """Whether the answer names all ``n`` passages (by :func:`read_ranking`'s rules), needing no completion."""
     return len(read_ranking(answer, n)[0]) == n
+
+
+ANSWER_TOKENS_PER_PASSAGE = 4  # "[12] > " in a listwise answer
+PROMPT_TOKENS_PER_CALL = 60  # the listwise template around the query and the passages
+
+
+@contextmanager
+def _ranking_progress(reranker: "_PoolReranker", ranker: LLMListwise, queries, pools: dict[str, list[str]], corpus):
+    """The rankings of ``pools`` as one progress stage, with the embedded model's estimate (passages counted as the
+    ranker cuts them; a pool's batches hold at most its size)."""
+    from gapbench.llm.estimate import llm_progress
+
+    calls = prompt = answer = 0
+    cut = ranker.max_tokens_per_passage
+    for qid, pool in pools.items():
+        n = reranker._calls(len(pool))
+        if not n:
+            continue
+        per = [len(corpus[d].full_text) // 4 for d in pool]
+        avg = sum(min(t, cut) if cut else t for t in per) / len(per)
+        width = min(len(pool), reranker._width())
+        calls += n
+        prompt += n * int(width * avg + len(queries[qid].text) // 4 + PROMPT_TOKENS_PER_CALL)
+        answer += n * width * ANSWER_TOKENS_PER_PASSAGE
+    with llm_progress(ranker.client, f"{reranker.name}: LLM rankings", calls=calls, prompt_tokens=prompt,
+                      answer_tokens=answer) as advance:
+        ranker.on_ranked = advance
+        try:
+            yield
+        finally:
+            ranker.on_ranked = None
 
 
 class _PoolReranker:
@@ -405,6 +444,14 @@ class _PoolReranker:
     def _algo_config(self) -> dict:
         return {}
 
+    def _calls(self, n: int) -> int:
+        """Listwise rankings this reranker asks for a pool of ``n`` documents (0: not known)."""
+        return 0
+
+    def _width(self) -> int:
+        """Passages in one listwise prompt at most."""
+        return 20
+
     def _order(self, query_id: str, query: str, pool: list[str], texts: dict[str, str],
                seed: int | None = None) -> list[str]:
         raise NotImplementedError
@@ -423,7 +470,9 @@ class _PoolReranker:
             return qid, self._order(qid, text, pool, texts, seed)
 
         qids = [q for q in queries if q in pools]
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as ex:
+        ranker = self.ranker
+        with _ranking_progress(self, ranker, queries, {q: list(dict.fromkeys(pools[q])) for q in qids}, corpus), \
+                ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as ex:
             futures = [ex.submit(one, q) for q in qids]
             try:
                 ordered = dict(f.result() for f in futures)
@@ -516,6 +565,13 @@ class Tournament(_PoolReranker):
         return {"batch_size": c.batch_size, "promote": c.promote, "max_final": c.max_final, "seed": c.seed,
                 "seeds": list(self.seeds), "temperature": self.temperature}
 
+    def _calls(self, n: int) -> int:
+        c = self.tconfig
+        return tournament_calls(n, c.batch_size, c.promote, c.max_final)
+
+    def _width(self) -> int:
+        return max(self.tconfig.batch_size, self.tconfig.max_final)
+
     def _order(self, query_id, query, pool, texts, seed=None):
         config = self.tconfig if seed is None else replace(self.tconfig, seed=seed)
         return tournament(query_id, query, pool, texts,
@@ -540,6 +596,12 @@ class SlidingWindow(_PoolReranker):
 
     def _algo_config(self) -> dict:
         return {"window": self.window, "stride": self.stride}
+
+    def _calls(self, n: int) -> int:
+        return sliding_window_calls(n, self.window, self.stride)
+
+    def _width(self) -> int:
+        return self.window
 
     def _order(self, query_id, query, pool, texts, seed=None):  # the window has no randomness to seed
         return sliding_window(query, pool, texts, lambda q, passages: self.ranker.rank(q, passages, tag=query_id),

@@ -37,7 +37,7 @@ WINDOW = 60.0  # seconds of history the rate (and so the ETA) is measured over
 
 
 def mode() -> str:
-    """``bar``, ``lines`` or ``off``: how progress shows now (``GAPBENCH_PROGRESS``, else by stderr being a terminal)."""
+    """``bar``, ``lines`` or ``off``: how progress shows now (``GAPBENCH_PROGRESS``; ``auto``: by stderr)."""
     raw = os.environ.get("GAPBENCH_PROGRESS", "auto").strip().lower()
     value = _ALIASES.get(raw, raw)
     if value not in MODES:
@@ -113,7 +113,7 @@ class LineReporter:
 
     @property
     def stream(self) -> IO[str]:
-        return self._stream if self._stream is not None else sys.stderr  # sys.stderr as it is now (redirected, captured)
+        return self._stream if self._stream is not None else sys.stderr  # as it is now (redirected, captured)
 
     def rate(self, now: float) -> float | None:
         """Steps per second over the last ``window`` seconds, or None before any time has passed."""

@@ -245,7 +245,7 @@ def spacy_entities(texts: Mapping[str, str], *, max_chars: int | None = 1000, fi
     out: dict[str, list[str]] = {}
     from ..progress import progress
 
-    with progress(len(ids), "coverage: spaCy NER") as advance:
+    with progress(len(ids), "coverage: spaCy NER", unit="docs") as advance:
         for doc_id, doc in zip(ids, nlp.pipe((_cut(texts[i], max_chars) for i in ids), batch_size=64)):
             ents = [normalise_entity(e.text) for e in doc.ents if e.label_ in keep]
             out[doc_id] = [e for e in ents if e]
@@ -275,11 +275,12 @@ def parse_entity_lines(answer: str) -> list[dict[str, str]]:
 def llm_entities(texts: Mapping[str, str], client: Any, *, max_chars: int | None = 1000) -> dict[str, list[str]]:
     """id -> normalised entity names extracted by the LLM (``prompts/coverage_entities.txt``, cached by the LLM layer)."""
     from ..llm.client import ChatRequest, render
+    from ..llm.estimate import chat_many_reporting
 
     ids = list(texts)
     reqs = [ChatRequest(render("coverage_entities", document=_cut(texts[i], max_chars)), tag=f"entities:{i}")
             for i in ids]
-    answers = client.chat_many(reqs)
+    answers = chat_many_reporting(client, reqs, "coverage: LLM entities")
     out = {}
     for i, ans in zip(ids, answers):
         ents = [normalise_entity(e["name"]) for e in parse_entity_lines(ans.text)]
@@ -326,15 +327,19 @@ def cluster_entities(forms: Sequence[str], vectors: np.ndarray, *, k: int | None
         if not cands:
             cands = [min(2, n)] if n >= 3 else [n]
         best = None
-        for kk in cands:
-            m = fit(kk)
-            if len(set(m.labels_)) < 2 or len(set(m.labels_)) >= n:
-                s = -1.0
-            else:
-                s = float(silhouette_score(X, m.labels_, sample_size=min(n, 2000), random_state=seed))
-            scores[kk] = round(s, 6)
-            if best is None or s > best[0] + 1e-12:
-                best = (s, kk, m)
+        from ..progress import progress
+
+        with progress(len(cands), f"coverage: KMeans of {n:,} entities, silhouette per k", unit="k") as advance:
+            for kk in cands:
+                m = fit(kk)
+                if len(set(m.labels_)) < 2 or len(set(m.labels_)) >= n:
+                    s = -1.0
+                else:
+                    s = float(silhouette_score(X, m.labels_, sample_size=min(n, 2000), random_state=seed))
+                scores[kk] = round(s, 6)
+                if best is None or s > best[0] + 1e-12:
+                    best = (s, kk, m)
+                advance(1)
         _, k, model = best
         criterion = "silhouette"
     labels = [int(x) for x in model.labels_]
@@ -607,12 +612,13 @@ def llm_query_entities(texts: Mapping[str, str], candidates: Mapping[str, Sequen
     prompt per query, cached by the LLM layer), and the judging counts: prompts, broken answers (and their queries),
     queries with no relevant entity. A broken answer gives its query no entity; it never stops the run."""
     from ..llm.client import ChatRequest, render
+    from ..llm.estimate import chat_many_reporting
 
     qids = [q for q in texts if candidates.get(q)]
     reqs = [ChatRequest(render("coverage_query_entities", query=" ".join(texts[q].split()),
                                entities="\n".join(f"[{j}] {f}" for j, f in enumerate(candidates[q]))),
                         tag=f"query-entities:{q}") for q in qids]
-    answers = client.chat_many(reqs) if reqs else []
+    answers = chat_many_reporting(client, reqs, "coverage: LLM query entities") if reqs else []
     out: dict[str, list[str]] = {q: [] for q in texts}
     broken = []
     for q, ans in zip(qids, answers):
@@ -1247,8 +1253,10 @@ def _generate(missing, corpus: Corpus, strata: Strata, client, retr_objs, n_per_
     query_types = query_types or combine_query_types(QUERY_LENGTHS, QUERY_SPECIFICITIES)
     if client is None:
         raise ConfigError("--generate needs an LLM: give --llm-base-url and --llm-model (or $OPENAI_BASE_URL).")
+    from ..llm.estimate import chat_many_reporting
+
     reqs, slots = _generation_requests(missing, corpus, strata, n_per_cluster, query_types)
-    answers = client.chat_many(reqs) if reqs else []
+    answers = chat_many_reporting(client, reqs, "coverage: LLM query generation") if reqs else []
     rows, cand_q = _candidate_rows(slots, answers, corpus, instruction)
     judging = _judge_candidates(cand_q, corpus, client, retr_objs, judge_depth, judge_batch, seed)
     accepted = [r for r in rows if r["status"] == "accepted"]
@@ -1358,7 +1366,9 @@ def _judge_candidates(cand_q: Sequence[tuple[dict, Query]], corpus: Corpus, clie
                for _, q in cand_q}
     parts, jreqs = _judge_requests(cand_q, tops_of, corpus, judge_depth, judge_batch, seed)
     rel_of: dict[str, set[str]] = {}
-    for (qid, chunk), ans in zip(parts, client.chat_many(jreqs)):
+    from ..llm.estimate import chat_many_reporting
+
+    for (qid, chunk), ans in zip(parts, chat_many_reporting(client, jreqs, "coverage: LLM judging")):
         rel_of.setdefault(qid, set()).update(chunk[j] for j in parse_judgement(ans.text, len(chunk)))
     for row, q in cand_q:
         rel = rel_of.get(q.query_id, set())

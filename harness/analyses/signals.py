@@ -154,15 +154,20 @@ def term_coverage(terms: Sequence[str], text: str) -> float:
 
 def spacy_terms(texts: Sequence[str]) -> list[list[str]]:
     """Query terms by the documented rule (entities, else content words, else alphanumeric tokens)."""
+    from ..progress import progress
+
     nlp = _spacy()
     out = []
-    for doc in nlp.pipe(list(texts), batch_size=256):
-        ents = [e.text for e in doc.ents if any(c.isalnum() for c in e.text)]
-        if not ents:
-            ents = [t.text for t in doc if t.pos_ in CONTENT_POS and not t.is_stop and any(c.isalnum() for c in t.text)]
-        if not ents:
-            ents = [t.text for t in doc if any(c.isalnum() for c in t.text)]
-        out.append([_normalise(e) for e in ents])
+    with progress(len(texts), "signals: spaCy query terms", unit="queries") as advance:
+        for doc in nlp.pipe(list(texts), batch_size=256):
+            ents = [e.text for e in doc.ents if any(c.isalnum() for c in e.text)]
+            if not ents:
+                ents = [t.text for t in doc
+                        if t.pos_ in CONTENT_POS and not t.is_stop and any(c.isalnum() for c in t.text)]
+            if not ents:
+                ents = [t.text for t in doc if any(c.isalnum() for c in t.text)]
+            out.append([_normalise(e) for e in ents])
+            advance(1)
     return out
 
 

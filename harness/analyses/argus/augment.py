@@ -212,14 +212,18 @@ def _ner_cache_path(ner: str, min_score: float, corpus: Corpus) -> Path:
 
 
 def _tag_corpus(corpus: Corpus, ner: str, batch_size: int, min_score: float) -> tuple[str, dict[str, list]]:
+    from ...progress import progress
+
     version, tag = ner_tagger(ner, batch_size, min_score)
     ids = corpus.ids()
     raw: dict[str, list] = {}
-    step = 512
-    for i in range(0, len(ids), step):
-        chunk = ids[i:i + step]
-        for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
-            raw[did] = [list(e) for e in ents]
+    step = 4 * batch_size  # one progress step per few tagger batches
+    with progress(len(ids), f"argus: NER ({ner})", unit="docs") as advance:
+        for i in range(0, len(ids), step):
+            chunk = ids[i:i + step]
+            for did, ents in zip(chunk, tag([corpus[d].text for d in chunk])):
+                raw[did] = [list(e) for e in ents]
+            advance(len(chunk))
     return version, raw
 
 
@@ -712,6 +716,7 @@ def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: 
     (``truncated``) gives none either unless ``keep_truncated``: both are counted in the result's ``check``.
     """
     from ...llm.client import ChatRequest
+    from ...llm.estimate import chat_many_reporting
 
     hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
     docs = [d for d, per in hits.items() if per]
@@ -721,7 +726,9 @@ def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: 
                                                          for s, ps in hits[d].items()}, template), tag=d,
                         params={"max_tokens": b})
             for d, b in zip(docs, budgets)]
-    answers = llm.chat_many(reqs, progress=progress) if reqs else []
+    expected = [(b - SYNTH_MARGIN_TOKENS) // 2 for b in budgets]  # the answer length a budget was sized for
+    answers = (chat_many_reporting(llm, reqs, "argus synthesis", answer_tokens=expected, progress=progress)
+               if reqs else [])
     views = []
     empty = truncated = dropped = 0
     for did, ans in zip(docs, answers):

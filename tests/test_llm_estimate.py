@@ -1,0 +1,79 @@
+"""The estimate before long LLM work on the embedded model: calls, tokens and minutes at the documented speed, then
+revised from the first calls, through a real client talking to the local test server (tests/llm_server.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gapbench.llm.client import ChatRequest, LLMClient
+from gapbench.llm.estimate import Estimate, chat_many_reporting, is_embedded, llm_progress
+
+from llm_server import LLMServer
+
+
+def test_estimate_text_from_tokens_at_the_measured_cpu_speed():
+    est = Estimate("argus synthesis", "SmolLM2-135M-Instruct.Q4_1.gguf", 40, 52_000, 9_000)
+    assert est.seconds == pytest.approx(52_000 / 100 + 9_000 / 30)  # 520 + 300 s
+    assert est.text().startswith("argus synthesis: 40 calls to the embedded SmolLM2-135M-Instruct.Q4_1.gguf, about "
+                                 "52,000 prompt and 9,000 answer tokens: about 14 min at ~100 prompt and ~30 answer "
+                                 "tokens/s on a CPU")
+    # three calls in 66 s: 22 s a call, 37 left -> 814 s
+    assert est.revised(3, 66.0) == ("argus synthesis: the first 3 calls took 1m06s (22 s a call): about 14 min left "
+                                    "for 37 calls.")
+
+
+def test_llm_progress_says_the_estimate_then_revises_it_on_a_fake_clock(monkeypatch, capsys):
+    monkeypatch.setenv("GAPBENCH_PROGRESS", "off")  # the estimate is said even with progress lines off
+    now = [0.0]
+    with LLMServer() as srv:
+        llm = LLMClient(base_url=srv.base_url, model="tiny.gguf", cache=False)
+        assert not is_embedded(llm)  # a server this process did not start as the embedded one
+        with llm_progress(llm, "tournament: LLM rankings", calls=10, prompt_tokens=20_000, answer_tokens=1_000,
+                          embedded=True, clock=lambda: now[0]) as advance:
+            first = capsys.readouterr().err
+            for _ in range(3):
+                now[0] += 30.0
+                advance(1)
+            revised = capsys.readouterr().err
+            for _ in range(7):
+                advance(1)
+    # 20,000 / 100 + 1,000 / 30 = 233 s -> 4 min; then 3 calls in 90 s: 30 s a call, 7 left -> 210 s -> 4 min
+    assert first == ("gapbench: tournament: LLM rankings: 10 calls to the embedded tiny.gguf, about 20,000 prompt and "
+                     "1,000 answer tokens: about 4 min at ~100 prompt and ~30 answer tokens/s on a CPU (give "
+                     "--llm-base-url for a faster endpoint; answers already cached cost nothing).\n")
+    assert revised == ("gapbench: tournament: LLM rankings: the first 3 calls took 1m30s (30 s a call): about 4 min "
+                       "left for 7 calls.\n")
+    assert capsys.readouterr().err == ""  # revised once
+
+
+def test_short_work_is_not_announced(capsys):
+    with LLMServer() as srv:
+        llm = LLMClient(base_url=srv.base_url, model="tiny.gguf", cache=False)
+        with llm_progress(llm, "x", calls=2, prompt_tokens=100, answer_tokens=10, embedded=True) as advance:
+            advance(2)
+    assert capsys.readouterr().err == ""
+
+
+def test_chat_many_reporting_counts_only_uncached_requests_and_reports_every_answer(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GAPBENCH_PROGRESS", "lines")
+    monkeypatch.setenv("GAPBENCH_PROGRESS_INTERVAL", "0")
+    prompts = [f"please summarise document number {i} " + "word " * 400 for i in range(5)]
+    with LLMServer() as srv:
+        llm = LLMClient(base_url=srv.base_url, model="tiny.gguf", cache=tmp_path / "llm.sqlite")
+        llm.chat(prompts[0], max_tokens=2000)  # one answer already cached
+        capsys.readouterr()
+        reqs = [ChatRequest(p, tag=str(i), params={"max_tokens": 2000}) for i, p in enumerate(prompts)]
+        answers = chat_many_reporting(llm, reqs, "argus synthesis", embedded=True)
+        assert srv.counts["chat"] == 1 + 4
+    assert [a.text for a in answers] == [llm.chat(p, max_tokens=2000).text for p in prompts]  # input order
+    err = capsys.readouterr().err.splitlines()
+    # 4 uncached: prompt tokens = ceil(chars / 4) each; answers: half of max_tokens, 1,000 each
+    tokens = sum(-(-len(p) // 4) for p in prompts[1:])
+    assert err[0].startswith(f"gapbench: argus synthesis: 4 calls to the embedded tiny.gguf, about {tokens:,} prompt "
+                             "and 4,000 answer tokens: about ")
+    steps = [int(m.group(1)) for line in err if (m := re.match(r"gapbench: argus synthesis (\d)/5 calls \(", line))]
+    assert steps == [1, 2, 3, 4, 5]  # the cached answer first, then one step per call
+    assert any(line.startswith("gapbench: argus synthesis: the first 3 calls took ") for line in err)
+    assert err[-1].startswith("gapbench: argus synthesis 5/5 calls in ")
