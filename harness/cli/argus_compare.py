@@ -33,12 +33,16 @@ def compare_cmd(
     ner: str = typer.Option("spacy", "--ner", help="spacy (offline default), auto (the paper's "
                              "dslim/bert-base-NER when it is on disk, a folder or in the HF cache; else spacy) or a "
                              "transformers NER model name or folder."),
-    variants: str = typer.Option("original,expansion,synthesis", "--variants", help="Which indexings to compare."),
+    variants: Optional[str] = typer.Option(None, "--variants", help="Which indexings to compare, e.g. "
+                                           "original,expansion,synthesis. Default: all three with an LLM endpoint "
+                                           "(--llm-base-url, $OPENAI_BASE_URL); original,expansion without one (ask "
+                                           "for synthesis by name to run it on the slow embedded model)."),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Default nDCG@5/10/20/50, R@5..100."),
     k: int = typer.Option(100, "--k", help="Documents retrieved per query."),
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis; "
-                                               "without one (nor $OPENAI_BASE_URL, $OPENAI_API_KEY) the embedded LLM."),
+                                               "without one (nor $OPENAI_BASE_URL, $OPENAI_API_KEY) synthesis runs "
+                                               "only when --variants names it, on the embedded LLM."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis, as the endpoint names it (or "
                                             "a .gguf file for the embedded LLM; default SmolLM2)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write argus_compare.json/.md/.png here."),
@@ -51,7 +55,8 @@ def compare_cmd(
     check_output(output, run_dir=False)
     options = ArgusCompareOptions(probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner, diagnosis=diagnosis,
                                   llm_base_url=llm_base_url, llm_model=llm_model,
-                                  variants=[v.strip() for v in variants.split(",") if v.strip()],
+                                  variants=None if variants is None else
+                                  [v.strip() for v in variants.split(",") if v.strip()],
                                   measures=measure_list(measures), k=k, seed=seed, output=output)
     result = compare_argus_with(task, retriever, options)
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))

@@ -12,8 +12,10 @@ pipeline check wherever it is used) looked up once; Expansion and Synthesis view
 indexed beside the originals through :class:`~gapbench.analyses.argus.augment.Augmented` (views collapse onto their source by
 maximum score, so qrels and measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100)
 and paired tests of every variant pair (:func:`gapbench.evaluation.comparison.compare`: randomization test and t-test, Holm).
-Synthesis asks the LLM at ``llm_base_url``/``llm_model`` (``--llm-base-url``/``--llm-model``); with no endpoint given
-it uses the embedded llama.cpp server, as every LLM command does (:func:`.augment.synthesis_client`). A suite adds
+Synthesis asks the LLM at ``llm_base_url``/``llm_model`` (``--llm-base-url``/``--llm-model``). With no endpoint
+configured and no ``variants`` asked for, only Original and Expansion run, and a note says how to add Synthesis; asked
+for without an endpoint, it runs on the embedded llama.cpp server, as every LLM command does
+(:func:`.augment.synthesis_client`), after an estimate of its calls, tokens and minutes. A suite adds
 the Full Benchmark Avg. (the unweighted mean over its tasks) per variant.
 
 Output (``write_outputs``) ``argus_compare.json``::
@@ -58,12 +60,18 @@ from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELI
 from .probe import max_rps_delta, max_rps_table
 from ...errors import ConfigError, GapbenchError
 from ...files import output_folder, write_figure, write_text_atomic
+from ...progress import say
 from ...tables import Table
 
 KIND = "argus_compare"
 VARIANTS = ("original", "expansion", "synthesis")
 DEFAULT_MEASURES = ("nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100")
 TABLE4_KS = (10, 20, 50)  # the cut-offs of the paper's Table 4
+NO_ENDPOINT_VARIANTS = ("original", "expansion")
+SYNTHESIS_SKIPPED = ("Synthesis was skipped: no LLM endpoint is configured, so only Original and Expansion ran. To "
+                     "add it, give an endpoint (--llm-base-url URL --llm-model NAME, or $OPENAI_BASE_URL), or ask for "
+                     "it on the embedded SmolLM2 with --variants original,expansion,synthesis (slow on a CPU: an "
+                     "estimate is printed before it starts).")
 SYNTH_TEST_SERVER_NOTE = ("Synthesis numbers from the local test LLM server (deterministic 'echo <digest>' answers) "
                           "are not meaningful quality numbers: they measure an index with junk views.")
 
@@ -319,7 +327,8 @@ class ArgusCompareOptions:
     ConfigError here, before any work. ``kb``: a packaged name (default ``wikipedia-slice``; ``landmarks-oracle`` is a
     pipeline check whose KB states the answers) or a JSONL file. ``diagnosis``: ``auto`` (the probe given or bound to
     the retriever's fingerprint, else the exact audit), ``probe``, ``audit`` or ``label-prior``. ``measures`` None:
-    nDCG@5/10/20/50 and R@5..100. Example::
+    nDCG@5/10/20/50 and R@5..100. ``variants`` None: all three with an LLM endpoint (or ``llm``/``llm_model``) given,
+    else Original and Expansion (Synthesis on the embedded model is slow: ask for it by name). Example::
 
         cmp = compare_argus_with("impliret/multispeaker/wknow", "bm25",
                                  ArgusCompareOptions(variants=("original", "expansion"), output="out/"))
@@ -333,7 +342,7 @@ class ArgusCompareOptions:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm: Any = None
-    variants: Sequence[str] = VARIANTS
+    variants: Sequence[str] | None = None
     measures: Sequence[str] | None = None
     k: int = 100
     seed: int = 0
@@ -341,12 +350,13 @@ class ArgusCompareOptions:
     diagnosis: str = "auto"
 
     def __post_init__(self) -> None:
-        variants = list(dict.fromkeys(self.variants))
-        if [v for v in variants if v not in VARIANTS] or "original" not in variants:
-            raise ConfigError(f"variants {variants}: choose from {', '.join(VARIANTS)}, always including original.")
         if self.k < 1:
             raise ConfigError(f"k={self.k}: give the retrieval depth, >= 1.")
-        object.__setattr__(self, "variants", tuple(variants))
+        if self.variants is not None:
+            variants = list(dict.fromkeys(self.variants))
+            if [v for v in variants if v not in VARIANTS] or "original" not in variants:
+                raise ConfigError(f"variants {variants}: choose from {', '.join(VARIANTS)}, always including original.")
+            object.__setattr__(self, "variants", tuple(variants))
         object.__setattr__(self, "measures", tuple(self.measures or DEFAULT_MEASURES))
 
 
@@ -369,9 +379,12 @@ def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOpt
     method, probe_obj, probe_source = diagnosis_for(options.diagnosis, retr, options.probe)
     kb_obj = ReferenceKB.resolve(options.kb)
     llm = options.llm
-    if llm is None and "synthesis" in options.variants:
+    variants, skipped = _variants(options)
+    if skipped:
+        say(SYNTHESIS_SKIPPED)
+    if llm is None and "synthesis" in variants:
         llm = _synthesis_llm(options.llm_base_url, options.llm_model)
-    resolved = replace(options, probe=probe_obj, kb=kb_obj, llm=llm, diagnosis=method)
+    resolved = replace(options, probe=probe_obj, kb=kb_obj, llm=llm, diagnosis=method, variants=variants)
     tasks, suite = _tasks_of(task)
     out = [compare_task(t, retr, resolved) for t in tasks]
     config = {"tau": options.tau, "k_aug": options.k_aug, "ner": options.ner, "kb": kb_obj.name,
@@ -379,11 +392,31 @@ def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOpt
               "measures": list(options.measures), "seed": options.seed, "diagnosis": options.diagnosis,
               "diagnosis_method": method, "probe": probe_source, "retriever_fingerprint": fingerprint_of(retr),
               "llm": llm.describe() if llm is not None and hasattr(llm, "describe") else None,
-              "variants": list(options.variants)}
-    result = ArgusComparison(suite or out[0].task, spec, out, config, suite, _notes(config, llm))
+              "variants": list(variants)}
+    notes = _notes(config, llm) + ([SYNTHESIS_SKIPPED] if skipped else [])
+    result = ArgusComparison(suite or out[0].task, spec, out, config, suite, notes)
     if options.output is not None:
         write_outputs(result, options.output)
     return result
+
+
+def endpoint_configured(llm_base_url: str | None = None) -> bool:
+    """Whether an LLM endpoint is configured: given, or ``$OPENAI_BASE_URL``, or ``$OPENAI_API_KEY`` (OpenAI's own), as
+    :meth:`gapbench.llm.client.LLMConfig.resolved` decides; without one LLM work goes to the embedded server."""
+    from ...llm.client import LLMConfig
+
+    return bool(llm_base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(LLMConfig.api_key_env))
+
+
+def _variants(options: "ArgusCompareOptions") -> tuple[tuple[str, ...], bool]:
+    """The variants to run, and whether Synthesis was left out for want of an endpoint. Asked for (``variants``), they
+    run as asked (Synthesis without an endpoint on the embedded model); not asked for, Synthesis runs only with an
+    LLM client, an endpoint or a model (e.g. a GGUF file for the embedded server) given."""
+    if options.variants is not None:
+        return tuple(options.variants), False
+    if options.llm is not None or options.llm_model or endpoint_configured(options.llm_base_url):
+        return VARIANTS, False
+    return NO_ENDPOINT_VARIANTS, True
 
 
 def _notes(config: Mapping[str, Any], llm: Any) -> list[str]:
