@@ -160,6 +160,13 @@ def test_large_corpora_are_memory_mapped(monkeypatch):
     compact = get_task("irds:vaswani").load().corpus
     assert isinstance(compact, CompactCorpus) and not isinstance(in_memory, CompactCorpus)
     assert compact.fingerprint == in_memory.fingerprint and compact["11344"].text == in_memory["11344"].text
+    # by default the catalogue's count decides (vaswani: 11,429 documents); below the threshold, in memory
+    import gapbench.tasks.irds as irds
+
+    monkeypatch.setenv("GAPBENCH_COMPACT_CORPUS", "auto")
+    assert get_task("irds:vaswani").n_docs == 11429 < irds.LARGE_DOCS
+    monkeypatch.setattr(irds, "LARGE_DOCS", 11429)
+    assert isinstance(get_task("irds:vaswani").load().corpus, CompactCorpus)
 
 
 @pytest.mark.parametrize("spec, error, message", [
