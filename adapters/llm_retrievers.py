@@ -151,9 +151,11 @@ class _LLMRetriever:
     def _ask(self, prompts: Mapping[str, str]) -> dict[str, str]:
         """Answers to one prompt per query id, in parallel, cached, counted under the query id."""
         from gapbench.llm.client import ChatRequest
+        from gapbench.llm.estimate import chat_many_reporting
 
         qids = list(prompts)
-        answers = self.client.chat_many([ChatRequest(prompts[q], tag=q) for q in qids], concurrency=self.concurrency)
+        answers = chat_many_reporting(self.client, [ChatRequest(prompts[q], tag=q) for q in qids],
+                                      f"{self.name}: LLM calls", concurrency=self.concurrency)
         return {q: a.text for q, a in zip(qids, answers)}
 
     def _fallback(self, qid: str, kind: str, n: int = 1) -> None:

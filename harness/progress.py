@@ -215,7 +215,8 @@ def _rich_progress():
         def render(self, task) -> Text:
             unit = task.fields.get("unit") or ""
             speed = task.finished_speed or task.speed
-            return Text(f"{format_rate(speed)} {unit}".rstrip() if speed else "", style="progress.data.speed")
+            rate = format_rate(speed).replace("/", f" {unit}/", 1) if unit else format_rate(speed)
+            return Text(rate if speed else "", style="progress.data.speed")  # 688 queries/s
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

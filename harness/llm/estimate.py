@@ -121,7 +121,8 @@ DEFAULT_ANSWER_TOKENS = 256  # a request's token budget when neither it nor the 
 
 def chat_many_reporting(llm: Any, requests: Sequence[Any], description: str, *,
                         answer_tokens: Sequence[int] | None = None,
-                        progress: Callable[[int], None] | None = None, embedded: bool | None = None) -> list[Any]:
+                        progress: Callable[[int], None] | None = None, embedded: bool | None = None,
+                        concurrency: int | None = None) -> list[Any]:
     """``llm.chat_many(requests)`` as a progress stage, estimated from its uncached requests when ``llm`` is the
     embedded server. ``answer_tokens``: the answer length expected of each request (default half its ``max_tokens``,
     the request's or the config's). ``progress`` is called as well; ``embedded`` None: :func:`is_embedded`."""
@@ -143,4 +144,4 @@ def chat_many_reporting(llm: Any, requests: Sequence[Any], description: str, *,
             if progress:
                 progress(n)
 
-        return llm.chat_many(reqs, progress=step)
+        return llm.chat_many(reqs, progress=step, concurrency=concurrency)
