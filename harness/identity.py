@@ -80,9 +80,10 @@ def task_label(name: str, key: str) -> str:
     return f"{base or name} [{key}]"
 
 
-def identity_of(directory: str | Path, results) -> RunIdentity:
+def identity_of(directory: str | Path, results, *, check_name: bool = True) -> RunIdentity:
     """The :class:`RunIdentity` of the run directory ``directory`` whose Results are ``results`` (its manifest is
-    read and checked by :func:`gapbench.store.read_manifest`)."""
+    read and checked by :func:`gapbench.store.read_manifest`). A manifest naming another task than results.json is an
+    error, or with ``check_name=False`` (pairing directories, before the costly checks that report it) left to them."""
     from .store import read_manifest
 
     directory = Path(directory)
@@ -92,16 +93,16 @@ def identity_of(directory: str | Path, results) -> RunIdentity:
     task = manifest["task"]
     name = task["name"]
     # Always the task of results.json as well: no directory can have another task's data read for it.
-    if name != results.task:
+    if name != results.task and check_name:
         raise DataFormatError(f"names task {name!r}, but results.json in the same directory holds task "
                               f"{results.task!r}; one of the two was edited: {_REMAKE}.",
                               path=directory / "manifest.json")
     fps = manifest["fingerprints"]
     local = task["revision"] == LOCAL_REVISION
-    key = content_key(fps["corpus"], fps["queries"], fps["qrels"]) if local else name
+    key = content_key(fps["corpus"], fps["queries"], fps["qrels"]) if local else results.task
     # a registered local task (a plugin's own copy) is made again by its name
     spec = task.get("spec") or ((recorded_spec(task) or name) if local else None)
-    return RunIdentity(key, name, spec, task["revision"], fps["qrels"], manifest["seed"], manifest.get("k"),
+    return RunIdentity(key, results.task, spec, task["revision"], fps["qrels"], manifest["seed"], manifest.get("k"),
                        task.get("split"), dict(fps))
 
 

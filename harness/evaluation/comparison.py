@@ -177,7 +177,7 @@ def compare_run_dirs(
             if os.path.lexists(d) and os.path.lexists(e) and os.path.realpath(d) == os.path.realpath(e):
                 raise ConfigError(f"{d} is given twice (also as {e}); compare different run directories.")
     loaded = [(d, load_results(d)) for d in dirs]
-    ids = [identity_of(d, r) for d, r in loaded]
+    ids = [identity_of(d, r, check_name=False) for d, r in loaded]
     first_dir, first = loaded[0]
     for (d, r), ident in zip(loaded[1:], ids[1:]):
         if ident.key != ids[0].key:

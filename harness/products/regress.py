@@ -202,7 +202,7 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     out = {}
     for d in dirs:
         res = load_results(d)
-        ident = identity_of(d, res)
+        ident = identity_of(d, res, check_name=False)
         key = ident.key or d.name
         if key in out:
             raise RegressionInputError(f"{directory}: {out[key][0].name} and {d.name} both hold task "
@@ -254,8 +254,8 @@ def regress(
     base_dirs, cand_dirs = load_result_dirs(baseline), load_result_dirs(candidate)
     base = {t: res for t, (_, res) in base_dirs.items()}
     cand = {t: res for t, (_, res) in cand_dirs.items()}
-    ids = {t: identity_of(d, res) for t, (d, res) in base_dirs.items()}
-    cand_ids = {t: identity_of(d, res) for t, (d, res) in cand_dirs.items()}
+    ids = {t: identity_of(d, res, check_name=False) for t, (d, res) in base_dirs.items()}
+    cand_ids = {t: identity_of(d, res, check_name=False) for t, (d, res) in cand_dirs.items()}
     labels = {t: i.label for t, i in (cand_ids | ids).items()}
     # The smallest Holm-adjusted p is (tasks) / (permutations + 1); at or above alpha, no drop could ever fail.
     if len(base) / (n_permutations + 1) >= alpha:

@@ -316,8 +316,8 @@ def _comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
     local = _LocalTask(task)
     for d in run_dirs:
         res = load_results(d)
-        ident = identity_of(d, res)
-        if local.key() and ident.key != local.key():
+        ident = identity_of(d, res) if local.key() else None
+        if ident is not None and ident.key != local.key():
             raise ConfigError(
                 f"{d}: this run directory was made on other data ({ident.label}) than the task {task!r} holds here "
                 f"({local.key()}: its corpus, queries or qrels differ); pass run directories made on this data, or "
