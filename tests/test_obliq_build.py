@@ -56,7 +56,7 @@ ATTRIBUTES = {
                        ["messages thanking Ziggy", "praise for one worker who went beyond the call of duty"]),
     "billing": Attribute(["charged the wrong amount by mistake", "a refund or cancellation that the bank ignored"],
                          "money taken wrongly by a billing mistake",
-                         ["people who found they had paid what they should not have"]),
+                         ["...", "people who found they had paid what they should not have"]),  # a copied placeholder first
     "vegan": Attribute(["asks about plant based food"], "questions about plant based food",
                        ["diners avoiding animal products"]),
 }
@@ -116,7 +116,8 @@ def test_build_end_to_end_recovers_the_planted_clusters(corpus, tmp_path):
     assert {k: pooled[k] - GOLD[k] for k in GOLD} == {"late": MISSED, "staff": set(), "billing": set()}
     c = report.counts
     # the planted leaky query ("messages thanking Ziggy") is caught and written again, once
-    assert c["queries"]["leaky queries caught"] == 1 and c["queries"]["queries written again"] == 1
+    assert c["queries"]["leaky queries caught"] == 1 and c["queries"]["answers without a usable query"] == 1
+    assert c["queries"]["queries written again"] == 2  # the leaky one and the placeholder one, each once
     staff = [p for p in query_prompts if "thanks for one employee" in p]
     assert len(staff) == 2 and "ziggy" in staff[0].split("Words to avoid:")[1].splitlines()[0]
     assert "This is try 2" in staff[1] and "ziggy" in staff[1].split("This is try 2")[1]

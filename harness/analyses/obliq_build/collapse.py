@@ -167,7 +167,7 @@ def _consolidate(ctx: Context, clusters: list[Cluster], docs_of: Mapping[str, li
     answers = ctx.ask(STAGE, prompts, "obliq_description", CONSOLIDATE_SCHEMA, "description", 96)
     for c, (obj, _how) in zip(clusters, answers):
         desc = obj.get("description") if obj else None
-        if isinstance(desc, str) and desc.strip():
+        if isinstance(desc, str) and desc.strip().strip(".…").strip():
             c.description = " ".join(desc.split())
         else:
             ctx.tally.add(STAGE, "clusters named by their most frequent value (no usable description)")

@@ -88,10 +88,11 @@ def write_queries(ctx: Context, drafts: list[Draft], leak: LeakCheck, stage: str
         for d, (obj, _how) in zip(pending, answers):
             d.attempts = attempt + 1
             text = obj.get("query") if obj else None
-            if isinstance(text, str) and text.strip():
+            if isinstance(text, str) and usable(text, 2):
                 d.text = " ".join(text.split())
                 parsed.append(d)
             else:
+                ctx.tally.add(stage, "answers without a usable query")
                 d.history.append({"query": None, "problem": "no query came back as the JSON object asked for"})
         verdicts = leak.check(parsed) if parsed else []
         for d, why in zip(parsed, verdicts):
@@ -111,6 +112,12 @@ def write_queries(ctx: Context, drafts: list[Draft], leak: LeakCheck, stage: str
     ctx.tally.add(stage, "queries accepted", len(done))
     ctx.stage_io[stage] = {"in": len(drafts), "out": len(done)}
     return sorted(done, key=lambda d: d.key)
+
+
+def usable(text: str, min_words: int = 1) -> bool:
+    """Text that says something: not empty, not the prompt's placeholder ("..."), at least ``min_words`` words."""
+    text = text.strip().strip(".…").strip()
+    return len(text.split()) >= min_words
 
 
 def _feedback(d: Draft) -> str:
