@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Callable, Container, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
-from .files import atomic_writer
+from .files import GZIP_LEVEL, atomic_writer
 from .types import (
     MAX_GRADE, MAX_ID_LENGTH, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
     show_id,
@@ -119,7 +119,7 @@ def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
         return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig")
     path = Path(path)
     if path.suffix == ".gz":
-        return gzip.open(path, "wt", encoding="utf-8")
+        return gzip.open(path, "wt", encoding="utf-8", compresslevel=GZIP_LEVEL)
     return open(path, "w", encoding="utf-8")
 
 
@@ -423,8 +423,11 @@ def _check_trec_ids(run: Run, path: PathLike) -> None:
 
 
 def _write_trec_lines(fh: IO[str], run: Run, tag: str) -> None:
+    # one write per query: per-line writes through the text and gzip layers cost more than the formatting
+    end = f" {tag}\n"
     for qid, ranking in run.items():
-        fh.writelines(f"{qid} Q0 {did} {i} {score!r} {tag}\n" for i, (did, score) in enumerate(ranking, 1))
+        start = f"{qid} Q0 "
+        fh.write("".join([f"{start}{did} {i} {score!r}{end}" for i, (did, score) in enumerate(ranking, 1)]))
 
 
 # ---------------------------------------------------------------- file digests
