@@ -1,0 +1,97 @@
+"""``gapbench.report`` and ``gapbench.regress``: the products over run directories, also given what
+:func:`gapbench.run` returns.
+
+The products read run directories, since what they check (the manifest, the run file they re-score, the task's
+identity) lives there. A :class:`~gapbench.runner.RunResult` written with ``output=`` is its directory; one kept in
+memory is written, for the time of the call, to a temporary run directory (removed afterwards), so it goes through
+the same checks and re-scoring as a directory would.
+
+>>> base = gapbench.run("impliret/multispeaker/wknow", "bm25")                   # doctest: +SKIP
+>>> cand = gapbench.run("impliret/multispeaker/wknow", "bm25:k1=1.2")           # doctest: +SKIP
+>>> gapbench.regress(base, cand, measure="nDCG@10").passed                     # doctest: +SKIP
+>>> gapbench.report([base, cand]).save("report")                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+
+
+def is_run_result(item: Any) -> bool:
+    """What :func:`gapbench.run` returns (checked by its parts, so the core's class is not imported here)."""
+    return all(hasattr(item, a) for a in ("run", "results", "manifest", "output"))
+
+
+def _label(item: Any) -> str:
+    res = item.results
+    return str(item.output) if item.output else f"{res.system} on {res.task} (in memory)"
+
+
+def _run_dir(item: Any, stack: ExitStack, name: str | None = None) -> Path:
+    """``item``'s run directory: the one it was written to, else a temporary one written now."""
+    from ..store import save_run_dir
+
+    if item.output is not None and Path(item.output).is_dir():
+        return Path(item.output)
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gapbench-")))
+    return save_run_dir(tmp / (name or "run"), item.run, item.results, item.manifest)
+
+
+def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike, str]:
+    """(a folder regress reads, its label): a path as given, one RunResult as its run directory, a list of them
+    (one per task) as a temporary folder holding a copy of each one's run directory."""
+    if is_run_result(given):
+        return _run_dir(given, stack), _label(given)
+    if isinstance(given, (list, tuple)) and given and all(is_run_result(g) for g in given):
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gapbench-set-")))
+        for i, item in enumerate(given):
+            shutil.copytree(_run_dir(item, stack, f"run{i}"), folder / f"run{i}")
+        return folder, " + ".join(_label(g) for g in given)
+    if isinstance(given, (list, tuple)):
+        raise ConfigError("a result set is a folder of run directories, one gapbench.run result, or a list of "
+                          f"gapbench.run results (one per task); got a list of {len(given)} other things.")
+    return given, str(given)
+
+
+def regress(baseline: Any, candidate: Any, **options: Any):
+    """:func:`gapbench.products.regress.regress` (same options), where the baseline and the candidate may each be a
+    folder of run directories, one :func:`gapbench.run` result, or a list of them (one per task)."""
+    from .regress import regress as regress_dirs
+
+    with ExitStack() as stack:
+        base, base_label = _result_set(baseline, stack)
+        cand, cand_label = _result_set(candidate, stack)
+        report = regress_dirs(base, cand, **options)
+    return replace(report, baseline=base_label, candidate=cand_label)
+
+
+def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, task: str | None = None,
+           **options: Any):
+    """:func:`gapbench.products.report.build_report` (same options) over run directories or :func:`gapbench.run`
+    results of one task; ``task`` defaults to the task the first run names."""
+    from ..store import load_results
+    from .report import build_report
+
+    if isinstance(runs, (str, os.PathLike)) or is_run_result(runs):
+        runs = [runs]
+    runs = list(runs)
+    if not runs:
+        raise ConfigError("a report needs at least one run (a gapbench.run result or a run directory).")
+    with ExitStack() as stack:
+        dirs = [_run_dir(r, stack, f"run{i}") if is_run_result(r) else r for i, r in enumerate(runs)]
+        if task is None:
+            first = runs[0]
+            task = first.results.task if is_run_result(first) else load_results(first).task
+        built = build_report(task, dirs, analyses, **options)
+    labels = {str(d): _label(r) for d, r in zip(dirs, runs) if is_run_result(r)}
+    for system in built.data.get("systems", []):
+        system["run_dir"] = labels.get(system.get("run_dir"), system.get("run_dir"))
+    return built
