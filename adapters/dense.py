@@ -621,7 +621,7 @@ class Dense:
         runs = {}
         for q, (idx, sc) in zip(qids, hits):
             ids = self._corpus.ids_at(self._order[idx].tolist())
-            runs[q] = [(d, float(s)) for d, s in zip(ids, sc)]
+            runs[q] = list(zip(ids, np.asarray(sc).tolist()))  # tolist: the same floats, made in C
         return Run(runs, self.name, _sorted=True)
 
     def _search_cpu(self, q_emb, k, excluded, advance):
