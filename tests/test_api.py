@@ -90,3 +90,57 @@ def test_run_with_an_explicitly_empty_measure_list_is_an_error():
 
     with pytest.raises(ConfigError, match="no measures given"):
         gapbench.run("impliret/multispeaker/wknow", "bm25", measures=[])
+
+
+# ---------------------------------------------------------------- gapbench.run results given to compare, report, regress
+
+SCIFACT = str(ROOT / "tests" / "fixtures" / "beir" / "scifact")
+
+
+@pytest.fixture(scope="module")
+def two_runs():
+    import gapbench
+
+    return (gapbench.run(SCIFACT, "bm25", measures=["nDCG@10", "RR@10"]),
+            gapbench.run(SCIFACT, "bm25:k1=0.9,b=0.4", measures=["nDCG@10", "RR@10"]))
+
+
+def test_compare_takes_run_results(two_runs):
+    import gapbench
+
+    a, b = two_runs
+    from_runs = gapbench.compare([a, b], n_permutations=200)
+    from_results = gapbench.compare([a.results, b.results], n_permutations=200)
+    assert from_runs.systems == ["bm25", "bm25:k1=0.9,b=0.4"]
+    assert [t.__dict__ for t in from_runs.tests] == [t.__dict__ for t in from_results.tests]
+
+
+def test_regress_and_report_take_run_results_as_run_directories_would(two_runs, tmp_path):
+    import gapbench
+    from gapbench.products.regress import regress as regress_dirs
+    from gapbench.store import save_run_dir
+
+    a, b = two_runs
+    for r, name in ((a, "a"), (b, "b")):
+        save_run_dir(tmp_path / name, r.run, r.results, r.manifest)
+    gate = gapbench.regress(a, b, measure="nDCG@10", n_permutations=1000)
+    by_dirs = regress_dirs(tmp_path / "a", tmp_path / "b", measure="nDCG@10", n_permutations=1000)
+    assert [r.__dict__ for r in gate.rows] == [r.__dict__ for r in by_dirs.rows]
+    assert gate.rows[0].baseline == a.results.means["nDCG@10"] and gate.checks == by_dirs.checks
+    assert gate.baseline == f"bm25 on {a.results.task} (in memory)"
+    # a list of results is a result set (one per task)
+    assert [r.__dict__ for r in gapbench.regress([a], [b], measure="nDCG@10", n_permutations=1000).rows] == \
+        [r.__dict__ for r in gate.rows]
+    report = gapbench.report([a, b], n_permutations=200)
+    assert report.task == a.results.task
+    assert [s["system"] for s in report.data["systems"]] == ["bm25", "bm25:k1=0.9,b=0.4"]
+    assert [s["run_dir"] for s in report.data["systems"]] == [f"bm25 on {a.results.task} (in memory)",
+                                                               f"bm25:k1=0.9,b=0.4 on {a.results.task} (in memory)"]
+
+
+def test_a_result_set_of_other_things_is_refused():
+    import gapbench
+    from gapbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a result set is a folder of run directories, one gapbench.run result"):
+        gapbench.regress([1, 2], [3], measure="nDCG@10")
