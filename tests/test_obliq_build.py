@@ -347,3 +347,17 @@ def test_grammar_schema_makes_every_id_come_back_once_in_order():
            'annotations-tuple-2 "]" space' in grammar
     assert [line.split("::= ")[1] for line in grammar.splitlines() if line.startswith("annotations-tuple-")
             and line.split(" ::=")[0].endswith("-id")] == ['"\\"D1\\""', '"\\"D2\\""', '"\\"D3\\""']
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"query": "late parcels"}', ({"query": "late parcels"}, "clean")),
+    ('{"query": "late\nparcels"}', ({"query": "late\nparcels"}, "repaired")),  # a raw newline inside the string
+    ('Sure!\n```json\n{"query": "late parcels"}\n```\nDone.', ({"query": "late parcels"}, "repaired")),
+    ('My answer: {"query": "late parcels"} (hope it helps)', ({"query": "late parcels"}, "repaired")),
+    ('{"answer": "late parcels"}', (None, "unparseable")),  # the key asked for is missing
+    ("I cannot help with that.", (None, "unparseable")),
+])
+def test_answers_are_read_strictly_and_repairs_named(text, expected):
+    from gapbench.analyses.obliq_build.llmio import parse_object
+
+    assert parse_object(text, "query") == expected

@@ -116,18 +116,19 @@ def structured_style(requested: str, base_url: str | None) -> str:
 
 def parse_object(text: str, key: str) -> tuple[dict | None, str]:
     """``(object, how)`` from an answer that should be one JSON object holding ``key``: ``clean`` when the whole
-    answer is that object; ``repaired`` when it had to be found inside code fences or prose around it; ``unparseable``
-    (None) otherwise."""
+    answer is that object; ``repaired`` when it had to be found inside code fences or prose around it, or held raw
+    control characters inside a string; ``unparseable`` (None) otherwise."""
     stripped = text.strip()
     obj = _loads(stripped)
     if isinstance(obj, dict) and key in obj:
         return obj, "clean"
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    candidates = [stripped] + [m.group(1).strip() for m in _FENCE.finditer(text)]
     start, end = stripped.find("{"), stripped.rfind("}")
     if start >= 0 and end > start:
         candidates.append(stripped[start:end + 1])
     for cand in candidates:
-        obj = _loads(cand)
+        # a raw newline or tab inside a string (a grammar's "any character" lets a small model write one)
+        obj = _loads(cand, strict=False)
         if isinstance(obj, dict) and key in obj:
             return obj, "repaired"
     if isinstance(_loads(stripped), list) and key in ("annotations", "judgements", "groups"):
@@ -135,9 +136,9 @@ def parse_object(text: str, key: str) -> tuple[dict | None, str]:
     return None, "unparseable"
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str, strict: bool = True) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, strict=strict)
     except (ValueError, RecursionError):
         return None
 
