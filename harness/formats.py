@@ -29,6 +29,8 @@ import math
 import os
 import zlib
 from contextlib import closing, contextmanager
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Callable, Container, Iterable, Iterator
 
@@ -412,6 +414,12 @@ def _trec_tag(name: str | None, path: PathLike) -> str:
 
 def _check_trec_ids(run: Run, path: PathLike) -> None:
     bad_queries = not ids_clean(list(run))
+    try:
+        distinct = list(set(map(itemgetter(0), chain.from_iterable(run.values()))))
+    except TypeError:  # an unhashable id: checked one by one below
+        distinct = None
+    if not bad_queries and distinct is not None and ids_clean(distinct):
+        return  # every distinct document id is clean (one check at C speed, not one per query)
     for qid, ranking in run.items():
         dids = [did for did, _ in ranking]
         if bad_queries or not ids_clean(dids):

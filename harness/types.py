@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import unicodedata
+from itertools import chain
 from operator import attrgetter, itemgetter
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -446,7 +447,8 @@ class Run(Mapping):
         return Run(self._data, name, _sorted=True)
 
     def check_against(self, corpus: Corpus, source: str | None = None) -> None:
-        missing = set(corpus.missing(did for ranking in self._data.values() for did, _ in ranking))
+        # the distinct ids first, at C speed: a run of 1.5M lines names a few thousand documents
+        missing = set(corpus.missing(set(map(itemgetter(0), chain.from_iterable(self._data.values())))))
         if not missing:
             return
         for qid, ranking in self._data.items():

@@ -402,6 +402,9 @@ def evaluate(
     """
     qrels = _as_qrels(qrels)
     parsed, names = _distinct_measures(measures)
+    depth = _read_depth(parsed)
+    if depth is not None and isinstance(run, Run):
+        run = run.top(depth)  # a Run is in trec_eval's order, so its top `depth` is what every measure reads
     system, scores, built = _run_scores(run)
     positive = qrels.positive_queries()
     if not positive:
@@ -423,6 +426,15 @@ def evaluate(
         n_resamples=n_resamples,
         seed=seed,
     )
+
+
+def _read_depth(parsed: Sequence) -> int | None:
+    """How many ranks the measures read: the largest cutoff when every measure has one, else None (all of them).
+    A judged-only measure drops the unjudged documents before its cutoff, so it reads the whole ranking."""
+    params = [getattr(m, "params", None) or {} for m in parsed]
+    if not params or any(p.get("cutoff") is None or p.get("judged_only") for p in params):
+        return None
+    return max(p["cutoff"] for p in params)
 
 
 def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list, tuple[str, ...]]:
