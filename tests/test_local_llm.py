@@ -266,3 +266,33 @@ def test_llm_retrievers_run_on_the_embedded_smollm2(spec, tmp_path):
     assert first["failures"] == 0 and first["prompt_tokens"] > 0
     assert again["calls"] == 0 and again["cache_hits"] == first["requests"]
     assert read_trec_run(tmp_path / "first" / "run.trec.gz") == ranked
+
+
+@pytest.mark.slow
+def test_a_request_the_client_gave_up_on_stops_generating(tmp_path, monkeypatch):
+    """llama-cpp-python's server answers a chat request to its max_tokens whatever happened to the connection, one
+    request at a time: an attempt that timed out (4,000 tokens asked, end-of-generation suppressed: minutes of
+    SmolLM2) held the model while every later request waited. The client shuts the connection of an abandoned
+    attempt; the embedded server now ends that generation at its next token, and serves the next request."""
+    import re
+
+    from gapbench.llm.client import LLMClient, LLMUnavailableError
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    with LocalServer(n_ctx=8192) as server:
+        def client(**kw):
+            return LLMClient(base_url=server.base_url, model=server.model, cache=False, max_retries=0, **kw)
+
+        client(max_tokens=2, max_tokens_cap=2).chat("Hi")  # the first request builds the compute graphs
+        endless = client(timeout=3, call_timeout=5, outage_timeout=5, max_tokens=4000, max_tokens_cap=4000,
+                         extra={"logit_bias": {"2": -100}})  # token 2 is <|im_end|>: it never ends by itself
+        with pytest.raises(LLMUnavailableError, match="did not answer within 3 s"):
+            endless.chat("Count from 1 to 5000, one number per line.")
+        # bounded at 120 s: behind 4,000 tokens (4.5 minutes at the 15 tokens/s of this machine) it would time out
+        answer = client(timeout=120, call_timeout=120, outage_timeout=120, max_tokens=8, max_tokens_cap=8)
+        assert answer.chat("Say hi.").text.strip()
+        log = server.log
+    # llama.cpp's timings line of every completion: the tokens it generated; none came near the 4,000 asked
+    runs = [int(n) for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*/\s*(\d+) runs", log.read_text(),
+                                       re.MULTILINE)]
+    assert len(runs) == 3 and max(runs) < 1000, runs

@@ -41,13 +41,10 @@ REBUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cac
 NOTICE = ("gapbench: no LLM endpoint given, so using the embedded llama.cpp server with {model}: a tiny model meant "
           "for trying the pipeline, not a strong verifier (give --llm-base-url for a real one).")
 
-# The server runs under a watchdog that ends it when this process's end of its stdin pipe closes (this process died,
-# however), then as `python -m llama_cpp.server ARGS`. A raw read: a daemon thread inside sys.stdin's buffered reader
-# would make the interpreter abort at exit, hiding the server's own error.
-_LAUNCH = ("import os, runpy, sys, threading\n"
-           "threading.Thread(target=lambda: (os.read(0, 1), os._exit(0)), daemon=True).start()\n"
-           "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
-           "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n")
+# The server runs as `python -m llama_cpp.server ARGS` inside gapbench.llm.llama_server, which ends it when this
+# process's end of its stdin pipe closes (this process died, however) and stops generating for a request whose client
+# hung up (a timed-out attempt), so that the next request is served at once.
+_LAUNCH = ("-m", "gapbench.llm.llama_server")
 
 
 class LocalLLMError(GapbenchError):
@@ -115,7 +112,7 @@ class LocalServer:
                 "--port", str(self.port), "--n_ctx", str(self.n_ctx)]
         with open(self.log, "wb") as log:
             # its own session: a Ctrl-C at the terminal reaches gapbench, which stops the server in order
-            self.proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, *args], stdin=subprocess.PIPE, stdout=log,
+            self.proc = subprocess.Popen([sys.executable, *_LAUNCH, *args], stdin=subprocess.PIPE, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         _LIVE.add(self)
         try:
