@@ -655,6 +655,11 @@ def test_third_party_chatter_is_kept_out_of_the_way(tmp_path, setting, shown):
         assert int(proc.stdout) == logging.ERROR
 
 
+def test_the_help_says_how_to_see_the_libraries_warnings(capsys):
+    assert main(["--help"]) == 0
+    assert "GAPBENCH_WARNINGS=show lets them through." in " ".join(capsys.readouterr().out.replace("│", " ").split())
+
+
 def test_the_console_command_quiets_third_parties(tmp_path):
     code = ("import os, sys, warnings\n"
             "from gapbench.__main__ import entry\n"

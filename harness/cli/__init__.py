@@ -24,6 +24,8 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     no_args_is_help=True,
     help="gapbench: evaluate retrievers, and find where and why they miss.",
+    epilog="The libraries gapbench drives keep their progress bars, load reports and Future/Deprecation warnings "
+           "to themselves; GAPBENCH_WARNINGS=show lets them through.",
     pretty_exceptions_enable=False,
 )
 
