@@ -154,3 +154,27 @@ def test_counts_are_summed_in_the_summary_as_trec_eval_sums_them(capsys):
     assert any(line.split()[:3] == ["NumRet", "(sum)", "1500"] for line in table)
     assert any(line.split()[:3] == ["NumRel", "(sum)", "561"] for line in table)
     assert any(line.split()[:3] == ["NumRet(rel=1)", "(sum)", "131"] for line in table)
+
+
+def test_the_trec_eval_page_runs_as_written(tmp_path):
+    """docs/trec-eval.md: each `gapbench` command, run in the folder of trec_eval's files as a user would, prints
+    the text block that follows it."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "trec-eval.md").read_text(encoding="utf-8")
+    pairs = re.findall(r"```bash\n(.*?)```\s*```text\n(.*?)```", page, flags=re.S)
+    assert len(pairs) == 2
+    for command, shown in pairs:
+        argv = shlex.split(command)
+        assert argv[0] == "gapbench"
+        proc = subprocess.run([sys.executable, "-m", "gapbench", *argv[1:]], cwd=HERE, capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == shown
+        # and what trec_eval printed for the same measures (its test outputs hold every one of these lines)
+        expected = set(_lines(HERE / "out.test.aq"))
+        assert set(proc.stdout.splitlines()) <= expected
