@@ -19,9 +19,9 @@ def test_estimate_text_from_tokens_at_the_measured_cpu_speed():
     assert est.text().startswith("argus synthesis: 40 calls to the embedded SmolLM2-135M-Instruct.Q4_1.gguf, about "
                                  "52,000 prompt and 9,000 answer tokens: about 14 min at ~100 prompt and ~30 answer "
                                  "tokens/s on a CPU")
-    # three calls in 66 s: 22 s a call, 37 left -> 814 s
-    assert est.revised(3, 66.0) == ("argus synthesis: the first 3 calls took 1m06s (22 s a call): about 14 min left "
-                                    "for 37 calls.")
+    # 4 answered, the last 3 in 66 s: 22 s a call, 36 left -> 792 s
+    assert est.revised(4, 3, 66.0) == ("argus synthesis: after the first call (the model warming up), 3 calls took "
+                                       "1m06s (22 s a call): about 13 min left for 36 calls.")
 
 
 def test_llm_progress_says_the_estimate_then_revises_it_on_a_fake_clock(monkeypatch, capsys):
@@ -33,18 +33,20 @@ def test_llm_progress_says_the_estimate_then_revises_it_on_a_fake_clock(monkeypa
         with llm_progress(llm, "tournament: LLM rankings", calls=10, prompt_tokens=20_000, answer_tokens=1_000,
                           embedded=True, clock=lambda: now[0]) as advance:
             first = capsys.readouterr().err
+            now[0] += 50.0
+            advance(1)  # the first call, with the model's warm-up: not measured
             for _ in range(3):
                 now[0] += 30.0
                 advance(1)
             revised = capsys.readouterr().err
-            for _ in range(7):
+            for _ in range(6):
                 advance(1)
-    # 20,000 / 100 + 1,000 / 30 = 233 s -> 4 min; then 3 calls in 90 s: 30 s a call, 7 left -> 210 s -> 4 min
+    # 20,000 / 100 + 1,000 / 30 = 233 s -> 4 min; then 3 calls in 90 s: 30 s a call, 6 left -> 180 s -> 3 min
     assert first == ("gapbench: tournament: LLM rankings: 10 calls to the embedded tiny.gguf, about 20,000 prompt and "
                      "1,000 answer tokens: about 4 min at ~100 prompt and ~30 answer tokens/s on a CPU (give "
                      "--llm-base-url for a faster endpoint; answers already cached cost nothing).\n")
-    assert revised == ("gapbench: tournament: LLM rankings: the first 3 calls took 1m30s (30 s a call): about 4 min "
-                       "left for 7 calls.\n")
+    assert revised == ("gapbench: tournament: LLM rankings: after the first call (the model warming up), 3 calls "
+                       "took 1m30s (30 s a call): about 3 min left for 6 calls.\n")
     assert capsys.readouterr().err == ""  # revised once
 
 
@@ -59,21 +61,22 @@ def test_short_work_is_not_announced(capsys):
 def test_chat_many_reporting_counts_only_uncached_requests_and_reports_every_answer(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GAPBENCH_PROGRESS", "lines")
     monkeypatch.setenv("GAPBENCH_PROGRESS_INTERVAL", "0")
-    prompts = [f"please summarise document number {i} " + "word " * 400 for i in range(5)]
+    prompts = [f"please summarise document number {i} " + "word " * 400 for i in range(6)]
     with LLMServer() as srv:
         llm = LLMClient(base_url=srv.base_url, model="tiny.gguf", cache=tmp_path / "llm.sqlite")
         llm.chat(prompts[0], max_tokens=2000)  # one answer already cached
         capsys.readouterr()
         reqs = [ChatRequest(p, tag=str(i), params={"max_tokens": 2000}) for i, p in enumerate(prompts)]
         answers = chat_many_reporting(llm, reqs, "argus synthesis", embedded=True)
-        assert srv.counts["chat"] == 1 + 4
+        assert srv.counts["chat"] == 1 + 5
     assert [a.text for a in answers] == [llm.chat(p, max_tokens=2000).text for p in prompts]  # input order
     err = capsys.readouterr().err.splitlines()
-    # 4 uncached: prompt tokens = ceil(chars / 4) each; answers: half of max_tokens, 1,000 each
+    # 5 uncached: prompt tokens = ceil(chars / 4) each; answers: half of max_tokens, 1,000 each
     tokens = sum(-(-len(p) // 4) for p in prompts[1:])
-    assert err[0].startswith(f"gapbench: argus synthesis: 4 calls to the embedded tiny.gguf, about {tokens:,} prompt "
-                             "and 4,000 answer tokens: about ")
-    steps = [int(m.group(1)) for line in err if (m := re.match(r"gapbench: argus synthesis (\d)/5 calls \(", line))]
-    assert steps == [1, 2, 3, 4, 5]  # the cached answer first, then one step per call
-    assert any(line.startswith("gapbench: argus synthesis: the first 3 calls took ") for line in err)
-    assert err[-1].startswith("gapbench: argus synthesis 5/5 calls in ")
+    assert err[0].startswith(f"gapbench: argus synthesis: 5 calls to the embedded tiny.gguf, about {tokens:,} prompt "
+                             "and 5,000 answer tokens: about ")
+    steps = [int(m.group(1)) for line in err if (m := re.match(r"gapbench: argus synthesis (\d)/6 calls \(", line))]
+    assert steps == [1, 2, 3, 4, 5, 6]  # the cached answer first, then one step per call
+    revised = [line for line in err if line.startswith("gapbench: argus synthesis: after the first call")]
+    assert len(revised) == 1 and revised[0].endswith(" left for 1 call.")
+    assert err[-1].startswith("gapbench: argus synthesis 6/6 calls in ")

@@ -8,7 +8,8 @@ prints, when ``llm`` talks to the embedded server (no endpoint configured) and t
 
     gapbench: argus synthesis: 40 calls to the embedded SmolLM2-135M-Instruct.Q4_1.gguf, about 52,000 prompt and
     9,000 answer tokens: about 14 min at ~100 prompt and ~30 answer tokens/s on a CPU (...)
-    gapbench: argus synthesis: the first 3 calls took 1m05s (22 s a call): about 13 min left for 37 calls.
+    gapbench: argus synthesis: after the first call (the model warming up), 3 calls took 1m06s (22 s a call):
+    about 13 min left for 36 calls.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..progress import format_duration, progress, say
 EMBEDDED_PROMPT_TPS = 100.0
 EMBEDDED_ANSWER_TPS = 30.0
 SAY_ABOVE_S = 30.0  # work expected to take less is not announced
-REVISE_AFTER = 3  # calls measured before the revised estimate
+REVISE_AFTER = 3  # calls measured, after the first (a cold model: tens of seconds more), for the revised estimate
 
 
 def is_embedded(llm: Any) -> bool:
@@ -69,12 +70,13 @@ class Estimate:
                 f"{_minutes(self.seconds)} at ~{self.prompt_tps:g} prompt and ~{self.answer_tps:g} answer tokens/s on "
                 "a CPU (give --llm-base-url for a faster endpoint; answers already cached cost nothing).")
 
-    def revised(self, done: int, seconds: float) -> str:
-        """The estimate from ``done`` calls that took ``seconds`` in all."""
-        per_call = seconds / done
+    def revised(self, done: int, measured: int, seconds: float) -> str:
+        """The estimate once ``done`` calls are answered, the last ``measured`` of them in ``seconds``."""
+        per_call = seconds / measured
         left = max(0, self.calls - done)
-        return (f"{self.description}: the first {done} calls took {format_duration(seconds)} "
-                f"({per_call:.0f} s a call): about {_minutes(left * per_call)} left for {left:,} calls.")
+        return (f"{self.description}: after the first call (the model warming up), {measured} calls took "
+                f"{format_duration(seconds)} ({per_call:.0f} s a call): about {_minutes(left * per_call)} left for "
+                f"{left:,} call{'' if left == 1 else 's'}.")
 
 
 def _minutes(seconds: float) -> str:
@@ -107,10 +109,12 @@ def llm_progress(llm: Any, description: str, *, calls: int, total: int | None = 
             advance(n)
             done += n
             made = done - (total - calls)  # the cached answers come first, at once
-            if est is not None and made <= 0:
+            if est is None:
+                return
+            if made <= 1:  # measured from the first call's answer on
                 start = clock()
-            elif est is not None and made >= min(REVISE_AFTER, est.calls) and made < est.calls:
-                say(est.revised(made, clock() - start))
+            elif made >= 1 + REVISE_AFTER and made < est.calls:
+                say(est.revised(made, made - 1, clock() - start))
                 est = None  # revised once; the progress lines keep the ETA from here on
 
         yield step
