@@ -361,3 +361,25 @@ def test_answers_are_read_strictly_and_repairs_named(text, expected):
     from gapbench.analyses.obliq_build.llmio import parse_object
 
     assert parse_object(text, "query") == expected
+
+
+def test_a_folders_exclusions_file_is_checked(tmp_path):
+    from gapbench.errors import DataFormatError
+    from gapbench.task import get_task
+
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": "two"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "one"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    (tmp_path / "per_query_excluded_ids.json").write_text('{"q1": ["d1"], "q9": ["d2"]}')
+    assert get_task(str(tmp_path)).load().excluded == {"q1": frozenset({"d1"})}  # q9 is no query of the folder
+    (tmp_path / "per_query_excluded_ids.json").write_text('{"q1": ["d7"]}')
+    with pytest.raises(DataFormatError, match=r"per_query_excluded_ids.json: query 'q1' excludes document 'd7', "
+                                              r"absent from the corpus"):
+        get_task(str(tmp_path)).load()
+    (tmp_path / "per_query_excluded_ids.json").write_text('{"q1": ["d1"],\n "q2" []}')
+    with pytest.raises(DataFormatError, match=r"per_query_excluded_ids.json, line 2: malformed JSON"):
+        get_task(str(tmp_path)).load()
+    (tmp_path / "per_query_excluded_ids.json").write_text('{"q1": ["d1"], "q1": []}')
+    with pytest.raises(DataFormatError, match=r"key 'q1' appears twice"):
+        get_task(str(tmp_path)).load()
