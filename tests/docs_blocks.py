@@ -1,0 +1,194 @@
+"""The code blocks of gapbench's documentation, read with their markers, and run as a user would run them.
+
+Every ``bash``/``sh``/``shell``/``console`` and ``python``/``py``/``pycon`` block of a page (the docs site, every
+README) carries an HTML comment on the line just above its opening fence, saying who runs it:
+
+- ``<!-- run -->``: ``tests/test_docs.py`` runs it. The blocks of one page run in order in one working directory
+  (an earlier block's ``-o runs/bm25`` is there for a later one): bash with ``bash -euo pipefail -c``, Python with the
+  environment's ``python -c``; ``gapbench`` and ``python`` are the environment's, as in an activated shell, and
+  ``HF_HUB_OFFLINE=1`` is set. Options after a colon, comma-separated: ``slow`` (the page's test is marked slow:
+  it loads a model or runs for minutes), ``llm=TASK`` (``$OPENAI_BASE_URL`` and ``$OPENAI_MODEL`` name the real local
+  test server, tests/llm_server.py, which judges by TASK's qrels: the endpoint a user brings), ``copy=PATH`` (the
+  repository's file or folder PATH is copied into the working directory under its last name first).
+- ``<!-- run by tests: NAME -->``: a test of its own runs the block and checks what it printed or wrote; it takes
+  the block with ``block(PAGE, NAME)``. ``tests/test_docs.py`` checks that a test file names both the page and NAME.
+- ``<!-- not run: REASON -->``: never run, with the reason (it needs the network, a GPU, a dump you download, or
+  more time than a test may take). The reason may not be empty.
+
+A block with no marker is an error naming the file and line, so no example rots unseen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHELL = {"bash", "sh", "shell", "console"}
+PYTHON = {"python", "py", "pycon"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+MARKER = re.compile(r"<!--\s*(?P<body>.*?)\s*-->\s*$", re.S)
+# folders that hold no documentation of gapbench (the environment, build output, vendored fixtures)
+NOT_DOCS = {".venv", ".git", "build", "dist", "node_modules", "fixtures", "__pycache__", ".pytest_cache"}
+
+
+# pages whose every Python block a test of their own runs, in order in one session, checking the values computed: an
+# unmarked Python block there is that test's ("run by tests", named after the test file)
+WHOLE_PAGE = {"docs/python-api.md": "tests/test_python_api_docs.py"}
+
+
+class MarkerError(ValueError):
+    """A block without a valid marker: the message names the file, the line and the accepted markers."""
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    code: str
+    kind: str  # "run", "run by tests" or "not run"
+    name: str = ""  # NAME of "run by tests: NAME"
+    reason: str = ""  # REASON of "not run: REASON"
+    options: dict = field(default_factory=dict)  # of "run: ...": slow, llm, copy
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT).as_posix()}:{self.line}"
+
+    @property
+    def runnable(self) -> bool:
+        return self.lang in SHELL | PYTHON
+
+    @property
+    def slow(self) -> bool:
+        return "slow" in self.options
+
+
+ACCEPTED = ("'<!-- run -->' (options after a colon: slow, llm=TASK, copy=PATH), '<!-- run by tests: NAME -->' or "
+            "'<!-- not run: REASON -->'")
+
+
+def _marker(body: str, where: str) -> dict:
+    body = " ".join(body.split())
+    if body == "run" or body.startswith("run:"):
+        options: dict = {}
+        for item in filter(None, (s.strip() for s in body[4:].split(","))):
+            key, _, value = item.partition("=")
+            if key not in {"slow", "llm", "copy"} or (key == "slow") == bool(value):
+                raise MarkerError(f"{where}: unknown run option {item!r}; accepted: slow, llm=TASK, copy=PATH")
+            options.setdefault(key, []).append(value) if key == "copy" else options.__setitem__(key, value or True)
+        return {"kind": "run", "options": options}
+    if m := re.fullmatch(r"run by tests: ([A-Za-z0-9_.-]+)", body):
+        return {"kind": "run by tests", "name": m.group(1)}
+    if m := re.fullmatch(r"not run: (\S.*)", body):
+        return {"kind": "not run", "reason": m.group(1)}
+    raise MarkerError(f"{where}: the marker <!-- {body} --> is not one of {ACCEPTED}")
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every shell and Python block of a Markdown file, with its marker. Raises MarkerError for an unmarked one."""
+    path = Path(path).resolve()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence, info = m.group("indent"), m.group("fence"), m.group("info").strip()
+        end = next((j for j in range(i + 1, len(lines))
+                    if lines[j].strip().startswith(fence[0] * len(fence)) and not lines[j].strip().strip(fence[0])),
+                   len(lines))
+        lang = info.split()[0].lower() if info else ""
+        if lang in SHELL | PYTHON:
+            where = f"{path.relative_to(ROOT).as_posix()}:{i + 1}"
+            above = i - 1
+            while above >= 0 and not lines[above].strip():
+                above -= 1
+            # the marker is the comment that ends on the line above the fence (it may span lines)
+            start = above
+            while start >= 0 and "<!--" not in lines[start]:
+                start -= 1
+            text = "\n".join(lines[start:above + 1]) if above >= 0 and lines[above].rstrip().endswith("-->") else ""
+            mm = MARKER.search(text) if text.lstrip().startswith("<!--") else None
+            if not mm and lang in PYTHON and WHOLE_PAGE.get(path.relative_to(ROOT).as_posix()):
+                mm = MARKER.search(f"<!-- run by tests: {Path(WHOLE_PAGE[path.relative_to(ROOT).as_posix()]).name} -->")
+            if not mm:
+                raise MarkerError(f"{where}: a {lang} block without a marker on the line above it; add {ACCEPTED}")
+            code = "\n".join(line[len(indent):] if line.startswith(indent) else line.lstrip()
+                             for line in lines[i + 1:end]) + "\n"
+            out.append(Block(path, i + 1, lang, code, **_marker(mm.group("body"), where)))
+        i = end + 1
+    return out
+
+
+def block(path: Path | str, name: str) -> Block:
+    """The block marked ``<!-- run by tests: NAME -->`` in PATH (relative to the repository root, or absolute)."""
+    path = ROOT / path if not Path(path).is_absolute() else Path(path)
+    found = [b for b in blocks(path) if b.kind == "run by tests" and b.name == name]
+    if len(found) != 1:
+        raise LookupError(f"{path.relative_to(ROOT)}: {len(found)} blocks marked 'run by tests: {name}' (want one)")
+    return found[0]
+
+
+def pages() -> list[Path]:
+    """The docs site's pages and every README of the repository."""
+    docs = sorted((ROOT / "docs").rglob("*.md"))
+    readmes = sorted(p for p in ROOT.rglob("README*.md")
+                     if not NOT_DOCS & set(p.relative_to(ROOT).parts) and not p.relative_to(ROOT).parts[0] == "docs")
+    return docs + readmes
+
+
+def user_env(extra: dict | None = None) -> dict:
+    """The environment of an activated shell: the venv's ``gapbench`` and ``python`` first on PATH, offline hub."""
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
+    return {**env, **(extra or {})}
+
+
+def run_block(b: Block, cwd: Path, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run one block as written in CWD; a non-zero exit fails with the block's place and the end of its output."""
+    if b.lang in SHELL:
+        cmd = ["bash", "-euo", "pipefail", "-c", b.code]
+    else:
+        code = b.code if b.lang != "pycon" else "\n".join(line[4:] for line in b.code.splitlines()
+                                                          if line.startswith((">>> ", "... ")))
+        cmd = [sys.executable, "-c", code]
+    out = subprocess.run(cmd, cwd=cwd, env=env or user_env(), capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise AssertionError(f"{b.where}: the {b.lang} block exited {out.returncode}:\n{b.code}\n--- stdout\n"
+                             f"{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}")
+    return out
+
+
+def run_page(path: Path, workdir: Path) -> list[tuple[Block, subprocess.CompletedProcess]]:
+    """Run the ``<!-- run -->`` blocks of one page in order, in WORKDIR, as a user following the page would."""
+    todo = [b for b in blocks(path) if b.kind == "run"]
+    workdir.mkdir(parents=True, exist_ok=True)
+    for b in todo:
+        for rel in b.options.get("copy", []):
+            src = ROOT / rel
+            dst = workdir / src.name
+            if not dst.exists():
+                shutil.copytree(src, dst) if src.is_dir() else shutil.copy2(src, dst)
+    llm_tasks = {b.options["llm"] for b in todo if "llm" in b.options}
+    if not llm_tasks:
+        return [(b, run_block(b, workdir)) for b in todo]
+    if len(llm_tasks) > 1:
+        raise MarkerError(f"{path}: one llm=TASK per page, found {sorted(llm_tasks)}")
+    from llm_server import LLMServer  # tests/ is on sys.path under pytest
+
+    import gapbench
+
+    data = gapbench.get_task(llm_tasks.pop()).load()
+    with LLMServer(qrels={q: dict(data.qrels[q]) for q in data.qrels},
+                   queries={q: data.queries[q].text for q in data.queries},
+                   corpus={d: data.corpus[d].text for d in data.corpus}) as server:
+        env = user_env({"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "judge"})
+        return [(b, run_block(b, workdir, env)) for b in todo]
