@@ -1,6 +1,7 @@
 """Re-create the seeded impliret submissions from the built-in retrievers and re-render the board.
 
-    python leaderboards/seed_impliret.py            # from the repository root; dense takes ~1 min per set the first time
+    python leaderboards/seed_impliret.py            # dense takes ~1 min per set the first time
+    python leaderboards/seed_impliret.py bm25       # only the named systems (bm25, bm25-lucene, dense)
 
 Each system runs the six ImpliRet sets with k=100; runs are gzipped with scores rounded to 7 significant digits
 (keeps the folder small), then scored with `gapbench submit score` and rendered with `gapbench leaderboard build`.
@@ -13,10 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import gapbench
-from gapbench.leaderboard import build_boards
-from gapbench.submissions import score_submission, submission_from_run_dirs
-from gapbench.suites import run_suite
+from gapbench.products.leaderboard import build_boards
+from gapbench.products.submissions import score_submission, submission_from_run_dirs
+from gapbench.runner import run_suite
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = {
@@ -29,6 +29,9 @@ SYSTEMS = {
 
 
 def main(systems: list[str]) -> None:
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        sys.exit(f"seed_impliret.py: unknown system(s) {', '.join(unknown)}; the seeded ones are {', '.join(SYSTEMS)}.")
     for system in systems:
         spec, description = SYSTEMS[system]
         with tempfile.TemporaryDirectory() as tmp:
