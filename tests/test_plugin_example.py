@@ -115,3 +115,88 @@ def test_without_the_plugin_installed_the_name_is_unknown(installed, tmp_path):
     out = _gapbench(["run", TASK, "-r", "char-ngram"], env, tmp_path)
     assert out.returncode == 2
     assert "unknown retriever 'char-ngram'" in out.stderr and "bm25" in out.stderr, out.stderr
+
+
+_FLAWED = '''
+from gapbench.testing import RetrieverContract
+from gapbench.types import Run
+
+
+class Overlap:
+    """Scores a document by the words it shares with the query; ``flaw`` breaks one promise of the contract."""
+
+    name = "overlap"
+
+    def __init__(self, lowercase=True, flaw=""):
+        self.lowercase, self.flaw = lowercase, flaw
+
+    @property
+    def fingerprint(self):
+        return "overlap" if self.flaw == "fingerprint" else f"overlap-{self.lowercase}"
+
+    def _words(self, text):
+        return set((text.lower() if self.lowercase else text).split())
+
+    def index(self, corpus):
+        self.docs = [(d, self._words(doc.full_text)) for d, doc in corpus.items()]
+
+    def search(self, queries, k, exclude=None):
+        out = {}
+        for qid, q in queries.items():
+            allowed = exclude.allowed(qid) if hasattr(exclude, "allowed") else None
+            banned = set() if exclude is None or allowed is not None else set(exclude.get(qid, ()))
+            words = self._words(q.text)
+            scored = [(d, float(len(words & ws))) for d, ws in self.docs]
+            scored.sort(key=lambda p: (-p[1], p[0]) if self.flaw == "ties" else (p[1], p[0]), reverse=self.flaw != "ties")
+            keep = lambda d: d not in banned and (allowed is None or d in allowed)
+            if self.flaw == "post-filter":
+                out[qid] = [p for p in scored[:k] if keep(p[0])]
+            else:
+                out[qid] = [p for p in scored if keep(p[0])][:k]
+        return Run(out, self.name, _sorted=True)
+
+
+class TestSound(RetrieverContract):
+    retriever = Overlap
+    changed = lambda: Overlap(lowercase=False)
+
+
+class TestTies(RetrieverContract):
+    retriever = lambda: Overlap(flaw="ties")
+    changed = lambda: Overlap(lowercase=False, flaw="ties")
+
+
+class TestPostFilter(RetrieverContract):
+    retriever = lambda: Overlap(flaw="post-filter")
+    changed = lambda: Overlap(lowercase=False, flaw="post-filter")
+
+
+class TestFingerprint(RetrieverContract):
+    retriever = lambda: Overlap(flaw="fingerprint")
+    changed = lambda: Overlap(lowercase=False, flaw="fingerprint")
+'''
+
+
+def test_the_contract_fails_a_retriever_that_breaks_it(tmp_path):
+    """gapbench.testing on a sound word-overlap retriever and on three copies that each break one promise: the sound
+    one passes every test, each flawed one fails the tests of its promise (and only those where the flaw shows only
+    there)."""
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "test_flawed.py").write_text(_FLAWED)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml",
+                          str(tmp_path / "junit.xml"), "test_flawed.py"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "GAPBENCH_PROGRESS": "off"}, timeout=600)
+    assert out.returncode == 1, out.stdout[-3000:]
+    failed: dict[str, set[str]] = {}
+    passed: dict[str, set[str]] = {}
+    for case in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase"):
+        cls, test = case.get("classname").split(".")[-1], case.get("name").split("[")[0]
+        bad = case.find("failure") is not None or case.find("error") is not None
+        (failed if bad else passed).setdefault(cls, set()).add(test)
+    assert "TestSound" not in failed and len(passed["TestSound"]) == 10  # 13 tests, two parametrized
+    assert failed["TestFingerprint"] == {"test_fingerprint"}
+    assert failed["TestPostFilter"] == {"test_exclusions_are_masked_before_the_cut",
+                                        "test_only_allowed_candidates_are_ranked"}
+    assert "test_ties_are_broken_by_doc_id_descending" in failed["TestTies"]
+    assert "not broken by doc_id descending" in out.stdout
