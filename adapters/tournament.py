@@ -347,33 +347,6 @@ ANSWER_TOKENS_PER_PASSAGE = 4  # "[12] > " in a listwise answer
 PROMPT_TOKENS_PER_CALL = 60  # the listwise template around the query and the passages
 
 
-@contextmanager
-def _ranking_progress(reranker: "_PoolReranker", ranker: LLMListwise, queries, pools: dict[str, list[str]], corpus):
-    """The rankings of ``pools`` as one progress stage, with the embedded model's estimate (passages counted as the
-    ranker cuts them; a pool's batches hold at most its size)."""
-    from gapbench.llm.estimate import llm_progress
-
-    calls = prompt = answer = 0
-    cut = ranker.max_tokens_per_passage
-    for qid, pool in pools.items():
-        n = reranker._calls(len(pool))
-        if not n:
-            continue
-        per = [len(corpus[d].full_text) // 4 for d in pool]
-        avg = sum(min(t, cut) if cut else t for t in per) / len(per)
-        width = min(len(pool), reranker._width())
-        calls += n
-        prompt += n * int(width * avg + len(queries[qid].text) // 4 + PROMPT_TOKENS_PER_CALL)
-        answer += n * width * ANSWER_TOKENS_PER_PASSAGE
-    with llm_progress(ranker.client, f"{reranker.name}: LLM rankings", calls=calls, prompt_tokens=prompt,
-                      answer_tokens=answer) as advance:
-        ranker.on_ranked = advance
-        try:
-            yield
-        finally:
-            ranker.on_ranked = None
-
-
 class _PoolReranker:
     """Shared shape of the LLM rerankers: pools (or a run's top ``depth``) in, a Run of rank scores out."""
 
@@ -456,6 +429,32 @@ class _PoolReranker:
                seed: int | None = None) -> list[str]:
         raise NotImplementedError
 
+    @contextmanager
+    def _ranking_progress(self, ranker: LLMListwise, queries, pools: dict[str, list[str]], corpus):
+        """The rankings of ``pools`` as one progress stage, with the embedded model's estimate (passages counted as the
+        ranker cuts them; a pool's batches hold at most its size)."""
+        from gapbench.llm.estimate import llm_progress
+
+        calls = prompt = answer = 0
+        cut = ranker.max_tokens_per_passage
+        for qid, pool in pools.items():
+            n = self._calls(len(pool))
+            if not n:
+                continue
+            per = [len(corpus[d].full_text) // 4 for d in pool]
+            avg = sum(min(t, cut) if cut else t for t in per) / len(per)
+            width = min(len(pool), self._width())
+            calls += n
+            prompt += n * int(width * avg + len(queries[qid].text) // 4 + PROMPT_TOKENS_PER_CALL)
+            answer += n * width * ANSWER_TOKENS_PER_PASSAGE
+        with llm_progress(ranker.client, f"{self.name}: LLM rankings", calls=calls, prompt_tokens=prompt,
+                          answer_tokens=answer) as advance:
+            ranker.on_ranked = advance
+            try:
+                yield
+            finally:
+                ranker.on_ranked = None
+
     def rerank_pools(self, queries, pools, corpus, seed: int | None = None) -> Run:
         """Rank each query's pool; queries run in parallel (``concurrency``), each query's rounds in sequence.
 
@@ -471,7 +470,7 @@ class _PoolReranker:
 
         qids = [q for q in queries if q in pools]
         ranker = self.ranker
-        with _ranking_progress(self, ranker, queries, {q: list(dict.fromkeys(pools[q])) for q in qids}, corpus), \
+        with self._ranking_progress(ranker, queries, {q: list(dict.fromkeys(pools[q])) for q in qids}, corpus), \
                 ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as ex:
             futures = [ex.submit(one, q) for q in qids]
             try:

@@ -93,24 +93,30 @@ def span_vectors(model: Any, texts: Sequence[str], spans: Sequence[Sequence[Span
 
     Returns an array (total spans, dim), rows text by text in span order, and how many spans overlapped no token.
     """
+    from .progress import progress
+
     tok = model.tokenizer
     rows, missed = [], 0
     # one encode call per block: sentence-transformers sorts a call's texts by length, which keeps padding small
-    for lo in range(0, len(texts), block):
-        batch = list(texts[lo:lo + block])
-        token_embs = model.encode(batch, output_value="token_embeddings", batch_size=batch_size,
-                                  show_progress_bar=False, convert_to_numpy=False)
-        enc = tok(batch, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
-        for j, (emb, offs) in enumerate(zip(token_embs, enc["offset_mapping"])):
-            emb = emb.detach().float().cpu().numpy() if hasattr(emb, "detach") else np.asarray(emb, dtype=np.float32)
-            if emb.shape[0] != len(offs):
-                raise GapbenchError(
-                    f"argus: token embeddings ({emb.shape[0]}) and tokenizer offsets ({len(offs)}) disagree for "
-                    f"text {lo + j}; span pooling needs a fast tokenizer that matches the model. Use pooling=sentence."
-                )
-            got, n = _pooled(emb, offs, spans[lo + j])
-            rows += got
-            missed += n
+    with progress(len(texts), "span vectors: encoding", unit="texts") as advance:
+        for lo in range(0, len(texts), block):
+            batch = list(texts[lo:lo + block])
+            token_embs = model.encode(batch, output_value="token_embeddings", batch_size=batch_size,
+                                      show_progress_bar=False, convert_to_numpy=False)
+            enc = tok(batch, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
+            for j, (emb, offs) in enumerate(zip(token_embs, enc["offset_mapping"])):
+                emb = (emb.detach().float().cpu().numpy() if hasattr(emb, "detach")
+                       else np.asarray(emb, dtype=np.float32))
+                if emb.shape[0] != len(offs):
+                    raise GapbenchError(
+                        f"argus: token embeddings ({emb.shape[0]}) and tokenizer offsets ({len(offs)}) disagree for "
+                        f"text {lo + j}; span pooling needs a fast tokenizer that matches the model. "
+                        "Use pooling=sentence."
+                    )
+                got, n = _pooled(emb, offs, spans[lo + j])
+                rows += got
+                missed += n
+            advance(len(batch))
     dim = model.get_sentence_embedding_dimension() or 0
     out = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
     return normalise(out), missed

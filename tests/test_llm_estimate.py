@@ -80,3 +80,28 @@ def test_chat_many_reporting_counts_only_uncached_requests_and_reports_every_ans
     revised = [line for line in err if line.startswith("gapbench: argus synthesis: after the first call")]
     assert len(revised) == 1 and revised[0].endswith(" left for 1 call.")
     assert err[-1].startswith("gapbench: argus synthesis 6/6 calls in ")
+
+
+def test_a_tournament_reports_each_listwise_ranking(monkeypatch, capsys):
+    """Two pools, 30 and 10 documents, batches of 10 promoting 3, a final of at most 10: 3 + 1 rankings for the first
+    (30 -> 9 promoted -> one final), 1 for the second: one progress step per ranking, 5 in all."""
+    from gapbench.adapters.tournament import Tournament, tournament_calls
+    from gapbench.types import Corpus, Document, Queries, Query
+
+    monkeypatch.setenv("GAPBENCH_PROGRESS", "lines")
+    monkeypatch.setenv("GAPBENCH_PROGRESS_INTERVAL", "0")
+    corpus = Corpus([Document(f"d{i:02d}", f"passage number {i} about something") for i in range(30)])
+    queries = Queries([Query("q1", "what is passage 3"), Query("q2", "what is passage 7")])
+    pools = {"q1": [f"d{i:02d}" for i in range(30)], "q2": [f"d{i:02d}" for i in range(10)]}
+    assert tournament_calls(30, 10, 3, 10) == 4 and tournament_calls(10, 10, 3, 10) == 1
+    with LLMServer() as srv:
+        client = LLMClient(base_url=srv.base_url, model="judge", cache=False)
+        run = Tournament(batch_size=10, promote=3, max_final=10, client=client, concurrency=2).rerank_pools(
+            queries, pools, corpus)
+        assert srv.counts["chat"] == 5
+    assert sorted(d for d, _ in run["q2"]) == pools["q2"]
+    err = capsys.readouterr().err.splitlines()
+    steps = [int(m.group(1)) for line in err
+             if (m := re.match(r"gapbench: tournament: LLM rankings (\d)/5 calls \(", line))]
+    assert steps == [1, 2, 3, 4, 5]
+    assert err[-1].startswith("gapbench: tournament: LLM rankings 5/5 calls in ")
