@@ -455,6 +455,7 @@ class SignalsReport(Model):
     # written by `gapbench signals` (absent when ``analyse`` is called without them)
     # spec and kind; since the gate checks retrievers also name, fingerprint and config (what a run manifest records)
     retrievers: Optional[list[dict[str, Any]]] = None
+    task_key: Optional[str] = None  # a local task's content key (gapbench.identity), which the gate compares
     primary: Optional[str] = None
     window: Optional[int] = None
     min_rel: Optional[int] = None

@@ -721,6 +721,11 @@ def test_the_task_hint_of_the_gate_is_a_command_that_works(tmp_path):
                            "files: local TREC files: topics /t)")
     assert task_spec({"name": "x", "spec": "local/trec:topics=a,qrels=b,corpus=c"}) == \
         "local/trec:topics=a,qrels=b,corpus=c"
+    # a local/trec run written before manifests recorded the spec: the files its source names
+    old = {"name": "local/trec/query-text.trec", "revision": "local",
+           "source": "local TREC files: topics /d/query-text.trec, qrels /d/qrels, corpus /d/doc-text.trec"}
+    assert _signals_command(old) == ("`gapbench signals "
+                                     "local/trec:topics=/d/query-text.trec,qrels=/d/qrels,corpus=/d/doc-text.trec -o DIR`")
 
 
 def test_load_signals_reads_strictly(tmp_path):
@@ -733,3 +738,25 @@ def test_load_signals_reads_strictly(tmp_path):
     (tmp_path / "twice.json").write_text(stored.replace('"bar": 0.65', '"bar": 0.65, "bar": 0.7', 1))
     with pytest.raises(DataFormatError, match=r"twice\.json.*'bar'"):
         load_signals(tmp_path / "twice.json")
+
+
+def test_the_gate_takes_runs_of_the_same_folder_at_another_path(bm25_gate, tmp_path, capsys):
+    """signals.json records a local task's content key: the folder copied elsewhere (a CI runner's checkout) is the
+    same task for the gate; a folder with other judgements is not."""
+    import shutil
+
+    folder, d, sig = bm25_gate
+    assert d["task_key"].startswith("local:")
+    moved, edited = tmp_path / "moved", tmp_path / "edited"
+    shutil.copytree(folder, moved)
+    shutil.copytree(folder, edited)
+    qrels = edited / "qrels" / "test.tsv"
+    lines = qrels.read_text().splitlines()
+    qrels.write_text("\n".join(lines[:-1]) + "\n")  # one judgement fewer
+    for where, name in ((moved, "rm"), (edited, "re")):
+        assert main(["run", str(where), "-r", "bm25", "-m", "nDCG@10", "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "rm"), "--signals", str(sig), "-o", str(tmp_path / "esc")]) == 0
+    assert main(["gate", str(tmp_path / "re"), "--signals", str(sig)]) == 2
+    err = capsys.readouterr().err
+    assert f"a run of task 'edited [local:" in err and f"but the gate in {sig} was calibrated on 'wknow80 [local:" in err

@@ -1005,11 +1005,23 @@ def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptio
     report = analyse(table, labels, task=prepared.task.name, bar=options.bar, max_corr=options.max_corr,
                      n_bootstrap=options.n_bootstrap, seed=options.seed, calib_fraction=options.calib_fraction,
                      target_catch=options.target_catch, gate_signal=options.gate_signal,
-                     meta=options.meta(retrievers, {s: retriever_identity(r) for s, (r, _) in built.items()}),
+                     meta=_meta(options, retrievers, built, prepared),
                      either_max_corr=options.either_max_corr)
     if options.output is not None:
         save_report(report, options.output)
     return report
+
+
+def _meta(options: SignalsOptions, retrievers: Sequence[str], built: Mapping[str, tuple[Any, Run]],
+          prepared: Any) -> dict:
+    """signals.json's settings: the options', each retriever's identity and, for a local task, its content key (the
+    gate compares run directories' tasks by it, so the same folder at another path is the same task)."""
+    from ..identity import LOCAL_REVISION, data_key
+
+    meta = options.meta(retrievers, {s: retriever_identity(r) for s, (r, _) in built.items()})
+    if prepared.task.revision == LOCAL_REVISION:
+        meta["task_key"] = data_key(prepared.data)
+    return meta
 
 
 def load_signals(path: str | Path, gate: str = "gate") -> dict:

@@ -66,29 +66,48 @@ def signals_cmd(
         typer.echo(f"written to {output}")
 
 
-def _same_task(run_dir: Path, task: dict, first: str | None, calibrated: str | None, signals: Path) -> str | None:
+def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, signals: Path) -> str | None:
     """The task of the runs so far: every run directory must be of one task, the one the gate was calibrated on (query
-    ids such as 0..1499 recur across tasks, so a mixed set would be gated silently)."""
+    ids such as 0..1499 recur across tasks, so a mixed set would be gated silently). A local task is compared by its
+    content when signals.json records it (``task_key``), so runs of the same folder at another path pass."""
     from .common import fail
+    from ..identity import LOCAL_REVISION, content_key, task_label
 
+    task, fps = manifest.get("task") or {}, manifest.get("fingerprints") or {}
     name = task.get("name")
-    if name and first and name != first:
-        fail(f"{run_dir}: a run of task {name!r}, while the run directories before it are of {first!r}; give run "
+    key = name
+    if stored.get("task_key") and task.get("revision") == LOCAL_REVISION and all(fps.get(k) for k in
+                                                                                  ("corpus", "queries", "qrels")):
+        key = content_key(fps["corpus"], fps["queries"], fps["qrels"])
+    calibrated = stored.get("task_key") or stored.get("task")
+    shown = task_label(name or "", key or "")
+    if key and first and key != first:
+        fail(f"{run_dir}: a run of task {shown!r}, while the run directories before it are of {first!r}; give run "
              "directories of one task.")
-    if name and calibrated and name != calibrated:
-        fail(f"{run_dir}: a run of task {name!r}, but the gate in {signals} was calibrated on {calibrated!r}; give runs "
-             f"of {calibrated!r}, or compute signals on {name!r} with {_signals_command(task)}.")
-    return first or name
+    if key and calibrated and key != calibrated:
+        cal_shown = task_label(stored.get("task") or "", calibrated)
+        fail(f"{run_dir}: a run of task {shown!r}, but the gate in {signals} was calibrated on {cal_shown!r}; give runs "
+             f"of that task, or compute signals on {name!r} with {_signals_command(task)}.")
+    return first or key
 
 
 def task_spec(task: dict) -> str | None:
-    """The task string that makes a run's task again: the manifest's ``spec``, else its name when that is one (a
-    registered task or a folder); None when neither is (``local/trec/topics.txt`` names a task no string makes)."""
+    """The task string that makes a run's task again: the manifest's ``spec``, else the one a local task's files imply
+    (:func:`gapbench.identity.recorded_spec`), else its name when that is one (a registered task or a folder); None
+    when none is (``local/trec/topics.txt`` alone names a task no string makes)."""
     from ..errors import GapbenchError
+    from ..identity import recorded_spec
     from ..task import get_task
 
     if task.get("spec"):
         return task["spec"]
+    if task.get("revision") == "local":  # a manifest written before the spec was recorded: rebuilt from its files
+        try:
+            spec = recorded_spec(task)
+        except (KeyError, TypeError):
+            spec = None
+        if spec:
+            return spec
     name = task.get("name")
     try:
         get_task(name)
@@ -127,7 +146,7 @@ def gate_cmd(
     for d in run_dirs:
         manifest = load_manifest(d)
         task = manifest.get("task") or {}
-        task_name = _same_task(d, task, task_name, stored.get("task"), signals)
+        task_name = _same_task(d, manifest, task_name, stored, signals)
         entry = manifest.get("retriever") or {"name": manifest.get("system") or d.name}
         runs[str(d)] = (entry, load_run(d))
     names = gate_signals(stored, either)
