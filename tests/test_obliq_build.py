@@ -383,3 +383,30 @@ def test_a_folders_exclusions_file_is_checked(tmp_path):
     (tmp_path / "per_query_excluded_ids.json").write_text('{"q1": ["d1"], "q1": []}')
     with pytest.raises(DataFormatError, match=r"key 'q1' appears twice"):
         get_task(str(tmp_path)).load()
+
+
+@pytest.mark.parametrize("most", [8000, 2])  # agglomerative (average linkage), and the leader pass beyond the limit
+def test_threshold_clusters_join_values_under_the_distance(monkeypatch, most):
+    from gapbench.analyses.obliq_build import collapse
+
+    monkeypatch.setattr(collapse, "AGGLOMERATIVE_MAX", most)
+    # cosine distances: rows 0-1 0.0101 (0.99/sqrt(0.99^2+0.14^2) = 0.9901), rows 0-2 and 1-2 about 1, rows 2-3 0.02
+    vectors = [[1.0, 0.0, 0.0], [0.99, 0.14, 0.0], [0.0, 0.0, 1.0], [0.0, 0.2, 0.98]]
+    assert collapse.threshold_clusters(vectors, 0.05) == [[0, 1], [2, 3]]
+    assert collapse.threshold_clusters(vectors, 0.005) == [[0], [1], [2], [3]]
+    assert collapse.threshold_clusters([[3.0, 4.0]], 0.1) == [[0]]
+
+
+def test_leak_vocabulary_by_hand():
+    from gapbench.analyses.obliq_build.leaks import Vocabulary, bm25_share, word_leaks
+
+    texts = {"a": "Ziggy fixed the router", "b": "Ziggy was kind", "c": "the router failed again",
+             "d": "kind words for the staff", "e": "nothing here"}
+    vocab = Vocabulary(texts)
+    # in a and b: 'ziggy' in both (df 2, all inside), 'fixed', 'router', 'kind' in one of the two (share 0.5)
+    assert vocab.discriminative(["a", "b"], leak_df=0.2, leak_share=1.0) == ["ziggy"]
+    # share 0.5 admits words in one of the two; 'router' (also in c) and 'kind' (also in d) are over df 1 = 0.2 x 5
+    assert vocab.discriminative(["a", "b"], leak_df=0.2, leak_share=0.5) == ["ziggy", "fixed"]
+    assert word_leaks("Posts thanking ZIGGY for fixing things", ["ziggy", "fixed"]) == ["ziggy"]
+    assert bm25_share([("a", 2.0), ("c", 1.0), ("b", 0.5)], ["a", "b"]) == 0.5  # b is third, past the top 2
+    assert bm25_share([("a", 2.0), ("b", 0.0)], ["a", "b"]) == 0.5  # a zero score finds nothing
