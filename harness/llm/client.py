@@ -1012,8 +1012,8 @@ class LLMClient:
                 f"connections but does not answer, so every call would wait out its time bounds "
                 f"({self.config.timeout:g} s an attempt). Check that the server there is up and serving, not stuck "
                 "or overloaded, and that --llm-base-url (or $OPENAI_BASE_URL) is its API root; a server that needs "
-                "longer to answer gets it with $GAPBENCH_LLM_PREFLIGHT_TIMEOUT (preflight_timeout; 0 skips the "
-                "check)."), endpoint=url)
+                "longer (llama-cpp-python's answers /models only between two generations) gets it with "
+                "$GAPBENCH_LLM_PREFLIGHT_TIMEOUT (preflight_timeout; 0 skips the check)."), endpoint=url)
         self._preflight_done = True
 
     def _attempt_time(self, call_start: float, tokens: int) -> tuple[float, float]:
