@@ -590,7 +590,9 @@ def test_shell_completion_installs_and_completes(tmp_path):
     assert "_GAPBENCH_COMPLETE=complete_bash" in script
     assert "source '" + str(home / ".bash_completions" / "gapbench.sh") + "'" in (home / ".bashrc").read_text()
     # what bash asks when the user presses TAB after `gapbench ev` and after `gapbench run --ret`
-    for words, cword, want in (("gapbench ev", "1", "evaluate"), ("gapbench run --ret", "2", "--retriever")):
+    for words, cword, want in (("gapbench ev", "1", "evaluate"), ("gapbench run --ret", "2", "--retriever"),
+                               ("gapbench run x -r bm25-l", "4", "bm25-lucene"),  # registered names, as values
+                               ("gapbench run x --reranker sli", "4", "sliding-window")):
         env = {"_GAPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword}
         proc = _gapbench([], tmp_path, env=env)
         out, err = proc.communicate(timeout=60)

@@ -21,6 +21,18 @@ def registered(kind: str) -> list[str]:
     return registry.names()
 
 
+def completion(kind: str) -> Callable[[str], list[str]]:
+    """Shell completion of an option naming a ``kind``: the registered names that start with what was typed (a
+    spec's options, after ``:``, are the user's)."""
+
+    def complete(incomplete: str) -> list[str]:
+        if ":" in incomplete:
+            return []
+        return [name for name in registered(kind) if name.startswith(incomplete)]
+
+    return complete
+
+
 def listing_command(helps: Mapping[str, Callable[[], str]]) -> type[TyperCommand]:
     """A command class whose options named in ``helps`` (parameter name -> help builder) get their help text when
     ``--help`` is shown."""

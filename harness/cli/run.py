@@ -10,6 +10,7 @@ from typing import Iterator, List, Optional
 import typer
 
 from . import llm_options as cli_llm
+from .listing import completion
 from .common import check_count, check_output, fail, measure_list, not_empty
 
 
@@ -27,14 +28,16 @@ def register(app: typer.Typer) -> None:
 @cli_llm.sampling_options
 def run_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
-    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them)."),
+    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them).",
+                                   autocompletion=completion("retriever")),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names) or map,P_10,ndcg_cut.10 (trec_eval's)."),
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Let --output replace a run directory of another task or retriever."),
     seed: int = typer.Option(0, "--seed"),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options.",
+                                           autocompletion=completion("reranker")),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
     augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
