@@ -144,3 +144,9 @@ def test_a_result_set_of_other_things_is_refused():
 
     with pytest.raises(ConfigError, match="a result set is a folder of run directories, one gapbench.run result"):
         gapbench.regress([1, 2], [3], measure="nDCG@10")
+
+
+def test_the_manifest_records_the_gapbench_version(two_runs):
+    import gapbench
+
+    assert all(r.manifest["versions"]["gapbench"] == gapbench.__version__ for r in two_runs)

@@ -178,3 +178,24 @@ def test_the_trec_eval_page_runs_as_written(tmp_path):
         # and what trec_eval printed for the same measures (its test outputs hold every one of these lines)
         expected = set(_lines(HERE / "out.test.aq"))
         assert set(proc.stdout.splitlines()) <= expected
+
+
+def test_json_per_query_holds_the_values_the_trec_layout_prints(capsys):
+    import json
+
+    assert main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--run", str(HERE / "results.test"),
+                 "-m", "map,num_ret", "--json", "-q"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # out.test.aq: map 301 0.0324, 302 0.4175, 303 0.0858; num_ret 500 each, 1500 in the all row
+    assert {q: round(v, 4) for q, v in obj["per_query"]["AP"].items()} == {"301": 0.0324, "302": 0.4175, "303": 0.0858}
+    assert obj["per_query"]["NumRet"] == {"301": 500.0, "302": 500.0, "303": 500.0}
+    assert obj["summary"]["NumRet"] == 1500.0 and obj["measures"]["NumRet"] == 500.0
+    assert round(obj["summary"]["AP"], 4) == 0.1785
+
+
+def test_trec_and_json_together_are_refused(capsys):
+    code = main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--run", str(HERE / "results.test"), "--trec",
+                 "--json"])
+    assert code == 2
+    assert capsys.readouterr().err == ("gapbench: error: --trec and --json are two output formats; give one of "
+                                       "them.\n")
