@@ -329,6 +329,11 @@ def test_prompts_folder_overrides_a_template_and_bad_ones_are_named(corpus, tmp_
     assert shown and all(p.startswith("You write one search query, please") for p in shown)
     assert report.prompts["query"]["source"] == str(mine / "query.txt")
     assert report.prompts["annotate"]["source"] == "packaged"
+    import hashlib
+
+    for name, text in (("annotate", (PROMPTS_DIR / "annotate.txt").read_bytes()),
+                       ("query", (mine / "query.txt").read_bytes())):
+        assert report.prompts[name]["sha256"] == hashlib.sha256(text).hexdigest()
     (mine / "judge.txt").write_text("Judge {documents} for {querry}")
     with pytest.raises(ConfigError, match=r"judge.txt uses the fields documents, querry; the judge template takes"):
         build_obliq(str(corpus), options(tmp_path / "t2", prompts=mine, dry_run=True))
@@ -410,3 +415,18 @@ def test_leak_vocabulary_by_hand():
     assert word_leaks("Posts thanking ZIGGY for fixing things", ["ziggy", "fixed"]) == ["ziggy"]
     assert bm25_share([("a", 2.0), ("c", 1.0), ("b", 0.5)], ["a", "b"]) == 0.5  # b is third, past the top 2
     assert bm25_share([("a", 2.0), ("b", 0.0)], ["a", "b"]) == 0.5  # a zero score finds nothing
+
+
+def test_corpus_from_a_registered_task_and_the_document_selection(tmp_path, capsys):
+    from gapbench.cli import main
+
+    fixtures = Path(__file__).parent / "fixtures" / "beir"
+    lens = ["--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run"]
+    assert main(["obliq", "build", f"beir/scifact:data_dir={fixtures}", *lens]) == 0  # through get_task
+    assert main(["obliq", "build", str(fixtures / "scifact"), "--max-docs", "4", *lens]) == 0
+    assert main(["obliq", "build", str(fixtures / "scifact"), "--sample", "2", "--seed", "3", *lens, "--json"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("cost estimate for 6 documents") and out[8].startswith("cost estimate for 4 documents")
+    card = json.loads(out[-1])
+    assert card["dry_run"] and card["corpus"]["documents"] == 2 and card["corpus"]["source_documents"] == 6
+    assert card["files"] == [] and not (tmp_path / "t").exists()
