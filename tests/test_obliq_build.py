@@ -232,15 +232,14 @@ def test_labels_as_documents_writes_exclusions_that_run_applies(corpus, tmp_path
     labels = tmp_path / "labels.tsv"
     labels.write_text("".join(f"{d}\t{k}\n" for d, k in TRUTH.items() if k))
     out = tmp_path / "task"
-    report = build_obliq(str(corpus), options(out, labels=labels, labels_as="documents", label_queries=2,
-                                              llm_base_url="http://127.0.0.1:9/v1", llm_model="none"))
+    report = build_obliq(str(corpus), options(out, labels=labels, labels_as="documents", label_queries=2))
     excluded = json.loads((out / "per_query_excluded_ids.json").read_text())
     gold = qrels(out / "qrels" / "test.tsv")
     assert report.n_queries == 6 and len(excluded) == 6  # two per label of at least min_cluster documents
     for q, (doc,) in excluded.items():
         assert q.endswith("-" + doc) and doc not in gold[q]
         assert gold[q] == {d for d, k in TRUTH.items() if k == TRUTH[doc]} - {doc}
-    assert report.llm_usage["calls"] == 0  # relevance is the label: no call
+    assert report.llm_usage is None and report.model is None  # relevance is the label: no LLM, not even started
     # the query is its own document's text, so BM25 ranks that document first unless the exclusion masks it
     data = get_task(str(out)).load()
     assert {q: set(ids) for q, ids in data.excluded.items()} == {q: set(ids) for q, ids in excluded.items()}

@@ -124,16 +124,18 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
         return _report(options, name, corpus_info, est, prompts, None, "(not asked)", started, dry=True)
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
-    client = options.llm_client or _client(options)
-    ctx = Context(options, docs, prompts, client, structured_style(options.structured, client.config.base_url))
+    analogues = options.labels is not None and options.labels_as == "documents"  # relevance is the label: no LLM
+    client = options.llm_client or (None if analogues else _client(options))
+    style = structured_style(options.structured, client.config.base_url) if client is not None else "(no LLM)"
+    ctx = Context(options, docs, prompts, client, style)
     ctx.tally.add("corpus", "documents without text (left out)", corpus_info["without_text"])
     if options.mode == "recollection":
         texts, gold, judged, excluded, origin = _recollection(ctx)
-    elif options.labels is not None and options.labels_as == "documents":
+    elif analogues:
         texts, gold, judged, excluded, origin = _analogues(ctx, labels_given)
     else:
         texts, gold, judged, excluded, origin = _clusters(ctx, labels_given)
-    retrievers = () if options.labels is not None and options.labels_as == "documents" else options.pool_retrievers
+    retrievers = () if analogues else options.pool_retrievers
     key = ctx.checkpoint_key("pool", _digest([texts, gold]))
     pooled = ctx.load_checkpoint("pool", key)
     if pooled is None:
