@@ -1,6 +1,8 @@
 """gapbench: a retrieval benchmark and evaluation harness that also says where and why a retriever misses.
 
 The public API is imported lazily, so ``import gapbench`` stays light (no torch, sentence-transformers or datasets).
+docs/python-api.md shows each verb at work: run, evaluate, compare, report, regress, and the analyses gap, signals,
+coverage, argus_audit, argus_probe and argus_compare, each with its options object.
 
 >>> import gapbench
 >>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
