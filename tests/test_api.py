@@ -150,3 +150,35 @@ def test_the_manifest_records_the_gapbench_version(two_runs):
     import gapbench
 
     assert all(r.manifest["versions"]["gapbench"] == gapbench.__version__ for r in two_runs)
+
+
+def test_argus_probe_verb_trains_on_the_audit_it_runs():
+    import gapbench
+    from gapbench.analyses.argus.audit import audit
+    from gapbench.analyses.argus.probe import train_probe
+
+    options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"])
+    probe, report = gapbench.argus_probe(retriever="random", options=options)
+    # the same as auditing, then training on the audited targets, by hand
+    result = audit(None, "random", k=50, n=300, seed=3)
+    targets, emb = result.target_embeddings()
+    _, by_hand = train_probe(emb, [result.rps()[q] for q in targets], result.encoder["fingerprint"], seed=3,
+                             families=("ridge",))
+    assert report["selected"] == by_hand["selected"] and report["test"] == by_hand["test"]
+    assert report["n"] == len(targets) and isinstance(probe, gapbench.Probe)
+
+
+@pytest.mark.parametrize("kw, problem", [
+    (dict(pooling="mean"), "pooling='mean': choose auto, span, sentence."),
+    (dict(families=["forest"]), "families=['forest']: choose from ridge, xgboost, mlp."),
+    (dict(k=0), None),
+    (dict(tau=1.5), None),
+])
+def test_argus_options_refuse_what_no_run_accepts(kw, problem):
+    import gapbench
+    from gapbench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        gapbench.ArgusProbeOptions(**kw)
+    if problem:
+        assert str(err.value) == problem
