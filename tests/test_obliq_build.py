@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.analyses.obliq_build import ObliqBuildError, ObliqBuildOptions, build_obliq
-from gapbench.errors import ConfigError, GapbenchError
+from gapbench.errors import ConfigError
 from gapbench.llm.client import LLMClient, LLMError
 from obliq_server import Attribute, ObliqServer, World
 

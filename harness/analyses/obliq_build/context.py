@@ -4,8 +4,8 @@ and the one way a stage calls the LLM (cached, with a progress bar, structured o
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -90,7 +90,7 @@ class Context:
             return None
         try:
             data = parse_json_strict(path.read_bytes())
-        except Exception:  # a checkpoint from an older or broken write is recomputed (from the LLM cache)
+        except (OSError, ValueError):  # a broken checkpoint is recomputed (from the LLM cache: no call repeated)
             return None
         if not isinstance(data, dict) or data.get("key") != key:
             return None

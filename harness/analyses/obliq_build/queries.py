@@ -105,10 +105,10 @@ def write_queries(ctx: Context, drafts: list[Draft], leak: LeakCheck, stage: str
         if attempt < ctx.options.regenerate:
             ctx.tally.add(stage, "queries written again", len(pending))
     for d in pending:
-        last = d.history[-1]["problem"] if d.history else "no query"
-        reason = ("still leaky after the last rewrite (regenerate)" if d.text else
-                  "no usable query came back")
-        ctx.drop(stage, d.key, reason, last=last, attempts=d.attempts)
+        last = d.history[-1] if d.history else {"query": None, "problem": "no query"}
+        reason = ("still leaky after the last rewrite (regenerate)" if last["query"] is not None else
+                  "no usable query came back on the last try")
+        ctx.drop(stage, d.key, reason, last=last["problem"], attempts=d.attempts)
     ctx.tally.add(stage, "queries accepted", len(done))
     ctx.stage_io[stage] = {"in": len(drafts), "out": len(done)}
     return sorted(done, key=lambda d: d.key)
