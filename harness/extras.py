@@ -25,7 +25,7 @@ OPTIONAL_MODULES = {
     "ray": ("ray", "ray"),
 }
 # commands with an extra of their own name that holds everything they use: name that extra, not a partial one
-COMMAND_EXTRAS = ("argus", "coverage", "report", "signals")
+COMMAND_EXTRAS = ("argus", "coverage", "obliq", "report", "signals")
 
 
 def missing_dependency(exc: ModuleNotFoundError, args: Sequence[str]) -> MissingDependencyError | None:
