@@ -46,7 +46,7 @@ def _second_run(args: list[str]) -> dict:
 
 
 def _hashed_vectors(texts: list[str]) -> np.ndarray:
-    """Deterministic unit vectors from the words of each text (a bag of hashed words): a cache filled without a model."""
+    """Deterministic unit vectors from the words of each text (a bag of hashed words): caches filled without a model."""
     out = np.zeros((len(texts), 32), dtype=np.float32)
     for i, text in enumerate(texts):
         for word in text.lower().split():
