@@ -272,13 +272,14 @@ def test_recollection_mode_one_target_per_query_openings_varied(tmp_path):
 
 
 def readme_commands() -> list[list[str]]:
-    """The shell commands of the README's 'Build an OBLIQ-style task' section, continuation lines joined."""
+    """The shell commands of the README's block marked 'run by tests: obliq-build' (tests/docs_blocks.py's marker),
+    continuation lines joined."""
     import shlex
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Build an OBLIQ-style task", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    after = text.split("<!-- run by tests: obliq-build -->\n```bash\n", 1)[1]
+    code = after.split("\n```", 1)[0]
+    return [shlex.split(line) for line in code.replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def test_readme_worked_example_runs(tmp_path, monkeypatch, capsys):
