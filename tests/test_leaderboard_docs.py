@@ -1,8 +1,7 @@
 """leaderboards/README.md and leaderboards/seed_impliret.py as a submitter and a maintainer use them.
 
-Every bash and Python block of the README carries a ``<!-- run by tests: NAME -->`` marker (or ``<!-- not run: why
--->``), and the marked ones run here as written, in a copy of leaderboards/ (they write submissions and re-render the
-board), in order: the submitter's path from ``gapbench run`` through ``gapbench submit create``, validate, score and
+The README's blocks marked ``<!-- run by tests: NAME -->`` run here as written (tests/docs_blocks.py reads and runs
+them), in a copy of leaderboards/ (they write submissions and re-render the board), in order: the submitter's path from ``gapbench run`` through ``gapbench submit create``, validate, score and
 ``gapbench leaderboard build`` to a board that shows the run's own numbers; the Python way to the same submission; and
 the seed script, which must re-create the committed bm25 submission (the same run lines, scores and board).
 """
@@ -11,33 +10,25 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from docs_blocks import block, blocks, run_block, user_env
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "leaderboards" / "README.md"
 BOARD = "leaderboards/impliret"
 MINE = f"{BOARD}/submissions/my-retriever"
-MARKED = re.compile(r"<!-- (run by tests|not run): ([^>]*?) -->\n```(bash|python)\n(.*?)```", re.S)
 
 
-def blocks() -> dict[str, tuple[str, str]]:
-    """name -> (language, code) of the README blocks marked to run."""
-    return {name: (lang, code) for kind, name, lang, code in MARKED.findall(README.read_text(encoding="utf-8"))
-            if kind == "run by tests"}
-
-
-def test_every_shell_and_python_block_is_marked():
+def test_the_readme_blocks_this_file_runs():
+    """tests/test_docs.py checks that every block is marked; these four are run here."""
+    assert sorted(b.name for b in blocks(README) if b.kind == "run by tests") == sorted(
+        ["submit-create", "submit-check", "python", "seed"])
     text = README.read_text(encoding="utf-8")
-    all_blocks = re.findall(r"```(bash|sh|shell|console|python)\n", text)
-    assert len(MARKED.findall(text)) == len(all_blocks), "a bash or Python block without a run-by-tests marker"
-    assert set(blocks()) == {"submit-create", "submit-check", "python", "seed"}
     # the layering moved these modules: the old paths must not come back
     assert "gapbench.suites import run_suite" not in text and "from gapbench.submissions" not in text
     assert "gapbench.leaderboard " not in (ROOT / "leaderboards" / "seed_impliret.py").read_text(encoding="utf-8")
@@ -49,18 +40,8 @@ def _copy(tmp_path: Path) -> Path:
     return work
 
 
-def _env() -> dict:
-    bindir = str(Path(sys.executable).parent)  # `gapbench` and `python` as the venv's, the way an activated shell has
-    return {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "GAPBENCH_PROGRESS": "off",
-            "HF_HUB_OFFLINE": "1"}
-
-
 def _run_block(name: str, cwd: Path) -> subprocess.CompletedProcess:
-    lang, code = blocks()[name]
-    cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
-    out = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=1200)
-    assert out.returncode == 0, f"block {name!r} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
+    return run_block(block(README, name), cwd, user_env({"GAPBENCH_PROGRESS": "off"}))
 
 
 def _entries(work: Path) -> dict:
