@@ -430,3 +430,44 @@ def test_corpus_from_a_registered_task_and_the_document_selection(tmp_path, caps
     card = json.loads(out[-1])
     assert card["dry_run"] and card["corpus"]["documents"] == 2 and card["corpus"]["source_documents"] == 6
     assert card["files"] == [] and not (tmp_path / "t").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
+    """The command line, interrupted by SIGINT during stage 2 and run again: every answer that reached the cache
+    before the interruption is not asked again, and the build completes."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    def command(srv, out: Path) -> list[str]:
+        return [sys.executable, "-m", "gapbench", "obliq", "build", str(corpus), "--lens", LENS, "--out", str(out),
+                "--batch-size", "2", "--min-cluster", "2", "--pool-retrievers", "bm25", "--llm-base-url",
+                srv.base_url, "--llm-model", "judge"]
+
+    def env(home: Path) -> dict:
+        return {**os.environ, "GAPBENCH_HOME": str(home), "HF_HUB_OFFLINE": "1", "GAPBENCH_PROGRESS": "off"}
+
+    with ObliqServer(world()) as srv:  # the whole build in a home of its own: how many calls it takes
+        subprocess.run(command(srv, tmp_path / "full"), env=env(tmp_path / "h1"), check=True, capture_output=True)
+        total = srv.counts["ok"]
+    with ObliqServer(world(), slots=1, latency=0.2) as srv:
+        proc = subprocess.Popen(command(srv, tmp_path / "t"), env=env(tmp_path / "h2"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        guard = time.monotonic() + 300  # only so that a broken build cannot hang the test
+        while srv.counts["ok"] < 3:
+            assert proc.poll() is None and time.monotonic() < guard, proc.stderr.read().decode()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted by SIGINT" in err.decode()
+    with sqlite3.connect(tmp_path / "h2" / "cache" / "llm" / "responses.sqlite") as db:
+        cached = db.execute("select count(*) from responses").fetchone()[0]
+    assert 3 <= cached < 12  # stage 2 was cut: 23 documents make 12 annotation calls of 2
+    with ObliqServer(world()) as srv:
+        subprocess.run(command(srv, tmp_path / "t"), env=env(tmp_path / "h2"), check=True, capture_output=True)
+        assert srv.counts["ok"] == total - cached
+    assert by_attribute(tmp_path / "t", "test") == by_attribute(tmp_path / "full", "test")
