@@ -168,9 +168,15 @@ def test_gapbench_run_takes_the_built_folder(corpus, tmp_path, capsys):
     out = tmp_path / "task"
     with ObliqServer(world()) as srv:
         build_obliq(str(corpus), options(out, pool_retrievers=("bm25",), llm_client=client(srv, tmp_path / "c")))
-    assert main(["run", str(out), "-r", "bm25", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert "nDCG@10" in json.dumps(result)
+        assert main(["run", str(out), "-r", "bm25", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert "nDCG@10" in json.dumps(result)
+        # the retrieval-verification gap on its gold and on its pooled judgements (the folder option split=pooled)
+        for spec, name in ((str(out), "g"), (f"{out}:split=pooled", "p")):
+            assert main(["gap", spec, "--retrievers", "bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge",
+                         "--pool-sizes", "", "-o", str(tmp_path / name), "--json"]) == 0
+        gaps = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
+    assert [g["n_queries"] for g in gaps] == [3, 3] and gaps[0]["task"] != gaps[1]["task"]
 
 
 def test_unparseable_annotations_are_counted_and_stop_the_build_at_stage_2(corpus, tmp_path):
