@@ -68,7 +68,7 @@ def run_bytes(run_dir: Path) -> bytes:
 
 
 def ndcg(run_dir: Path) -> float:
-    return json.loads((run_dir / "results.json").read_text())["means"]["nDCG@10"]
+    return json.loads((run_dir / "results.json").read_text())["measures"]["nDCG@10"]
 
 
 def profile_summary(args: list[str], env: dict, title: str) -> str:
@@ -89,20 +89,21 @@ def profile_summary(args: list[str], env: dict, title: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="cached runs after the cold one (default 3)")
+    ap.add_argument("--task", default=TASK, help=f"the task (default {TASK}; a BEIR folder makes a quick check)")
     ap.add_argument("--profile", type=Path, default=None,
                     help="also profile one more cached run (cProfile, untimed) into DIR/cached_rerun_profile_after.txt")
     args = ap.parse_args(argv)
     from importlib import metadata
 
     print(f"start: {load_note()}")
-    print(f"bench_cached_rerun: gapbench run {TASK} -r dense -o DIR, cold then cached x{args.reps}, each its own "
+    print(f"bench_cached_rerun: gapbench run {args.task} -r dense -o DIR, cold then cached x{args.reps}, each its own "
           "process")
     print(f"python {platform.python_version()}, torch {metadata.version('torch')}, "
           f"gapbench {metadata.version('gapbench')}, cpus {os.cpu_count()}, device cpu")
     with tempfile.TemporaryDirectory(prefix="gapbench-rerun-") as root:
         root = Path(root)
         env = {**os.environ, "GAPBENCH_HOME": str(root / "home")}
-        command = ["run", TASK, "-r", "dense", "-m", "nDCG@10,R@10,RR@10,R@100"]
+        command = ["run", args.task, "-r", "dense", "-m", "nDCG@10,R@10,RR@10,R@100"]
         cold = run_child([*command, "-o", str(root / "cold")], env)
         print(f"  cold     wall {cold['wall']:7.2f} s  cpu {cold['cpu']:7.2f} s  peak RSS {cold['rss_mb']:6.0f} MB"
               f"  ({load_note()})", flush=True)
