@@ -28,7 +28,7 @@ def annotate(ctx: Context, doc_ids: Sequence[str]) -> dict[str, str | None]:
     missing = _round(ctx, batches, got)
     if missing:
         ctx.tally.add(STAGE, "documents asked again alone", len(missing))
-        missing = _round(ctx, [[d] for d in missing], got)
+        missing = _round(ctx, [[d] for d in missing], got, "asking again alone")
     for d in missing:
         ctx.drop(STAGE, d, "no usable answer for the document")
     with_value = sum(1 for v in got.values() if v is not None)
@@ -38,7 +38,7 @@ def annotate(ctx: Context, doc_ids: Sequence[str]) -> dict[str, str | None]:
     return got
 
 
-def _round(ctx: Context, batches: list[list[str]], got: dict[str, str | None]) -> list[str]:
+def _round(ctx: Context, batches: list[list[str]], got: dict[str, str | None], step: str = "") -> list[str]:
     """Asks each batch once; fills ``got``; returns the documents left without an answer, in order."""
     prompts, shown = [], []
     for batch in batches:
@@ -48,7 +48,8 @@ def _round(ctx: Context, batches: list[list[str]], got: dict[str, str | None]) -
     value = GRAMMAR_VALUE if ctx.style == "json_object" else VALUE
     schemas = [id_schema("annotations", "value", value, ids, ctx.style) for ids in shown]
     answers = ctx.ask(STAGE, prompts, "obliq_annotations", schemas, "annotations",
-                      [TOKENS_PER_VALUE * len(b) + 32 for b in batches])
+                      [TOKENS_PER_VALUE * len(b) + 32 for b in batches],
+                      step=step)
     missing = []
     for batch, ids, (obj, _how) in zip(batches, shown, answers):
         values = id_answers(obj, "annotations", ids, "value", ctx.tally, STAGE)

@@ -164,7 +164,7 @@ def _consolidate(ctx: Context, clusters: list[Cluster], docs_of: Mapping[str, li
         if len(c.values) > len(shown):
             listing += f"\n- ... and {len(c.values) - len(shown)} more"
         prompts.append(ctx.prompts.render("consolidate", lens=ctx.lens, values=listing))
-    answers = ctx.ask(STAGE, prompts, "obliq_description", CONSOLIDATE_SCHEMA, "description", 96)
+    answers = ctx.ask(STAGE, prompts, "obliq_description", CONSOLIDATE_SCHEMA, "description", 96, step="naming")
     for c, (obj, _how) in zip(clusters, answers):
         desc = obj.get("description") if obj else None
         if isinstance(desc, str) and desc.strip().strip(".…").strip():
@@ -185,7 +185,7 @@ def _merge(ctx: Context, clusters: list[Cluster], named: set[int], embedder) -> 
     asks = [g for g in asks if len(g) > 1 and any(id(clusters[i]) in named for i in g)]
     prompts = [ctx.prompts.render("merge", lens=ctx.lens, descriptions="\n".join(
         f"[{n}] {clusters[i].description}" for n, i in enumerate(g, 1))) for g in asks]
-    answers = ctx.ask(STAGE, prompts, "obliq_merge", MERGE_SCHEMA, "groups", 16 * MAX_MERGE_GROUP)
+    answers = ctx.ask(STAGE, prompts, "obliq_merge", MERGE_SCHEMA, "groups", 16 * MAX_MERGE_GROUP, step="merging")
     parent = list(range(len(clusters)))
 
     def root(i: int) -> int:

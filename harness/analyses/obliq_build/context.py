@@ -43,10 +43,10 @@ class Context:
 
     def ask(self, stage: str, prompts: Sequence[str], schema_name: str,
             schema: Mapping[str, Any] | Sequence[Mapping[str, Any]], key: str, max_tokens: Sequence[int] | int,
-            tags: Sequence[str] | None = None) -> list[tuple[dict | None, str]]:
+            tags: Sequence[str] | None = None, step: str = "") -> list[tuple[dict | None, str]]:
         """One structured call per prompt (cached by the LLM layer, so a re-run makes none): ``(object, how)`` per
         prompt, ``how`` being clean, repaired or unparseable (counted under ``stage``). ``schema``: one for every
-        prompt, or one per prompt."""
+        prompt, or one per prompt; ``step`` names the part of the stage in the progress line."""
         from ...llm.client import ChatRequest
 
         if not prompts:
@@ -61,7 +61,7 @@ class Context:
             fmt = response_format(schema_name, sch, self.style)
             reqs.append(ChatRequest(p, tag=(tags[i] if tags else f"{stage}:{i}"),
                                     params={"max_tokens": b, **({"response_format": fmt} if fmt else {})}))
-        with progress(len(reqs), f"obliq build: {stage}", unit="calls") as advance:
+        with progress(len(reqs), f"obliq build: {stage}" + (f" ({step})" if step else ""), unit="calls") as advance:
             answers = self.client.chat_many(reqs, progress=advance)
         out = []
         for ans in answers:

@@ -83,7 +83,7 @@ def write_queries(ctx: Context, drafts: list[Draft], leak: LeakCheck, stage: str
             break
         prompts = [d.prompt(", ".join(d.avoid[:AVOID_SHOWN]) or "(none)", _feedback(d)) for d in pending]
         answers = ctx.ask(stage, prompts, "obliq_query", QUERY_SCHEMA, "query", 160,
-                          tags=[f"{stage}:{d.key}" for d in pending])
+                          tags=[f"{stage}:{d.key}" for d in pending], step=f"try {attempt + 1}")
         parsed = []
         for d, (obj, _how) in zip(pending, answers):
             d.attempts = attempt + 1
@@ -156,7 +156,8 @@ def judge(ctx: Context, items: Sequence[tuple[str, str, list[str]]], stage: str,
             shown.append(ids)
         schemas = [id_schema("judgements", "grade", GRADE, ids, ctx.style) for ids in shown]
         answers = ctx.ask(stage, prompts, "obliq_judgements", schemas, "judgements",
-                          [16 * len(j[2]) + 32 for j in jobs], tags=[f"{stage}:{j[0]}" for j in jobs])
+                          [16 * len(j[2]) + 32 for j in jobs], tags=[f"{stage}:{j[0]}" for j in jobs],
+                          step="judging" if round_ == 0 else "asking again alone")
         again = []
         for (key, q, docs), ids, (obj, _how) in zip(jobs, shown, answers):
             got = id_answers(obj, "judgements", ids, "grade", ctx.tally, stage)
