@@ -194,7 +194,8 @@ def test_template_listed_and_unconfigured():
 def test_readme_irds_command(tmp_path, monkeypatch, capsys):
     import shlex
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "tasks" / "irds.md").read_text(encoding="utf-8")
+                      .split())
     command = re.search(r"`(gapbench run irds:vaswani [^`]*)`", readme).group(1)
     monkeypatch.chdir(tmp_path)
     args = shlex.split(command)

@@ -192,7 +192,8 @@ def test_readme_trec_collection_command(tmp_path, monkeypatch, capsys):
     import shlex
     import shutil
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "tasks" / "local-trec.md")
+                      .read_text(encoding="utf-8").split())
     command = re.search(r'`(gapbench run "local/trec:topics=query-text\.trec,[^`]*)`', readme).group(1)
     shutil.copytree(VASWANI, tmp_path / "vaswani")
     monkeypatch.chdir(tmp_path / "vaswani")

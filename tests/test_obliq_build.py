@@ -278,13 +278,13 @@ def test_recollection_mode_one_target_per_query_openings_varied(tmp_path):
 
 
 def readme_commands() -> list[list[str]]:
-    """The shell commands of the README's block marked 'run by tests: obliq-build' (tests/docs_blocks.py's marker),
-    continuation lines joined."""
+    """The shell commands of docs/tasks/obliq-build.md's block marked 'run by tests: obliq-build'
+    (tests/docs_blocks.py's marker), continuation lines joined."""
     import shlex
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    after = text.split("<!-- run by tests: obliq-build -->\n```bash\n", 1)[1]
-    code = after.split("\n```", 1)[0]
+    from docs_blocks import block
+
+    code = block("docs/tasks/obliq-build.md", "obliq-build").code
     return [shlex.split(line) for line in code.replace("\\\n", " ").splitlines() if line.strip()]
 
 

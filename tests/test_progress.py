@@ -16,7 +16,7 @@ from gapbench import progress as prog
 from gapbench.errors import ConfigError
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "progress.md"  # the docs page that holds the command
 
 
 class Clock:
