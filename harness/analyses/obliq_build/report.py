@@ -84,5 +84,6 @@ class ObliqBuildReport(BaseModel):
             u = self.llm_usage
             lines.append(f"  LLM: {u.get('calls', 0)} calls, {u.get('cache_hits', 0)} answers from the cache, "
                          f"{u.get('prompt_tokens', 0):,} tokens in, {u.get('completion_tokens', 0):,} out")
-        lines.append(f"  evaluate it: gapbench run {self.folder} -r bm25   (pooled judgements: qrels/pooled.tsv)")
+        lines.append(f"  evaluate it: gapbench run {self.folder} -r bm25 (gold judgements); gapbench run "
+                     f"{self.folder}:split=pooled -r bm25 (pooled)")
         return "\n".join(lines)
