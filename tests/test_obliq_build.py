@@ -205,6 +205,16 @@ def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", pool_depth=0)
     with pytest.raises(ConfigError, match="min_cluster 5 is above max_cluster 2"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", min_cluster=5, max_cluster=2)
+    from gapbench.analyses.obliq_build import read_lens
+
+    with pytest.raises(ConfigError, match="lens file 'no-such-lens.txt' does not exist"):
+        read_lens("no-such-lens.txt")
+    (tmp_path / "lens.txt").write_text("  \n")
+    with pytest.raises(ConfigError, match="lens file .*lens.txt is empty"):
+        read_lens(str(tmp_path / "lens.txt"))
+    (tmp_path / "lens.txt").write_text(LENS + "\n")
+    assert read_lens(str(tmp_path / "lens.txt")) == LENS + "\n" and read_lens("a lens.txt in words") == \
+        "a lens.txt in words"
     blank = tmp_path / "blank.jsonl"
     blank.write_text('{"_id": "1", "text": " "}\n{"_id": "2", "text": ""}\n')
     with pytest.raises(ObliqBuildError, match="none has text"):
