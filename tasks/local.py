@@ -26,7 +26,18 @@ def beir_folder_task(path: str | Path, split: str = "test") -> Task:
         license="unknown (local data)",
         description="A local BEIR-format folder.",
         spec=spec,
+        extra_qrels=functools.partial(_pooled, path) if split == "test" and (path / POOLED).is_file() else None,
     )
+
+
+POOLED = "qrels/pooled.tsv"  # pooled judgements beside the gold ones, as `gapbench obliq build` writes them
+
+
+def _pooled(path: Path, data) -> dict:
+    """The gold task's pooled (P) judgements, reported beside its own (as OBLIQ-Bench's G and P)."""
+    from gapbench.formats import read_beir_qrels
+
+    return {"P": read_beir_qrels(path / POOLED).restrict(data.queries)}
 
 
 def folder_options(path: str | Path):

@@ -177,6 +177,8 @@ def test_gapbench_run_takes_the_built_folder(corpus, tmp_path, capsys):
                          "--pool-sizes", "", "-o", str(tmp_path / name), "--json"]) == 0
         gaps = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
     assert [g["n_queries"] for g in gaps] == [3, 3] and gaps[0]["task"] != gaps[1]["task"]
+    # on the gold task, the pooled judgements are reported beside the gold ones, as for obliq/* tasks
+    assert list(gaps[0]["other_qrels"]) == ["P"] and not gaps[1]["other_qrels"]
 
 
 def test_unparseable_annotations_are_counted_and_stop_the_build_at_stage_2(corpus, tmp_path):
