@@ -63,6 +63,10 @@ _API = {
     "argus_compare": "gapbench.analyses.api",
     "ArgusCompareOptions": "gapbench.analyses.argus.compare",
     "ArgusComparison": "gapbench.analyses.argus.compare",
+    # building an OBLIQ-style task from a corpus (README: "Build an OBLIQ-style task")
+    "build_obliq": "gapbench.analyses.obliq_build",
+    "ObliqBuildOptions": "gapbench.analyses.obliq_build",
+    "ObliqBuildReport": "gapbench.analyses.obliq_build",
     # errors
     "GapbenchError": "gapbench.errors",
 }

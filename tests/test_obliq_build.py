@@ -489,3 +489,11 @@ def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
         subprocess.run(command(srv, tmp_path / "t"), env=env(tmp_path / "h2"), check=True, capture_output=True)
         assert srv.counts["ok"] == total - cached
     assert by_attribute(tmp_path / "t", "test") == by_attribute(tmp_path / "full", "test")
+
+
+def test_python_api_exports_the_build(corpus, tmp_path):
+    import gapbench
+
+    assert gapbench.build_obliq is build_obliq and gapbench.ObliqBuildOptions is ObliqBuildOptions
+    report = gapbench.build_obliq(str(corpus), gapbench.ObliqBuildOptions(lens=LENS, out=tmp_path / "t", dry_run=True))
+    assert isinstance(report, gapbench.ObliqBuildReport) and report.estimate["stages"]["annotate"]["calls"] == 3
