@@ -40,6 +40,10 @@ class Task:
     # the task string that makes this task again where it differs from the name (a local task: its folder or files
     # and options, ``/data/scifact:split=dev``); recorded in manifests, so re-scoring finds the data
     spec: str = ""
+    # whether the data this task's revision names is on this machine, so that loading it downloads nothing: () -> ""
+    # when it is, else why not and how to put it there. Set by a plugin whose data comes from a cache (ir_datasets'
+    # home, BEIR's extracted zip); re-scoring asks it (``available_offline``) rather than knowing plugins by name
+    data_on_disk: Callable[[], str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():
@@ -51,6 +55,18 @@ class Task:
         data = self.loader()
         data.validate(self.name)
         return data
+
+    def available_offline(self) -> tuple[bool, str]:
+        """(True, "") when :meth:`load` reads only what is on this machine, else (False, why not and how to fix it).
+        Local data (revision ``local``) and data shipped inside gapbench always are; another task only when its
+        plugin's ``data_on_disk`` says so (whether the files match the revision a manifest recorded is the caller's
+        comparison of ``revision``)."""
+        if self.revision == "local" or self.source.startswith("gapbench package data"):
+            return True, ""
+        if self.data_on_disk is None:
+            return False, f"its data would be downloaded ({self.source})"
+        why = self.data_on_disk()
+        return not why, why
 
     def info(self) -> dict:
         return {

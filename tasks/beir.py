@@ -196,6 +196,18 @@ def download_zip(name: str) -> Path:
     return folder
 
 
+def zip_on_disk(name: str) -> str:
+    """The ``data_on_disk`` of a zip-sourced set: "" when gapbench's cache holds the zip extracted after its md5 was
+    checked (what :func:`download_zip` marks), so loading downloads nothing; else where it is missing and the fix."""
+    archive = zip_name(name)
+    root = cache_root()
+    if (root / f".{archive}.complete").exists() and (root / name / "corpus.jsonl").is_file():
+        return ""
+    return (f"gapbench's cache has no checked copy of {archive}.zip extracted at {root / name}, so loading beir/{name} "
+            f"would download it; run `gapbench run beir/{name}` once with network access, or copy {root / name} and "
+            f"its marker {root / f'.{archive}.complete'} there from a machine that has them")
+
+
 def _extract(zip_path: Path, root: Path, archive: str) -> None:
     with zipfile.ZipFile(zip_path) as zf:
         for member in zf.namelist():
@@ -281,6 +293,7 @@ def make_task(name: str, split: str | None = None, source: str = "zip", data_dir
         src, rev = f"hf:{HF_ORG}/{name}", revision
     else:
         src, rev = ZIP_URL.format(name=zip_name(name)), f"md5:{spec.md5}"
+    on_disk = functools.partial(zip_on_disk, name) if not local and source == "zip" else None
     return Task(
         name=f"beir/{name}",
         loader=functools.partial(load, name, split, source, data_dir, ignore_identical_ids, revision),
@@ -295,6 +308,7 @@ def make_task(name: str, split: str | None = None, source: str = "zip", data_dir
         n_docs=spec.n_docs,
         n_queries=spec.n_queries if split == spec.default_split else None,
         spec=remake,
+        data_on_disk=on_disk,
     )
 
 

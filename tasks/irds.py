@@ -109,6 +109,7 @@ def irds_task(dataset: str, fields: str | None = None, query_fields: str | None 
         description=" ".join((doc.get("pretty_name") or f"ir_datasets {dataset}").split()),
         n_docs=_count(ds, "docs_count"),
         n_queries=_count(ds, "queries_count"),
+        data_on_disk=functools.partial(on_disk, dataset, files, str(ir.util.home_path())),
     )
 
 
@@ -261,15 +262,17 @@ def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:
 
 def source_files(ds, ir) -> list[dict]:
     """Every file the task reads (documents, queries, qrels), found by walking the handlers' components:
-    ``{"file", "kind", "catalogue_md5", "on_disk", "md5", "sources"}``. ``kind`` is ``download`` (``catalogue_md5``:
-    the md5 ir_datasets checks it by; a download streamed without being kept is named by its address) or
-    ``extracted`` (a file ir_datasets extracts from the downloads named in ``sources``); ``md5`` is the file's own
-    when it is on disk."""
+    ``{"file", "kind", "catalogue_md5", "on_disk", "md5", "sources", "present", "direct"}``. ``kind`` is ``download``
+    (``catalogue_md5``: the md5 ir_datasets checks it by; a download streamed without being kept is named by its
+    address; ``direct``: read as it is, not only extracted from) or ``extracted`` (a file ir_datasets extracts from the
+    downloads named in ``sources``); ``md5`` is the file's own when it is a file on disk; ``present``: it is on disk,
+    as a file or a folder (a collection obtained by hand)."""
     from ir_datasets.util import Cache, Download
 
     downloads: dict[str, str | None] = {}
     extracted: dict[str, set[str]] = {}
-    seen: set[int] = set()
+    direct: set[str] = set()  # downloads read as they are (a zip the documents are read from), not only extracted
+    seen: set[tuple[int, str | None]] = set()
 
     def visit(obj: Any, depth: int, cache: str | None) -> None:
         if depth > 16 or isinstance(obj, (str, bytes, int, float, type(None))):
@@ -282,10 +285,12 @@ def source_files(ds, ir) -> list[dict]:
                 downloads[name] = obj.expected_md5
                 if cache is not None:
                     extracted[cache].add(name)
+                else:
+                    direct.add(name)
             return
-        if id(obj) in seen:
+        if (id(obj), cache) in seen:  # an object reached inside a cache and outside it is seen in both roles
             return
-        seen.add(id(obj))
+        seen.add((id(obj), cache))
         if isinstance(obj, Cache):
             cache = str(obj._path)
             extracted.setdefault(cache, set())
@@ -306,12 +311,12 @@ def source_files(ds, ir) -> list[dict]:
     def entry(path: str, kind: str, expected: str | None, sources: set[str]) -> dict:
         if "://" in path:  # streamed: checked against the catalogue while it was read, never on disk
             return {"file": path, "kind": kind, "catalogue_md5": expected, "on_disk": False, "md5": None,
-                    "sources": []}
+                    "sources": [], "present": False, "direct": path in direct}
         p = Path(path).resolve()
         on_disk = p.is_file()
         return {"file": p.relative_to(home).as_posix() if p.is_relative_to(home) else str(p), "kind": kind,
                 "catalogue_md5": expected, "on_disk": on_disk, "md5": _md5(p) if on_disk else None,
-                "sources": sorted(sources)}
+                "sources": sorted(sources), "present": p.exists(), "direct": path in direct}
 
     out = [entry(p, "download", md5, set()) for p, md5 in downloads.items()]
     out += [entry(p, "extracted", None, sources) for p, sources in extracted.items() if p not in downloads]
@@ -319,6 +324,37 @@ def source_files(ds, ir) -> list[dict]:
     for f in out:
         f["sources"] = [by_path[_rel(s, home)]["file"] for s in f["sources"] if _rel(s, home) in by_path]
     return sorted(out, key=lambda f: ("://" in f["file"], f["file"]))
+
+
+def missing(files: list[dict]) -> list[str]:
+    """The files of :func:`source_files` that ir_datasets would have to download to read the data: a file read as it
+    is that is not on disk, and an extracted file that is not on disk and cannot be extracted from kept downloads."""
+    by_file = {f["file"]: f for f in files}
+    out = []
+    for f in files:
+        if f["present"]:
+            continue
+        if f["kind"] == "download" and f["direct"]:
+            out.append(f["file"])
+        elif f["kind"] == "extracted" and not (f["sources"] and all(by_file[s]["present"] for s in f["sources"])):
+            out.append(f["file"])
+    return out
+
+
+def on_disk(dataset: str, files: list[dict], home: str) -> str:
+    """The task's ``data_on_disk``: "" when ir_datasets holds every file the task reads (so loading downloads
+    nothing), else which files are not under ``home`` and how to put them there. Their checksums are in the task's
+    revision, which re-scoring compares with the one a manifest recorded."""
+    absent = missing(files)
+    if not absent:
+        return ""
+    by_file = {f["file"]: f for f in files}
+    archives = list(dict.fromkeys(s for name in absent for s in by_file[name]["sources"] if s not in absent))
+    listed = ", ".join(absent[:6]) + (f" and {len(absent) - 6} more" if len(absent) > 6 else "")
+    origin = f" (or {', '.join(archives[:3])}, which they are extracted from)" if archives else ""
+    return (f"ir_datasets has no {listed}{origin} under {home} (IR_DATASETS_HOME), so loading irds:{dataset} would "
+            f"download them; copy ir_datasets' files of {dataset} there from a machine that has them (or set "
+            f"IR_DATASETS_HOME to where they are), or run `gapbench run irds:{dataset}` once with network access")
 
 
 def _rel(path: str, home: Path) -> str:

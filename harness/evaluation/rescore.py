@@ -11,7 +11,9 @@ A local task (a BEIR folder, ``local/trec`` files, ``beir/NAME:data_dir=DIR``) i
 manifest recorded it or where ``--data`` points, so runs made at another path or on another machine are re-scored too.
 
 Modes: ``auto`` re-scores every task whose data is on this machine (a task shipped with gapbench, a local task whose
-data is found) and checks the others for consistency only (saying how to point at the data); ``always`` re-scores every task, loading its
+data is found, a task whose plugin finds its files in its cache: :meth:`gapbench.task.Task.available_offline`, as an
+``irds:`` task whose files ir_datasets holds) when the revision its manifests record is the one here, and checks the
+others for consistency only (saying how to make the data available); ``always`` re-scores every task, loading its
 data as ``gapbench run`` would (a download if need be), and refuses a task it cannot load; ``never`` only checks
 consistency. All run directories of one task are re-scored against the same qrels, taken from the first of their
 manifests that names loadable data, so one side cannot opt out by naming a task revision that is not on this machine.
@@ -48,11 +50,6 @@ class Check:
 
     def to_dict(self) -> dict:
         return {"task": self.task, "rescored": self.rescored, "why": self.why}
-
-
-def _on_this_machine(task) -> bool:
-    # A local folder or local copy records the revision "local"; data shipped inside gapbench names itself so.
-    return task.revision == "local" or task.source.startswith("gapbench package data")
 
 
 def _data_hint(recorded: Sequence[str]) -> str:
@@ -186,15 +183,18 @@ class Rescorer:
             task = get_task(name)
         except GapbenchError as exc:
             return None, _first_sentence(exc)
+        # the task's own plugin says whether its data is here (a cache it keeps, ir_datasets' files): no name is
+        # special-cased, and a task that is not here says how to put it here
+        here, offline = task.available_offline()
         if self.mode == "auto":
+            if not here:
+                return None, offline
             if revision is not None and revision != task.revision:
                 return None, f"it was run on revision {revision} of {name}, and {task.revision} is here"
-            if not _on_this_machine(task):
-                return None, f"its data would be downloaded ({task.source})"
         try:
             return task.load(), ""
         except (GapbenchError, OSError) as exc:
-            return None, f"its data cannot be loaded ({_first_sentence(exc)})"
+            return None, f"its data cannot be loaded ({_first_sentence(exc)})" + (f"; {offline}" if offline else "")
 
     def _rescore(self, directory: Path, res: Results, ident, data, measures: Sequence[str], label: str) -> None:
         from .evaluation import evaluate
