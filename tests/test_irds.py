@@ -245,3 +245,128 @@ def test_query_fields_join_in_the_order_given():
     assert query_text(topic, ("description", "title")) == "Identify organizations. International Organized Crime"
     task = get_task("irds:disks45/nocr/trec-robust-2004:query_fields=title+description")
     assert task.name == "irds:disks45/nocr/trec-robust-2004:query_fields=title+description"
+
+
+# ---------------------------------------------------------------- re-scoring irds: runs from the files on disk
+
+def _two_runs(tmp_path: Path, task: str = "irds:vaswani") -> tuple[Path, Path]:
+    for name, spec in (("base", "bm25"), ("cand", "bm25:k1=0.5")):
+        run(task, spec, k=10, measures=["nDCG@10", "AP"], output=tmp_path / name / "t")
+    return tmp_path / "base", tmp_path / "cand"
+
+
+def _regress(base: Path, cand: Path, *extra: str) -> int:
+    return main(["regress", "--baseline", str(base), "--candidate", str(cand), "--permutations", "100", *extra])
+
+
+def test_irds_runs_are_rescored_from_ir_datasets_files(tmp_path, capsys):
+    from gapbench.products.regress import regress
+
+    base, cand = _two_runs(tmp_path)
+    # vaswani's files laid out by hand (its archive npl.tar.gz is not here): loading downloads nothing
+    assert get_task("irds:vaswani").available_offline() == (True, "")
+    report = regress(base, cand, n_permutations=100)
+    assert [(c.task, c.rescored, c.why) for c in report.checks] == [("irds:vaswani", True, "")]
+    capsys.readouterr()
+    assert _regress(base, cand) == 0
+    assert "Re-scored from run.trec.gz against the task's qrels: irds:vaswani." in capsys.readouterr().out
+    dirs = [str(base / "t"), str(cand / "t")]
+    assert main(["compare", *dirs, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checks"] == [{"task": "irds:vaswani", "rescored": True, "why": ""}]
+    # re-scoring, not a consistency check: the candidate's run file swapped for the baseline's leaves results.json
+    # agreeing with itself, and only evaluating the run file again on vaswani's qrels catches it
+    shutil.copyfile(base / "t" / "run.trec.gz", cand / "t" / "run.trec.gz")
+    assert _regress(base, cand, "--rescore", "never") in (0, 1)
+    capsys.readouterr()
+    assert _regress(base, cand) == 2
+    assert "task irds:vaswani, nDCG@10: query" in capsys.readouterr().err
+    assert main(["compare", *dirs]) == 2
+    assert "but run.trec.gz scored on the task's qrels gives" in capsys.readouterr().err
+
+
+def test_irds_runs_without_their_files_are_checked_for_consistency_and_say_where_the_files_go(tmp_path, capsys):
+    base, cand = _two_runs(tmp_path)
+    away = HOME.parent / f"{HOME.name}-vaswani-away"
+    (HOME / "vaswani").rename(away)  # IR_DATASETS_HOME without vaswani's files (ir_datasets fixed its home at import)
+    try:
+        why = (f"ir_datasets has no vaswani/docs.txt, vaswani/qrels.txt, vaswani/queries.txt (or vaswani/npl.tar.gz, "
+               f"which they are extracted from) under {HOME} (IR_DATASETS_HOME), so loading irds:vaswani would "
+               "download them; copy ir_datasets' files of vaswani there from a machine that has them (or set "
+               "IR_DATASETS_HOME to where they are), or run `gapbench run irds:vaswani` once with network access")
+        assert get_task("irds:vaswani").available_offline() == (False, why)
+        capsys.readouterr()
+        assert _regress(base, cand) == 0
+        assert ("Checked for consistency only (per-query values agree with the stored means, not re-scored): "
+                f"irds:vaswani ({why}).") in capsys.readouterr().out
+        dirs = [str(base / "t"), str(cand / "t")]
+        assert main(["compare", *dirs, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["checks"] == [{"task": "irds:vaswani", "rescored": False,
+                                                                  "why": why}]
+        # --rescore always loads the data as `gapbench run` would: ir_datasets tries its download, which fails here
+        # (every request goes to a proxy on a closed port), and the error says where the files go
+        env = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "",
+               "IR_DATASETS_DL_TRIES": "1"}
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in env.items():
+                mp.setenv(key, value)
+                mp.setenv(key.lower(), value)
+            assert _regress(base, cand, "--rescore", "always") == 2
+            err = capsys.readouterr().err.splitlines()[-1]  # after ir_datasets' own warnings of the failed download
+            assert err.startswith("gapbench: error: --rescore always, but task irds:vaswani cannot be re-scored "
+                                  "here: its data cannot be loaded (irds:vaswani: ir_datasets could not read")
+            assert f"; {why}; make its data available" in err
+            assert main(["compare", *dirs, "--rescore", "always"]) == 2
+            assert f"under {HOME} (IR_DATASETS_HOME)" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(HOME / "vaswani", ignore_errors=True)  # anything a failed download left
+        away.rename(HOME / "vaswani")
+    assert get_task("irds:vaswani").available_offline() == (True, "")
+
+
+def test_on_disk_needs_every_file_read_as_it_is():
+    from gapbench.tasks.irds import missing
+
+    def f(name, kind, present, sources=(), direct=False):
+        return {"file": name, "kind": kind, "present": present, "sources": list(sources), "direct": direct}
+
+    # files extracted from an archive: there, or the archive kept to extract them from
+    tar = [f("c/docs.txt", "extracted", False, ["c/c.tar.gz"]), f("c/c.tar.gz", "download", True)]
+    assert missing(tar) == []
+    tar[1]["present"] = False
+    assert missing(tar) == ["c/docs.txt"]
+    tar[0]["present"] = True
+    assert missing(tar) == []
+    # a zip the documents are read from directly must be there, even when what is extracted from it is
+    zipped = [f("z/queries.json", "extracted", True, ["z/source.zip"]), f("z/source.zip", "download", False,
+                                                                          direct=True)]
+    assert missing(zipped) == ["z/source.zip"]
+    # a streamed download is never on disk: what is extracted from it must be
+    streamed = [f("q.tsv", "extracted", False, ["https://x/q.tsv.gz"]), f("https://x/q.tsv.gz", "download", False)]
+    assert missing(streamed) == ["q.tsv"]
+
+
+def test_a_beir_zip_extracted_in_the_cache_is_rescored(tmp_path, capsys):
+    from gapbench.tasks.beir import cache_root
+
+    root = cache_root()
+    marker = root / ".scifact.complete"
+    assert not get_task("beir/scifact").available_offline()[0]
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(SCIFACT, root / "scifact")
+    try:
+        marker.touch()  # what download_zip writes once the zip's md5 is checked and it is extracted
+        assert get_task("beir/scifact").available_offline() == (True, "")
+        assert not get_task("beir/scifact:source=hf").available_offline()[0]
+        base, cand = _two_runs(tmp_path, "beir/scifact")
+        capsys.readouterr()
+        assert _regress(base, cand) == 0
+        assert "Re-scored from run.trec.gz against the task's qrels: beir/scifact." in capsys.readouterr().out
+        marker.unlink()
+        ok, why = get_task("beir/scifact").available_offline()
+        assert not ok and why.startswith(f"gapbench's cache has no checked copy of scifact.zip extracted at "
+                                         f"{root / 'scifact'}, so loading beir/scifact would download it")
+        assert _regress(base, cand) == 0
+        assert f"beir/scifact ({why})." in capsys.readouterr().out
+    finally:
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(root / "scifact")
