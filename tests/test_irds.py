@@ -370,3 +370,22 @@ def test_a_beir_zip_extracted_in_the_cache_is_rescored(tmp_path, capsys):
     finally:
         marker.unlink(missing_ok=True)
         shutil.rmtree(root / "scifact")
+
+
+def test_irds_files_with_other_checksums_than_the_manifests_are_not_rescored(tmp_path, capsys):
+    from gapbench.products.regress import regress
+
+    base, cand = _two_runs(tmp_path)
+    recorded = json.loads((base / "t" / "manifest.json").read_text())["task"]["revision"]
+    qrels = HOME / "vaswani" / "qrels.txt"
+    original = qrels.read_bytes()
+    try:
+        qrels.write_bytes(original + b"11\n 1\n   /\n")  # one more judgement: another md5, so another revision
+        here = get_task("irds:vaswani").revision
+        assert here != recorded and f"vaswani/qrels.txt md5:{file_digest(qrels, 'md5')}" in here
+        report = regress(base, cand, n_permutations=100)
+        assert [(c.rescored, c.why) for c in report.checks] == [
+            (False, f"it was run on revision {recorded} of irds:vaswani, and {here} is here")]
+    finally:
+        qrels.write_bytes(original)
+    assert regress(base, cand, n_permutations=100).checks[0].rescored
