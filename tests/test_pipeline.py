@@ -21,6 +21,8 @@ from gapbench.pipeline import prepare
 from gapbench.retrieval import RETRIEVERS
 from gapbench.types import Run
 
+from llm_server import LLMServer
+
 FIXTURE = Path(__file__).parent / "fixtures" / "bright"
 INSTRUCTED = f"bright/biology:data_dir={FIXTURE},instructions=true"
 PLAIN = f"bright/biology:data_dir={FIXTURE}"
@@ -74,23 +76,16 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1, norms)
 
 
-class EntityClient:
-    """Answers the entity prompt with the document's capitalised words, one JSON line each."""
+class EntityServer(LLMServer):
+    """The real local test server, answering the entity prompt with the document's capitalised words, one JSON line
+    each."""
 
-    class config:
-        model = "capitalised-words"
-
-    def chat_many(self, requests):
-        class Answer:
-            def __init__(self, text):
-                self.text = text
-
-        def entities(prompt):
-            words = {w.strip(".,;:()\"'?!") for w in prompt.split() if w[:1].isupper()}
-            return "\n".join(json.dumps({"name": w, "type": "THING"}) for w in sorted(words) if len(w) > 3)
-
-        return [Answer(entities(r.messages if isinstance(r.messages, str) else r.messages[-1]["content"]))
-                for r in requests]
+    def answer(self, prompt: str) -> tuple[str, str]:
+        if prompt.startswith("Extract the key entities"):
+            doc = prompt.split("Document:\n", 1)[1]
+            words = {w.strip(".,;:()\"'?!") for w in doc.split() if w[:1].isupper()}
+            return "\n".join(json.dumps({"name": w, "type": "THING"}) for w in sorted(words) if len(w) > 3), "entities"
+        return super().answer(prompt)
 
 
 def _instructions(seen) -> set[str]:
@@ -143,8 +138,10 @@ def test_signals_applies_the_instruction(spy):
 def test_coverage_applies_the_instruction(spy):
     from gapbench.analyses.coverage import run_coverage
 
-    run_coverage(INSTRUCTED, ["instruction-spy"], entities="llm", llm_client=EntityClient(), embedder=HashEmbedder(),
-                 clusters=2, n_resamples=10, min_queries=1)
+    with EntityServer() as srv:
+        run_coverage(INSTRUCTED, ["instruction-spy"], entities="llm", llm_base_url=srv.base_url,
+                     llm_model="capitalised-words", embedder=HashEmbedder(), clusters=2, n_resamples=10, min_queries=1)
+        assert srv.counts["chat"] > 0
     assert _instructions(spy) == {INSTRUCTION}
 
 
