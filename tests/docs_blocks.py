@@ -60,7 +60,7 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT).as_posix()}:{self.line}"
+        return f"{_show(self.path)}:{self.line}"
 
     @property
     def runnable(self) -> bool:
@@ -73,6 +73,10 @@ class Block:
 
 ACCEPTED = ("'<!-- run -->' (options after a colon: slow, llm=TASK, copy=PATH), '<!-- run by tests: NAME -->' or "
             "'<!-- not run: REASON -->'")
+
+
+def _show(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
 def _marker(body: str, where: str) -> dict:
@@ -108,7 +112,7 @@ def blocks(path: Path) -> list[Block]:
                    len(lines))
         lang = info.split()[0].lower() if info else ""
         if lang in SHELL | PYTHON:
-            where = f"{path.relative_to(ROOT).as_posix()}:{i + 1}"
+            where = f"{_show(path)}:{i + 1}"
             above = i - 1
             while above >= 0 and not lines[above].strip():
                 above -= 1
@@ -118,7 +122,7 @@ def blocks(path: Path) -> list[Block]:
                 start -= 1
             text = "\n".join(lines[start:above + 1]) if above >= 0 and lines[above].rstrip().endswith("-->") else ""
             mm = MARKER.search(text) if text.lstrip().startswith("<!--") else None
-            owner, langs = WHOLE_PAGE.get(path.relative_to(ROOT).as_posix(), ("", ()))
+            owner, langs = WHOLE_PAGE.get(_show(path), ("", ()))
             if not mm and lang in langs:
                 mm = MARKER.search(f"<!-- run by tests: {Path(owner).name} -->")
             if not mm:
