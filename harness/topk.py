@@ -106,6 +106,88 @@ def apply_mask(scores: np.ndarray, mask: np.ndarray | Allowed | None, offset: in
     return out
 
 
+class DuplicateGroups:
+    """Documents that must score the same bit for bit (identical texts), as positions in the searched order.
+
+    A BLAS matrix product may round a column's dot products differently depending on the column's position (numpy's
+    OpenBLAS does on Haswell kernels), so copies of one vector at two positions can score apart in the last bits and
+    the tie rule would never see their tie. Search therefore overwrites the score of every member of a group with its
+    group's score, computed once per query (:meth:`overwrite`). ``members``: the positions (ascending) of every document
+    that has a copy; ``group``: each member's group; ``reps``: each group's representative position; ``vectors``: the
+    representatives' vectors, one row per group (dense search scores them in one small product).
+
+    >>> DuplicateGroups.from_labels(np.arange(4), np.array([7, 5, 7, 6])).members
+    array([0, 2])
+    """
+
+    __slots__ = ("members", "group", "reps", "vectors")
+
+    def __init__(self, members: np.ndarray, group: np.ndarray, reps: np.ndarray,
+                 vectors: np.ndarray | None = None) -> None:
+        self.members, self.group, self.reps, self.vectors = members, group, reps, vectors
+
+    @classmethod
+    def from_labels(cls, positions: np.ndarray, labels: np.ndarray) -> "DuplicateGroups | None":
+        """Groups of the ``positions`` that share a label (equal labels: identical documents); None when none do."""
+        positions = np.asarray(positions, dtype=np.int64).ravel()
+        if positions.size < 2:
+            return None
+        _, inverse, counts = np.unique(np.asarray(labels).ravel(), return_inverse=True, return_counts=True)
+        inverse = inverse.ravel()
+        copied = counts[inverse] > 1
+        if not copied.any():
+            return None
+        positions, inverse = positions[copied], inverse[copied]
+        group = np.unique(inverse, return_inverse=True)[1].ravel()
+        order = np.argsort(positions, kind="stable")
+        members, group = positions[order], group[order]
+        reps = np.full(int(group.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(reps, group, members)
+        return cls(members, group, reps)
+
+    def with_vectors(self, vectors: np.ndarray) -> "DuplicateGroups":
+        return DuplicateGroups(self.members, self.group, self.reps, np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def representatives(self, positions: np.ndarray) -> np.ndarray:
+        """Each position's group representative (the position itself when it has no copy)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.members, positions), self.members.size - 1)
+        hit = self.members[at] == positions
+        out = positions.copy()
+        out[hit] = self.reps[self.group[at[hit]]]
+        return out
+
+    def within(self, d0: int, d1: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(columns, groups)`` of the members among positions ``d0..d1`` (columns counted from ``d0``)."""
+        lo, hi = np.searchsorted(self.members, [d0, d1])
+        return self.members[lo:hi] - d0, self.group[lo:hi]
+
+    def overwrite(self, scores: np.ndarray, d0: int, group_scores: np.ndarray) -> None:
+        """Set the block ``scores`` (documents ``d0..``; rows are queries) of every member to its group's score."""
+        cols, groups = self.within(d0, d0 + scores.shape[1])
+        if cols.size:
+            scores[:, cols] = group_scores[:, groups]
+
+
+class _GroupScores:
+    """Query rows x representatives scores for a search, each (query, group) computed once: the same bits for every
+    member in every block. Kept per query chunk when they fit a small memory share, else recomputed per block (the
+    same product of the same operands, so the same bits)."""
+
+    def __init__(self, query_emb: np.ndarray, dups: DuplicateGroups) -> None:
+        self.query_emb, self.dups = query_emb, dups
+        self.keep = query_emb.shape[0] * len(dups.reps) * 4 <= memory_share(0.05)
+        self.held: dict[tuple[int, int], np.ndarray] = {}
+
+    def rows(self, q0: int, q1: int) -> np.ndarray:
+        got = self.held.get((q0, q1))
+        if got is None:
+            got = self.query_emb[q0:q1] @ self.dups.vectors.T
+            if self.keep:
+                self.held[(q0, q1)] = got
+        return got
+
+
 def rows_topk(scores: np.ndarray, k: int, keys: np.ndarray) -> np.ndarray:
     """:func:`select_topk` of every row of a 2-D block of finite scores at once (indices per row, ranking order).
 
@@ -137,20 +219,25 @@ def blocked_topk(
     *,
     query_chunk: int = 256,
     progress: Callable[[int], None] | None = None,
+    duplicates: DuplicateGroups | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Exact inner-product top-k over document blocks read one at a time: ``(offset, vectors)`` pairs in order.
 
     Each block is read once and searched by every query (a running top-k per query), so a corpus on disk is read
     once per search whatever the number of queries. Returns (indices, scores) per query, as :func:`dense_topk`.
+    ``duplicates`` (with its representatives' vectors): documents that score their group's score, bit for bit.
     """
     nq = query_emb.shape[0]
     best: list[tuple[np.ndarray, np.ndarray] | None] = [None] * nq
+    group_scores = _GroupScores(query_emb, duplicates) if duplicates is not None else None
     reported = 0
     for d0, block in blocks:
         d1 = d0 + block.shape[0]
         for q0 in range(0, nq, query_chunk):
             q1 = min(nq, q0 + query_chunk)
             scores = query_emb[q0:q1] @ block.T
+            if group_scores is not None:
+                duplicates.overwrite(scores, d0, group_scores.rows(q0, q1))
             # when k is half the block or more, one sort of the whole block beats a partition and a lexsort per row
             whole = 2 * k >= block.shape[0] and not (excluded and any(m is not None for m in excluded[q0:q1])) \
                 and bool(np.isfinite(scores).all())
@@ -177,15 +264,17 @@ def dense_topk(
     query_chunk: int = 256,
     doc_chunk: int = 65_536,
     progress: Callable[[int], None] | None = None,
+    duplicates: DuplicateGroups | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Exact inner-product top-k, chunked over queries and documents. Returns (indices, scores) per query."""
+    """Exact inner-product top-k, chunked over queries and documents. Returns (indices, scores) per query.
+    ``duplicates``: as :func:`blocked_topk`."""
     nq, nd = query_emb.shape[0], doc_emb.shape[0]
     results: list[tuple[np.ndarray, np.ndarray]] = []
     for q0 in range(0, nq, query_chunk):
         q1 = min(nq, q0 + query_chunk)
         blocks = ((d0, doc_emb[d0 : d0 + doc_chunk]) for d0 in range(0, nd, doc_chunk))
         results.extend(blocked_topk(query_emb[q0:q1], blocks, nd, k, keys, excluded[q0:q1] if excluded else None,
-                                    query_chunk=query_chunk))
+                                    query_chunk=query_chunk, duplicates=duplicates))
         if progress:
             progress(q1 - q0)
     return results

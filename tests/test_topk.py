@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gapbench.topk import Allowed, apply_mask, dense_topk, select_topk, tie_keys
+from gapbench.topk import Allowed, DuplicateGroups, apply_mask, blocked_topk, dense_topk, select_topk, tie_keys
 
 
 @pytest.fixture
@@ -96,3 +96,43 @@ def test_torch_topk_float16_candidates_on_unit_vectors(margin, one_torch_thread)
     got = torch_topk(q, DeviceDocs(d, keys, "cpu", low_precision=True), 20, candidate_margin=margin)
     assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
     np.testing.assert_allclose(np.concatenate([g[1] for g in got]), np.concatenate([w[1] for w in want]), atol=1e-6)
+
+
+def test_duplicate_groups_from_labels_and_representatives():
+    groups = DuplicateGroups.from_labels(np.array([9, 2, 5, 7, 4]), np.array([1, 3, 1, 0, 3]))
+    assert groups.members.tolist() == [2, 4, 5, 9]
+    assert [groups.reps[g] for g in groups.group] == [2, 2, 5, 5]  # each group's smallest position represents it
+    assert groups.representatives(np.array([9, 7, 4, 0, 5])).tolist() == [5, 7, 2, 0, 5]
+    assert DuplicateGroups.from_labels(np.arange(3), np.array([5, 6, 7])) is None
+
+
+def _copies_at_30_to_32():
+    """33 random vectors with rows 30..32 one vector three times. On numpy's OpenBLAS with Haswell kernels the plain
+    product scores these copies apart in the last bits (seen: column 32 differs from 30 and 31 for the first query)."""
+    rng = np.random.default_rng(0)
+    docs = rng.standard_normal((33, 384)).astype(np.float32)
+    docs[31] = docs[32] = docs[30]
+    queries = rng.standard_normal((4, 384)).astype(np.float32)
+    labels = np.arange(33)
+    labels[31:] = 30
+    groups = DuplicateGroups.from_labels(np.arange(33), labels)
+    return queries, docs, groups.with_vectors(docs[groups.reps])
+
+
+def test_duplicate_documents_score_bit_for_bit_the_same_and_tie_by_doc_id():
+    queries, docs, groups = _copies_at_30_to_32()
+    keys = tie_keys([f"d{i:02d}" for i in range(33)])
+    plain = queries @ docs.T
+    rep = queries @ docs[[30]].T  # the group's one score: its representative in a one-column product
+    for hits in (dense_topk(queries, docs, 33, keys, duplicates=groups),
+                 blocked_topk(queries, ((d0, docs[d0 : d0 + 11]) for d0 in range(0, 33, 11)), 33, 33, keys,
+                              duplicates=groups)):
+        for r, (idx, sc) in enumerate(hits):
+            score = dict(zip(idx.tolist(), sc.tolist()))
+            assert score[30] == score[31] == score[32] == rep[r, 0]
+            at = {d: i for i, d in enumerate(idx.tolist())}
+            assert at[32] + 1 == at[31] == at[30] - 1  # the tie goes to the larger doc_id
+    # one block: every other document keeps exactly the plain product's score
+    for r, (idx, sc) in enumerate(dense_topk(queries, docs, 33, keys, duplicates=groups)):
+        others = idx < 30
+        assert sc[others].tolist() == plain[r, idx[others]].tolist()
