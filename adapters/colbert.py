@@ -42,7 +42,7 @@ from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
 from gapbench.files import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
 from gapbench.retrieval import doc_positions, payload_fingerprint
-from gapbench.topk import Allowed, apply_mask, exclusion_indices, select_topk
+from gapbench.topk import Allowed, DuplicateGroups, apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
 from .dense import _quiet_transformers, model_files, resolve_model
@@ -172,12 +172,15 @@ def maxsim(query: np.ndarray, doc: np.ndarray) -> float:
 
 
 def maxsim_matrix(
-    queries: Sequence[np.ndarray], docs: TokenMatrices, *, block_elems: int = 1 << 25
+    queries: Sequence[np.ndarray], docs: TokenMatrices, *, block_elems: int = 1 << 25,
+    duplicates: DuplicateGroups | None = None,
 ) -> np.ndarray:
     """Exact MaxSim of every query against every document: an array (n_queries, n_docs), float32.
 
     Works in blocks of queries x document tokens (at most ``block_elems`` similarities at once) so memory stays bounded.
-    A document without tokens scores 0.
+    A document without tokens scores 0. ``duplicates``: documents with the same token matrix, which all get their
+    group representative's score bit for bit (a matrix product rounds a column by its position, so copies of one
+    matrix at two places can otherwise score apart in the last bits).
     """
     nq, nd = len(queries), len(docs)
     out = np.zeros((nq, nd), dtype=np.float32)
@@ -218,6 +221,8 @@ def maxsim_matrix(
             else:
                 for j, (s, n) in enumerate(zip(q_starts, lens)):
                     out[q0 + j, block] = per_doc[s : s + n].sum(axis=0) if n else 0.0
+    if duplicates is not None:
+        out[:, duplicates.members] = out[:, duplicates.reps[duplicates.group]]
     return out
 
 
@@ -280,6 +285,7 @@ class ColBERT:
         self.model_loads = 0
         self._resolved = resolve_model(self.model_name, self.revision)
         self._docs: TokenMatrices | None = None
+        self._dups: DuplicateGroups | None = None
         self._index = None
         self._backend: str | None = None
 
@@ -404,6 +410,10 @@ class ColBERT:
         self._doc_ids = [d.doc_id for d in docs]
         self._keys, self._doc_index = doc_positions(self._doc_ids)
         self._docs = self.embed(texts, is_query=False)
+        where: dict[str, int] = {}
+        labels = np.fromiter((where.setdefault(t, len(where)) for t in texts), dtype=np.int64, count=len(texts))
+        # identical texts share one token matrix (embed encodes each once); they must share its score too
+        self._dups = DuplicateGroups.from_labels(np.arange(len(texts)), labels) if len(where) < len(texts) else None
         self._backend = self._choose_backend(len(docs))
         self._index = None
         if self._backend != "exact":
@@ -467,7 +477,7 @@ class ColBERT:
             if self._backend == "exact":
                 step = 64
                 for q0 in range(0, len(qids), step):
-                    scores = maxsim_matrix(q_list[q0 : q0 + step], self._docs)
+                    scores = maxsim_matrix(q_list[q0 : q0 + step], self._docs, duplicates=self._dups)
                     for j, row in enumerate(scores):
                         row = apply_mask(row, excluded[q0 + j])
                         top = select_topk(row, k, self._keys)
@@ -505,7 +515,10 @@ class ColBERT:
         if cand.size == 0:
             return []
         cand = np.unique(cand)
-        scores = maxsim_matrix([q], self._docs.take(cand))[0]
+        # copies of one text are scored once, through their representative: the same score bit for bit
+        reps = self._dups.representatives(cand) if self._dups is not None else cand
+        distinct, inverse = np.unique(reps, return_inverse=True)
+        scores = maxsim_matrix([q], self._docs.take(distinct))[0][inverse.ravel()]
         top = select_topk(scores, k, self._keys[cand])
         return [(self._doc_ids[cand[i]], float(scores[i])) for i in top]
 

@@ -34,7 +34,7 @@ from gapbench.options import Matches, OneOf, Range, checked
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
 from gapbench.errors import GapbenchError, MissingDependencyError
-from gapbench.topk import blocked_topk, dense_topk, exclusion_indices, tie_keys
+from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -264,8 +264,10 @@ class SortedTexts(Sequence):
     ``order[j]`` is the corpus position of sorted position ``j``; the cache chunks are slices of this sequence.
     """
 
-    def __init__(self, corpus: Corpus, order: np.ndarray, prefix: str, use_title: bool) -> None:
+    def __init__(self, corpus: Corpus, order: np.ndarray, prefix: str, use_title: bool,
+                 duplicates: np.ndarray | None = None) -> None:
         self.corpus, self.order, self.prefix, self.use_title = corpus, order, prefix, use_title
+        self.duplicates = duplicates  # text_layout's (corpus positions, labels) of texts that occur more than once
 
     def __len__(self) -> int:
         return len(self.order)
@@ -279,9 +281,37 @@ class SortedTexts(Sequence):
 
 def length_order(corpus: Corpus, use_title: bool) -> np.ndarray:
     """Corpus positions sorted by text length, longest first, ties in corpus order (as ``sorted`` by ``-len``)."""
-    lengths = np.fromiter((len(t) for batch in corpus.iter_texts(use_title=use_title) for t in batch),
-                          dtype=np.int64, count=len(corpus))
-    return np.argsort(-lengths, kind="stable")
+    return text_layout(corpus, use_title)[0]
+
+
+def text_layout(corpus: Corpus, use_title: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`length_order` and the duplicates, from one pass over the texts: an int64 array ``(2, m)`` of the corpus
+    positions of the ``m`` documents whose text another document has too (row 0) and a label per text (row 1).
+
+    Texts with the same length and hash are candidates; only those are read again and compared, so a hash collision
+    cannot join two texts."""
+    n = len(corpus)
+    lengths = np.empty(n, dtype=np.int64)
+    hashes = np.empty(n, dtype=np.int64)
+    at = 0
+    for batch in corpus.iter_texts(use_title=use_title):
+        lengths[at : at + len(batch)] = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
+        hashes[at : at + len(batch)] = np.fromiter(map(hash, batch), dtype=np.int64, count=len(batch))
+        at += len(batch)
+    order = np.argsort(-lengths, kind="stable")
+    by_key = np.lexsort((hashes, lengths))
+    same = (hashes[by_key][1:] == hashes[by_key][:-1]) & (lengths[by_key][1:] == lengths[by_key][:-1])
+    cand = np.zeros(n, dtype=bool)
+    cand[by_key[1:][same]] = True
+    cand[by_key[:-1][same]] = True
+    positions = np.flatnonzero(cand)
+    labels: dict[str, int] = {}
+    label = np.fromiter((labels.setdefault(t, len(labels)) for t in corpus.texts_at(positions.tolist(),
+                                                                                    use_title=use_title)),
+                        dtype=np.int64, count=positions.size)
+    counts = np.bincount(label, minlength=len(labels)) if label.size else label
+    copied = counts[label] > 1 if label.size else np.zeros(0, dtype=bool)
+    return order, np.stack([positions[copied], label[copied]])
 
 
 class CorpusMemo:
@@ -301,19 +331,27 @@ class CorpusMemo:
         return cache_dir("dense-memo") / name
 
     def length_order(self) -> np.ndarray:
+        return self.layout()[0]
+
+    def layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`text_layout` of the corpus, read from the memo when it has both parts."""
         path = self._path("length_order")
+        dup_path = self._path("duplicates")
         if path is not None:
             try:
                 order = np.load(path.with_suffix(".npy"))
-                if order.shape == (len(self.corpus),) and order.dtype == np.int64:
-                    return order
+                dups = np.load(dup_path.with_suffix(".npy"))
+                if order.shape == (len(self.corpus),) and order.dtype == np.int64 and dups.ndim == 2 \
+                        and dups.shape[0] == 2 and dups.dtype == np.int64:
+                    return order, dups
             except (OSError, ValueError, EOFError):
-                pass  # none yet, or a damaged one: computed again and replaced
-        order = length_order(self.corpus, self.use_title)
+                pass  # none yet (a memo from before duplicates were kept), or a damaged one: computed again
+        order, dups = text_layout(self.corpus, self.use_title)
         if path is not None:
-            with atomic_writer(path.with_suffix(".npy"), binary=True) as fh:
-                np.save(fh, order)
-        return order
+            for target, arr in ((path, order), (dup_path, dups)):
+                with atomic_writer(target.with_suffix(".npy"), binary=True) as fh:
+                    np.save(fh, arr)
+        return order, dups
 
     def text_key(self, texts: SortedTexts) -> str:
         path = self._path("text_key", texts.prefix)
@@ -392,6 +430,7 @@ class Dense:
         self._resolved = resolve_model(self.model_name, self.revision)
         self._docs = None
         self._device_docs = None
+        self._dups = None
 
     @property
     def resolved_dtype(self) -> str:
@@ -479,6 +518,11 @@ class Dense:
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        distinct = list(dict.fromkeys(texts))
+        if len(distinct) < len(texts):
+            # each distinct text once: a copy in another batch gets other padding and other last bits
+            where = {t: i for i, t in enumerate(distinct)}
+            return self.encode_texts(distinct, progress=progress)[[where[t] for t in texts]]
         fast = self._fast_encoder()
         if fast is not None:
             return fast.encode(texts, normalize=self.normalize, progress=progress)
@@ -550,8 +594,8 @@ class Dense:
         """The corpus texts as encoded: document prompt added, longest first (a lazy sequence). With the cache on, the
         order is kept per corpus fingerprint (:class:`CorpusMemo`)."""
         memo = CorpusMemo(corpus, self.use_title)
-        order = memo.length_order() if self.cache else length_order(corpus, self.use_title)
-        return SortedTexts(corpus, order, self.doc_prompt, self.use_title)
+        order, dups = memo.layout() if self.cache else text_layout(corpus, self.use_title)
+        return SortedTexts(corpus, order, self.doc_prompt, self.use_title, dups)
 
     def embedding_cache(self, corpus: Corpus, texts: SortedTexts | None = None) -> EmbeddingCache:
         """The cache ``index(corpus)`` reads: fill it beforehand (a benchmark, a cluster) and index loads no model."""
@@ -587,6 +631,21 @@ class Dense:
         else:
             self._docs = self._check_finite(self._encode(list(texts[:])) if len(texts) else
                                             np.zeros((0, 0), dtype=np.float32))
+        dups = texts.duplicates
+        groups = DuplicateGroups.from_labels(rank[dups[0]], dups[1]) if dups is not None else None
+        self._dups = groups.with_vectors(self._rows(groups.reps)) if groups is not None else None
+
+    def _rows(self, positions: np.ndarray) -> np.ndarray:
+        """Document vectors at the given sorted positions, read chunk by chunk from the cache."""
+        if isinstance(self._docs, np.ndarray):
+            return self._docs[positions]
+        size = self._docs.chunk_size
+        out = np.empty((positions.size, self._docs.dim()), dtype=np.float32)
+        chunks = positions // size
+        for c in np.unique(chunks):
+            at = np.flatnonzero(chunks == c)
+            out[at] = self._docs.read_chunk(int(c), mmap=True)[positions[at] - c * size]
+        return out
 
     def query_texts(self, queries: Queries) -> list[str]:
         out = []
@@ -626,9 +685,10 @@ class Dense:
 
     def _search_cpu(self, q_emb, k, excluded, advance):
         if isinstance(self._docs, np.ndarray):
-            return dense_topk(q_emb, self._docs, k, self._keys, excluded, progress=advance)
+            return dense_topk(q_emb, self._docs, k, self._keys, excluded, progress=advance, duplicates=self._dups)
         blocks = self._doc_blocks(q_emb.shape[1], 256)
-        return blocked_topk(q_emb, blocks, len(self._order), k, self._keys, excluded, progress=advance)
+        return blocked_topk(q_emb, blocks, len(self._order), k, self._keys, excluded, progress=advance,
+                            duplicates=self._dups)
 
     def _search_device(self, q_emb, k, excluded, advance):
         from gapbench.topk import DeviceDocs, torch_topk

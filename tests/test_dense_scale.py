@@ -198,3 +198,56 @@ def test_bench_gpu_small_runs_on_the_cpu(tmp_path):
     assert "gapbench torch_topk" in text and "raw torch" in text
     assert "top-10 sets equal to raw float32: 1.0000" in text
     assert "rankings equal to gapbench's CPU dense_topk on the first 50 queries: 1.0000" in text
+
+
+class RandomDense(HashedDense):
+    """Random 384-d vectors per text: their scores round, so a matrix product can score copies apart."""
+
+    def _encode(self, texts):
+        self.calls.append(len(texts))
+        seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
+        return np.stack([np.random.default_rng(s).standard_normal(384).astype(np.float32) for s in seeds])
+
+
+def test_identical_texts_score_the_same_across_chunks_and_blocks_and_the_memo_keeps_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    same = "the same passage, word for word"  # 31 characters: sorted after the 31 longer texts, at 31..34
+    docs = [Document(f"d{i:03d}", same if i in (3, 40, 77, 78) else
+                     f"a longer other passage, number {i:03d}" if i < 32 else f"short {i:03d}") for i in range(90)]
+    queries = Queries([Query(f"q{i}", f"query {i}") for i in range(6)])
+    # blocks of 33: the copies sit at columns 31 and 32 of the first block (OpenBLAS's Haswell kernels round
+    # column 32 otherwise than 31) and at 0 and 1 of the second
+    monkeypatch.setattr(budget, "rows_within", lambda *a, **kw: 33)
+    first = RandomDense(chunk_size=11)
+    first.calls = []
+    first.index(Corpus(docs))
+    assert first._dups.members.tolist() == [31, 32, 33, 34]
+    assert sorted(first._order[first._dups.members].tolist()) == [3, 40, 77, 78]
+    run = first.search(queries, 90)
+    for qid in queries:
+        ranking = list(run[qid])
+        copies = [(d, s) for d, s in ranking if d in ("d003", "d040", "d077", "d078")]
+        assert [d for d, _ in copies] == ["d078", "d077", "d040", "d003"]  # adjacent, by doc_id descending
+        assert len({s for _, s in copies}) == 1
+        pos = [d for d, _ in ranking].index("d078")
+        assert [d for d, _ in ranking[pos : pos + 4]] == ["d078", "d077", "d040", "d003"]
+
+    reads = []
+    for name in ("iter_texts", "texts_at"):
+        orig = getattr(Corpus, name)
+        monkeypatch.setattr(Corpus, name,
+                            lambda self, *a, _o=orig, _n=name, **kw: reads.append(_n) or _o(self, *a, **kw))
+    again = RandomDense(chunk_size=11)
+    again.calls = []
+    again.index(Corpus(docs))  # the groups come from the memo with the length order: no text is read
+    assert reads == [] and again.calls == []
+    assert again._dups.members.tolist() == first._dups.members.tolist()
+    assert {q: list(again.search(queries, 90)[q]) for q in queries} == {q: list(run[q]) for q in queries}
+
+
+def test_a_corpus_without_copies_has_no_groups(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    d = HashedDense(chunk_size=8)
+    d.calls = []
+    d.index(_corpus(60))
+    assert d._dups is None
