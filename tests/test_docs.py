@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docs_blocks import ROOT, SHELL, WHOLE_PAGE, MarkerError, blocks, pages, run_page
+from docs_blocks import PYTHON, ROOT, SHELL, WHOLE_PAGE, MarkerError, blocks, pages, run_page
 
 
 def _rel(p: Path) -> str:
@@ -52,6 +52,15 @@ def test_markers_are_read_and_a_missing_one_is_named(tmp_path):
     page.write_text("<!-- not run: -->\n```bash\nls\n```\n", encoding="utf-8")
     with pytest.raises(MarkerError, match="is not one of"):
         blocks(page)
+
+
+def test_the_readme_is_a_front_door():
+    """At most 150 lines: what gapbench is, the set-up, three commands, one Python example, links to the docs."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    assert len([b for b in blocks(ROOT / "README.md") if b.lang in PYTHON]) == 1
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):  # every docs link names a page that exists
+        assert (ROOT / link).is_file(), link
 
 
 def test_pages_are_found():
