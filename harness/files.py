@@ -155,6 +155,19 @@ def write_text_atomic(path: PathLike, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))  # encoded here: the same bytes on every platform
 
 
+def write_text_if_changed(path: PathLike, text: str) -> Path:
+    """``write_text_atomic(path, text)`` unless the file already holds ``text``: a key file whose size and time are part
+    of a cache key keeps them while its content stays the same."""
+    path = Path(path)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, text)
+
+
 def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through :class:`atomic_writer` (gzip-compressed for ``.gz``); returns the path."""
     with atomic_writer(path, binary=True) as fh:

@@ -50,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - pytest is in the dev extra
 
 from .retrieval import Reranker, Retriever, fingerprint_of, get_reranker, get_retriever
 from .task import Task, get_task
-from .types import Corpus, Document, Queries, Query, Run
+from .types import Corpus, Document, OtherRowsExcluded, Queries, Query, Run
 
 __all__ = ["ContractData", "Expect", "OnlyAllowed", "RerankerContract", "RetrieverContract", "TaskContract",
            "assert_ranked", "contract_data", "fingerprints_in_fresh_process"]
@@ -111,25 +111,8 @@ class Expect:
     depth: int | None = None  # rerankers: documents below this rank keep the run's order
 
 
-class OnlyAllowed(Mapping):
-    """The exclusions of a multiple-choice task: each query may rank only its own candidates. Read as a mapping it
-    excludes every other document; ``allowed(query_id)`` names the candidates (what gapbench's top-k reads)."""
-
-    def __init__(self, own: Mapping[str, tuple[str, ...]], all_ids: frozenset[str]) -> None:
-        self._own = dict(own)
-        self._all = all_ids
-
-    def __getitem__(self, qid: str) -> frozenset[str]:
-        return self._all.difference(self._own[qid])
-
-    def __iter__(self):
-        return iter(self._own)
-
-    def __len__(self) -> int:
-        return len(self._own)
-
-    def allowed(self, qid: str) -> tuple[str, ...]:
-        return self._own[qid]
+# the multiple-choice exclusions every task uses (RAR-b's MCR rows): the contract tests the real type
+OnlyAllowed = OtherRowsExcluded
 
 
 def build_component(kind: str, spec: Any, **llm: Any) -> Any:

@@ -464,6 +464,29 @@ class Run(Mapping):
         return f"Run({self.name!r}, {len(self)} queries)"
 
 
+class OtherRowsExcluded(Mapping):
+    """A multiple-choice task's exclusions: query id -> the candidates of every other row, built when asked for, so memory stays linear in the corpus."""
+
+    def __init__(self, own: Mapping[str, tuple[str, ...]], all_ids: frozenset[str]) -> None:
+        self._own = own
+        self._all = all_ids
+
+    def __getitem__(self, qid: str) -> frozenset[str]:
+        return self._all.difference(self._own[qid])
+
+    def __iter__(self):
+        return iter(self._own)
+
+    def __len__(self) -> int:
+        return len(self._own)
+
+    def own(self, qid: str) -> tuple[str, ...]:
+        """The doc ids a query may rank: its row's candidates, in candidate order."""
+        return self._own[qid]
+
+    allowed = own  # read by gapbench.topk.exclusion_indices: mask everything but these, without the complement
+
+
 @dataclass(frozen=True)
 class TaskData:
     """What a task's ``load()`` returns. ``excluded`` maps a query id to doc ids never to be ranked for it."""

@@ -29,7 +29,7 @@ from gapbench.cache import cache_dir
 from gapbench.corpus_store import compact_mode, load_compact
 from gapbench.errors import (ConfigError, DatasetUnavailableError, GapbenchError, MissingDependencyError,
                              UnknownNameError)
-from gapbench.files import write_text_atomic
+from gapbench.files import write_text_atomic, write_text_if_changed
 from gapbench.formats import file_digest, parse_json_strict
 from gapbench.options import build, parse_spec
 from gapbench.progress import progress
@@ -247,15 +247,7 @@ def _key_file(dataset: str, fields: tuple[str, ...], key: str) -> Path:
     """A small file that names this corpus (id, fields, files' checksums); the memory-mapped copy is keyed by it."""
     content = json.dumps({"dataset": dataset, "fields": list(fields), "revision": key}, indent=1) + "\n"
     digest = hashlib.sha256(f"{dataset}\0{'+'.join(fields)}".encode()).hexdigest()[:16]
-    path = cache_dir("irds") / f"{digest}.json"
-    try:
-        same = path.read_text(encoding="utf-8") == content
-    except OSError:
-        same = False
-    if not same:  # rewritten only when it changes: its size and time are part of the copy's key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, content)
-    return path
+    return write_text_if_changed(cache_dir("irds") / f"{digest}.json", content)
 
 
 # ---------------------------------------------------------------- the files a dataset reads, and their checksums

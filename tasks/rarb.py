@@ -42,7 +42,7 @@ from gapbench.corpus_store import read_beir_folder
 from gapbench.formats import open_text
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder, first_line
-from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
+from gapbench.types import Corpus, Document, OtherRowsExcluded, Qrels, Queries, Query, TaskData
 
 HF_ORG = "RAR-b"
 ENV_VAR = "GAPBENCH_DATA_RARB"
@@ -297,29 +297,6 @@ def mcr_instruction(task: str) -> str:
     with resources.as_file(mcr_file(task)) as path:
         first = next(iter_mcr_csv(path), None)
     return first.instruction if first else ""
-
-
-class OtherRowsExcluded(Mapping):
-    """query id -> the candidates of every other row, built when asked for, so memory stays linear in the corpus."""
-
-    def __init__(self, own: Mapping[str, tuple[str, ...]], all_ids: frozenset[str]) -> None:
-        self._own = own
-        self._all = all_ids
-
-    def __getitem__(self, qid: str) -> frozenset[str]:
-        return self._all.difference(self._own[qid])
-
-    def __iter__(self):
-        return iter(self._own)
-
-    def __len__(self) -> int:
-        return len(self._own)
-
-    def own(self, qid: str) -> tuple[str, ...]:
-        """The doc ids a query may rank: its row's candidates, in candidate order."""
-        return self._own[qid]
-
-    allowed = own  # read by gapbench.topk.exclusion_indices: mask everything but these, without the complement
 
 
 def mcr_task_data(rows: list[MCRRow], instruction: bool = False, source: str | None = None) -> TaskData:

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, Sequence
 from gapbench.cache import cache_dir
 from gapbench.corpus_store import AUTO_MIN_BYTES, compact_mode, load_compact, read_jsonl_corpus
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.files import write_text_atomic
+from gapbench.files import write_text_if_changed
 from gapbench.formats import text_lines
 from gapbench.progress import progress
 from gapbench.types import Corpus, Document
@@ -163,14 +163,7 @@ def _compact(path: Path, files: list[Path], formats: dict[Path, str], tags: tupl
                           "files": [[str(f.resolve()), st.st_size, st.st_mtime_ns] for f, st in zip(files, stats)]},
                          indent=0) + "\n"
     name = hashlib.sha256(f"{path.resolve()}\0{'+'.join(tags or ())}".encode("utf-8", "surrogatepass")).hexdigest()
-    key = cache_dir("corpus-sources") / f"{name[:16]}.json"
-    try:
-        same = key.read_text(encoding="utf-8") == listing
-    except OSError:
-        same = False
-    if not same:  # rewritten only when it changes: its size and time are part of the copy's key
-        key.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(key, listing)
+    key = write_text_if_changed(cache_dir("corpus-sources") / f"{name[:16]}.json", listing)
     return load_compact(key, counted(_unique(files, formats, tags), None, f"reading {path.name}"))
 
 
