@@ -98,7 +98,8 @@ def test_crash_mid_search_keeps_the_earlier_run_dir(streamed, tmp_path):
     before = _files(out)
     crashing = _Crashing(out)
     with pytest.raises(RuntimeError, match="killed mid-search"):
-        gapbench.run(TASK, crashing, measures=["nDCG@10"], k=1000, output=out, memory_budget=SMALL)
+        gapbench.run(TASK, crashing, measures=["nDCG@10"], k=1000, output=out, memory_budget=SMALL,
+                     overwrite=True)  # the stand-in retriever has its own fingerprint
     # while searching, the run file grew in the hidden sibling, under its own temporary name
     assert crashing.seen == sorted(["out", f".out.tmp{os.getpid()}"])
     assert crashing.staged == [f".run.trec.gz.tmp{os.getpid()}"]
