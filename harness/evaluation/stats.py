@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +60,28 @@ def _paired(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     return va - vb
 
 
+def resample_blocks(n: int, n_resamples: int, rng: np.random.Generator, *,
+                    cells: int = 2_000_000) -> Iterator[tuple[slice, np.ndarray]]:
+    """The one bootstrap draw of gapbench: ``n_resamples`` rows of ``n`` indices drawn with replacement from ``rng``.
+
+    Yields ``(rows, idx)``: the slice of resamples a block covers and its ``len(rows) x n`` index matrix, in blocks of
+    at most ``cells`` indices so that memory stays bounded on large query sets. Every bootstrap (the CIs of a run, the
+    leaderboard's stratified average, coverage's win rates, the signals' AUC) draws through here, so one seed gives one
+    set of resamples whatever is resampled.
+    """
+    block = max(1, min(n_resamples, cells // max(n, 1)))
+    for start in range(0, n_resamples, block):
+        stop = min(n_resamples, start + block)
+        yield slice(start, stop), rng.integers(0, n, size=(stop - start, n))
+
+
+def percentile_interval(samples: np.ndarray, confidence: float, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile bootstrap interval at ``confidence`` of ``samples`` (resamples along ``axis``)."""
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(samples, [alpha, 1.0 - alpha], axis=axis)
+    return lo, hi
+
+
 def bootstrap_cis(
     values: Mapping[str, Sequence[float]], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
@@ -78,16 +100,11 @@ def bootstrap_cis(
     if n == 0:
         return {k: (math.nan, math.nan) for k in arrays}
     matrix = np.stack(list(arrays.values()), axis=1)  # queries x measures
-    rng = np.random.default_rng(seed)
     means = np.empty((n_resamples, matrix.shape[1]))
-    block = max(1, min(n_resamples, 2_000_000 // n))  # bounded memory for large query sets
-    for start in range(0, n_resamples, block):
-        stop = min(n_resamples, start + block)
-        idx = rng.integers(0, n, size=(stop - start, n))
+    for rows, idx in resample_blocks(n, n_resamples, np.random.default_rng(seed)):
         for j in range(matrix.shape[1]):
-            means[start:stop, j] = matrix[:, j][idx].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+            means[rows, j] = matrix[:, j][idx].mean(axis=1)
+    lo, hi = percentile_interval(means, confidence)
     return {k: (float(lo[j]), float(hi[j])) for j, k in enumerate(arrays)}
 
 
