@@ -2,6 +2,10 @@
 
 Every message names what was found (file, line, id), what is accepted, and the fix. The CLI turns any
 ``GapbenchError`` into a one-line message and exit code 2, never a traceback.
+
+Every error class gapbench raises is defined here, so ``except gapbench.errors.GapbenchError`` catches them all; the
+modules that raise them re-export their own (``gapbench.llm.client.LLMError`` is this module's ``LLMError``). Messages
+name the setting as the library calls it (``depth``, ``pool_sizes``); the CLI says which flag that is.
 """
 
 from __future__ import annotations
@@ -79,3 +83,83 @@ class MissingDependencyError(GapbenchError, ImportError):
 
 class DatasetUnavailableError(GapbenchError):
     """A dataset cannot be fetched (no hub access) and no local copy was given."""
+
+
+# raised by gapbench.llm.client
+class LLMError(GapbenchError):
+    """An LLM endpoint call failed; ``endpoint`` (no credentials) and ``status`` (HTTP status or None) say where."""
+
+    def __init__(self, message: str, *, endpoint: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.status = status
+
+
+class LLMRequestError(LLMError):
+    """The endpoint refused the request (400, 401, 403, 404, 422, ...); retrying cannot help, so none was made."""
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint kept failing (429, 5xx, timeouts, no connection) until the retries ran out."""
+
+
+class LLMResponseError(LLMError):
+    """The endpoint answered, but with something that is not a usable OpenAI-format response."""
+
+
+# raised by gapbench.llm.local
+class LocalLLMError(GapbenchError):
+    """The embedded llama.cpp server could not start, or died."""
+
+
+# raised by gapbench.products.submissions
+class SubmissionError(GapbenchError):
+    """A submission is invalid; the message lists every problem found."""
+
+
+# raised by gapbench.products.regress
+class RegressionInputError(GapbenchError):
+    """The result sets cannot be compared (missing task, different queries, missing measure, unreadable)."""
+
+
+# raised by gapbench.analyses.obliq_build.options
+class ObliqBuildError(GapbenchError):
+    """A build that cannot go on: every cluster (or query) was lost at ``stage``, or a stage's input is unusable."""
+
+    def __init__(self, message: str, *, stage: str = "") -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+# raised by gapbench.analyses.argus.probe
+class ProbeMismatchError(GapbenchError):
+    """A saved probe was trained on another retriever's embeddings (or another feature dimension)."""
+
+
+# raised by gapbench.store
+class RunDirInUse(ConfigError):
+    """Writing a run directory would replace one of another task or retriever. ``what`` says which two runs, without
+    the fix, so that a command can name its own option for replacing it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; give another folder, or allow the replacement (overwrite=True).")
+        self.what = what
+
+
+# raised by gapbench.formats
+class StrictJSONError(GapbenchError, ValueError):
+    """Why bytes are not a strict JSON document; ``line`` is set for syntax errors."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+# raised by gapbench.evaluation.trec_names
+class TrecNameError(ConfigError, ValueError):
+    """A trec_eval measure written in a way gapbench cannot read (evaluation turns it into a ConfigError)."""
+
+
+# raised by gapbench.schemas
+class SchemaError(DataFormatError):
+    """A JSON document does not follow its schema; the message names the file, the field, what was found and the fix."""

@@ -34,7 +34,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import IO, Callable, Container, Iterable, Iterator
 
-from .errors import DataFormatError, DuplicateIdError
+from .errors import DataFormatError, DuplicateIdError, StrictJSONError
 from .files import GZIP_LEVEL, atomic_writer
 from .types import (
     MAX_GRADE, MAX_ID_LENGTH, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
@@ -450,14 +450,6 @@ def file_digest(path: PathLike, algorithm: str = "sha256") -> str:
 
 
 # ---------------------------------------------------------------- strict JSON documents
-
-class StrictJSONError(ValueError):
-    """Why bytes are not a strict JSON document; ``line`` is set for syntax errors."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.line = line
-
 
 def _strict_object(pairs: list) -> dict:
     out: dict = {}

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import DataFormatError
+from .errors import DataFormatError, SchemaError
 
 # ---------------------------------------------------------------- text rules of submissions (and of what boards show)
 # The submission validator (gapbench.products.submissions) applies these same rules, field by field, with its own
@@ -110,10 +110,6 @@ def _ordered(pair: list[float]) -> list[float]:
 Pair = Annotated[list[float], Field(min_length=2, max_length=2), AfterValidator(_ordered)]  # an interval, low <= high
 # a format version: the integer 1 (Literal[1] would also take true, since True == 1)
 One = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
-
-
-class SchemaError(DataFormatError):
-    """A JSON document does not follow its schema; the message names the file, the field, what was found and the fix."""
 
 
 class Model(BaseModel):

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from .errors import ConfigError, DataFormatError
+from .errors import ConfigError, DataFormatError, RunDirInUse
 from .evaluation.evaluation import Results
 from .files import atomic_writer
 from .formats import StrictJSONError, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run
@@ -71,15 +71,6 @@ def check_run_dir_target(directory: str | os.PathLike) -> Path:
                               "and writing one there would replace the whole folder; give a new or empty folder, or "
                               "an earlier run directory.")
     return path
-
-
-class RunDirInUse(ConfigError):
-    """Writing a run directory would replace one of another task or retriever. ``what`` says which two runs, without
-    the fix, so that a command can name its own option for replacing it."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what}; give another folder, or allow the replacement (overwrite=True).")
-        self.what = what
 
 
 def run_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:

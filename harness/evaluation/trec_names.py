@@ -14,6 +14,8 @@ measures (``prefs_*``, ``*_avgjg``).
 
 from __future__ import annotations
 
+from ..errors import TrecNameError
+
 import re
 from typing import Iterable, Mapping, Sequence
 
@@ -58,10 +60,6 @@ _PARAM = re.compile(r"^(?P<name>[A-Za-z_]+?)(?:[._](?P<param>[0-9]+(?:\.[0-9]*)?
 _INTEGERS = ("num_q", "num_ret", "num_rel", "num_rel_ret")
 
 EXAMPLES = "map, P_10 (or P.10), ndcg_cut_10, recall_100, recip_rank, bpref, Rprec, num_ret"
-
-
-class TrecNameError(ValueError):
-    """A trec_eval measure written in a way gapbench cannot read (evaluation turns it into a ConfigError)."""
 
 
 def from_trec(text: str) -> str | None:

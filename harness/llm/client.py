@@ -69,7 +69,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..cache import cache_dir
 from .. import stopping
-from ..errors import ConfigError, GapbenchError, MissingDependencyError, UnknownNameError
+from ..errors import (ConfigError, GapbenchError, LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError,
+                      MissingDependencyError, UnknownNameError)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROMPTS_DIR = Path(__file__).with_name("prompts")
@@ -87,27 +88,6 @@ _CHARS_PER_TOKEN = 4  # English text in the BPE vocabularies of GPT, Llama and S
 
 
 # --------------------------------------------------------------------------------------------------------- errors
-class LLMError(GapbenchError):
-    """An LLM endpoint call failed; ``endpoint`` (no credentials) and ``status`` (HTTP status or None) say where."""
-
-    def __init__(self, message: str, *, endpoint: str = "", status: int | None = None) -> None:
-        super().__init__(message)
-        self.endpoint = endpoint
-        self.status = status
-
-
-class LLMRequestError(LLMError):
-    """The endpoint refused the request (400, 401, 403, 404, 422, ...); retrying cannot help, so none was made."""
-
-
-class LLMUnavailableError(LLMError):
-    """The endpoint kept failing (429, 5xx, timeouts, no connection) until the retries ran out."""
-
-
-class LLMResponseError(LLMError):
-    """The endpoint answered, but with something that is not a usable OpenAI-format response."""
-
-
 # --------------------------------------------------------------------------------------------------------- prompts
 def available_prompts() -> list[str]:
     return sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))

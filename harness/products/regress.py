@@ -39,13 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import GapbenchError
+from ..errors import GapbenchError, RegressionInputError
 from ..evaluation.rescore import Check, Rescorer, check_mode, summary
 from ..tables import Table
-
-
-class RegressionInputError(GapbenchError):
-    """The result sets cannot be compared (missing task, different queries, missing measure, unreadable)."""
 
 
 @dataclass(frozen=True)

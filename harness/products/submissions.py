@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
-from ..errors import ConfigError, GapbenchError
+from ..errors import ConfigError, GapbenchError, SubmissionError
 from ..formats import StrictJSONError, file_digest, parse_json_strict
 # the text rules live with the models, in the core; imported here under their old names, which other modules use
 from ..schemas import (  # noqa: F401
@@ -109,10 +109,6 @@ RUN_SUFFIXES = (".trec", ".trec.gz")
 TASK_FIELDS = {"revision": "the task revision", "run": "runs/<task>.trec[.gz]", "sha256": "64 hex digits"}
 MODEL_FIELDS = {"name": "model identifier such as org/model", "revision": "model revision (commit or version)"}
 ADAPTER_FIELDS = {"name": (str, True), "config": (dict, True), "fingerprint": (str, False)}
-
-
-class SubmissionError(GapbenchError):
-    """A submission is invalid; the message lists every problem found."""
 
 
 class Refused(Exception):

@@ -61,16 +61,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .audit import band_of, write_json
-from ...errors import ConfigError, GapbenchError
+from ...errors import ConfigError, GapbenchError, ProbeMismatchError
 from ...files import atomic_writer, output_folder, write_bytes_atomic, write_text_atomic
 from ...tables import Table
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
-
-
-class ProbeMismatchError(GapbenchError):
-    """A saved probe was trained on another retriever's embeddings (or another feature dimension)."""
 
 
 # ---------------------------------------------------------------- metrics

@@ -8,23 +8,16 @@ command-line flag: the CLI maps its flags onto these fields in one place.
 
 from __future__ import annotations
 
+
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from ...errors import ConfigError, GapbenchError
+from ...errors import ConfigError, ObliqBuildError
 
 MODES = ("descriptive", "recollection")
 LENS_FILE_SUFFIXES = (".txt", ".md")
-
-
-class ObliqBuildError(GapbenchError):
-    """A build that cannot go on: every cluster (or query) was lost at ``stage``, or a stage's input is unusable."""
-
-    def __init__(self, message: str, *, stage: str = "") -> None:
-        super().__init__(message)
-        self.stage = stage
 
 
 class ObliqBuildOptions(BaseModel):
