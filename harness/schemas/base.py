@@ -1,0 +1,124 @@
+"""The base of every schema: the text rules of submissions and boards, ``Model`` (unknown fields are errors, JSON
+types are not coerced), and the annotated field types the models share."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# ---------------------------------------------------------------- text rules of submissions (and of what boards show)
+# The submission validator (gapbench.products.submissions) applies these same rules, field by field, with its own
+# messages; they live here, in the core, so that every layer can validate through the models.
+
+MAX_PER_QUERY = 1000  # documents per query in a run
+MAX_TASKS = 100  # tasks in one submission
+MAX_PROBLEMS_PER_FILE = 20  # also the cap on the models a submission lists
+MAX_RESAMPLES = 10_000
+
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127}(?:/[A-Za-z0-9][A-Za-z0-9._+=:@-]{0,127})*")
+URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]{1,292}")
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ISO_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                          r"(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?)?")
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!-]{0,31}")
+PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+FINGERPRINT = re.compile(r"[A-Za-z0-9:._-]{1,128}")
+_BAD_CHAR_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+# submission.json field -> (accepted types, required, description)
+FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
+    "format_version": ((int,), True, "the integer 1"),
+    "system": ((str,), True, "a system name of 1-64 letters, digits and . _ + -, starting with a letter or digit"),
+    "description": ((str,), True, "one or two sentences on one line (at most 1000 characters)"),
+    "suite": ((str,), True, "a registered suite name (see `gapbench tasks`)"),
+    "gapbench_version": ((str,), True, "the gapbench version that made the runs, e.g. \"0.1.0\""),
+    "models": ((list,), True, "a list of {\"name\", \"revision\"} objects ([] for lexical systems)"),
+    "adapter": ((dict,), True, "an object {\"name\", \"config\"[, \"fingerprint\"]}"),
+    "contact": ((str,), True, "a name with an e-mail address or a URL, on one line (at most 200 characters)"),
+    "tasks": ((dict,), True, "an object task name -> {\"revision\", \"run\", \"sha256\"}"),
+    "url": ((str,), False, "an http(s):// link to code or paper"),
+    "date": ((str,), False, "an ISO date, YYYY-MM-DD"),
+    "k": ((int,), False, "documents per query in the runs"),
+}
+# free-text field -> (pattern it must match, or None for one line of printable text; length cap)
+TEXT_RULES: dict[str, tuple[re.Pattern | None, int]] = {
+    "system": (SYSTEM_NAME, 64), "description": (None, 1000), "suite": (SYSTEM_NAME, 64),
+    "gapbench_version": (VERSION, 32), "contact": (None, 200), "url": (URL, 300), "date": (ISO_DATE, 10),
+}
+
+
+def text_problem(value: str, pattern: re.Pattern | None, cap: int) -> str | None:
+    """Why ``value`` may not appear on a board or in a file name, or None when it may."""
+    if len(value) > cap:
+        return f"is {len(value):,} characters long; at most {cap} are accepted"
+    for ch in value:
+        if unicodedata.category(ch) in _BAD_CHAR_CATEGORIES:
+            return f"contains the control or invisible character U+{ord(ch):04X}"
+    if value != value.strip():
+        return "has leading or trailing spaces"
+    if pattern is not None and not pattern.fullmatch(value):
+        return "has characters that are not accepted"
+    return None
+
+
+def run_file_name(task: str) -> str:
+    """``impliret/multispeaker/wknow`` -> ``impliret__multispeaker__wknow`` (the file stem of its run)."""
+    return task.replace("/", "__")
+
+
+# ---------------------------------------------------------------- models
+
+Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
+
+
+def _ordered(pair: list[float]) -> list[float]:
+    if pair[0] > pair[1]:
+        raise ValueError("its low end is above its high end (an interval is [low, high])")
+    return pair
+
+
+Pair = Annotated[list[float], Field(min_length=2, max_length=2), AfterValidator(_ordered)]  # an interval, low <= high
+# a format version: the integer 1 (Literal[1] would also take true, since True == 1)
+One = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
+
+
+class Model(BaseModel):
+    """Base of every schema: unknown fields are errors, and JSON types are not coerced ("1" is not an int)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
+    """Submission text: checked by :func:`text_problem` (as the submission validator checks it), and described in the
+    JSON Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"is empty; give {what}")
+        why = text_problem(value, pattern, cap)
+        if why:
+            raise ValueError(f"{why}; give {what}")
+        return value
+
+    described = {"maxLength": cap, **({"pattern": f"^(?:{pattern.pattern})$"} if pattern is not None else {})}
+    return Annotated[str, Field(json_schema_extra=described), AfterValidator(check)]
+
+
+def _rule(key: str):
+    pattern, cap = TEXT_RULES[key]
+    return _text(pattern, cap, FIELDS[key][2])
+
+
+ModelName = _text(MODEL_NAME, 193, "the model identifier such as org/model")
+ModelRevision = _text(REVISION, 256, "the model revision (commit or version)")
+AdapterName = _text(SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")
+AdapterFingerprint = _text(FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")
+ScoringVersion = _text(VERSION, 40, "the gapbench version that scored it")
+ScoringDate = _text(ISO_DATETIME, 40, "an ISO date or date and time")
+PackageName = _text(PACKAGE, 64, "a package name")
+PackageVersion = _text(VERSION, 64, "a version")
