@@ -163,3 +163,15 @@ class TrecNameError(ConfigError, ValueError):
 # raised by gapbench.schemas
 class SchemaError(DataFormatError):
     """A JSON document does not follow its schema; the message names the file, the field, what was found and the fix."""
+
+
+# raised by gapbench.contract
+class OptionsError(ConfigError):
+    """Settings an analysis cannot run with, found when its options object is built. ``problems`` holds one
+    ``(field, message)`` per setting that does not fit, so that a caller (the CLI) can name the setting its own way."""
+
+    def __init__(self, owner: str, problems: list[tuple[str, str]]) -> None:
+        self.owner = owner
+        self.problems = list(problems)
+        super().__init__(f"{owner}: " + "; ".join(f"{field} {message}" if field else message
+                                                  for field, message in self.problems) + ".")
