@@ -1405,3 +1405,9 @@ def _judge_requests(cand_q: Sequence[tuple[dict, Query]], tops_of: Mapping[str, 
                                      tag=f"judge:{q.query_id}" + (f":{p}" if p else "")))
             parts.append((q.query_id, chunk))
     return parts, jreqs
+
+
+def coverage(task: str | Any, retrievers: str | Sequence[str | Any],
+             options: CoverageOptions | None = None) -> CoverageReport:
+    """Semantic coverage of the task's corpus by its queries, per retriever (see :mod:`gapbench.analyses.coverage`)."""
+    return run_coverage_with(task, ([retrievers] if isinstance(retrievers, str) else list(retrievers)), options or CoverageOptions())

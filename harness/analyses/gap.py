@@ -568,3 +568,8 @@ def _verifier_meta(rr: Any, applied: dict, *, reads_view: bool) -> dict[str, Any
     if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
         meta["answers"] = rr.answers
     return meta
+
+
+def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None = None) -> GapReport:
+    """The retrieval-verification gap of ``retrievers`` on ``task`` (see :mod:`gapbench.analyses.gap`)."""
+    return run_gap_with(task, ([retrievers] if isinstance(retrievers, str) else list(retrievers)), options or GapOptions())

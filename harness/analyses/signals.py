@@ -1098,3 +1098,8 @@ def write_escalations(path: str | Path, query_ids: Sequence[str], values: Sequen
         for q, v, f in zip(query_ids, rows, flags):
             fh.write("\t".join([q, *(repr(float(x)) for x in v), str(int(f))]) + "\n")
     return path
+
+
+def signals(task: str, retrievers: str | Sequence[str], options: SignalsOptions | None = None) -> SignalsReport:
+    """Weak-retrieval signals and the gate calibrated on them (see :mod:`gapbench.analyses.signals`)."""
+    return run_signals_with(task, ([retrievers] if isinstance(retrievers, str) else list(retrievers)), options or SignalsOptions())

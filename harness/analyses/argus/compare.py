@@ -482,3 +482,9 @@ def read_outputs(out: str | os.PathLike) -> dict:
     if d.get("kind") != KIND or d.get("version") != 1:
         raise GapbenchError(f"{path}: kind {d.get('kind')!r} version {d.get('version')!r}; expected {KIND!r} version 1.")
     return d
+
+
+def argus_compare(task: str, retriever: str | Any, options: ArgusCompareOptions | None = None) -> ArgusComparison:
+    """Original vs ARGUS Expansion (and Synthesis with an LLM) on a task or a suite (see
+    :mod:`gapbench.analyses.argus.compare`)."""
+    return compare_argus_with(task, retriever, options or ArgusCompareOptions())
