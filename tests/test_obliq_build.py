@@ -200,10 +200,22 @@ def test_every_cluster_filtered_out_exits_2_naming_stage_3(corpus, tmp_path, cap
     assert "every cluster was lost at stage 3 (collapse)" in err and "fewer than 9 documents (min_cluster)" in err
 
 
+def test_a_refused_setting_names_the_flag_on_the_command_line(corpus, tmp_path, capsys):
+    from gapbench.cli import main
+
+    code = main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--pool-depth", "0",
+                 "--leak-df", "1.5"])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "t").exists()
+    # every refused setting, in the order ObliqBuildOptions declares them
+    assert err == ("gapbench: error: --leak-df must be a share in (0, 1], got 1.5; --pool-depth must be 1 or more, "
+                   "got 0.\n")
+
+
 def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
-    with pytest.raises(ConfigError, match="ObliqBuildOptions.lens: the lens is empty"):
+    with pytest.raises(ConfigError, match="ObliqBuildOptions: lens is empty; describe the latent attribute"):
         ObliqBuildOptions(lens="  ", out=tmp_path / "t")
-    with pytest.raises(ConfigError, match="ObliqBuildOptions.pool_depth"):
+    with pytest.raises(ConfigError, match="ObliqBuildOptions: pool_depth must be 1 or more, got 0"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", pool_depth=0)
     with pytest.raises(ConfigError, match="min_cluster 5 is above max_cluster 2"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", min_cluster=5, max_cluster=2)

@@ -2,7 +2,8 @@
 
 Each analysis command declares, next to its flags, the :class:`Flags` that turn them into its ``XOptions``::
 
-    GAP = Flags("gap", GapOptions, cli_only={"task", "retrievers", "as_json"}, parse={"pool_sizes": parse_pool_sizes})
+    GAP = Flags("gap", "gapbench.analyses.gap:GapOptions", cli_only={"task", "retrievers", "as_json"},
+                parse={"pool_sizes": parse_pool_sizes})
 
     def gap_cmd(ctx: typer.Context, task: str = ..., depth: int = typer.Option(100, "--depth"), ...):
         options = GAP.build(ctx.params)
@@ -35,7 +36,7 @@ class Flags:
     """How the flags of ``command`` become ``options``; registered in :data:`REGISTRY` when made."""
 
     command: str
-    options: type
+    options_class: "type | str"  # the class, or "module:Class" to import it only when the command runs
     cli_only: frozenset[str] = frozenset()
     renamed: Mapping[str, str] = field(default_factory=dict)  # parameter -> options field, where they differ
     parse: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)  # parameter -> its text read as the field
@@ -45,6 +46,17 @@ class Flags:
         object.__setattr__(self, "cli_only", frozenset(self.cli_only))
         object.__setattr__(self, "library_only", frozenset(self.library_only))
         REGISTRY[self.command] = self
+
+    @property
+    def options(self) -> type:
+        """The options class (imported on first use when given as ``"module:Class"``, so that ``gapbench --help`` and
+        shell completion do not import the analyses)."""
+        if isinstance(self.options_class, str):
+            import importlib
+
+            module, _, name = self.options_class.partition(":")
+            object.__setattr__(self, "options_class", getattr(importlib.import_module(module), name))
+        return self.options_class  # type: ignore[return-value]
 
     def field_of(self, param: str) -> str | None:
         """The options field a parameter sets, or None for a CLI-only or sampling parameter."""

@@ -1,35 +1,42 @@
 """``gapbench obliq build CORPUS --lens TEXT|FILE --out DIR``: an OBLIQ-style task from your own corpus.
 
 Register on the main app with ``register(app)``; the stages are in :mod:`gapbench.analyses.obliq_build`. The flags
-map onto :class:`~gapbench.analyses.obliq_build.ObliqBuildOptions` in one place, :func:`options_from_flags`.
+map onto :class:`~gapbench.analyses.obliq_build.ObliqBuildOptions` in one place, :data:`FLAGS`.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from . import llm_options as cli_llm
+from .contract import Flags
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="OBLIQ-style tasks: build one from your own corpus (lens, annotation, collapse, queries, pool).")
 
-def options_from_flags(**flags: Any):
-    """ObliqBuildOptions from the command's parameters (flag names stay here)."""
-    from ..analyses.obliq_build import ObliqBuildOptions, read_lens
+def _lens(text_or_file: str) -> str:
+    from ..analyses.obliq_build import read_lens
 
-    flags["lens"] = read_lens(flags["lens"])
-    retrievers = flags.pop("pool_retrievers")
-    flags["pool_retrievers"] = tuple(r.strip() for r in retrievers.split(",") if r.strip())
-    return ObliqBuildOptions(**{k: v for k, v in flags.items() if v is not None})
+    return read_lens(text_or_file)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(r.strip() for r in text.split(",") if r.strip())
+
+
+# the flags of `obliq build` onto ObliqBuildOptions: every flag is the field of its name; the lens may be a file
+FLAGS = Flags("obliq build", "gapbench.analyses.obliq_build.options:ObliqBuildOptions", cli_only={"corpus", "as_json"},
+              parse={"lens": _lens, "pool_retrievers": _names}, library_only={"llm_client"})
 
 
 @app.command("build")
 @cli_llm.sampling_options
 def build_cmd(
+    ctx: typer.Context,
     corpus: str = typer.Argument(..., help="A task name, a BEIR folder, a corpus.jsonl file or an irds: id."),
     lens: str = typer.Option(..., "--lens", help="The latent attribute, in words, or a .txt/.md file holding it."),
     out: Path = typer.Option(..., "--out", "-o", help="The task folder to write (an earlier build's is resumed)."),
@@ -77,15 +84,7 @@ def build_cmd(
     from ..analyses.obliq_build import build_obliq, render_estimate
 
     check_output(out, run_dir=False, option="out")
-    options = options_from_flags(
-        lens=lens, out=out, mode=mode, labels=labels, labels_as=labels_as, label_queries=label_queries,
-        max_docs=max_docs, sample=sample, seed=seed, max_chars=max_chars, batch_size=batch_size,
-        judge_batch=judge_batch, embedder=embedder, cluster_threshold=cluster_threshold,
-        merge_threshold=merge_threshold, min_cluster=min_cluster, max_cluster=max_cluster, max_queries=max_queries,
-        targets=targets, regenerate=regenerate, leak_bm25=leak_bm25, leak_df=leak_df, leak_share=leak_share,
-        anchors=anchors, pool_retrievers=pool_retrievers,
-        pool_depth=pool_depth, prompts=prompts, structured=structured, dry_run=dry_run, llm_base_url=llm_base_url,
-        llm_model=llm_model)
+    options = FLAGS.build(ctx.params)
     report = build_obliq(corpus, options,
                          on_estimate=None if dry_run else lambda est: typer.echo(render_estimate(est), err=True))
     if as_json:

@@ -1,26 +1,27 @@
 """The one settings object of ``gapbench obliq build`` (:class:`ObliqBuildOptions`) and its error.
 
-Every field is checked when the object is made; an error names the field (``ObliqBuildOptions.pool_depth``), never a
-command-line flag: the CLI maps its flags onto these fields in one place.
+Every field is checked when the object is made (:class:`gapbench.contract.Options`); an error names the field
+(``ObliqBuildOptions: pool_depth must be 1 or more, got 0``), never a command-line flag: the CLI maps its flags onto
+these fields in one place (:mod:`gapbench.cli.contract`).
 
     options = ObliqBuildOptions(lens="the failure mode the assistant shows", out="my-task", sample=500, seed=1)
 """
 
 from __future__ import annotations
 
-
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
+from ...contract import Options
 from ...errors import ConfigError, ObliqBuildError
 
 MODES = ("descriptive", "recollection")
 LENS_FILE_SUFFIXES = (".txt", ".md")
 
 
-class ObliqBuildOptions(BaseModel):
+class ObliqBuildOptions(Options):
     """How to build an OBLIQ-style task from a corpus (the stages are described in :mod:`.build`).
 
     ``lens``: the latent attribute in words (or, for ``mode="recollection"``, what a recollection should describe).
@@ -30,8 +31,6 @@ class ObliqBuildOptions(BaseModel):
     as queries, the label's other documents are their gold, and the query document is excluded from its own ranking). ``mode``: ``descriptive`` (one query per cluster of documents sharing an
     attribute value) or ``recollection`` (one query per target passage, tip-of-the-tongue, opening styles varied).
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     lens: str
     out: Path
@@ -66,17 +65,11 @@ class ObliqBuildOptions(BaseModel):
     llm_model: Optional[str] = None
     llm_client: Any = None
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from None
-
     @field_validator("lens")
     @classmethod
     def _lens(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("the lens is empty; describe the latent attribute in words, e.g. 'the stance the "
+            raise ValueError("is empty; describe the latent attribute in words, e.g. 'the stance the "
                              "tweet implies without stating it', or give a .txt file holding it")
         return value.strip()
 
@@ -84,7 +77,7 @@ class ObliqBuildOptions(BaseModel):
     @classmethod
     def _positive_or_none(cls, value: Optional[int]) -> Optional[int]:
         if value is not None and value < 1:
-            raise ValueError(f"{value} is not accepted; give 1 or more documents, or leave it unset for all")
+            raise ValueError(f"must be 1 or more documents, or unset for all, got {value}")
         return value
 
     @field_validator("max_chars", "batch_size", "judge_batch", "min_cluster", "max_cluster", "max_queries",
@@ -92,28 +85,28 @@ class ObliqBuildOptions(BaseModel):
     @classmethod
     def _at_least_one(cls, value: int) -> int:
         if value < 1:
-            raise ValueError(f"{value} is not accepted; give 1 or more")
+            raise ValueError(f"must be 1 or more, got {value}")
         return value
 
     @field_validator("regenerate")
     @classmethod
     def _regenerate(cls, value: int) -> int:
         if not 0 <= value <= 10:
-            raise ValueError(f"{value} is not accepted; give 0 (no second try) to 10 regenerations of a leaky query")
+            raise ValueError(f"must be 0 (no second try) to 10 regenerations of a leaky query, got {value}")
         return value
 
     @field_validator("cluster_threshold", "merge_threshold")
     @classmethod
     def _distance(cls, value: float) -> float:
         if not 0 < value <= 2:
-            raise ValueError(f"{value} is not accepted; a cosine distance threshold lies in (0, 2], e.g. 0.35")
+            raise ValueError(f"must be a cosine distance in (0, 2], e.g. 0.35, got {value}")
         return value
 
     @field_validator("leak_df", "leak_share", "leak_bm25")
     @classmethod
     def _share(cls, value: float) -> float:
         if not 0 < value <= 1:
-            raise ValueError(f"{value} is not accepted; give a share in (0, 1]")
+            raise ValueError(f"must be a share in (0, 1], got {value}")
         return value
 
     @field_validator("pool_retrievers")
@@ -121,14 +114,14 @@ class ObliqBuildOptions(BaseModel):
     def _retrievers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         value = tuple(v.strip() for v in value if v.strip())
         if len(set(value)) != len(value):
-            raise ValueError("a retriever is named twice; name each once, e.g. bm25,dense")
+            raise ValueError(f"names a retriever twice; name each once, e.g. bm25,dense, got {list(value)}")
         return value
 
     @field_validator("embedder")
     @classmethod
     def _embedder(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("empty; name a dense adapter with an embed() method, e.g. 'dense'")
+            raise ValueError("is empty; name a dense adapter with an embed() method, e.g. 'dense'")
         return value.strip()
 
     @model_validator(mode="after")
@@ -184,14 +177,3 @@ def read_lens(text_or_file: str) -> str:
     if not text.strip():
         raise ConfigError(f"lens file {path} is empty; write the latent attribute in it, in words.")
     return text
-
-
-def _explain(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        field = ".".join(str(x) for x in err.get("loc", ())) or "(options)"
-        msg = str(err.get("msg", "")).removeprefix("Value error, ")
-        if err.get("type") == "extra_forbidden":
-            msg = f"unknown setting; the settings are {', '.join(ObliqBuildOptions.model_fields)}"
-        parts.append(f"ObliqBuildOptions.{field}: {msg}" if field != "(options)" else f"ObliqBuildOptions: {msg}")
-    return "; ".join(parts) + "."
