@@ -41,7 +41,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise MissingDependencyError("ray", "ray", "--ray") from None
+        raise MissingDependencyError("ray", "ray", "ray=ADDRESS") from None
     return ray
 
 
@@ -54,7 +54,7 @@ def address_kind(address: str) -> str:
     if _GCS_ADDRESS.fullmatch(address):
         return "remote"
     raise ConfigError(
-        f"--ray {address!r} is not a Ray address; give `local` (start a Ray cluster on this machine for the run), "
+        f"ray={address!r} is not a Ray address; give `local` (start a Ray cluster on this machine for the run), "
         "`auto` (the cluster `ray start` runs here), HOST:PORT (a cluster's head node) or ray://HOST:PORT (Ray Client)."
     )
 
@@ -72,8 +72,8 @@ def _init(ray, address: str, kind: str) -> None:
         ray.init(address=address, runtime_env={"env_vars": env} if env else None, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise GapbenchError(
-            f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}). Start one with "
-            "`ray start --head` (then --ray auto, or the address it prints), or use --ray local; a cluster with token "
+            f"ray={address!r}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}). Start one with "
+            "`ray start --head` (then ray=auto, or the address it prints), or use ray=local; a cluster with token "
             "authentication also wants RAY_AUTH_MODE=token and its token (`ray get-auth-token`) in this environment."
         ) from None
 
@@ -85,8 +85,9 @@ def _probe(address: str, host_port: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
         raise GapbenchError(
-            f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc}). Check the address `ray start "
-            "--head` printed on the head node (its GCS port, 6379 by default; 10001 for ray://), or use --ray local."
+            f"ray={address!r}: nothing answers at {host}:{port} ({exc.strerror or exc}). Check the address that "
+            "`ray start --head` printed on the head node (its GCS port, 6379 by default; 10001 for ray://), or use "
+            "ray=local."
         ) from None
 
 

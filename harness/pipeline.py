@@ -69,7 +69,7 @@ def prepare(task: str | Task, *, max_queries: int | None = None, seed: int = 0, 
             raise GapbenchError(f"{task_obj.name}: no query has a relevant document (grade >= {judged}).")
     if max_queries is not None:
         if max_queries < 1:
-            raise ConfigError(f"--max-queries must be at least 1, got {max_queries}.")
+            raise ConfigError(f"max_queries must be at least 1, got {max_queries}.")
         order = {q: i for i, q in enumerate(qids)}
         qids = sorted(random.Random(seed).sample(qids, min(max_queries, len(qids))), key=order.__getitem__)
     # all of them: the loaded object itself, so its fingerprint and source are the run's

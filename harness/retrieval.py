@@ -188,7 +188,7 @@ def get_retriever(spec: str | Any, *, llm_base_url: str | None = None, llm_model
         return spec
     check_one_line(spec, "retriever spec")
     if not spec.strip():
-        raise ConfigError("empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME.")
+        raise ConfigError("empty retriever name; for example bm25 or dense:model=NAME.")
     _ensure_builtin()
     head, _, rest = spec.partition(":")
     if not head.strip():

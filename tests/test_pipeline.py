@@ -103,7 +103,7 @@ def test_prepare_applies_the_instruction_and_samples_with_a_seed():
     assert all(len(p) == 2 and p == sorted(p) for p in picks)  # two queries, in the task's order
     assert picks == [prepare(INSTRUCTED, max_queries=2, seed=s).query_ids for s in range(6)]
     assert len({tuple(p) for p in picks}) > 1  # the seed decides which
-    with pytest.raises(ConfigError, match="--max-queries must be at least 1, got 0"):
+    with pytest.raises(ConfigError, match="max_queries must be at least 1, got 0"):
         prepare(INSTRUCTED, max_queries=0)
     with pytest.raises(GapbenchError, match="no query has a relevant document \\(grade >= 99\\)"):
         prepare(INSTRUCTED, judged=99)

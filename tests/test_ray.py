@@ -101,7 +101,7 @@ def home(tmp_path, monkeypatch):
 def test_addresses_are_checked_before_ray_starts():
     assert [distributed.address_kind(a) for a in ("local", "auto", "10.0.0.5:6379", "ray://head:10001")] == [
         "local", "auto", "remote", "client"]
-    with pytest.raises(ConfigError, match=r"--ray 'cluster' is not a Ray address; give `local`"):
+    with pytest.raises(ConfigError, match=r"ray='cluster' is not a Ray address; give `local`"):
         distributed.address_kind("cluster")
     with distributed.connect(None) as session:
         assert session is None and not distributed.active()

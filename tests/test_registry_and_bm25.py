@@ -198,8 +198,8 @@ def test_dense_device_missing_on_this_machine_fails_before_the_model_loads():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("", "empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME."),
-        ("  ", "empty retriever name; for example --retriever bm25 or --retriever dense:model=NAME."),
+        ("", "empty retriever name; for example bm25 or dense:model=NAME."),
+        ("  ", "empty retriever name; for example bm25 or dense:model=NAME."),
         (":k1=1", "retriever spec ':k1=1' has no name before ':'; write NAME or NAME:key=value,key=value."),
         ("bm25\nrow", "retriever spec 'bm25\\nrow' contains the control character '\\n' at position 4; write it on "
                       "one line without tabs or control characters."),

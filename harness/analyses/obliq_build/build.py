@@ -174,7 +174,7 @@ def _clusters(ctx: Context, labels: dict[str, str]):
             ctx.save_checkpoint("annotate", key, values, ["annotate"])
         if not any(v is not None for v in values.values()):
             raise _lost(ctx, "annotate", 2, "document", "No document got a value of the lens: check that the lens "
-                        "names an attribute these documents show, or try a stronger model (--llm-model).")
+                        "names an attribute these documents show, or try a stronger model (llm_model).")
         key = ctx.checkpoint_key("collapse", _digest(values))
         saved = ctx.load_checkpoint("collapse", key)
         if saved is None:
@@ -225,7 +225,7 @@ def _queries_and_gold(ctx: Context, drafts: list, stage: str, number: int, rejud
         ctx.save_checkpoint("rejudge", key, gold, ["rejudge"])
     if not gold:
         raise _lost(ctx, "rejudge", number, "query", "The rejudging graded no cluster document 2 for any query: the "
-                    "queries may not say what the clusters share; try a stronger model (--llm-model).")
+                    "queries may not say what the clusters share; try a stronger model (llm_model).")
     return {q: texts[q] for q in gold}, gold
 
 
