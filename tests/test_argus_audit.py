@@ -114,8 +114,8 @@ def test_hand_computed_ranks():
     # three pairs would give (1/5 + 1/6 + 1/5) / 3 = 0.189)
     assert any("chance level 0.192 here" in w for w in res.warnings), res.warnings
     from gapbench.analyses.argus import sweep as sw
-    cell = sw.to_dict(sw.sweep(data, [enc], ns=[800], ks=[1]))["retrievers"][0]["cells"][0]
-    assert cell["chance"] == pytest.approx(res.chance()) and cell["mean_rps"] == pytest.approx(0.75)
+    cell = sw.sweep(data, [enc], ns=[800], ks=[1]).report.retrievers[0].cells[0]
+    assert cell.chance == pytest.approx(res.chance()) and cell.mean_rps == pytest.approx(0.75)
     # with k=4, query u is a hit too
     assert aa.audit(data, enc, k=4, n=800).rps()["x"] == 1.0
     # N=3: two neutrals sampled per pair, seeded

@@ -110,8 +110,8 @@ def test_paper_grids_are_appendix_c1():
     x, y = _synthetic(n=80, dim=8)
     one = {"mlp": {"hidden": [(256,)], "learning_rate_init": [1e-3], "batch_size": [256], "alpha": [1e-4]}}
     _, rep = ap.train_probe(x, y, "fp", families=["ridge", "mlp"], grid_set="paper", grids=one)
-    assert rep["families"]["mlp"]["params"]["batch_size"] == 256 and rep["families"]["ridge"]["n_configs"] == 20
-    assert rep["protocol"]["grids"] == "paper"
+    assert rep.families["mlp"].params["batch_size"] == 256 and rep.families["ridge"].n_configs == 20
+    assert rep.protocol.grids == "paper"
     with pytest.raises(ConfigError, match="reduced, paper"):
         ap.train_probe(x, y, "fp", grid_set="full")
 
@@ -124,7 +124,7 @@ def test_split_is_seeded_and_disjoint():
     assert [old[k].size for k in ("train", "validation", "test")] == [62, 21, 20]
     assert ap.parse_split("0.7,0.15,0.15") == pytest.approx((0.7, 0.15, 0.15))
     for bad in ("70,30", "70,0,30", "a,b,c"):
-        with pytest.raises(ConfigError, match="--split"):
+        with pytest.raises(ConfigError, match="split must be three positive"):
             ap.parse_split(bad)
     allidx = np.concatenate(list(s.values()))
     assert sorted(allidx.tolist()) == list(range(103))
@@ -151,40 +151,41 @@ def test_train_probe_recovers_linear_signal_and_selects_on_validation():
     x, y = _synthetic()
     probe, rep = ap.train_probe(x, y, "fp-test", seed=0, grids=SMALL_GRIDS)
     # a (clipped) linear target: ridge wins on validation and is near exact on test
-    assert rep["selected"]["family"] == "ridge"
-    assert rep["selected"]["validation_rmse"] == min(f["validation_rmse"] for f in rep["families"].values())
-    assert rep["test"]["rmse"] < 0.03 and rep["test"]["spearman"] > 0.98
+    assert rep.selected.family == "ridge"
+    assert rep.selected.validation_rmse == min(f.validation_rmse for f in rep.families.values())
+    assert rep.test.rmse < 0.03 and rep.test.spearman > 0.98
     # baselines by hand on the same test split
     test = ap.split_indices(len(y), 0)["test"]
     train = ap.split_indices(len(y), 0)["train"]
-    assert rep["baselines"]["all_zero"]["rmse"] == pytest.approx(math.sqrt(np.mean(y[test] ** 2)))
-    assert rep["baselines"]["all_one"]["rmse"] == pytest.approx(math.sqrt(np.mean((1 - y[test]) ** 2)))
-    assert rep["baselines"]["train_mean"]["mae"] == pytest.approx(np.mean(np.abs(y[test] - y[train].mean())))
-    assert rep["families"]["ridge"]["n_configs"] == 20
+    assert rep.baselines["all_zero"].rmse == pytest.approx(math.sqrt(np.mean(y[test] ** 2)))
+    assert rep.baselines["all_one"].rmse == pytest.approx(math.sqrt(np.mean((1 - y[test]) ** 2)))
+    assert rep.baselines["train_mean"].mae == pytest.approx(np.mean(np.abs(y[test] - y[train].mean())))
+    assert rep.families["ridge"].n_configs == 20
     pred = probe.predict(x * 10)  # far outside the training range: still clipped
     assert pred.min() >= 0 and pred.max() <= 1
     # same seed, same report
     _, rep2 = ap.train_probe(x, y, "fp-test", seed=0, grids=SMALL_GRIDS)
-    assert json.dumps(rep, sort_keys=True) == json.dumps(rep2, sort_keys=True)
+    assert rep.model_dump_json() == rep2.model_dump_json()
     with pytest.raises(ConfigError):
         ap.train_probe(x, y + 2, "fp")
     with pytest.raises(ConfigError):
         ap.train_probe(x, y, "fp", families=["svm"])
-    assert rep["protocol"] == {"split": pytest.approx([0.7, 0.15, 0.15]), "rebalance_bins": None, "n_train_rows": 210,
-                               "grids": "reduced", "tau": 0.3}
-    assert set(rep["test"]["blind_spot"]) == {"tau", *ap.CLASS_KEYS} and rep["calibration"]["binned"][0]["n"] >= 0
+    assert rep.protocol.model_dump() == {"split": pytest.approx([0.7, 0.15, 0.15]), "rebalance_bins": None,
+                                         "n_train_rows": 210, "grids": "reduced", "tau": 0.3}
+    assert set(rep.test.blind_spot.model_dump()) == {"tau", *ap.CLASS_KEYS} and rep.calibration.binned[0].n >= 0
 
 
 def test_train_probe_split_option_and_rebalancing(tmp_path):
     x, y = _synthetic()
     _, rep = ap.train_probe(x, y, "fp", families=["ridge"], split=(60, 20, 20), rebalance_bins=100)
-    assert rep["split"] == {"train": 180, "validation": 60, "test": 60}
+    assert rep.split.model_dump() == {"train": 180, "validation": 60, "test": 60}
     train = ap.split_indices(300, 0, (0.6, 0.2))["train"]
-    assert rep["protocol"]["n_train_rows"] == ap.rebalance_indices(y[train], 100, 0).size > 180
+    assert rep.protocol.n_train_rows == ap.rebalance_indices(y[train], 100, 0).size > 180
     # the train-mean baseline is the mean of the training split as drawn, not of the oversampled rows
     test = ap.split_indices(300, 0, (0.6, 0.2))["test"]
-    assert rep["baselines"]["train_mean"]["mae"] == pytest.approx(np.mean(np.abs(y[test] - y[train].mean())))
-    paths = ap.write_probe_report({"task": "toy", "datasets": [{**rep, "name": "directed (toy)"}]}, tmp_path)
+    assert rep.baselines["train_mean"].mae == pytest.approx(np.mean(np.abs(y[test] - y[train].mean())))
+    ds = {**rep.model_dump(mode="json"), "name": "directed (toy)"}
+    paths = ap.write_probe_report({"task": "toy", "datasets": [ds]}, tmp_path)
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = paths["md"].read_text()
     assert "Protocol: split 60/20/20 (train/validation/test), training split oversampled over 100 RPS bins" in md

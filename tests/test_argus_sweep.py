@@ -32,22 +32,23 @@ def test_cells_equal_audit(shipped):
         for k in (1, 50):
             ref = aa.audit(shipped, "random", k=k, n=n, seed=3).rps()
             assert run.rps[(n, k)] == ref
-    d = sw.to_dict(res)
-    cell = next(c for c in d["retrievers"][0]["cells"] if (c["n"], c["k"]) == (100, 50))
-    assert cell["n_effective_min"] == 100  # 100 of >= 500 eligible neutrals per query
-    assert cell["chance"] == pytest.approx(0.5)
+    d = res.report
+    cell = next(c for c in d.retrievers[0].cells if (c.n, c.k) == (100, 50))
+    assert cell.n_effective_min == 100  # 100 of >= 500 eligible neutrals per query
+    assert cell.chance == pytest.approx(0.5)
     scores = list(run.rps[(100, 50)].values())
-    assert cell["frac_rps_gt_0_5"] == pytest.approx(sum(s > 0.5 for s in scores) / 103)
-    ent = d["retrievers"][0]["entities"][0]
-    assert ent["qid"] == "Q6535666" and len(ent["rps"]) == 2 and len(ent["rps"][0]) == 2
+    assert cell.frac_rps_gt_0_5 == pytest.approx(sum(s > 0.5 for s in scores) / 103)
+    ent = d.retrievers[0].entities[0]
+    assert ent.qid == "Q6535666" and len(ent.rps) == 2 and len(ent.rps[0]) == 2
+    assert ent.rps[0][1] == run.rps[(100, 50)]["Q6535666"]
 
 
 def test_report_shape_is_validated(shipped):
-    d = sw.to_dict(sw.sweep(shipped, ["random"], ns=[50], ks=[5], fig_k=50))
+    d = sw.sweep(shipped, ["random"], ns=[50], ks=[5], fig_k=50).report.model_dump(mode="json")
     assert d["kind"] == "argus_sweep" and d["fig_k"] == 5  # the nearest listed k
     with pytest.raises(SchemaError, match=r"unknown field extra"):
         validate("argus_sweep", {**d, "extra": 1}, "sweep.json")
-    with pytest.raises(ConfigError, match="--n"):
+    with pytest.raises(ConfigError, match=r"ns must be integers of at least 2, got \[1\]"):
         sw.sweep(shipped, ["random"], ns=[1], ks=[5])
 
 

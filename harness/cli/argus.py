@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OptionsError
+from .contract import Flags
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
@@ -56,6 +57,40 @@ def load_audit_data(entities: Optional[Path], relations: Optional[Path], relatio
     return load_jsonl(entities, relations, relations=relation_mode)
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """``"ridge,mlp"`` -> ("ridge", "mlp"): a comma list of names (the options check each)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _split(text: str) -> tuple[float, float, float]:
+    from ..analyses.argus.probe_metrics import parse_split
+
+    return parse_split(text)
+
+
+def _ints(owner: str, field_name: str) -> Callable[[str], tuple[int, ...]]:
+    """A parser of a comma list of integers for ``field_name`` of ``owner`` (refused text names the field)."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(p) for p in text.split(",") if p.strip())
+        except ValueError:
+            raise OptionsError(owner, [(field_name, f"must be a comma list of integers such as 100,200,400,800, got "
+                                                    f"{text!r}")]) from None
+
+    return parse
+
+
+OPTIONS = "gapbench.analyses.argus.options:"
+DATA = {"retriever", "entities", "relations", "dataset", "out"}  # what is analysed and where it goes: no setting
+AUDIT = Flags("argus audit", OPTIONS + "ArgusAuditOptions", cli_only=DATA | {"relation_mode", "no_plot", "as_json"})
+PROBE = Flags("argus probe", OPTIONS + "ArgusProbeOptions", cli_only=DATA | {"as_json"}, renamed={"grids": "grid_set"},
+              parse={"families": _names, "datasets": _names, "split": _split, "rebalance_bins": lambda v: v or None},
+              library_only={"meta"})
+SWEEP = Flags("argus sweep", OPTIONS + "ArgusSweepOptions", cli_only=DATA | {"no_plot"},
+              parse={"ns": _ints("ArgusSweepOptions", "ns"), "ks": _ints("ArgusSweepOptions", "ks")})
+
+
 def _echo_audit(d: dict) -> None:
     ne = d["n_effective"]
     typer.echo(f"ARGUS audit {d['task']} | {d['retriever']} ({d['encoder']['pooling']} pooling) | k={d['k']} "
@@ -68,11 +103,14 @@ def _echo_audit(d: dict) -> None:
 
 @app.command("audit")
 def audit_cmd(
+    ctx: typer.Context,
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random[:dim=,seed=]."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
-    relation_mode: str = typer.Option("directed", "--relation-mode", help="directed (audit sources) or undirected."),
+    relation_mode: str = typer.Option("directed", "--relation-mode", help="How the relations are read: directed "
+                                                                          "(audit their sources) or undirected (every "
+                                                                          "entity with an edge)."),
     k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
     n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals); capped by what exists."),
     pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
@@ -82,15 +120,16 @@ def audit_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
 ) -> None:
     """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
-    from ..analyses.argus.audit import audit, check_budget, write_audit
+    from ..analyses.argus.audit import write_audit
+    from ..analyses.argus.verbs import argus_audit
     from .common import check_output
 
-    check_budget(k, n)  # before a large export is read
+    options = AUDIT.build(ctx.params)  # before a large export is read
     check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, relation_mode, dataset)
-    result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
+    result = argus_audit(data, retriever, options)
     write_audit(result, out, plot=not no_plot)
-    d = result.to_dict()
+    d = result.report.model_dump(mode="json")
     if as_json:
         typer.echo(json.dumps({key: v for key, v in d.items() if key != "entities"}))
     else:
@@ -100,12 +139,13 @@ def audit_cmd(
 
 @app.command("probe")
 def probe_cmd(
+    ctx: typer.Context,
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
-    k: int = typer.Option(50, "--k"),
-    n: int = typer.Option(800, "--n"),
+    k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
+    n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals)."),
     pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
     seed: int = typer.Option(0, "--seed", help="Seeds the neutral sampling, the split and the probes."),
     families: str = typer.Option("ridge,xgboost,mlp", "--families", help="Probe families to try."),
@@ -123,67 +163,58 @@ def probe_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
-    from ..analyses.argus.audit import check_budget
-    from ..analyses.argus.augment import check_tau
-    from ..analyses.argus.probe import parse_split, write_probe_report
+    from ..analyses.argus.augment import bind_probe
+    from ..analyses.argus.probe import write_probe_report
+    from ..analyses.argus.verbs import argus_probe
+    from ..schemas.argus import SavedProbe
     from .common import check_output
 
-    check_budget(k, n)
+    options = PROBE.build(ctx.params)
     check_output(out, run_dir=False, option="out")
-    modes = _probe_modes(datasets)
-    check_tau(tau, f"--tau {tau:g}")
-    protocol = {"families": [f.strip() for f in families.split(",") if f.strip()], "split": parse_split(split),
-                "rebalance_bins": rebalance_bins or None, "grid_set": grids, "tau": tau}
-    runs = [_probe_dataset(load_audit_data(entities, relations, mode, dataset), mode, retriever, k=k, n=n, seed=seed,
-                           pooling=pooling, **protocol) for mode in modes]
-    reports = [rep for _, rep, _ in runs]
-    # the probe saved for later use (augmentation) is the one trained on the most labelled entities
-    best = max(range(len(reports)), key=lambda i: reports[i]["n"])
-    probe, rep, _ = runs[best]
-    _, _, (source, result) = runs[-1]  # the task and encoder as the last set saw them (the same retriever for each)
-    probe_dir = probe.save(out / "probe")
-    from ..analyses.argus.augment import bind_probe
-
+    data = load_audit_data(entities, relations, "directed", dataset)  # each labelled set is read from its edges
+    probe, report = argus_probe(data, retriever, options)
+    probe_dir = probe.save(out / "probe")  # the probe of the largest labelled set, kept for augmentation
+    report = report.model_copy(update={"saved_probe": SavedProbe(path=str(probe_dir),
+                                                                 dataset=report.saved_probe.dataset)})
     bound = bind_probe(probe)  # the default diagnosis of this retriever (argus compare, run --augment) finds it
-    report = {"kind": "argus_probe", "task": source, "version": 1, "retriever": result.retriever,
-              "fingerprint": result.encoder["fingerprint"], "dim": result.encoder["dim"], "seed": seed, "k": k,
-              "n_requested": n, "saved_probe": {"path": str(probe_dir), "dataset": rep["name"]},
-              **{key: rep[key] for key in ("split", "selection", "selected", "families", "baselines", "test")},
-              "datasets": reports}
     write_probe_report(report, out)
     if as_json:
-        typer.echo(json.dumps({key: v for key, v in report.items() if key != "datasets"}))
+        typer.echo(json.dumps(report.model_dump(mode="json", exclude={"datasets"})))
         return
-    for rep in reports:
-        typer.echo(_probe_line(rep))
+    for rep in report.datasets:
+        typer.echo(_probe_line(rep.model_dump(mode="json")))
     typer.echo(f"probe saved to {probe_dir} and bound to the retriever ({bound}); report in {out}")
 
 
-def _probe_modes(datasets: str) -> list[str]:
-    modes = [m.strip() for m in datasets.split(",") if m.strip()]
-    if not modes or any(m not in ("directed", "undirected") for m in modes):
-        raise ConfigError(f"--datasets takes directed and/or undirected, got {datasets!r}.")
-    return modes
+@app.command("sweep")
+def sweep_cmd(
+    ctx: typer.Context,
+    retriever: list[str] = typer.Option(["dense"], "--retriever", "-r", help="Repeatable: dense, dense:model=NAME, "
+                                                                              "random[:dim=,seed=]."),
+    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="A folder from `argus dataset build` (its stored "
+                                                                   "candidates are used)."),
+    ns: str = typer.Option("100,200,400,800", "--n", help="Pool sizes N, comma separated."),
+    ks: str = typer.Option("1,5,10,20,50,100", "--k", help="Budgets k, comma separated."),
+    fig_k: int = typer.Option(50, "--fig-k", help="k of the vs-N and LDA figures (nearest listed k)."),
+    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(..., "--out", "-o", help="Write sweep.json/.md and the figures here."),
+    no_plot: bool = typer.Option(False, "--no-plot", help="Skip the figures."),
+) -> None:
+    """RPS per entity for every (N, k) and retriever, with the paper's vs-N, vs-k and LDA figures."""
+    from ..analyses.argus.sweep import write_sweep
+    from ..analyses.argus.verbs import argus_sweep
+    from .common import check_output
 
-
-def _probe_dataset(data, mode: str, retriever: str, *, k: int, n: int, seed: int, pooling: str, **protocol):
-    """Audit one labelled set (directed or undirected) and train the probes on its RPS: (probe, report, (source,
-    audit result)). ``protocol``: train_probe's families, split, rebalance_bins, grid_set and tau."""
-    from ..analyses.argus.audit import audit
-    from ..analyses.argus.probe import train_probe
-
-    result = audit(data, retriever, k=k, n=n, seed=seed, pooling=pooling)
-    targets, emb = result.target_embeddings()
-    rps = result.rps()
-    meta = {"retriever": result.retriever, "pooling": result.encoder["pooling"], "k": k, "n": n,
-            "dataset": mode, "encoder_fingerprint": result.encoder["fingerprint"],
-            "retriever_fingerprint": result.encoder["retriever_fingerprint"]}
-    probe, rep = train_probe(emb, [rps[q] for q in targets], result.encoder["fingerprint"], seed=seed, meta=meta,
-                             **protocol)
-    rep["name"] = f"{mode} ({'audited targets' if mode == 'directed' else 'every entity with an edge'})"
-    rep["audit"] = {"mean_rps": float(sum(rps.values()) / len(rps)), "chance": result.chance(),
-                    "n_effective_min": min(min(v) for v in result.n_candidates.values())}
-    return probe, rep, (data.source, result)
+    options = SWEEP.build(ctx.params)
+    data = load_audit_data(entities, relations, dataset=dataset)
+    check_output(out, run_dir=False, option="out")
+    result = argus_sweep(data, retriever, options)
+    paths = write_sweep(result, out, plot=not no_plot)
+    typer.echo(f"ARGUS sweep {data.source}: {len(result.runs)} retriever(s) x N {result.ns} x k {result.ks}; "
+               f"written {', '.join(p.name for p in paths.values())} to {out}")
 
 
 def _probe_line(rep: dict) -> str:

@@ -2,11 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import Field
 
 from .base import Model, Number, One
+
+
+# ---------------------------------------------------------------- the audit (argus_audit.json)
+BandName = Literal["low", "mid", "high"]
+# a probe family's hyper-parameters, as the grids give them (``hidden`` is a list of layer widths)
+Params = dict[str, Union[bool, int, float, str, list[int]]]
+
+
+class AuditEncoder(Model):
+    """The entity encoder of an audit or sweep: its name, pooling (span, sentence or none), fingerprint and dimension."""
+
+    name: str
+    pooling: str
+    fingerprint: str
+    dim: int
+    retriever_fingerprint: Optional[str] = None  # the retriever's own; absent in sweeps and files written before it
+
+
+class PoolSizes(Model):
+    """Candidates per query actually ranked (the target and its neutrals), over every (target, query) pair."""
+
+    min: int
+    median: Number
+    mean: Number
+    max: int
+
+
+class BandCounts(Model):
+    low: int
+    mid: int
+    high: int
+
+
+class Terciles(Model):
+    cutoffs: list[Number]  # the RPS quantiles at 1/3 and 2/3
+    counts: BandCounts
+
+
+class Grounding(Model):
+    """How each entity's label was found in its paragraph (span pooling), prepended to it, or absent."""
+
+    label_found: int
+    label_prepended: int
+    no_label: int
 
 
 class AuditEntity(Model):
@@ -15,41 +59,166 @@ class AuditEntity(Model):
     rps: Number
     hits: int
     n_queries: int
-    tercile: Literal["low", "mid", "high"]
+    tercile: BandName
     ranks: list[int]
     n_candidates: list[int]
 
 
 class ArgusAudit(Model):
-    """``argus_audit.json``: rank-probability scores (RPS) of entities, ARGUS' blind-spot audit."""
+    """``argus_audit.json``: rank-probability scores (RPS) of entities, ARGUS' blind-spot audit (the report
+    :func:`gapbench.argus_audit` returns in memory as ``AuditResult.report``)."""
 
     kind: Literal["argus_audit"]
     task: str
     version: One
     retriever: str
-    encoder: dict[str, Any]
-    k: int
-    n_requested: int
-    n_effective: dict[str, Number]
-    chance: Number
+    encoder: AuditEncoder
+    k: int = Field(ge=1)
+    n_requested: int = Field(ge=2)
+    n_effective: PoolSizes
+    chance: Number  # mean over targets of min(k, N_eff) / N_eff: the RPS of a random ranking
     seed: int
     hit_rule: str
-    relations: str
+    relations: Literal["directed", "undirected"]
     n_entities: int
     n_targets: int
     n_pairs: int
     dropped: dict[str, int]
-    grounding: dict[str, Any]
+    grounding: Grounding
     mean_rps: Number
     frac_rps_gt_0_5: Number
-    terciles: dict[str, Any]
-    bands: dict[str, int]
+    terciles: Terciles
+    bands: BandCounts  # fixed bands [0, .33), [.33, .66), [.66, 1]
     warnings: list[str]
     entities: list[AuditEntity]
 
 
+# ---------------------------------------------------------------- the probe (argus_probe.json)
+class ClassMetrics(Model):
+    """A classification view on test (sklearn, zero_division=0)."""
+
+    accuracy: Number
+    macro_precision: Number
+    macro_recall: Number
+    macro_f1: Number
+    weighted_precision: Number
+    weighted_recall: Number
+    weighted_f1: Number
+
+
+class BlindSpotMetrics(Model):
+    """Blind spot (RPS < tau) or not, as a classification view."""
+
+    tau: Number
+    accuracy: Number
+    macro_precision: Number
+    macro_recall: Number
+    macro_f1: Number
+    weighted_precision: Number
+    weighted_recall: Number
+    weighted_f1: Number
+
+
+class ProbeMetrics(Model):
+    """Predictions of a probe (or a baseline) against the empirical RPS of the test split (Tables 1 and 3)."""
+
+    n: int
+    rmse: Number
+    mae: Number
+    pearson: Optional[Number]  # null when a prediction or the truth is constant
+    spearman: Optional[Number]
+    band_accuracy: Number
+    band_macro_f1: Number
+    bands: Optional[ClassMetrics] = None  # absent in files written before the classification views
+    blind_spot: Optional[BlindSpotMetrics] = None
+
+
+class ProbeFamily(Model):
+    """A family's configuration selected on validation, and its test metrics."""
+
+    params: Params
+    validation_rmse: Number
+    n_configs: int
+    test: ProbeMetrics
+
+
+class ProbeSelected(Model):
+    family: str
+    params: Params
+    validation_rmse: Number
+
+
+class ProbeSplit(Model):
+    train: int
+    validation: int
+    test: int
+
+
+class ProbeProtocol(Model):
+    split: list[Number]  # train, validation, test shares, summing to 1
+    rebalance_bins: Optional[int]
+    n_train_rows: int  # after rebalancing
+    grids: Literal["reduced", "paper"]
+    tau: Number
+
+
+class CalibrationBin(Model):
+    n: int
+    mean_predicted: Optional[Number]  # null where the bin is empty
+    mean_empirical: Optional[Number]
+
+
+class Residuals(Model):
+    mean: Number
+    median: Number
+    std: Number
+    hist: list[int]  # 2 * bins bins over [-1, 1]
+
+
+class Calibration(Model):
+    """Figure 7's data: joint density (empirical bin, predicted bin), binned means and residuals of the selected
+    probe on test."""
+
+    bins: int
+    density: list[list[int]]
+    binned: list[CalibrationBin]
+    residuals: Residuals
+
+
+class ProbeAuditSummary(Model):
+    mean_rps: Number
+    chance: Number
+    n_effective_min: int
+
+
+class ProbeDataset(Model):
+    """One labelled set's probes (what ``train_probe`` reports; the command adds the set's name and its audit)."""
+
+    fingerprint: str
+    dim: int
+    seed: int
+    n: int
+    rps_mean: Number
+    split: ProbeSplit
+    selection: str
+    protocol: Optional[ProbeProtocol] = None  # absent in files written before it
+    selected: ProbeSelected
+    families: dict[str, ProbeFamily]
+    baselines: dict[str, ProbeMetrics]
+    test: ProbeMetrics
+    calibration: Optional[Calibration] = None
+    name: Optional[str] = None
+    audit: Optional[ProbeAuditSummary] = None
+
+
+class SavedProbe(Model):
+    path: Optional[str] = None  # where the command saved it; None in memory until the probe is saved
+    dataset: str  # the name of the labelled set it was trained on
+
+
 class ArgusProbe(Model):
-    """``argus_probe.json``: the RPS probes trained on entity embeddings, selected on validation RMSE."""
+    """``argus_probe.json``: the RPS probes trained on entity embeddings, selected on validation RMSE; the top level
+    repeats the labelled set whose probe was saved (the one with the most entities), ``datasets`` holds every set."""
 
     kind: Literal["argus_probe"]
     task: str
@@ -60,16 +229,17 @@ class ArgusProbe(Model):
     seed: int
     k: int
     n_requested: int
-    saved_probe: dict[str, str]
-    split: dict[str, int]
+    saved_probe: SavedProbe
+    split: ProbeSplit
     selection: str
-    selected: dict[str, Any]
-    families: dict[str, dict[str, Any]]
-    baselines: dict[str, dict[str, Any]]
-    test: dict[str, Any]
-    datasets: list[dict[str, Any]]
+    selected: ProbeSelected
+    families: dict[str, ProbeFamily]
+    baselines: dict[str, ProbeMetrics]
+    test: ProbeMetrics
+    datasets: list[ProbeDataset]
 
 
+# ---------------------------------------------------------------- the sweep (sweep.json)
 class SweepCell(Model):
     n: int
     k: int
@@ -77,7 +247,7 @@ class SweepCell(Model):
     chance: Number
     mean_rps: Number
     frac_rps_gt_0_5: Number
-    bands: dict[Literal["low", "mid", "high"], Number]
+    bands: dict[BandName, Number]
 
 
 class SweepEntity(Model):
@@ -88,7 +258,7 @@ class SweepEntity(Model):
 
 class SweepRetriever(Model):
     retriever: str
-    encoder: dict[str, Any]
+    encoder: AuditEncoder
     cells: list[SweepCell]
     entities: list[SweepEntity]
 

@@ -46,7 +46,8 @@ Input data
 
 Output (``write_audit(result, out)``)
 -------------------------------------
-``argus_audit.json``::
+``argus_audit.json`` (:class:`gapbench.schemas.ArgusAudit`, the report the audit returns as
+``AuditResult.report``)::
 
     {"kind": "argus_audit", "task": SOURCE, "version": 1,
      "retriever": SPEC, "encoder": {"name", "pooling", "fingerprint", "dim"},
@@ -64,547 +65,146 @@ plus ``argus_audit.md`` (summary), ``argus_lda.png`` (2-D LDA of entity embeddin
 ``argus_embeddings.npz`` (``qids``, ``embeddings``, ``fingerprint``: the probe reads it).
 """
 
+
+
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigError, DataFormatError, GapbenchError
-from ...files import atomic_writer, output_folder, write_figure, write_text_atomic
-from ...formats import read_jsonl
-from ...spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
-from ...tables import Table
+from ...schemas.argus import (ArgusAudit, AuditEncoder, AuditEntity, BandCounts, Grounding, PoolSizes, Terciles)
+# the audit is split by concept (entities, encoders, rps, audit_files); every name it defined is importable from here
+from .audit_files import (audit_markdown, blind_spot_table, lda_projection, plot_lda, summary_table, write_audit,
+                          write_json)
+from .encoders import (EncodedEntities, RandomEncoder, SentenceEncoder, SpanEncoder, _base_fingerprint, embed_entities,
+                       find_mention, get_encoder)
+from .entities import (AuditData, Entity, build_data, data_dir, load_jsonl, load_shipped, read_entities,
+                       read_relations, shipped_contriever_ranks)
+from .options import ArgusAuditOptions
+from .rps import (BANDS, DEFAULT_K, DEFAULT_N, _seed_from, band_of, chance_level, compute_ranks, draw_neutrals,
+                  hit_probability, mention_rps, rps_from_ranks, terciles)
 
-DEFAULT_K = 50
-DEFAULT_N = 800
+__all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "AuditResult", "EncodedEntities", "Entity",
+           "RandomEncoder", "SentenceEncoder", "SpanEncoder", "_base_fingerprint", "_seed_from", "audit",
+           "audit_markdown", "audit_report", "band_of", "blind_spot_table", "build_data", "chance_level",
+           "check_budget", "compute_ranks", "data_dir", "draw_neutrals", "embed_entities", "find_mention",
+           "get_encoder", "hit_probability", "lda_projection", "load_jsonl", "load_shipped", "mention_rps",
+           "plot_lda", "read_entities", "read_relations", "rps_from_ranks", "shipped_contriever_ranks",
+           "summary_table", "terciles", "write_audit", "write_json"]
+
 KIND = "argus_audit"
-BANDS = (("low", 0.0, 0.33), ("mid", 0.33, 0.66), ("high", 0.66, 1.0 + 1e-12))
-
-
-def data_dir() -> Path:
-    """The vendored ARGUS slice, found through the installed package: a wheel has no ``tasks/`` beside ``gapbench/``."""
-    return Path(resources.files("gapbench.tasks").joinpath("data", "argus"))
-
-
-# ---------------------------------------------------------------- data
-@dataclass(frozen=True)
-class Entity:
-    qid: str
-    label: str | None
-    paragraph: str
+_NAMES = ("low", "mid", "high")
 
 
 @dataclass(frozen=True)
-class AuditData:
-    """Entities (ordered), the audited targets and their related entities (queries), and the neighbour sets."""
-
-    entities: Mapping[str, Entity]
-    related: Mapping[str, tuple[str, ...]]  # target qid -> related qids (queries), in file order
-    neighbours: Mapping[str, frozenset[str]]  # qid -> 1-hop neighbours (undirected)
-    source: str = "user"
-    dropped: Mapping[str, int] = field(default_factory=dict)
-    # stored neutral candidates per (target, query), e.g. from ``gapbench argus dataset build``; a pair without an
-    # entry samples its neutrals from the query's eligible pool (the default)
-    candidates: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-
-    @property
-    def targets(self) -> list[str]:
-        return list(self.related)
-
-    @property
-    def n_pairs(self) -> int:
-        return sum(len(v) for v in self.related.values())
-
-
-def read_entities(path: Path) -> dict[str, Entity]:
-    out: dict[str, Entity] = {}
-    for i, obj in read_jsonl(path):
-        qid = obj.get("qid")
-        text = obj.get("paragraph", obj.get("text"))
-        if not isinstance(qid, str) or not qid:
-            raise DataFormatError('missing "qid" (a non-empty string); expected {"qid", "label", "paragraph"}.', path=path, line=i)
-        if not isinstance(text, str) or not text.strip():
-            raise DataFormatError(f'entity {qid!r} has no "paragraph" text; expected {{"qid", "label", "paragraph"}}.', path=path, line=i)
-        label = obj.get("label")
-        if label is not None and not isinstance(label, str):
-            raise DataFormatError(f'entity {qid!r}: "label" must be a string or null.', path=path, line=i)
-        if qid in out:
-            raise DataFormatError(f"entity {qid!r} appears twice; qids must be unique.", path=path, line=i)
-        out[qid] = Entity(qid, (label or "").strip() or None, text.strip())
-    if not out:
-        raise DataFormatError("no entities found.", path=path)
-    return out
-
-
-def read_relations(path: Path) -> list[tuple[str, str]]:
-    """Edges ``(source, target)`` in file order, from any of the three accepted line forms."""
-    edges: list[tuple[str, str]] = []
-    accepted = ('{"source": QID, "target": QID}, {"qid": QID, "related": [QID, ...]} or '
-                '{"qid": QID, "related_tags": [{"qid": QID}, ...]}')
-    for i, obj in read_jsonl(path):
-        if "source" in obj and "target" in obj:
-            src, tgts = obj["source"], [obj["target"]]
-        elif "qid" in obj and ("related" in obj or "related_tags" in obj):
-            src = obj["qid"]
-            raw = obj.get("related", obj.get("related_tags"))
-            if not isinstance(raw, list):
-                raise DataFormatError(f"the related list must be a JSON list; accepted lines: {accepted}.", path=path, line=i)
-            tgts = [r.get("qid") if isinstance(r, dict) else r for r in raw]
-        else:
-            raise DataFormatError(f"unrecognised relation record (keys {sorted(obj)}); accepted lines: {accepted}.", path=path, line=i)
-        if not isinstance(src, str) or not all(isinstance(t, str) and t for t in tgts):
-            raise DataFormatError(f"qids must be non-empty strings; accepted lines: {accepted}.", path=path, line=i)
-        edges.extend((src, t) for t in tgts)
-    if not edges:
-        raise DataFormatError(f"no relations found; accepted lines: {accepted}.", path=path)
-    return edges
-
-
-def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]], *, relations: str = "directed",
-               source: str = "user", relations_path: Path | None = None) -> AuditData:
-    """Targets, their queries and neighbour sets from edges; edges to unknown entities and self-loops are dropped
-    (``relations_path``: the file the edges came from, named if none is left)."""
-    if relations not in ("directed", "undirected"):
-        raise ConfigError(f"the relation mode (--relation-mode) must be 'directed' or 'undirected', got {relations!r}.")
-    kept: dict[tuple[str, str], None] = {}
-    dropped = 0
-    for s, t in edges:
-        if s in entities and t in entities and s != t:
-            kept.setdefault((s, t), None)
-        else:
-            dropped += 1
-    neighbours: dict[str, set[str]] = {}
-    related: dict[str, dict[str, None]] = {}
-    for s, t in kept:
-        neighbours.setdefault(s, set()).add(t)
-        neighbours.setdefault(t, set()).add(s)
-        related.setdefault(s, {})[t] = None
-        if relations == "undirected":
-            related.setdefault(t, {})[s] = None
-    if not related:
-        unknown = next((q for e in edges for q in e if q not in entities), None)
-        found = f"{unknown!r} is not in the entities ({source})" if unknown else "every edge links an entity to itself"
-        raise DataFormatError(f"no usable relation: {found}; give edges between two different qids of the entities "
-                              "file.", path=relations_path)
-    sources = {s for s, _ in edges}
-    return AuditData(
-        entities=dict(entities),
-        related={k: tuple(v) for k, v in related.items()},
-        neighbours={k: frozenset(v) for k, v in neighbours.items()},
-        source=source,
-        dropped={"relations_unknown_entity": dropped,
-                 "targets_without_relations": len({s for s in sources if s not in related})},
-    )
-
-
-def load_jsonl(entities_path: str | Path, relations_path: str | Path, *, relations: str = "directed") -> AuditData:
-    ents = read_entities(Path(entities_path))
-    edges = read_relations(Path(relations_path))
-    return build_data(ents, edges, relations=relations, source=str(entities_path), relations_path=relations_path)
-
-
-def load_shipped(*, relations: str = "directed", directory: str | Path | None = None) -> AuditData:
-    """The vendored slice: 620 Wikipedia first paragraphs (entities), 103 targets with 695 relations.
-
-    Labels come from the relation file (targets and related tags); a related tag whose label is its qid (Wikidata had
-    no English label) and the 25 paragraphs that appear only as neutrals have no label.
-    """
-    d = Path(directory) if directory else data_dir()
-    kb_path = d / "kb_wikipedia_first_paragraphs.jsonl"
-    rel_path = d / "entity_relations_with_contriever_ranks.jsonl"
-    labels: dict[str, str] = {}
-    edges: list[tuple[str, str]] = []
-    for i, obj in read_jsonl(rel_path):
-        labels.setdefault(obj["qid"], obj["label"])
-        for tag in obj["related_tags"]:
-            if tag.get("label") and tag["label"] != tag["qid"]:
-                labels.setdefault(tag["qid"], tag["label"])
-            edges.append((obj["qid"], tag["qid"]))
-    ents: dict[str, Entity] = {}
-    for i, obj in read_jsonl(kb_path):
-        q = obj["qid"]
-        ents[q] = Entity(q, labels.get(q), obj["text"].strip())
-    return build_data(ents, edges, relations=relations, source="argus/shipped-slice")
-
-
-def shipped_contriever_ranks(directory: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """The authors' Contriever ranks per target: ``{qid: {"label", "ranks", "sample_sizes", "related"}}``."""
-    d = Path(directory) if directory else data_dir()
-    out = {}
-    for _, obj in read_jsonl(d / "entity_relations_with_contriever_ranks.jsonl"):
-        out[obj["qid"]] = {
-            "label": obj["label"], "ranks": list(obj["rank_among_unrelevant_tags_800"]),
-            "sample_sizes": list(obj["rank_among_unrelevant_tags_800_sample_size"]),
-            "related": [t["qid"] for t in obj["related_tags"]],
-        }
-    return out
-
-
-# ---------------------------------------------------------------- RPS from ranks
-def rps_from_ranks(ranks: Sequence[int], k: int = DEFAULT_K, rule: str = "paper") -> float:
-    """Mean hit rate: ``rank <= k`` (``rule="paper"``, gapbench's) or ``rank < k`` (``"authors"``, their code)."""
-    if rule not in ("paper", "authors"):
-        raise ConfigError(f"rule must be 'paper' (rank <= k) or 'authors' (rank < k), got {rule!r}.")
-    if len(ranks) == 0:
-        raise GapbenchError("an entity needs at least one related entity (rank) for RPS to be defined.")
-    r = np.asarray(ranks)
-    hits = r <= k if rule == "paper" else r < k
-    return float(hits.mean())
-
-
-def chance_level(sizes: Mapping[str, Sequence[int]], k: int) -> float:
-    """The mean RPS_k of a random ranking over these pools (``sizes``: each target's pool sizes N_eff, one per related
-    pair): a target's chance is the mean of min(k, N)/N over its pairs, averaged over targets as RPS is, so a control
-    with no signal lands on it even when targets have different numbers of pairs."""
-    return float(np.mean([np.mean([min(k, n) / n for n in ns]) for ns in sizes.values()]))
-
-
-def terciles(scores: np.ndarray) -> tuple[np.ndarray, list[float]]:
-    """Quantile terciles (0 low, 1 mid, 2 high) as the authors' LDA plots bin them; returns labels and the cut-offs."""
-    s = np.asarray(scores, dtype=float)
-    qs = np.quantile(s, [1 / 3, 2 / 3])
-    return np.digitize(s, qs, right=False).astype(int), [float(q) for q in qs]
-
-
-def band_of(scores: np.ndarray) -> np.ndarray:
-    """Fixed RPS bands (section 4.2): 0 low [0, .33), 1 mid [.33, .66), 2 high [.66, 1]."""
-    s = np.asarray(scores, dtype=float)
-    return np.digitize(s, [0.33, 0.66], right=False).astype(int)
-
-
-# ---------------------------------------------------------------- encoders
-_WS = re.compile(r"\s+")
-
-
-def find_mention(text: str, label: str | None) -> tuple[int, int] | None:
-    """Character span of the first case-insensitive, whitespace-normalised occurrence of ``label`` in ``text``."""
-    if not label:
-        return None
-    parts = [re.escape(p) for p in label.split()]
-    if not parts:
-        return None
-    m = re.search(r"\s+".join(parts), text, flags=re.IGNORECASE)
-    return (m.start(), m.end()) if m else None
-
-
-def _seed_from(*parts: Any) -> int:
-    h = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "little")
-
-
-class RandomEncoder:
-    """Seeded Gaussian unit vectors, one per text: ranks are uniform, so mean RPS must equal chance."""
-
-    name = "random"
-    pooling = "none"
-
-    def __init__(self, dim: int = 64, seed: int = 0) -> None:
-        if dim < 2:
-            raise ConfigError("random: dim must be at least 2.")
-        self.dim = dim
-        self.seed = seed
-
-    @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256(f"argus-random:{self.dim}:{self.seed}".encode()).hexdigest()
-
-    def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
-        out = np.empty((len(entities), self.dim), dtype=np.float32)
-        for i, e in enumerate(entities):
-            v = np.random.default_rng(_seed_from(self.seed, e.paragraph)).standard_normal(self.dim)
-            out[i] = v / np.linalg.norm(v)
-        return out, {"label_found": 0, "label_prepended": 0, "no_label": 0}
-
-
-class SentenceEncoder:
-    """The retriever's own paragraph vector (``embed(texts)``, cached by the adapter); labels are ignored."""
-
-    pooling = "sentence"
-
-    def __init__(self, retriever: Any, spec: str = "") -> None:
-        self.retriever = retriever
-        self.name = spec or getattr(retriever, "name", type(retriever).__name__)
-
-    @property
-    def fingerprint(self) -> str:
-        from ...retrieval import fingerprint_of
-
-        return hashlib.sha256(f"argus-sentence:v1:{fingerprint_of(self.retriever)}".encode()).hexdigest()
-
-    def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
-        emb = np.asarray(self.retriever.embed([e.paragraph for e in entities]), dtype=np.float32)
-        return normalise(emb), {"label_found": 0, "label_prepended": 0, "no_label": 0}
-
-
-class SpanEncoder:
-    """Mention-span mean pooling over a sentence-transformers model's token embeddings (appendix B.4).
-
-    Works with gapbench's ``Dense`` adapter (any sentence-transformers model). Results are cached in the embedding
-    cache (kind ``argus``) keyed by this encoder's fingerprint and the (span, text) pairs.
-    """
-
-    pooling = "span"
-
-    def __init__(self, dense: Any, spec: str = "dense", batch_size: int = 32, block: int = 256) -> None:
-        self.block = block
-        self.dense = dense
-        self.name = spec
-        self.batch_size = batch_size
-
-    @property
-    def fingerprint(self) -> str:
-        return span_fingerprint(self.dense.fingerprint)
-
-    def _model(self):
-        model = token_model(self.dense)
-        if model is None:
-            raise ConfigError(f"argus: {self.name!r} gives no sentence-transformers token model, so span pooling is "
-                              "impossible; use pooling=sentence.")
-        return model
-
-    def ground(self, entities: Sequence[Entity]) -> tuple[list[str], list[tuple[int, int] | None], dict[str, int]]:
-        """Texts and character spans to pool; prepends labels that are missing or truncated away."""
-        model = self._model()
-        tok = model.tokenizer
-        max_len = model.max_seq_length
-        texts, spans = [], []
-        stats = {"label_found": 0, "label_prepended": 0, "no_label": 0}
-        for e in entities:
-            text = model_text(model, e.paragraph)[0]
-            label = model_text(model, e.label)[0] if e.label else None
-            if not label:
-                texts.append(text)
-                spans.append(None)
-                stats["no_label"] += 1
-                continue
-            span = find_mention(text, label)
-            if span is not None:
-                offs = tok(text, return_offsets_mapping=True, truncation=True, max_length=max_len)["offset_mapping"]
-                if not any(b > a and a < span[1] and b > span[0] for a, b in offs):
-                    span = None
-            if span is None:
-                text = label + "\n" + text
-                span = (0, len(label))
-                stats["label_prepended"] += 1
-            else:
-                stats["label_found"] += 1
-            texts.append(text)
-            spans.append(span)
-        return texts, spans, stats
-
-    def _encode_keys(self, keys: list[str]) -> np.ndarray:
-        spans, texts = [], []
-        for key in keys:
-            a, b, text = key.split("\t", 2)
-            spans.append(None if a == "-" else (int(a), int(b)))
-            texts.append(text)
-        return self.encode_spans(texts, spans)
-
-    def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int] | None]) -> np.ndarray:
-        """Span-pooled, L2-normalised vectors, one span per text; ``None`` spans pool every (non-special) token."""
-        return span_vectors(self._model(), texts, [[s] for s in spans], batch_size=self.batch_size, block=self.block)[0]
-
-    def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
-        from ...cache import EmbeddingCache
-
-        texts, spans, stats = self.ground(entities)
-        keys = [("-\t-\t" if s is None else f"{s[0]}\t{s[1]}\t") + t for t, s in zip(texts, spans)]
-        if getattr(self.dense, "cache", True):
-            emb = EmbeddingCache(self.fingerprint, keys, chunk_size=1024, kind="argus").get(self._encode_keys)
-        else:
-            emb = self._encode_keys(keys)
-        return emb, stats
-
-
-def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
-    """An entity encoder for a retriever spec (``dense``, ``dense:model=NAME``, ``random``, ``random:dim=64,seed=1``)
-    or object. ``pooling``: ``auto`` (span when token embeddings are available, else sentence), ``span``, ``sentence``.
-    """
-    if pooling not in ("auto", "span", "sentence"):
-        raise ConfigError(f"pooling must be auto, span or sentence, got {pooling!r}.")
-    if isinstance(retriever, str) and retriever.split(":", 1)[0].strip() == "random":
-        from ...options import parse_spec
-
-        _, opts = parse_spec(retriever)
-        unknown = set(opts) - {"dim", "seed"}
-        if unknown:
-            raise ConfigError(f"random: unknown option(s) {sorted(unknown)}; accepted: dim, seed.")
-        return RandomEncoder(dim=int(opts.get("dim", 64)), seed=int(opts.get("seed", 0)))
-    if hasattr(retriever, "encode_entities") and hasattr(retriever, "fingerprint"):
-        return retriever  # already an entity encoder
-    from ...retrieval import get_retriever
-
-    spec = retriever if isinstance(retriever, str) else getattr(retriever, "name", type(retriever).__name__)
-    obj = get_retriever(retriever)
-    token_level = callable(getattr(obj, "token_model", None))  # a TokenEncoder (gapbench.retrieval)
-    if pooling == "span" and not token_level:
-        raise ConfigError(f"argus: {spec!r} gives no token embeddings, so span pooling is impossible; use pooling=sentence.")
-    if token_level and pooling in ("auto", "span"):
-        return SpanEncoder(obj, spec=spec)
-    if not embeds_texts(obj):
-        raise ConfigError(f"argus: {spec!r} has no embed(texts) method giving one vector per text; the audit needs a "
-                          "dense retriever such as dense or dense:model=NAME (or random for a chance control).")
-    return SentenceEncoder(obj, spec=spec)
-
-
-# ---------------------------------------------------------------- the audit
-@dataclass
 class AuditResult:
+    """An audit in memory: its ``report`` (:class:`~gapbench.schemas.ArgusAudit`, written as ``argus_audit.json``) and
+    what the file leaves out, the data audited and every entity's embedding (rows in ``qids`` order, written as
+    ``argus_embeddings.npz``). The report's settings and per-target ranks read through as attributes."""
+
+    report: ArgusAudit
     data: AuditData
     qids: list[str]  # order of rows in ``embeddings``
     embeddings: np.ndarray
-    ranks: dict[str, list[int]]
-    n_candidates: dict[str, list[int]]
-    k: int
-    n_requested: int
-    seed: int
-    retriever: str
-    encoder: dict
-    grounding: dict
-    warnings: list[str]
-    relations: str = "directed"
+
+    @property
+    def k(self) -> int:
+        return self.report.k
+
+    @property
+    def n_requested(self) -> int:
+        return self.report.n_requested
+
+    @property
+    def seed(self) -> int:
+        return self.report.seed
+
+    @property
+    def retriever(self) -> str:
+        return self.report.retriever
+
+    @property
+    def relations(self) -> str:
+        return self.report.relations
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    @property
+    def encoder(self) -> dict[str, Any]:
+        """name, pooling, fingerprint, dim and retriever_fingerprint of the entity encoder."""
+        return self.report.encoder.model_dump()
+
+    @property
+    def grounding(self) -> dict[str, int]:
+        return self.report.grounding.model_dump()
+
+    @property
+    def ranks(self) -> dict[str, list[int]]:
+        """Target -> the target's rank for each of its queries (related entities), in relation order."""
+        return {e.qid: list(e.ranks) for e in self.report.entities}
+
+    @property
+    def n_candidates(self) -> dict[str, list[int]]:
+        """Target -> the candidate-set size (the target and its neutrals) ranked for each of its queries."""
+        return {e.qid: list(e.n_candidates) for e in self.report.entities}
 
     def rps(self, rule: str = "paper") -> dict[str, float]:
         return {q: rps_from_ranks(r, self.k, rule) for q, r in self.ranks.items()}
 
     def chance(self) -> float:
-        return chance_level(self.n_candidates, self.k)
+        return self.report.chance
 
     def target_embeddings(self) -> tuple[list[str], np.ndarray]:
         idx = {q: i for i, q in enumerate(self.qids)}
-        targets = list(self.ranks)
+        targets = [e.qid for e in self.report.entities]
         return targets, self.embeddings[[idx[q] for q in targets]]
 
     def to_dict(self) -> dict:
-        rps = self.rps()
-        targets = list(self.ranks)
-        scores = np.array([rps[q] for q in targets])
-        terc, cuts = terciles(scores)
-        bands = band_of(scores)
-        all_n = np.array([n for ns in self.n_candidates.values() for n in ns])
-        names = ("low", "mid", "high")
-        ents = self.data.entities
-        return {
-            "kind": KIND, "task": self.data.source, "version": 1,
-            "retriever": self.retriever, "encoder": self.encoder,
-            "k": self.k, "n_requested": self.n_requested,
-            "n_effective": {"min": int(all_n.min()), "median": float(np.median(all_n)), "mean": float(all_n.mean()),
-                            "max": int(all_n.max())},
-            "chance": self.chance(), "seed": self.seed, "hit_rule": "rank <= k",
-            "relations": self.relations,
-            "n_entities": len(ents), "n_targets": len(targets), "n_pairs": int(all_n.size),
-            "dropped": dict(self.data.dropped), "grounding": self.grounding,
-            "mean_rps": float(scores.mean()), "frac_rps_gt_0_5": float((scores > 0.5).mean()),
-            "terciles": {"cutoffs": cuts, "counts": {n: int((terc == i).sum()) for i, n in enumerate(names)}},
-            "bands": {n: int((bands == i).sum()) for i, n in enumerate(names)},
-            "warnings": list(self.warnings),
-            "entities": [
-                {"qid": q, "label": ents[q].label, "rps": rps[q], "hits": int(sum(r <= self.k for r in self.ranks[q])),
-                 "n_queries": len(self.ranks[q]), "tercile": names[int(t)], "ranks": self.ranks[q],
-                 "n_candidates": self.n_candidates[q]}
-                for q, t in zip(targets, terc)
-            ],
-        }
+        """The report as JSON data (``argus_audit.json``'s content)."""
+        return self.report.model_dump(mode="json")
+
+    def __str__(self) -> str:
+        return audit_markdown(self.to_dict())
 
 
-def draw_neutrals(pool_size: int, size: int, seed: int, x: str, t: str) -> np.ndarray:
-    """Positions of the ``size`` neutrals drawn, without replacement, from a pool of ``pool_size`` for the pair
-    (target ``x``, query ``t``): seeded by ``(seed, x, t)``, so a draw depends on neither order nor batching. The audit
-    and the stored candidates of ``argus dataset build`` draw with it."""
-    return np.random.default_rng(_seed_from(seed, x, t)).choice(pool_size, size=size, replace=False)
-
-
-def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n: int, seed: int,
-                  query_batch: int = 256) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Rank of each target among ``n - 1`` sampled neutrals, for every (target, query) pair.
-
-    A pair with stored candidates (``data.candidates``) draws from those instead of the query's eligible set, with the
-    same seeded sampling when more than ``n - 1`` are stored. Similarities of a batch of queries against every entity come from one matrix product; each pair then draws its
-    neutrals (seeded by ``(seed, x, t)``) from the query's eligible set and counts the neutrals that beat the target.
-    """
-    n_ent = emb.shape[0]
-    pairs = [(x, t) for x, ts in data.related.items() for t in ts]
-    queries = list(dict.fromkeys(t for _, t in pairs))
-    by_query: dict[str, list[str]] = {}
-    for x, t in pairs:
-        by_query.setdefault(t, []).append(x)
-    ranks: dict[str, dict[str, int]] = {x: {} for x in data.related}
-    sizes: dict[str, dict[str, int]] = {x: {} for x in data.related}
-    for lo in range(0, len(queries), query_batch):
-        qb = queries[lo:lo + query_batch]
-        sims = emb[[index[t] for t in qb]] @ emb.T  # (batch, n_entities)
-        for row, t in zip(sims, qb):
-            eligible = np.ones(n_ent, dtype=bool)
-            eligible[index[t]] = False
-            for nb in data.neighbours.get(t, ()):
-                eligible[index[nb]] = False
-            for x in by_query[t]:
-                stored = data.candidates.get((x, t))
-                if stored is not None:
-                    pool = np.array([index[z] for z in stored], dtype=np.intp)
-                else:
-                    mask = eligible.copy()
-                    mask[index[x]] = False
-                    pool = np.flatnonzero(mask)
-                if pool.size == 0:
-                    raise GapbenchError(f"argus: query {t!r} has no neutral entity (every entity is linked to it).")
-                if pool.size > n - 1:
-                    pool = pool[draw_neutrals(pool.size, n - 1, seed, x, t)]
-                ranks[x][t] = int(np.count_nonzero(row[pool] > row[index[x]]) + 1)
-                sizes[x][t] = int(pool.size + 1)
-    return ({x: [ranks[x][t] for t in data.related[x]] for x in data.related},
-            {x: [sizes[x][t] for t in data.related[x]] for x in data.related})
-
-
-@dataclass(frozen=True)
-class EncodedEntities:
-    """Every entity of an audit's data embedded once by a retriever's encoder (what the audit and the sweep rank)."""
-
-    retriever: str  # the spec as given, or the encoder's name
-    encoder: dict  # name, pooling, fingerprint, dim, retriever_fingerprint
-    qids: list[str]  # order of rows in ``embeddings``
-    embeddings: np.ndarray
-    index: dict[str, int]
-    grounding: dict
-
-
-def embed_entities(data: AuditData, retriever: Any, pooling: str = "auto") -> EncodedEntities:
-    encoder = get_encoder(retriever, pooling)
-    qids = list(data.entities)
-    emb, grounding = encoder.encode_entities([data.entities[q] for q in qids])
-    spec = retriever if isinstance(retriever, str) else getattr(encoder, "name", type(retriever).__name__)
-    info = {"name": str(getattr(encoder, "name", spec)), "pooling": encoder.pooling,
-            "fingerprint": encoder.fingerprint, "dim": int(emb.shape[1]),
-            "retriever_fingerprint": _base_fingerprint(encoder)}
-    return EncodedEntities(str(spec), info, qids, emb, {q: i for i, q in enumerate(qids)}, grounding)
+def audit_report(data: AuditData, enc: EncodedEntities, ranks: dict[str, list[int]], sizes: dict[str, list[int]], *,
+                 k: int, n: int, seed: int, warnings: list[str]) -> ArgusAudit:
+    """The audit's report from its ranks (``compute_ranks``) and pool sizes: RPS per target, terciles, bands, the
+    chance level and the effective N."""
+    targets = list(ranks)
+    scores = np.array([rps_from_ranks(ranks[q], k) for q in targets])
+    terc, cuts = terciles(scores)
+    bands = band_of(scores)
+    all_n = np.array([s for ss in sizes.values() for s in ss])
+    count = lambda labels: BandCounts(**{b: int((labels == i).sum()) for i, b in enumerate(_NAMES)})  # noqa: E731
+    return ArgusAudit(
+        kind=KIND, task=data.source, version=1, retriever=enc.retriever, encoder=AuditEncoder(**enc.encoder),
+        k=k, n_requested=n,
+        n_effective=PoolSizes(min=int(all_n.min()), median=float(np.median(all_n)), mean=float(all_n.mean()),
+                              max=int(all_n.max())),
+        chance=chance_level(sizes, k), seed=seed, hit_rule="rank <= k",
+        relations="undirected" if _is_undirected(data) else "directed",
+        n_entities=len(data.entities), n_targets=len(targets), n_pairs=int(all_n.size),
+        dropped=dict(data.dropped), grounding=Grounding(**enc.grounding),
+        mean_rps=float(scores.mean()), frac_rps_gt_0_5=float((scores > 0.5).mean()),
+        terciles=Terciles(cutoffs=cuts, counts=count(terc)), bands=count(bands), warnings=list(warnings),
+        entities=[AuditEntity(qid=q, label=data.entities[q].label, rps=float(s), hits=int(sum(r <= k for r in ranks[q])),
+                              n_queries=len(ranks[q]), tercile=_NAMES[int(t)], ranks=ranks[q], n_candidates=sizes[q])
+                  for q, s, t in zip(targets, scores, terc)],
+    )
 
 
 def check_budget(k: int, n: int) -> None:
-    """Refuse a top-k budget below 1 or a candidate-set size below 2 (``--k`` and ``--n`` of argus audit and probe)."""
-    if k < 1:
-        raise ConfigError(f"--k must be at least 1 (a hit is rank <= k), got {k}.")
-    if n < 2:
-        raise ConfigError(f"--n (candidates per query: the target and N-1 neutrals) must be at least 2, got {n}.")
+    """Refuse a top-k budget below 1 or a candidate-set size below 2, as :class:`~.options.ArgusAuditOptions` does."""
+    ArgusAuditOptions(k=k, n=n)
 
 
-def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = DEFAULT_K, n: int = DEFAULT_N,
-          seed: int = 0, pooling: str = "auto") -> AuditResult:
-    """Compute RPS_k for every target of ``data`` (default: the shipped slice) with ``retriever``'s encoder.
-
-    >>> result = audit(load_shipped(), "dense", k=50, n=800)  # doctest: +SKIP
-    >>> result.to_dict()["mean_rps"]                            # doctest: +SKIP
-    """
-    check_budget(k, n)
-    data = data if data is not None else load_shipped()
-    enc = embed_entities(data, retriever, pooling)
-    ranks, sizes = compute_ranks(enc.embeddings, enc.index, data, n, seed)
+def pool_warnings(sizes: dict[str, list[int]], k: int, n: int) -> list[str]:
+    """What a reader of RPS must know about the pools actually drawn: capped N, a chance level above zero, k >= N."""
     warnings = []
     all_n = [s for ss in sizes.values() for s in ss]
     if min(all_n) < n:
@@ -616,183 +216,23 @@ def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = D
                         "retrievability signal.")
     if k >= min(all_n):
         warnings.append(f"k={k} is at least the smallest pool ({min(all_n)}): some queries are always hits.")
-    result = AuditResult(
-        data=data, qids=enc.qids, embeddings=enc.embeddings, ranks=ranks, n_candidates=sizes, k=k, n_requested=n,
-        seed=seed, retriever=enc.retriever, encoder=enc.encoder, grounding=enc.grounding, warnings=warnings,
-        relations="undirected" if _is_undirected(data) else "directed",
-    )
-    return result
+    return warnings
 
 
-# ---------------------------------------------------------------- exact RPS of corpus mentions
-def hit_probability(beaten: int, neutrals: int, n: int = DEFAULT_N, k: int = DEFAULT_K) -> float:
-    """P(rank <= k) of a target that ``beaten`` of ``neutrals`` eligible neutrals outscore, when ``n - 1`` of them are
-    drawn without replacement (all of them when fewer exist), ties optimistic as in :func:`compute_ranks`.
+def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = DEFAULT_K, n: int = DEFAULT_N,
+          seed: int = 0, pooling: str = "auto") -> AuditResult:
+    """Compute RPS_k for every target of ``data`` (default: the shipped slice) with ``retriever``'s encoder.
 
-    The expectation over the paper's random neutral draws (a hypergeometric CDF), so no seed enters::
-
-        hit_probability(2, 3, n=3, k=2)   # 2 of 3 drawn; a miss only when both beaters are drawn: 1 - 1/3
+    >>> result = audit(load_shipped(), "dense", k=50, n=800)  # doctest: +SKIP
+    >>> result.report.mean_rps                                  # doctest: +SKIP
     """
-    if k < 1 or n < 2:
-        raise ConfigError(f"k={k}, n={n}: give k >= 1 and n >= 2.")
-    draws = min(n - 1, neutrals)
-    if draws == neutrals:
-        return float(beaten <= k - 1)
-    from scipy.stats import hypergeom
-
-    return float(hypergeom.cdf(k - 1, neutrals, beaten, draws))
-
-
-def mention_rps(retriever: Any, corpus: Any, holders: Mapping[str, frozenset[str]],
-                queries: Mapping[str, Sequence[str]], *, k: int = DEFAULT_K, n: int = DEFAULT_N,
-                batch: int = 256) -> dict[tuple[str, str], float]:
-    """Exact RPS_k of entities mentioned in a corpus, measured with the retriever's own scores.
-
-    ``holders``: entity key -> the documents that mention it (the targets); ``queries``: entity key -> query texts
-    (the entity's related context). For each query the retriever scores the whole corpus once; a document's hit
-    probability among ``n - 1`` neutrals drawn from the documents that do not mention the entity is
-    :func:`hit_probability`; RPS is its mean over the entity's queries. Returns ``(key, doc_id) -> RPS`` for the keys
-    with queries. The retriever is indexed on ``corpus`` here (it ranks the whole corpus).
-    """
-    from ...retrieval import search_with
-    from ...types import Queries, Query
-
-    ids = corpus.ids()
-    pos = {d: i for i, d in enumerate(ids)}
-    texts = list(dict.fromkeys(t for key in queries if key in holders for t in queries[key]))
-    retriever.index(corpus)
-    scores: dict[str, np.ndarray] = {}
-    for lo in range(0, len(texts), batch):  # a full-depth run of every query at once would hold |Q| x |D| pairs
-        chunk = texts[lo:lo + batch]
-        run = search_with(retriever, Queries(Query(f"a{lo + i}", t) for i, t in enumerate(chunk)), len(ids), None)
-        for i, t in enumerate(chunk):
-            row = np.full(len(ids), -np.inf)  # an unranked document ties with every other unranked one
-            for did, sc in run.get(f"a{lo + i}", ()):
-                row[pos[did]] = sc
-            scores[t] = row
-    out: dict[tuple[str, str], float] = {}
-    for key, docs in holders.items():
-        if not queries.get(key):
-            continue
-        eligible = np.ones(len(ids), dtype=bool)
-        eligible[[pos[d] for d in docs]] = False
-        n_neutral = int(eligible.sum())
-        for did in docs:
-            hits = [hit_probability(int(np.count_nonzero(scores[t][eligible] > scores[t][pos[did]])), n_neutral, n, k)
-                    for t in queries[key]]
-            out[(key, did)] = float(np.mean(hits))
-    return out
-
-
-def _base_fingerprint(encoder: Any) -> str:
-    from ...retrieval import fingerprint_of
-
-    inner = getattr(encoder, "dense", None) or getattr(encoder, "retriever", None)
-    return fingerprint_of(inner) if inner is not None else encoder.fingerprint
+    ArgusAuditOptions(k=k, n=n, seed=seed, pooling=pooling)  # every setting checked, named as a field
+    data = data if data is not None else load_shipped()
+    enc = embed_entities(data, retriever, pooling)
+    ranks, sizes = compute_ranks(enc.embeddings, enc.index, data, n, seed)
+    report = audit_report(data, enc, ranks, sizes, k=k, n=n, seed=seed, warnings=pool_warnings(sizes, k, n))
+    return AuditResult(report=report, data=data, qids=enc.qids, embeddings=enc.embeddings)
 
 
 def _is_undirected(data: AuditData) -> bool:
     return all(x in data.related.get(t, ()) for x, ts in data.related.items() for t in ts)
-
-
-# ---------------------------------------------------------------- outputs
-def write_json(path: Path, obj: dict) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
-
-
-def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tuple[str, str]]:
-    """2-D projection: LDA on tercile labels; with one discriminant axis the second is the residual's first PC."""
-    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-
-    classes = np.unique(labels)
-    n_comp = min(2, emb.shape[1], len(classes) - 1)
-    if n_comp < 1:
-        centred = emb - emb.mean(axis=0)
-        _, _, vt = np.linalg.svd(centred, full_matrices=False)
-        return centred @ vt[:2].T, ("PC 1", "PC 2")
-    lda = LinearDiscriminantAnalysis(n_components=n_comp, solver="svd")
-    z = lda.fit(emb, labels).transform(emb)
-    if n_comp == 2:
-        return z[:, :2], ("LD 1", "LD 2")
-    w = lda.scalings_[:, 0] / np.linalg.norm(lda.scalings_[:, 0])
-    res = emb - (emb @ w)[:, None] * w[None, :]
-    res = res - res.mean(axis=0)
-    _, _, vt = np.linalg.svd(res, full_matrices=False)
-    return np.column_stack([z[:, 0], res @ vt[0]]), ("LD 1", "residual PC 1")
-
-
-def plot_lda(result: AuditResult, path: Path) -> None:
-    from ...files import pyplot
-
-    plt = pyplot()
-    targets, emb = result.target_embeddings()
-    rps = result.rps()
-    scores = np.array([rps[q] for q in targets])
-    terc, cuts = terciles(scores)
-    z, (xl, yl) = lda_projection(emb, terc)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    colours = {0: "#d62728", 1: "#7f7f7f", 2: "#1f77b4"}
-    names = {0: f"low (RPS < {cuts[0]:.2f})", 1: "mid", 2: f"high (RPS >= {cuts[1]:.2f})"}
-    for c in (0, 1, 2):
-        sel = terc == c
-        if sel.any():
-            ax.scatter(z[sel, 0], z[sel, 1], s=16, alpha=0.75, c=colours[c], label=f"{names[c]} n={int(sel.sum())}")
-    ax.set_xlabel(xl)
-    ax.set_ylabel(yl)
-    ax.set_title(f"ARGUS audit: LDA of entity embeddings by RPS tercile\n{result.retriever}, "
-                 f"k={result.k}, N={result.n_requested}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    write_figure(fig, path, dpi=120)
-
-
-def summary_table(d: Mapping[str, Any]) -> Table:
-    """The audit's headline numbers, one measure a row."""
-    cuts, bands = d["terciles"]["cutoffs"], d["bands"]
-    rows = [["targets / queries (pairs)", f"{d['n_targets']} / {d['n_pairs']}"],
-            ["mean RPS", f"{d['mean_rps']:.4f}"],
-            ["chance (mean k/N_eff)", f"{d['chance']:.4f}"],
-            ["fraction RPS > 0.5", f"{d['frac_rps_gt_0_5']:.4f}"],
-            ["tercile cut-offs", f"{cuts[0]:.3f}, {cuts[1]:.3f}"],
-            ["bands low/mid/high", f"{bands['low']} / {bands['mid']} / {bands['high']}"]]
-    return Table(["measure", "value"], rows, align="ll")
-
-
-def blind_spot_table(d: Mapping[str, Any], n: int = 10) -> Table:
-    """The ``n`` entities with the lowest RPS (ties by qid)."""
-    rows = [[e["qid"], e["label"] or "", f"{e['rps']:.3f}", f"{e['hits']}/{e['n_queries']}"]
-            for e in sorted(d["entities"], key=lambda e: (e["rps"], e["qid"]))[:n]]
-    return Table(["qid", "label", "RPS", "hits/queries"], rows, align="llll")
-
-
-def audit_markdown(d: dict) -> str:
-    ne = d["n_effective"]
-    lines = [
-        f"# ARGUS retrievability audit: {d['task']}",
-        "",
-        f"Retriever `{d['retriever']}` ({d['encoder']['pooling']} pooling, dim {d['encoder']['dim']}), "
-        f"k={d['k']}, N={d['n_requested']} requested (effective {ne['min']}-{ne['max']}, median {ne['median']:g}), "
-        f"seed {d['seed']}, hit = {d['hit_rule']}, relations {d['relations']}.",
-        "",
-        summary_table(d).markdown(),
-        "",
-    ]
-    lines += [f"> warning: {w}" for w in d["warnings"]] + ([""] if d["warnings"] else [])
-    lines += ["Lowest-RPS entities (blind spots):", "", blind_spot_table(d).markdown(), ""]
-    return "\n".join(lines)
-
-
-def write_audit(result: AuditResult, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
-    """Write argus_audit.json/.md, argus_lda.png and argus_embeddings.npz into ``out``; returns their paths."""
-    out = output_folder(out)
-    d = result.to_dict()
-    paths = {"json": out / "argus_audit.json", "md": out / "argus_audit.md", "embeddings": out / "argus_embeddings.npz"}
-    write_json(paths["json"], d)
-    write_text_atomic(paths["md"], audit_markdown(d))
-    with atomic_writer(paths["embeddings"], binary=True) as fh:
-        np.savez(fh, qids=np.array(result.qids), embeddings=result.embeddings,
-                 fingerprint=np.array(result.encoder["fingerprint"]))
-    if plot:
-        paths["lda"] = out / "argus_lda.png"
-        plot_lda(result, paths["lda"])
-    return paths

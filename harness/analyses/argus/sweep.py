@@ -26,10 +26,13 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...files import output_folder, pyplot, write_figure, write_text_atomic
-from ...schemas import validate_analysis
+from ...schemas.argus import AuditEncoder, ArgusSweep, SweepCell, SweepEntity, SweepRetriever
 from ...tables import Table
-from .audit import (AuditData, band_of, chance_level, compute_ranks, embed_entities, lda_projection, rps_from_ranks,
-                    terciles, write_json)
+from .audit_files import lda_projection, write_json
+from .encoders import embed_entities
+from .entities import AuditData
+from .options import ArgusSweepOptions
+from .rps import band_of, chance_level, compute_ranks, rps_from_ranks, terciles
 
 KIND = "argus_sweep"
 BAND_NAMES = ("low", "mid", "high")
@@ -47,6 +50,9 @@ def band_fractions(scores: Sequence[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RetrieverSweep:
+    """One retriever's sweep in memory: its RPS per (N, k) and target, pool sizes per N, and the entity embeddings
+    (what the LDA figure projects)."""
+
     retriever: str
     encoder: dict
     qids: list[str]
@@ -57,19 +63,31 @@ class RetrieverSweep:
 
 @dataclass(frozen=True)
 class SweepResult:
+    """A sweep in memory: its ``report`` (:class:`~gapbench.schemas.ArgusSweep`, written as ``sweep.json``), the data
+    swept and each retriever's ranks and embeddings (``runs``, in the report's order)."""
+
+    report: ArgusSweep
     data: AuditData
-    ns: list[int]
-    ks: list[int]
-    seed: int
-    fig_k: int
     runs: list[RetrieverSweep]
 
+    @property
+    def ns(self) -> list[int]:
+        return self.report.n
 
-def _checked(values: Sequence[int], name: str, least: int) -> list[int]:
-    out = sorted(set(int(v) for v in values))
-    if not out or out[0] < least:
-        raise ConfigError(f"--{name} takes a comma list of integers >= {least}, got {list(values)}.")
-    return out
+    @property
+    def ks(self) -> list[int]:
+        return self.report.k
+
+    @property
+    def seed(self) -> int:
+        return self.report.seed
+
+    @property
+    def fig_k(self) -> int:
+        return self.report.fig_k
+
+    def __str__(self) -> str:
+        return sweep_markdown(self.report.model_dump(mode="json"))
 
 
 def sweep_one(data: AuditData, retriever: Any, ns: list[int], ks: list[int], seed: int, pooling: str) -> RetrieverSweep:
@@ -86,42 +104,41 @@ def sweep_one(data: AuditData, retriever: Any, ns: list[int], ks: list[int], see
 def sweep(data: AuditData, retrievers: Sequence[Any], *, ns: Sequence[int] = (100, 200, 400, 800),
           ks: Sequence[int] = (1, 5, 10, 20, 50, 100), seed: int = 0, pooling: str = "auto",
           fig_k: int = 50) -> SweepResult:
-    """RPS per target for every (retriever, N, k); ``fig_k`` is the k of the vs-N and LDA figures (the paper's 50)."""
-    ns, ks = _checked(ns, "n", 2), _checked(ks, "k", 1)
+    """RPS per target for every (retriever, N, k); ``fig_k`` is the k of the vs-N and LDA figures (the paper's 50).
+    The settings are checked as :class:`~.options.ArgusSweepOptions` checks them (``ns`` and ``ks`` sorted, once)."""
+    o = ArgusSweepOptions(ns=tuple(ns), ks=tuple(ks), seed=seed, pooling=pooling, fig_k=fig_k)
     if not retrievers:
-        raise ConfigError("give at least one retriever (-r dense, -r random, ...).")
-    if fig_k not in ks:
-        fig_k = min(ks, key=lambda k: (abs(k - fig_k), k))
+        raise ConfigError("give at least one retriever (such as 'dense' or 'random').")
+    ns, ks = list(o.ns), list(o.ks)
+    fig_k = o.fig_k if o.fig_k in ks else min(ks, key=lambda k: (abs(k - o.fig_k), k))
     runs = [sweep_one(data, r, ns, ks, seed, pooling) for r in retrievers]
-    return SweepResult(data, ns, ks, seed, fig_k, runs)
+    return SweepResult(sweep_report(data, runs, ns, ks, seed, fig_k), data, runs)
 
 
-def _cell(run: RetrieverSweep, n: int, k: int) -> dict:
+def _cell(run: RetrieverSweep, n: int, k: int) -> SweepCell:
     scores = list(run.rps[(n, k)].values())
     fr = band_fractions(scores)
     all_n = [s for ss in run.sizes[n].values() for s in ss]
-    return {"n": n, "k": k, "n_effective_min": int(min(all_n)),
-            "chance": chance_level(run.sizes[n], k),
-            "mean_rps": float(np.mean(scores)), "frac_rps_gt_0_5": fr["gt_0_5"],
-            "bands": {b: fr[b] for b in BAND_NAMES}}
+    return SweepCell(n=n, k=k, n_effective_min=int(min(all_n)), chance=chance_level(run.sizes[n], k),
+                     mean_rps=float(np.mean(scores)), frac_rps_gt_0_5=fr["gt_0_5"],
+                     bands={b: fr[b] for b in BAND_NAMES})
 
 
-def to_dict(result: SweepResult) -> dict:
-    """sweep.json's content, validated against :class:`gapbench.schemas.ArgusSweep`."""
-    ents = result.data.entities
-    runs = []
-    for run in result.runs:
-        targets = list(run.rps[(result.ns[0], result.ks[0])])
-        runs.append({
-            "retriever": run.retriever, "encoder": run.encoder,
-            "cells": [_cell(run, n, k) for n in result.ns for k in result.ks],
-            "entities": [{"qid": q, "label": ents[q].label,
-                          "rps": [[run.rps[(n, k)][q] for k in result.ks] for n in result.ns]} for q in targets],
-        })
-    d = {"kind": KIND, "version": 1, "task": result.data.source, "seed": result.seed, "n": result.ns,
-         "k": result.ks, "fig_k": result.fig_k, "hit_rule": "rank <= k",
-         "bands": {"low": [0.0, 0.33], "mid": [0.33, 0.66], "high": [0.66, 1.0]}, "retrievers": runs}
-    return validate_analysis(KIND, d, "sweep.json")
+def sweep_report(data: AuditData, runs: Sequence[RetrieverSweep], ns: list[int], ks: list[int], seed: int,
+                 fig_k: int) -> ArgusSweep:
+    """sweep.json's report: every (N, k) cell of each retriever, and each target's RPS per (N, k)."""
+    ents = data.entities
+    retrievers = []
+    for run in runs:
+        targets = list(run.rps[(ns[0], ks[0])])
+        retrievers.append(SweepRetriever(
+            retriever=run.retriever, encoder=AuditEncoder(**run.encoder),
+            cells=[_cell(run, n, k) for n in ns for k in ks],
+            entities=[SweepEntity(qid=q, label=ents[q].label, rps=[[run.rps[(n, k)][q] for k in ks] for n in ns])
+                      for q in targets]))
+    return ArgusSweep(kind=KIND, version=1, task=data.source, seed=seed, n=ns, k=ks, fig_k=fig_k,
+                      hit_rule="rank <= k", bands={"low": [0.0, 0.33], "mid": [0.33, 0.66], "high": [0.66, 1.0]},
+                      retrievers=retrievers)
 
 
 # ---------------------------------------------------------------- outputs
@@ -199,7 +216,7 @@ def plot_lda_grid(result: SweepResult, path: Path) -> None:
 def write_sweep(result: SweepResult, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write sweep.json, sweep.md and (with ``plot``) sweep_vs_n.png, sweep_vs_k.png, sweep_lda.png into ``out``."""
     out = output_folder(out)
-    d = to_dict(result)
+    d = result.report.model_dump(mode="json")
     paths = {"json": out / "sweep.json", "md": out / "sweep.md"}
     write_json(paths["json"], d)
     write_text_atomic(paths["md"], sweep_markdown(d))

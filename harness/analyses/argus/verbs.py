@@ -1,80 +1,82 @@
-"""The ARGUS audit and probe as ``gapbench`` verbs: ``argus_audit`` and ``argus_probe``, each taking its options."""
+"""The ARGUS audit, probe and sweep as ``gapbench`` verbs, each taking its options (:mod:`.options`)::
+
+    result = argus_audit(None, "dense", ArgusAuditOptions(k=50, n=800))       # AuditResult; .report is argus_audit.json
+    probe, report = argus_probe(None, "dense", ArgusProbeOptions(families=("ridge",)))  # report: ArgusProbe
+    swept = argus_sweep(None, ["dense", "random"], ArgusSweepOptions(ns=(100, 800)))   # SweepResult; .report
+
+``data`` None is the slice shipped with gapbench; otherwise an :class:`~.entities.AuditData` (``load_jsonl``,
+``load_dataset``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ...errors import ConfigError
-from .audit import DEFAULT_K, DEFAULT_N, AuditData, AuditResult, check_budget
-from .probe import DEFAULT_SPLIT, TAU, Probe
+from ...schemas.argus import ArgusProbe, ProbeAuditSummary, ProbeDataset, SavedProbe
+from .audit import AuditResult, audit
+from .entities import AuditData, load_shipped
+from .options import ArgusAuditOptions, ArgusEncodingOptions, ArgusProbeOptions, ArgusSweepOptions
+from .probe import Probe, train_probe
+from .sweep import SweepResult, sweep
 
-_POOLINGS = ("auto", "span", "sentence")
-_FAMILIES = ("ridge", "xgboost", "mlp")
+__all__ = ["ArgusAuditOptions", "ArgusEncodingOptions", "ArgusProbeOptions", "ArgusSweepOptions", "argus_audit",
+           "argus_probe", "argus_sweep", "probe_labelled_set"]
 
-
-@dataclass(frozen=True)
-class ArgusAuditOptions:
-    """Settings of an ARGUS audit: RPS at rank ``k`` among ``n`` candidates, the neutrals drawn with ``seed``, the
-    entity mention's vector pooled as ``pooling`` (auto, span or sentence)."""
-
-    k: int = DEFAULT_K
-    n: int = DEFAULT_N
-    seed: int = 0
-    pooling: str = "auto"
-
-    def __post_init__(self) -> None:
-        check_budget(self.k, self.n)
-        if self.pooling not in _POOLINGS:
-            raise ConfigError(f"pooling={self.pooling!r}: choose {', '.join(_POOLINGS)}.")
-
-
-@dataclass(frozen=True)
-class ArgusProbeOptions(ArgusAuditOptions):
-    """The audit's settings, and the probe's: the model ``families`` tried, the train/validation/test ``split``, RPS
-    bins to rebalance the training split over (None: off), the hyper-parameter ``grid_set`` (reduced or paper) and the
-    blind-spot threshold ``tau`` of the classification view."""
-
-    families: Sequence[str] = _FAMILIES
-    split: Sequence[float] = DEFAULT_SPLIT
-    rebalance_bins: int | None = None
-    grid_set: str = "reduced"
-    tau: float = TAU
-    meta: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "families", tuple(self.families))
-        object.__setattr__(self, "split", tuple(self.split))
-        unknown = [f for f in self.families if f not in _FAMILIES]
-        if not self.families or unknown:
-            raise ConfigError(f"families={list(self.families)}: choose from {', '.join(_FAMILIES)}.")
-        from .augment import check_tau
-
-        check_tau(self.tau, f"tau={self.tau!r}")
+_SET_NAMES = {"directed": "audited targets", "undirected": "every entity with an edge"}
 
 
 def argus_audit(data: AuditData | None = None, retriever: Any = "dense",
                 options: ArgusAuditOptions | None = None) -> AuditResult:
     """RPS of every audited entity with ``retriever``'s encoder (``data`` None: the slice shipped with gapbench)."""
-    from .audit import audit
-
     o = options or ArgusAuditOptions()
     return audit(data, retriever, k=o.k, n=o.n, seed=o.seed, pooling=o.pooling)
 
 
-def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
-                options: ArgusProbeOptions | None = None) -> tuple[Probe, dict]:
-    """Audit ``data`` and train the RPS probe on the audited entities' embeddings: (the selected probe, its report)."""
-    from .probe import train_probe
-
-    o = options or ArgusProbeOptions()
-    result = argus_audit(data, retriever, o)
+def probe_labelled_set(data: AuditData, mode: str, retriever: Any,
+                       options: ArgusProbeOptions) -> tuple[Probe, ProbeDataset, AuditResult]:
+    """Audit one labelled set (``mode``: directed or undirected, read from ``data``'s edges) and train the probes on
+    its RPS: (the selected probe, the set's report, the audit)."""
+    o = options
+    result = audit(data.with_relations(mode), retriever, k=o.k, n=o.n, seed=o.seed, pooling=o.pooling)
     targets, emb = result.target_embeddings()
     rps = result.rps()
-    meta = {"retriever": result.retriever, "pooling": result.encoder["pooling"], "k": o.k, "n": o.n,
-            "encoder_fingerprint": result.encoder["fingerprint"],
-            "retriever_fingerprint": result.encoder["retriever_fingerprint"], **o.meta}
-    return train_probe(emb, [rps[q] for q in targets], result.encoder["fingerprint"], seed=o.seed, meta=meta,
-                       families=o.families, split=o.split, rebalance_bins=o.rebalance_bins, grid_set=o.grid_set,
-                       tau=o.tau)
+    enc = result.report.encoder
+    # the saved probe's meta, in this order (probe.json is compared byte for byte with the shipped probe's)
+    meta = {"retriever": result.retriever, "pooling": enc.pooling, "k": o.k, "n": o.n, "dataset": mode,
+            "encoder_fingerprint": enc.fingerprint, "retriever_fingerprint": enc.retriever_fingerprint, **o.meta}
+    probe, rep = train_probe(emb, [rps[q] for q in targets], enc.fingerprint, seed=o.seed, meta=meta,
+                             families=o.families, split=o.split, rebalance_bins=o.rebalance_bins,
+                             grid_set=o.grid_set, tau=o.tau)
+    summary = ProbeAuditSummary(mean_rps=float(sum(rps.values()) / len(rps)), chance=result.chance(),
+                                n_effective_min=result.report.n_effective.min)
+    rep = rep.model_copy(update={"name": f"{mode} ({_SET_NAMES[mode]})", "audit": summary})
+    return probe, rep, result
+
+
+def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
+                options: ArgusProbeOptions | None = None) -> tuple[Probe, ArgusProbe]:
+    """Audit each labelled set of ``options.datasets`` and train the RPS probes on its entities' embeddings.
+
+    Returns the probe of the set with the most labelled entities (the one ``gapbench argus probe`` saves) and the
+    report (:class:`~gapbench.schemas.ArgusProbe`, ``argus_probe.json``): its top level is that set's, ``datasets``
+    holds every set's; ``saved_probe.path`` stays None until the probe is saved."""
+    o = options or ArgusProbeOptions()
+    data = data if data is not None else load_shipped()
+    runs = [probe_labelled_set(data, mode, retriever, o) for mode in o.datasets]
+    probe, best, _ = max(runs, key=lambda run: run[1].n)  # the first of the largest
+    result = runs[-1][2]
+    enc = result.report.encoder
+    report = ArgusProbe(
+        kind="argus_probe", task=data.source, version=1, retriever=result.retriever, fingerprint=enc.fingerprint,
+        dim=enc.dim, seed=o.seed, k=o.k, n_requested=o.n, saved_probe=SavedProbe(dataset=best.name),
+        split=best.split, selection=best.selection, selected=best.selected, families=best.families,
+        baselines=best.baselines, test=best.test, datasets=[rep for _, rep, _ in runs])
+    return probe, report
+
+
+def argus_sweep(data: AuditData | None = None, retrievers: Sequence[Any] = ("dense",),
+                options: ArgusSweepOptions | None = None) -> SweepResult:
+    """RPS per target for every (retriever, N, k) of ``options`` (``data`` None: the shipped slice)."""
+    o = options or ArgusSweepOptions()
+    return sweep(data if data is not None else load_shipped(), retrievers, ns=o.ns, ks=o.ks, seed=o.seed,
+                 pooling=o.pooling, fig_k=o.fig_k)
