@@ -37,7 +37,9 @@ def problem(error: dict) -> tuple[str, str]:
     message = error.get("msg", "")
     for old, new in _REWORD:
         message = message.replace(old, new)
-    if error.get("type") not in ("missing", "extra_forbidden") and "input" in error and ", got " not in message:
+    # "is empty" already says what was given
+    if error.get("type") not in ("missing", "extra_forbidden") and "input" in error and ", got " not in message \
+            and not message.startswith("is empty"):
         message += f", got {error['input']!r:.80}"
     return field, message
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+import gapbench
 from gapbench.adapters.tournament import Tournament, tournament_calls
 from gapbench.cli import main
-from gapbench.analyses.gap import infuse_gold, measure_gap, pool_recall, restrict, union_pool
+from gapbench.errors import ConfigError
+from gapbench.analyses.gap import GapOptions, infuse_gold, measure_gap_with, pool_recall, restrict, union_pool
 from gapbench.llm.client import LLMClient, LLMConfig
 from gapbench.retrieval import get_retriever, search_with
 from gapbench.task import get_task
@@ -59,13 +61,13 @@ def test_noise_free_verifier_bounds_and_call_counts(wknow, tmp_path):
     with judge_server(data) as srv:
         client = client_for(srv, tmp_path)
         verifier = Tournament(client=client, concurrency=4)
-        report = measure_gap(TASK, data, [run], verifier.rerank_pools, depth=50, query_ids=qids,
-                             calls=lambda: verifier.llm_calls)
+        report = measure_gap_with(TASK, data, [run], verifier.rerank_pools, GapOptions(depth=50, pool_sizes=()),
+                                  query_ids=qids, calls=lambda: verifier.llm_calls)
     # gold-infused pools with a perfect judge: the one gold document tops every ranking
-    assert report.verifier_gold_infused == 1.0
+    assert report.verifier_gold_infused.value == 1.0
     # standard pools: the perfect judge finds the gold exactly when the pool holds it
-    assert report.verifier_standard == pytest.approx(report.pool_recall)
-    assert report.best_retriever[0] == "bm25" and report.gap == pytest.approx(1.0 - report.best_retriever[1])
+    assert report.verifier_standard.value == pytest.approx(report.pool_recall)
+    assert report.best_retriever.name == "bm25" and report.gap == pytest.approx(1.0 - report.best_retriever.value)
     # every call is accounted for: the analytic count per query, for the standard and the infused pool
     pools = {q: union_pool([run], q, 50) for q in qids}
     expected = sum(tournament_calls(len(pools[q])) + tournament_calls(len(pools[q]) + (0 if q in pools[q] else 1))
@@ -84,9 +86,10 @@ def test_noise_lowers_the_verifier(wknow, tmp_path):
     data, qids, run = wknow
     with judge_server(data, noise=0.5, seed=3) as srv:
         verifier = Tournament(client=client_for(srv, tmp_path), concurrency=4)
-        report = measure_gap(TASK, data, [run], verifier.rerank_pools, depth=50, query_ids=qids)
-    assert 0.3 < report.verifier_gold_infused < 1.0
-    assert report.verifier_standard <= report.verifier_gold_infused
+        report = measure_gap_with(TASK, data, [run], verifier.rerank_pools, GapOptions(depth=50, pool_sizes=()),
+                                  query_ids=qids)
+    assert 0.3 < report.verifier_gold_infused.value < 1.0
+    assert report.verifier_standard.value <= report.verifier_gold_infused.value
 
 
 def rankings(data, qids, run, srv, client):
@@ -160,14 +163,17 @@ def test_measure_aliases_are_read_under_their_canonical_name(wknow, tmp_path):
     data, qids, run = wknow
     with judge_server(data) as srv:
         verifier = Tournament(client=client_for(srv, tmp_path), concurrency=4)
-        alias = measure_gap(TASK, data, [run], verifier.rerank_pools, measure="MRR@10", depth=20, query_ids=qids[:6])
-        canonical = measure_gap(TASK, data, [run], verifier.rerank_pools, measure="RR@10", depth=20, query_ids=qids[:6])
+        alias = measure_gap_with(TASK, data, [run], verifier.rerank_pools,
+                                 GapOptions(measure="MRR@10", depth=20, pool_sizes=()), query_ids=qids[:6])
+        canonical = measure_gap_with(TASK, data, [run], verifier.rerank_pools,
+                                     GapOptions(measure="RR@10", depth=20, pool_sizes=()), query_ids=qids[:6])
     assert alias.measure == "RR@10"
     assert alias.retrievers == canonical.retrievers
-    assert alias.verifier_standard == canonical.verifier_standard == pytest.approx(alias.pool_recall)
+    assert alias.verifier_standard == canonical.verifier_standard
+    assert alias.verifier_standard.value == pytest.approx(alias.pool_recall)
 
 
-# -- GapOptions: the keyword entry points and the CLI build one, the _with functions take it
+# -- GapOptions: one settings object, checked when made; gapbench.gap and measure_gap_with take it, the CLI builds it
 
 BRIGHT = f"bright/biology:data_dir={Path(__file__).parent / 'fixtures' / 'bright'}"
 
@@ -198,59 +204,102 @@ def _tiny_gap_data():
     return TaskData(corpus, queries, qrels), run
 
 
-def test_measure_gap_keywords_match_measure_gap_with_by_hand():
-    from gapbench.analyses.gap import GapOptions, measure_gap_with
-
+def test_measure_gap_with_by_hand():
     data, run = _tiny_gap_data()
     oracle = OracleVerifier({q: dict(data.qrels[q]) for q in data.qrels})
-    by_keywords = measure_gap("tiny", data, [run], oracle.rerank_pools, measure="RR@10", depth=2, pool_sizes=(3,))
-    by_options = measure_gap_with("tiny", data, [run], oracle.rerank_pools,
-                                  GapOptions(measure="RR@10", depth=2, pool_sizes=[3]))
-    assert by_keywords.to_dict() == by_options.to_dict()
+    report = measure_gap_with("tiny", data, [run], oracle.rerank_pools,
+                              GapOptions(measure="RR@10", depth=2, pool_sizes=[3]))
     # q1's gold d2 is 2nd for bm25 (RR 1/2), q2's d4 is not retrieved (0); pools of depth 2: q1 {d1, d2}, q2 {d1, d3}
-    assert by_options.retrievers == {"bm25": 0.25} and by_options.pool_recall == 0.5
-    assert (by_options.verifier_standard, by_options.verifier_gold_infused, by_options.gap) == (0.5, 1.0, 0.75)
+    assert report.retrievers == {"bm25": 0.25} and report.pool_recall == 0.5
+    assert (report.verifier_standard.value, report.verifier_gold_infused.value) == (0.5, 1.0)
+    assert (report.best_retriever.name, report.best_retriever.value, report.gap, report.gap_standard) == \
+        ("bm25", 0.25, 0.75, 0.25)
     # budget 3: q1 {d1, d2, d3}, q2 {d1, d3}; the lone retriever is scored on its own pool, d4 infused for q2
-    row = by_options.pool_scaling[0]
-    assert (row["pool_size"], row["measure"]) == (3, "R@10")
-    assert (row["verifier_standard"], row["verifier_gold_infused"]) == (0.5, 1.0)
-    assert row["retrievers"] == {"bm25": 0.5} and row["retrievers_gold_infused"] == {"bm25": 1.0}
-    assert row["retriever_pools"] == {"bm25": "own"}
-    # measure_gap_with with no measure uses measure_gap's default
+    row = report.pool_scaling[0]
+    assert (row.pool_size, row.measure, row.pool_recall) == (3, "R@10", 0.5)
+    assert (row.verifier_standard, row.verifier_gold_infused) == (0.5, 1.0)
+    assert row.retrievers == {"bm25": 0.5} and row.retrievers_gold_infused == {"bm25": 1.0}
+    assert row.retriever_pools == {"bm25": "own"} and row.retriever_pool_recall == {"bm25": 0.5}
+    # no verifier seeds: no spread, and the file leaves those keys out as it always did
+    assert row.verifier_standard_spread is None and "verifier_standard_spread" not in report.to_dict()["pool_scaling"][0]
+    assert report.to_dict()["meta"] == {"seed": 0, "retrievers": ["bm25"], "pool_scaling_measure": "R@10"}
+    # the qrels variants of the options score the same rankings: here one that judges d1 relevant for q1
+    variant = Qrels({"q1": {"d1": 1}})
+    other = measure_gap_with("tiny", data, [run], oracle.rerank_pools,
+                             GapOptions(measure="RR@10", depth=2, pool_sizes=(), qrels_variants={"P": variant}))
+    # bm25 has d1 first for q1 (RR 1); the oracle ranks by the gold qrels, d2 before d1: RR 1/2 on the one judged query
+    assert other.other_qrels["P"].best_retriever.value == 1.0
+    assert (other.other_qrels["P"].verifier_standard, other.other_qrels["P"].verifier_gold_infused) == (0.5, 0.5)
+    # measure_gap_with with no measure uses nDCG@10
     default = measure_gap_with("tiny", data, [run], oracle.rerank_pools, GapOptions(depth=2, pool_sizes=()))
     assert default.measure == "nDCG@10"
 
 
+def test_verifier_seeds_give_the_spread():
+    data, run = _tiny_gap_data()
+    qrels = {q: dict(data.qrels[q]) for q in data.qrels}
+
+    def rerank(queries, pools, corpus, seed=None):  # seed 0: the oracle's order; seed 1: the reverse
+        ranked = OracleVerifier(qrels).rerank_pools(queries, pools, corpus)
+        return ranked if seed == 0 else Run({q: {d: -s for d, s in ranked[q]} for q in ranked}, "reverse")
+
+    report = measure_gap_with("tiny", data, [run], rerank, GapOptions(measure="RR@10", depth=2, pool_sizes=()),
+                              verifier_seeds=[0, 1])
+    # standard pools: seed 0 finds q1's gold first (RR 1, q2 0), the reverse puts it 2nd of 2 (1/2): 0.5 and 0.25
+    spread = report.meta.verifier_seeds.standard
+    assert (spread.seeds, spread.values, spread.mean, spread.min, spread.max) == ([0, 1], [0.5, 0.25], 0.375, 0.25, 0.5)
+    assert spread.std == pytest.approx(0.1767766952966369)  # sample standard deviation of (0.5, 0.25): 0.25 / sqrt(2)
+    assert report.verifier_standard.value == 0.375
+    with pytest.raises(ConfigError, match=r"verifier seeds \[3, 3\] repeat a seed"):
+        measure_gap_with("tiny", data, [run], rerank, GapOptions(depth=2, pool_sizes=()), verifier_seeds=[3, 3])
+
+
 def test_gap_options_are_checked_when_made():
-    from gapbench.analyses.gap import GapOptions
-    from gapbench.errors import ConfigError
+    from gapbench.errors import OptionsError
 
     assert GapOptions(pool_sizes=[100, 50]).pool_sizes == (100, 50)
-    with pytest.raises(ConfigError, match=r"^pool depth must be at least 1, got 0\.$"):
-        GapOptions(depth=0)
-    with pytest.raises(ConfigError, match=r"^pool sizes must be positive, got -2\.$"):
-        GapOptions(pool_sizes=(10, 0, -2))
-    with pytest.raises(ConfigError, match="nDCG@x"):
+    cases = [
+        (dict(depth=0), "GapOptions: depth must be at least 1, got 0."),
+        (dict(depth=10**6), "GapOptions: depth must be at most 100000 (documents per retriever in the pool), got "
+                            "1000000."),
+        (dict(pool_sizes=(10, 0, -2)), "GapOptions: pool_sizes must be at least 1, got 0."),
+        (dict(max_queries=0), "GapOptions: max_queries must be at least 1, got 0; leave it out to use every query."),
+        (dict(seed=-1), "GapOptions: seed must be 0 or more, got -1."),
+        (dict(measure=" "), "GapOptions: measure is empty; give a value, or leave the option out."),
+        (dict(llm_model=""), "GapOptions: llm_model is empty; give a value, or leave the option out."),
+        (dict(verifier=""), "GapOptions: verifier is empty; give a value, or leave the option out."),
+        (dict(verifier=object()), "GapOptions: verifier must be a reranker spec such as 'tournament' or an object "
+                                  "with rerank_pools(queries, pools, corpus), got object."),
+        (dict(depth=0, seed=-1), "GapOptions: depth must be at least 1, got 0; seed must be 0 or more, got -1."),
+    ]
+    for given, message in cases:
+        with pytest.raises(OptionsError) as caught:
+            GapOptions(**given)
+        assert str(caught.value) == message
+    with pytest.raises(OptionsError, match=r"^GapOptions: measure must be a measure gapbench reads; measure 'nDCG@x'"):
         GapOptions(measure="nDCG@x")
-    with pytest.raises(ConfigError, match="R@ten"):
+    with pytest.raises(OptionsError, match=r"^GapOptions: scaling_measure must be a measure gapbench reads; .*R@ten"):
         GapOptions(scaling_measure="R@ten")
-    data, run = _tiny_gap_data()
-    with pytest.raises(ConfigError, match=r"^pool depth must be at least 1, got -1\.$"):  # the keywords check the same
-        measure_gap("tiny", data, [run], OracleVerifier({}).rerank_pools, depth=-1)
+    with pytest.raises(OptionsError, match=r"qrels_variants\.P must be an instance of Qrels"):
+        GapOptions(qrels_variants={"P": {"q1": {"d1": 1}}})
+    # a copy with changes is checked as a new object is
+    with pytest.raises(OptionsError, match=r"^GapOptions: depth must be at least 1, got -1\.$"):
+        GapOptions().replace(depth=-1)
+    assert GapOptions(verifier=OracleVerifier({})).verifier.name == "oracle"
 
 
-def test_run_gap_keywords_match_run_gap_with():
-    from gapbench.analyses.gap import GapOptions, run_gap, run_gap_with
-
+def test_gap_runs_the_retrievers_and_the_verifier_object():
     qrels = get_task(BRIGHT).load().qrels
     oracle = OracleVerifier({q: dict(qrels[q]) for q in qrels})
-    by_keywords = run_gap(BRIGHT, ["bm25"], verifier=oracle, depth=5, pool_sizes=(3, 8), max_queries=3, seed=1)
-    by_options = run_gap_with(BRIGHT, ["bm25"], GapOptions(verifier=oracle, depth=5, pool_sizes=(3, 8),
-                                                           max_queries=3, seed=1))
-    assert by_keywords.to_dict() == by_options.to_dict()
-    assert by_options.n_queries == 3 and by_options.pool_depth == 5 and by_options.measure == "nDCG@10"
-    assert by_options.verifier_gold_infused == 1.0  # the oracle puts every infused gold document first
-    assert [row["pool_size"] for row in by_options.pool_scaling] == [3, 8]
+    options = GapOptions(verifier=oracle, depth=5, pool_sizes=(3, 8), max_queries=3, seed=1)
+    report = gapbench.gap(BRIGHT, ["bm25"], options)
+    assert report == gapbench.gap(BRIGHT, "bm25", options)  # one spec or a list of specs
+    assert report.n_queries == 3 and report.pool_depth == 5 and report.measure == "nDCG@10"
+    assert report.verifier_gold_infused.value == 1.0  # the oracle puts every infused gold document first
+    assert [row.pool_size for row in report.pool_scaling] == [3, 8]
+    assert report.meta.verifier.name == "oracle" and report.meta.verifier.task_defaults == {}
+    assert [r.spec for r in report.meta.retrievers] == ["bm25"] and report.verifier_answers is None
+    assert report.retriever_llm is None and report.llm_calls == 0
 
 
 def test_cli_builds_one_gap_options_object(monkeypatch, capsys):
@@ -260,31 +309,41 @@ def test_cli_builds_one_gap_options_object(monkeypatch, capsys):
 
     def fake(task, retrievers, options):
         seen.append((task, retrievers, options))
-        return mod.GapReport(task=task, measure="R@10", retrievers={"bm25": 0.5}, best_retriever=("bm25", 0.5),
-                             verifier_standard=0.5, verifier_gold_infused=1.0, pool_recall=0.5, pool_depth=20,
-                             n_queries=2, llm_calls=0)
+        return _report(task=task, measure="R@10")
 
-    monkeypatch.setattr(mod, "run_gap_with", fake)
+    monkeypatch.setattr(mod, "gap", fake)
     assert main(["gap", "toy", "--retrievers", "bm25, dense", "--verifier", "tournament:batch_size=3", "--depth", "20",
-                 "--pool-sizes", "20,50", "--measure", "R@10", "--max-queries", "5", "--seed", "3",
-                 "--llm-model", "m", "--json"]) == 0
-    assert seen == [("toy", ["bm25", "dense"], mod.GapOptions(
-        verifier="tournament:batch_size=3", depth=20, pool_sizes=(20, 50), measure="R@10", max_queries=5, seed=3,
-        llm_model="m"))]
-    assert json.loads(capsys.readouterr().out)["gap"] == 0.5
+                 "--pool-sizes", "20,50", "--measure", "R@10", "--scaling-measure", "P@5", "--max-queries", "5",
+                 "--seed", "3", "--llm-model", "m", "--json"]) == 0
+    assert seen == [("toy", ["bm25", "dense"], GapOptions(
+        verifier="tournament:batch_size=3", depth=20, pool_sizes=(20, 50), measure="R@10", scaling_measure="P@5",
+        max_queries=5, seed=3, llm_model="m"))]
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == _report(task="toy", measure="R@10").model_dump(mode="json") and printed["gap"] == 0.5
     assert main(["gap", "toy"]) == 0  # the CLI defaults are GapOptions' own
-    assert seen[-1][2] == mod.GapOptions()
+    assert seen[-1][2] == GapOptions()
+
+
+def _report(**changes):
+    from gapbench.analyses.gap import GapReport
+
+    fields = dict(task="t", measure="nDCG@10", retrievers={"bm25": 0.5}, best_retriever={"name": "bm25", "value": 0.5},
+                  verifier_standard={"value": 0.5}, verifier_gold_infused={"value": 1.0}, gap=0.5, gap_standard=0.0,
+                  pool_recall=0.5, pool_depth=20, n_queries=2, llm_calls=0, verifier_answers=None, pool_scaling=[],
+                  other_qrels={}, meta={"seed": 0, "retrievers": ["bm25"]})
+    return GapReport(**{**fields, **changes})
 
 
 def test_the_printed_summary_is_aligned_tables():
-    from gapbench.analyses.gap import GapReport
-
     scaling = [{"pool_size": 10, "measure": "R@10", "verifier_standard": 0.5, "verifier_gold_infused": 1.0,
-                "retrievers": {"bm25": 0.25, "dense": 0.75}},
+                "pool_recall": 0.5, "retrievers": {"bm25": 0.25, "dense": 0.75},
+                "retrievers_gold_infused": {"bm25": 0.5, "dense": 0.75}},
                {"pool_size": 200, "measure": "R@10", "verifier_standard": 0.25, "verifier_gold_infused": 0.75,
-                "retrievers": {"bm25": 0.5, "dense": 0.5}}]
-    r = GapReport("t", "nDCG@10", {"bm25": 0.3, "a-long-retriever-name": 0.25}, ("bm25", 0.3), 0.2, 0.45, 0.5, 20, 4,
-                  7, scaling)
+                "pool_recall": 0.5, "retrievers": {"bm25": 0.5, "dense": 0.5},
+                "retrievers_gold_infused": {"bm25": 0.5, "dense": 0.5}}]
+    r = _report(retrievers={"bm25": 0.3, "a-long-retriever-name": 0.25}, best_retriever={"name": "bm25", "value": 0.3},
+                verifier_standard={"value": 0.2}, verifier_gold_infused={"value": 0.45}, gap=0.15, gap_standard=-0.1,
+                n_queries=4, llm_calls=7, pool_scaling=scaling)
     assert str(r).splitlines() == [
         "t: retrieval-verification gap on nDCG@10 (4 queries, pool depth 20, pool recall 0.500, 7 LLM calls)",
         "                                 nDCG@10   - best",
@@ -302,11 +361,23 @@ def test_the_printed_summary_is_aligned_tables():
     ]
 
 
+def test_gap_json_of_gapbench_0_1_loads_and_writes_back_the_same():
+    from gapbench.analyses.gap import GapReport
+    from gapbench.schemas import load_file
+
+    path = Path(__file__).parent / "fixtures" / "outputs_v0_1" / "gap.json"
+    report = load_file(path)
+    assert isinstance(report, GapReport) and report.meta.answers.per_query["82"].clean == 16
+    assert report.verifier_answers.mostly_fallbacks is False and report.meta.verifier.name == "tournament"
+    # the file as read, with the one key added since (null: no retriever called an LLM)
+    assert report.to_dict() == {**json.loads(path.read_text()), "retriever_llm": None}
+    assert GapReport.model_validate(report.to_dict()) == report
+
+
 def test_gap_json_carries_the_llm_work_of_rewrite_retrievers(tmp_path, monkeypatch):
     """gap.json's retriever_llm: calls, tokens (as the server counted them) and fallbacks of a rewrite: retriever,
     beside llm_calls (the verifier's); none for bm25. One planted rewrite of stop words finds nothing (empty_search),
     one empty rewrite (empty_rewrite)."""
-    from gapbench.analyses.gap import run_gap
     from gapbench.pipeline import prepare
     from gapbench.schemas import validate_analysis
 
@@ -315,8 +386,9 @@ def test_gap_json_carries_the_llm_work_of_rewrite_retrievers(tmp_path, monkeypat
     data = get_task(TASK).load()
     text = {q: data.queries[q].text for q in qids}
     with judge_server(data, rewrites={text[qids[0]]: "(no)", text[qids[1]]: ""}) as srv:
-        report = run_gap(TASK, ["bm25", "rewrite:bm25"], max_queries=4, depth=10, pool_sizes=(), seed=0,
-                         llm_base_url=srv.base_url, llm_model="judge-gap-usage", output=tmp_path / "gap")
+        report = gapbench.gap(TASK, ["bm25", "rewrite:bm25"], GapOptions(
+            max_queries=4, depth=10, pool_sizes=(), seed=0, llm_base_url=srv.base_url, llm_model="judge-gap-usage",
+            output=tmp_path / "gap"))
         rewrites = [p for p in srv.prompts if p.rstrip().endswith("Rewritten query:")]
         chats = srv.counts["chat"]
     answers = {0: 1, 1: 0}  # "(no)" is one word, "" none; the others echo their query

@@ -14,7 +14,7 @@ import pytest
 import gapbench.tasks.obliq as obliq
 from gapbench.adapters.tournament import Tournament, parse_seeds
 from gapbench.errors import ConfigError, DataFormatError
-from gapbench.analyses.gap import budget_pool, measure_gap, run_gap, with_task_defaults
+from gapbench.analyses.gap import GapOptions, budget_pool, gap, measure_gap_with, with_task_defaults
 from gapbench.llm.client import LLMClient, LLMConfig, command_settings
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
 
@@ -57,17 +57,17 @@ def test_math_defaults_reach_the_verifier_and_the_user_overrides(tmp_path):
     task = f"obliq/math:data_dir={FIXTURES}"
     data = obliq.load("math", data_dir=str(FIXTURES))
     with judge_for(data) as srv:
-        report = run_gap(task, ["bm25"], depth=5, pool_sizes=(), llm_base_url=srv.base_url, llm_model="judge")
-        own = run_gap(task, ["bm25"], verifier="tournament:batch_size=3", depth=5, pool_sizes=(),
-                      llm_base_url=srv.base_url, llm_model="judge")
-    config = report.meta["verifier"]["config"]
+        options = GapOptions(depth=5, pool_sizes=(), llm_base_url=srv.base_url, llm_model="judge")
+        report = gap(task, ["bm25"], options)
+        own = gap(task, ["bm25"], options.replace(verifier="tournament:batch_size=3"))
+    config = report.meta.verifier.config
     assert (config["batch_size"], config["promote"], config["max_final"]) == (6, 2, 16)
-    assert report.meta["verifier"]["task_defaults"] == {"batch_size": 6, "promote": 2, "max_final": 16}
-    config = own.meta["verifier"]["config"]
+    assert report.meta.verifier.task_defaults == {"batch_size": 6, "promote": 2, "max_final": 16}
+    config = own.meta.verifier.config
     assert (config["batch_size"], config["promote"], config["max_final"]) == (3, 2, 16)
-    assert own.meta["verifier"]["task_defaults"] == {"promote": 2, "max_final": 16}
+    assert own.meta.verifier.task_defaults == {"promote": 2, "max_final": 16}
     # a perfect judge puts both gold problems of putnam-1980-a3 and the one of qual-berkeley-f07-p4 on top
-    assert report.verifier_gold_infused == 1.0
+    assert report.verifier_gold_infused.value == 1.0
 
 
 def test_temperature_is_sent_and_the_command_line_wins(tmp_path, monkeypatch):
@@ -114,34 +114,34 @@ def test_seeds_report_the_mean_and_spread_of_single_seed_runs(tmp_path):
         client = client_for(srv, tmp_path)
         cfg = {"batch_size": 4, "promote": 2, "max_final": 4}
         rep = Tournament(client=client, seeds=3, **cfg)
-        report = measure_gap("toy", data, [run], rep.rerank_pools, depth=40, pool_sizes=(12,),
-                             verifier_seeds=rep.seeds)
-        singles = [measure_gap("toy", data, [run], Tournament(client=client, seed=s, **cfg).rerank_pools, depth=40,
-                               pool_sizes=(12,)) for s in (0, 1, 2)]
-    spread = report.meta["verifier_seeds"]
+        options = GapOptions(depth=40, pool_sizes=(12,))
+        report = measure_gap_with("toy", data, [run], rep.rerank_pools, options, verifier_seeds=rep.seeds)
+        singles = [measure_gap_with("toy", data, [run], Tournament(client=client, seed=s, **cfg).rerank_pools,
+                                    options) for s in (0, 1, 2)]
+    spread = report.meta.verifier_seeds.model_dump()
     assert spread["seeds"] == [0, 1, 2]
     for key, attr in (("standard", "verifier_standard"), ("gold_infused", "verifier_gold_infused")):
-        values = [getattr(r, attr) for r in singles]
+        values = [getattr(r, attr).value for r in singles]
         assert spread[key]["values"] == values
-        assert spread[key]["mean"] == pytest.approx(statistics.fmean(values)) == getattr(report, attr)
+        assert spread[key]["mean"] == pytest.approx(statistics.fmean(values)) == getattr(report, attr).value
         assert (spread[key]["min"], spread[key]["max"]) == (min(values), max(values))
         assert spread[key]["std"] == pytest.approx(statistics.stdev(values))
     # the noisy judge meets different batches under each seed: the repetitions disagree
     assert spread["standard"]["max"] > spread["standard"]["min"]
-    row = report.pool_scaling[0]
-    assert row["verifier_standard_spread"]["values"] == [r.pool_scaling[0]["verifier_standard"] for r in singles]
+    row = report.pool_scaling[0].model_dump()
+    assert row["verifier_standard_spread"]["values"] == [r.pool_scaling[0].verifier_standard for r in singles]
     assert row["verifier_standard"] == pytest.approx(statistics.fmean(row["verifier_standard_spread"]["values"]))
 
 
 def test_seeds_from_the_spec_end_to_end(tmp_path):
     data = obliq.load("math", data_dir=str(FIXTURES))
     with judge_for(data) as srv:
-        report = run_gap(f"obliq/math:data_dir={FIXTURES}", ["bm25"], verifier="tournament:seeds=0,5", depth=5,
-                         pool_sizes=(), llm_base_url=srv.base_url, llm_model="judge")
-    assert report.meta["verifier"]["config"]["seeds"] == [0, 5]
+        report = gap(f"obliq/math:data_dir={FIXTURES}", ["bm25"], GapOptions(
+            verifier="tournament:seeds=0,5", depth=5, pool_sizes=(), llm_base_url=srv.base_url, llm_model="judge"))
+    assert report.meta.verifier.config["seeds"] == [0, 5]
     # a noise-free judge agrees with itself under every seed
-    assert report.meta["verifier_seeds"]["gold_infused"]["values"] == [1.0, 1.0]
-    assert report.meta["verifier_seeds"]["gold_infused"]["std"] == 0.0
+    assert report.meta.verifier_seeds.gold_infused.values == [1.0, 1.0]
+    assert report.meta.verifier_seeds.gold_infused.std == 0.0
 
 
 # ----------------------------------------------------------------------------------------------- Tournament+Soln
@@ -207,15 +207,14 @@ def test_tournament_with_solutions_reads_them(soln_copy):
     corpus, queries = task.verifier_view(data)
     view = TaskData(corpus, queries, data.qrels)
     with judge_for(view) as srv:
-        soln = run_gap(f"obliq/math:data_dir={soln_copy},solutions=true", ["bm25"], depth=6, pool_sizes=(),
-                       llm_base_url=srv.base_url, llm_model="judge")
-        plain = run_gap(f"obliq/math:data_dir={soln_copy}", ["bm25"], depth=6, pool_sizes=(),
-                        llm_base_url=srv.base_url, llm_model="judge")
-    assert soln.meta["verifier"]["reads_verifier_view"] and not plain.meta["verifier"]["reads_verifier_view"]
-    assert soln.meta["verifier"]["task_defaults"] == {"batch_size": 4, "promote": 2, "max_final": 16}
+        options = GapOptions(depth=6, pool_sizes=(), llm_base_url=srv.base_url, llm_model="judge")
+        soln = gap(f"obliq/math:data_dir={soln_copy},solutions=true", ["bm25"], options)
+        plain = gap(f"obliq/math:data_dir={soln_copy}", ["bm25"], options)
+    assert soln.meta.verifier.reads_verifier_view and not plain.meta.verifier.reads_verifier_view
+    assert soln.meta.verifier.task_defaults == {"batch_size": 4, "promote": 2, "max_final": 16}
     assert soln.retrievers == plain.retrievers  # the retrievers never see a solution
-    assert soln.verifier_gold_infused == 1.0
-    assert plain.verifier_gold_infused < 1.0  # unjudged for the judge: hash order
+    assert soln.verifier_gold_infused.value == 1.0
+    assert plain.verifier_gold_infused.value < 1.0  # unjudged for the judge: hash order
 
 
 # ---------------------------------------------------------------------------------------- Figure 3 pool scaling
@@ -238,9 +237,9 @@ def test_pool_scaling_follows_figure_3(tmp_path):
     assert budget_pool(runs, "q", 4) == ["a01", "b01", "a02", "b02"]
     with judge_for(data) as srv:
         verifier = Tournament(client=client_for(srv, tmp_path), concurrency=2)
-        report = measure_gap("toy", data, runs, verifier.rerank_pools, depth=4, pool_sizes=(4, 12))
-    assert report.meta["pool_scaling_measure"] == "R@10"
-    small, large = report.pool_scaling
+        report = measure_gap_with("toy", data, runs, verifier.rerank_pools, GapOptions(depth=4, pool_sizes=(4, 12)))
+    assert report.meta.pool_scaling_measure == "R@10"
+    small, large = (row.model_dump() for row in report.pool_scaling)
     # size 4: the verifier's pool a01 b01 a02 b02 holds b02, found by the perfect judge
     assert small["measure"] == "R@10" and small["pool_recall"] == 0.5
     assert (small["verifier_standard"], small["verifier_gold_infused"]) == (0.5, 1.0)
@@ -265,9 +264,9 @@ def test_pool_scaling_measure_and_a_lone_retriever(tmp_path):
     data, runs = _two_retrievers()
     with judge_for(data) as srv:
         verifier = Tournament(client=client_for(srv, tmp_path), concurrency=2)
-        report = measure_gap("toy", data, runs[:1], verifier.rerank_pools, depth=4, pool_sizes=(12,),
-                             scaling_measure="R@2")
-    row = report.pool_scaling[0]
+        report = measure_gap_with("toy", data, runs[:1], verifier.rerank_pools,
+                                  GapOptions(depth=4, pool_sizes=(12,), scaling_measure="R@2"))
+    row = report.pool_scaling[0].model_dump()
     # alone, A has no other retriever to build its pool from: its own first 12 (a01..a12), a12 last
     assert row["retriever_pools"] == {"A": "own"} and row["measure"] == "R@2"
     assert row["retrievers"] == {"A": 0.0} and row["pool_recall"] == 0.5

@@ -118,13 +118,12 @@ def test_run_applies_the_instruction(spy):
 
 
 def test_gap_applies_the_instruction_for_retrievers_and_verifier(spy):
-    from gapbench.analyses.gap import run_gap
-
     verifier = Verifier()
-    report = run_gap(INSTRUCTED, ["instruction-spy"], verifier=verifier, depth=5, measure="nDCG@10")
+    report = gapbench.gap(INSTRUCTED, ["instruction-spy"], gapbench.GapOptions(verifier=verifier, depth=5,
+                                                                                 measure="nDCG@10"))
     assert _instructions(spy) == {INSTRUCTION}
     assert _instructions(verifier.seen) == {INSTRUCTION}
-    assert report.meta["retrievers"][0]["name"] == "instruction-spy"
+    assert report.meta.retrievers[0].name == "instruction-spy"
 
 
 def test_signals_applies_the_instruction(spy):

@@ -13,6 +13,7 @@ from gapbench.adapters.tournament import (
 )
 from gapbench.errors import ConfigError
 from gapbench.analyses.gap import GapReport
+from gapbench.schemas.gap import VerifierAnswers
 from gapbench.llm.client import LLMClient
 from gapbench.retrieval import get_reranker
 from gapbench.types import Document, Query
@@ -221,8 +222,7 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
     # no ranking from the model: each batch keeps its shuffled order, so the "verifier" is the shuffle
     assert sorted(d for d, _ in fallback["q1"]) == sorted(DOCS)
 
-    report = GapReport("t", "nDCG@10", {"bm25": 0.5}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6,
-                       meta={"answers": rr.answers})
+    report = _gap_report(rr.answers)
     text = str(report)
     assert "verifier answers: 3 rankings: 0 clean, 0 repaired, 0 re-asked, 3 completed by fallback (100%)" in text
     assert "WARNING: most verifier answers did not rank their passages" in text
@@ -230,10 +230,18 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
     assert data["fallback"] == 3 and data["rankings"] == 3 and data["mostly_fallbacks"] is True
     assert "per_query" not in data and report.to_dict()["meta"]["answers"]["per_query"]["q1"]["fallback"] == 3
     half = dict(rr.answers, clean=3, fallback=3, rankings=6, fallback_rate=0.5)
-    quiet = GapReport("t", "nDCG@10", {"bm25": 0.5}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6, meta={"answers": half})
+    quiet = _gap_report(half)
     assert "WARNING" not in str(quiet) and quiet.to_dict()["verifier_answers"]["mostly_fallbacks"] is False
-    assert GapReport("t", "nDCG@10", {}, ("bm25", 0.5), 0.4, 0.6, 1.0, 8, 1, 6).to_dict()["verifier_answers"] is None
+    assert _gap_report(None).to_dict()["verifier_answers"] is None
 
+
+def _gap_report(answers):
+    """A gap report whose verifier gave these answer counts (None: a verifier without them)."""
+    return GapReport(task="t", measure="nDCG@10", retrievers={"bm25": 0.5}, best_retriever={"name": "bm25", "value": 0.5},
+                     verifier_standard={"value": 0.4}, verifier_gold_infused={"value": 0.6}, gap=0.1, gap_standard=-0.1,
+                     pool_recall=1.0, pool_depth=8, n_queries=1, llm_calls=6, pool_scaling=[], other_qrels={},
+                     verifier_answers=VerifierAnswers.of(answers), meta={"seed": 0, "retrievers": ["bm25"],
+                                                                           "answers": answers})
 
 @pytest.mark.slow
 def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, capsys, monkeypatch):

@@ -26,21 +26,26 @@ import hashlib
 import json
 import random
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
+from pydantic import Field, field_validator
+
+from ..contract import Options
 from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
 from ..files import output_folder, pyplot, write_figure, write_text_atomic
 from ..retrieval import llm_manifest_of, with_task_defaults
+from ..schemas.gap import (Answers, GapMeta, GapReport, NamedValue, OtherQrels, PoolScalingRow, RetrieverEntry,
+                           RetrieverLLM, Spread, Value, VerifierAnswers, VerifierInfo, VerifierSeeds)
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
 PoolReranker = Callable[[Queries, Mapping[str, Sequence[str]], Corpus], Run]
 
 
-def retriever_llm_usage(retriever: Any) -> dict | None:
+def retriever_llm_usage(retriever: Any) -> RetrieverLLM | None:
     """The LLM work of a retriever that calls one (``rewrite:``, ``agent:``), totals only: ``calls`` (HTTP calls,
     retries included), ``requests``, ``cache_hits``, ``failures``, ``prompt_tokens``, ``completion_tokens``,
     ``truncated``, ``cost`` and ``fallbacks`` (answers it could not use, by kind); None for a retriever without one."""
@@ -53,16 +58,7 @@ def retriever_llm_usage(retriever: Any) -> dict | None:
     fallbacks = getattr(retriever, "fallbacks", None)
     if isinstance(fallbacks, Mapping):
         out["fallbacks"] = {k: v for k, v in fallbacks.items() if k != "per_query"}
-    return out
-
-
-def retriever_llm_line(name: str, u: Mapping[str, Any]) -> str:
-    """One line of the printed summary for a retriever's LLM work."""
-    fell = {k: v for k, v in (u.get("fallbacks") or {}).items() if v}
-    said = ", ".join(f"{k} {v}" for k, v in fell.items()) or "none"
-    tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
-    return (f"retriever {name}: {u.get('calls')} LLM calls, {u.get('cache_hits')} answers from the cache, "
-            f"{tokens:,} tokens ({u.get('prompt_tokens')} in, {u.get('completion_tokens')} out), fallbacks: {said}")
+    return RetrieverLLM.model_validate(out)
 
 
 def union_pool(runs: Sequence[Run], query_id: str, depth: int) -> list[str]:
@@ -120,97 +116,125 @@ def pool_recall(pools: Mapping[str, Sequence[str]], qrels: Qrels, query_ids: Seq
     return sum(values) / len(values) if values else 0.0
 
 
-@dataclass
-class GapReport:
-    task: str
-    measure: str
-    retrievers: dict[str, float]
-    best_retriever: tuple[str, float]
-    verifier_standard: float
-    verifier_gold_infused: float
-    pool_recall: float
-    pool_depth: int
-    n_queries: int
-    llm_calls: int
-    pool_scaling: list[dict] = field(default_factory=list)
-    extra_qrels: dict[str, dict] = field(default_factory=dict)  # e.g. pooled judgements ("P") beside gold ("G")
-    meta: dict[str, Any] = field(default_factory=dict)
-    # the LLM work of retrievers that call one (rewrite:, agent:): name -> calls, tokens, cache hits, fallbacks
-    retriever_llm: dict[str, dict] = field(default_factory=dict)
-
-    @property
-    def gap(self) -> float:
-        return self.verifier_gold_infused - self.best_retriever[1]
-
-    @property
-    def gap_standard(self) -> float:
-        return self.verifier_standard - self.best_retriever[1]
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": "gap",
-            "version": 1,
-            "task": self.task,
-            "measure": self.measure,
-            "best_retriever": {"name": self.best_retriever[0], "value": self.best_retriever[1]},
-            "retrievers": self.retrievers,
-            "verifier_standard": {"value": self.verifier_standard},
-            "verifier_gold_infused": {"value": self.verifier_gold_infused},
-            "gap": self.gap,
-            "gap_standard": self.gap_standard,
-            "pool_recall": self.pool_recall,
-            "pool_depth": self.pool_depth,
-            "n_queries": self.n_queries,
-            "llm_calls": self.llm_calls,
-            # the totals of meta["answers"]: how many rankings the model gave, and how many the fallback made up
-            "verifier_answers": {**{k: v for k, v in self.meta["answers"].items() if k != "per_query"},
-                                 "mostly_fallbacks": self.meta["answers"]["fallback_rate"] > 0.5}
-            if self.meta.get("answers") else None,
-            "pool_scaling": self.pool_scaling,
-            "retriever_llm": self.retriever_llm or None,
-            "other_qrels": self.extra_qrels,
-            "meta": self.meta,
-        }
-
-    def __str__(self) -> str:
-        from ..tables import Table
-
-        head = (f"{self.task}: retrieval-verification gap on {self.measure} ({self.n_queries} queries, pool depth "
-                f"{self.pool_depth}, pool recall {self.pool_recall:.3f}, {self.llm_calls} LLM calls)")
-        best = self.best_retriever[1]
-        rows = [[f"retriever {name}", f"{v:.4f}", f"{v - best:+.4f}"] for name, v in self.retrievers.items()]
-        rows += [["verifier, standard pool", f"{self.verifier_standard:.4f}", f"{self.gap_standard:+.4f}"],
-                 ["verifier, gold-infused pool", f"{self.verifier_gold_infused:.4f}", f"{self.gap:+.4f}"]]
-        rows += [[f"[{label}] {what}", f"{value:.4f}", ""] for label, other in self.extra_qrels.items()
-                 for what, value in (("best retriever", other["best_retriever"]["value"]),
-                                     ("verifier, standard pool", other["verifier_standard"]),
-                                     ("verifier, gold-infused pool", other["verifier_gold_infused"]))]
-        lines = [head, Table(["", self.measure, "- best"], rows, align="lrr").text(),
-                 f"gap (gold-infused verifier - best retriever): {self.gap:+.4f}"]
-        lines += [retriever_llm_line(name, u) for name, u in self.retriever_llm.items()]
-        ans = self.meta.get("answers") or {}
-        if ans.get("rankings"):
-            lines.append(f"verifier answers: {ans['rankings']} rankings: {ans['clean']} clean, {ans['repaired']} "
-                         f"repaired, {ans['reasked']} re-asked, {ans['fallback']} completed by fallback "
-                         f"({ans['fallback_rate']:.0%})")
-            if ans["fallback_rate"] > 0.5:
-                lines.append("WARNING: most verifier answers did not rank their passages and were completed in "
-                             "pool order: these verifier scores say little about the model.")
-        if self.pool_scaling:
-            names = list(self.pool_scaling[0]["retrievers"])
-            scaling = [[str(row["pool_size"]), f"{row['verifier_standard']:.3f}", f"{row['verifier_gold_infused']:.3f}",
-                        *(f"{row['retrievers'].get(n, float('nan')):.3f}" for n in names)] for row in self.pool_scaling]
-            measure = self.pool_scaling[0].get("measure", self.measure)
-            lines += [f"pool scaling ({measure}):", Table(["pool size", "verifier standard", "verifier gold-infused",
-                                                           *names], scaling, align="r" * (3 + len(names))).text()]
-        return "\n".join(lines)
-
-
-def spread(values: Sequence[float], seeds: Sequence[int]) -> dict:
+def spread(values: Sequence[float], seeds: Sequence[int]) -> Spread:
     """The values of a measure over repeated verifier runs, their mean, range and sample standard deviation."""
-    return {"seeds": list(seeds), "values": list(values), "mean": statistics.fmean(values), "min": min(values),
-            "max": max(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+    return Spread(seeds=list(seeds), values=list(values), mean=statistics.fmean(values), min=min(values),
+                  max=max(values), std=statistics.stdev(values) if len(values) > 1 else 0.0)
 
+
+# ---------------------------------------------------------------- the options
+
+DEFAULT_MEASURE = "nDCG@10"  # measure_gap_with's, where the options name no measure
+MOST_DOCUMENTS = 100_000  # per retriever in the pool, or per pool budget: more than any judged pool holds
+
+
+@runtime_checkable
+class PoolVerifier(Protocol):
+    """A verifier object: ranks given candidate pools (``rerank_pools(queries, pools, corpus[, seed=s])``)."""
+
+    def rerank_pools(self, queries: Queries, pools: Mapping[str, Sequence[str]], corpus: Corpus) -> Run: ...
+
+
+def _shown(value: int) -> str:
+    return str(value) if abs(value) < 10**18 else f"a {len(str(abs(value)))}-digit number"
+
+
+def _documents(value: int, what: str) -> int:
+    if value < 1:
+        raise ValueError(f"must be at least 1, got {_shown(value)}")
+    if value > MOST_DOCUMENTS:
+        raise ValueError(f"must be at most {MOST_DOCUMENTS} ({what}), got {_shown(value)}")
+    return value
+
+
+def _measure_name(value: str) -> str:
+    try:
+        parse_measures([value])
+    except ConfigError as exc:
+        raise ValueError(f"must be a measure gapbench reads; {exc}") from None
+    return value
+
+
+class GapOptions(Options):
+    """Every setting of a gap measurement but the task and the retrievers; each is checked when the options are made
+    (:class:`~gapbench.errors.OptionsError` names the setting). :func:`gap` reads them all (``measure`` None: the
+    task's main measure); :func:`measure_gap_with` all but ``verifier``, ``max_queries``, the LLM endpoint and
+    ``output`` (``measure`` None: nDCG@10). Example::
+
+        report = gapbench.gap("obliq/math", ["bm25", "dense"], GapOptions(depth=50, pool_sizes=(50, 100)))
+    """
+
+    verifier: Union[str, PoolVerifier] = Field(
+        "tournament", description="The verifier: a reranker spec (tournament:batch_size=6) or an object with "
+                                  "rerank_pools(queries, pools, corpus).")
+    depth: int = Field(100, description="Top-d of each retriever in the standard pool.")
+    pool_sizes: tuple[int, ...] = Field((50, 100, 200, 500), description="Pool budgets of the scaling curve; () for "
+                                                                         "none.")
+    measure: Optional[str] = Field(None, description="The measure of the gap; None: the task's main measure.")
+    max_queries: Optional[int] = Field(None, description="A seeded sample of this many queries, to bound cost; None: "
+                                                         "every judged query.")
+    seed: int = Field(0, description="Seeds the query sample and where gold documents are infused.")
+    llm_base_url: Optional[str] = Field(None, description="The verifier's (and LLM retrievers') OpenAI-compatible "
+                                                          "endpoint, where their specs give none.")
+    llm_model: Optional[str] = Field(None, description="The model at that endpoint, where the specs give none.")
+    output: Optional[Path] = Field(None, description="A folder for gap.json and pool_scaling.png; None: not written.")
+    qrels_variants: Optional[dict[str, Qrels]] = Field(
+        None, description="Other judgements to score the same rankings with, by label (OBLIQ's pooled 'P'); None: "
+                          "the task's own, if it has any.")
+    scaling_measure: str = Field("R@10", description="The measure of the pool-scaling curve (Figure 3: Recall@10).")
+
+    @field_validator("verifier", mode="before")
+    @classmethod
+    def _verifier(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("is empty; give a value, or leave the option out")
+        elif not callable(getattr(value, "rerank_pools", None)):
+            raise ValueError(f"must be a reranker spec such as 'tournament' or an object with rerank_pools(queries, "
+                             f"pools, corpus), got {type(value).__name__}")
+        return value
+
+    @field_validator("measure", "llm_base_url", "llm_model", "output", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        # '' (often an unset shell variable) must not quietly mean "not given"
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; give a value, or leave the option out")
+        return value
+
+    @field_validator("depth")
+    @classmethod
+    def _depth(cls, value: int) -> int:
+        return _documents(value, "documents per retriever in the pool")
+
+    @field_validator("pool_sizes")
+    @classmethod
+    def _pool_sizes(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        for size in value:
+            _documents(size, "documents per pool")
+        return value
+
+    @field_validator("max_queries")
+    @classmethod
+    def _max_queries(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be at least 1, got {_shown(value)}; leave it out to use every query")
+        return value
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("must be 0 or more")
+        return value
+
+    @field_validator("measure", "scaling_measure")
+    @classmethod
+    def _measure(cls, value: str | None) -> str | None:
+        return value if value is None else _measure_name(value)
+
+
+# ---------------------------------------------------------------- measuring the gap from runs
 
 @dataclass(frozen=True)
 class _GapInputs:
@@ -246,72 +270,6 @@ class _GapInputs:
         return {q: infuse_gold(pools[q], self.gold[q], q, self.seed) for q in self.qids}
 
 
-DEFAULT_MEASURE = "nDCG@10"  # measure_gap's, where no task names its main measure
-
-
-@dataclass(frozen=True)
-class GapOptions:
-    """Every setting of a gap measurement but the task, the retrievers and the verifier's inputs.
-
-    :func:`measure_gap_with` reads ``measure`` (None: nDCG@10), ``depth``, ``pool_sizes``, ``seed`` and
-    ``scaling_measure``; :func:`run_gap_with` reads them all (``measure`` None: the task's main measure). Settings no
-    gap can be measured with raise ConfigError here, before any work. Example::
-
-        report = run_gap_with("obliq/math", ["bm25", "dense"], GapOptions(depth=50, pool_sizes=(50, 100)))
-    """
-
-    verifier: str | Any = "tournament"
-    depth: int = 100
-    pool_sizes: Sequence[int] = (50, 100, 200, 500)
-    measure: str | None = None
-    max_queries: int | None = None
-    seed: int = 0
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    output: str | Path | None = None
-    qrels_variants: Mapping[str, Qrels] | None = None
-    scaling_measure: str = "R@10"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pool_sizes", tuple(self.pool_sizes))  # a list from the CLI compares equal
-        if self.depth < 1:
-            raise ConfigError(f"pool depth must be at least 1, got {self.depth}.")
-        for size in sorted(set(self.pool_sizes)):
-            if size < 1:
-                raise ConfigError(f"pool sizes must be positive, got {size}.")
-        parse_measures([m for m in (self.measure, self.scaling_measure) if m is not None])
-
-
-def measure_gap(
-    task_name: str,
-    data: TaskData,
-    runs: Sequence[Run],
-    rerank: PoolReranker,
-    *,
-    measure: str = DEFAULT_MEASURE,
-    depth: int = 100,
-    pool_sizes: Sequence[int] = (),
-    seed: int = 0,
-    query_ids: Sequence[str] | None = None,
-    extra_qrels: Mapping[str, Qrels] | None = None,
-    calls: Callable[[], int] = lambda: 0,
-    scaling_measure: str = "R@10",
-    verifier_seeds: Sequence[int] | None = None,
-    verifier_corpus: Corpus | None = None,
-    verifier_queries: Queries | None = None,
-) -> GapReport:
-    """Compute the gap for one task from the retrievers' runs and a pool reranker.
-
-    ``measure``, ``depth``, ``pool_sizes``, ``seed`` and ``scaling_measure`` are those of :class:`GapOptions`; this
-    builds one and calls :func:`measure_gap_with` with the other keywords.
-    """
-    options = GapOptions(measure=measure, depth=depth, pool_sizes=pool_sizes, seed=seed,
-                         scaling_measure=scaling_measure)
-    return measure_gap_with(task_name, data, runs, rerank, options, query_ids=query_ids, extra_qrels=extra_qrels,
-                            calls=calls, verifier_seeds=verifier_seeds, verifier_corpus=verifier_corpus,
-                            verifier_queries=verifier_queries)
-
-
 def measure_gap_with(
     task_name: str,
     data: TaskData,
@@ -320,47 +278,52 @@ def measure_gap_with(
     options: GapOptions,
     *,
     query_ids: Sequence[str] | None = None,
-    extra_qrels: Mapping[str, Qrels] | None = None,
     calls: Callable[[], int] = lambda: 0,
     verifier_seeds: Sequence[int] | None = None,
     verifier_corpus: Corpus | None = None,
     verifier_queries: Queries | None = None,
 ) -> GapReport:
-    """:func:`measure_gap` with its settings in one :class:`GapOptions`.
+    """The gap of one task from the retrievers' runs and a pool reranker (``rerank(queries, pools, corpus)``).
 
-    ``verifier_seeds``: rerank once per seed (``rerank(queries, pools, corpus, seed=s)``) and report the mean and the
-    spread. ``verifier_corpus`` / ``verifier_queries``: the texts the verifier reads when they differ from the ones the
-    retrievers indexed (problems with their solutions); the same ids.
+    Reads ``measure`` (None: nDCG@10), ``depth``, ``pool_sizes``, ``seed``, ``scaling_measure`` and ``qrels_variants``
+    from ``options``. ``query_ids``: the queries measured (default: every query with a positive judgement).
+    ``calls``: a counter of the verifier's LLM calls, read before and after. ``verifier_seeds``: rerank once per seed
+    (``rerank(queries, pools, corpus, seed=s)``) and report the mean and the spread. ``verifier_corpus`` /
+    ``verifier_queries``: the texts the verifier reads when they differ from the ones the retrievers indexed
+    (problems with their solutions); the same ids.
     """
     measure, scaling_measure, seeds = _checked_settings(runs, options, verifier_seeds)
     inputs = _gap_inputs(data, rerank, query_ids, verifier_corpus, verifier_queries, seeds, measure, options.seed)
     retr_scores = {r.name: inputs.score(_subset(r, inputs.qids)) for r in runs}
+    best = max(retr_scores.items(), key=lambda kv: kv[1])
     calls_before = calls()
     pools = {q: union_pool(runs, q, options.depth) for q in inputs.qids}
     std_runs = inputs.verify(pools)
     gold_runs = inputs.verify(inputs.infused(pools))
     (std_mean, std_values), (gold_mean, gold_values) = inputs.mean(std_runs), inputs.mean(gold_runs)
-    report = GapReport(
+    other = _other_qrels(inputs, runs, std_runs, gold_runs, options.qrels_variants or {})
+    scaling = [_scaling_row(runs, size, inputs, scaling_measure) for size in sorted(set(options.pool_sizes))]
+    seeds_meta = VerifierSeeds(seeds=seeds, standard=spread(std_values, seeds),
+                               gold_infused=spread(gold_values, seeds)) if seeds else None
+    return GapReport(
         task=task_name,
         measure=measure,
+        best_retriever=NamedValue(name=best[0], value=best[1]),
         retrievers=retr_scores,
-        best_retriever=max(retr_scores.items(), key=lambda kv: kv[1]),
-        verifier_standard=std_mean,
-        verifier_gold_infused=gold_mean,
+        verifier_standard=Value(value=std_mean),
+        verifier_gold_infused=Value(value=gold_mean),
+        gap=gold_mean - best[1],
+        gap_standard=std_mean - best[1],
         pool_recall=pool_recall(pools, inputs.qrels, inputs.qids),
         pool_depth=options.depth,
         n_queries=len(inputs.qids),
-        llm_calls=0,
-        meta={"seed": options.seed, "retrievers": [r.name for r in runs], "pool_scaling_measure": scaling_measure},
+        llm_calls=calls() - calls_before,
+        verifier_answers=None,
+        pool_scaling=scaling,
+        other_qrels=other,
+        meta=GapMeta(seed=options.seed, retrievers=[r.name for r in runs], pool_scaling_measure=scaling_measure,
+                     verifier_seeds=seeds_meta),
     )
-    if seeds:
-        report.meta["verifier_seeds"] = {"seeds": seeds, "standard": spread(std_values, seeds),
-                                         "gold_infused": spread(gold_values, seeds)}
-    report.extra_qrels.update(_other_qrels(inputs, runs, std_runs, gold_runs, extra_qrels or {}))
-    for size in sorted(set(options.pool_sizes)):
-        report.pool_scaling.append(_scaling_row(runs, size, inputs, scaling_measure))
-    report.llm_calls = calls() - calls_before
-    return report
 
 
 def _checked_settings(runs: Sequence[Run], options: GapOptions,
@@ -401,7 +364,7 @@ def _gap_inputs(data: TaskData, rerank: PoolReranker, query_ids: Sequence[str] |
 
 
 def _other_qrels(inputs: _GapInputs, runs: Sequence[Run], std_runs: Sequence[Run], gold_runs: Sequence[Run],
-                 extra_qrels: Mapping[str, Qrels]) -> dict[str, dict]:
+                 extra_qrels: Mapping[str, Qrels]) -> dict[str, OtherQrels]:
     """The best retriever and both verifier scores under each other set of judgements (e.g. pooled ones) that judges
     at least one of the queries."""
     out = {}
@@ -410,37 +373,37 @@ def _other_qrels(inputs: _GapInputs, runs: Sequence[Run], std_runs: Sequence[Run
         if not oq.positive_queries():
             continue
         best = max(((r.name, inputs.score(_subset(r, inputs.qids), oq)) for r in runs), key=lambda kv: kv[1])
-        out[label] = {
-            "best_retriever": dict(zip(("name", "value"), best)),
-            "verifier_standard": inputs.mean(std_runs, oq)[0],
-            "verifier_gold_infused": inputs.mean(gold_runs, oq)[0],
-        }
+        out[label] = OtherQrels(best_retriever=NamedValue(name=best[0], value=best[1]),
+                                verifier_standard=inputs.mean(std_runs, oq)[0],
+                                verifier_gold_infused=inputs.mean(gold_runs, oq)[0])
     return out
 
 
-def _scaling_row(runs: Sequence[Run], size: int, inputs: _GapInputs, m: str) -> dict:
+def _scaling_row(runs: Sequence[Run], size: int, inputs: _GapInputs, m: str) -> PoolScalingRow:
     spools = {q: budget_pool(runs, q, size) for q in inputs.qids}
     std_mean, std_values = inputs.mean(inputs.verify(spools), measure=m)
     gold_mean, gold_values = inputs.mean(inputs.verify(inputs.infused(spools)), measure=m)
-    row = {"pool_size": size, "measure": m, "pool_recall": pool_recall(spools, inputs.qrels, inputs.qids),
-           "verifier_standard": std_mean, "verifier_gold_infused": gold_mean,
-           "retrievers": {}, "retrievers_gold_infused": {}, "retriever_pools": {}, "retriever_pool_recall": {}}
-    if inputs.seeds:
-        row["verifier_standard_spread"] = spread(std_values, inputs.seeds)
-        row["verifier_gold_infused_spread"] = spread(gold_values, inputs.seeds)
+    retrievers, infused, pools, recall = {}, {}, {}, {}
     for r in runs:
         others = [o for o in runs if o is not r]
         rpools = {q: budget_pool(others, q, size) for q in inputs.qids} if others else spools
-        row["retrievers"][r.name] = inputs.score(restrict(r, rpools), measure=m)
-        row["retrievers_gold_infused"][r.name] = inputs.score(restrict(r, inputs.infused(rpools)), measure=m)
-        row["retriever_pools"][r.name] = "others" if others else "own"
-        row["retriever_pool_recall"][r.name] = pool_recall(rpools, inputs.qrels, inputs.qids)
-    return row
+        retrievers[r.name] = inputs.score(restrict(r, rpools), measure=m)
+        infused[r.name] = inputs.score(restrict(r, inputs.infused(rpools)), measure=m)
+        pools[r.name] = "others" if others else "own"
+        recall[r.name] = pool_recall(rpools, inputs.qrels, inputs.qids)
+    return PoolScalingRow(
+        pool_size=size, measure=m, pool_recall=pool_recall(spools, inputs.qrels, inputs.qids),
+        verifier_standard=std_mean, verifier_gold_infused=gold_mean, retrievers=retrievers,
+        retrievers_gold_infused=infused, retriever_pools=pools, retriever_pool_recall=recall,
+        verifier_standard_spread=spread(std_values, inputs.seeds) if inputs.seeds else None,
+        verifier_gold_infused_spread=spread(gold_values, inputs.seeds) if inputs.seeds else None)
 
 
 def _subset(run: Run, qids: Sequence[str]) -> Run:
     return Run({q: run[q] for q in qids if q in run}, run.name, _sorted=True)
 
+
+# ---------------------------------------------------------------- files
 
 def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
     """Recall-style pool-scaling plot (verifier vs retrievers, standard and gold-infused) as PNG."""
@@ -448,17 +411,17 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
     rows = report.pool_scaling
     if not rows:
         raise GapbenchError("no pool-scaling rows to plot; pass pool sizes.")
-    sizes = [r["pool_size"] for r in rows]
+    sizes = [r.pool_size for r in rows]
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
-    ax.plot(sizes, [r["verifier_standard"] for r in rows], "o-", color="C0", label="verifier, standard")
-    ax.plot(sizes, [r["verifier_gold_infused"] for r in rows], "o--", color="C0", label="verifier, gold-infused")
-    for i, name in enumerate(rows[0]["retrievers"]):
-        ax.plot(sizes, [r["retrievers"][name] for r in rows], "s-", color=f"C{i + 1}", label=f"{name}, standard")
-        ax.plot(sizes, [r["retrievers_gold_infused"][name] for r in rows], "s--", color=f"C{i + 1}", alpha=0.6,
+    ax.plot(sizes, [r.verifier_standard for r in rows], "o-", color="C0", label="verifier, standard")
+    ax.plot(sizes, [r.verifier_gold_infused for r in rows], "o--", color="C0", label="verifier, gold-infused")
+    for i, name in enumerate(rows[0].retrievers):
+        ax.plot(sizes, [r.retrievers[name] for r in rows], "s-", color=f"C{i + 1}", label=f"{name}, standard")
+        ax.plot(sizes, [r.retrievers_gold_infused[name] for r in rows], "s--", color=f"C{i + 1}", alpha=0.6,
                 label=f"{name}, gold-infused")
     ax.set_xscale("log")
     ax.set_xlabel("candidate pool size")
-    ax.set_ylabel(rows[0].get("measure", report.measure))
+    ax.set_ylabel(rows[0].measure or report.measure)
     ax.set_title(f"{report.task}: pool scaling")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
@@ -467,49 +430,31 @@ def plot_pool_scaling(report: GapReport, path: str | Path) -> Path:
 
 
 def save_report(report: GapReport, out_dir: str | Path) -> dict[str, Path]:
+    """``gap.json`` (two-space indent) and, with pool-scaling rows, ``pool_scaling.png`` in ``out_dir``."""
     out = output_folder(out_dir)
     paths = {"json": out / "gap.json"}
-    write_text_atomic(paths["json"], json.dumps(report.to_dict(), indent=2))
+    write_text_atomic(paths["json"], json.dumps(report.model_dump(mode="json"), indent=2))
     if report.pool_scaling:
         paths["png"] = plot_pool_scaling(report, out / "pool_scaling.png")
     return paths
 
 
-def run_gap(
-    task: str,
-    retrievers: Sequence[str],
-    *,
-    verifier: str | Any = "tournament",
-    depth: int = 100,
-    pool_sizes: Sequence[int] = (50, 100, 200, 500),
-    measure: str | None = None,
-    max_queries: int | None = None,
-    seed: int = 0,
-    llm_base_url: str | None = None,
-    llm_model: str | None = None,
-    output: str | Path | None = None,
-    qrels_variants: Mapping[str, Qrels] | None = None,
-    scaling_measure: str = "R@10",
-) -> GapReport:
-    """Run the retrievers on ``task`` and measure the retrieval-verification gap with the verifier.
+# ---------------------------------------------------------------- the verb
 
-    The keywords are those of :class:`GapOptions`; this builds one and calls :func:`run_gap_with`.
-    """
-    options = GapOptions(verifier=verifier, depth=depth, pool_sizes=pool_sizes, measure=measure,
-                         max_queries=max_queries, seed=seed, llm_base_url=llm_base_url, llm_model=llm_model,
-                         output=output, qrels_variants=qrels_variants, scaling_measure=scaling_measure)
-    return run_gap_with(task, retrievers, options)
-
-
-def run_gap_with(task: str, retrievers: Sequence[str], options: GapOptions) -> GapReport:
-    """:func:`run_gap` with its settings in one :class:`GapOptions`.
+def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None = None) -> GapReport:
+    """The retrieval-verification gap of ``retrievers`` (specs, or one spec) on ``task``, with the verifier of
+    ``options`` (default: the tournament).
 
     A verifier named by a spec takes the task's defaults for it (OBLIQ-Bench's per-task tournament settings) where
-    the spec leaves an option out; the report's ``meta["verifier"]["task_defaults"]`` says which were used.
+    the spec leaves an option out; the report's ``meta.verifier.task_defaults`` says which were used. The task's own
+    other judgements are scored beside the gold where ``qrels_variants`` gives none. Writes gap.json under
+    ``options.output`` when given.
     """
     from ..pipeline import prepare
     from ..retrieval import get_reranker
 
+    options = options or GapOptions()
+    specs = [retrievers] if isinstance(retrievers, str) else list(retrievers)
     prepared = prepare(task, max_queries=options.max_queries, seed=options.seed, judged=1)
     task_obj, data = prepared.task, prepared.data
     verifier, applied = with_task_defaults(options.verifier, task_obj.reranker_defaults)
@@ -518,58 +463,42 @@ def run_gap_with(task: str, retrievers: Sequence[str], options: GapOptions) -> G
     # the verifier reads the prepared queries (instruction applied) unless the task gives it a view of its own
     view = task_obj.verifier_view(data) if task_obj.verifier_view is not None else (None, prepared.queries)
     seeds = tuple(getattr(rr, "seeds", ()))
-    runs, systems, llm_work = _retrieve(prepared, retrievers, options)
-    extra = dict(options.qrels_variants or {})
-    if not extra and task_obj.extra_qrels is not None:
-        extra.update(task_obj.extra_qrels(data))
-    # through the keyword entry point, which tests wrap to watch the verifier's rankings
-    report = measure_gap(
-        task_obj.name, data, runs, rr.rerank_pools, measure=options.measure or task_obj.main_measure,
-        depth=options.depth, pool_sizes=options.pool_sizes, seed=options.seed, query_ids=prepared.query_ids,
-        extra_qrels=extra, calls=lambda: getattr(rr, "llm_calls", 0), scaling_measure=options.scaling_measure,
-        verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0], verifier_queries=view[1],
-    )
-    report.meta["retrievers"] = systems
-    report.retriever_llm = llm_work
-    report.meta.update(_verifier_meta(rr, applied, reads_view=view[0] is not None))
+    runs, systems, llm_work = _retrieve(prepared, specs, options)
+    settled = options.replace(
+        measure=options.measure or task_obj.main_measure,
+        qrels_variants=options.qrels_variants or (task_obj.extra_qrels(data) if task_obj.extra_qrels else None))
+    report = measure_gap_with(task_obj.name, data, runs, rr.rerank_pools, settled, query_ids=prepared.query_ids,
+                              calls=lambda: getattr(rr, "llm_calls", 0),
+                              verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0],
+                              verifier_queries=view[1])
+    answers = Answers.model_validate(rr.answers) if hasattr(rr, "answers") else None
+    llm = llm_manifest_of(rr)
+    meta = report.meta.model_copy(update={
+        "retrievers": systems, "llm": llm, "answers": answers,
+        "verifier": VerifierInfo(name=getattr(rr, "name", type(rr).__name__), config=getattr(rr, "config", dict)(),
+                                 task_defaults=applied, reads_verifier_view=view[0] is not None)})
+    report = report.model_copy(update={"meta": meta, "retriever_llm": llm_work or None,
+                                       "verifier_answers": VerifierAnswers.of(answers)})
     if options.output:
         save_report(report, options.output)
     return report
 
 
 def _retrieve(prepared: Any, retrievers: Sequence[str],
-              options: GapOptions) -> tuple[list[Run], list[dict], dict[str, dict]]:
-    """Each retriever's run, deep enough for the pool and every pool budget, its entry in ``meta["retrievers"]``,
-    and the LLM work of those that call one (:func:`retriever_llm_usage`), by run name."""
+              options: GapOptions) -> tuple[list[Run], list[RetrieverEntry], dict[str, RetrieverLLM]]:
+    """Each retriever's run, deep enough for the pool and every pool budget, its entry in ``meta.retrievers``, and
+    the LLM work of those that call one (:func:`retriever_llm_usage`), by run name."""
     from ..retrieval import config_of, fingerprint_of
 
-    k = max([options.depth, *options.pool_sizes]) if options.pool_sizes else options.depth
+    k = max([options.depth, *options.pool_sizes])
     runs, systems, llm_work = [], [], {}
     for spec in retrievers:
         retr, run = prepared.retrieve(spec, k, llm_base_url=options.llm_base_url, llm_model=options.llm_model)
         runs.append(run)
         # read after the search: an LLM retriever's config carries its calls, cache hits and fallbacks
-        systems.append({"spec": str(spec) if isinstance(spec, str) else run.name, "name": run.name,
-                        "config": config_of(retr), "fingerprint": fingerprint_of(retr)})
+        systems.append(RetrieverEntry(spec=str(spec) if isinstance(spec, str) else run.name, name=run.name,
+                                      config=config_of(retr), fingerprint=fingerprint_of(retr)))
         usage = retriever_llm_usage(retr)
         if usage is not None:
             llm_work[run.name] = usage
     return runs, systems, llm_work
-
-
-def _verifier_meta(rr: Any, applied: dict, *, reads_view: bool) -> dict[str, Any]:
-    """The report's ``verifier``, ``llm`` (an LLM verifier's manifest) and ``answers`` (its answer counts) meta."""
-    meta: dict[str, Any] = {"verifier": {"name": getattr(rr, "name", type(rr).__name__),
-                                         "config": getattr(rr, "config", dict)(), "task_defaults": applied,
-                                         "reads_verifier_view": reads_view}}
-    llm = llm_manifest_of(rr)
-    if llm is not None:
-        meta["llm"] = llm
-    if hasattr(rr, "answers"):  # read by the report, which warns when most rankings were fallbacks
-        meta["answers"] = rr.answers
-    return meta
-
-
-def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None = None) -> GapReport:
-    """The retrieval-verification gap of ``retrievers`` on ``task`` (see :mod:`gapbench.analyses.gap`)."""
-    return run_gap_with(task, ([retrievers] if isinstance(retrievers, str) else list(retrievers)), options or GapOptions())
