@@ -256,3 +256,60 @@ def test_cli_audit_shipped_slice_dense(dense_audit, shipped):
 def test_cli_audit_bad_input(cli, tmp_path, capsys):
     assert cli(["argus", "audit", "--entities", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
     assert "give both --entities and --relations" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the contract: options, views, report
+def test_each_relation_view_is_read_from_the_same_edges(shipped):
+    """with_relations gives what loading the files in that mode gives: the same targets in the same order."""
+    undirected = aa.load_shipped(relations="undirected")
+    view = shipped.with_relations("undirected")
+    assert list(view.related) == list(undirected.related) and view.related == undirected.related
+    assert view.neighbours == undirected.neighbours and view.dropped == undirected.dropped
+    assert view.with_relations("directed").related == shipped.related
+    by_hand = aa.AuditData(shipped.entities, shipped.related, shipped.neighbours, "no edges")
+    assert by_hand.with_relations("directed") is by_hand
+    with pytest.raises(ConfigError, match="records no edges, so its undirected view cannot be read"):
+        by_hand.with_relations("undirected")
+
+
+def test_the_options_name_the_settings_they_refuse():
+    from gapbench import ArgusAuditOptions
+    from gapbench.analyses.argus.options import ArgusSweepOptions
+    from gapbench.errors import OptionsError
+
+    with pytest.raises(OptionsError) as err:
+        ArgusAuditOptions(k=0, n=1, pooling="mean")
+    assert [f for f, _ in err.value.problems] == ["pooling", "k", "n"]
+    assert "k must be greater than or equal to 1, got 0" in str(err.value)
+    assert ArgusSweepOptions(ns=(800, 100, 100), ks=(50, 1)).ns == (100, 800)  # sorted, each once
+    with pytest.raises(OptionsError, match=r"ks must be integers of at least 1, got \[0, 5\]"):
+        ArgusSweepOptions(ks=(0, 5))
+
+
+def test_the_report_is_the_file(tmp_path, shipped):
+    from gapbench.schemas import ArgusAudit, load_file
+
+    res = aa.audit(shipped, "random", k=50, n=300, seed=7)
+    assert isinstance(res.report, ArgusAudit) and res.report.k == 50 and res.report.n_targets == 103
+    aa.write_audit(res, tmp_path, plot=False)
+    assert load_file(tmp_path / "argus_audit.json") == res.report
+    # the in-memory views read the report: ranks per target, and RPS from them
+    assert res.ranks == {e.qid: e.ranks for e in res.report.entities}
+    assert res.rps() == {e.qid: e.rps for e in res.report.entities}
+    assert res.report.mean_rps == pytest.approx(np.mean(list(res.rps().values())))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["audit", "--k", "0"], "--k must be greater than or equal to 1, got 0."),
+    (["audit", "--pooling", "mean"], "--pooling must be 'auto', 'span' or 'sentence', got 'mean'."),
+    (["probe", "--split", "70,30"], "--split must be three positive train,validation,test shares such as 70,15,15, "
+                                    "got '70,30'."),
+    (["probe", "--families", "ridge,forest", "--grids", "full"],
+     "--families must be 'ridge', 'xgboost' or 'mlp', got 'forest'; --grids must be 'reduced' or 'paper', got 'full'."),
+    (["sweep", "--n", "100,x"], "--n must be a comma list of integers such as 100,200,400,800, got '100,x'."),
+    (["sweep", "--n", "1"], "--n must be integers of at least 2, got [1]."),
+])
+def test_the_commands_name_the_flag_of_a_refused_setting(cli, tmp_path, capsys, args, message):
+    assert cli(["argus", *args, "-r", "random", "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == f"gapbench: error: {message}"
+    assert not (tmp_path / "out").exists()  # refused before any work

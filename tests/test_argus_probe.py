@@ -281,3 +281,28 @@ def test_cli_probe_shipped_slice(tmp_path):
 
     method, bound, source = diagnosis_for("auto", get_retriever("dense"))
     assert method == "probe" and bound.fingerprint == probe.fingerprint and source.endswith(probe.fingerprint[:32])
+
+
+def test_the_probe_verb_trains_each_labelled_set_and_keeps_the_largest():
+    from gapbench.analyses.argus.audit import audit, load_shipped
+    from gapbench.analyses.argus.verbs import ArgusProbeOptions, argus_probe
+    from gapbench.schemas import ArgusProbe
+
+    probe, report = argus_probe(None, "random", ArgusProbeOptions(k=50, n=300, seed=3, families=("ridge",)))
+    assert isinstance(report, ArgusProbe)
+    assert [d.name for d in report.datasets] == ["directed (audited targets)",
+                                                 "undirected (every entity with an edge)"]
+    assert [d.n for d in report.datasets] == [103, 595]
+    # the top level and the probe are the larger set's; the path is set when the command saves it
+    assert report.selected == report.datasets[1].selected and report.test == report.datasets[1].test
+    assert report.saved_probe.dataset == report.datasets[1].name and report.saved_probe.path is None
+    assert probe.meta["dataset"] == "undirected" and probe.meta["n_train"] == report.datasets[1].split.train
+    # the directed set: the same as auditing and training by hand
+    result = audit(load_shipped(), "random", k=50, n=300, seed=3)
+    targets, emb = result.target_embeddings()
+    _, by_hand = ap.train_probe(emb, [result.rps()[q] for q in targets], result.encoder["fingerprint"], seed=3,
+                                families=("ridge",))
+    directed = report.datasets[0]
+    assert directed.selected == by_hand.selected and directed.test == by_hand.test
+    assert directed.audit.mean_rps == pytest.approx(result.report.mean_rps)
+    assert directed.audit.n_effective_min == result.report.n_effective.min

@@ -145,6 +145,29 @@ def test_bootstrap_ci_seeded():
     assert a[0] < sep < a[1]
 
 
+def test_bootstrap_ci_draws_the_one_bootstrap():
+    """The resamples are those of gapbench.evaluation.stats.resample_blocks: for n * resamples <= 2M indices one block,
+    the draw rng.integers(0, n, (resamples, n)) the CI was computed from before; above, its blocks in order. The
+    reference recomputes each resample's AUC with auc() and takes numpy's percentiles."""
+    from gapbench.evaluation.stats import resample_blocks
+
+    def reference(y, v, idx):
+        aucs = [auc(y[i], -v[i]) for i in idx if 0 < y[i].sum() < len(y)]  # v lower-is-weaker: -v is weaker-higher
+        return tuple(np.quantile(aucs, [0.025, 0.975]))
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    v = rng.normal(size=200) - 0.8 * y
+    one_draw = np.random.default_rng(7).integers(0, 200, size=(400, 200))
+    assert bootstrap_auc_ci(y, v, "lower_is_weaker", n_resamples=400, seed=7) == \
+        pytest.approx(reference(y, v, one_draw), abs=1e-12)
+    y, v = np.tile(y, 15), np.tile(v, 15)  # 3000 queries x 700 resamples = 2.1M indices: two blocks
+    blocks = [idx for _, idx in resample_blocks(3000, 700, np.random.default_rng(3))]
+    assert len(blocks) == 2
+    assert bootstrap_auc_ci(y, v, "lower_is_weaker", n_resamples=700, seed=3) == \
+        pytest.approx(reference(y, v, np.concatenate(blocks)), abs=1e-12)
+
+
 def test_spearman_matches_scipy():
     from scipy.stats import spearmanr
 
@@ -375,14 +398,23 @@ def _words(texts):
     return [t.lower().split() for t in texts]
 
 
-def test_run_signals_keywords_match_run_signals_with(tmp_path):
-    from gapbench.analyses.signals import SignalsOptions, run_signals, run_signals_with
+def _signals(task, retrievers, **settings):
+    """``gapbench.signals`` with its settings given as keywords of SignalsOptions."""
+    import gapbench
+    from gapbench.analyses.signals import SignalsOptions
+
+    return gapbench.signals(task, retrievers, SignalsOptions(**settings))
+
+
+def test_the_verb_and_run_signals_with_give_one_report(tmp_path):
+    import gapbench
+    from gapbench.analyses.signals import SignalsOptions, SignalsReport, run_signals_with
 
     folder = "tests/fixtures/beir/scifact"
     kw = dict(window=1, n_bootstrap=20, seed=2, term_extractor=_words)
-    by_keywords = run_signals(folder, ["bm25"], **kw)
+    by_verb = gapbench.signals(folder, "bm25", SignalsOptions(**kw))
     by_options = run_signals_with(folder, ["bm25"], SignalsOptions(**kw, output=tmp_path / "sig"))
-    assert by_keywords.to_dict() == by_options.to_dict()
+    assert isinstance(by_verb, SignalsReport) and by_verb == by_options
     d = by_options.to_dict()
     assert (d["n_queries"], d["primary"], d["window"], d["min_rel"], d["seed"]) == (4, "bm25", 1, 1, 2)
     assert [{k: r[k] for k in ("spec", "kind", "name")} for r in d["retrievers"]] == \
@@ -390,6 +422,11 @@ def test_run_signals_keywords_match_run_signals_with(tmp_path):
     assert d["retrievers"][0]["config"]["k1"] == 1.5 and len(d["retrievers"][0]["fingerprint"]) == 64
     assert d["signals"]["dense_agreement"]["available"] is False  # one retriever, no two dense rankings
     assert json.loads((tmp_path / "sig" / "signals.json").read_text()) == d
+    # the model is the file: read back, it is the same report, without the per-query values
+    back = SignalsReport.model_validate(json.loads((tmp_path / "sig" / "signals.json").read_text()))
+    assert back == by_options and back.table is None and back.labels is None
+    assert str(back) == str(by_options) == (tmp_path / "sig" / "signals.md").read_text()
+    assert by_options.table.query_ids == tuple(by_options.table.query_ids) and len(by_options.labels) == 4
 
 
 def test_signals_options_check_the_retrievers_before_any_work():
@@ -399,28 +436,60 @@ def test_signals_options_check_the_retrievers_before_any_work():
         run_signals_with("no/such/task", [], SignalsOptions())
     with pytest.raises(ConfigError, match=r"^a retriever is listed twice in bm25, bm25; list each once\.$"):
         run_signals_with("no/such/task", ["bm25", "bm25"], SignalsOptions())
-    with pytest.raises(ConfigError, match=r"^--primary 'dense' is not among --retrievers \(bm25\)\.$"):
+    with pytest.raises(ConfigError, match=r"^primary 'dense' is not among the retrievers \(bm25\)\.$"):
         run_signals_with("no/such/task", ["bm25"], SignalsOptions(primary="dense"))
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"window": 0}, "window must be greater than or equal to 1, got 0"),
+    ({"min_rel": 0}, "min_rel must be greater than or equal to 1, got 0"),
+    ({"max_queries": 0}, "max_queries must be greater than or equal to 1, got 0"),
+    ({"bar": 1.5}, "bar must be less than or equal to 1, got 1.5"),
+    ({"n_bootstrap": -1}, "n_bootstrap must be greater than or equal to 0, got -1"),
+    ({"calib_fraction": 1.0}, "calib_fraction must be less than 1, got 1.0"),
+    ({"target_catch": 0.0}, "target_catch must be greater than 0, got 0.0"),
+    ({"gate_signal": "top_score"}, "gate_signal must be one of max_score, dense_variance, evidence_coverage, "
+                                   "retriever_divergence, dense_agreement, got 'top_score'"),
+    ({"either_max_corr": -0.1}, "either_max_corr must be greater than or equal to 0, got -0.1"),
+    ({"seed": -1}, "seed must be greater than or equal to 0, got -1"),
+])
+def test_signals_options_refuse_a_value_naming_the_setting(settings, message):
+    from gapbench.analyses.signals import SignalsOptions
+    from gapbench.errors import OptionsError
+
+    with pytest.raises(OptionsError) as info:
+        SignalsOptions(**settings)
+    assert str(info.value) == f"SignalsOptions: {message}."
+
+
+def test_the_cli_names_the_flag_of_a_refused_setting(capsys):
+    assert main(["signals", "toy", "--window", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--window must be greater than or equal to 1, got 0.")
+    assert main(["signals", "toy", "--bootstrap", "-5"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--bootstrap must be greater than or equal to 0, got -5.")
 
 
 def test_cli_builds_one_signals_options_object(monkeypatch, capsys):
     import gapbench.analyses.signals as mod
 
     seen = []
+    content = {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0, "n_weak": 0, "weak_rate": None,
+               "bar": 0.65, "max_corr": 0.85, "n_bootstrap": 0, "seed": 0, "signals": {}, "spearman": {}, "kept": [],
+               "gate": None}
 
     def fake(task, retrievers, options):
         seen.append((task, retrievers, options))
-        return mod.SignalsReport(task, SignalTable((), {}), np.zeros(0, dtype=np.int64), {"n_queries": 0})
+        return mod.SignalsReport.model_validate(content)
 
     monkeypatch.setattr(mod, "run_signals_with", fake)
     assert main(["signals", "toy", "--retrievers", "bm25, dense", "-k", "5", "--primary", "dense", "--min-rel", "2",
                  "--max-queries", "30", "--bar", "0.7", "--max-corr", "0.9", "--bootstrap", "50",
                  "--calib-fraction", "0.4", "--target-catch", "0.9", "--gate-signal", "max_score", "--seed", "4",
-                 "--json"]) == 0
+                 "--either-max-corr", "0.2", "--json"]) == 0
     assert seen == [("toy", ["bm25", "dense"], mod.SignalsOptions(
         window=5, primary="dense", min_rel=2, max_queries=30, bar=0.7, max_corr=0.9, n_bootstrap=50, seed=4,
-        calib_fraction=0.4, target_catch=0.9, gate_signal="max_score"))]
-    assert json.loads(capsys.readouterr().out) == {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0}
+        calib_fraction=0.4, target_catch=0.9, gate_signal="max_score", either_max_corr=0.2))]
+    assert json.loads(capsys.readouterr().out) == content
     assert main(["signals", "toy", "--json"]) == 0  # the CLI defaults are SignalsOptions' own
     assert seen[-1][2] == mod.SignalsOptions()
     assert main(["signals", "musique", "-r", "bm25,dense", "--json"]) == 0  # -r as in `gapbench run`
@@ -480,12 +549,12 @@ def test_either_gate_by_hand():
 def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
     """ImpliRet wknow (80 queries): bm25's max_score and the query-word evidence_coverage of its window barely
     correlate (Spearman -0.062) but separate little (0.538, 0.541): no either gate at the article's bar 0.65, one at 0.5."""
-    from gapbench.analyses.signals import apply_either, escalation_rates, run_signals, save_report
+    from gapbench.analyses.signals import apply_either, escalation_rates, save_report
 
-    d = run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).to_dict()
+    d = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).to_dict()
     assert d["kept"] == [] and d["gate_either"] is None
     assert d["gate_either_note"].startswith("no two kept signals with |Spearman| < 0.3 (kept: none)")
-    rep = run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words, bar=0.5)
+    rep = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words, bar=0.5)
     d = rep.to_dict()
     g = d["gate_either"]
     assert g["signals"] == ["evidence_coverage", "max_score"] and g["spearman"] == pytest.approx(-0.0619, abs=1e-4)
@@ -499,7 +568,7 @@ def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
     save_report(rep, tmp_path / "sig")
     assert load_signals(tmp_path / "sig", "gate_either")["gate_either"]["rule"] == g["rule"]
     with pytest.raises(DataFormatError, match="holds no gate on either firing"):
-        save_report(run_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words), tmp_path / "none")
+        save_report(_signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words), tmp_path / "none")
         load_signals(tmp_path / "none", "gate_either")
 
 
@@ -581,11 +650,9 @@ def mpnet(tmp_path_factory):
 def test_dense_agreement_with_minilm_and_mpnet(beir_slice, mpnet):
     """Two independent sentence-embedding models (MiniLM-L6 and MPNet-base, different architectures and weights):
     dense_agreement is available and is, per query, the Jaccard of their top-10 ids."""
-    from gapbench.analyses.signals import run_signals
-
     words = lambda texts: [t.lower().split() for t in texts]  # noqa: E731
     second = f"dense:model={mpnet}"
-    rep = run_signals(str(beir_slice), ["bm25", "dense", second], n_bootstrap=50, term_extractor=words)
+    rep = _signals(str(beir_slice), ["bm25", "dense", second], n_bootstrap=50, term_extractor=words)
     d = rep.to_dict()
     s = d["signals"]["dense_agreement"]
     assert s["available"] and s["n"] == 80 and 0.5 <= s["separation"] <= 1
@@ -644,12 +711,10 @@ def _words(texts):
 
 @pytest.fixture
 def bm25_gate(beir_slice, tmp_path):
-    """A gate calibrated on bm25 (primary) and bm25-lucene of 80 ImpliRet queries, through run_signals, which records
-    each retriever's name, fingerprint and config."""
-    from gapbench.analyses.signals import run_signals
-
+    """A gate calibrated on bm25 (primary) and bm25-lucene of 80 ImpliRet queries, through gapbench.signals, which
+    records each retriever's name, fingerprint and config."""
     folder = str(beir_slice)
-    report = run_signals(folder, ["bm25", "bm25-lucene"], n_bootstrap=20, term_extractor=_words,
+    report = _signals(folder, ["bm25", "bm25-lucene"], n_bootstrap=20, term_extractor=_words,
                          gate_signal="max_score", output=tmp_path / "sig")
     return folder, report.to_dict(), tmp_path / "sig"
 

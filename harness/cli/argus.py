@@ -155,7 +155,8 @@ def probe_cmd(
     split: str = typer.Option("70,15,15", "--split", help="Train,validation,test shares (the paper's 70,15,15; "
                                                           "gapbench's earlier default was 60,20,20)."),
     rebalance_bins: int = typer.Option(0, "--rebalance-bins", help="Oversample the training split to the largest of "
-                                                                   "this many RPS bins (the authors' code: 100); 0: off."),
+                                                                   "this many RPS bins (the authors' code: 100); 0: "
+                                                                   "off."),
     grids: str = typer.Option("reduced", "--grids", help="reduced (a cheap sweep) or paper (appendix C.1, 2,187 "
                                                          "xgboost and 81 MLP configurations)."),
     tau: float = typer.Option(0.3, "--tau", help="Blind-spot threshold of the classification view (RPS < tau)."),

@@ -15,7 +15,13 @@ from typing import List, Optional
 
 import typer
 
+from .contract import Flags
+
 DEFAULT_RETRIEVERS = "bm25,dense"
+# the flags of `gapbench signals` onto SignalsOptions: every flag is the field of its name but --bootstrap
+# (n_bootstrap); the task, the retriever list and --json are the command's own
+FLAGS = Flags("signals", "gapbench.analyses.signals.options:SignalsOptions", cli_only={"task", "retrievers", "as_json"},
+              renamed={"bootstrap": "n_bootstrap"}, library_only={"term_extractor"})
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +31,7 @@ def register(app: typer.Typer) -> None:
 
 
 def signals_cmd(
+    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retrievers: str = typer.Option(
         DEFAULT_RETRIEVERS, "--retrievers", "-r",
@@ -37,29 +44,23 @@ def signals_cmd(
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries."),
     bar: float = typer.Option(0.65, "--bar", help="Keep signals whose separation reaches this."),
     max_corr: float = typer.Option(0.85, "--max-corr", help="Drop the weaker of two signals with |Spearman| above this."),
-    n_bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the AUC CIs."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the AUC CIs (0: no CIs)."),
     calib_fraction: float = typer.Option(0.5, "--calib-fraction", help="Share of queries in the calibration split."),
     target_catch: Optional[float] = typer.Option(None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
     gate_signal: Optional[str] = typer.Option(None, "--gate-signal", help="Gate on this signal (default: the strongest kept)."),
     either_max_corr: float = typer.Option(
         0.3, "--either-max-corr",
         help="Also gate on either of the two strongest kept signals firing when their |Spearman| is below this."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the query sample, the bootstrap and the calibration split."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write signals.json, signals.md and PNGs here."),
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
-    from .common import check_output, fail, split_specs
-    from ..analyses.signals import SignalsOptions, run_signals_with
+    from .common import check_output, split_specs
+    from ..analyses.signals import run_signals_with
 
+    options = FLAGS.build(ctx.params)
     check_output(output, run_dir=False)
-    if window < 1:
-        fail(f"--window must be at least 1, got {window}.")
-    options = SignalsOptions(
-        window=window, primary=primary, min_rel=min_rel, max_queries=max_queries, bar=bar, max_corr=max_corr,
-        n_bootstrap=n_bootstrap, seed=seed, calib_fraction=calib_fraction, target_catch=target_catch,
-        gate_signal=gate_signal, output=output, either_max_corr=either_max_corr,
-    )
     report = run_signals_with(task, split_specs(retrievers), options)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
     if output is not None and not as_json:

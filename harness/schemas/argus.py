@@ -16,7 +16,7 @@ Params = dict[str, Union[bool, int, float, str, list[int]]]
 
 
 class AuditEncoder(Model):
-    """The entity encoder of an audit or sweep: its name, pooling (span, sentence or none), fingerprint and dimension."""
+    """The entity encoder of an audit or sweep: name, pooling (span, sentence or none), fingerprint and dimension."""
 
     name: str
     pooling: str

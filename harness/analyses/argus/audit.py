@@ -192,8 +192,9 @@ def audit_report(data: AuditData, enc: EncodedEntities, ranks: dict[str, list[in
         dropped=dict(data.dropped), grounding=Grounding(**enc.grounding),
         mean_rps=float(scores.mean()), frac_rps_gt_0_5=float((scores > 0.5).mean()),
         terciles=Terciles(cutoffs=cuts, counts=count(terc)), bands=count(bands), warnings=list(warnings),
-        entities=[AuditEntity(qid=q, label=data.entities[q].label, rps=float(s), hits=int(sum(r <= k for r in ranks[q])),
-                              n_queries=len(ranks[q]), tercile=_NAMES[int(t)], ranks=ranks[q], n_candidates=sizes[q])
+        entities=[AuditEntity(qid=q, label=data.entities[q].label, rps=float(s),
+                              hits=int(sum(r <= k for r in ranks[q])), n_queries=len(ranks[q]), tercile=_NAMES[int(t)],
+                              ranks=ranks[q], n_candidates=sizes[q])
                   for q, s, t in zip(targets, scores, terc)],
     )
 

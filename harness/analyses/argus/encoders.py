@@ -176,7 +176,8 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
     obj = get_retriever(retriever)
     token_level = callable(getattr(obj, "token_model", None))  # a TokenEncoder (gapbench.retrieval)
     if pooling == "span" and not token_level:
-        raise ConfigError(f"argus: {spec!r} gives no token embeddings, so span pooling is impossible; use pooling=sentence.")
+        raise ConfigError(f"argus: {spec!r} gives no token embeddings, so span pooling is impossible; use "
+                          "pooling=sentence.")
     if token_level and pooling in ("auto", "span"):
         return SpanEncoder(obj, spec=spec)
     if not embeds_texts(obj):

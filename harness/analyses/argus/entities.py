@@ -69,9 +69,11 @@ def read_entities(path: Path) -> dict[str, Entity]:
         qid = obj.get("qid")
         text = obj.get("paragraph", obj.get("text"))
         if not isinstance(qid, str) or not qid:
-            raise DataFormatError('missing "qid" (a non-empty string); expected {"qid", "label", "paragraph"}.', path=path, line=i)
+            raise DataFormatError('missing "qid" (a non-empty string); expected {"qid", "label", "paragraph"}.',
+                                  path=path, line=i)
         if not isinstance(text, str) or not text.strip():
-            raise DataFormatError(f'entity {qid!r} has no "paragraph" text; expected {{"qid", "label", "paragraph"}}.', path=path, line=i)
+            raise DataFormatError(f'entity {qid!r} has no "paragraph" text; expected {{"qid", "label", "paragraph"}}.',
+                                  path=path, line=i)
         label = obj.get("label")
         if label is not None and not isinstance(label, str):
             raise DataFormatError(f'entity {qid!r}: "label" must be a string or null.', path=path, line=i)
@@ -95,10 +97,12 @@ def read_relations(path: Path) -> list[tuple[str, str]]:
             src = obj["qid"]
             raw = obj.get("related", obj.get("related_tags"))
             if not isinstance(raw, list):
-                raise DataFormatError(f"the related list must be a JSON list; accepted lines: {accepted}.", path=path, line=i)
+                raise DataFormatError(f"the related list must be a JSON list; accepted lines: {accepted}.",
+                                      path=path, line=i)
             tgts = [r.get("qid") if isinstance(r, dict) else r for r in raw]
         else:
-            raise DataFormatError(f"unrecognised relation record (keys {sorted(obj)}); accepted lines: {accepted}.", path=path, line=i)
+            raise DataFormatError(f"unrecognised relation record (keys {sorted(obj)}); accepted lines: {accepted}.",
+                                  path=path, line=i)
         if not isinstance(src, str) or not all(isinstance(t, str) and t for t in tgts):
             raise DataFormatError(f"qids must be non-empty strings; accepted lines: {accepted}.", path=path, line=i)
         edges.extend((src, t) for t in tgts)

@@ -25,12 +25,12 @@ FAMILIES: tuple[Family, ...] = ("ridge", "xgboost", "mlp")
 
 
 class ArgusEncodingOptions(Options):
-    """What every ARGUS analysis encodes and draws with: the entity vector's pooling and the seed of the neutral draws."""
+    """What every ARGUS analysis encodes and draws with: the entity vector's pooling and the neutral draws' seed."""
 
     seed: int = Field(0, description="Seeds the neutral draws (and the probe's split and fits).")
-    pooling: Pooling = Field("auto", description="The entity mention's vector: span (mean of the label's token vectors), "
-                                                 "sentence (the retriever's paragraph vector) or auto (span when the "
-                                                 "retriever gives token vectors, else sentence).")
+    pooling: Pooling = Field("auto", description="The entity mention's vector: span (mean of the label's token "
+                                                 "vectors), sentence (the retriever's paragraph vector) or auto (span "
+                                                 "when the retriever gives token vectors, else sentence).")
 
 
 class ArgusAuditOptions(ArgusEncodingOptions):

@@ -23,12 +23,14 @@ it reads any weights, and refuses a mismatch with :class:`ProbeMismatchError`.
 
 API used by the augmentation step::
 
-    probe, report = train_probe(embeddings, rps, retriever_fingerprint, seed=0)
+    probe, report = train_probe(embeddings, rps, retriever_fingerprint, seed=0)  # report: a ProbeDataset
     probe.save("probe/")
     probe = Probe.load("probe/", retriever)         # a fingerprint string, an entity encoder or a retriever
     risk = probe.predict(embeddings)                 # clipped to [0, 1]
 
-Output of ``write_probe_report(report, out)``: ``argus_probe.json``::
+The analysis (audit each labelled set, train, keep the probe of the largest set) is the verb
+:func:`gapbench.argus_probe` (:mod:`.verbs`); its report is :class:`gapbench.schemas.ArgusProbe`, and
+``write_probe_report(report, out)`` writes it as ``argus_probe.json``::
 
     {"kind": "argus_probe", "task": SOURCE, "version": 1, "retriever": SPEC, "fingerprint": FP, "dim": 384,
      "seed": 0, "split": {"train": n, "validation": n, "test": n}, "selection": "validation RMSE",

@@ -65,7 +65,8 @@ def compute_ranks(emb: np.ndarray, index: Mapping[str, int], data: AuditData, n:
     """Rank of each target among ``n - 1`` sampled neutrals, for every (target, query) pair.
 
     A pair with stored candidates (``data.candidates``) draws from those instead of the query's eligible set, with the
-    same seeded sampling when more than ``n - 1`` are stored. Similarities of a batch of queries against every entity come from one matrix product; each pair then draws its
+    same seeded sampling when more than ``n - 1`` are stored. Similarities of a batch of queries against every entity
+    come from one matrix product; each pair then draws its
     neutrals (seeded by ``(seed, x, t)``) from the query's eligible set and counts the neutrals that beat the target.
     """
     n_ent = emb.shape[0]
