@@ -14,10 +14,12 @@ import pytest
 from gapbench import cli
 from gapbench.cli.coverage import register
 from gapbench.analyses.coverage import (
+    CoverageOptions,
     build_strata,
     bootstrap_win_rates,
     cluster_entities,
     copies_title,
+    coverage,
     coverage_metrics,
     macro_average,
     normalise_entity,
@@ -28,6 +30,7 @@ from gapbench.analyses.coverage import (
     system_summary,
 )
 from gapbench.errors import ConfigError, GapbenchError
+from gapbench.evaluation.stats import resample_blocks
 from llm_server import LLMServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "coverage" / "beir_small"
@@ -107,13 +110,14 @@ def test_bootstrap_dominant_system_wins_every_resample():
 
 
 def _naive_bootstrap(per_query, qc, k, n_resamples, seed):
-    """Reference: one resample at a time, through macro_average, drawing the same indices."""
+    """Reference: one resample at a time, through macro_average, on the draws of gapbench's one bootstrap draw
+    (resample_blocks from default_rng(seed))."""
     names = list(per_query)
     qids = list(qc)
-    rng = np.random.default_rng(seed)
+    draws = [row for _, idx in resample_blocks(len(qids), n_resamples, np.random.default_rng(seed)) for row in idx]
+    assert len(draws) == n_resamples
     wins = {"mean": dict.fromkeys(names, 0.0), "macro": dict.fromkeys(names, 0.0)}
-    for _ in range(n_resamples):
-        idx = rng.integers(0, len(qids), len(qids))
+    for idx in draws:
         sample = [qids[i] for i in idx]
         # a resampled query drawn twice counts twice: give copies distinct ids
         qc_b = {f"{q}#{j}": qc[q] for j, q in enumerate(sample)}
@@ -129,8 +133,9 @@ def _naive_bootstrap(per_query, qc, k, n_resamples, seed):
     return {stat: {s: w / n_resamples for s, w in row.items()} for stat, row in wins.items()}
 
 
-def test_bootstrap_matches_reference_and_is_reproducible():
-    qc = {f"q{i}": {i % 4} | ({(i + 1) % 4} if i % 3 == 0 else set()) for i in range(30)}
+@pytest.mark.parametrize("n_queries", [30, 31])  # an odd count too: the draw is one block, not one row at a time
+def test_bootstrap_matches_reference_and_is_reproducible(n_queries):
+    qc = {f"q{i}": {i % 4} | ({(i + 1) % 4} if i % 3 == 0 else set()) for i in range(n_queries)}
     rng = np.random.default_rng(7)
     a = {q: float(rng.random()) for q in qc}
     b = {q: float(rng.random()) for q in qc}
@@ -236,8 +241,23 @@ def test_cli_spacy_end_to_end_on_hand_made_beir_folder(tmp_path):
 
 def test_cli_errors_are_one_line(capsys):
     assert cli.main(["coverage", str(FIXTURE), "--entities", "magic"]) == 2
-    assert "--entities 'magic' is not accepted" in capsys.readouterr().err
+    assert "--entities must be 'spacy' or 'llm', got 'magic'." in capsys.readouterr().err
     assert cli.main(["coverage", str(FIXTURE), "--k-range", "5,x"]) == 2
+    assert "--k-range '5,x' is not a list of integers" in capsys.readouterr().err
+
+
+def test_options_name_the_setting():
+    # the library names the field, never a flag
+    with pytest.raises(ConfigError, match=r"^CoverageOptions: entities must be 'spacy' or 'llm', got 'magic'\.$"):
+        CoverageOptions(entities="magic")
+    with pytest.raises(ConfigError, match=r"k_candidates must be integers of 2 or more .*got \[1, 5\]"):
+        CoverageOptions(k_candidates=[1, 5])
+    with pytest.raises(ConfigError, match=r"n_resamples must be greater than or equal to 1, got 0; "
+                                          r"max_chars must be greater than or equal to 0, got -1"):
+        CoverageOptions(n_resamples=0, max_chars=-1)
+    assert CoverageOptions(max_chars=None) == CoverageOptions(max_chars=0)  # None: whole documents, as 0
+    with pytest.raises(ConfigError, match="retrievers is empty"):
+        coverage(str(FIXTURE), [])
 
 
 # ------------------------------------------------------------------------------------------ LLM path
@@ -325,17 +345,15 @@ class Fixed:
 
 
 def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
-    from gapbench.analyses.coverage import run_coverage
-
     # top 2: first {m1, c1}, second {m2, t1}; the pool is {m1 (the grounding), c1, m2, t1}. The judge finds Mozart's
     # and the symphony documents relevant, m1 and m2: m2 only the second system retrieves.
     systems = [Fixed("first", ["m1", "c1", "c2", "m2"]), Fixed("second", ["m2", "t1", "m1"])]
     with CoverageServer(also=("symphonies",)) as srv:
         common = dict(entities="llm", clusters=3, generate=1, judge_depth=2, n_resamples=20,
                       llm_base_url=srv.base_url, llm_model="cov-pool")  # a model of its own: no answer cached
-        rep = run_coverage(str(FIXTURE), systems, **common)
+        rep = coverage(str(FIXTURE), systems, CoverageOptions(**common))
         assert srv.counts["chat"] == 15 + 1 + 1  # extractions, one generation, one judge prompt of 4 documents
-        syn = rep.synthetic
+        syn = rep.to_dict()["synthetic"]
         [row] = syn["queries"]
         assert (row["text"], row["status"], row["pool_size"]) == ("what did Mozart do", "accepted", 4)
         assert row["relevant"] == ["m1", "m2"]
@@ -350,20 +368,20 @@ def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
         # judged over the first system's list alone, m2 would be unjudged and the second would score 1 / log2(4)
         c = row["cluster_id"]
         ideal = 1 + 1 / np.log2(3)
-        aug = rep.augmented["systems"]
-        assert aug["first"]["per_cluster"][c]["mean"] == pytest.approx((1 + 1 / np.log2(5)) / ideal)  # 0.8772
-        assert aug["second"]["per_cluster"][c]["mean"] == pytest.approx((1 + 1 / np.log2(4)) / ideal)  # 0.9197
-        assert rep.config["judge_depth"] == 2 and rep.config["judge_batch"] == 20
+        aug = rep.augmented.systems
+        assert aug["first"].per_cluster[str(c)].mean == pytest.approx((1 + 1 / np.log2(5)) / ideal)  # 0.8772
+        assert aug["second"].per_cluster[str(c)].mean == pytest.approx((1 + 1 / np.log2(4)) / ideal)  # 0.9197
+        assert rep.config.judge_depth == 2 and rep.config.judge_batch == 20
         # prompts of at most 3 documents: the same pool in two prompts, the same judgement; the generation is cached
-        batched = run_coverage(str(FIXTURE), systems, **common, judge_batch=3)
+        batched = coverage(str(FIXTURE), systems, CoverageOptions(**common, judge_batch=3))
         assert srv.counts["chat"] == 17 + 2
-        assert batched.synthetic["judging"]["prompts"] == 2
-        assert batched.synthetic["queries"][0]["relevant"] == ["m1", "m2"]
+        assert batched.synthetic.judging.prompts == 2
+        assert batched.synthetic.queries[0].relevant == ["m1", "m2"]
         # depth 1: first {m1}, second {m2}; the pool is {m1, m2}
-        shallow = run_coverage(str(FIXTURE), systems, **{**common, "judge_depth": 1})
-        assert shallow.synthetic["queries"][0]["pool_size"] == 2
-        assert shallow.synthetic["judging"]["systems"]["second"] == {"judged": 1, "relevant": 1, "unique": 1,
-                                                                      "unique_relevant": 1}
+        shallow = coverage(str(FIXTURE), systems, CoverageOptions(**{**common, "judge_depth": 1}))
+        assert shallow.synthetic.queries[0].pool_size == 2
+        assert shallow.synthetic.judging.systems["second"].model_dump() == {"judged": 1, "relevant": 1, "unique": 1,
+                                                                             "unique_relevant": 1}
     md = str(rep)
     assert "Judged over the pooled top 2 of every system plus the grounding document: 4 documents" in md
 
@@ -381,31 +399,31 @@ def test_pool_helpers_by_hand():
 def test_judge_depth_and_batch_must_be_positive(capsys):
     assert cli.main(["coverage", str(FIXTURE), "--judge-depth", "0"]) == 2
     err = capsys.readouterr().err
-    assert "--judge-depth 0" in err and "others >= 1" in err and len(err.strip().splitlines()) == 1
+    assert "--judge-depth must be greater than or equal to 1, got 0." in err and len(err.strip().splitlines()) == 1
     assert cli.main(["coverage", str(FIXTURE), "--judge-batch", "0"]) == 2
+    assert "--judge-batch must be greater than or equal to 1, got 0." in capsys.readouterr().err
 
 
 def test_generate_needs_an_llm():
-    from gapbench.analyses.coverage import _generate
+    from gapbench.analyses.coverage import generate_queries
 
-    with pytest.raises(ConfigError, match="--llm-base-url"):
-        _generate([], None, None, None, [], 1, 10, 20, 0, "")
+    with pytest.raises(ConfigError, match="generate needs an LLM: give llm_base_url and llm_model"):
+        generate_queries([], None, None, None, [], 1, 10, 20, 0, "")
 
 
 def test_module_examples():
     import doctest
+    import importlib
 
-    import gapbench.analyses.coverage as mod
-
-    assert doctest.testmod(mod).failed == 0
+    for name in ("entities", "clusters", "strata", "metrics", "synthetic", "options", "report", "run"):
+        mod = importlib.import_module(f"gapbench.analyses.coverage.{name}")
+        assert doctest.testmod(mod).failed == 0, name
 
 
 def test_query_entities_add_clusters(tmp_path):
-    from gapbench.analyses.coverage import run_coverage
-
-    base = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20)
-    more = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20, query_entities=True)
-    assert more.config["query_entities"] is True
+    base = coverage(str(FIXTURE), ["bm25"], CoverageOptions(clusters=3, n_resamples=20))
+    more = coverage(str(FIXTURE), "bm25", CoverageOptions(clusters=3, n_resamples=20, query_entities=True))
+    assert more.config.query_entities is True
     for q, cs in base.qclusters.items():
         assert cs <= more.qclusters[q]  # a query keeps the clusters of its relevant documents
     # spaCy finds 'french' (q1) and 'france' (q3), forms no document has: the nearest centroid is the cities cluster,
@@ -413,28 +431,66 @@ def test_query_entities_add_clusters(tmp_path):
     cities = base.qclusters["q1"]
     assert len(cities) == 1 and base.qclusters["q2"] == base.qclusters["q3"] == cities
     assert more.qclusters == base.qclusters
-    assert more.coverage["n_queries"] == 6
+    assert more.coverage.n_queries == 6
 
 
 def _hand_report(**extra):
     from gapbench.analyses.coverage import CoverageReport
 
+    regime = {"query_strata": "qrels", "label": "qrels", "entity_source": "spacy", "generated_queries": False}
+    stats = {"n": 3, "mean": 0.25, "median": 0.0, "q1": 0.0, "q3": 0.375, "min": 0.0, "max": 0.75}
     fields = dict(
-        task="toy", measure="nDCG@10", config={}, clustering={"k": 2, "criterion": "given", "silhouette": {}},
-        entities={"method": "spacy", "n_unique": 4, "n_docs_with_entities": 3, "n_docs": 5, "model": "m"},
-        clusters=[{"cluster_id": 0, "label": "a|b / c", "mass": 2, "n_queries": 3},
-                  {"cluster_id": 1, "label": "d", "mass": 1, "n_queries": 0}],
-        coverage={"n_clusters": 2, "n_touched": 1, "msc": 0.5, "mass_weighted": 2 / 3, "n_queries": 3,
+        kind="coverage", version=1, task="toy", measure="nDCG@10",
+        config={"entities": "spacy", "embedder": "dense", "clusters": 2, "k_candidates": [5], "seed": 0,
+                "n_resamples": 10, "min_queries": 2, "query_entities": False, "max_chars": 1000,
+                "retrievers": ["bm25", "dense"], "generate": 0, "judge_depth": 10, "judge_batch": 20,
+                "query_strata": "qrels", "entity_candidates": 20, "query_types": ["short-specific"]},
+        clustering={"k": 2, "criterion": "given", "silhouette": {}},
+        entities={"method": "spacy", "n_unique": 4, "n_docs_with_entities": 3, "n_docs": 5, "model": "m",
+                  "n_mentions": 6},
+        clusters=[{"cluster_id": 0, "label": "a|b / c", "top_entities": ["a|b", "c"], "n_entities": 2, "mass": 2,
+                   "n_queries": 3, "touched": True},
+                  {"cluster_id": 1, "label": "d", "top_entities": ["d"], "n_entities": 1, "mass": 1, "n_queries": 0,
+                   "touched": False}],
+        coverage={"n_clusters": 2, "n_touched": 1, "msc": 0.5, "mass_weighted": 2 / 3, "n_docs_assigned": 3,
+                  "n_docs_unassigned": 2, "n_queries": 3, "n_queries_unassigned": 0,
                   "density": {"min": 0, "median": 1.5, "mean": 1.5, "min_queries": 2, "below_min": 1},
-                  "regime": {"query_strata": "qrels", "label": "qrels", "entity_source": "spacy",
-                             "generated_queries": False}, "query_judging": None},
-        systems={"bm25": {"mean": 0.5, "macro": 0.25, "per_cluster": {0: {"mean": 0.25}}},
-                 "dense": {"mean": 0.125, "macro": float("nan"), "per_cluster": {}}},
-        bootstrap={"n_resamples": 10, "seed": 0, "win_rate": {"mean": {"bm25": 0.9, "dense": 0.1},
-                                                              "macro": {"bm25": 1.0, "dense": 0.0}},
-                   "rank_stability": {"mean": 0.8, "macro": 1.0}, "mean_macro_agreement": 0.9},
-        queries=[], missing=[{"cluster_id": 1, "label": "d", "mass": 1, "sample_docs": [{"doc_id": "d1"}]}])
-    return CoverageReport(**{**fields, **extra})
+                  "regime": regime, "query_judging": None},
+        systems={"bm25": {"mean": 0.5, "macro": 0.25, "n_queries": 3, "per_cluster": {"0": stats}},
+                 "dense": {"mean": 0.125, "macro": float("nan"), "n_queries": 3, "per_cluster": {}}},
+        bootstrap={"n_resamples": 10, "seed": 0, "n_queries": 3,
+                   "win_rate": {"mean": {"bm25": 0.9, "dense": 0.1}, "macro": {"bm25": 1.0, "dense": 0.0}},
+                   "rank_stability": {"mean": 0.8, "macro": 1.0}, "mean_macro_agreement": 0.9, "regime": regime},
+        queries=[{"query_id": q, "clusters": [0], "synthetic": False} for q in ("q1", "q2", "q3")],
+        missing=[{"cluster_id": 1, "label": "d", "mass": 1, "sample_docs": [{"doc_id": "d1", "title": "D",
+                                                                            "snippet": "d one"}]}],
+        synthetic=None, augmented=None,
+        timings={"entities_s": 0.1, "embed_s": 0.1, "cluster_s": 0.1, "retrieval_s": 0.1, "metrics_s": 0.1})
+    return CoverageReport.model_validate({**fields, **extra})
+
+
+def test_report_is_the_schema_model_and_round_trips(tmp_path):
+    # one class: what gapbench.coverage returns is the model of coverage.json and of its JSON Schema
+    from gapbench import schemas
+    from gapbench.analyses.coverage import CoverageReport, save_coverage
+
+    assert CoverageReport is schemas.CoverageReport is schemas.SCHEMAS["coverage"]
+    rep = _hand_report()
+    assert rep.qclusters == {"q1": {0}, "q2": {0}, "q3": {0}}
+    save_coverage(rep, tmp_path)
+    data = json.loads((tmp_path / "coverage.json").read_text())
+    assert list(data) == ["kind", "task", "version", "measure", "config", "entities", "clustering", "clusters",
+                          "coverage", "systems", "bootstrap", "queries", "missing", "synthetic", "augmented",
+                          "timings"]
+    assert data["systems"]["bm25"]["per_cluster"]["0"]["q3"] == 0.375
+    back = schemas.load_file(tmp_path / "coverage.json")
+    assert str(back) == str(rep) == (tmp_path / "coverage.md").read_text()
+    # a file gapbench 0.1 wrote (no regimes, query strata or query types) loads and renders
+    old = schemas.load_file(Path(__file__).parent / "fixtures" / "outputs_v0_1" / "coverage.json")
+    assert old.coverage.regime is None and old.config.query_strata is None and old.coverage.msc == pytest.approx(2 / 3)
+    assert "a gapbench 0.1 file, which records no regime" in str(old)
+    with pytest.raises(Exception, match="n_touched"):
+        CoverageReport.model_validate({**data, "coverage": {**data["coverage"], "n_touched": "1"}})
 
 
 def test_markdown_tables_by_hand():

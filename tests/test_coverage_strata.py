@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gapbench import cli
-from gapbench.analyses.coverage import entity_candidates, parse_entity_choice, run_coverage
+from gapbench.analyses.coverage import CoverageOptions, coverage, entity_candidates, parse_entity_choice
 from gapbench.schemas import validate
 from test_coverage import FIXTURE, CoverageServer
 
@@ -123,9 +123,9 @@ def test_generated_query_types_reach_the_prompt_and_the_report(tmp_path):
     # missing: the composers; CoverageServer writes 'what did Mozart do' (m1, accepted), 'what did Beethoven do' (m2,
     # judged NONE) and copies the cantatas title (m3, rejected). Types cycle short-ambiguous, short-specific.
     with StrataServer(script=BEIR_SCRIPT) as srv:
-        rep = run_coverage(str(FIXTURE), ["bm25"], entities="llm", clusters=3, query_strata="llm-entities",
-                           generate=3, query_length=("short",), n_resamples=20, llm_base_url=srv.base_url,
-                           llm_model="strata-gen", output=tmp_path)
+        rep = coverage(str(FIXTURE), ["bm25"], CoverageOptions(
+            entities="llm", clusters=3, query_strata="llm-entities", generate=3, query_length=("short",),
+            n_resamples=20, llm_base_url=srv.base_url, llm_model="strata-gen", output=tmp_path))
         # prompts arrive concurrently: each by its grounding document's title
         types = {re.search(r"^Document title: (.*)$", p, re.M).group(1): re.search(r"^Query type: (.*)$", p, re.M)
                  .group(1) for p in srv.generate_prompts}
@@ -169,26 +169,29 @@ def test_generated_query_types_reach_the_prompt_and_the_report(tmp_path):
 def test_query_ner_strata_on_the_beir_folder():
     # spaCy finds 'french' in q1 and 'france' in q3 and nothing in the others (test_coverage's query-entities test);
     # both forms are new and go to the nearest centroid, the cities cluster: q1 and q3 there, four queries in none
-    rep = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20, query_strata="entities")
-    base = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20)
+    options = CoverageOptions(clusters=3, n_resamples=20)
+    rep = coverage(str(FIXTURE), ["bm25"], options.replace(query_strata="entities"))
+    base = coverage(str(FIXTURE), ["bm25"], options)
     [cities] = base.qclusters["q1"]
     assert rep.qclusters == {"q1": {cities}, "q2": set(), "q3": {cities}, "q4": set(), "q5": set(), "q6": set()}
-    assert (rep.coverage["n_touched"], rep.coverage["n_queries_unassigned"]) == (1, 4)
-    assert rep.coverage["regime"] == {"query_strata": "entities", "label": "query NER", "entity_source": "spacy",
-                                      "generated_queries": False}
-    assert rep.coverage["query_judging"] is None
-    assert base.coverage["regime"]["label"] == "qrels" and base.bootstrap["regime"]["query_strata"] == "qrels"
-    both = run_coverage(str(FIXTURE), ["bm25"], clusters=3, n_resamples=20, query_entities=True)
-    assert both.coverage["regime"]["label"] == "qrels + query NER"
+    assert (rep.coverage.n_touched, rep.coverage.n_queries_unassigned) == (1, 4)
+    assert rep.coverage.regime.model_dump() == {"query_strata": "entities", "label": "query NER",
+                                                "entity_source": "spacy", "generated_queries": False}
+    assert rep.coverage.query_judging is None
+    assert base.coverage.regime.label == "qrels" and base.bootstrap.regime.query_strata == "qrels"
+    both = coverage(str(FIXTURE), ["bm25"], options.replace(query_entities=True))
+    assert both.coverage.regime.label == "qrels + query NER"
 
 
 def test_bad_regime_options_are_one_line_errors(capsys):
-    cases = [(["--query-strata", "magic"], "--query-strata 'magic' is not accepted; give one of qrels (qrels), "
-                                           "entities (query NER), llm-entities (LLM entities)."),
+    cases = [(["--query-strata", "magic"], "--query-strata must be 'qrels', 'entities' or 'llm-entities', got "
+                                           "'magic'."),
              (["--query-strata", "entities", "--query-entities"], "--query-entities adds query NER to the qrels"),
-             (["--query-length", "tiny"], "--query-length 'tiny' is not accepted; give one or more of short, long"),
-             (["--query-specificity", "specific,specific"], "--query-specificity 'specific,specific' is not accepted"),
-             (["--entity-candidates", "0"], "--entity-candidates 0 is not accepted")]
+             (["--query-length", "tiny"], "--query-length must be one or more of short, long, each once"),
+             (["--query-specificity", "specific,specific"], "--query-specificity must be one or more of ambiguous, "
+                                                            "specific, each once (e.g. ambiguous,specific), got "
+                                                            "('specific', 'specific')."),
+             (["--entity-candidates", "0"], "--entity-candidates must be greater than or equal to 1, got 0.")]
     for extra, message in cases:
         assert cli.main(["coverage", str(FIXTURE), *extra]) == 2
         err = capsys.readouterr().err
@@ -232,9 +235,9 @@ def _impliret_script() -> dict[str, list[str] | str]:
 def test_llm_entity_strata_on_an_impliret_slice(tmp_path):
     task = _impliret_slice()
     with StrataServer(script=_impliret_script()) as srv:
-        rep = run_coverage(task, ["bm25"], clusters=6, n_resamples=20, query_strata="llm-entities",
-                           entity_candidates=500, llm_base_url=srv.base_url, llm_model="strata-impliret",
-                           output=tmp_path)
+        rep = coverage(task, ["bm25"], CoverageOptions(
+            clusters=6, n_resamples=20, query_strata="llm-entities", entity_candidates=500,
+            llm_base_url=srv.base_url, llm_model="strata-impliret", output=tmp_path))
         assert srv.counts["chat"] == 10  # spaCy finds the documents' entities; one judgement per query
     data = json.loads((tmp_path / "coverage.json").read_text())
     validate("coverage", data, source="coverage.json")
@@ -250,9 +253,9 @@ def test_llm_entity_strata_on_an_impliret_slice(tmp_path):
     assert data["coverage"]["n_queries_unassigned"] == 2
     assert data["coverage"]["n_touched"] == len({cl[lm] for lm in LANDMARK.values()})
     # each landmark is an entity of the query's gold document, so the qrels regime holds the same clusters and more
-    qrels = run_coverage(task, ["bm25"], clusters=6, n_resamples=20)
+    qrels = coverage(task, ["bm25"], CoverageOptions(clusters=6, n_resamples=20))
     assert all(expected[q] <= qrels.qclusters[q] for q in expected)
-    assert qrels.coverage["regime"]["label"] == "qrels"
+    assert qrels.coverage.regime.label == "qrels"
     md = (tmp_path / "coverage.md").read_text()
     assert "queries stratified by LLM entities (--query-strata llm-entities), entities from spacy" in md
     assert "1 broken answers (2)" in md

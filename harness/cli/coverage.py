@@ -1,6 +1,7 @@
 """``gapbench coverage TASK --retrievers bm25,dense --out DIR``: semantic coverage of a task's query set.
 
-Register on the main app with ``register(app)``; the definitions are in :mod:`gapbench.analyses.coverage`.
+Register on the main app with ``register(app)``; the definitions are in :mod:`gapbench.analyses.coverage`, the
+settings in its ``CoverageOptions``, onto which :data:`FLAGS` maps the flags.
 """
 
 from __future__ import annotations
@@ -12,24 +13,36 @@ from typing import Optional
 import typer
 
 from . import llm_options as cli_llm
+from .contract import Flags
 
 
-def _ints(text: str, what: str) -> list[int]:
+def _ints(text: str) -> list[int]:
+    """``"5,10 15"`` -> [5, 10, 15]."""
     from ..errors import ConfigError
 
     try:
         return [int(x) for x in text.replace(",", " ").split()]
     except ValueError:
-        raise ConfigError(f"{what} {text!r} is not a list of integers; for example 5,10,15,20.") from None
+        raise ConfigError(f"--k-range {text!r} is not a list of integers; for example 5,10,15,20.") from None
 
 
 def _words(text: str) -> tuple[str, ...]:
-    """``"short, long"`` -> ("short", "long"); CoverageOptions.check says which words it accepts."""
+    """``"short, long"`` -> ("short", "long"); CoverageOptions says which words it accepts."""
     return tuple(w for w in text.replace(",", " ").split())
+
+
+# the flags of `coverage` onto CoverageOptions: every flag is the field of its name but --out, --resamples and
+# --k-range; the lists are read from their comma-separated text
+FLAGS = Flags("coverage", "gapbench.analyses.coverage.options:CoverageOptions",
+              cli_only={"task", "retrievers", "as_json"},
+              renamed={"out": "output", "resamples": "n_resamples", "k_range": "k_candidates"},
+              parse={"k_range": _ints, "query_length": _words, "query_specificity": _words},
+              library_only={"llm_client"})
 
 
 @cli_llm.sampling_options
 def coverage_cmd(
+    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retrievers: str = typer.Option("bm25,dense", "--retrievers", "-r", help="Comma-separated retriever specs."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write coverage.json, coverage.md and PNGs here."),
@@ -65,18 +78,13 @@ def coverage_cmd(
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
     from .common import check_output, split_specs
-    from ..analyses.coverage import CoverageOptions, run_coverage_with
+    from ..analyses import coverage as analysis
 
     check_output(out, run_dir=False, option="out")
-    options = CoverageOptions(
-        entities=entities, embedder=embedder, clusters=clusters, k_candidates=_ints(k_range, "--k-range"), seed=seed,
-        n_resamples=resamples, min_queries=min_queries, query_entities=query_entities, max_chars=max_chars or None,
-        measure=measure, generate=generate, judge_depth=judge_depth, judge_batch=judge_batch,
-        query_strata=query_strata, entity_candidates=entity_candidates, query_length=_words(query_length),
-        query_specificity=_words(query_specificity), llm_base_url=llm_base_url, llm_model=llm_model, output=out)
-    report = run_coverage_with(task, split_specs(retrievers), options)
+    options = FLAGS.build(ctx.params)
+    report = analysis.run_coverage_with(task, split_specs(retrievers), options)
     if as_json:
-        typer.echo(json.dumps(report.to_dict()))
+        typer.echo(json.dumps(report.model_dump(mode="json")))
     else:
         typer.echo(str(report))
         if out is not None:
