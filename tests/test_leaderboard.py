@@ -15,7 +15,10 @@ import pytest
 import gapbench
 from gapbench.cli import app, main
 from gapbench.formats import read_trec_run
-from gapbench.products.leaderboard import build_board, build_boards, export_mteb, export_trec, mteb_metric_name
+from gapbench.products.leaderboard import (
+    LeaderboardOptions, build_board, build_boards, export_mteb, export_trec, mteb_metric_name,
+)
+from gapbench.errors import OptionsError
 from gapbench.evaluation.stats import holm, randomization_test
 from gapbench.products.submissions import SubmissionError, load_scores, score_submission, write_submission
 from gapbench.suites import SUITES, Suite
@@ -70,7 +73,7 @@ def _subs(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def board(board_root):
-    """The board with default settings, built once for the tests that read it (a Board is frozen)."""
+    """The board with default settings, built once for the tests that read it."""
     return build_board(_subs(board_root), SUITE)
 
 
@@ -80,11 +83,11 @@ def test_averages_cis_and_tie_groups(board_root, board):
     assert scores["bm25"]["tasks"][TASKS[0]]["measures"]["nDCG@10"] == pytest.approx(0.1416, abs=5e-5)
     assert scores["bm25"]["tasks"][TASKS[1]]["measures"]["nDCG@10"] == pytest.approx(0.1518, abs=5e-5)
     for e in board.entries:
-        means = [scores[e["system"]]["tasks"][t]["measures"]["nDCG@10"] for t in TASKS]
-        assert e["average"] == pytest.approx(sum(means) / 2, abs=1e-12)
-        assert e["average_ci95"][0] < e["average"] < e["average_ci95"][1]
-        assert e["tasks"][TASKS[0]]["ci95"] == scores[e["system"]]["tasks"][TASKS[0]]["ci95"]["nDCG@10"]
-    assert scores["bm25"]["full_benchmark_avg"]["nDCG@10"] == pytest.approx(board.entry("bm25")["average"], abs=1e-12)
+        means = [scores[e.system]["tasks"][t]["measures"]["nDCG@10"] for t in TASKS]
+        assert e.average == pytest.approx(sum(means) / 2, abs=1e-12)
+        assert e.average_ci95[0] < e.average < e.average_ci95[1]
+        assert e.tasks[TASKS[0]].ci95 == scores[e.system]["tasks"][TASKS[0]]["ci95"]["nDCG@10"]
+    assert scores["bm25"]["full_benchmark_avg"]["nDCG@10"] == pytest.approx(board.entry("bm25").average, abs=1e-12)
 
     # Recompute the paired tests independently: weighted stacked per-query values, Holm over the 3 pairs.
     systems = ["bm25", "bm25-damaged", "bm25-lucene"]
@@ -100,24 +103,24 @@ def test_averages_cis_and_tie_groups(board_root, board):
     p = [randomization_test(vec[a], vec[b]) for a, b in pairs]
     adj = dict(zip(pairs, holm(p)))
     for t in board.tests:
-        key = tuple(sorted((t["a"], t["b"])))
-        assert t["p_holm"] == pytest.approx(adj[key])
-        assert t["delta"] == pytest.approx(board.entry(t["a"])["average"] - board.entry(t["b"])["average"], abs=1e-12)
+        key = tuple(sorted((t.a, t.b)))
+        assert t.p_holm == pytest.approx(adj[key])
+        assert t.delta == pytest.approx(board.entry(t.a).average - board.entry(t.b).average, abs=1e-12)
     # rank = 1 + number of systems significantly better
     for e in board.entries:
-        better = sum(1 for t in board.tests if t["b"] == e["system"] and t["significant"])
-        assert e["rank"] == 1 + better
+        better = sum(1 for t in board.tests if t.b == e.system and t.significant)
+        assert e.rank == 1 + better
     # The real outcome: bm25 and bm25-lucene are not separable (shared rank 1), the damaged run is worse than both.
     assert adj[("bm25", "bm25-lucene")] >= 0.05 and adj[("bm25", "bm25-damaged")] < 0.05
-    assert [(e["system"], e["rank"]) for e in board.entries] == [("bm25", 1), ("bm25-lucene", 1), ("bm25-damaged", 3)]
-    stab = {e["system"]: e["rank_stability"] for e in board.entries}
+    assert [(e.system, e.rank) for e in board.entries] == [("bm25", 1), ("bm25-lucene", 1), ("bm25-damaged", 3)]
+    stab = {e.system: e.rank_stability for e in board.entries}
     assert stab["bm25-damaged"] == 1.0 and 0.0 < stab["bm25-lucene"] < 1.0 and 0.0 < stab["bm25"] < 1.0
 
 
 def test_rank_stability_is_the_bootstrap_share(board_root):
-    board = build_board(_subs(board_root), SUITE, n_resamples=200, seed=3)
+    board = build_board(_subs(board_root), SUITE, LeaderboardOptions(n_resamples=200, seed=3))
     scores = {p.name: load_scores(p) for p in _subs(board_root)}
-    systems = [e["system"] for e in sorted(board.entries, key=lambda e: e["system"])]
+    systems = [e.system for e in sorted(board.entries, key=lambda e: e.system)]
     rng = np.random.default_rng(3)
     total = np.zeros((200, len(systems)))
     for t in TASKS:
@@ -127,13 +130,13 @@ def test_rank_stability_is_the_bootstrap_share(board_root):
         for i in range(len(systems)):
             total[:, i] += m[i][idx].mean(axis=1)
     total /= len(TASKS)
-    avg = {s: board.entry(s)["average"] for s in systems}
+    avg = {s: board.entry(s).average for s in systems}
     for i, s in enumerate(systems):
         pos = 1 + sum(avg[o] > avg[s] for o in systems)
         share = np.mean([1 + np.sum(total[b] > total[b, i]) == pos for b in range(200)])
-        assert board.entry(s)["rank_stability"] == pytest.approx(share)
+        assert board.entry(s).rank_stability == pytest.approx(share)
         lo, hi = np.quantile(total[:, i], [0.025, 0.975])
-        assert board.entry(s)["average_ci95"] == pytest.approx([lo, hi])
+        assert board.entry(s).average_ci95 == pytest.approx([lo, hi])
 
 
 def test_build_renders_self_contained_files(board_root):
@@ -171,8 +174,8 @@ def test_incomplete_submission_gets_no_rank(board_root, tmp_path):
     score_submission(d)
     board = build_board(_subs(root), SUITE)
     e = board.entry("half")
-    assert e["rank"] is None and e["average"] is None and set(e["tasks"]) == {TASKS[0]}
-    assert board.entries[-1]["system"] == "half" and len(board.tests) == 3
+    assert e.rank is None and e.average is None and set(e.tasks) == {TASKS[0]}
+    assert board.entries[-1].system == "half" and len(board.tests) == 3
 
 
 def test_export_mteb(board_root, tmp_path):
@@ -253,7 +256,7 @@ def test_board_numbers_are_the_recomputed_ones(board_root, board):
         for t in TASKS:
             run = read_trec_run(board_root / SUITE / "submissions" / system / "runs" / f"{t.replace('/', '__')}.trec.gz")
             fresh = evaluate(run, gapbench.get_task(t).load().qrels, ["nDCG@10"]).means["nDCG@10"]
-            assert board.entry(system)["tasks"][t]["mean"] == fresh
+            assert board.entry(system).tasks[t].mean == fresh
 
 
 HOSTILE = ("Fine | 9 | **forged** |\u00a0<script>alert(1)</script> [click](https://evil.example) `code` ~~x~~ $x$ "
@@ -342,12 +345,50 @@ def test_build_refuses_a_linked_suite_folder(board_root, tmp_path, capsys):
 @pytest.mark.parametrize("alpha", ["nan", "0", "1", "-0.5", "inf"])
 def test_build_refuses_a_meaningless_alpha(board_root, capsys, alpha):
     assert main(["leaderboard", "build", "--root", str(board_root), "--alpha", alpha]) == 2
-    assert f"--alpha is {float(alpha)}; give a significance level between 0 and 1" in capsys.readouterr().err
+    assert (f"--alpha must be a significance level strictly between 0 and 1 (0.05 is usual), got {float(alpha)!r}."
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--resamples", "0", "--resamples must be greater than or equal to 1, got 0."),
+    ("--permutations", "0", "--permutations must be greater than or equal to 1, got 0."),
+    ("--seed", "-1", "--seed must be greater than or equal to 0, got -1."),
+])
+def test_build_names_the_flag_a_setting_refuses(board_root, capsys, flag, value, message):
+    assert main(["leaderboard", "build", "--root", str(board_root), flag, value]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_options_refuse_by_setting_name():
+    """The library names the setting (alpha), never the flag; every problem at once."""
+    with pytest.raises(OptionsError) as caught:
+        LeaderboardOptions(alpha=1.5, n_resamples=0)
+    assert str(caught.value) == ("LeaderboardOptions: alpha must be a significance level strictly between 0 and 1 "
+                                 "(0.05 is usual), got 1.5; n_resamples must be greater than or equal to 1, got 0.")
+    assert "--" not in str(caught.value)
+    assert LeaderboardOptions() == LeaderboardOptions(alpha=0.05, n_resamples=1000, n_permutations=10_000, seed=0)
+
+
+@pytest.mark.parametrize("path", [REPO / "leaderboards" / "impliret" / "leaderboard.json",
+                                  REPO / "tests" / "fixtures" / "outputs_v0_1" / "leaderboard.json"])
+def test_a_written_board_loads_and_writes_back_the_same_bytes(path):
+    """leaderboard.json is the Board model: a committed or earlier-version file loads, renders, and dumps unchanged."""
+    from gapbench.products.leaderboard import Board
+
+    text = path.read_text(encoding="utf-8")
+    board = Board.model_validate(json.loads(text))
+    assert json.dumps(board.to_dict(), indent=2) + "\n" == text
+    bm25 = next(e for e in json.loads(text)["entries"] if e["system"] == "bm25")
+    assert board.entry("bm25").average == bm25["average"]
+    assert board.entry("bm25").adapter.config == bm25["adapter"]["config"]
+    if path.parent.name == "impliret":
+        assert (path.parent / "README.md").read_text(encoding="utf-8") == board.to_markdown()
+        assert (path.parent / "index.html").read_text(encoding="utf-8") == board.to_html()
 
 
 def _entry(system: str, rank, means: dict, average) -> dict:
     return {"system": system, "description": "d.", "contact": "c@example.org", "url": None, "models": [],
-            "adapter": {"name": "a"}, "gapbench_version": "0", "date": "2026-01-01",
+            "adapter": {"name": "a", "config": {}}, "gapbench_version": "0", "date": "2026-01-01",
             "tasks": {t: {"mean": m, "ci95": [m - 0.01, m + 0.01]} for t, m in means.items()},
             "average": average, "average_ci95": None if average is None else [average - 0.005, average + 0.005],
             "rank": rank, "position": rank, "rank_stability": None if average is None else 0.734}
@@ -361,8 +402,10 @@ def test_board_tables_from_a_hand_built_board():
     entries = (_entry("bm25", 1, {tasks[0]: 0.1, tasks[1]: 0.3}, 0.2),
                _entry("a|b", 2, {tasks[0]: 0.05, tasks[1]: 0.15}, 0.1),
                _entry("half", None, {tasks[0]: 0.3}, None))
-    tests = ({"a": "bm25", "b": "a|b", "delta": 0.1, "p": 0.001, "p_holm": 0.002, "significant": True},)
-    board = Board("s", tasks, {t: "nDCG@10" for t in tasks}, entries, tests)
+    tests = [{"a": "bm25", "b": "a|b", "delta": 0.1, "p": 0.001, "p_holm": 0.002, "significant": True}]
+    board = Board(kind="leaderboard", task="s", version=1, suite="s", tasks=list(tasks),
+                  main_measures={t: "nDCG@10" for t in tasks}, alpha=0.05, n_resamples=1000, n_permutations=10_000,
+                  seed=0, entries=list(entries), tests=tests)
     md = board.to_markdown().splitlines()
     start = md.index("| Rank | System | t_1 | other/t2 | Full Benchmark Avg. [95% CI] | Rank stability |")
     assert md[start + 1:start + 5] == [

@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from .contract import Flags
+
 
 def register(app: typer.Typer) -> None:
     """Add the submission, leaderboard and regression commands to ``app`` (once)."""
@@ -66,15 +68,25 @@ def submit_score(
     typer.echo(f"wrote {Path(directory) / 'scores.json'}")
 
 
+# the flags of `leaderboard build` onto LeaderboardOptions; the root folder is where the boards are, not a setting
+BUILD = Flags("leaderboard build", "gapbench.products.leaderboard:LeaderboardOptions", cli_only={"root"},
+              renamed={"resamples": "n_resamples", "permutations": "n_permutations"})
+
+
 def board_build(
+    ctx: typer.Context,
     root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
-    seed: int = typer.Option(0, "--seed"),
-    alpha: float = typer.Option(0.05, "--alpha"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap and of the paired tests' sign flips (0 or more)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the paired tests after Holm correction."),
+    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of the average's CI and of rank "
+                                  "stability."),
+    permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of each paired test."),
 ) -> None:
     """Render <root>/<suite>/README.md, index.html and leaderboard.json from the scored submissions."""
     from ..products.leaderboard import build_boards
 
-    for path in build_boards(root, seed=seed, alpha=alpha):
+    options = BUILD.build(ctx.params)
+    for path in build_boards(root, options):
         typer.echo(f"wrote {path}")
 
 

@@ -2,11 +2,13 @@
 
 Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.products.submissions`); :func:`build_boards`
 writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
-requests) and ``leaderboard.json``.
+requests) and ``leaderboard.json``. The board is one model, :class:`gapbench.schemas.Leaderboard` (``Board`` here):
+built in memory, written as ``leaderboard.json`` and rendered. Its settings are one :class:`LeaderboardOptions`.
 
-Every number on a board is recomputed from the submission's run files (:func:`gapbench.products.submissions.scored_submission`
-validates the submission, re-scores its runs with the task's qrels and refuses it when its ``scores.json`` differs).
-Every text taken from a submission is escaped for Markdown and for HTML; exports write only under ``--out``.
+Every number on a board is recomputed from the submission's run files
+(:func:`gapbench.products.submissions.scored_submission` validates the submission, re-scores its runs with the task's
+qrels and refuses it when its ``scores.json`` differs). Every text taken from a submission is escaped for Markdown and
+for HTML; exports write only under ``out``.
 
 Ranking (the rule the README states):
 
@@ -17,212 +19,87 @@ Ranking (the rule the README states):
   p-value; the p-values of all pairs are Holm-corrected together.
 - **rank = 1 + the number of systems significantly better** (Holm-adjusted p < alpha and a higher average). Systems
   that no one separates share a rank; ranks need not be consecutive.
-- **95% CIs**: per task, the percentile bootstrap over queries stored in scores.json (gapbench.evaluation.stats); for the average,
-  a bootstrap that resamples queries within each task (stratified), 1,000 resamples.
+- **95% CIs**: per task, the percentile bootstrap over queries stored in scores.json (gapbench.evaluation.stats); for
+  the average, a bootstrap that resamples queries within each task (stratified), 1,000 resamples.
 - **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which a
   system keeps the position it has by mean (1 + the number of systems with a higher average).
-
-``leaderboard.json`` (kind ``leaderboard``, version 1)::
-
-    {"kind": "leaderboard", "task": <suite>, "version": 1, "suite", "tasks": [...], "main_measures": {task: m},
-     "alpha", "n_resamples", "n_permutations", "seed",
-     "entries": [{"system", "description", "contact", "url", "models", "adapter", "gapbench_version", "date",
-                  "tasks": {task: {"mean", "ci95": [lo, hi]}}, "average": float|null, "average_ci95": [lo, hi]|null,
-                  "rank": int|null, "position": int|null, "rank_stability": float|null}],
-     "tests": [{"a", "b", "delta", "p", "p_holm", "significant"}]}
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field, field_validator
 
-from ..errors import ConfigError, GapbenchError
-from ..tables import Table
+from ..contract import Options
+from ..evaluation.stats import percentile_interval, resample_blocks
+from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
 from .submissions import (
-    MODEL_NAME, REVISION, URL, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
+    MODEL_NAME, REVISION, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
 )
 
 ALPHA = 0.05
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
-_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)
 
 
-def md(text: object) -> str:
-    """Text from a submission as literal Markdown: one line, with every character that starts markup escaped (a '|'
-    cannot end a table cell, '<' cannot open HTML, '[' cannot open a link)."""
-    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
+class LeaderboardOptions(Options):
+    """The settings of a board: the significance level of the paired tests and the resampling of its statistics.
 
+    ``alpha``: two systems are separable when the Holm-adjusted p-value of their paired randomization test is below
+    it. ``n_resamples``: bootstrap resamples of the Full Benchmark Avg.'s CI and of rank stability. ``n_permutations``:
+    sign flips of each paired test. ``seed``: of both."""
 
-@dataclass(frozen=True)
-class Board:
-    suite: str
-    tasks: tuple[str, ...]
-    main_measures: dict[str, str]
-    entries: tuple[dict, ...]
-    tests: tuple[dict, ...]
     alpha: float = ALPHA
-    n_resamples: int = 1000
-    n_permutations: int = 10_000
-    seed: int = 0
+    n_resamples: int = Field(1000, ge=1, lt=2**63)
+    n_permutations: int = Field(10_000, ge=1, lt=2**63)
+    seed: int = Field(0, ge=0, lt=2**63)
 
-    def entry(self, system: str) -> dict:
-        for e in self.entries:
-            if e["system"] == system:
-                return e
-        raise GapbenchError(f"no system {system!r} on the {self.suite} board; systems: "
-                            f"{', '.join(e['system'] for e in self.entries)}.")
-
-    def to_dict(self) -> dict:
-        return {"kind": "leaderboard", "task": self.suite, "version": 1, "suite": self.suite, "tasks": list(self.tasks),
-                "main_measures": dict(self.main_measures), "alpha": self.alpha, "n_resamples": self.n_resamples,
-                "n_permutations": self.n_permutations, "seed": self.seed, "entries": [dict(e) for e in self.entries],
-                "tests": [dict(t) for t in self.tests]}
-
-    # ------------------------------------------------------------ rendering
-    def _measure_label(self) -> str:
-        ms = sorted(set(self.main_measures.values()))
-        return ms[0] if len(ms) == 1 else "main measure"
-
-    def _standings(self, strong: Callable[[str], str] = str) -> Table:
-        """The ranking, a row per entry; ``strong`` marks the system and its average (bold in Markdown)."""
-        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
-        head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
-        rows = []
-        for e in self.entries:
-            cells = [str(e["rank"]) if e["rank"] is not None else "-", strong(e["system"])]
-            for t in self.tasks:
-                v = e["tasks"].get(t)
-                cells.append(f"{v['mean']:.4f} ({v['ci95'][0]:.3f}-{v['ci95'][1]:.3f})" if v else "-")
-            avg, ci = e["average"], e["average_ci95"]
-            cells.append(f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None else "-")
-            cells.append(f"{e['rank_stability']:.1%}" if e["rank_stability"] is not None else "-")
-            rows.append(cells)
-        return Table(head, rows, align="ll" + "r" * (len(head) - 2))
-
-    def _tests_table(self) -> Table:
-        rows = [[t["a"], t["b"], f"{t['delta']:+.4f}", f"{t['p']:.4f}", f"{t['p_holm']:.4f}",
-                 "yes" if t["significant"] else "no"] for t in self.tests]
-        return Table(["A", "B", "avg(A) - avg(B)", "p (randomization)", "p (Holm)", "separable"], rows, align="llrrrl")
-
-    def to_markdown(self) -> str:
-        label = self._measure_label()
-        lines = [
-            f"# {md(self.suite)} leaderboard",
-            "",
-            f"{md(label)} per task ({len(self.tasks)} tasks) and the Full Benchmark Avg. (unweighted mean over tasks), "
-            f"from {len(self.entries)} scored submissions under `submissions/`. Built by `gapbench leaderboard build`; "
-            "do not edit by hand.",
-            "",
-            self._standings(lambda text: f"**{text}**").markdown(),
-        ]
-        lines += ["", "## How the ranks are made", "", *_RULES(self), ""]
-        if self.tests:
-            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table().markdown(), ""]
-        lines += ["## Submissions", ""]
-        for e in self.entries:
-            models = ", ".join(f"{m['name']} @ {m['revision']}" for m in e["models"]) or "none (lexical)"
-            url = e.get("url")
-            lines.append(f"- **{md(e['system'])}**: {md(e['description'])} Models: {md(models)}. "
-                         f"Adapter: {md(e['adapter'].get('name'))}. gapbench {md(e['gapbench_version'])}, scored "
-                         f"{md(e['date'])}. Contact: {md(e['contact'])}."
-                         # An autolink is literal text for Markdown; URL's character set has no '<', '>' or space.
-                         + (f" <{url}>" if isinstance(url, str) and URL.fullmatch(url) else ""))
-        lines += ["", "Task names: " + ", ".join(md(t) for t in self.tasks) + ".", ""]
-        return "\n".join(lines)
-
-    def to_html(self) -> str:
-        esc = html.escape
-        subs = "".join(
-            f"<li><b>{esc(e['system'])}</b>: {esc(e['description'])} Models: "
-            f"{esc(', '.join(m['name'] + ' @ ' + m['revision'] for m in e['models']) or 'none (lexical)')}. "
-            f"Adapter: {esc(str(e['adapter'].get('name')))}. gapbench {esc(e['gapbench_version'])}, scored {esc(e['date'])}. "
-            f"Contact: {esc(e['contact'])}.</li>"
-            for e in self.entries
-        )
-        rules = "".join(f"<li>{esc(r[2:])}</li>" for r in _RULES(self))
-        return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(self.suite)} leaderboard</title>
-<style>
-body{{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0}}th,td{{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:left}}
-th{{background:#f4f4f4}}td.num{{text-align:right}}
-.board td:nth-child(2),.board td:nth-last-child(2),.tests td:nth-child(-n+2){{font-weight:600}}
-</style></head><body>
-<h1>{esc(self.suite)} leaderboard</h1>
-<p>{esc(self._measure_label())} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks).</p>
-<div class="board">{self._standings().html()}</div>
-<h2>How the ranks are made</h2><ul>{rules}</ul>
-<h2>Paired tests (Full Benchmark Avg.)</h2>
-<div class="tests">{self._tests_table().html()}</div>
-<h2>Submissions</h2><ul>{subs}</ul>
-</body></html>
-"""
-
-
-def _RULES(board: Board) -> list[str]:
-    return [
-        f"- **Rank = 1 + the number of systems significantly better.** Two systems are separable when a paired "
-        f"randomization test ({board.n_permutations:,} sign flips of per-query differences, each query weighted by "
-        f"1 / (tasks x queries in its task), so the statistic is the difference of the Full Benchmark Avg.) has a "
-        f"Holm-adjusted p-value below {board.alpha}, the correction running over all pairs of ranked systems. "
-        "Systems that nobody separates share a rank, so ranks need not be consecutive.",
-        f"- **95% CIs**: per task, the percentile bootstrap over queries ({board.n_resamples:,} resamples, stored in "
-        "each scores.json); for the average, a bootstrap that resamples queries within each task.",
-        "- **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which "
-        "the system keeps its position by mean (1 + the number of systems with a higher average).",
-        "- A submission that misses a task of the suite gets no average and no rank.",
-    ]
+    @field_validator("alpha")
+    @classmethod
+    def _level(cls, value: float) -> float:
+        if not 0.0 < value < 1.0:  # also false for NaN
+            raise ValueError("must be a significance level strictly between 0 and 1 (0.05 is usual)")
+        return value
 
 
 # ---------------------------------------------------------------- building
 
-def build_board(
-    submissions: Iterable[str | os.PathLike], suite: str | None = None, *, alpha: float = ALPHA,
-    n_resamples: int = 1000, n_permutations: int = 10_000, seed: int = 0,
-) -> Board:
+def build_board(submissions: Iterable[str | os.PathLike], suite: str | None = None,
+                options: LeaderboardOptions | None = None) -> Board:
     """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
     and refused when its scores.json disagrees; the board shows only the recomputed numbers."""
-    _check_board_settings(alpha, n_resamples, n_permutations, seed)
+    options = options or LeaderboardOptions()
     suite, scored = _scored_suite(submissions, suite)
     tasks, main = _board_tasks(suite, scored)
     complete = [s for s in scored if all(t in s["tasks"] for t in tasks)]
     mats = _query_matrices(complete, tasks, main)
-    averages = np.array([np.mean([mats[t][i].mean() for t in tasks]) for i in range(len(complete))]) if complete else np.array([])
-    boot = _stratified_bootstrap(mats, tasks, n_resamples, seed) if complete else np.zeros((0, 0))
+    averages = np.array([np.mean([mats[t][i].mean() for t in tasks]) for i in range(len(complete))]) if complete \
+        else np.array([])
+    boot = _stratified_bootstrap(mats, tasks, options.n_resamples, options.seed) if complete else np.zeros((0, 0))
     position = [1 + int(np.sum(averages > averages[i])) for i in range(len(complete))]
     stability = [float(np.mean(1 + np.sum(boot > boot[:, [i]], axis=1) == position[i])) for i in range(len(complete))]
-    ci = [tuple(float(x) for x in np.quantile(boot[:, i], [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])) for i in range(len(complete))]
-    tests, better = _pairwise_tests(complete, mats, tasks, averages, alpha, n_permutations, seed)
+    lo, hi = percentile_interval(boot, 0.95) if complete else ([], [])
+    tests, better = _pairwise_tests(complete, mats, tasks, averages, options.alpha, options.n_permutations,
+                                    options.seed)
     entries = []
     index = {id(s): i for i, s in enumerate(complete)}
     for s in scored:
         i = index.get(id(s))
-        standing = None if i is None else {"average": float(averages[i]), "average_ci95": list(ci[i]),
+        standing = None if i is None else {"average": float(averages[i]), "average_ci95": [float(lo[i]), float(hi[i])],
                                            "rank": 1 + better[i], "position": position[i],
                                            "rank_stability": stability[i]}
         entries.append(_board_entry(s, tasks, main, standing))
     entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
     tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
-    return Board(suite, tasks, main, tuple(entries), tuple(tests), alpha, n_resamples, n_permutations, seed)
-
-
-def _check_board_settings(alpha: float, n_resamples: int, n_permutations: int, seed: int) -> None:
-    """Refuse a significance level or resampling setting before any submission is scored."""
-    if not 0.0 < alpha < 1.0:  # also false for NaN
-        raise ConfigError(f"--alpha is {alpha}; give a significance level between 0 and 1, e.g. 0.05.")
-    for name, value, low in (("n_resamples", n_resamples, 1), ("n_permutations", n_permutations, 1), ("seed", seed, 0)):
-        if not low <= value < 2**63:
-            raise ConfigError(f"{name} is {value}; give an integer of at least {low}.")
+    return Board.model_validate({
+        "kind": "leaderboard", "task": suite, "version": 1, "suite": suite, "tasks": list(tasks),
+        "main_measures": main, "alpha": options.alpha, "n_resamples": options.n_resamples,
+        "n_permutations": options.n_permutations, "seed": options.seed, "entries": entries, "tests": tests})
 
 
 def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | None) -> tuple[str, list[dict]]:
@@ -316,19 +193,21 @@ def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, 
 
 
 def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_resamples: int, seed: int) -> np.ndarray:
-    """resamples x systems: the Full Benchmark Avg. with queries resampled within each task (same draws for all)."""
+    """resamples x systems: the Full Benchmark Avg. with queries resampled within each task (the same draws for every
+    system), each task's queries drawn through :func:`gapbench.evaluation.stats.resample_blocks`."""
     rng = np.random.default_rng(seed)
     n_sys = next(iter(mats.values())).shape[0]
     total = np.zeros((n_resamples, n_sys))
     for t in tasks:
         m = mats[t]
-        idx = rng.integers(0, m.shape[1], size=(n_resamples, m.shape[1]))
-        for s in range(n_sys):
-            total[:, s] += m[s][idx].mean(axis=1)
+        for rows, idx in resample_blocks(m.shape[1], n_resamples, rng):
+            for s in range(n_sys):
+                total[rows, s] += m[s][idx].mean(axis=1)
     return total / len(tasks)
 
 
 def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
+    """Write the board's README.md, index.html and leaderboard.json into ``directory``."""
     from ..files import atomic_writer
 
     directory = Path(directory)
@@ -341,16 +220,17 @@ def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
     return out
 
 
-def build_boards(root: str | os.PathLike = "leaderboards", **kwargs) -> list[Path]:
+def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardOptions | None = None) -> list[Path]:
     """Render every ``<root>/<suite>/`` that has scored submissions; returns the files written."""
     from ..suites import is_suite
 
     root = Path(root)
     if not root.is_dir():
-        raise SubmissionError(f"{root}: no such folder; give --root pointing at the leaderboards folder.")
+        raise SubmissionError(f"{root}: no such folder; give the leaderboards folder, which holds "
+                              "<suite>/submissions/<system>/.")
     written = []
     for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
-        # A link would make the board read submissions, and write its files, outside --root.
+        # A link would make the board read submissions, and write its files, outside the root.
         for p in (suite_dir, suite_dir / "submissions"):
             if p.is_symlink():
                 raise SubmissionError(f"{p}: is a symbolic link; boards are built only from real folders under "
@@ -360,7 +240,7 @@ def build_boards(root: str | os.PathLike = "leaderboards", **kwargs) -> list[Pat
         subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir() or p.is_symlink()]
         if not subs:
             continue
-        written += write_board(build_board(subs, suite_dir.name, **kwargs), suite_dir)
+        written += write_board(build_board(subs, suite_dir.name, options), suite_dir)
     if not written:
         raise SubmissionError(f"{root}: no <suite>/submissions/<system>/ folders found; nothing to build.")
     return written
@@ -387,7 +267,7 @@ def _out_path(out: str | os.PathLike, *parts: str) -> Path:
         if path.is_symlink():
             raise SubmissionError(f"{path}: is a symbolic link; exports write only real files under {out}. Remove it.")
     if not path.resolve().is_relative_to(out.resolve()):
-        raise SubmissionError(f"{path}: resolves outside {out}; exports write only under --out.")
+        raise SubmissionError(f"{path}: resolves outside {out}; exports write only under it.")
     return path
 
 
