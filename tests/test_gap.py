@@ -221,7 +221,8 @@ def test_measure_gap_with_by_hand():
     assert row.retrievers == {"bm25": 0.5} and row.retrievers_gold_infused == {"bm25": 1.0}
     assert row.retriever_pools == {"bm25": "own"} and row.retriever_pool_recall == {"bm25": 0.5}
     # no verifier seeds: no spread, and the file leaves those keys out as it always did
-    assert row.verifier_standard_spread is None and "verifier_standard_spread" not in report.to_dict()["pool_scaling"][0]
+    assert row.verifier_standard_spread is None
+    assert "verifier_standard_spread" not in report.to_dict()["pool_scaling"][0]
     assert report.to_dict()["meta"] == {"seed": 0, "retrievers": ["bm25"], "pool_scaling_measure": "R@10"}
     # the qrels variants of the options score the same rankings: here one that judges d1 relevant for q1
     variant = Qrels({"q1": {"d1": 1}})

@@ -237,11 +237,12 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
 
 def _gap_report(answers):
     """A gap report whose verifier gave these answer counts (None: a verifier without them)."""
-    return GapReport(task="t", measure="nDCG@10", retrievers={"bm25": 0.5}, best_retriever={"name": "bm25", "value": 0.5},
-                     verifier_standard={"value": 0.4}, verifier_gold_infused={"value": 0.6}, gap=0.1, gap_standard=-0.1,
-                     pool_recall=1.0, pool_depth=8, n_queries=1, llm_calls=6, pool_scaling=[], other_qrels={},
-                     verifier_answers=VerifierAnswers.of(answers), meta={"seed": 0, "retrievers": ["bm25"],
-                                                                           "answers": answers})
+    return GapReport(task="t", measure="nDCG@10", retrievers={"bm25": 0.5},
+                     best_retriever={"name": "bm25", "value": 0.5}, verifier_standard={"value": 0.4},
+                     verifier_gold_infused={"value": 0.6}, gap=0.1, gap_standard=-0.1, pool_recall=1.0, pool_depth=8,
+                     n_queries=1, llm_calls=6, pool_scaling=[], other_qrels={},
+                     verifier_answers=VerifierAnswers.of(answers),
+                     meta={"seed": 0, "retrievers": ["bm25"], "answers": answers})
 
 @pytest.mark.slow
 def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, capsys, monkeypatch):
