@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -14,9 +14,6 @@ from ...errors import ConfigError
 from ...types import Qrels, Queries
 from .clusters import Clustering, Strata, query_clusters
 from .entities import entities_of
-
-if TYPE_CHECKING:
-    from .options import CoverageOptions
 
 # query_strata: how a query gets its clusters -> the regime's name in reports
 QUERY_STRATA = {"qrels": "qrels", "entities": "query NER", "llm-entities": "LLM entities"}
@@ -110,7 +107,7 @@ class QueryStratifier:
     forms: Sequence[str]
     vectors: np.ndarray = field(repr=False)
     embedder: Any
-    options: "CoverageOptions"
+    options: Any  # the run's CoverageOptions (not imported: options.py imports this module)
     client: Any
 
     def __call__(self, queries: Queries, qrels: Qrels | Mapping[str, Mapping[str, int]],
