@@ -139,6 +139,20 @@ def test_rank_stability_is_the_bootstrap_share(board_root):
         assert board.entry(s).average_ci95 == pytest.approx([lo, hi])
 
 
+def test_the_stratified_bootstrap_draws_large_query_sets_in_blocks():
+    """1,000 resamples x 2,500 queries is 2.5M indices, over resample_blocks' 2M: the draws come in blocks of 800 and
+    200 resamples from the one generator, in that order (at most 2M they are one draw, as the test above checks)."""
+    from gapbench.products.leaderboard import _stratified_bootstrap
+
+    n = 2500
+    m = np.random.default_rng(7).random((2, n))
+    boot = _stratified_bootstrap({"t": m}, ["t"], 1000, 5)
+    rng = np.random.default_rng(5)
+    want = np.concatenate([m[:, rng.integers(0, n, size=(rows, n))].mean(axis=2).T for rows in (800, 200)])
+    assert boot.shape == (1000, 2)
+    np.testing.assert_allclose(boot, want, rtol=0, atol=1e-12)
+
+
 def test_build_renders_self_contained_files(board_root):
     assert main(["leaderboard", "build", "--root", str(board_root)]) == 0
     d = board_root / SUITE

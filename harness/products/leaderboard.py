@@ -146,8 +146,8 @@ def _query_matrices(complete: Sequence[dict], tasks: Sequence[str], main: Mappin
         for s in complete[1:]:
             other_t = s["tasks"][t]
             if other_t["fingerprints"] != ref["fingerprints"] or set(other_t["per_query"][main[t]]) != set(qids):
-                raise SubmissionError(f"{s['system']} and {complete[0]['system']} were scored on different data for {t} "
-                                      "(fingerprints or query sets differ); re-score both with this gapbench.")
+                raise SubmissionError(f"{s['system']} and {complete[0]['system']} were scored on different data for "
+                                      f"{t} (fingerprints or query sets differ); re-score both with this gapbench.")
         mats[t] = np.array([[s["tasks"][t]["per_query"][main[t]][q] for q in qids] for s in complete], dtype=np.float64)
     return mats
 
@@ -249,7 +249,8 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
 # ---------------------------------------------------------------- exports
 
 def mteb_metric_name(measure: str) -> str:
-    """gapbench (ir-measures) name -> MTEB score key: nDCG@10 -> ndcg_at_10, R@100 -> recall_at_100, RR@10 -> mrr_at_10."""
+    """gapbench (ir-measures) name -> MTEB score key: nDCG@10 -> ndcg_at_10, R@100 -> recall_at_100,
+    RR@10 -> mrr_at_10."""
     base, _, cut = measure.partition("@")
     key = {"nDCG": "ndcg", "R": "recall", "RR": "mrr", "P": "precision", "AP": "map", "Success": "success"}.get(
         base, base.lower())
@@ -257,7 +258,8 @@ def mteb_metric_name(measure: str) -> str:
 
 
 def _out_path(out: str | os.PathLike, *parts: str) -> Path:
-    """``out / parts...`` for names taken from data: each part one plain name (no '/', '..', link), the result under out."""
+    """``out / parts...`` for names taken from data: each part one plain name (no '/', '..', link), the result under
+    out."""
     out = Path(out)
     path = out
     for part in parts:
@@ -280,8 +282,8 @@ def _path_part(text: str, pattern: re.Pattern, what: str) -> str:
 
 
 def export_mteb(
-    submission: str | os.PathLike, out: str | os.PathLike, *, split: str = "test", languages: Sequence[str] = ("eng-Latn",),
-    hf_subset: str = "default",
+    submission: str | os.PathLike, out: str | os.PathLike, *, split: str = "test",
+    languages: Sequence[str] = ("eng-Latn",), hf_subset: str = "default",
 ) -> list[Path]:
     """Write ``<out>/<org__model>/<revision>/<task>.json`` in MTEB's result format, one file per scored task.
 
@@ -297,7 +299,8 @@ def export_mteb(
     models = meta.get("models") or []
     name = models[0]["name"] if models else meta["system"]
     revision = models[0]["revision"] if models else "no_revision_available"
-    folder = _out_path(out, _path_part(name, MODEL_NAME, "model name"), _path_part(revision, REVISION, "model revision"))
+    folder = _out_path(out, _path_part(name, MODEL_NAME, "model name"),
+                       _path_part(revision, REVISION, "model revision"))
     written = []
     for task, t in scores["tasks"].items():
         entry = {mteb_metric_name(m): float(v) for m, v in t["measures"].items()}
