@@ -203,15 +203,15 @@ def test_no_server_is_a_connection_error_at_the_first_attempt(tmp_path):
             client.chat("hi")
     assert str(err.value) == (
         f"cannot connect to the LLM endpoint http://127.0.0.1:{port}/v1/chat/completions: connection refused: nothing "
-        f"listens on 127.0.0.1:{port}. Start the server there, or point --llm-base-url (or $OPENAI_BASE_URL) at the "
-        "one that runs.")
+        f"listens on 127.0.0.1:{port}. Start the server there, or point the base URL (base_url, or $OPENAI_BASE_URL) "
+        "at the one that runs.")
     assert client.usage.total()["calls"] == 1 and client.usage.total()["retries"] == 0
 
 
 def test_an_unknown_host_is_reported_at_once():
     client = LLMClient(base_url="http://gapbench-no-such-host.invalid:8000/v1", model="m", cache=False)
     with pytest.raises(LLMUnavailableError, match=r"the host name 'gapbench-no-such-host.invalid' does not resolve\. "
-                                                  r"Check the host in --llm-base-url \(or \$OPENAI_BASE_URL\)"):
+                                                  r"Check the host in the base URL \(base_url, or \$OPENAI_BASE_URL\)"):
         client.embed_many(["a text"])
     assert client.usage.total()["calls"] == 1
 
@@ -342,7 +342,7 @@ def test_config_resolution_and_validation(monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://env-host:9999/v1/")
     assert LLMClient(model="m", cache=False).endpoint == "http://env-host:9999/v1"
     assert LLMClient(base_url="http://h:1/v1/chat/completions", model="m", cache=False).endpoint == "http://h:1/v1"
-    with pytest.raises(ConfigError, match="--llm-model"):
+    with pytest.raises(ConfigError, match=r"no LLM model given; set model \(LLMConfig\(model=\.\.\.\)\)"):
         LLMClient(cache=False)
     with pytest.raises(ConfigError, match="not an http"):
         LLMClient(base_url="localhost:8000", model="m", cache=False)
@@ -418,7 +418,7 @@ def test_malformed_base_urls_are_reported_before_any_call(url, problem):
         return
     with pytest.raises(ConfigError) as err:
         LLMClient(base_url=url, model="m", cache=False)
-    assert problem in str(err.value) and "(--llm-base-url or $OPENAI_BASE_URL)" in str(err.value)
+    assert problem in str(err.value) and "(base_url, or $OPENAI_BASE_URL)" in str(err.value)
     assert "\n" not in str(err.value) and "pw" not in str(err.value)
 
 
@@ -551,8 +551,8 @@ GARBAGE_EMBEDDINGS = {
 
 def _garbage_message(url: str, said: str) -> str:
     return (f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model 'judge'): "
-            f"{said}. Check that --llm-base-url (or $OPENAI_BASE_URL) is the API root of an OpenAI-compatible server "
-            "(it ends in /v1), not a proxy or sign-in page.")
+            f"{said}. Check that the base URL (base_url, or $OPENAI_BASE_URL) is the API root of an OpenAI-compatible "
+            "server (it ends in /v1), not a proxy or sign-in page.")
 
 
 @pytest.mark.parametrize("fault", list(GARBAGE))

@@ -27,9 +27,14 @@ def llm_settings(temperature: Optional[float], top_p: Optional[float], max_token
     from ..llm.local import embedded_scope
 
     given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
-             "stop": stop or None, "extra": parse_extra(extra) if extra else None}
-    with command_settings({k: v for k, v in given.items() if v is not None}, options=True), embedded_scope():
+             "stop": stop or None, "extra": parse_extra(extra, "--llm-extra") if extra else None}
+    with command_settings({k: v for k, v in given.items() if v is not None}, name=_option), embedded_scope():
         yield
+
+
+def _option(field: str) -> str:
+    """The option that sets LLMConfig's ``field``, as errors name it."""
+    return f"--llm-{field.replace('_', '-')}"
 
 
 # (parameter name, typer option, annotation) of the sampling options, in the order --help lists them

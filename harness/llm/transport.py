@@ -1,0 +1,286 @@
+"""The HTTP layer of the client: one request and its answer, read as an OpenAI-format response.
+
+An attempt runs on a thread of its own (:class:`_Attempt`), so that its caller can stop waiting at a deadline that
+moves, and over connections it can shut down when nobody waits for it any more (:class:`_TrackedStream`). The body is
+read within the attempt's time however slowly it drips in (:func:`post`), and must be an OpenAI-format response:
+anything else (not JSON, no choices, content null, an HTML page, an error object with status 200) is a
+:class:`_Garbage` that names what came instead (:func:`_chat_response`, :func:`_embeddings`). The body's Content-Type is
+not held against a valid answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+from ..errors import MissingDependencyError
+from .records import ChatResponse
+from .text import one_line
+
+_CONNECT_TIMEOUT = 10.0  # a TCP connection that takes longer is not coming: no retry waits for it
+
+
+def _openai_module():
+    try:
+        import openai
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or "openai", "llm", "The LLM client") from None
+    return openai
+
+
+class _Garbage(Exception):
+    """A 2xx answer that is not a usable OpenAI-format response; retrying the same request would get the same."""
+
+
+class _Slow(Exception):
+    """The body was still arriving when the attempt's time ran out (a drip): retried like a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the answer was still arriving after {seconds:g} s")
+        self.seconds = seconds
+
+
+class _NoAnswer(Exception):
+    """No answer within the attempt's time: classified as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+class _Attempt:
+    """One HTTP attempt run on a thread of its own, so that its caller can stop waiting for it at a deadline that
+    moves (an HTTP read cannot be interrupted): the thread ends within the attempt's hard bound, its answer unused."""
+
+    def __init__(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
+        self.done = threading.Event()
+        self.reading = False  # the answer's headers came: a body still arriving at the deadline is a drip
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.stream: Any = None  # the connection this attempt last read or wrote (see _TrackedStream)
+        threading.Thread(target=self._run, args=(fn, seconds, answered), name="gapbench-llm-attempt",
+                         daemon=True).start()
+
+    def abort(self) -> None:
+        """Close the connection of an attempt nobody waits for any more: a server whose queue still holds the request
+        (llama.cpp checks before it starts one) drops it instead of computing an answer that would be thrown away,
+        and the attempt's thread ends now instead of at its hard bound."""
+        stream = self.stream
+        if stream is not None and not self.done.is_set():
+            stream.abort()
+
+    def _run(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
+        _ATTEMPT.current = self
+        try:
+            self.value = fn(seconds)
+            answered()  # an answer nobody waits for any more is progress of the server all the same
+        except BaseException as exc:  # handed to the caller, who raises it
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+_ATTEMPT = threading.local()  # the _Attempt a thread runs, so post can say when the answer's headers came
+
+
+class _TrackedStream:
+    """A network stream of the HTTP library (httpcore or its fork) that tells the attempt using it, so the attempt can
+    shut the connection down from another thread (closing a socket does not wake a thread blocked reading it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def _mark(self) -> None:
+        attempt = getattr(_ATTEMPT, "current", None)
+        if attempt is not None:
+            attempt.stream = self
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._mark()
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._mark()
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> "_TrackedStream":
+        return _TrackedStream(self._inner.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def abort(self) -> None:
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by the other side or by the library
+                pass
+
+
+class _TrackingBackend:
+    """The HTTP library's network backend, with every stream it opens a :class:`_TrackedStream`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _TrackedStream:
+        return _TrackedStream(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _TrackedStream:
+        return _TrackedStream(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _abortable_http_client(openai: Any, timeout: float) -> Any | None:
+    """openai's default HTTP client over a transport whose connections an abandoned attempt can shut down, or None
+    where the HTTP library's pool does not have the one attribute this needs (then attempts run to their hard bound).
+
+    openai 1.x uses httpx, 3.x its fork httpx2; both build their pool from httpcore(2) with a ``_network_backend``.
+    """
+    base = getattr(openai, "DefaultHttpxClient", None)
+    lib = next((c.__module__.split(".")[0] for c in getattr(base, "__mro__", ())
+                if c.__module__.split(".")[0] in ("httpx", "httpx2")), None)
+    if lib is None:
+        return None
+    import importlib
+
+    transport = importlib.import_module(lib).HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    if getattr(pool, "_network_backend", None) is None:
+        return None
+    pool._network_backend = _TrackingBackend(pool._network_backend)
+    return base(transport=transport, timeout=timeout)
+
+
+def post(resource: Any, seconds: float, max_bytes: int, **kwargs: Any) -> Any:
+    """The JSON of a 2xx answer to one request to ``resource`` (an endpoint of the openai package's client, e.g.
+    ``client.chat.completions``), read within ``seconds`` however slowly it arrives and refused past ``max_bytes``
+    (raising :class:`_Garbage`, :class:`_Slow`, or the openai package's errors)."""
+    openai = _openai_module()
+    start = time.monotonic()
+    timeout = openai.Timeout(seconds, connect=min(_CONNECT_TIMEOUT, seconds))
+    with resource.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+        attempt = getattr(_ATTEMPT, "current", None)
+        if attempt is not None:
+            attempt.reading = True
+        http = response.http_response
+        chunks, size = [], 0
+        for chunk in http.iter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise _Garbage(f"a body larger than {max_bytes} bytes (max_response_bytes)")
+            chunks.append(chunk)
+            if time.monotonic() - start > seconds:
+                raise _Slow(seconds)
+        content_type = http.headers.get("content-type", "")
+    return _decode_json(b"".join(chunks), content_type)
+
+
+def _decode_json(body: bytes, content_type: str) -> Any:
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise _Garbage("JSON nested too deeply to read") from None
+    except ValueError:  # not JSON, or not UTF-8
+        raise _Garbage(f"{_body_kind(body, content_type)} where JSON was expected") from None
+
+
+def _body_kind(body: bytes, content_type: str) -> str:
+    text = body.decode("utf-8", "replace")
+    if not text.strip():
+        return f"an empty body (Content-Type {content_type or 'none'!r})"
+    if "html" in content_type.lower() or text.lstrip().startswith("<"):
+        words = one_line(re.sub(r"<[^>]*>", " ", text))
+        return f"an HTML page ({words[:120]!r})"
+    return f"{len(body)} bytes of {content_type or 'unlabelled'} text starting {one_line(text)[:80]!r}"
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def _object(data: Any, wanted: str) -> dict:
+    """``data`` when it is an object holding ``wanted``; else what it is instead, as a _Garbage."""
+    if not isinstance(data, dict):
+        raise _Garbage(f"a JSON {_json_type(data)} where an object with {wanted!r} was expected")
+    if wanted not in data:
+        err = data.get("error")
+        if err is not None:
+            said = err.get("message", err) if isinstance(err, dict) else err
+            raise _Garbage(f"an error object with a success status: {one_line(str(said))[:300]}")
+        keys = ", ".join(sorted(map(str, data))[:8]) or "none"
+        raise _Garbage(f"a JSON object without {wanted!r} (its keys: {keys})")
+    return data
+
+
+def _count(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _chat_response(data: Any) -> ChatResponse:
+    choices = _object(data, "choices")["choices"]
+    if not isinstance(choices, list) or not choices:
+        raise _Garbage(f"'choices' is {'empty' if choices == [] else 'a JSON ' + _json_type(choices)}, not a list "
+                       "with one answer")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise _Garbage(f"choices[0] is a JSON {_json_type(choice)} without a 'message' object")
+    finish = choice.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    content = message.get("content")
+    if content is None:
+        if isinstance(message.get("refusal"), str):
+            raise _Garbage(f"the model refused: {message['refusal'][:200]!r}")
+        hint = "; the answer ran out of tokens: raise max_tokens" if finish == "length" else ""
+        raise _Garbage(f"the message has no content (content null, finish_reason {finish!r}){hint}")
+    if not isinstance(content, str):
+        raise _Garbage(f"the message content is a JSON {_json_type(content)}, not a string")
+    usage = data.get("usage")
+    model = data.get("model")
+    return ChatResponse(text=content, finish_reason=finish, prompt_tokens=_count(usage, "prompt_tokens"),
+                        completion_tokens=_count(usage, "completion_tokens"), cached=False,
+                        model=model if isinstance(model, str) else "")
+
+
+def _embeddings(data: Any, n: int):
+    """(float32 array in input order, prompt tokens) from an embeddings response for ``n`` texts."""
+    import numpy as np
+
+    items = _object(data, "data")["data"]
+    if not isinstance(items, list) or len(items) != n:
+        got = len(items) if isinstance(items, list) else f"a JSON {_json_type(items)} instead of"
+        raise _Garbage(f"{got} embeddings came back for {n} texts")
+    if not all(isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items):
+        raise _Garbage("an item of 'data' has no 'embedding' list")
+    index = [d.get("index", i) for i, d in enumerate(items)]
+    if not all(type(i) is int for i in index) or sorted(index) != list(range(n)):
+        raise _Garbage(f"the embeddings' 'index' values are not 0 to {n - 1} once each")
+    order = sorted(range(n), key=index.__getitem__)
+    try:
+        arr = np.asarray([items[i]["embedding"] for i in order], dtype=np.float32)
+    except (TypeError, ValueError):
+        raise _Garbage("the embeddings are not lists of numbers of one length") from None
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise _Garbage("the embeddings are not lists of numbers of one length")
+    return arr, _count(data.get("usage"), "prompt_tokens")
+
+
+def open_client(api_key: str, base_url: str, timeout: float) -> Any:
+    """The openai package's client for ``base_url``, its own retries off: ours are bounded in time and count every
+    HTTP call."""
+    openai = _openai_module()
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+                         http_client=_abortable_http_client(openai, timeout))
