@@ -225,7 +225,7 @@ class LLMClient:
                   return_exceptions: bool = False,
                   progress: Callable[[int], None] | None = None) -> list[ChatResponse | LLMError]:
         """Answers to ``requests`` in input order, at most ``concurrency`` (default: the config's) calls in flight,
-        fewer while the server shows it sustains fewer (:class:`_Pacer`).
+        fewer while the server shows it sustains fewer (:class:`.pacing._Pacer`).
 
         Cached answers cost no call; identical requests in one batch are sent once. On a failure the first error is
         raised once the calls in flight end (their answers are cached; calls not yet sent are not made), unless

@@ -44,14 +44,14 @@ class LLMConfig:
     when that is longer (up to 120 s, or ``retry_wait_max`` when larger). ``price_in`` / ``price_out`` are prices per
     1M input / output tokens (any currency; reported as cost).
 
-    Time bounds in seconds (None: the environment variable, else the default; see the module docstring): ``timeout``
+    Time bounds in seconds (None: the environment variable, else the default; see :mod:`.retries`): ``timeout``
     per attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the
     client gives up for good. ``max_response_bytes`` caps the size of one response body. ``timeout`` is meant
     for prompts of up to ``timeout_tokens`` tokens (estimated as characters / 4); a longer one's attempt gets more in
     proportion (a server reads a prompt at a steady rate), within the call's and the command's bounds.
 
     ``concurrency`` is where the number of calls in flight starts; ``adaptive`` lets the client lower it to what the
-    server sustains and raise it again (see :class:`_Pacer`); False keeps it fixed.
+    server sustains and raise it again (see :class:`.pacing._Pacer`); False keeps it fixed.
 
     Sampling: ``temperature``, ``top_p`` and ``seed`` (None: not sent), ``max_tokens`` (None: the server's default),
     ``stop`` (a string or up to 4 strings), ``extra`` (other request fields, e.g. ``{"reasoning_effort": "low"}``).

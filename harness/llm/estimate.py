@@ -40,7 +40,7 @@ def is_embedded(llm: Any) -> bool:
 
 def uncached(llm: Any, requests: Sequence[Any]) -> list[Any]:
     """The requests whose answers are not in ``llm``'s cache yet (those cost a call)."""
-    from .client import cache_key
+    from .cache import cache_key
 
     cache = getattr(llm, "cache", None)
     if cache is None:
@@ -130,7 +130,8 @@ def chat_many_reporting(llm: Any, requests: Sequence[Any], description: str, *,
     """``llm.chat_many(requests)`` as a progress stage, estimated from its uncached requests when ``llm`` is the
     embedded server. ``answer_tokens``: the answer length expected of each request (default half its ``max_tokens``,
     the request's or the config's). ``progress`` is called as well; ``embedded`` None: :func:`is_embedded`."""
-    from .client import ChatRequest, prompt_tokens
+    from .pacing import prompt_tokens
+    from .records import ChatRequest
 
     reqs = [r if isinstance(r, ChatRequest) else ChatRequest(r) for r in requests]
     if answer_tokens is None:
