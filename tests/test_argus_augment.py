@@ -272,6 +272,6 @@ def test_argus_synth_augmenter_uses_the_endpoint_given_else_the_embedded_llm(tmp
         raise AssertionError("the LLM is resolved before the diagnosis")
 
     monkeypatch.setattr(augment, "diagnose", no_diagnosis)
-    with pytest.raises(ConfigError, match=r"^no LLM endpoint given and the embedded LLM is not installed; .*--llm-base-url"
-                                          r".*pip install 'gapbench\[local-llm\]'$"):
+    with pytest.raises(ConfigError, match=r"^no LLM endpoint given and the embedded LLM is not installed; "
+                                          r".*OpenAI-compatible endpoint.*pip install 'gapbench\[local-llm\]'$"):
         ArgusAugmenter("argus-synth", bm25).augment(corpus)

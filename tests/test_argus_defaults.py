@@ -144,13 +144,14 @@ def test_default_compare_uses_the_wikipedia_slice_and_the_audit(wknow120, tmp_pa
                                                                             ReferenceKB.packaged()))
     assert row["diagnosis"]["n_flagged_entities"] == by_hand.stats()["n_flagged_entities"]
     assert all(e.rps < 0.3 for fl in by_hand.flagged.values() for e in fl)
-    assert res.tasks[0].growth["expansion"]["n_views"] == row["variants"]["expansion"]["growth"]["n_views"]
+    assert next(iter(res.tasks.values())).variants["expansion"].growth.n_views == \
+        row["variants"]["expansion"]["growth"]["n_views"]
 
 
 def test_label_prior_on_request_reproduces_the_old_flags(wknow120):
     res = compare_argus(str(wknow120), "bm25", diagnosis="label-prior", variants=["original", "expansion"],
                         measures=["nDCG@10"])
-    row = res.to_dict()["tasks"][res.tasks[0].task]
+    row = next(iter(res.to_dict()["tasks"].values()))
     assert row["diagnosis"]["method"]["method"] == "label-prior"
     # by hand: one flag per (document, case-folded surface) among the FAC/GPE/LOC/ORG mentions
     corpus = gapbench.get_task(str(wknow120)).load().corpus

@@ -101,7 +101,7 @@ def test_max_stops_after_n_records(tmp_path):
     st = build_kb([FIX / "kb.jsonl", FIX / "abstracts.xml"], tmp_path / "kb.jsonl", max_n=2)
     assert _lines(tmp_path / "kb.jsonl") == JSONL_KB[:2]
     assert (st.written, st.stopped_at_max) == (2, True)
-    with pytest.raises(ConfigError, match="--max 0"):
+    with pytest.raises(ConfigError, match="max_n=0"):
         build_kb([FIX / "kb.jsonl"], tmp_path / "kb2.jsonl", max_n=0)
 
 
@@ -119,10 +119,14 @@ def test_built_kb_loads_and_is_searched(tmp_path):
 def test_malformed_jsonl_names_the_line(tmp_path):
     with pytest.raises(DataFormatError, match=r"bad\.jsonl, line 2: malformed JSON"):
         build_kb([FIX / "bad.jsonl"], tmp_path / "kb.jsonl")
-    (tmp_path / "notitle.jsonl").write_text('{"id": "a", "text": "x"}\n', encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"notitle\.jsonl, line 1: a record needs \"title\" and \"text\""):
-        build_kb([tmp_path / "notitle.jsonl"], tmp_path / "kb.jsonl")
+    (tmp_path / "noid.jsonl").write_text('{"id": "a", "text": "x"}\n{"text": "y", "url": "u"}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"noid\.jsonl, line 2: a KB record needs \"text\" and an id: \"id\", "
+                                              r"\"qid\" or \"title\" .*; found the keys 'text', 'url'\."):
+        build_kb([tmp_path / "noid.jsonl"], tmp_path / "kb.jsonl")
     assert not (tmp_path / "kb.jsonl").exists()  # nothing half-written
+    (tmp_path / "notext.jsonl").write_text('{"id": "a", "text": 5}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"notext\.jsonl, line 1: a KB record needs \"text\""):
+        ReferenceKB.resolve(tmp_path / "notext.jsonl")
 
 
 def test_malformed_xml_names_the_line(tmp_path):
@@ -153,7 +157,7 @@ def test_format_detection_and_override(tmp_path):
     assert detect_format("dump.txt", "jsonl") == "jsonl"
     with pytest.raises(ConfigError, match="cannot tell the format of 'dump.txt'"):
         detect_format("dump.txt")
-    with pytest.raises(ConfigError, match="--format 'csv': give auto, jsonl, abstracts-xml, parquet"):
+    with pytest.raises(ConfigError, match="fmt='csv': give auto, jsonl, abstracts-xml, parquet"):
         detect_format("x.jsonl", "csv")
     src = shutil.copy(FIX / "abstracts.xml", tmp_path / "dump.txt")
     build_kb([src], tmp_path / "kb.jsonl", fmt="abstracts-xml")
@@ -191,3 +195,42 @@ def test_a_kb_line_that_is_not_an_object_is_named(tmp_path):
     kb.write_text('{"id": "Q90", "text": "Paris is the capital of France."}\n["Q64", "Berlin"]\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"kb\.jsonl, line 2: expected a JSON object per line, found a list\."):
         ReferenceKB.resolve(kb)
+
+
+# ------------------------------------------------------------------------------------- one format, one reader
+def test_one_rule_reads_both_shipped_kbs_and_what_build_writes(tmp_path):
+    """The id is "id", else "qid", else the title (spaces as underscores); the title is optional; other keys are
+    ignored. The packaged KBs use two of those forms ({qid, text} and {id, title, text, country, wikidata})."""
+    from gapbench.analyses.argus.kb import PACKAGED_KBS, read_jsonl
+
+    assert set(PACKAGED_KBS) == {"wikipedia-slice", "landmarks-oracle"}
+    wiki = ReferenceKB.packaged("wikipedia-slice")
+    assert len(wiki.passages) == 620 and wiki.passages["Q100"].title == ""
+    assert wiki.passages["Q100"].text.startswith("Boston is the capital and most populous city of the U.S. state")
+    oracle = ReferenceKB.packaged("landmarks-oracle")
+    assert len(oracle.passages) == 97
+    assert oracle.passages["Q108303643"].title == "Northwell Health Ice Center"
+    # a KB written by build_kb from a {qid, text} source reads back as the same passages
+    src = tmp_path / "slice.jsonl"
+    src.write_text('{"qid": "Q1", "text": " One. "}\n{"title": "Two words", "text": "Two."}\n'
+                   '{"id": "x", "qid": "Q9", "title": "T", "text": "Three.", "extra": 1}\n', encoding="utf-8")
+    assert [(e.id, e.title, e.text) for e in read_jsonl(src)] == [
+        ("Q1", "", "One."), ("Two_words", "Two words", "Two."), ("x", "T", "Three.")]
+    build_kb([src], tmp_path / "kb.jsonl")
+    assert _lines(tmp_path / "kb.jsonl") == [{"id": "Q1", "title": "", "text": "One."},
+                                             {"id": "Two_words", "title": "Two words", "text": "Two."},
+                                             {"id": "x", "title": "T", "text": "Three."}]
+    direct, built = ReferenceKB.resolve(src), ReferenceKB.resolve(tmp_path / "kb.jsonl")
+    assert direct.passages == built.passages and direct.fingerprint == built.fingerprint
+
+
+def test_a_kb_file_is_used_as_it_is_while_build_cleans_sources(tmp_path):
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "Q1", "text": "a"}\n{"id": "Q 2", "text": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"kb\.jsonl: line 2: the id 'Q 2' contains U\+0020 \(SPACE\)"):
+        ReferenceKB.resolve(kb)
+    kb.write_text('{"id": "Q1", "text": "a"}\n{"qid": "Q1", "text": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"line 2: KB passage id 'Q1' is given again \(first on line 1\)"):
+        ReferenceKB.resolve(kb)
+    st = build_kb([kb], tmp_path / "out.jsonl")  # the builder skips and counts the repeated id
+    assert (st.written, st.duplicates) == (1, 1)

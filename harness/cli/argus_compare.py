@@ -13,21 +13,41 @@ from typing import List, Optional
 import typer
 
 from . import llm_options as cli_llm
+from .contract import Flags
 
 ARGUS_HELP = "ARGUS: entity retrievability audit, blind-spot probes, and knowledge-base augmentation."
 
 
+def _variant_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _measures(values: List[str]) -> list[str]:
+    from .common import measure_list
+
+    return measure_list(values)
+
+
+# the flags of `argus compare` onto ArgusCompareOptions: each flag is the field of its name (llm, a client object, is
+# set from Python only); --variants is a comma list, -m/--measures may repeat and hold commas
+FLAGS = Flags("argus compare", "gapbench.analyses.argus.compare:ArgusCompareOptions",
+              cli_only={"task", "retriever", "as_json"}, parse={"variants": _variant_list, "measures": _measures},
+              library_only={"llm"})
+DEFAULT_MEASURES = ["nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100"]
+
+
 @cli_llm.sampling_options
 def compare_cmd(
+    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
     probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by `gapbench argus probe` (Probe.save); "
                                          "default: the probe bound to the retriever's fingerprint, if any."),
     diagnosis: str = typer.Option("auto", "--diagnosis", help="auto (the probe given or bound to the retriever, else "
                                   "an exact RPS audit), probe, audit, or label-prior (FAC/GPE/LOC/ORG flagged)."),
-    kb: str = typer.Option("wikipedia-slice", "--kb", help="Reference KB: a JSONL file of {id, title, text}, or a "
-                           "packaged name: wikipedia-slice (620 Wikipedia first paragraphs, the default) or "
-                           "landmarks-oracle (states ImpliRet's wknow answers: a pipeline check)."),
+    kb: str = typer.Option("wikipedia-slice", "--kb", help="Reference KB: a JSONL file of {text, and id, qid or "
+                           "title} records, or a packaged name: wikipedia-slice (620 Wikipedia first paragraphs, the "
+                           "default) or landmarks-oracle (states ImpliRet's wknow answers: a pipeline check)."),
     tau: float = typer.Option(0.3, "--tau", help="Flag entities with predicted RPS below this."),
     k_aug: int = typer.Option(2, "--k-aug", help="KB passages per flagged entity."),
     ner: str = typer.Option("spacy", "--ner", help="spacy (offline default), auto (the paper's "
@@ -37,7 +57,8 @@ def compare_cmd(
                                            "original,expansion,synthesis. Default: all three with an LLM endpoint "
                                            "(--llm-base-url, $OPENAI_BASE_URL); original,expansion without one (ask "
                                            "for synthesis by name to run it on the slow embedded model)."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Default nDCG@5/10/20/50, R@5..100."),
+    measures: List[str] = typer.Option(DEFAULT_MEASURES, "--measures", "-m", help="Measures, repeatable or comma "
+                                       "separated."),
     k: int = typer.Option(100, "--k", help="Documents retrieved per query."),
     seed: int = typer.Option(0, "--seed"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis; "
@@ -49,16 +70,12 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
-    from ..analyses.argus.compare import ArgusCompareOptions, compare_argus_with
-    from .common import check_output, measure_list
+    from ..analyses.argus.compare import argus_compare
+    from .common import check_output
 
     check_output(output, run_dir=False)
-    options = ArgusCompareOptions(probe=probe, kb=kb, tau=tau, k_aug=k_aug, ner=ner, diagnosis=diagnosis,
-                                  llm_base_url=llm_base_url, llm_model=llm_model,
-                                  variants=None if variants is None else
-                                  [v.strip() for v in variants.split(",") if v.strip()],
-                                  measures=measure_list(measures), k=k, seed=seed, output=output)
-    result = compare_argus_with(task, retriever, options)
+    options = FLAGS.build(ctx.params)
+    result = argus_compare(task, retriever, options)
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
     if output is not None and not as_json:
         typer.echo(f"wrote {output}/argus_compare.json, .md, .png")

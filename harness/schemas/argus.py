@@ -289,41 +289,5 @@ class ArgusDataset(Model):
     dropped: dict[str, int]
 
 
-class MaxRpsGroup(Model):
-    n: int = Field(ge=0)
-    mean_max_rps: Optional[Number]  # null when the group is empty
-
-
-class MaxRpsDelta(Model):
-    """Table 4 at one k: gold documents retrieved in the top k vs not, mean of their largest entity RPS."""
-
-    k: int = Field(ge=1)
-    no_entities: int = Field(ge=0)
-    retrieved: MaxRpsGroup
-    unretrieved: MaxRpsGroup
-    delta: Optional[Number]  # retrieved - unretrieved; null when either group is empty
-
-
-class ArgusCompareTask(Model):
-    n_queries: int
-    diagnosis: dict[str, Any]
-    kb_seconds: Number
-    variants: dict[str, dict[str, Any]]
-    deltas: dict[str, dict[str, Any]]
-    max_rps_delta: Optional[dict[str, MaxRpsDelta]] = None  # k -> Table 4; absent in files written before it
-    llm: Optional[dict[str, Any]]
-    notes: list[str]
-
-
-class ArgusCompare(Model):
-    """``argus_compare.json``: a retriever with and without ARGUS' augmentation."""
-
-    kind: Literal["argus_compare"]
-    task: str
-    version: One
-    suite: Optional[str]
-    retriever: str
-    config: dict[str, Any]
-    tasks: dict[str, ArgusCompareTask]
-    full_benchmark_avg: dict[str, dict[str, Number]]
-    notes: list[str]
+# the comparison's models live in their own module; imported here, where the ARGUS family's files are gathered
+from .argus_compare import ArgusCompare, ArgusCompareTask, MaxRpsDelta, MaxRpsGroup  # noqa: E402,F401

@@ -165,7 +165,7 @@ CASES = [
     build("build-ok-gzip-crlf", (), dump=gzip.compress(_NT.replace("\n", "\r\n").encode()),
           dump_name="latest-truthy.nt.gz", expect=0),
     # ---- kb build
-    kb("kb-missing-title", _with(_KB, '{"id": "C", "text": "c"}', 2), ("{tmp}/kb.jsonl", "line 2", '"title"')),
+    kb("kb-missing-text", _with(_KB, '{"id": "C", "body": "c"}', 2), ("{tmp}/kb.jsonl", "line 2", '"text"')),
     kb("kb-all-empty", _jsonl({**r, "text": " "} for r in _KB), ("{tmp}/kb.jsonl", "non-empty")),
     Case("kb-source-folder", ["argus", "kb", "build", "{tmp}/kbs", "-o", "{tmp}/out.jsonl"],
          files={"kbs/kb.jsonl": _jsonl(_KB)}, names=("'{tmp}/kbs'", "is a folder")),

@@ -274,9 +274,9 @@ def build_dataset(wikidata: str | Path, paragraphs: str | Path, out: str | Path,
                   candidates: int = 800, seed: int = 0) -> dict:
     """Write entities/relations/candidates JSONL and the manifest (argus_dataset.json) into ``out``; returns it."""
     if candidates < 2:
-        raise ConfigError(f"--candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
+        raise ConfigError(f"candidates (N, the candidate-set size) must be at least 2, got {candidates}.")
     if targets is not None and targets < 1:
-        raise ConfigError(f"--targets must be at least 1, got {targets}; leave it out to keep every target.")
+        raise ConfigError(f"targets must be at least 1, got {targets}; leave it out (None) to keep every target.")
     wikidata, paragraphs = Path(wikidata), Path(paragraphs)
     dump_format(wikidata)  # a bad name fails before the paragraphs are read
     texts = read_paragraphs(paragraphs)
@@ -343,7 +343,8 @@ def read_manifest(directory: Path) -> dict:
     """The folder's ``argus_dataset.json``, checked to be the manifest ``build_dataset`` writes: a folder without one
     (an audit's output, a BEIR folder) is named as such rather than by the first JSONL it lacks."""
     path = directory / FILES["manifest"]
-    how = "give --dataset a folder written by `gapbench argus dataset build --out DIR` (or give --entities/--relations)"
+    how = ("give a dataset folder written by `gapbench argus dataset build --out DIR` (or the entities and relations "
+           "files)")
     if not directory.is_dir():
         raise DataFormatError(f"not a folder; {how}.", path=directory)
     if not path.is_file():

@@ -1,8 +1,27 @@
-"""Build a reference KB (the JSONL ``--kb PATH`` reads) from Wikipedia first paragraphs a user already has.
+"""The Reference KB of ARGUS' remedy: its one file format, :class:`ReferenceKB` (passages looked up with BM25 by an
+entity's surface form), the packaged KBs, and :func:`build_kb`, which writes a KB from Wikipedia first paragraphs a
+user already has.
 
-Three sources are read as streams, so a full dump never sits in memory:
+**The format** (what ``kb=PATH`` loads and :func:`build_kb` writes): JSONL, one object a line (gzip told by its magic
+bytes), read by :func:`read_jsonl`:
 
-- JSONL of ``{"title", "text"}`` (optional ``"id"``; the title stands in for a missing id), one object a line;
+- ``"text"``, the passage: required, a string;
+- the passage's id: ``"id"``, else ``"qid"`` (a Wikidata id, as the shipped ``wikipedia-slice`` names its paragraphs),
+  else the ``"title"`` with spaces as underscores (as Wikipedia writes page URLs); a record with none of the three is
+  refused. Ids follow gapbench's rule (no spaces, printable);
+- ``"title"``: optional, indexed with the text;
+- any other key is ignored (``landmarks-oracle`` carries ``country`` and ``wikidata``).
+
+Texts and titles are stripped. A KB file is used as it is: :meth:`ReferenceKB.from_jsonl` refuses an empty text or
+a repeated id, naming the line; :func:`build_kb` cleans sources instead, skipping and counting both.
+
+Both packaged KBs follow it: ``wikipedia-slice`` (the default; the audit slice's 620 Wikipedia first paragraphs,
+``{"qid", "text"}``) and ``landmarks-oracle`` (97 templated sentences that state what ImpliRet's wknow questions ask,
+``{"id", "title", "text", ...}``: a pipeline check, labelled so wherever it is used).
+
+Sources of :func:`build_kb`, read as streams, so a full dump never sits in memory:
+
+- JSONL in the format above;
 - the Wikipedia abstracts dump (``enwiki-latest-abstract.xml[.gz]``), ``<doc><title>Wikipedia: X</title><url>...
   </url><abstract>...</abstract></doc>``; the id is the title without its ``"Wikipedia: "`` prefix;
 - the Hugging Face ``wikimedia/wikipedia`` parquet files (columns id, url, title, text); the first paragraph is the
@@ -11,7 +30,8 @@ Three sources are read as streams, so a full dump never sits in memory:
 Example::
 
     stats = build_kb(["enwiki-latest-abstract.xml.gz"], "kb.jsonl", max_n=100_000)
-    ReferenceKB.resolve("kb.jsonl")   # what ``--kb kb.jsonl`` loads
+    kb = ReferenceKB.resolve("kb.jsonl")   # what ``kb="kb.jsonl"`` loads
+    kb.lookup(["Eiffel Tower"], k=2)       # {"Eiffel Tower": ((passage id, BM25 score), ...)}
 """
 
 from __future__ import annotations
@@ -20,15 +40,29 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-from ...errors import ConfigError, DataFormatError
+from ...errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from ... import formats
 from ...files import atomic_writer
-from ...types import id_problem, show_id
+from ...types import Corpus, Document, Queries, id_problem, show_id
 
 PathLike = str | os.PathLike
+
+DEFAULT_K_AUG = 2  # KB passages per flagged entity (the paper's k_aug)
+# packaged Reference KBs: name -> (folder under gapbench/tasks/data, file). wikipedia-slice is the general default (the
+# audit slice's 620 Wikipedia first paragraphs); landmarks-oracle states what ImpliRet's wknow questions ask (97
+# templated "X ... is located in the country Y" sentences), so it is only a check that the pipeline can use a KB.
+PACKAGED_KBS = {"wikipedia-slice": ("argus", "kb_wikipedia_first_paragraphs.jsonl"),
+                "landmarks-oracle": ("argus_kb", "landmarks_kb.jsonl")}
+DEFAULT_KB = "wikipedia-slice"
+ORACLE_KBS = frozenset({"landmarks-oracle"})
+PIPELINE_CHECK_NOTE = ("pipeline check: the KB states the answers (landmarks-oracle: one templated sentence per "
+                       "ImpliRet landmark naming its country), so these numbers check the pipeline; they are not an "
+                       "ARGUS result.")
+RECORD_RULE = 'a KB record needs "text" and an id: "id", "qid" or "title" (the title with spaces as underscores)'
 
 WIKI_PREFIX = "Wikipedia: "
 PARQUET_COLUMNS = ("id", "title", "text")
@@ -44,9 +78,10 @@ class KBEntry:
     text: str
     source: str
     where: str
+    line: Optional[int] = None  # the line of a JSONL source
 
     def to_json(self) -> str:
-        # the fields ReferenceKB.from_jsonl reads
+        # the fields read_jsonl reads
         return json.dumps({"id": self.id, "title": self.title, "text": self.text}, ensure_ascii=False)
 
 
@@ -68,16 +103,17 @@ def title_id(title: str) -> str:
 
 
 def read_jsonl(path: PathLike) -> Iterator[KBEntry]:
-    """Entries of a JSONL file of ``{"title", "text"[, "id"]}`` objects, line by line (gapbench's strict JSONL
-    reader: gzip told by its magic bytes, a malformed line named)."""
+    """Entries of a KB JSONL file, line by line, by the one rule of the format (the module's docstring): gapbench's
+    strict JSONL reader (gzip told by its magic bytes, a malformed line named), then each record's text and id."""
     path = Path(path)
     for n, row in formats.read_jsonl(path):
-        if "title" not in row or "text" not in row:
-            raise DataFormatError('a record needs "title" and "text" (and may have "id").', path=path, line=n)
-        title = str(row["title"] or "").strip()
-        pid = row.get("id")
-        pid = title_id(title) if pid is None else str(pid)
-        yield KBEntry(pid, title, str(row["text"] or "").strip(), str(path), f"line {n}")
+        text, title = row.get("text"), row.get("title")
+        pid = row.get("id", row.get("qid"))
+        if not isinstance(text, str) or (pid is None and not isinstance(title, str)):
+            raise DataFormatError(f"{RECORD_RULE}; found the keys {', '.join(map(repr, row)) or 'none'}.", path=path,
+                                  line=n)
+        title = title.strip() if isinstance(title, str) else ""
+        yield KBEntry(title_id(title) if pid is None else str(pid), title, text.strip(), str(path), f"line {n}", n)
 
 
 def read_abstracts_xml(path: PathLike) -> Iterator[KBEntry]:
@@ -153,7 +189,7 @@ def detect_format(path: PathLike, fmt: str = "auto") -> str:
     """The reader for ``path``: ``fmt`` itself, or (``auto``) the one its suffix names (``.gz`` looked through)."""
     if fmt != "auto":
         if fmt not in READERS:
-            raise ConfigError(f"--format {fmt!r}: give auto, " + ", ".join(READERS) + ".")
+            raise ConfigError(f"fmt={fmt!r}: give auto, " + ", ".join(READERS) + ".")
         return fmt
     name = Path(path).name.lower()
     stem = name[:-3] if name.endswith(".gz") else name
@@ -161,7 +197,7 @@ def detect_format(path: PathLike, fmt: str = "auto") -> str:
     if found is None:
         raise ConfigError(f"cannot tell the format of {str(path)!r} from its name; accepted: "
                           + ", ".join(f"{s}[.gz]" if s != ".parquet" else s for s in SUFFIXES)
-                          + ". Or give --format " + "|".join(READERS) + ".")
+                          + ". Or give the format: " + ", ".join(READERS) + ".")
     return found
 
 
@@ -184,7 +220,8 @@ def iter_entries(sources: Iterable[PathLike], fmt: str = "auto") -> Iterator[KBE
         yield from READERS[found](src)
 
 
-def _check_id(entry: KBEntry) -> None:
+def check_id(entry: KBEntry) -> None:
+    """Refuse an entry whose id gapbench cannot use (spaces, control characters), naming where it was read."""
     problem = id_problem(entry.id)
     if problem is not None:
         raise DataFormatError(f"{entry.where}: the id {show_id(entry.id)} {problem}; give the record an \"id\" "
@@ -199,7 +236,7 @@ def build_kb(sources: Iterable[PathLike], out: PathLike, fmt: str = "auto",
     if not sources:
         raise ConfigError("give at least one KB source file.")
     if max_n is not None and max_n < 1:
-        raise ConfigError(f"--max {max_n}: give the largest number of KB records to write, >= 1.")
+        raise ConfigError(f"max_n={max_n}: give the largest number of KB records to write, >= 1.")
     check_sources(sources, fmt)  # a missing file or unknown format fails before anything is read or written
     seen: set[str] = set()
     empty = dups = 0
@@ -212,10 +249,97 @@ def build_kb(sources: Iterable[PathLike], out: PathLike, fmt: str = "auto",
             elif entry.id in seen:
                 dups += 1
             else:
-                _check_id(entry)
+                check_id(entry)
                 seen.add(entry.id)
                 fh.write(entry.to_json() + "\n")
         if not seen:  # raised inside the writer: an earlier KB at ``out`` is kept, not replaced by an empty one
             raise DataFormatError(f"no KB record with a non-empty paragraph in {', '.join(sources)} "
                                   f"({empty} empty, {dups} repeated ids); nothing written to {out}.")
     return KBBuildStats(len(seen), empty, dups, sources, max_n is not None and len(seen) >= max_n)
+
+
+# ------------------------------------------------------------------------------------------------------ reference KB
+@dataclass(frozen=True)
+class Passage:
+    passage_id: str
+    text: str
+    title: str = ""
+
+
+class ReferenceKB:
+    """Passages looked up with BM25 (gapbench's ``bm25``: bm25s defaults) by an entity's surface form."""
+
+    def __init__(self, passages: Iterable[Passage], name: str = "kb") -> None:
+        self.passages = {p.passage_id: p for p in passages}
+        if not self.passages:
+            raise GapbenchError(f"reference KB {name!r} has no passages.")
+        self.name = name
+        self._bm25 = None
+
+    @classmethod
+    def from_jsonl(cls, path: PathLike, name: str | None = None) -> "ReferenceKB":
+        """The KB in a JSONL file of the format (the module's docstring), used as it is: an empty text or a repeated
+        id is refused, naming its line."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"reference KB file {str(path)!r} does not exist; give a JSONL file of "
+                              '{"text", and "id", "qid" or "title"} records, or a packaged KB: '
+                              + ", ".join(PACKAGED_KBS) + ".")
+        out: list[Passage] = []
+        first: dict[str, str] = {}
+        for entry in read_jsonl(path):  # strict: a malformed line, or one that is not an object, is named
+            check_id(entry)
+            if entry.id in first:
+                raise DuplicateIdError(f"KB passage id {entry.id!r} is given again (first on {first[entry.id]}); give "
+                                       "each passage once, with its own id.", path=path,
+                                       line=entry.line)
+            if not entry.text:
+                raise DataFormatError(f"KB passage {entry.id!r} has an empty text; remove the line or give its text.",
+                                      path=path, line=entry.line)
+            first[entry.id] = entry.where
+            out.append(Passage(entry.id, entry.text, entry.title))
+        return cls(out, name or path.stem)
+
+    @classmethod
+    def packaged(cls, name: str = DEFAULT_KB) -> "ReferenceKB":
+        if name not in PACKAGED_KBS:
+            from ...errors import UnknownNameError
+
+            raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (kb=PATH).")
+        res = resources.files("gapbench.tasks").joinpath("data", *PACKAGED_KBS[name])
+        with resources.as_file(res) as real:
+            return cls.from_jsonl(real, name)
+
+    @classmethod
+    def resolve(cls, spec: PathLike | "ReferenceKB") -> "ReferenceKB":
+        """A KB object as it is, a packaged KB by name, else the JSONL file at ``spec``."""
+        if isinstance(spec, ReferenceKB):
+            return spec
+        if str(spec) in PACKAGED_KBS:
+            return cls.packaged(str(spec))
+        return cls.from_jsonl(spec)
+
+    @property
+    def fingerprint(self) -> str:
+        return self._corpus().fingerprint
+
+    def _corpus(self) -> Corpus:
+        return Corpus(Document(p.passage_id, p.text, p.title) for p in self.passages.values())
+
+    def lookup(self, surfaces: Iterable[str], k: int = DEFAULT_K_AUG) -> dict[str, tuple[tuple[str, float], ...]]:
+        """surface form -> up to ``k`` (passage_id, score) with a positive BM25 score, best first."""
+        from ...types import Query
+
+        if k < 1:
+            raise ConfigError(f"k_aug={k!r}: give the number of KB passages per entity, >= 1 (the paper uses 2).")
+        uniq = list(dict.fromkeys(s for s in surfaces if s.strip()))
+        if not uniq:
+            return {}
+        if self._bm25 is None:
+            from ...retrieval import get_retriever
+
+            self._bm25 = get_retriever("bm25")  # through the registry: analyses never import a plugin
+            self._bm25.index(self._corpus())
+        queries = Queries(Query(f"s{i}", s) for i, s in enumerate(uniq))
+        run = self._bm25.search(queries, k)
+        return {s: tuple((d, float(sc)) for d, sc in run.get(f"s{i}", ())[:k] if sc > 0) for i, s in enumerate(uniq)}
