@@ -362,7 +362,7 @@ def test_unknown_measure_names_suggest_the_registered_spelling():
 
 def test_measure_lists_explicitly_empty_are_errors_and_none_means_the_defaults():
     for empty in ([], (), "", " , "):
-        with pytest.raises(ConfigError, match=r"^no measures given; for example --measures nDCG@10,R@100\.$"):
+        with pytest.raises(ConfigError, match=r"^no measures given; for example measures=\['nDCG@10', 'R@100'\]\.$"):
             parse_measures(empty)
     with pytest.raises(ConfigError, match="an empty measure name was given"):
         parse_measures(["nDCG@10", " "])

@@ -312,8 +312,8 @@ def test_irds_runs_without_their_files_are_checked_for_consistency_and_say_where
                 mp.setenv(key.lower(), value)
             assert _regress(base, cand, "--rescore", "always") == 2
             err = capsys.readouterr().err.splitlines()[-1]  # after ir_datasets' own warnings of the failed download
-            assert err.startswith("gapbench: error: --rescore always, but task irds:vaswani cannot be re-scored "
-                                  "here: its data cannot be loaded (irds:vaswani: ir_datasets could not read")
+            assert err.startswith("gapbench: error: rescore is 'always', but task irds:vaswani cannot be "
+                                  "re-scored here: its data cannot be loaded (irds:vaswani: ir_datasets could not read")
             assert f"; {why}; make its data available" in err
             assert main(["compare", *dirs, "--rescore", "always"]) == 2
             assert f"under {HOME} (IR_DATASETS_HOME)" in capsys.readouterr().err

@@ -16,10 +16,11 @@ import gapbench
 from gapbench.cli import app, main
 from gapbench.evaluation.comparison import compare_run_dirs
 from gapbench.identity import identity_of
-from gapbench.errors import DataFormatError
+from gapbench.errors import DataFormatError, OptionsError
 from gapbench.evaluation.evaluation import evaluate
-from gapbench.products.regress import RegressionInputError, load_result_set, regress
+from gapbench.products.regress import RegressionInputError, RegressOptions, load_result_set, regress
 from gapbench.evaluation.stats import holm, randomization_test
+from gapbench.schemas import load_file, validate
 from gapbench.store import load_manifest, load_results, load_run, save_run_dir, value_range
 from gapbench.types import Run
 
@@ -149,7 +150,7 @@ def test_bad_inputs(sets, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(RegressionInputError, match="holds no run directory"):
         regress(sets["baseline"], tmp_path / "empty")
-    with pytest.raises(RegressionInputError, match="max-drop is -0.1"):
+    with pytest.raises(OptionsError, match="max_drop must be greater than or equal to 0, got -0.1"):
         regress(sets["baseline"], sets["k1"], max_drop=-0.1)
 
 
@@ -163,6 +164,26 @@ def test_output_json_and_single_run_dir(sets, tmp_path):
     doc = json.loads((tmp_path / "regress.json").read_text())
     assert doc["kind"] == "regress" and doc["version"] == 1 and doc["passed"] is False
     assert doc["rows"][0]["task"] == TASKS[0] and (tmp_path / "regress.md").is_file()
+    # the file is the report: it loads back as the same object, and renders the same summary
+    loaded = load_file(tmp_path / "regress.json")
+    assert type(loaded) is gapbench.RegressionReport and loaded == report
+    assert (tmp_path / "regress.md").read_text() == str(loaded) == report.to_markdown()
+
+
+def test_a_regress_json_of_gapbench_0_1_loads_and_renders():
+    old = Path(__file__).parent / "fixtures" / "outputs_v0_1" / "regress.json"
+    report = load_file(old)
+    assert isinstance(report, gapbench.RegressionReport) and report.passed and report.exit_code == 0
+    assert report.warnings == () and report.rows[0].n_queries == 1500
+    assert json.loads(old.read_text()) == {k: v for k, v in report.to_dict().items() if k != "warnings"}
+    assert "| impliret/multispeaker/wknow | 1500 | 0.1518 | 0.1498 | +0.0020 | 0.6464 | 0.6464 | pass |" in str(report)
+
+
+def test_a_file_whose_verdict_disagrees_with_its_rows_is_refused():
+    doc = json.loads((Path(__file__).parent / "fixtures" / "outputs_v0_1" / "regress.json").read_text())
+    doc["passed"] = False
+    with pytest.raises(gapbench.errors.SchemaError, match="'passed' is False, but 0 of the 1 rows failed"):
+        validate("regress", doc)
 
 
 # ---------------------------------------------------------------- one loader, one source of truth
@@ -255,25 +276,60 @@ def test_a_damaged_baseline_task_is_never_skipped(sets, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"max_drop": float("nan")}, "--max-drop is nan"),
-    ({"max_drop": "0.01"}, "--max-drop is 0.01"),
-    ({"max_drop": 1.0}, "no drop could exceed it"),
-    ({"alpha": float("nan")}, "--alpha is nan"),
-    ({"alpha": True}, "--alpha is True"),
-    ({"n_permutations": 0}, "--permutations is 0"),
-    ({"n_permutations": 2.5}, "--permutations must be a whole number"),
-    ({"n_permutations": 10**7 + 1}, "--permutations is 10,000,001"),
-    ({"seed": -3}, "--seed must be a whole number of 0 or more, got -3"),
-    ({"measure": ""}, "--measure is ''"),
+    ({"max_drop": float("nan")}, "max_drop must be a finite number, got nan"),
+    ({"max_drop": "0.01"}, "max_drop must be a valid number, got '0.01'"),
+    ({"max_drop": 1.0}, "max_drop must be below 1, got 1.0: nDCG@10 lies between 0 and 1, so no drop could exceed it"),
+    ({"measure": "RR@10", "max_drop": 1e308}, "max_drop must be below 1, got 1e+308: RR@10 lies between 0 and 1"),
+    ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
+    ({"alpha": True}, "alpha must be a valid number, got True"),
+    ({"alpha": 1}, "alpha must be strictly between 0 and 1 (e.g. 0.05), got 1.0"),
+    ({"n_permutations": 0}, "n_permutations must be greater than or equal to 1, got 0"),
+    ({"n_permutations": 2.5}, "n_permutations must be a valid integer, got 2.5"),
+    ({"n_permutations": 10**7 + 1}, "n_permutations must be at most 10,000,000, got 10,000,001"),
+    ({"seed": -3}, "seed must be greater than or equal to 0, got -3"),
+    ({"measure": ""}, "measure is ''; name a stored measure, e.g. nDCG@10"),
+    ({"rescore": "sometimes"}, "rescore must be 'auto', 'always' or 'never', got 'sometimes'"),
+    ({"max_dorp": 0.1}, "max_dorp is not a setting of this analysis"),
 ])
 def test_options_that_would_switch_the_gate_off(sets, kwargs, message):
-    with pytest.raises(RegressionInputError, match=re.escape(message)):
-        regress(sets["baseline"], sets["planted"], **kwargs)
+    """Refused when the options are made, before any result set is read, naming the setting."""
+    with pytest.raises(OptionsError, match=re.escape(f"RegressOptions: {message}")):
+        RegressOptions(**kwargs)
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        regress(sets["baseline"], sets["root"] / "nowhere", **kwargs)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--max-drop", "nan"], "--max-drop must be a finite number, got nan."),
+    (["--max-drop", "1"], "--max-drop must be below 1, got 1.0: nDCG@10 lies between 0 and 1"),
+    (["--alpha", "0"], "--alpha must be strictly between 0 and 1 (e.g. 0.05), got 0.0."),
+    (["--permutations", "0"], "--permutations must be greater than or equal to 1, got 0."),
+    (["--seed", "-1"], "--seed must be greater than or equal to 0, got -1."),
+    (["--rescore", "sometimes"], "--rescore must be 'auto', 'always' or 'never', got 'sometimes'."),
+    (["--permutations", "39"], "--permutations is 39, which over 2 task(s) cannot give a Holm-corrected p below "
+                               "alpha 0.05, so the gate could never fail; give 10,000 or more."),
+])
+def test_the_command_names_the_flag(sets, capsys, flags, message):
+    assert main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["planted"]), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gapbench: error: {message}") and err.count("\n") == 1
+
+
+def test_options_object_and_settings_give_the_same_report(sets, reports):
+    options = RegressOptions(max_drop=0.5, n_permutations=1000)
+    by_object = regress(sets["baseline"], sets["planted"], options)
+    assert by_object == regress(sets["baseline"], sets["planted"], max_drop=0.5, n_permutations=1000)
+    assert by_object == regress(sets["baseline"], sets["planted"], RegressOptions(max_drop=0.1), max_drop=0.5,
+                                n_permutations=1000)
+    assert (by_object.max_drop, by_object.n_permutations, by_object.alpha) == (0.5, 1000, 0.05)
+    assert by_object.passed and not reports["planted"].passed
+    with pytest.raises(OptionsError, match="options must be a RegressOptions, got dict"):
+        regress(sets["baseline"], sets["planted"], {"max_drop": 0.5})
 
 
 def test_permutations_must_allow_a_significant_p(sets):
     # Two tasks: the smallest Holm p is 2 / (P + 1), below 0.05 from P = 40 on.
-    with pytest.raises(RegressionInputError, match=r"--permutations 39 over 2 task\(s\) cannot give"):
+    with pytest.raises(OptionsError, match=r"n_permutations is 39, which over 2 task\(s\) cannot give"):
         regress(sets["baseline"], sets["planted"], n_permutations=39)
     report = regress(sets["baseline"], sets["planted"], n_permutations=40)
     row = {r.task: r for r in report.rows}[TASKS[0]]
@@ -281,7 +337,7 @@ def test_permutations_must_allow_a_significant_p(sets):
     assert row.p == 1 / 41 and row.p_holm == 2 / 41 and row.failed
     # A single task needs P = 20: p = 1 / 21 < 0.05.
     one = sets["baseline"] / TASKS[0].replace("/", "__")
-    with pytest.raises(RegressionInputError, match="--permutations 19 over 1 task"):
+    with pytest.raises(OptionsError, match="n_permutations is 19, which over 1 task"):
         regress(one, sets["planted"] / TASKS[0].replace("/", "__"), n_permutations=19)
     assert regress(one, sets["planted"] / TASKS[0].replace("/", "__"), n_permutations=20).rows[0].p_holm == 1 / 21
 
@@ -292,7 +348,8 @@ def test_report_paths_are_checked_before_anything_is_written(sets, tmp_path, cap
     code = main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["planted"]),
                  "--summary", str(summary), "--junit", str(tmp_path / "junit"), "--output", str(tmp_path / "out")])
     assert code == 2
-    assert f"{tmp_path / 'junit'}: is a folder, so --junit cannot write" in capsys.readouterr().err
+    assert f"{tmp_path / 'junit'}: is a folder, so the JUnit XML cannot be written there; give a file path." \
+        in capsys.readouterr().err
     assert not summary.exists() and not (tmp_path / "out").exists()
 
 
@@ -488,9 +545,9 @@ def test_a_beir_folder_that_is_gone_is_checked_for_consistency_only(tmp_path, ca
     assert props["rescored"] == "" and props["consistency_only"] == f"{task} ({why})"
     assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
                  "--permutations", "100", "--rescore", "always"]) == 2
-    assert capsys.readouterr().err == (f"gapbench: error: --rescore always, but task {task} cannot be re-scored here: "
-                                       f"{why}; make its data available, or give --rescore auto to check it for "
-                                       "consistency only.\n")
+    assert capsys.readouterr().err == (f"gapbench: error: rescore is 'always', but task {task} cannot be re-scored "
+                                       f"here: {why}; make its data available, or set rescore to 'auto' to check it "
+                                       "for consistency only.\n")
     # compare agrees with the gate on both modes.
     dirs = [str(tmp_path / "base" / "mini"), str(tmp_path / "cand" / "mini")]
     assert main(["compare", *dirs, "--json"]) == 0
@@ -529,9 +586,9 @@ def test_task_data_is_loaded_once_per_command(sets, tmp_path):
 
 
 def test_rescore_mode_is_checked(sets):
-    with pytest.raises(RegressionInputError, match=re.escape("--rescore is 'sometimes'; give auto")):
+    with pytest.raises(OptionsError, match=re.escape("rescore must be 'auto', 'always' or 'never', got 'sometimes'")):
         regress(sets["baseline"], sets["k1"], rescore="sometimes")
-    with pytest.raises(gapbench.errors.ConfigError, match=re.escape("--rescore is 'None'")):
+    with pytest.raises(gapbench.errors.ConfigError, match=re.escape("rescore is 'None'; give auto")):
         compare_run_dirs([sets["baseline"] / "x", sets["k1"] / "x"], rescore=None)
 
 
@@ -539,9 +596,13 @@ def test_markdown_table_escapes_a_pipe_in_a_task_name():
     """A '|' in a task name (a run directory's name stands in when results.json has none) stays inside its cell."""
     from gapbench.products.regress import RegressionReport, TaskCheck
 
-    rows = (TaskCheck("beir/a|b", 300, 0.6712, 0.6012, 0.07, 0.0001, 0.0002, True),
-            TaskCheck("impliret/x", 1500, 0.15, 0.151, -0.001, 0.8, 0.8, False))
-    lines = RegressionReport("nDCG@10", 0.01, 0.05, rows).to_markdown().splitlines()
+    fields = ("task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed")
+    rows = (TaskCheck(**dict(zip(fields, ("beir/a|b", 300, 0.6712, 0.6012, 0.07, 0.0001, 0.0002, True)))),
+            TaskCheck(**dict(zip(fields, ("impliret/x", 1500, 0.15, 0.151, -0.001, 0.8, 0.8, False)))))
+    report = RegressionReport(measure="nDCG@10", max_drop=0.01, alpha=0.05, n_permutations=10_000, seed=0,
+                              baseline="b", candidate="c", extra_tasks=(), rescore="auto", checks=(), rows=rows)
+    assert (report.kind, report.version, report.task, report.passed) == ("regress", 1, "2 tasks", False)
+    lines = report.to_markdown().splitlines()
     assert lines[:8] == [
         "## gapbench regression gate: FAILED (1 of 2 tasks regressed)",
         "",

@@ -130,7 +130,7 @@ def test_no_copy_here_says_how_to_point_at_the_data_and_data_rescores(two_paths,
     other = _copy(root / "other" / "scifact")
     with open(other / "qrels" / "test.tsv", "a") as fh:
         fh.write("1\t5836\t1\n")
-    with pytest.raises(RegressionInputError, match=rf"--data {re.escape(str(other))} holds data that none of the run "):
+    with pytest.raises(RegressionInputError, match=rf"data {re.escape(str(other))} holds data that none of the run "):
         regress(root / "base", root / "cand", n_permutations=1000, data=[str(other)])
 
 

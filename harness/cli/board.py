@@ -12,6 +12,7 @@ from typing import List, Optional
 
 import typer
 
+from ..products.regress import RegressOptions
 from .contract import Flags
 
 
@@ -112,7 +113,12 @@ def board_export_trec(
         typer.echo(f"wrote {path}")
 
 
+# the gate's settings are RegressOptions' fields; the result sets, the data and the report paths are inputs
+REGRESS = Flags("regress", RegressOptions, cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
+
+
 def regress_cmd(
+    ctx: typer.Context,
     baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored baseline."),
     candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
     measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
@@ -132,9 +138,14 @@ def regress_cmd(
 ) -> None:
     """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
     from ..products.regress import regress, write_report
+    from ..errors import OptionsError
+    from .common import fail
 
-    report = regress(baseline, candidate, measure=measure, max_drop=max_drop, alpha=alpha,
-                     n_permutations=n_permutations, seed=seed, rescore=rescore, data=data or ())
+    options = REGRESS.build(ctx.params)
+    try:
+        report = regress(baseline, candidate, options, data=data or ())
+    except OptionsError as exc:  # a setting that does not fit these result sets (too few permutations for the tasks)
+        fail("; ".join(f"{REGRESS.flag(f)} {message}" if f else message for f, message in exc.problems) + ".")
     for warning in report.warnings:
         typer.echo(f"gapbench: warning: {warning}", err=True)
     write_report(report, junit=junit, summary=summary, output=output)

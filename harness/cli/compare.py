@@ -28,6 +28,10 @@ def compare_cmd(
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from ..evaluation.comparison import compare_run_dirs
+    from ..evaluation.rescore import check_mode
+    from ..evaluation.stats import check_level
 
+    check_level("--alpha", alpha, "0.05")  # named as the flag here; the library names the setting (alpha)
+    check_mode(rescore, "--rescore")
     cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore, data=data or ())
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))

@@ -98,7 +98,7 @@ def _current_context():
     """The running command's click context, from typer's own copy of click (typer >= 0.24) or the click package."""
     import importlib
 
-    for module in ("typer._click", "click"):
+    for module in ("typer._click", "typer._click.globals", "click"):
         try:
             get = importlib.import_module(module).get_current_context
         except (ImportError, AttributeError):

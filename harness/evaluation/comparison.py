@@ -165,7 +165,7 @@ def compare_run_dirs(
     from ..identity import identity_of
     from ..store import load_results
 
-    check_level("--alpha", alpha, "0.05")
+    check_level("alpha", alpha, "0.05")
     check_mode(rescore)
     dirs = [Path(d) for d in run_dirs]
     if len(dirs) < 2:
@@ -187,21 +187,21 @@ def compare_run_dirs(
     if measures is not None:
         wanted = list(measures)
         if not wanted or not all(isinstance(m, str) and m for m in wanted):
-            raise ConfigError(f"--measures is {wanted!r}; name stored measures, e.g. --measures nDCG@10,R@100, or "
-                              "leave it out to compare every measure the run directories share.")
+            raise ConfigError(f"measures is {wanted!r}; name stored measures, e.g. ['nDCG@10', 'R@100'], or leave "
+                              "measures out (None) to compare every measure the run directories share.")
         twice = sorted({m for m in wanted if wanted.count(m) > 1})
         if twice:
-            raise ConfigError(f"--measures lists {twice[0]} twice; name each measure once.")
+            raise ConfigError(f"measures lists {twice[0]} twice; name each measure once.")
         for d, r in loaded:
             missing = [m for m in wanted if m not in r.measures]
             if missing:
                 raise ConfigError(f"{d}: {r.system!r} has no stored {missing[0]} (stored: {', '.join(r.measures)}); "
-                                  "pick stored measures with --measures or re-run with them.")
+                                  "pick stored measures, or re-run with them.")
     else:
         wanted = [m for m in first.measures if all(m in r.measures for _, r in loaded)]
         if not wanted:
             raise ConfigError(f"the run directories share no measure ({first_dir} stores "
-                              f"{', '.join(first.measures)}); re-run them with the same --measures.")
+                              f"{', '.join(first.measures)}); re-run them with the same measures.")
     qids = set(first.query_ids)
     for d, r in loaded[1:]:
         if set(r.query_ids) != qids:
@@ -222,8 +222,8 @@ def unused_data(rescorer) -> None:
     """Refuse ``--data`` that no run directory was made on: a wrong folder must not pass unnoticed."""
     unused = rescorer.unused_data()
     if unused:
-        raise ConfigError(f"--data {unused[0]} holds data that none of the run directories was made on (its corpus, "
-                          "queries or qrels differ); give the folder the runs were made on, or leave --data out.")
+        raise ConfigError(f"data {unused[0]} holds data that none of the run directories was made on (its corpus, "
+                          "queries or qrels differ); give the folder the runs were made on, or leave it out of data.")
 
 
 def _folder_label(d: Path, dirs: Sequence[Path]) -> str:

@@ -83,7 +83,7 @@ def parse_measures(measures: str | Iterable[str] | None) -> list:
         )
     measures = list(measures)
     if not measures:
-        raise ConfigError("no measures given; for example --measures nDCG@10,R@100.")
+        raise ConfigError("no measures given; for example measures=['nDCG@10', 'R@100'].")
     return [_parse_measure(m) for m in measures]
 
 

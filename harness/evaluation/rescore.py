@@ -33,7 +33,7 @@ TOLERANCE = 1e-12
 _REMAKE = "re-create the run directory with `gapbench run TASK -r RETRIEVER --output DIR`"
 
 
-def check_mode(mode: object, option: str = "--rescore") -> str:
+def check_mode(mode: object, option: str = "rescore") -> str:
     if mode not in MODES:
         raise ConfigError(f"{option} is {str(mode)[:60]!r}; give auto (re-score each task whose data is on this "
                           "machine), always (re-score every task, or refuse) or never (check consistency only).")
@@ -88,8 +88,8 @@ class Rescorer:
         data, why = self._local_data(ids) if ids[0].local else self._named_data(ids)
         if data is None:
             if self.mode == "always":
-                raise ConfigError(f"--rescore always, but task {task} cannot be re-scored here: {why}; make its data "
-                                  "available, or give --rescore auto to check it for consistency only.")
+                raise ConfigError(f"rescore is 'always', but task {task} cannot be re-scored here: {why}; make its "
+                                  "data available, or set rescore to 'auto' to check it for consistency only.")
             return Check(task, False, why)
         for (directory, res), ident in zip(dirs, ids):
             self._rescore(directory, res, ident, data, measures, task)
@@ -158,7 +158,7 @@ class Rescorer:
             for spec in self._given_specs:
                 task = get_task(spec)
                 if task.revision != "local":
-                    raise ConfigError(f"--data {spec}: task {task.name} is not local data; --data names a BEIR "
+                    raise ConfigError(f"data {spec}: task {task.name} is not local data; data names a BEIR "
                                       "folder, a local/trec:... task or beir/NAME:data_dir=DIR on this machine, for "
                                       "run directories made on that data elsewhere.")
                 data = task.load()
@@ -258,13 +258,7 @@ def _first_sentence(exc: Exception) -> str:
 
 def summary(checks: Sequence[Check]) -> list[str]:
     """Markdown lines saying which tasks were re-scored and which were checked for consistency only."""
-    lines = []
-    done = [c.task for c in checks if c.rescored]
-    if done:
-        lines.append(f"Re-scored from run.trec.gz against the task's qrels: {', '.join(done)}.")
-    rest = [c for c in checks if not c.rescored]
-    if rest:
-        lines.append("Checked for consistency only (per-query values agree with the stored means, not re-scored): "
-                     + "; ".join(f"{c.task} ({c.why})" for c in rest) + ".")
-    return lines
+    from ..schemas.comparison import rescore_summary
+
+    return rescore_summary(checks)
 

@@ -10,17 +10,20 @@ A result set is a directory of run directories, one per task, as ``gapbench run 
   (two-sided, 10,000 sign flips), Holm-corrected over the tasks;
 - the task **fails** when drop > max_drop **and** the Holm-adjusted p < alpha: a significant drop beyond tolerance.
 
-Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input. Bad input includes options
-that would switch the gate off (a non-finite or out-of-range ``--max-drop``, ``--alpha``, ``--permutations``, or too few
-permutations for any p to fall below alpha) and run directories that are damaged or edited: the per-query values are
-read and checked by :func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too, and then re-scored
-from each directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.evaluation.rescore`; ``--rescore auto`` re-scores
-the tasks whose data is on this machine and reports the others as checked for consistency only).
+Exit codes of ``gapbench regress``: 0 no task fails, 1 at least one fails, 2 bad input. The settings are the fields of
+:class:`RegressOptions`, checked when it is made: a tolerance, level or permutation count that would switch the gate
+off (non-finite, out of range, a ``max_drop`` the measure cannot exceed) is refused there, and too few permutations for
+any Holm-corrected p to fall below ``alpha`` over the tasks given is refused before any run file is read. Run
+directories that are damaged or edited are bad input too: the per-query values are read and checked by
+:func:`gapbench.store.load_results`, the loader ``gapbench compare`` uses too, and then re-scored from each
+directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.evaluation.rescore`; ``rescore="auto"``
+re-scores the tasks whose data is on this machine and reports the others as checked for consistency only).
 
-``regress.json`` (kind ``regress``, version 1), written with ``--output DIR``::
+The report is :class:`gapbench.schemas.RegressReport` (also named ``RegressionReport`` here and in ``gapbench``): the
+object returned, ``regress.json`` (kind ``regress``, version 1, written with ``--output DIR``) and its JSON Schema::
 
     {"kind": "regress", "task": "<n> tasks", "version": 1, "measure", "max_drop", "alpha", "n_permutations", "seed",
-     "passed": bool, "extra_tasks": [...], "rescore": "auto" | "always" | "never",
+     "baseline", "candidate", "passed": bool, "extra_tasks": [...], "rescore": "auto" | "always" | "never",
      "checks": [{"task", "rescored", "why"}],
      "rows": [{"task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed"}],
      "warnings": [...]}
@@ -34,117 +37,84 @@ from __future__ import annotations
 import json
 import math
 import os
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Literal, Sequence
 
-from ..errors import GapbenchError, RegressionInputError
-from ..evaluation.rescore import Check, Rescorer, check_mode, summary
-from ..tables import Table
+from pydantic import Field, field_validator
 
+from ..contract import Options
+from ..errors import GapbenchError, OptionsError, RegressionInputError
+from ..schemas.comparison import RegressReport, RegressRow, RescoreCheck
 
-@dataclass(frozen=True)
-class TaskCheck:
-    task: str
-    n_queries: int
-    baseline: float
-    candidate: float
-    drop: float
-    p: float
-    p_holm: float
-    failed: bool
+# the names the report had before it was the schema's model
+RegressionReport = RegressReport
+TaskCheck = RegressRow
 
 
-@dataclass(frozen=True)
-class RegressionReport:
-    measure: str
-    max_drop: float
-    alpha: float
-    rows: tuple[TaskCheck, ...]
-    extra_tasks: tuple[str, ...] = ()
-    n_permutations: int = 10_000
-    seed: int = 0
-    baseline: str = ""
-    candidate: str = ""
-    rescore: str = "auto"
-    checks: tuple[Check, ...] = ()
-    warnings: tuple[str, ...] = ()
+class RegressOptions(Options):
+    """The settings of the CI gate: which stored measure, how large a drop is tolerated, and the paired test.
 
-    @property
-    def failures(self) -> list[TaskCheck]:
-        return [r for r in self.rows if r.failed]
+    >>> RegressOptions(measure="R@100", max_drop=0.02)  # doctest: +SKIP
+    """
 
-    @property
-    def passed(self) -> bool:
-        return not self.failures
+    measure: str = Field("nDCG@10", description="The stored measure to gate on (each run directory must hold it).")
+    max_drop: float = Field(0.01, ge=0, allow_inf_nan=False, strict=True,
+                            description="The tolerated drop of the mean (absolute, baseline - candidate).")
+    alpha: float = Field(0.05, allow_inf_nan=False, strict=True,
+                         description="The significance level, after Holm's correction over the tasks.")
+    n_permutations: int = Field(10_000, ge=1, strict=True,
+                                description="Sign flips of the paired randomization test (at most 10,000,000).")
+    seed: int = Field(0, ge=0, strict=True, description="Seed of the sign flips.")
+    rescore: Literal["auto", "always", "never"] = Field(
+        "auto", description="Re-score run.trec.gz against the task's qrels: auto (when its data is on this machine), "
+                            "always (or refuse) or never (check consistency only).")
 
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
+    @field_validator("measure")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"is {value!r}; name a stored measure, e.g. nDCG@10")
+        return value
 
-    def to_dict(self) -> dict:
-        return {"kind": "regress", "task": f"{len(self.rows)} tasks", "version": 1, "measure": self.measure,
-                "max_drop": self.max_drop, "alpha": self.alpha, "n_permutations": self.n_permutations, "seed": self.seed,
-                "baseline": self.baseline, "candidate": self.candidate, "passed": self.passed,
-                "extra_tasks": list(self.extra_tasks), "rescore": self.rescore,
-                "checks": [c.to_dict() for c in self.checks], "rows": [r.__dict__.copy() for r in self.rows],
-                "warnings": list(self.warnings)}
+    @field_validator("max_drop")
+    @classmethod
+    def _can_fail(cls, value: float, info) -> float:
+        """A tolerance at or above the measure's whole range would let every drop pass."""
+        from ..store import value_range
 
-    def to_markdown(self) -> str:
-        verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
-        lines = [
-            f"## gapbench regression gate: {verdict}",
-            "",
-            f"{self.measure}; a task fails when baseline - candidate > {self.max_drop} and the paired randomization "
-            f"test (Holm-corrected over {len(self.rows)} tasks) gives p < {self.alpha}.",
-            "",
-            self._table().markdown(),
-        ]
-        if self.extra_tasks:
-            lines += ["", f"Candidate tasks without a baseline (not gated): {', '.join(self.extra_tasks)}."]
-        # 2 of the 2^n sign patterns reach any observed mean difference, so p >= 2 / 2^n before Holm's correction.
-        small = [r.task for r in self.rows if len(self.rows) * 2.0 ** (1 - r.n_queries) >= self.alpha]
-        if small:
-            lines += ["", f"Too few queries for any drop to be significant at {self.alpha} (these tasks always pass): "
-                          f"{', '.join(small)}."]
-        for line in summary(self.checks):
-            lines += ["", line]
-        for warning in self.warnings:
-            lines += ["", f"Warning: {warning}"]
-        return "\n".join(lines) + "\n"
+        measure = info.data.get("measure")
+        if measure is None:
+            return value
+        lo, hi = value_range(measure)
+        if value >= hi - lo:
+            raise ValueError(f"must be below {hi - lo:g}, got {value!r}: {measure} lies between {lo:g} and {hi:g}, so "
+                             "no drop could exceed it and the gate would always pass (e.g. 0.01)")
+        return value
 
-    def _table(self) -> Table:
-        rows = [[r.task, str(r.n_queries), f"{r.baseline:.4f}", f"{r.candidate:.4f}", f"{r.drop:+.4f}", f"{r.p:.4f}",
-                 f"{r.p_holm:.4f}", "**FAIL**" if r.failed else "pass"] for r in self.rows]
-        return Table(["task", "queries", "baseline", "candidate", "drop", "p", "p (Holm)", "result"], rows,
-                     align="lrrrrrrl")
+    @field_validator("alpha")
+    @classmethod
+    def _level(cls, value: float) -> float:
+        if not 0 < value < 1:
+            raise ValueError(f"must be strictly between 0 and 1 (e.g. 0.05), got {value!r}")
+        return value
 
-    def to_junit(self) -> str:
-        suite = ET.Element("testsuite", name="gapbench.regress", tests=str(len(self.rows)),
-                           failures=str(len(self.failures)), errors="0", skipped="0")
-        props = ET.SubElement(suite, "properties")
-        rescored = ", ".join(c.task for c in self.checks if c.rescored)
-        consistency = "; ".join(f"{c.task} ({c.why})" for c in self.checks if not c.rescored)
-        for k, v in (("measure", self.measure), ("max_drop", self.max_drop), ("alpha", self.alpha),
-                     ("baseline", self.baseline), ("candidate", self.candidate), ("rescore", self.rescore),
-                     ("rescored", rescored), ("consistency_only", consistency),
-                     ("warnings", " ".join(self.warnings))):
-            ET.SubElement(props, "property", name=k, value=str(v))
-        for r in self.rows:
-            case = ET.SubElement(suite, "testcase", classname="gapbench.regress", name=f"{r.task} {self.measure}")
-            summary = (f"{self.measure} baseline {r.baseline:.4f}, candidate {r.candidate:.4f}, drop {r.drop:+.4f} "
-                       f"(tolerance {self.max_drop}), p {r.p:.4g}, Holm p {r.p_holm:.4g} over {r.n_queries} queries")
-            if r.failed:
-                ET.SubElement(case, "failure", message=f"{r.task}: significant drop of {r.drop:.4f}",
-                              type="RegressionFailure").text = summary
-            else:
-                ET.SubElement(case, "system-out").text = summary
-        ET.indent(suite)
-        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+    @field_validator("n_permutations")
+    @classmethod
+    def _at_most(cls, value: int) -> int:
+        from ..evaluation.stats import MAX_PERMUTATIONS
 
-    def __str__(self) -> str:
-        return self.to_markdown()
+        if value > MAX_PERMUTATIONS:
+            raise ValueError(f"must be at most {MAX_PERMUTATIONS:,}, got {value:,}")
+        return value
+
+    def check_tasks(self, n_tasks: int) -> None:
+        """Refuse too few permutations for any drop over ``n_tasks`` tasks to fail: the smallest Holm-adjusted p is
+        ``n_tasks / (n_permutations + 1)``."""
+        if n_tasks / (self.n_permutations + 1) >= self.alpha:
+            need = max(10_000, math.floor(n_tasks / self.alpha))
+            raise OptionsError(type(self).__name__, [(
+                "n_permutations", f"is {self.n_permutations:,}, which over {n_tasks} task(s) cannot give a "
+                f"Holm-corrected p below alpha {self.alpha}, so the gate could never fail; give {need:,} or more")])
 
 
 def load_result_set(directory: str | os.PathLike) -> dict:
@@ -207,58 +177,35 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     return out
 
 
-def check_options(measure: str, max_drop: float, alpha: float, n_permutations: int, seed: int,
-                  rescore: str = "auto") -> None:
-    """The gate's options, each finite and in a range where a real drop can still fail the gate."""
-    from ..evaluation.stats import MAX_PERMUTATIONS, check_count, check_level, check_seed
-    from ..store import value_range
-
-    if not isinstance(measure, str) or not measure.strip():
-        raise RegressionInputError(f"--measure is {measure!r}; name a stored measure, e.g. nDCG@10.")
-    lo, hi = value_range(measure)
-    finite = isinstance(max_drop, (int, float)) and not isinstance(max_drop, bool) and math.isfinite(max_drop)
-    if not finite or max_drop < 0:
-        raise RegressionInputError(f"--max-drop is {max_drop}; give a finite tolerance of 0 or more (e.g. 0.01).")
-    if max_drop >= hi - lo:
-        raise RegressionInputError(f"--max-drop is {max_drop}, but {measure} lies between {lo:g} and {hi:g}, so no "
-                                   f"drop could exceed it and the gate would always pass; give a tolerance below "
-                                   f"{hi - lo:g} (e.g. 0.01).")
-    try:
-        check_level("--alpha", alpha, "0.05")
-        check_count("--permutations", n_permutations, 1, MAX_PERMUTATIONS)
-        check_seed(seed, "--seed")
-        check_mode(rescore)
-    except GapbenchError as exc:
-        raise RegressionInputError(str(exc)) from None
-
-
-def regress(
-    baseline: str | os.PathLike, candidate: str | os.PathLike, *, measure: str = "nDCG@10", max_drop: float = 0.01,
-    alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0, rescore: str = "auto",
-    data: Sequence[str] = (),
-) -> RegressionReport:
-    """Gate a candidate result set against a baseline; raises :class:`RegressionInputError` on bad input, and a
+def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: RegressOptions | None = None, *,
+            data: Sequence[str] = (), **settings: Any) -> RegressReport:
+    """Gate a candidate result set against a baseline with ``options`` (or the defaults, changed by ``settings``:
+    ``regress(base, cand, max_drop=0.02)``); raises :class:`~gapbench.errors.OptionsError` for settings the gate
+    cannot run with, :class:`RegressionInputError` for result sets that cannot be compared, and a
     :class:`~gapbench.errors.DataFormatError` for a run directory whose per-query values its run file does not give.
 
     ``data``: local tasks' data on this machine (BEIR folders or task strings), for run directories whose recorded
-    folder is not here (``--data``)."""
+    folder is not here."""
     from ..evaluation.comparison import unused_data
+    from ..evaluation.rescore import Rescorer
     from ..evaluation.stats import holm, randomization_test
     from ..identity import identity_of
 
-    check_options(measure, max_drop, alpha, n_permutations, seed, rescore)
+    if options is None:
+        options = RegressOptions()
+    elif not isinstance(options, RegressOptions):
+        raise OptionsError("regress", [("options", f"must be a RegressOptions, got {type(options).__name__}; give "
+                                                   "RegressOptions(...) or the settings as keywords (max_drop=0.02)")])
+    if settings:
+        options = options.replace(**settings)
+    measure = options.measure
     base_dirs, cand_dirs = load_result_dirs(baseline), load_result_dirs(candidate)
     base = {t: res for t, (_, res) in base_dirs.items()}
     cand = {t: res for t, (_, res) in cand_dirs.items()}
     ids = {t: identity_of(d, res, check_name=False) for t, (d, res) in base_dirs.items()}
     cand_ids = {t: identity_of(d, res, check_name=False) for t, (d, res) in cand_dirs.items()}
     labels = {t: i.label for t, i in (cand_ids | ids).items()}
-    # The smallest Holm-adjusted p is (tasks) / (permutations + 1); at or above alpha, no drop could ever fail.
-    if len(base) / (n_permutations + 1) >= alpha:
-        raise RegressionInputError(
-            f"--permutations {n_permutations} over {len(base)} task(s) cannot give a Holm-corrected p below --alpha "
-            f"{alpha}, so the gate could never fail; give --permutations {max(10_000, math.floor(len(base) / alpha))} "
-            "or more.")
+    options.check_tasks(len(base))
     problems = []
     missing = [t for t in base if t not in cand]
     if missing:
@@ -274,7 +221,8 @@ def regress(
         for label, res, where in (("baseline", b, baseline), ("candidate", c, candidate)):
             if measure not in res.per_query:
                 problems.append(f"{label} {where}: task {task} has no stored {measure} (stored: "
-                                f"{', '.join(res.measures)}); re-run with --measures including it or pick --measure")
+                                f"{', '.join(res.measures)}); re-run it with {measure} among its measures, or set "
+                                "measure to a stored one")
         if measure not in b.per_query or measure not in c.per_query:
             continue
         qb, qc = set(b.per_query[measure]), set(c.per_query[measure])
@@ -286,8 +234,9 @@ def regress(
     if problems:
         raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
     # Last, as the costly step: every input that is wrong on its face is reported without reading a run file.
-    rescorer = Rescorer(rescore, data)
-    checks = tuple(rescorer.check(labels[t], [base_dirs[t], cand_dirs[t]], [measure]) for t in base)
+    rescorer = Rescorer(options.rescore, data)
+    checks = tuple(RescoreCheck(**rescorer.check(labels[t], [base_dirs[t], cand_dirs[t]], [measure]).to_dict())
+                   for t in base)
     try:
         unused_data(rescorer)
     except GapbenchError as exc:
@@ -296,23 +245,19 @@ def regress(
     rows, pvals = [], []
     for key, b in base.items():
         c = cand[key]
-        task = labels[key]
         # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
         qids = list(b.per_query[measure])
         vb = [b.per_query[measure][q] for q in qids]
         vc = [c.per_query[measure][q] for q in qids]
         mb, mc = b.means[measure], c.means[measure]
-        p = randomization_test(vb, vc, n_permutations=n_permutations, seed=seed)
-        rows.append((task, len(qids), mb, mc, mb - mc, p))
+        p = randomization_test(vb, vc, n_permutations=options.n_permutations, seed=options.seed)
+        rows.append(dict(task=labels[key], n_queries=len(qids), baseline=mb, candidate=mc, drop=mb - mc, p=p))
         pvals.append(p)
-    adjusted = holm(pvals)
-    gated = tuple(
-        TaskCheck(task, n, mb, mc, drop, p, pa, bool(drop > max_drop and pa < alpha))
-        for (task, n, mb, mc, drop, p), pa in zip(rows, adjusted)
-    )
+    gated = tuple(RegressRow(**row, p_holm=pa, failed=bool(row["drop"] > options.max_drop and pa < options.alpha))
+                  for row, pa in zip(rows, holm(pvals)))
     extra = tuple(labels[t] for t in cand if t not in base)
-    return RegressionReport(measure, max_drop, alpha, gated, extra, n_permutations, seed, str(baseline),
-                            str(candidate), rescore, checks, warnings)
+    return RegressReport(**options.model_dump(), baseline=str(baseline), candidate=str(candidate), rows=gated,
+                         extra_tasks=extra, checks=checks, warnings=warnings)
 
 
 def _depth_warning(task: str, k_base: int | None, k_cand: int | None) -> str:
@@ -325,37 +270,39 @@ def _depth_warning(task: str, k_base: int | None, k_cand: int | None) -> str:
             "with the same --k.")
 
 
-def write_report(report: RegressionReport, *, junit: str | os.PathLike | None = None,
+def write_report(report: RegressReport, *, junit: str | os.PathLike | None = None,
                  summary: str | os.PathLike | None = None, output: str | os.PathLike | None = None) -> list[Path]:
-    """Write JUnit XML, append the Markdown summary, and/or write ``<output>/regress.{json,md}`` atomically."""
+    """Write JUnit XML to ``junit``, append the Markdown summary to ``summary``, and/or write
+    ``<output>/regress.{json,md}``, each atomically; every path is checked before anything is written."""
     from ..files import atomic_writer
 
-    targets = []  # (path, text, option)
+    targets = []  # (path, text, what it holds)
     if junit:
-        targets.append((Path(junit), report.to_junit(), "--junit"))
+        targets.append((Path(junit), report.to_junit(), "the JUnit XML"))
     if output:
-        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n", "--output"))
-        targets.append((Path(output) / "regress.md", report.to_markdown(), "--output"))
+        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n", "regress.json"))
+        targets.append((Path(output) / "regress.md", report.to_markdown(), "regress.md"))
     # Checked before anything is written, so a bad path never leaves part of the reports behind.
-    for path, option in [(p, o) for p, _, o in targets] + ([(Path(summary), "--summary")] if summary else []):
+    for path, what in [(p, w) for p, _, w in targets] + ([(Path(summary), "the Markdown summary")] if summary else []):
         if path.is_dir():
-            hint = "a folder without folders named regress.json or regress.md" if option == "--output" else "a file path"
-            raise RegressionInputError(f"{path}: is a folder, so {option} cannot write its report there; give {hint}.")
+            hint = ("an output folder without folders named regress.json or regress.md" if what.startswith("regress")
+                    else "a file path")
+            raise RegressionInputError(f"{path}: is a folder, so {what} cannot be written there; give {hint}.")
     written = []
-    path, option = Path(), ""
+    path = Path()
     try:
         if summary:
             # Appended, not replaced: CI step summaries ($GITHUB_STEP_SUMMARY) collect the output of several steps.
-            path, option = Path(summary), "--summary"
+            path = Path(summary)
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(report.to_markdown())
             written.append(path)
-        for path, text, option in targets:
+        for path, text, _ in targets:
             with atomic_writer(path) as fh:
                 fh.write(text)
             written.append(path)
     except OSError as exc:
-        raise RegressionInputError(f"{path}: cannot be written ({exc.strerror}); give {option} a path in a "
-                                   "writable folder.") from None
+        raise RegressionInputError(f"{path}: cannot be written ({exc.strerror}); give a path in a writable "
+                                   "folder.") from None
     return written

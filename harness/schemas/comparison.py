@@ -1,19 +1,51 @@
-"""compare and regress: paired tests between runs, and the CI gate's report."""
+"""compare and regress: paired tests between runs, and the CI gate's report.
+
+:class:`RegressReport` is at once what :func:`gapbench.regress` returns, the file ``regress.json``
+(``model_dump(mode="json")``) and its JSON Schema (``docs/schemas/regress.schema.json``); ``str(report)`` is its
+Markdown summary and :meth:`RegressReport.to_junit` its JUnit XML. ``kind``, ``version``, ``task`` and ``passed``
+follow from the rest and are filled in when a report is made in Python; a file whose ``passed`` or ``task`` disagrees
+with its rows is refused. Files written before ``warnings`` existed keep loading.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import xml.etree.ElementTree as ET
+from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
+from ..tables import Table
 from .base import Model, Number, One
 from .run import RunResults
 
+_T = TypeVar("_T")
+# a JSON array held as a tuple in memory (a list is accepted where the JSON gives one)
+Items = Annotated[tuple[_T, ...], Field(strict=False)]
+
 
 class RescoreCheck(Model):
+    """How the run directories of one task were checked: re-scored, or for consistency only and why."""
+
+    model_config = ConfigDict(frozen=True)
+
     task: str
     rescored: bool
     why: str
+
+
+def rescore_summary(checks: Iterable[Any]) -> list[str]:
+    """Markdown lines saying which tasks were re-scored and which were checked for consistency only (``checks``: each
+    with ``task``, ``rescored`` and ``why``)."""
+    checks = list(checks)
+    lines = []
+    done = [c.task for c in checks if c.rescored]
+    if done:
+        lines.append(f"Re-scored from run.trec.gz against the task's qrels: {', '.join(done)}.")
+    rest = [c for c in checks if not c.rescored]
+    if rest:
+        lines.append("Checked for consistency only (per-query values agree with the stored means, not re-scored): "
+                     + "; ".join(f"{c.task} ({c.why})" for c in rest) + ".")
+    return lines
 
 
 class PairTest(Model):
@@ -38,6 +70,11 @@ class Comparison(Model):
 
 
 class RegressRow(Model):
+    """One task of the gate: both means of the measure, the drop (baseline - candidate), the paired randomization
+    test's p, its Holm-adjusted p over the tasks, and whether the task fails (drop > max_drop and p_holm < alpha)."""
+
+    model_config = ConfigDict(frozen=True)
+
     task: str
     n_queries: int
     baseline: Number
@@ -49,10 +86,12 @@ class RegressRow(Model):
 
 
 class RegressReport(Model):
-    """``regress.json`` of the CI gate."""
+    """``regress.json`` of the CI gate, and the report :func:`gapbench.regress` returns."""
+
+    model_config = ConfigDict(frozen=True)
 
     kind: Literal["regress"]
-    task: str
+    task: str  # "<n> tasks"
     version: One
     measure: str
     max_drop: Number
@@ -62,8 +101,99 @@ class RegressReport(Model):
     baseline: str
     candidate: str
     passed: bool
-    extra_tasks: list[str]
-    rescore: str
-    checks: list[RescoreCheck]
-    rows: list[RegressRow]
-    warnings: list[str] = Field(default_factory=list)  # e.g. baseline and candidate searched to different k
+    extra_tasks: Items[str]
+    rescore: Literal["auto", "always", "never"]
+    checks: Items[RescoreCheck]
+    rows: Items[RegressRow]
+    warnings: Items[str] = ()  # e.g. baseline and candidate searched to different k; absent from the first files
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, data: Any) -> Any:
+        """kind, version, task and passed follow from the rows: filled in where not given."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("rows"), (list, tuple)):
+            return data
+        rows = data["rows"]
+        failed = [r.get("failed") if isinstance(r, Mapping) else getattr(r, "failed", None) for r in rows]
+        return {"kind": "regress", "version": 1, "task": f"{len(rows)} tasks", "passed": not any(failed), **data}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RegressReport":
+        if self.passed != (not self.failures):
+            raise ValueError(f"'passed' is {self.passed}, but {len(self.failures)} of the {len(self.rows)} rows "
+                             "failed; a report passes exactly when no row failed")
+        if self.task != f"{len(self.rows)} tasks":
+            raise ValueError(f"'task' is {self.task!r}, but the report has {len(self.rows)} rows "
+                             f"(\"{len(self.rows)} tasks\")")
+        return self
+
+    @property
+    def failures(self) -> list[RegressRow]:
+        """The tasks that fail the gate."""
+        return [r for r in self.rows if r.failed]
+
+    @property
+    def exit_code(self) -> int:
+        """``gapbench regress``'s exit code: 0 passed, 1 a task failed."""
+        return 0 if self.passed else 1
+
+    def to_dict(self) -> dict:
+        """The content of regress.json."""
+        return self.model_dump(mode="json")
+
+    def to_markdown(self) -> str:
+        """The summary CI shows (``--summary``, regress.md): the verdict, the rule, a row per task and the notes."""
+        verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
+        lines = [
+            f"## gapbench regression gate: {verdict}",
+            "",
+            f"{self.measure}; a task fails when baseline - candidate > {self.max_drop} and the paired randomization "
+            f"test (Holm-corrected over {len(self.rows)} tasks) gives p < {self.alpha}.",
+            "",
+            self._table().markdown(),
+        ]
+        if self.extra_tasks:
+            lines += ["", f"Candidate tasks without a baseline (not gated): {', '.join(self.extra_tasks)}."]
+        # 2 of the 2^n sign patterns reach any observed mean difference, so p >= 2 / 2^n before Holm's correction.
+        small = [r.task for r in self.rows if len(self.rows) * 2.0 ** (1 - r.n_queries) >= self.alpha]
+        if small:
+            lines += ["", f"Too few queries for any drop to be significant at {self.alpha} (these tasks always pass): "
+                          f"{', '.join(small)}."]
+        for line in rescore_summary(self.checks):
+            lines += ["", line]
+        for warning in self.warnings:
+            lines += ["", f"Warning: {warning}"]
+        return "\n".join(lines) + "\n"
+
+    def _table(self) -> Table:
+        rows = [[r.task, str(r.n_queries), f"{r.baseline:.4f}", f"{r.candidate:.4f}", f"{r.drop:+.4f}", f"{r.p:.4f}",
+                 f"{r.p_holm:.4f}", "**FAIL**" if r.failed else "pass"] for r in self.rows]
+        return Table(["task", "queries", "baseline", "candidate", "drop", "p", "p (Holm)", "result"], rows,
+                     align="lrrrrrrl")
+
+    def to_junit(self) -> str:
+        """JUnit XML: a test case per task, failed where the gate fails it; the settings and checks as properties."""
+        suite = ET.Element("testsuite", name="gapbench.regress", tests=str(len(self.rows)),
+                           failures=str(len(self.failures)), errors="0", skipped="0")
+        props = ET.SubElement(suite, "properties")
+        rescored = ", ".join(c.task for c in self.checks if c.rescored)
+        consistency = "; ".join(f"{c.task} ({c.why})" for c in self.checks if not c.rescored)
+        for k, v in (("measure", self.measure), ("max_drop", self.max_drop), ("alpha", self.alpha),
+                     ("baseline", self.baseline), ("candidate", self.candidate), ("rescore", self.rescore),
+                     ("rescored", rescored), ("consistency_only", consistency),
+                     ("warnings", " ".join(self.warnings))):
+            ET.SubElement(props, "property", name=k, value=str(v))
+        for r in self.rows:
+            case = ET.SubElement(suite, "testcase", classname="gapbench.regress", name=f"{r.task} {self.measure}")
+            summary = (f"{self.measure} baseline {r.baseline:.4f}, candidate {r.candidate:.4f}, drop {r.drop:+.4f} "
+                       f"(tolerance {self.max_drop}), p {r.p:.4g}, Holm p {r.p_holm:.4g} over {r.n_queries} queries")
+            if r.failed:
+                ET.SubElement(case, "failure", message=f"{r.task}: significant drop of {r.drop:.4f}",
+                              type="RegressionFailure").text = summary
+            else:
+                ET.SubElement(case, "system-out").text = summary
+        ET.indent(suite)
+        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+    def __str__(self) -> str:
+        return self.to_markdown()
