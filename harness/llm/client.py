@@ -16,6 +16,7 @@ response cache, usage counters, and the prompt templates.
 - :mod:`.usage`: the counters (:class:`LLMUsage`);
 - :mod:`.pacing`: how many calls are in flight, adapted to what the server sustains (``_Pacer``);
 - :mod:`.retries`: the retry loop, bounded in attempts and time, and the error of a call that gave up (``Retrier``);
+- :mod:`.refusals`: request parameters the server refused, left out or renamed for the rest of the command;
 - :mod:`.transport` and :mod:`.failures`: one HTTP request and its OpenAI-format answer, and what went wrong.
 
 Every name of those modules that callers used from here is still importable from here.
