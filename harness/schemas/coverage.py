@@ -362,7 +362,8 @@ def _missing_lines(r: CoverageReport) -> list[str]:
 
 
 def _regime_text(g: Regime | None) -> str:
-    """A block's regime in words: ``queries stratified by LLM entities (query_strata llm-entities), ...``."""
+    """A block's regime in words: ``queries stratified by LLM entities (--query-strata llm-entities), ...``; a 0.1
+    file's blocks record none (they were stratified by qrels)."""
     if g is None:
         return "queries stratified by qrels (a gapbench 0.1 file, which records no regime)"
     return (f"queries stratified by {g.label} (--query-strata {g.query_strata}), entities from {g.entity_source}, "
