@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
 import gapbench.cli as cli
-from gapbench.analyses.argus.compare import compare_argus, read_outputs
-from gapbench.errors import ConfigError
+from gapbench.analyses.argus.compare import ArgusCompareOptions, compare_argus, read_outputs
+from gapbench.analyses.argus.compare_report import read_comparison
+from gapbench.errors import ConfigError, GapbenchError, OptionsError
+from gapbench.schemas import ArgusCompare
 from gapbench.suites import SUITES, Suite
 
 from test_argus_augment import SynthServer
@@ -100,6 +103,50 @@ def test_cli_compare_writes_json_md_png_with_synthesis(tmp_path, argus_cli, monk
     md = (out / "argus_compare.md").read_text()
     assert "| expansion |" in md and "| synthesis |" in md and "label-prior" in md
     assert (out / "argus_compare.png").read_bytes()[:4] == b"\x89PNG"
+    # the file is the model: read back, it is the same comparison and renders the same Markdown; the per-query
+    # results were only in the memory of the process that ran it
+    back = read_comparison(out)
+    assert isinstance(back, ArgusCompare) and back.to_dict() == d and str(back) == md
+    assert back.variants == ["original", "expansion", "synthesis"]
+    assert back.tasks[next(iter(d["tasks"]))].variants["synthesis"].growth.synthesis.asked == 2
+    with pytest.raises(GapbenchError, match="per-query results .* are not kept in argus_compare.json"):
+        back.results()
+
+
+def test_a_file_written_by_gapbench_0_1_loads_and_renders():
+    old = Path(__file__).parent / "fixtures" / "outputs_v0_1" / "argus_compare.json"
+    cmp = read_comparison(old)
+    assert cmp.to_dict() == json.loads(old.read_text())  # nothing lost, nothing invented
+    assert cmp.config.diagnosis is None and cmp.config.pipeline_check is None  # keys that file predates
+    row = cmp.tasks["/tmp/p2/t"]
+    assert row.diagnosis.method.method == "label-prior" and row.diagnosis.seconds.audit is None
+    assert row.deltas["expansion"]["nDCG@5"].delta == pytest.approx(0.356441147308869)
+    assert "probe none (label-prior fallback)" in str(cmp) and "| expansion | 100.00 (+35.64) |" in str(cmp)
+
+
+def test_options_name_the_setting_and_the_command_names_the_flag(tmp_path, argus_cli, capsys):
+    with pytest.raises(OptionsError, match=r"^ArgusCompareOptions: tau must be a predicted RPS .*got 0\.$"):
+        ArgusCompareOptions(tau=0)
+    with pytest.raises(OptionsError, match=r"k_aug must be at least 1, got 0; k must be at least 1, got 0\.$"):
+        ArgusCompareOptions(k=0, k_aug=0)
+    with pytest.raises(OptionsError, match=r"variants must include original .*got \['expansion'\]"):
+        ArgusCompareOptions(variants=["expansion"])
+    with pytest.raises(OptionsError, match=r"variants\.1 must be 'original', 'expansion' or 'synthesis', got 'sy'"):
+        ArgusCompareOptions(variants=["original", "sy"])
+    with pytest.raises(OptionsError, match=r"probe must be left out: diagnosis 'label-prior' uses no probe"):
+        ArgusCompareOptions(diagnosis="label-prior", probe=tmp_path)
+    with pytest.raises(OptionsError, match=r"measures must be measure names ir-measures reads; measure 'nDCG@x'"):
+        ArgusCompareOptions(measures=["nDCG@x"])
+    with pytest.raises(OptionsError, match=r"no_such is not a setting of this analysis"):
+        ArgusCompareOptions(no_such=1)
+    opts = ArgusCompareOptions(variants=["original", "expansion", "original"], measures=None, probe=str(tmp_path))
+    assert opts.variants == ("original", "expansion") and opts.measures[:2] == ("nDCG@5", "nDCG@10")
+    assert opts.probe == tmp_path and ArgusCompareOptions().kb == "wikipedia-slice"
+    task = beir_folder(tmp_path / "t")
+    assert argus_cli(["argus", "compare", task, "-r", "bm25", "--tau", "2", "--variants", "expansion"]) == 2
+    err = capsys.readouterr().err
+    assert "--tau must be a predicted RPS" in err and "--variants must include original" in err and "tau must" not in \
+        err.replace("--tau must", "")
 
 
 def test_suite_reports_full_benchmark_avg(tmp_path):

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
-from pydantic import field_validator, model_validator
+from pydantic import ValidationInfo, field_validator
 
 from ...contract import Options
 from ...errors import ConfigError
@@ -73,12 +73,12 @@ class ArgusCompareOptions(Options):
                                      ArgusCompareOptions(variants=("original", "expansion"), output="out/"))
     """
 
-    probe: Any = None
-    """A probe saved by ``gapbench argus probe`` (its folder), or a probe object (``predict(embeddings)``); None: the
-    probe bound to the retriever's fingerprint, if any (``diagnosis="auto"``)."""
     diagnosis: Literal["auto", "probe", "audit", "label-prior"] = "auto"
     """``auto``: the probe given or bound to the retriever, else an exact RPS audit with the retriever; ``probe``: the
     same, but an error without a probe; ``audit``; ``label-prior``: FAC/GPE/LOC/ORG mentions flagged (no probe)."""
+    probe: Any = None
+    """A probe saved by ``gapbench argus probe`` (its folder), or a probe object (``predict(embeddings)``); None: the
+    probe bound to the retriever's fingerprint, if any (``diagnosis="auto"``)."""
     kb: Union[str, ReferenceKB] = DEFAULT_KB
     """The Reference KB: a packaged name (``wikipedia-slice``, the default; ``landmarks-oracle`` states ImpliRet's
     wknow answers, a pipeline check), a JSONL file (:mod:`gapbench.analyses.argus.kb` says its records) or a
@@ -112,7 +112,7 @@ class ArgusCompareOptions(Options):
     @classmethod
     def _tau(cls, value: float) -> float:
         if not 0.0 < value <= 1.0:
-            raise ValueError("a predicted RPS (a hit rate): 0 < tau <= 1 (the paper uses 0.3)")
+            raise ValueError("must be a predicted RPS (a hit rate): 0 < tau <= 1 (the paper uses 0.3)")
         return value
 
     @field_validator("k_aug", "k")
@@ -143,8 +143,13 @@ class ArgusCompareOptions(Options):
 
     @field_validator("probe", mode="before")
     @classmethod
-    def _probe(cls, value: Any) -> Any:
-        if value is None or isinstance(value, Path) or callable(getattr(value, "predict", None)):
+    def _probe(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        if info.data.get("diagnosis") in ("audit", "label-prior"):
+            raise ValueError(f"must be left out: diagnosis {info.data['diagnosis']!r} uses no probe (or use diagnosis "
+                             "'probe')")
+        if isinstance(value, Path) or callable(getattr(value, "predict", None)):
             return value
         if isinstance(value, (str, os.PathLike)):
             return Path(value)
@@ -175,20 +180,13 @@ class ArgusCompareOptions(Options):
         try:
             parse_measures(list(value))
         except ConfigError as exc:
-            raise ValueError(str(exc).rstrip(".")) from None
+            raise ValueError(f"must be measure names ir-measures reads; {str(exc).rstrip('.')}") from None
         return tuple(value)
 
     @field_validator("output", mode="before")
     @classmethod
     def _output(cls, value: Any) -> Any:
         return Path(value) if isinstance(value, (str, os.PathLike)) else value
-
-    @model_validator(mode="after")
-    def _probe_fits_diagnosis(self) -> "ArgusCompareOptions":
-        if self.probe is not None and self.diagnosis in ("audit", "label-prior"):
-            raise ValueError(f"probe: diagnosis {self.diagnosis} uses no probe; leave probe out or use diagnosis "
-                             "'probe'")
-        return self
 
 
 def argus_compare(task: str, retriever: str | Any, options: ArgusCompareOptions | None = None) -> ArgusComparison:
