@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from ...files import atomic_writer, output_folder, write_figure, write_text_atomic
 from ...tables import Table
 from .rps import terciles
-
-if TYPE_CHECKING:
-    from .audit import AuditResult
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -42,7 +39,8 @@ def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tup
     return np.column_stack([z[:, 0], res @ vt[0]]), ("LD 1", "residual PC 1")
 
 
-def plot_lda(result: AuditResult, path: Path) -> None:
+def plot_lda(result: Any, path: Path) -> None:
+    """The LDA figure of an :class:`~.audit.AuditResult` (not imported here: the audit imports this module)."""
     from ...files import pyplot
 
     plt = pyplot()
@@ -103,7 +101,7 @@ def audit_markdown(d: dict) -> str:
     return "\n".join(lines)
 
 
-def write_audit(result: AuditResult, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
+def write_audit(result: Any, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write argus_audit.json/.md, argus_lda.png and argus_embeddings.npz into ``out``; returns their paths."""
     out = output_folder(out)
     d = result.report.model_dump(mode="json")
