@@ -34,7 +34,7 @@ from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a 
 # (imports, timed code): imports are outside the timed part (pyarrow and numpy alone take a few tenths of a second)
 STEPS = {
     "floor": ("import gapbench.formats, gapbench.corpus_store", "pass"),
-    "dict": ("from gapbench.formats import read_jsonl_corpus as r",
+    "dict": ("from gapbench.corpus_store import read_jsonl_corpus as r",
              "c = r(PATH, compact='never'); c.fingerprint"),
     "convert": ("from gapbench.corpus_store import load_compact as l", "c = l(PATH)"),
     "mapped": ("from gapbench.corpus_store import load_compact as l", "c = l(PATH); len(c)"),

@@ -1,4 +1,5 @@
-"""Readers and writers for TREC qrels and runs, BEIR folders and JSONL.
+"""Readers and writers for TREC qrels and runs, and BEIR folders (JSON and JSONL in :mod:`gapbench.jsonio`, the
+line reading they share in :mod:`gapbench.textio`).
 
 Every reader opens its file exactly once and reads it front to back, so named pipes, ``/dev/stdin`` and process
 substitution work as well as plain files; gzip is recognised by its magic bytes on that same stream. One rule for all
@@ -20,190 +21,30 @@ What the readers accept (trec_eval's rules where it has one):
 
 from __future__ import annotations
 
-import codecs
-import gzip
 import hashlib
-import io
-import json
 import math
-import os
-import zlib
 from contextlib import closing, contextmanager
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import IO, Callable, Container, Iterable, Iterator
 
-from .errors import DataFormatError, DuplicateIdError, StrictJSONError
-from .files import GZIP_LEVEL, atomic_writer
+from .errors import DataFormatError, DuplicateIdError
+from .files import atomic_writer
 from .types import (
-    MAX_GRADE, MAX_ID_LENGTH, Qrels, Queries, Query, Run, describe_char, id_problem, ids_clean,
+    MAX_GRADE, MAX_ID_LENGTH, Qrels, Run, id_problem, ids_clean,
     show_id,
 )
 
-PathLike = str | os.PathLike
 
-GZIP_MAGIC = b"\x1f\x8b"
-# A TREC or BEIR qrels line is a few ids and numbers; a longer one is not such a file (or is /dev/zero).
-MAX_TREC_LINE_BYTES = 1 << 16
-# JSONL documents can be long (whole papers), but a line this long is a broken or hostile file.
-MAX_JSONL_LINE_BYTES = 1 << 28
+from .textio import MAX_TREC_LINE_BYTES, PathLike, text_lines
+from .jsonio import write_jsonl
 
-
-class _Replay(io.RawIOBase):
-    """``head`` followed by the rest of ``raw``: the bytes read to sniff the format are served again, not lost."""
-
-    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
-        self._head = head
-        self._raw = raw
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n] = self._head[:n]
-            self._head = self._head[n:]
-            return n
-        return self._raw.readinto(buffer)
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-class _GzipInput(gzip.GzipFile):
-    """A gzip reader that also closes the stream it decompresses."""
-
-    def __init__(self, source: IO[bytes]) -> None:
-        super().__init__(fileobj=source, mode="rb")
-        self._source = source
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._source.close()
-
-
-def open_binary(path: PathLike) -> IO[bytes]:
-    """Open ``path`` once for reading, gunzipping on the same stream when it starts with the gzip magic bytes."""
-    try:
-        raw = open(path, "rb", buffering=0)
-    except FileNotFoundError:
-        raise DataFormatError("file not found; check the path.", path=path) from None
-    except IsADirectoryError:
-        raise DataFormatError("is a directory, expected a file.", path=path) from None
-    except PermissionError:
-        raise DataFormatError("permission denied; make the file readable (chmod u+r) or give a copy.",
-                              path=path) from None
-    except OSError as exc:
-        raise DataFormatError(f"cannot open the file ({exc.strerror or exc}).", path=path) from None
-    try:
-        # a pipe may deliver fewer bytes than asked, so read until both magic bytes (or the end) are in
-        head = b""
-        while len(head) < len(GZIP_MAGIC):
-            chunk = raw.read(len(GZIP_MAGIC) - len(head))
-            if not chunk:
-                break
-            head += chunk
-    except OSError as exc:
-        raw.close()
-        raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
-    stream = io.BufferedReader(_Replay(head, raw), 1 << 16)
-    return _GzipInput(stream) if head == GZIP_MAGIC else stream
-
-
-def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
-    """Open a UTF-8 text file once (a leading BOM dropped, gzip told by its magic bytes); ``"wt"``: gzip for .gz."""
-    if "r" in mode:
-        return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig")
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "wt", encoding="utf-8", compresslevel=GZIP_LEVEL)
-    return open(path, "w", encoding="utf-8")
-
-
-def text_lines(path: PathLike, max_bytes: int = MAX_JSONL_LINE_BYTES, *,
-               columns: bool = False) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line, without its line end, decoded from UTF-8 in one pass over the file.
-
-    The file is read and decoded in blocks, which keeps the per-line cost to a split; CRLF ends become LF. With
-    ``columns``, lines are columns separated by spaces or tabs, and any other invisible character is an error.
-    """
-    done = 0  # lines before the current chunk
-    offset = 0  # bytes before the current chunk
-    pending: list[bytes] = []  # the start of a line that continues in the next block
-    pending_len = 0
-    with open_binary(path) as fh:
-        gz = isinstance(fh, gzip.GzipFile)
-        try:
-            block = fh.read(_BLOCK)
-            if block.startswith(codecs.BOM_UTF8):
-                block, offset = block[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
-            while block or pending:
-                cut = block.rfind(b"\n") + 1
-                if block and not cut:
-                    pending.append(block)
-                    pending_len += len(block)
-                    if pending_len > max_bytes:
-                        _too_long(path, done + 1, max_bytes)
-                    block = fh.read(_BLOCK)
-                    continue
-                chunk = b"".join((*pending, block[:cut])) if block else b"".join(pending)
-                rest = block[cut:]
-                pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
-                try:
-                    text = chunk.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    line_start = chunk.rfind(b"\n", 0, exc.start) + 1
-                    raise DataFormatError(
-                        f"not valid UTF-8: byte 0x{chunk[exc.start]:02x} at byte {exc.start - line_start + 1} of the "
-                        f"line (offset {offset + exc.start} of the {'decompressed ' if gz else ''}file); save it as "
-                        "UTF-8.", path=path, line=done + chunk.count(b"\n", 0, exc.start) + 1,
-                    ) from None
-                if "\r" in text:
-                    text = text.replace("\r\n", "\n")
-                if columns and not text.replace("\t", " ").replace("\n", " ").isprintable():
-                    _check_lines(text.split("\n"), path, done + 1)
-                lines = text.split("\n")
-                if block:
-                    lines.pop()  # the empty string after the chunk's last line end
-                # a character is at most 4 bytes, so only a line of over max_bytes/4 characters needs encoding
-                if max(map(len, lines)) > max_bytes // 4:
-                    for i, line in enumerate(lines, done + 1):
-                        if len(line.encode("utf-8", "surrogatepass")) > max_bytes:
-                            _too_long(path, i, max_bytes)
-                yield from enumerate(lines, done + 1)
-                done += len(lines)
-                offset += len(chunk)
-                block = fh.read(_BLOCK) if block else b""
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise DataFormatError(f"truncated or corrupt gzip file ({exc}).", path=path) from None
-        except OSError as exc:
-            raise DataFormatError(f"cannot read the file ({exc.strerror or exc}).", path=path) from None
-
-
-_BLOCK = 1 << 20
-
-
-def _too_long(path: PathLike, n: int, max_bytes: int) -> None:
-    raise DataFormatError(f"line longer than {max_bytes:,} bytes; this is not a file of this format (or it lacks "
-                          "line breaks).", path=path, line=n)
-
-
-def _check_lines(lines: list[str], path: PathLike, first: int) -> None:
-    """Columns are separated by spaces or tabs; any other invisible character would split or hide an id."""
-    n, line = next((n, x) for n, x in enumerate(lines, first) if not x.replace("\t", " ").isprintable())
-    col, char = next((i, c) for i, c in enumerate(line, 1) if c != "\t" and not c.isprintable())
-    if char == "\r":
-        raise DataFormatError("a carriage return ends a line without a line feed (old Mac line ends); convert the "
-                              "file to LF or CRLF line ends.", path=path, line=n)
-    raise DataFormatError(
-        f"column {col} holds the invisible character {describe_char(char)}; separate columns with spaces or tabs "
-        "and keep ids printable.", path=path, line=n,
-    )
+# what this module was before text and JSON files got their own modules: every name stays importable from here
+from .errors import StrictJSONError  # noqa: F401,E402
+from .jsonio import (collect_records, corpus_records, parse_json_strict, read_jsonl,  # noqa: F401
+                     read_jsonl_queries)
+from .textio import GZIP_MAGIC, MAX_JSONL_LINE_BYTES, open_binary, open_text  # noqa: F401
 
 
 def _too_long_id(qid: str, did: str, path: PathLike, n: int) -> None:
@@ -447,195 +288,6 @@ def file_digest(path: PathLike, algorithm: str = "sha256") -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-# ---------------------------------------------------------------- strict JSON documents
-
-def _strict_object(pairs: list) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise StrictJSONError(f"key {key!r:.60} appears twice in one object; keep one.")
-        out[key] = value
-    return out
-
-
-def _strict_constant(name: str):
-    raise StrictJSONError(f"holds the literal {name}, which is not JSON; write a finite number.")
-
-
-def _strict_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise StrictJSONError(f"holds the number {text[:40]}, which overflows to infinity; write a finite number.")
-    return value
-
-
-def _json_depth(value, limit: int) -> int:
-    """Nesting depth of a parsed JSON value, stopping once past ``limit``."""
-    if limit < 0 or not isinstance(value, (dict, list)):
-        return 0
-    children = value.values() if isinstance(value, dict) else value
-    return 1 + max((_json_depth(v, limit - 1) for v in children), default=0)
-
-
-def parse_json_strict(data: bytes, *, max_depth: int = 32):
-    """The JSON document in ``data``, read as a published file must be: UTF-8 without a byte-order mark, no NaN or
-    Infinity, no number that overflows, no key twice in one object, at most ``max_depth`` levels of nesting.
-    Raises :class:`StrictJSONError` saying what is wrong and the fix (the caller names the file)."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 JSON.",
-                              data[:exc.start].count(b"\n") + 1) from None
-    try:
-        value = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_strict_constant,
-                           parse_float=_strict_float)
-    except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno) from None
-    except RecursionError:
-        raise StrictJSONError(f"is nested too deeply; at most {max_depth} levels are accepted.") from None
-    except StrictJSONError:
-        raise
-    except ValueError as exc:  # an integer literal beyond Python's digit limit
-        raise StrictJSONError(f"holds a value JSON readers refuse ({str(exc)[:80]}); write ordinary numbers.") from None
-    if _json_depth(value, max_depth) > max_depth:
-        raise StrictJSONError(f"is nested more than {max_depth} levels deep; flatten it.")
-    return value
-
-
-# ---------------------------------------------------------------- JSONL
-
-def read_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object); blank lines are skipped, malformed ones raise with the line number."""
-    with closing(text_lines(path)) as lines:
-        for n, line in lines:
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if exc.msg.startswith("Unexpected UTF-8 BOM"):
-                    raise DataFormatError("a byte order mark (U+FEFF) starts this line; only the first line of a file "
-                                          "may carry one, so remove it.", path=path, line=n) from None
-                raise DataFormatError(f"malformed JSON ({exc.msg}: column {exc.colno}).", path=path, line=n) from None
-            except RecursionError:
-                raise DataFormatError("JSON nested too deeply to read; a record is a flat object of fields.",
-                                      path=path, line=n) from None
-            except ValueError as exc:  # an integer of more digits than Python converts
-                raise DataFormatError(f"unreadable JSON value ({str(exc).split(':')[0]}).", path=path,
-                                      line=n) from None
-            if not isinstance(obj, dict):
-                raise DataFormatError(f"expected a JSON object per line, found {_json_type(obj)}.", path=path, line=n)
-            if ("\\ud" in line or "\\uD" in line) and _has_lone_surrogate(obj):
-                raise DataFormatError("a string holds an unpaired surrogate escape (\\ud800-\\udfff), which is not "
-                                      "text; fix or remove the escape.", path=path, line=n)
-            yield n, obj
-
-
-def _has_lone_surrogate(obj) -> bool:
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-    return False
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"the string {show_id(value)}"
-
-
-def write_jsonl(records: Iterable[dict], path: PathLike) -> None:
-    with atomic_writer(path) as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-
-
-def _id_field(obj: dict, names: tuple[str, ...], kind: str, path: PathLike, n: int) -> str:
-    for name in names:
-        if name in obj:
-            value = obj[name]
-            if isinstance(value, str):
-                problem = id_problem(value)
-                if problem is None:
-                    return value
-                raise DataFormatError(f"{kind} id {show_id(value)} (field {name!r}) {problem}.", path=path, line=n)
-            number = isinstance(value, int) and not isinstance(value, bool)
-            fix = f'"{name}": "{value}"' if number else f'"{name}": "d1"'
-            raise DataFormatError(f"field {name!r} is {_json_type(value)}; {kind} ids are JSON strings, for example "
-                                  f"{fix}.", path=path, line=n)
-    raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).", path=path, line=n)
-
-
-def _text_field(obj: dict, names: tuple[str, ...], path: PathLike, n: int, *, required: bool = True) -> str:
-    for name in names:
-        if name in obj:
-            value = obj[name]
-            if isinstance(value, str):
-                return value
-            if value is None and not required:
-                return ""
-            raise DataFormatError(f"field {name!r} is {_json_type(value)}; it must be a JSON string (\"\" when "
-                                  "empty).", path=path, line=n)
-    if required:
-        raise DataFormatError(f"missing field {names[0]!r} (found fields: {', '.join(obj) or 'none'}).",
-                              path=path, line=n)
-    return ""
-
-
-def corpus_records(path: PathLike) -> Iterator[tuple[int, str, str, str]]:
-    """(line, doc_id, title, text) of every document of a BEIR corpus file, each line checked as it is read."""
-    for n, obj in read_jsonl(path):
-        did = _id_field(obj, ("_id", "doc_id", "id", "docid"), "document", path, n)
-        text = _text_field(obj, ("text", "contents", "content"), path, n)
-        yield n, did, _text_field(obj, ("title",), path, n, required=False), text
-
-
-def read_jsonl_queries(path: PathLike) -> Queries:
-    def queries():
-        for n, obj in read_jsonl(path):
-            qid = _id_field(obj, ("_id", "query_id", "id", "qid"), "query", path, n)
-            text = _text_field(obj, ("text", "query"), path, n)
-            yield n, Query(qid, text, _text_field(obj, ("instruction",), path, n, required=False))
-
-    return collect_records(Queries, queries(), path, "query")
-
-
-def collect_records(cls, numbered: Iterator, path: PathLike, kind: str):
-    recs = []
-    lines: dict[str, int] = {}
-    for n, rec in numbered:
-        rid = rec.doc_id if kind == "document" else rec.query_id
-        if rid in lines:
-            raise DuplicateIdError(
-                f"duplicate {kind} id {rid!r} (first seen on line {lines[rid]}); ids must be unique.", path=path, line=n
-            )
-        lines[rid] = n
-        recs.append(rec)
-    if not recs:
-        raise DataFormatError(f"no {'queries' if kind == 'query' else kind + 's'} found; the file is empty.", path=path)
-    return cls(recs, source=str(path))
 
 
 # ---------------------------------------------------------------- BEIR qrels

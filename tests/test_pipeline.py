@@ -135,11 +135,12 @@ def test_signals_applies_the_instruction(spy):
 
 
 def test_coverage_applies_the_instruction(spy):
-    from gapbench.analyses.coverage import run_coverage
+    from gapbench.analyses.coverage import CoverageOptions, coverage
 
     with EntityServer() as srv:
-        run_coverage(INSTRUCTED, ["instruction-spy"], entities="llm", llm_base_url=srv.base_url,
-                     llm_model="capitalised-words", embedder=HashEmbedder(), clusters=2, n_resamples=10, min_queries=1)
+        coverage(INSTRUCTED, ["instruction-spy"], CoverageOptions(
+            entities="llm", llm_base_url=srv.base_url, llm_model="capitalised-words", embedder=HashEmbedder(),
+            clusters=2, n_resamples=10, min_queries=1))
         assert srv.counts["chat"] > 0
     assert _instructions(spy) == {INSTRUCTION}
 
