@@ -85,7 +85,7 @@ def build_inputs(home: Path) -> dict:
     from llm_server import LLMServer
 
     from gapbench.adapters.tournament import Tournament
-    from gapbench.analyses.gap import measure_gap, save_report
+    from gapbench.analyses.gap import GapOptions, measure_gap_with, save_report
     from gapbench.llm.client import LLMClient, LLMConfig
     from gapbench.store import load_run
     from gapbench.task import get_task
@@ -97,9 +97,12 @@ def build_inputs(home: Path) -> dict:
         client = LLMClient(LLMConfig(base_url=srv.base_url, model="judge", retry_wait=0.01, retry_wait_max=0.05),
                            cache=base / "llm.sqlite", api_key="sk-test")
         verifier = Tournament(client=client, concurrency=4)
-        gap = measure_gap(TASK, data, [load_run(d) for d in runs.values()], verifier.rerank_pools, depth=20,
-                          pool_sizes=[10, 20, 40], query_ids=qids, calls=lambda: verifier.llm_calls)
-    gap.meta["verifier"] = {"name": "tournament"}
+        gap = measure_gap_with(TASK, data, [load_run(d) for d in runs.values()], verifier.rerank_pools,
+                               GapOptions(depth=20, pool_sizes=(10, 20, 40)), query_ids=qids,
+                               calls=lambda: verifier.llm_calls)
+    from gapbench.schemas.gap import VerifierInfo
+
+    gap.meta.verifier = VerifierInfo(name="tournament", config={})
     save_report(gap, base / "gap")
     out = {"runs": [str(d) for d in runs.values()], "gap": str(base / "gap"),
            **{k: str(v) for k, v in _analyses(base).items()}}
@@ -238,6 +241,20 @@ def test_generic_sections(full):
         assert (paths["md"].parent / name).stat().st_size > 1000 and f"]({name})" in md
 
 
+def test_report_json_is_the_report_data(full):
+    """report.json is Report.data written out: it loads back as the same ReportData; one of gapbench 0.1 loads too."""
+    from gapbench.schemas import ReportData, load_file
+
+    report, paths, _ = full
+    loaded = load_file(paths["json"])
+    assert type(loaded) is ReportData and loaded == report.data
+    assert [s.system for s in loaded.systems] == ["bm25", "bm25-lucene"]
+    assert loaded.figures == report.to_dict()["figures"] == [f.name for f in report.figures]
+    old = load_file(FIXTURES / "report.json")
+    assert old.per_query.distribution["bm25"].n == 1500 and old.per_query.win_tie_loss[0].wins == 278
+    assert [(a.kind, a.renderer, a.figures) for a in old.analyses] == [("gap", "gap", ["fig03-gap-pool-scaling.png"])]
+
+
 def test_self_contained_html(full):
     _, paths, _ = full
     html = paths["html"].read_text()
@@ -253,8 +270,8 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     # the real signals.json (schema-valid: every file read is validated, whatever its task), of another task
     (other / "signals.json").write_text(json.dumps(_real("signals", "impliret/unispeaker/wknow")))
     r1 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert r1.data["not_run"] == ["coverage", "argus_audit", "argus_compare", "signals"]
-    assert r1.data["ignored"][0]["source"].endswith("signals.json")
+    assert r1.data.not_run == ["coverage", "argus_audit", "argus_compare", "signals"]
+    assert r1.data.ignored[0].source.endswith("signals.json")
     assert "not run" in r1.to_markdown() and "impliret/unispeaker/wknow" in r1.to_markdown()
     r2 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
     assert r1.to_markdown() == r2.to_markdown() and r1.to_dict() == r2.to_dict()
@@ -264,16 +281,16 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
 
     shutil.copytree(Path("tasks/data/argus/probe_minilm"), other / "probe")
     r3 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert [a["kind"] for a in r3.data["analyses"]] == ["gap"]
-    assert r3.data["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
-                                     "reason": "kind 'argus_probe_model' with no task: not an analysis of a task"}
+    assert [a.kind for a in r3.data.analyses] == ["gap"]
+    assert r3.to_dict()["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
+                                          "reason": "kind 'argus_probe_model' with no task: not an analysis of a task"}
 
 
 def test_single_system(inputs):
     r = build_report(TASK, inputs["runs"][:1], [])
-    assert r.data["tests"] == [] and r.data["per_query"]["win_tie_loss"] == []
+    assert r.data.tests == [] and r.data.per_query.win_tie_loss == []
     assert "One system only" in r.to_markdown()
-    assert r.data["not_run"] == list(KNOWN_ANALYSES)
+    assert r.data.not_run == list(KNOWN_ANALYSES)
 
 
 def test_strict_gap_json_and_bad_inputs(inputs, tmp_path):
@@ -308,7 +325,8 @@ def test_cli(inputs, tmp_path, capsys):
     bad.mkdir()
     (bad / "gap.json").write_text(json.dumps({"task": TASK}))
     assert main(["report", TASK, *map(str, inputs["runs"]), "--analyses", str(bad), "--out", str(out)]) == 2
-    assert "gap.json: lacks the key 'version'" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the first key the gap model misses (which one is the gap schema's order)
+    assert f"{bad / 'gap.json'}: lacks the key '" in err and "re-run `gapbench gap` to rewrite it" in err
 
 
 def test_generic_nested_tables(inputs, tmp_path):

@@ -33,9 +33,9 @@ def register(app: typer.Typer) -> None:
         report = build_report(task, run_dirs, analyses, measure=measure, alpha=alpha, seed=seed)
         paths = report.save(out)
         data = report.data
-        shown = ", ".join(a["kind"] for a in data["analyses"]) or "none"
-        typer.echo(f"{task}: {len(data['systems'])} systems, analyses: {shown}; not run: "
-                   f"{', '.join(data['not_run']) or 'none'}")
+        shown = ", ".join(a.kind for a in data.analyses) or "none"
+        typer.echo(f"{task}: {len(data.systems)} systems, analyses: {shown}; not run: "
+                   f"{', '.join(data.not_run) or 'none'}")
         for kind in ("html", "md", "json"):
             typer.echo(f"  {paths[kind]}")
 

@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -61,16 +60,16 @@ def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike, str]:
     return given, str(given)
 
 
-def regress(baseline: Any, candidate: Any, **options: Any):
-    """:func:`gapbench.products.regress.regress` (same options), where the baseline and the candidate may each be a
-    folder of run directories, one :func:`gapbench.run` result, or a list of them (one per task)."""
+def regress(baseline: Any, candidate: Any, options: Any = None, *, data: Sequence[str] = (), **settings: Any):
+    """:func:`gapbench.products.regress.regress` (same options and settings), where the baseline and the candidate may
+    each be a folder of run directories, one :func:`gapbench.run` result, or a list of them (one per task)."""
     from .regress import regress as regress_dirs
 
     with ExitStack() as stack:
         base, base_label = _result_set(baseline, stack)
         cand, cand_label = _result_set(candidate, stack)
-        report = regress_dirs(base, cand, **options)
-    return replace(report, baseline=base_label, candidate=cand_label)
+        report = regress_dirs(base, cand, options, data=data, **settings)
+    return report.model_copy(update={"baseline": base_label, "candidate": cand_label})
 
 
 def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, task: str | None = None,
@@ -92,6 +91,6 @@ def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, t
             task = first.results.task if is_run_result(first) else load_results(first).task
         built = build_report(task, dirs, analyses, **options)
     labels = {str(d): _label(r) for d, r in zip(dirs, runs) if is_run_result(r)}
-    for system in built.data.get("systems", []):
-        system["run_dir"] = labels.get(system.get("run_dir"), system.get("run_dir"))
+    systems = [s.model_copy(update={"run_dir": labels.get(s.run_dir, s.run_dir)}) for s in built.data.systems]
+    built.data = built.data.model_copy(update={"systems": systems})
     return built
