@@ -23,3 +23,28 @@ def _gapbench_home(tmp_path_factory):
         os.environ.pop("GAPBENCH_HOME", None)
     else:
         os.environ["GAPBENCH_HOME"] = old
+
+
+_CONNECTS: list | None = None  # while a test holds the `connections` fixture: every socket address it tried
+
+
+def _record_connects(event: str, args: tuple) -> None:
+    if _CONNECTS is not None and event == "socket.connect":
+        _CONNECTS.append(args[1])
+
+
+@pytest.fixture()
+def connections():
+    """The addresses of every socket connection tried while the test runs (Python's ``socket.connect`` audit event),
+    so that "fails fast offline" is asserted as "tried no connection", not as a wall-clock bound."""
+    global _CONNECTS
+    import sys
+
+    if not getattr(sys, "_gapbench_connect_hook", False):  # audit hooks cannot be removed: add it once per process
+        sys.addaudithook(_record_connects)
+        sys._gapbench_connect_hook = True
+    _CONNECTS = []
+    try:
+        yield _CONNECTS
+    finally:
+        _CONNECTS = None

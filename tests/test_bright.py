@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -197,13 +196,12 @@ def test_exclusions_are_masked_before_the_cut(retriever):
 
 # ---------------------------------------------------------------------------------------------------- data sources
 
-def test_offline_without_a_copy_fails_fast_naming_the_dataset_and_the_fix(monkeypatch):
+def test_offline_without_a_copy_fails_fast_naming_the_dataset_and_the_fix(monkeypatch, connections):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("GAPBENCH_DATA_BRIGHT", raising=False)
-    t0 = time.perf_counter()
     with pytest.raises(DatasetUnavailableError) as err:
         get_task("bright/biology").load()
-    assert time.perf_counter() - t0 < 30
+    assert connections == []  # fast: refused before any connection was tried (no retry loop against the hub)
     msg = str(err.value)
     assert "xlangai/BRIGHT" in msg and "config documents, split biology" in msg
     assert "data_dir=DIR" in msg and "GAPBENCH_DATA_BRIGHT=DIR" in msg and bright.HF_REVISION in msg

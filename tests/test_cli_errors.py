@@ -15,9 +15,8 @@ from gapbench.cli import main
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)  # task names are tried as folder paths first; keep the cwd clean
+def _clean_cwd(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # task names are tried as folder paths first; keep the cwd clean (conftest: offline)
 
 
 QRELS = "q1 0 d1 2\nq1 0 d2 0\nq1 0 d3 1\nq2 0 e1 1\n"

@@ -547,14 +547,13 @@ def test_an_interruption_python_drops_in_a_finalizer_is_delivered_again():
             time.sleep(0.5)  # the signal arrives while this runs: its exception cannot leave a finalizer
 
     threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
-    start = time.monotonic()
     with pytest.raises(_Interrupted) as info:
         with _signals_interrupt() as caught:
             obj = SlowFinalizer()
             del obj
             time.sleep(10)  # without the re-send, nothing interrupts this
+    # the exception itself shows the sleep was cut: without the re-sent signal, sleep(10) returns and nothing is raised
     assert info.value.signum == signal.SIGTERM and caught == [signal.SIGTERM, signal.SIGTERM]
-    assert time.monotonic() - start < 3
 
 
 # ---------------------------------------------------------------- the small things: version, completion, help, quiet

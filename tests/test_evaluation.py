@@ -15,11 +15,6 @@ L2 = math.log2
 ALL = ["nDCG@10", "nDCG", "R@100", "R@10", "RR@10", "RR", "AP", "P@10", "P@5"]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 # qA: 12 ranked documents a01..a12 with distinct scores 12..1 (no ties), so rank i holds a{i:02d}.
 #   grades: a01=0 (judged non-relevant), a02=2, a04=3, a07=1, a11=1, and x (grade 2) is never retrieved;
 #   ranks 3,5,6,8,9,10,12 are unjudged. Relevant (grade >= 1): a02, a04, a07, a11, x  -> 5 relevant.

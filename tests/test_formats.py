@@ -22,11 +22,6 @@ from gapbench.formats import (
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

@@ -998,11 +998,8 @@ def test_a_fixed_concurrency_keeps_eight_in_flight_on_a_single_slot_server(tmp_p
 def test_a_fast_server_keeps_eight_in_flight(tmp_path):
     with server_of(latency=0.3) as srv:
         client = make_client(srv, tmp_path, concurrency=8)
-        start = time.perf_counter()
         client.chat_many([f"p{i}" for i in range(24)])
-        elapsed = time.perf_counter() - start
-        assert srv.max_in_flight == 8
-    assert elapsed < 2.4  # three rounds of 8 take 0.9 s; one at a time would take 7.2 s
+        assert srv.max_in_flight == 8  # eight requests on the server at once: the client never waited for one
     assert client.manifest()["pacing"] == {"adaptive": True, "limit": 8.0, "lowest": 8.0, "cuts": 0}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -89,12 +88,11 @@ def test_instruction_on_and_off():
     assert r_off.manifest["fingerprints"]["corpus"] == r_on.manifest["fingerprints"]["corpus"]
 
 
-def test_offline_hub_read_fails_fast_and_says_how_to_give_a_copy():
+def test_offline_hub_read_fails_fast_and_says_how_to_give_a_copy(connections):
     task = get_task("rarb/ARC-Challenge")
-    t0 = time.perf_counter()
     with pytest.raises(DatasetUnavailableError) as err:
         task.load()
-    assert time.perf_counter() - t0 < 10
+    assert connections == []  # fast: refused before any connection was tried (no retry loop against the hub)
     msg = str(err.value)
     for part in ("RAR-b/ARC-Challenge", "c481e0da3dcb", "data_dir=DIR", "GAPBENCH_DATA_RARB=DIR",
                  "huggingface-cli download RAR-b/ARC-Challenge --repo-type dataset"):

@@ -16,11 +16,6 @@ from gapbench.evaluation.evaluation import evaluate
 from gapbench.evaluation.stats import bootstrap_ci, holm, paired_t_test, randomization_test
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 # ---------------------------------------------------------------- holm
 
 def test_holm_hand_values():

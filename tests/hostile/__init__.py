@@ -7,7 +7,8 @@ folders, names and options, measures, submissions, the CI gate, LLM endpoints, t
 - bad input exits 2 with exactly one line on stderr, ``gapbench: error: ...``, naming the file, line or id (the
   ``names`` of the case) and never a traceback;
 - valid input exits 0; a planted regression exits 1;
-- each case finishes within its ``timeout`` (30 s by default).
+- a case that hangs is stopped at ten times its ``timeout`` (30 s by default): the bound catches a hang (a read
+  of ``/dev/zero``, a wait on a pipe), never a slow machine.
 
 A case writes its inputs under a fresh temporary folder (``files``, or ``setup`` for links, pipes and the like) and
 names them in ``argv`` with ``{tmp}``, which is replaced by that folder. The command runs with that folder as the
