@@ -38,16 +38,21 @@ def signals_cmd(
         help="Comma-separated retriever specs; the first is the primary (its window defines weak). Two dense specs "
              "(e.g. dense and dense:query_prompt=...) enable dense_agreement.",
     ),
-    window: int = typer.Option(10, "--window", "-k", help="Window: a retrieval is weak when a relevant doc is not in its top-k."),
-    primary: Optional[str] = typer.Option(None, "--primary", help="The retriever whose window is labelled (default: the first)."),
+    window: int = typer.Option(10, "--window", "-k",
+                               help="Window: a retrieval is weak when a relevant doc is not in its top-k."),
+    primary: Optional[str] = typer.Option(None, "--primary",
+                                          help="The retriever whose window is labelled (default: the first)."),
     min_rel: int = typer.Option(1, "--min-rel", help="Lowest grade that counts as relevant."),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries."),
     bar: float = typer.Option(0.65, "--bar", help="Keep signals whose separation reaches this."),
-    max_corr: float = typer.Option(0.85, "--max-corr", help="Drop the weaker of two signals with |Spearman| above this."),
+    max_corr: float = typer.Option(0.85, "--max-corr",
+                                   help="Drop the weaker of two signals with |Spearman| above this."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the AUC CIs (0: no CIs)."),
     calib_fraction: float = typer.Option(0.5, "--calib-fraction", help="Share of queries in the calibration split."),
-    target_catch: Optional[float] = typer.Option(None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
-    gate_signal: Optional[str] = typer.Option(None, "--gate-signal", help="Gate on this signal (default: the strongest kept)."),
+    target_catch: Optional[float] = typer.Option(
+        None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
+    gate_signal: Optional[str] = typer.Option(None, "--gate-signal",
+                                              help="Gate on this signal (default: the strongest kept)."),
     either_max_corr: float = typer.Option(
         0.3, "--either-max-corr",
         help="Also gate on either of the two strongest kept signals firing when their |Spearman| is below this."),
@@ -87,8 +92,8 @@ def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, s
              "directories of one task.")
     if key and calibrated and key != calibrated:
         cal_shown = task_label(stored.get("task") or "", calibrated)
-        fail(f"{run_dir}: a run of task {shown!r}, but the gate in {signals} was calibrated on {cal_shown!r}; give runs "
-             f"of that task, or compute signals on {name!r} with {_signals_command(task)}.")
+        fail(f"{run_dir}: a run of task {shown!r}, but the gate in {signals} was calibrated on {cal_shown!r}; give "
+             f"runs of that task, or compute signals on {name!r} with {_signals_command(task)}.")
     return first or key
 
 
@@ -130,10 +135,13 @@ def _signals_command(task: dict) -> str:
 
 
 def gate_cmd(
-    run_dirs: List[Path] = typer.Argument(..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
+    run_dirs: List[Path] = typer.Argument(
+        ..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
     signals: Path = typer.Option(..., "--signals", help="signals.json (or its directory) from `gapbench signals`."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory for escalate.tsv (default: the first run directory)."),
-    either: bool = typer.Option(False, "--either", help="Apply the gate on either of two signals firing (gate_either)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Directory for escalate.tsv (default: the first run directory)."),
+    either: bool = typer.Option(False, "--either",
+                                help="Apply the gate on either of two signals firing (gate_either)."),
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
     from .common import fail

