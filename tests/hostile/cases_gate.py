@@ -34,18 +34,15 @@ def _sets() -> Path:
     import gapbench
     from gapbench.evaluation.evaluation import evaluate
     from gapbench.store import load_manifest, load_run, save_run_dir
-    from gapbench.types import Qrels, Run
+    from gapbench.types import Qrels
+    from planted import hit_queries, sink_relevant
 
     root = Path(tempfile.mkdtemp(prefix="gapbench-gate-"))
     atexit.register(shutil.rmtree, root, True)
     base = root / "base" / "wknow"
     gapbench.run(TASK, "bm25", measures=["nDCG@10", "R@100"], k=100, output=base)
     run, data = load_run(base), gapbench.get_task(TASK).load()
-    gold = lambda q, d: data.qrels[q].get(d, 0) > 0
-    hits = [q for q in run if any(gold(q, d) for d, _ in run[q][:10])]
-    damaged = set(hits[::2])
-    planted = Run({q: {d: (r[-1][1] - 1.0 if q in damaged and gold(q, d) else s) for d, s in r}
-                   for q, r in run.items()}, run.name)
+    planted = sink_relevant(run, data.qrels, hit_queries(run, data.qrels)[::2])  # every second query with a hit
     measures = ["nDCG@10", "R@100"]
     save_run_dir(root / "planted" / "wknow", planted, evaluate(planted, data.qrels, measures, task=TASK),
                  load_manifest(base))
