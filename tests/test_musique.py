@@ -145,15 +145,16 @@ def test_supporting_paragraphs_are_the_qrels(slice_data):
 def test_signals_on_musique_and_its_beir_copy(slice_data, tmp_path):
     """`gapbench signals musique` end to end with BM25 (no model), and the same slice written as a BEIR folder gives
     the same per-query signals."""
-    from gapbench.analyses.signals import run_signals
+    import gapbench
+    from gapbench.analyses.signals import SignalsOptions
 
-    words = lambda texts: [t.lower().split() for t in texts]  # noqa: E731
-    d = run_signals("musique", ["bm25"], n_bootstrap=20, term_extractor=words).to_dict()
+    options = SignalsOptions(n_bootstrap=20, term_extractor=lambda texts: [t.lower().split() for t in texts])
+    d = gapbench.signals("musique", ["bm25"], options).to_dict()
     assert d["task"] == "musique" and d["n_queries"] == 100 and 0 < d["n_weak"] < 100
     assert d["signals"]["max_score"]["available"] and not d["signals"]["dense_agreement"]["available"]
     folder = tmp_path / "musique_beir"
     write_beir_folder(slice_data, folder)
-    b = run_signals(str(folder), ["bm25"], n_bootstrap=20, term_extractor=words).to_dict()
+    b = gapbench.signals(str(folder), ["bm25"], options).to_dict()
     assert (b["n_queries"], b["n_weak"]) == (d["n_queries"], d["n_weak"])
     for name in ("max_score", "evidence_coverage"):
         assert b["signals"][name]["auc"] == pytest.approx(d["signals"][name]["auc"])

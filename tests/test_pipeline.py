@@ -127,10 +127,10 @@ def test_gap_applies_the_instruction_for_retrievers_and_verifier(spy):
 
 
 def test_signals_applies_the_instruction(spy):
-    from gapbench.analyses.signals import run_signals
+    from gapbench.analyses.signals import SignalsOptions
 
-    run_signals(INSTRUCTED, ["instruction-spy", "bm25"], window=5, n_bootstrap=10,
-                term_extractor=lambda texts: [t.lower().split() for t in texts])
+    gapbench.signals(INSTRUCTED, ["instruction-spy", "bm25"], SignalsOptions(
+        window=5, n_bootstrap=10, term_extractor=lambda texts: [t.lower().split() for t in texts]))
     assert _instructions(spy) == {INSTRUCTION}
 
 
