@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 from pydantic import Field
 
@@ -278,15 +278,46 @@ class ArgusSweep(Model):
     retrievers: list[SweepRetriever]
 
 
+class DatasetInputs(Model):
+    wikidata: str  # the dump read
+    format: Literal["json", "ntriples", "relations"]  # how it was read (from its name)
+    paragraphs: str  # the Wikipedia first paragraphs {qid, text}
+
+
+class DatasetSettings(Model):
+    targets: Optional[int] = Field(ge=1)  # targets sampled (seeded); null: every eligible target
+    candidates: int = Field(ge=2)  # N: the target and N-1 neutrals per (target, related tag)
+    seed: int
+    neutral_rule: str
+
+
+class DatasetCounts(Model):
+    paragraphs: int
+    entities: int  # paragraph entities with an English label
+    edges_kept: int
+    targets_eligible: int  # entities with a claim to another entity
+    targets: int
+    pairs: int  # (target, related tag) pairs stored
+    candidates: int
+    candidates_min: int  # the fewest candidates of a pair (a small dataset caps N)
+
+
+class DatasetDropped(Model):
+    empty_paragraph: int
+    no_english_label: int
+    targets_without_related_entity: int
+    targets_without_neutral: int
+
+
 class ArgusDataset(Model):
     """``argus_dataset.json``: what ``gapbench argus dataset build`` read, kept and dropped."""
 
     kind: Literal["argus_dataset"]
     version: One
-    inputs: dict[str, str]
-    settings: dict[str, Any]
-    counts: dict[str, int]
-    dropped: dict[str, int]
+    inputs: DatasetInputs
+    settings: DatasetSettings
+    counts: DatasetCounts
+    dropped: DatasetDropped
 
 
 # the comparison's models live in their own module; imported here, where the ARGUS family's files are gathered
