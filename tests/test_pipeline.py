@@ -153,4 +153,4 @@ def test_argus_compare_applies_the_instruction(spy, tmp_path):
     result = compare_argus(INSTRUCTED, "instruction-spy", kb=str(kb), variants=["original", "expansion"], measures=["nDCG@10"],
                            k=5)
     assert _instructions(spy) == {INSTRUCTION}
-    assert list(result.tasks[0].results) == ["original", "expansion"]
+    assert list(next(iter(result.tasks.values())).variants) == ["original", "expansion"]
