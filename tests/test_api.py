@@ -159,20 +159,22 @@ def test_argus_probe_verb_trains_on_the_audit_it_runs():
     from gapbench.analyses.argus.audit import audit
     from gapbench.analyses.argus.probe import train_probe
 
-    options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"])
+    # one labelled set, the audited targets (the default trains the directed and the undirected set)
+    options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"], datasets=("directed",))
     probe, report = gapbench.argus_probe(retriever="random", options=options)
     # the same as auditing, then training on the audited targets, by hand
     result = audit(None, "random", k=50, n=300, seed=3)
     targets, emb = result.target_embeddings()
     _, by_hand = train_probe(emb, [result.rps()[q] for q in targets], result.encoder["fingerprint"], seed=3,
                              families=("ridge",))
-    assert report["selected"] == by_hand["selected"] and report["test"] == by_hand["test"]
-    assert report["n"] == len(targets) and isinstance(probe, gapbench.Probe)
+    [got] = report.datasets
+    assert got.selected == by_hand.selected and got.test == by_hand.test
+    assert got.n == len(targets) and isinstance(probe, gapbench.Probe)
 
 
 @pytest.mark.parametrize("kw, problem", [
-    (dict(pooling="mean"), "pooling='mean': choose auto, span, sentence."),
-    (dict(families=["forest"]), "families=['forest']: choose from ridge, xgboost, mlp."),
+    (dict(pooling="mean"), "ArgusProbeOptions: pooling must be 'auto', 'span' or 'sentence', got 'mean'."),
+    (dict(families=["forest"]), "ArgusProbeOptions: families.0 must be 'ridge', 'xgboost' or 'mlp', got 'forest'."),
     (dict(k=0), None),
     (dict(tau=1.5), None),
 ])
