@@ -92,16 +92,16 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     gap = ns["gap"].to_dict()
     assert calls > 0 and gap["n_queries"] == 6
     # signals, coverage, audit, probe, comparison: their reports, with the numbers the options asked for
-    assert ns["signals"].to_dict()["n_queries"] == 300
-    cov = ns["summary"]
-    assert cov["clustering"]["k"] == 8 and 0 < cov["coverage"]["n_touched"] <= 8
+    assert ns["signals"].n_queries == 300
+    cov = ns["coverage"]
+    assert cov.clustering.k == 8 and 0 < cov.coverage.n_touched <= 8
     # the plain mean over the judged queries is the run's own nDCG@10 on them
-    assert cov["systems"]["bm25"]["mean"] == pytest.approx(base.results.means["nDCG@10"])
+    assert cov.systems["bm25"].mean == pytest.approx(base.results.means["nDCG@10"])
     audit = ns["audit"]
     assert audit.k == 50 and audit.n_requested == 300
     # a random encoder ranks a target among ~300 candidates by chance: its mean RPS stays near k/N
-    assert abs(audit.to_dict()["mean_rps"] - audit.chance()) < 0.1
-    assert ns["probe_report"]["selected"]["family"] == "ridge" and math.isfinite(ns["probe_report"]["test"]["rmse"])
+    assert abs(audit.report.mean_rps - audit.chance()) < 0.1
+    assert ns["probe_report"].selected.family == "ridge" and math.isfinite(ns["probe_report"].test.rmse)
     argus = ns["argus"]
     assert set(argus.tasks[0].results) == {"original", "expansion"}
     assert argus.tasks[0].results["original"].means["nDCG@10"] == pytest.approx(base.results.means["nDCG@10"])
