@@ -1,4 +1,5 @@
-"""``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see :mod:`gapbench.analyses.argus.compare`).
+"""``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see
+:mod:`gapbench.analyses.argus.compare`); its flags map onto ``ArgusCompareOptions`` in one place, :data:`FLAGS`.
 
 ``register_argus(argus_app)`` adds the command to the ``gapbench argus`` sub-app (harness/cli/argus.py);
 ``register(app)`` finds that sub-app on the main app, or creates it when nothing registered it yet.
@@ -33,6 +34,8 @@ def _measures(values: List[str]) -> list[str]:
 FLAGS = Flags("argus compare", "gapbench.analyses.argus.compare:ArgusCompareOptions",
               cli_only={"task", "retriever", "as_json"}, parse={"variants": _variant_list, "measures": _measures},
               library_only={"llm"})
+# ArgusCompareOptions.measures' default, written out so that the CLI imports no analysis at start-up
+# (tests/test_cli_contract.py checks that the two agree)
 DEFAULT_MEASURES = ["nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100"]
 
 
@@ -40,7 +43,8 @@ DEFAULT_MEASURES = ["nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R
 def compare_cmd(
     ctx: typer.Context,
     task: str = typer.Argument(..., help="Task or suite name (e.g. impliret/multispeaker/wknow)."),
-    retriever: str = typer.Option(..., "--retriever", "-r", help="Retriever spec; used for embedding, diagnosis and ranking."),
+    retriever: str = typer.Option(..., "--retriever", "-r",
+                                  help="Retriever spec; used for embedding, diagnosis and ranking."),
     probe: Optional[Path] = typer.Option(None, "--probe", help="A probe saved by `gapbench argus probe` (Probe.save); "
                                          "default: the probe bound to the retriever's fingerprint, if any."),
     diagnosis: str = typer.Option("auto", "--diagnosis", help="auto (the probe given or bound to the retriever, else "
@@ -64,8 +68,8 @@ def compare_cmd(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint for synthesis; "
                                                "without one (nor $OPENAI_BASE_URL, $OPENAI_API_KEY) synthesis runs "
                                                "only when --variants names it, on the embedded LLM."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis, as the endpoint names it (or "
-                                            "a .gguf file for the embedded LLM; default SmolLM2)."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model for synthesis, as the endpoint names it "
+                                            "(or a .gguf file for the embedded LLM; default SmolLM2)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write argus_compare.json/.md/.png here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:

@@ -78,7 +78,8 @@ def _spacy_tagger(batch_size: int) -> tuple[str, Callable[[list[str]], list[list
     version = f"spacy-{spacy.__version__}/{nlp.meta.get('name')}-{nlp.meta.get('version')}"
 
     def tag(texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=batch_size)]
+        return [[(e.start_char, e.end_char, e.label_) for e in doc.ents]
+                for doc in nlp.pipe(texts, batch_size=batch_size)]
 
     return version, tag
 
@@ -305,7 +306,8 @@ def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: 
 
 class ArgusAugmenter:
     """An :class:`gapbench.retrieval.Augmenter`: ``argus-expand[:kb=K,tau=T,k_aug=N,probe=DIR,ner=M,diagnosis=D]`` or
-    ``argus-synth:...`` (plus ``keep_truncated=true``: index answers still cut by their token budget); ``augment(corpus)`` diagnoses the corpus with ``retriever`` (``diagnosis=auto``: the probe
+    ``argus-synth:...`` (plus ``keep_truncated=true``: index answers still cut by their token budget);
+    ``augment(corpus)`` diagnoses the corpus with ``retriever`` (``diagnosis=auto``: the probe
     given or bound to the retriever, else the exact audit; ``audit``; ``label-prior`` on request) and returns the
     views. ``kb`` defaults to the packaged ``wikipedia-slice``; ``landmarks-oracle`` is a pipeline check."""
 

@@ -20,7 +20,8 @@ from .kb import DEFAULT_K_AUG, ReferenceKB
 
 # diagnosis: auto = the probe bound to the retriever's fingerprint if one is, else the exact audit
 DIAGNOSES = ("auto", "probe", "audit", "label-prior")
-# the probe shipped for the offline MiniLM (dense): folder under gapbench/tasks/data; a diagnosis names it "shipped:<path>"
+# the probe shipped for the offline MiniLM (dense): folder under gapbench/tasks/data; a diagnosis names it
+# "shipped:<path>"
 SHIPPED_PROBE = ("argus", "probe_minilm")
 SHIPPED_SOURCE = "shipped:"
 
@@ -36,7 +37,8 @@ def load_probe(probe: Any, retriever: Any) -> Any:
     try:
         from .probe import Probe
     except ImportError as exc:
-        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported ({exc}).") from None
+        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported "
+                            f"({exc}).") from None
     # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
 
     fp = getattr(retriever, "fingerprint", "")

@@ -218,7 +218,8 @@ class Augmented:
             if v.view_id in corpus:
                 raise GapbenchError(f"view id {v.view_id!r} is also a document id of the corpus; rename the views.")
             if v.source_id not in corpus:
-                raise GapbenchError(f"view {v.view_id!r} belongs to document {v.source_id!r}, which is not in the corpus.")
+                raise GapbenchError(f"view {v.view_id!r} belongs to document {v.source_id!r}, which is not in the "
+                                    "corpus.")
         docs = list(corpus.values())
         docs += [Document(v.view_id, v.text, corpus[v.source_id].title) for v in self.views]
         self._n_indexed = len(docs)
