@@ -33,19 +33,23 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Union
 
 from pydantic import ValidationInfo, field_validator
 
 from ...contract import Options
 from ...errors import ConfigError
 from ...progress import say
+from ...schemas import ArgusCompareTask
 from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
                       Augmented, ReferenceKB, diagnose, diagnosis_for, entity_rps, expansion_views, kb_hits,
                       mention_scorer, synthesis_client, synthesis_note, synthesis_views, view_stats)
 from .compare_report import (KIND, ArgusComparison, average_table, comparison_markdown, plot, read_outputs,
                              variant_table, write_outputs)
 from .probe import max_rps_delta
+
+if TYPE_CHECKING:
+    from ...evaluation.evaluation import Results
 
 __all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_argus", "compare_argus_with",
            "compare_task", "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
@@ -234,7 +238,7 @@ def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOpt
     return result
 
 
-def _full_benchmark_avg(tasks: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _full_benchmark_avg(tasks: Mapping[str, ArgusCompareTask]) -> dict[str, dict[str, float]]:
     """Per variant every task ran, the unweighted mean over the tasks of each measure."""
     rows = list(tasks.values())
     out = {}
@@ -270,7 +274,7 @@ def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABL
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
 
-def _deltas(results: Mapping[str, Any], comparison: Any) -> dict[str, dict[str, dict]]:
+def _deltas(results: Mapping[str, "Results"], comparison: Any) -> dict[str, dict[str, dict]]:
     """Every variant but Original: per measure, its delta vs Original and the Holm-corrected paired tests."""
     out: dict[str, dict[str, dict]] = {}
     for v, res in results.items():
@@ -285,7 +289,8 @@ def _deltas(results: Mapping[str, Any], comparison: Any) -> dict[str, dict[str, 
     return out
 
 
-def compare_task(task: str, retriever: Any, options: ArgusCompareOptions) -> tuple[str, Any, dict]:
+def compare_task(task: str, retriever: Any,
+                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, "Results"]]:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking:
     ``(task name, its ArgusCompareTask, variant -> evaluation Results)``.
 
@@ -295,7 +300,6 @@ def compare_task(task: str, retriever: Any, options: ArgusCompareOptions) -> tup
     from ...evaluation.comparison import compare
     from ...evaluation.evaluation import evaluate
     from ...pipeline import prepare
-    from ...schemas import ArgusCompareTask
 
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
     probe, kb_obj, llm, k_aug, k, seed = options.probe, options.kb, options.llm, options.k_aug, options.k, options.seed

@@ -29,7 +29,7 @@ class ArgusComparison(ArgusCompare):
     (what ``argus_compare.json`` holds; this class adds none), printed as Markdown tables, and, for a comparison run in
     this process, each variant's :class:`~gapbench.evaluation.evaluation.Results` (per-query values)."""
 
-    _results: dict = PrivateAttr(default_factory=dict)  # task -> variant -> Results; empty when read from a file
+    _results: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)  # task -> variant -> Results; {} if read
 
     def keep_results(self, results: Mapping[str, Mapping[str, Any]]) -> None:
         """Hold each task's evaluation results (task -> variant -> Results); they are not part of the file."""
