@@ -192,8 +192,11 @@ def test_bad_paragraphs_and_names(tmp_path, kb):
         ds.build_dataset(dump, bad, tmp_path / "out")
     with pytest.raises(ConfigError, match="latest-truthy.nt"):
         ds.build_dataset(tmp_path / "dump.xml", kb, tmp_path / "out")
-    with pytest.raises(ConfigError, match="at least 2"):
+    # the library names its settings (the command names its flags)
+    with pytest.raises(ConfigError, match=r"^candidates \(N, the candidate-set size\) must be at least 2, got 1\.$"):
         ds.build_dataset(dump, kb, tmp_path / "out", candidates=1)
+    with pytest.raises(ConfigError, match=r"^targets must be at least 1, got 0; leave it out \(None\)"):
+        ds.build_dataset(dump, kb, tmp_path / "out", targets=0)
 
 
 def test_cli_build(tmp_path, kb):
