@@ -101,9 +101,11 @@ def test_diagnosis_modes_resolve_and_refuse(tmp_path, monkeypatch):
     bm25 = get_retriever("bm25")
     assert diagnosis_for("auto", bm25) == ("audit", None, None)
     assert diagnosis_for("label-prior", bm25) == ("label-prior", None, None)
-    with pytest.raises(ConfigError, match="no probe is bound"):
+    with pytest.raises(ConfigError, match=r"^diagnosis 'probe': no probe is bound .* give one \(probe=DIR\), or use "
+                                          r"diagnosis 'audit'\.$"):
         diagnosis_for("probe", bm25)
-    with pytest.raises(ConfigError, match="uses no probe"):
+    with pytest.raises(ConfigError, match=r"^diagnosis 'audit' uses no probe, but a probe was given; leave the probe "
+                                          r"out or use diagnosis 'probe'\.$"):
         diagnosis_for("audit", bm25, probe=tmp_path)
     with pytest.raises(UnknownNameError, match="label-prior"):
         diagnosis_for("labels", bm25)
