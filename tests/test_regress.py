@@ -342,15 +342,25 @@ def test_permutations_must_allow_a_significant_p(sets):
     assert regress(one, sets["planted"] / TASKS[0].replace("/", "__"), n_permutations=20).rows[0].p_holm == 1 / 21
 
 
-def test_report_paths_are_checked_before_anything_is_written(sets, tmp_path, capsys):
+def test_report_paths_are_checked_before_anything_is_written(sets, reports, tmp_path, capsys):
     (tmp_path / "junit").mkdir()
     summary = tmp_path / "summary.md"
     code = main(["regress", "--baseline", str(sets["baseline"]), "--candidate", str(sets["planted"]),
                  "--summary", str(summary), "--junit", str(tmp_path / "junit"), "--output", str(tmp_path / "out")])
     assert code == 2
-    assert f"{tmp_path / 'junit'}: is a folder, so the JUnit XML cannot be written there; give a file path." \
-        in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"gapbench: error: {tmp_path / 'junit'}: is a folder, so --junit cannot write "
+                                       "its report there; give a file path.\n")
     assert not summary.exists() and not (tmp_path / "out").exists()
+    # from Python, write_report checks them the same way, naming what it would have written
+    from gapbench.products.regress import write_report
+
+    (tmp_path / "out" / "regress.md").mkdir(parents=True)
+    with pytest.raises(RegressionInputError, match=r"regress.md: is a folder, so regress.md cannot be written there; "
+                                                   "give an output folder without folders named regress.json"):
+        write_report(reports["planted"], summary=summary, output=tmp_path / "out")
+    with pytest.raises(RegressionInputError, match="junit: is a folder, so the JUnit XML cannot be written there"):
+        write_report(reports["planted"], summary=summary, junit=tmp_path / "junit")
+    assert not summary.exists() and not (tmp_path / "out" / "regress.json").exists()
 
 
 def test_value_ranges_hold_on_real_values(sets):

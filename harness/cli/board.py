@@ -142,6 +142,12 @@ def regress_cmd(
     from .common import fail
 
     options = REGRESS.build(ctx.params)
+    # the report paths, checked before the gate runs (write_report checks them too, naming no flag)
+    for flag, path in (("--junit", junit), ("--summary", summary), ("--output", output and output / "regress.json"),
+                       ("--output", output and output / "regress.md")):
+        if path is not None and path.is_dir():
+            hint = "a folder without folders named regress.json or regress.md" if flag == "--output" else "a file path"
+            fail(f"{path}: is a folder, so {flag} cannot write its report there; give {hint}.")
     try:
         report = regress(baseline, candidate, options, data=data or ())
     except OptionsError as exc:  # a setting that does not fit these result sets (too few permutations for the tasks)
