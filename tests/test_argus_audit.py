@@ -20,10 +20,7 @@ def shipped():
 
 @pytest.fixture(scope="module")
 def cli():
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     return main
 
 
@@ -218,10 +215,7 @@ def test_span_pooling_matches_token_mean():
 # ---------------------------------------------------------------- end to end on the shipped slice
 @pytest.fixture(scope="module")
 def dense_audit(tmp_path_factory):
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     out = tmp_path_factory.mktemp("argus-audit")
     assert main(["argus", "audit", "-r", "dense", "--out", str(out)]) == 0
     return out

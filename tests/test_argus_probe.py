@@ -235,10 +235,7 @@ def test_probe_load_with_real_encoder(tmp_path):
 
 @pytest.mark.slow
 def test_cli_probe_shipped_slice(tmp_path):
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     out = tmp_path / "probe-out"
     rc = main(["argus", "probe", "-r", "dense", "--datasets", "directed", "--families", "ridge,mlp", "--out", str(out)])
     assert rc == 0

@@ -67,10 +67,7 @@ def test_sweep_on_a_built_dataset_uses_stored_candidates(tmp_path):
 
 
 def _cli():
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     return main
 
 

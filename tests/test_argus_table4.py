@@ -103,10 +103,7 @@ def shipped_dataset(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def argus_main():
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     return main
 
 

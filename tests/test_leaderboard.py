@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import gapbench
-from gapbench.cli import app, main
+from planted import hit_queries, sink_relevant
+from gapbench.cli import main
 from gapbench.formats import read_trec_run
 from gapbench.products.leaderboard import (
     LeaderboardOptions, build_board, build_boards, export_mteb, export_trec, mteb_metric_name,
@@ -31,9 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module", autouse=True)
 def _setup():
-    from gapbench.cli.board import register
-
-    register(app)
     import gapbench.tasks  # noqa: F401  built-in suites first
 
     SUITES.register(SUITE, Suite(SUITE, TASKS, "two ImpliRet sets, for tests"), replace=True)
@@ -43,10 +41,7 @@ def _setup():
 
 def _damaged(run: Run, qrels) -> Run:
     """Every second query whose gold document bm25 ranks in the top 10 loses it to the bottom of the list."""
-    hit = [q for q in run if any(qrels[q].get(d, 0) > 0 for d, _ in run[q][:10])]
-    bad = set(hit[::2])
-    return Run({q: {d: (r[-1][1] - 1 if q in bad and qrels[q].get(d, 0) > 0 else s) for d, s in r}
-                for q, r in run.items()}, "damaged")
+    return sink_relevant(run, qrels, hit_queries(run, qrels)[::2]).renamed("damaged")
 
 
 @pytest.fixture(scope="module")

@@ -89,11 +89,8 @@ def test_the_wheel_globs_cover_the_shipped_probe():
 
 @pytest.mark.slow
 def test_the_shipped_probe_is_byte_reproducible(tmp_path, monkeypatch):
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
+    from gapbench.cli import main
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
-    register(app)
     # the saved probe is the undirected set's (the larger); training it alone gives the same files as PROVENANCE's
     # command with both sets
     rc = main(["argus", "probe", "-r", "dense", "--seed", "0", "--datasets", "undirected", "--out", str(tmp_path / "o")])

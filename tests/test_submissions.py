@@ -13,20 +13,13 @@ from pathlib import Path
 import pytest
 
 import gapbench
-from gapbench.cli import app, main
+from gapbench.cli import main
 from gapbench.products.submissions import (
     Refused, SubmissionError, inside, load_scores, score_submission, sha256_file, validate_submission, write_submission,
 )
 
 TASK = "impliret/unispeaker/wknow"
 RUN = "runs/impliret__unispeaker__wknow.trec.gz"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cli():
-    from gapbench.cli.board import register
-
-    register(app)
 
 
 @pytest.fixture(scope="module")

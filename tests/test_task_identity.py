@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import gapbench
-from gapbench.cli import app, main
+from gapbench.cli import main
 from gapbench.errors import ConfigError, DataFormatError
 from gapbench.evaluation.comparison import compare_run_dirs
 from gapbench.evaluation.evaluation import evaluate
@@ -31,13 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT / "tests" / "fixtures" / "beir" / "scifact"
 TREC = ROOT / "tests" / "fixtures" / "local_trec"
 OLD_RUN = ROOT / "tests" / "fixtures" / "outputs_v0_1" / "local_beir_run"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cli():
-    from gapbench.cli.board import register
-
-    register(app)
 
 
 def _copy(dest: Path) -> Path:
