@@ -10,7 +10,7 @@ import pytest
 import gapbench
 from gapbench.adapters.tournament import Tournament, tournament_calls
 from gapbench.cli import main
-from gapbench.errors import ConfigError
+from gapbench.errors import ConfigError, GapbenchError
 from gapbench.analyses.gap import GapOptions, infuse_gold, measure_gap_with, pool_recall, restrict, union_pool
 from gapbench.llm.client import LLMClient, LLMConfig
 from gapbench.retrieval import get_retriever, search_with
@@ -301,6 +301,11 @@ def test_gap_runs_the_retrievers_and_the_verifier_object():
     assert report.meta.verifier.name == "oracle" and report.meta.verifier.task_defaults == {}
     assert [r.spec for r in report.meta.retrievers] == ["bm25"] and report.verifier_answers is None
     assert report.retriever_llm is None and report.llm_calls == 0
+    # a verifier object whose answer counts gap.json cannot hold is named
+    odd = OracleVerifier(oracle.qrels)
+    odd.answers = {"clean": 1}
+    with pytest.raises(GapbenchError, match=r"^the verifier 'oracle' has an 'answers' attribute that is not answer "):
+        gapbench.gap(BRIGHT, "bm25", options.replace(verifier=odd))
 
 
 def test_cli_builds_one_gap_options_object(monkeypatch, capsys):

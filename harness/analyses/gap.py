@@ -16,7 +16,7 @@ bottom, gold-infused documents included the same way. A lone retriever has no ot
 (``retriever_pools`` says which).
 
 A verifier with several seeds (``tournament:seeds=3``) is run once per seed; its scores are the means, and
-``meta["verifier_seeds"]`` (and each pool-scaling row) gives the values per seed, their spread (min, max, standard
+``meta.verifier_seeds`` (and each pool-scaling row) gives the values per seed, their spread (min, max, standard
 deviation).
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from ..contract import Options
 from ..errors import ConfigError, GapbenchError
@@ -471,7 +471,7 @@ def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None =
                               calls=lambda: getattr(rr, "llm_calls", 0),
                               verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0],
                               verifier_queries=view[1])
-    answers = Answers.model_validate(rr.answers) if hasattr(rr, "answers") else None
+    answers = _answer_counts(rr)
     llm = llm_manifest_of(rr)
     meta = report.meta.model_copy(update={
         "retrievers": systems, "llm": llm, "answers": answers,
@@ -482,6 +482,21 @@ def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None =
     if options.output:
         save_report(report, options.output)
     return report
+
+
+def _answer_counts(rr: Any) -> Answers | None:
+    """How the verifier's answers were read (its ``answers``: :func:`~gapbench.adapters.tournament.answers_summary`'s
+    counts), or None for a verifier without them."""
+    given = getattr(rr, "answers", None)
+    if given is None:
+        return None
+    try:
+        return Answers.model_validate(given)
+    except ValidationError:
+        raise GapbenchError(f"the verifier {getattr(rr, 'name', type(rr).__name__)!r} has an 'answers' attribute "
+                            "that is not answer counts (clean, repaired, reasked, fallback, reask_calls, fallback_ids, "
+                            "rankings, fallback_rate, per_query); give those counts, as "
+                            "gapbench.adapters.tournament.answers_summary makes them, or none.") from None
 
 
 def _retrieve(prepared: Any, retrievers: Sequence[str],
