@@ -25,7 +25,7 @@ _HOME = tempfile.TemporaryDirectory(prefix="gapbench-bench-")
 os.environ["GAPBENCH_HOME"] = _HOME.name
 
 from gapbench.adapters.tournament import Tournament  # noqa: E402
-from gapbench.analyses.gap import measure_gap  # noqa: E402
+from gapbench.analyses.gap import GapOptions, measure_gap_with  # noqa: E402
 from gapbench.llm.client import LLMClient, LLMConfig  # noqa: E402
 from gapbench.llm.local import LocalServer  # noqa: E402
 from gapbench.retrieval import get_retriever, search_with  # noqa: E402
@@ -42,8 +42,8 @@ def one(server: LocalServer, data, run, qids, depth: int, adaptive: bool, timeou
         client = LLMClient(config, cache=os.path.join(tmp, "responses.sqlite"), api_key="local")
         verifier = Tournament(client=client, max_chars=200, concurrency=8)
         start = time.perf_counter()
-        report = measure_gap(TASK, data, [run], verifier.rerank_pools, depth=depth, query_ids=qids,
-                             calls=lambda: verifier.llm_calls)
+        report = measure_gap_with(TASK, data, [run], verifier.rerank_pools, GapOptions(depth=depth, pool_sizes=()),
+                                  query_ids=qids, calls=lambda: verifier.llm_calls)
         wall = time.perf_counter() - start
         usage, manifest = client.usage.total(), client.manifest()
         answers = verifier.answers
@@ -51,7 +51,7 @@ def one(server: LocalServer, data, run, qids, depth: int, adaptive: bool, timeou
     return {"adaptive": adaptive, "wall_s": round(wall, 1), "calls": usage["calls"], "requests": usage["requests"],
             "retries": usage["retries"], "failures": usage["failures"], "prompt_tokens": usage["prompt_tokens"],
             "completion_tokens": usage["completion_tokens"], "lowest_concurrency": manifest["pacing"]["lowest"],
-            "fallback_rate": answers["fallback_rate"], "verifier_standard": report.verifier_standard}
+            "fallback_rate": answers["fallback_rate"], "verifier_standard": report.verifier_standard.value}
 
 
 def main() -> int:

@@ -142,10 +142,12 @@ with atomic_writer(sys.argv[1]) as fh:
 
 def _gap_report(task: str) -> GapReport:
     rows = [{"pool_size": n, "verifier_standard": 0.3 + n / 1000, "verifier_gold_infused": 0.5 + n / 1000,
-             "retrievers": {"bm25": 0.2}, "retrievers_gold_infused": {"bm25": 0.25}} for n in (10, 100)]
-    return GapReport(task=task, measure="nDCG@10", retrievers={"bm25": 0.2}, best_retriever=("bm25", 0.2),
-                     verifier_standard=0.4, verifier_gold_infused=0.6, pool_recall=0.9, pool_depth=100, n_queries=4,
-                     llm_calls=8, pool_scaling=rows)
+             "pool_recall": 0.9, "retrievers": {"bm25": 0.2}, "retrievers_gold_infused": {"bm25": 0.25}}
+            for n in (10, 100)]
+    return GapReport(task=task, measure="nDCG@10", retrievers={"bm25": 0.2},
+                     best_retriever={"name": "bm25", "value": 0.2}, verifier_standard={"value": 0.4}, verifier_gold_infused={"value": 0.6}, gap=0.6 - 0.2,
+                     gap_standard=0.4 - 0.2, pool_recall=0.9, pool_depth=100, n_queries=4, llm_calls=8,
+                     verifier_answers=None, pool_scaling=rows, other_qrels={}, meta={"seed": 0, "retrievers": ["bm25"]})
 
 
 def test_a_killed_writers_temporary_is_swept_by_the_next_save_and_a_live_ones_is_kept(tmp_path):

@@ -187,21 +187,21 @@ def test_gap_runs_on_the_embedded_smollm2_and_a_rerun_makes_no_calls(tmp_path, n
 
     # the same command in-process, its rankings seen: each a permutation of its pool, every answer from the cache
     from gapbench.cli import main
-    from gapbench.analyses.gap import measure_gap
+    from gapbench.analyses.gap import measure_gap_with
 
     monkeypatch.setenv("GAPBENCH_HOME", str(home))
     seen = []
 
     def recording(original):
-        def measure(task, data, runs, rerank, **kw):
+        def measure(task, data, runs, rerank, options, **kw):
             def rr(queries, pools, corpus):
                 run = rerank(queries, pools, corpus)
                 seen.extend((pools[q], [d for d, _ in run[q]]) for q in pools)
                 return run
-            return original(task, data, runs, rr, **kw)
+            return original(task, data, runs, rr, options, **kw)
         return measure
 
-    monkeypatch.setattr("gapbench.analyses.gap.measure_gap", recording(measure_gap))
+    monkeypatch.setattr("gapbench.analyses.gap.measure_gap_with", recording(measure_gap_with))
     monkeypatch.chdir(tmp_path)
     assert main([*args[:-2], "-o", "gap2"]) == 0
     assert len(seen) == 4

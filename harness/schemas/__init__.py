@@ -37,17 +37,28 @@ from .base import (AdapterFingerprint, AdapterName, FIELDS, FINGERPRINT, ISO_DAT
                    MAX_PROBLEMS_PER_FILE, MAX_RESAMPLES, MAX_TASKS, MODEL_NAME, Model, ModelName, ModelRevision, Number,
                    One, PACKAGE, PackageName, PackageVersion, Pair, REVISION, SYSTEM_NAME, ScoringDate, ScoringVersion,
                    TEXT_RULES, URL, VERSION, _rule, _text, run_file_name, text_problem)
-from .run import TaskInfo, RetrieverInfo, RerankerInfo, RayInfo, RunManifest, RunResults
+from .run import (TaskInfo, RetrieverInfo, RerankerInfo, RayInfo, RunManifest, RunResults)
 from .submission import (SubmissionModelRef, SubmissionAdapter, SubmissionTask, Submission, Fingerprints,
                          ScoresManifest, TaskScores, Scores)
-from .comparison import RescoreCheck, PairTest, Comparison, RegressRow, RegressReport
-from .gap import Value, NamedValue, PoolScalingRow, GapReport
-from .signals import SignalsReport
-from .coverage import CoverageReport
-from .argus import (AuditEntity, ArgusAudit, ArgusProbe, SweepCell, SweepEntity, SweepRetriever, ArgusSweep,
-                    ArgusDataset, MaxRpsGroup, MaxRpsDelta, ArgusCompareTask, ArgusCompare)
-from .leaderboard import BoardTest, BoardEntry, Leaderboard
-from .report import ReportData
+from .comparison import (RescoreCheck, PairTest, Comparison, RegressRow, RegressReport)
+from .gap import (Value, NamedValue, Spread, PoolScalingRow, AnswerCounts, Answers, VerifierAnswers, OtherQrels,
+                  RetrieverLLM, RetrieverEntry, VerifierInfo, VerifierSeeds, GapMeta, GapReport)
+from .signals import (CalibratedRetriever, AvailableSignal, UnavailableSignal, EscalationRates, GateSplit, Gate,
+                      EitherGate, SignalsReport)
+from .coverage import (CoverageConfig, EntitiesSummary, ClusteringSummary, ClusterRow, Regime, Density, QueryJudging,
+                       CoverageBlock, ClusterStats, SystemSummary, StatRates, WinRates, Bootstrap, QueryRow, SampleDoc,
+                       MissingStratum, TypeCounts, PoolSize, PoolCounts, Judging, SyntheticQuery, Synthetic, Augmented,
+                       Timings, CoverageReport)
+from .argus import (AuditEncoder, PoolSizes, BandCounts, Terciles, Grounding, AuditEntity, ArgusAudit, ClassMetrics,
+                    BlindSpotMetrics, ProbeMetrics, ProbeFamily, ProbeSelected, ProbeSplit, ProbeProtocol,
+                    CalibrationBin, Residuals, Calibration, ProbeAuditSummary, ProbeDataset, SavedProbe, ArgusProbe,
+                    SweepCell, SweepEntity, SweepRetriever, ArgusSweep, DatasetInputs, DatasetSettings, DatasetCounts,
+                    DatasetDropped, ArgusDataset)
+from .argus_compare import (CompareConfig, LabelPriorMethod, AuditMethod, ProbeMethod, DiagnosisSeconds,
+                            CompareDiagnosis, SynthesisCheck, ViewGrowth, VariantSeconds, CompareVariant, VariantDelta,
+                            MaxRpsGroup, MaxRpsDelta, ArgusCompareTask, ArgusCompare)
+from .leaderboard import (BoardTest, BoardTaskScore, BoardEntry, Leaderboard)
+from .report import (ReportSystem, ReportTest, Distribution, WinTieLoss, PerQuery, ReportAnalysis, Ignored, ReportData)
 
 # ---------------------------------------------------------------- lookup, validation, export
 
