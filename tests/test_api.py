@@ -113,7 +113,7 @@ def test_compare_takes_run_results(two_runs):
     a, b = two_runs
     from_runs = gapbench.compare([a, b], n_permutations=200)
     from_results = gapbench.compare([a.results, b.results], n_permutations=200)
-    assert from_runs.systems == ["bm25", "bm25:k1=0.9,b=0.4"]
+    assert from_runs.names == ["bm25", "bm25:k1=0.9,b=0.4"]
     assert [t.__dict__ for t in from_runs.tests] == [t.__dict__ for t in from_results.tests]
 
 

@@ -170,7 +170,7 @@ def comparison() -> Comparison:
 
 
 def test_compare_structure_and_deltas(comparison):
-    assert comparison.systems == ["good", "mid", "bad"]
+    assert comparison.names == ["good", "mid", "bad"]
     assert len(comparison.tests) == 2 * 3  # 3 pairs for each of 2 measures
     # means of RR: good 1, mid (15 * 1 + 15 * 0.5) / 30 = 0.75, bad 1/3
     t = comparison.test("RR", "good", "mid")

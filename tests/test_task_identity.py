@@ -118,7 +118,7 @@ def test_no_copy_here_says_how_to_point_at_the_data_and_data_rescores(two_paths,
                  "--permutations", "1000", "--data", str(moved), "--rescore", "always"]) == 0
     assert f"Re-scored from run.trec.gz against the task's qrels: {label}." in capsys.readouterr().out
     cmp = compare_run_dirs([root / "base" / "scifact", root / "cand" / "scifact"], data=[str(moved)])
-    assert [c.to_dict() for c in cmp.checks] == [{"task": label, "rescored": True, "why": ""}]
+    assert [c.model_dump() for c in cmp.checks] == [{"task": label, "rescored": True, "why": ""}]
     # a folder of other data given as --data is refused, not silently ignored
     other = _copy(root / "other" / "scifact")
     with open(other / "qrels" / "test.tsv", "a") as fh:
@@ -234,7 +234,7 @@ def test_an_old_run_directory_of_a_local_folder_loads_and_pairs(tmp_path):
     assert ident.key == _key_of(folder)
     gapbench.run(str(folder), "bm25:k1=0.5", k=10, output=tmp_path / "cand" / "scifact")
     cmp = compare_run_dirs([old, tmp_path / "cand" / "scifact"], n_permutations=1000)
-    assert [c.to_dict() for c in cmp.checks] == [{"task": f"scifact [{ident.key}]", "rescored": True, "why": ""}]
+    assert [c.model_dump() for c in cmp.checks] == [{"task": f"scifact [{ident.key}]", "rescored": True, "why": ""}]
     assert cmp.results[0].means == res.means
     report = regress(tmp_path / "base", tmp_path / "cand", n_permutations=1000)
     assert report.passed and report.checks[0].rescored

@@ -1,91 +1,94 @@
-"""Paired comparison of two or more systems on the same queries."""
+"""Paired comparison of two or more systems on the same queries.
+
+:class:`Comparison` is the model of ``gapbench compare --json`` (:class:`gapbench.schemas.Comparison`: each system's
+means and CIs, the paired tests, the re-score checks), with the per-query :class:`Results` it was computed from kept
+beside it in memory."""
 
 from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from pydantic import PrivateAttr
+
 from ..errors import ConfigError, GapbenchError
+from ..schemas.comparison import Comparison as ComparisonModel
+from ..schemas.comparison import PairTest, RescoreCheck
+from ..schemas.run import RunResults
 from .evaluation import Results, evaluate, format_table
 from .stats import check_level, holm, paired_t_test, randomization_test
 
-
-@dataclass(frozen=True)
-class PairTest:
-    measure: str
-    a: str
-    b: str
-    delta: float  # mean(a) - mean(b)
-    p_randomization: float
-    p_ttest: float
-    p_randomization_holm: float
-    p_ttest_holm: float
-
-    def significant(self, alpha: float = 0.05) -> bool:
-        return self.p_randomization_holm < alpha
+__all__ = ["Comparison", "PairTest", "compare", "compare_run_dirs"]
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """Means, CIs and Holm-corrected paired tests over every pair of systems, per measure."""
+class Comparison(ComparisonModel):
+    """Means, CIs and Holm-corrected paired tests over every pair of systems, per measure: the file's model, with the
+    per-query :class:`Results` of each system in ``results`` (in memory only; a comparison read from a file has
+    none)."""
 
-    results: tuple[Results, ...]
-    tests: tuple[PairTest, ...]
-    alpha: float = 0.05
-    checks: tuple = ()  # gapbench.evaluation.rescore.Check of the run directories compared, when they came from directories
+    _results: tuple[Results, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def of(cls, results: Sequence[Results], tests: Sequence[PairTest], alpha: float,
+           checks: Sequence[RescoreCheck] = ()) -> "Comparison":
+        made = cls(systems=[RunResults.model_validate(r.to_dict()) for r in results], tests=tuple(tests),
+                   alpha=alpha, correction="holm", checks=tuple(checks))
+        made._results = tuple(results)
+        return made
 
     @property
-    def systems(self) -> list[str]:
-        return [r.system for r in self.results]
+    def results(self) -> tuple[Results, ...]:
+        return self._results
+
+    @property
+    def names(self) -> list[str]:
+        """The systems' names, in the order compared."""
+        return [s.system for s in self.systems]
 
     def test(self, measure: str, a: str, b: str) -> PairTest:
         for t in self.tests:
             if t.measure == measure and {t.a, t.b} == {a, b}:
                 return t
-        raise GapbenchError(f"no test of {a!r} vs {b!r} on {measure!r}; systems: {', '.join(self.systems)}.")
+        raise GapbenchError(f"no test of {a!r} vs {b!r} on {measure!r}; systems: {', '.join(self.names)}.")
 
     def to_dict(self) -> dict:
-        return {
-            "systems": [r.to_dict() for r in self.results],
-            "tests": [t.__dict__.copy() for t in self.tests],
-            "alpha": self.alpha,
-            "correction": "holm",
-            "checks": [c.to_dict() for c in self.checks],
-        }
+        """The JSON document of ``gapbench compare --json``."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
     def to_frame(self):
         import pandas as pd
 
-        return pd.DataFrame([t.__dict__ for t in self.tests])
+        return pd.DataFrame([t.model_dump() for t in self.tests])
 
     def __str__(self) -> str:
-        measures = self.results[0].measures
-        letters = {r.system: chr(ord("a") + i) for i, r in enumerate(self.results)}
+        measures = list(self.systems[0].measures)  # measure -> mean, in the order evaluated
+        letters = {r.system: chr(ord("a") + i) for i, r in enumerate(self.systems)}
         rows = []
-        for r in self.results:
+        for r in self.systems:
             row = [f"({letters[r.system]}) {r.system}"]
             for m in measures:
                 better = [
                     letters[o.system]
-                    for o in self.results
+                    for o in self.systems
                     if o.system != r.system
                     and self.test(m, r.system, o.system).significant(self.alpha)
-                    and r.means[m] > o.means[m]
+                    and r.measures[m] > o.measures[m]
                 ]
-                row.append(f"{r.means[m]:.4f} [{r.ci[m][0]:.3f},{r.ci[m][1]:.3f}]{''.join(better)}")
+                lo, hi = (r.ci95 or {}).get(m, (float("nan"), float("nan")))
+                row.append(f"{r.measures[m]:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
             rows.append(row)
-        n = self.results[0].n_queries
+        n = self.systems[0].n_queries
         note = (
             f"{n} queries. A letter marks a system significantly better than that system "
             f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} comparisons, "
             f"alpha={self.alpha})."
         )
-        from .rescore import summary
+        from ..schemas.comparison import rescore_summary
 
-        return "\n".join([format_table(["system", *measures], rows), note, *summary(self.checks)])
+        return "\n".join([format_table(["system", *measures], rows), note, *rescore_summary(self.checks)])
 
 
 def compare(
@@ -140,8 +143,9 @@ def compare(
         adj_r = holm([x[3] for x in raw])
         adj_t = holm([x[4] if x[4] == x[4] else 1.0 for x in raw])
         for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
-            tests.append(PairTest(m, a.system, b.system, delta, pr, pt, hr, ht))
-    return Comparison(tuple(results), tuple(tests), alpha)
+            tests.append(PairTest(measure=m, a=a.system, b=b.system, delta=delta, p_randomization=pr, p_ttest=pt,
+                                  p_randomization_holm=hr, p_ttest_holm=ht))
+    return Comparison.of(results, tests, alpha)
 
 
 def compare_run_dirs(
@@ -215,7 +219,7 @@ def compare_run_dirs(
     names = [r.system for _, r in loaded]
     results = [replace(r, system=f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
                        measures=tuple(wanted)) for d, r in loaded]
-    return replace(compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed), checks=(check,))
+    return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed).model_copy(update={"checks": (check,)})
 
 
 def unused_data(rescorer) -> None:

@@ -21,11 +21,11 @@ manifests that names loadable data, so one side cannot opt out by naming a task 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Sequence
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
+from ..schemas.comparison import RescoreCheck
 from .evaluation import Results
 
 MODES = ("auto", "always", "never")
@@ -40,16 +40,7 @@ def check_mode(mode: object, option: str = "rescore") -> str:
     return mode
 
 
-@dataclass(frozen=True)
-class Check:
-    """How the run directories of one task were checked: re-scored, or for consistency only and why."""
-
-    task: str
-    rescored: bool
-    why: str = ""
-
-    def to_dict(self) -> dict:
-        return {"task": self.task, "rescored": self.rescored, "why": self.why}
+Check = RescoreCheck  # how the run directories of one task were checked (the model of compare/regress JSON)
 
 
 def _data_hint(recorded: Sequence[str]) -> str:
@@ -83,17 +74,17 @@ class Rescorer:
         from ..identity import identity_of
 
         if self.mode == "never":
-            return Check(task, False, "--rescore never")
+            return Check(task=task, rescored=False, why="--rescore never")
         ids = [identity_of(d, r) for d, r in dirs]
         data, why = self._local_data(ids) if ids[0].local else self._named_data(ids)
         if data is None:
             if self.mode == "always":
                 raise ConfigError(f"rescore is 'always', but task {task} cannot be re-scored here: {why}; make its "
                                   "data available, or set rescore to 'auto' to check it for consistency only.")
-            return Check(task, False, why)
+            return Check(task=task, rescored=False, why=why)
         for (directory, res), ident in zip(dirs, ids):
             self._rescore(directory, res, ident, data, measures, task)
-        return Check(task, True)
+        return Check(task=task, rescored=True, why="")
 
     def unused_data(self) -> list[str]:
         """The ``--data`` entries whose content no run directory checked so far was made on."""

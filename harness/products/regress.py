@@ -44,7 +44,7 @@ from pydantic import Field, field_validator
 
 from ..contract import Options
 from ..errors import GapbenchError, OptionsError, RegressionInputError
-from ..schemas.comparison import RegressReport, RegressRow, RescoreCheck
+from ..schemas.comparison import RegressReport, RegressRow
 
 # the names the report had before it was the schema's model
 RegressionReport = RegressReport
@@ -235,7 +235,7 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
         raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
     # Last, as the costly step: every input that is wrong on its face is reported without reading a run file.
     rescorer = Rescorer(options.rescore, data)
-    checks = tuple(RescoreCheck(**rescorer.check(labels[t], [base_dirs[t], cand_dirs[t]], [measure]).to_dict())
+    checks = tuple(rescorer.check(labels[t], [base_dirs[t], cand_dirs[t]], [measure])
                    for t in base)
     try:
         unused_data(rescorer)

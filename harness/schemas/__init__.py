@@ -40,7 +40,7 @@ from .base import (AdapterFingerprint, AdapterName, FIELDS, FINGERPRINT, ISO_DAT
 from .run import (TaskInfo, RetrieverInfo, RerankerInfo, RayInfo, RunManifest, RunResults)
 from .submission import (SubmissionModelRef, SubmissionAdapter, SubmissionTask, Submission, Fingerprints,
                          ScoresManifest, TaskScores, Scores)
-from .comparison import (RescoreCheck, PairTest, Comparison, RegressRow, RegressReport)
+from .comparison import (RescoreCheck, PairValues, PairTest, Comparison, RegressRow, RegressReport)
 from .gap import (Value, NamedValue, Spread, PoolScalingRow, AnswerCounts, Answers, VerifierAnswers, OtherQrels,
                   RetrieverLLM, RetrieverEntry, VerifierInfo, VerifierSeeds, GapMeta, GapReport)
 from .signals import (CalibratedRetriever, AvailableSignal, UnavailableSignal, EscalationRates, GateSplit, Gate,

@@ -48,7 +48,12 @@ def rescore_summary(checks: Iterable[Any]) -> list[str]:
     return lines
 
 
-class PairTest(Model):
+class PairValues(Model):
+    """The paired tests of system ``a`` against ``b`` on one measure: ``delta`` = mean(a) - mean(b), the two-sided
+    randomization and t-test p-values, and both Holm-adjusted over the pairs of that measure."""
+
+    model_config = ConfigDict(frozen=True)
+
     measure: str
     a: str
     b: str
@@ -59,14 +64,25 @@ class PairTest(Model):
     p_ttest_holm: Number
 
 
+class PairTest(PairValues):
+    __doc__ = PairValues.__doc__
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        """Whether the Holm-adjusted randomization p is below ``alpha``."""
+        return self.p_randomization_holm < alpha
+
+
 class Comparison(Model):
-    """``gapbench compare --json``: means, CIs and Holm-corrected paired tests."""
+    """``gapbench compare --json``: means, CIs and Holm-corrected paired tests.
+
+    :func:`gapbench.compare` returns it (as :class:`gapbench.evaluation.comparison.Comparison`, which adds the
+    per-query results it was computed from and its table)."""
 
     systems: list[RunResults]
-    tests: list[PairTest]
+    tests: Items[PairTest]
     alpha: Number
     correction: Literal["holm"]
-    checks: list[RescoreCheck]
+    checks: Items[RescoreCheck]
 
 
 class RegressRow(Model):

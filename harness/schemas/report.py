@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from .base import Model, Number
-from .comparison import PairTest
+from .comparison import PairValues
 from .run import RunResults
 
 
@@ -24,7 +24,7 @@ class ReportSystem(RunResults):
     run_dir: str
 
 
-class ReportTest(PairTest):
+class ReportTest(PairValues):
     """A Holm-corrected paired test between two systems, and whether it is significant at the report's alpha."""
 
     significant: bool
