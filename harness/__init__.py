@@ -44,6 +44,8 @@ _API = {
     "regress": "gapbench.products.from_memory",
     "Report": "gapbench.products.report",
     "RegressionReport": "gapbench.products.regress",
+    "RegressOptions": "gapbench.products.regress",
+    "LeaderboardOptions": "gapbench.products.leaderboard",
     # analyses: each verb takes its options object (docs/python-api.md)
     "gap": "gapbench.analyses.api",
     "GapOptions": "gapbench.analyses.gap",

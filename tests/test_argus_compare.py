@@ -41,9 +41,6 @@ def beir_folder(root, docs=DOCS, queries=QUERIES, qrels=QRELS):
 
 @pytest.fixture(scope="module")
 def argus_cli():
-    from gapbench.cli.argus_compare import register
-
-    register(cli.app)
     return cli.main
 
 

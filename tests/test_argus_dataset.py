@@ -200,10 +200,7 @@ def test_bad_paragraphs_and_names(tmp_path, kb):
 
 
 def test_cli_build(tmp_path, kb):
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     dump = _write(tmp_path / "latest-all.json.gz", json_dump_text())
     assert main(["argus", "dataset", "build", "--wikidata", str(dump), "--paragraphs", str(kb), "--out",
                  str(tmp_path / "out"), "--candidates", "3"]) == 0

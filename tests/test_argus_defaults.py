@@ -40,9 +40,6 @@ def wknow120(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cli():
-    from gapbench.cli.argus_compare import register
-
-    register(gapbench.cli.app)
     return main
 
 

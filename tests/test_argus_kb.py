@@ -57,10 +57,7 @@ def _parquet(path: Path, rows: dict = PARQUET_ROWS, batch: int = 2) -> Path:
 
 @pytest.fixture(scope="module")
 def cli():
-    from gapbench.cli import app, main
-    from gapbench.cli.argus import register
-
-    register(app)
+    from gapbench.cli import main
     return main
 
 

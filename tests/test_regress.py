@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import gapbench
-from gapbench.cli import app, main
+from gapbench.cli import main
 from gapbench.evaluation.comparison import compare_run_dirs
 from gapbench.identity import identity_of
 from gapbench.errors import DataFormatError, OptionsError
@@ -25,13 +25,6 @@ from gapbench.store import load_manifest, load_results, load_run, save_run_dir, 
 from gapbench.types import Run
 
 TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/arithmetic")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cli():
-    from gapbench.cli.board import register
-
-    register(app)
 
 
 @pytest.fixture(scope="module")

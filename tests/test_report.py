@@ -22,10 +22,7 @@ GAP_QUERIES = 8
 
 def _cli():
     import gapbench.cli as cli
-    from gapbench.cli.report import register
 
-    if not any(c.name == "report" for c in cli.app.registered_commands):
-        register(cli.app)
     return cli.main
 
 

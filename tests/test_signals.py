@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import gapbench.cli as cli
 from gapbench.cli import main
 from gapbench.errors import ConfigError, DataFormatError, GapbenchError
 from gapbench.formats import write_beir_folder
@@ -21,15 +20,6 @@ from gapbench.analyses.signals import (
 )
 from gapbench.task import get_task
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _commands():
-    names = {c.name for c in cli.app.registered_commands}
-    if "signals" not in names:
-        from gapbench.cli.signals import register
-
-        register(cli.app)
 
 
 # ------------------------------------------------------------------ per-query signals
