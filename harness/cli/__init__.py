@@ -18,6 +18,7 @@ import typer
 from .. import stopping
 from ..errors import GapbenchError
 from ..extras import missing_dependency
+from . import llm_options as cli_llm
 from .common import one_line
 
 app = typer.Typer(
@@ -313,7 +314,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
         return _interrupted(signal.SIGINT)
     except GapbenchError as exc:
-        _say(f"gapbench: error: {one_line(exc)}")
+        _say(f"gapbench: error: {one_line(cli_llm.as_flags(str(exc)))}")
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -43,6 +43,9 @@ def load_audit_data(entities: Optional[Path], relations: Optional[Path], relatio
     """The shipped slice, a user's export given as entities + relations JSONL files, or a built dataset folder."""
     from ..analyses.argus.audit import load_jsonl, load_shipped
 
+    if relation_mode not in ("directed", "undirected"):
+        raise ConfigError(f"--relation-mode must be directed or undirected, got {relation_mode!r:.40}.")
+
     if dataset is not None:
         if entities is not None or relations is not None:
             raise ConfigError("give either --dataset DIR or --entities with --relations (or neither: the shipped "

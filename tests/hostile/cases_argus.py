@@ -144,7 +144,7 @@ CASES = [
     audit("audit-relation-mode", ("--relation-mode", "sideways"), extra=("--relation-mode", "sideways")),
     audit("probe-tau-two", ("--tau", "2"), command="probe", extra=("--tau", "2", "--families", "ridge")),
     sweep("sweep-n-not-integers", "4,abc", "1", ("--n", "4,abc")),
-    sweep("sweep-k-zero", "4", "0,1", ("--k", ">= 1")),
+    sweep("sweep-k-zero", "4", "0,1", ("--k", "at least 1")),
     # ---- dataset folders
     dataset("dataset-no-manifest", (f"{DS}/argus_dataset.json", "argus dataset build"), manifest=None),
     dataset("dataset-other-kind", (f"{DS}/argus_dataset.json", "argus_audit"),
