@@ -48,3 +48,19 @@ def connections():
         yield _CONNECTS
     finally:
         _CONNECTS = None
+
+
+_SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+
+
+def slow_node_ids() -> set[str]:
+    """The node ids of tests/slow_tests.txt: tests measured at 0.8 s or more, left out of the fast loop."""
+    with open(_SLOW_LIST, encoding="utf-8") as fh:
+        return {line.strip() for line in fh if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    listed = slow_node_ids()
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)
