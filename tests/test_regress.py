@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import gapbench
+from planted import hit_queries, sink_relevant
 from gapbench.cli import main
 from gapbench.evaluation.comparison import compare_run_dirs
 from gapbench.identity import identity_of
@@ -38,13 +39,8 @@ def sets(tmp_path_factory):
     planted = root / "planted"
     shutil.copytree(root / "baseline", planted)
     run, data = load_run(src), gapbench.get_task(TASKS[0]).load()
-    hit = [q for q in run if any(data.qrels[q].get(d, 0) > 0 for d, _ in run[q][:10])]
-    damaged = set(hit[::3])
-    new = {}
-    for q, ranking in run.items():
-        low = ranking[-1][1]
-        new[q] = {d: (low - 1.0 if q in damaged and data.qrels[q].get(d, 0) > 0 else s) for d, s in ranking}
-    new_run = Run(new, run.name)
+    damaged = set(hit_queries(run, data.qrels)[::3])
+    new_run = sink_relevant(run, data.qrels, damaged)
     res = evaluate(new_run, data.qrels, gapbench.get_task(TASKS[0]).measures, task=TASKS[0])
     save_run_dir(planted / TASKS[0].replace("/", "__"), new_run, res, load_manifest(src))
     return {"root": root, "baseline": root / "baseline", "k1": root / "k1", "planted": planted, "damaged": damaged}
