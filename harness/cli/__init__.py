@@ -18,8 +18,7 @@ import typer
 from .. import stopping
 from ..errors import GapbenchError
 from ..extras import missing_dependency
-from . import llm_options as cli_llm
-from .common import one_line
+from .common import as_flags, one_line
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
@@ -314,7 +313,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
         return _interrupted(signal.SIGINT)
     except GapbenchError as exc:
-        _say(f"gapbench: error: {one_line(cli_llm.as_flags(str(exc)))}")
+        _say(f"gapbench: error: {one_line(as_flags(str(exc)))}")
         return 2
     except typer.Exit as exc:
         return exc.exit_code

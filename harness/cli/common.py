@@ -18,6 +18,22 @@ def one_line(message: str) -> str:
     return str(message).translate(_UNPRINTABLE)
 
 
+# how the library names a setting in its messages -> the flag a command-line user gives (in order: the longer first)
+_LIBRARY_WORDS = ((re.compile(re.escape("the base URL (base_url, or $OPENAI_BASE_URL)")),
+                   "--llm-base-url (or $OPENAI_BASE_URL)"),
+                  (re.compile(re.escape("(base_url, or $OPENAI_BASE_URL")), "(--llm-base-url, or $OPENAI_BASE_URL"),
+                  (re.compile(r"\bray=ADDRESS\b"), "--ray"),
+                  (re.compile(r"\bray="), "--ray "))
+
+
+def as_flags(message: str) -> str:
+    """A library error worded for the command line: a setting named as the Python API calls it (``base_url`` of the
+    LLM endpoint, ``ray=``) becomes the flag that sets it (``--llm-base-url``, ``--ray``)."""
+    for library, flag in _LIBRARY_WORDS:
+        message = library.sub(flag, message)
+    return message
+
+
 def fail(message: str) -> None:
     typer.echo(f"gapbench: error: {one_line(message)}", err=True)
     raise typer.Exit(2)

@@ -18,19 +18,6 @@ EXTRA = typer.Option(None, "--llm-extra", help="Another request field, key=value
                      "e.g. reasoning_effort=low.")
 
 
-# how the LLM library names the endpoint setting in its messages -> the flag a command line user gives
-_LIBRARY_WORDS = (("the base URL (base_url, or $OPENAI_BASE_URL)", "--llm-base-url (or $OPENAI_BASE_URL)"),
-                  ("(base_url, or $OPENAI_BASE_URL", "(--llm-base-url, or $OPENAI_BASE_URL"))
-
-
-def as_flags(message: str) -> str:
-    """A library error about the LLM endpoint, worded for the command line: the setting ``base_url`` (as the Python
-    API calls it) becomes the flag ``--llm-base-url``."""
-    for library, flag in _LIBRARY_WORDS:
-        message = message.replace(library, flag)
-    return message
-
-
 @contextmanager
 def llm_settings(temperature: Optional[float], top_p: Optional[float], max_tokens: Optional[int], seed: Optional[int],
                  stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:

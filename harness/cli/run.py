@@ -64,8 +64,7 @@ def run_cmd(
     budget = parse_budget(memory_budget) if memory_budget is not None else None
     not_empty(ray=ray)
     if ray is not None:
-        with _replace_refused():  # a bad address is a usage error before any work, not after the corpus loads
-            distributed.address_kind(ray)
+        distributed.address_kind(ray)  # a bad address is a usage error before any work, not after the corpus loads
     wanted = measure_list(measures)
     suite = is_suite(task)
     check_output(output, run_dir=not suite)
@@ -96,16 +95,10 @@ def run_cmd(
 
 @contextmanager
 def _replace_refused() -> Iterator[None]:
-    """A run directory of another task or retriever in the way, named with this command's fix; the Ray address,
-    which the library calls ``ray=``, named as the flag ``--ray``."""
-    from ..errors import GapbenchError
+    """A run directory of another task or retriever in the way, named with this command's fix."""
     from ..store import RunDirInUse
 
     try:
         yield
     except RunDirInUse as exc:
         fail(f"{exc.what}; give another --output folder, or add --overwrite to replace it.")
-    except GapbenchError as exc:
-        if "ray=" not in str(exc):
-            raise
-        fail(str(exc).replace("ray=ADDRESS", "--ray").replace("ray=", "--ray "))
