@@ -118,3 +118,15 @@ def _flag_messages() -> list[str]:
 def test_library_errors_name_settings_not_flags():
     found = _flag_messages()
     assert not found, "library errors worded as CLI flags:\n" + "\n".join(found)
+
+
+def test_the_command_line_imports_no_options_class_at_start_up():
+    """Flags name their options as "module:Class": `gapbench --help` and shell completion stay light."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gapbench.cli; print(sorted(m for m in sys.modules if m.startswith(('gapbench.analyses', "
+            "'gapbench.products', 'numpy'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -12,7 +12,6 @@ from typing import List, Optional
 
 import typer
 
-from ..products.regress import RegressOptions
 from .contract import Flags
 
 
@@ -114,7 +113,7 @@ def board_export_trec(
 
 
 # the gate's settings are RegressOptions' fields; the result sets, the data and the report paths are inputs
-REGRESS = Flags("regress", RegressOptions, cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
+REGRESS = Flags("regress", "gapbench.products.regress:RegressOptions", cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
 
 
 def regress_cmd(
