@@ -31,17 +31,12 @@ from typing import IO, Callable, Container, Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError
 from .files import atomic_writer
-from .types import (
-    MAX_GRADE, MAX_ID_LENGTH, Qrels, Run, id_problem, ids_clean,
-    show_id,
-)
-
-
-from .textio import MAX_TREC_LINE_BYTES, PathLike, text_lines
 from .jsonio import write_jsonl
+from .textio import MAX_TREC_LINE_BYTES, PathLike, text_lines
+from .types import MAX_GRADE, MAX_ID_LENGTH, Qrels, Run, id_problem, ids_clean, show_id
 
 # what this module was before text and JSON files got their own modules: every name stays importable from here
-from .errors import StrictJSONError  # noqa: F401,E402
+from .errors import StrictJSONError  # noqa: F401
 from .jsonio import (collect_records, corpus_records, parse_json_strict, read_jsonl,  # noqa: F401
                      read_jsonl_queries)
 from .textio import GZIP_MAGIC, MAX_JSONL_LINE_BYTES, open_binary, open_text  # noqa: F401

@@ -10,12 +10,8 @@ from typing import Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError, StrictJSONError
 from .files import atomic_writer
-from .types import (
-    Queries, Query, id_problem, show_id,
-)
-
-
 from .textio import PathLike, text_lines
+from .types import Queries, Query, id_problem, show_id
 
 
 # ---------------------------------------------------------------- strict JSON documents

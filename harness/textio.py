@@ -14,9 +14,7 @@ from typing import IO, Iterator
 
 from .errors import DataFormatError
 from .files import GZIP_LEVEL
-from .types import (
-    describe_char,
-)
+from .types import describe_char
 
 PathLike = str | os.PathLike
 
