@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import ConfigError, GapbenchError
+from ..errors import ConfigError, GapbenchError, UnknownIdError
 from ..options import Range, parse_float, parse_int
 from . import trec_names
 from .stats import bootstrap_cis
@@ -23,6 +23,8 @@ from ..types import Qrels, Run, clean_scores
 from ..tables import Table
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
+# What a measure without a cut-off (AP, Rprec, nDCG) reads by convention: trec_eval's runs hold 1,000 per query.
+CONVENTIONAL_DEPTH = 1000
 
 # A cut-off deeper than any ranking changes nothing but P@k's denominator; the bound keeps every backend's integers
 # (C longs in trec_eval) exact. Leave the cut-off out to evaluate the whole ranking.
@@ -64,7 +66,7 @@ def split_measures(text: str) -> list[str]:
         else:
             current.append(ch)
     parts.append("".join(current))
-    return [p for p in parts if p]
+    return trec_names.join_lists([p for p in parts if p])  # trec_eval's -m P.5,10: P at 5 and at 10
 
 
 def parse_measures(measures: str | Iterable[str] | None) -> list:
@@ -259,6 +261,7 @@ class Results:
     n_resamples: int = 1000
     seed: int = 0
     stored_ci: Mapping[str, tuple[float, float]] | None = field(default=None, repr=False)
+    notes: tuple[str, ...] = ()  # what changes the numbers' meaning: measures deeper than the run (depth_notes)
 
     @functools.cached_property
     def ci(self) -> Mapping[str, tuple[float, float]]:
@@ -299,6 +302,7 @@ class Results:
             "n_unjudged": self.n_unjudged,
             "measures": {m: self.means[m] for m in self.measures},
             "ci95": {m: list(self.ci[m]) for m in self.measures},
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def to_frame(self):
@@ -324,7 +328,8 @@ class Results:
         if self.n_unjudged:
             notes.append(f"{self.n_unjudged} run queries without judgements ignored")
         table = format_table(["measure", "mean", "95% CI"], rows)
-        return head + ("\n(" + "; ".join(notes) + ")" if notes else "") + "\n" + table
+        said = "".join(f"\nnote: {n}." for n in self.notes)
+        return head + ("\n(" + "; ".join(notes) + ")" if notes else "") + "\n" + table + said
 
     def _repr_html_(self) -> str:
         return self.to_frame().describe().T[["mean"]]._repr_html_()
@@ -394,14 +399,20 @@ def evaluate(
     task: str = "",
     n_resamples: int = 1000,
     seed: int = 0,
+    depth: int | None = None,
 ) -> Results:
-    """Evaluate a run against qrels. Confidence intervals are computed when first read.
+    """Evaluate a run against qrels. Confidence intervals are computed when first read. ``depth``: the k the run was
+    cut at, where known; a measure that reads deeper is named in :attr:`Results.notes` (:func:`depth_notes`).
 
     >>> evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}}, ["RR@10"]).means["RR@10"]
     0.5
+
+    A run none of whose queries is judged (a run of another collection, or other query ids) is refused with an
+    :class:`~gapbench.errors.UnknownIdError`: every mean would be a 0 that says nothing.
     """
     qrels = _as_qrels(qrels)
     parsed, names = _distinct_measures(measures)
+    notes = tuple(_depth_notes(parsed, names, depth)) if depth is not None else ()
     depth = _read_depth(parsed)
     if depth is not None and isinstance(run, Run):
         run = run.top(depth)  # a Run is in trec_eval's order, so its top `depth` is what every measure reads
@@ -409,6 +420,11 @@ def evaluate(
     positive = qrels.positive_queries()
     if not positive:
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
+    if scores and not any(q in qrels for q in scores):
+        raise UnknownIdError(
+            f"none of the run's {len(scores)} queries is judged: the qrels judge {len(qrels)} other queries (the run "
+            f"has {_examples(scores)}, the qrels {_examples(qrels)}); the run and the qrels are of different "
+            "collections or name their queries differently; give the qrels of the run's task.")
     judged = qrels.judgements(positive)
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
     found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}
@@ -425,7 +441,43 @@ def evaluate(
         task=task,
         n_resamples=n_resamples,
         seed=seed,
+        notes=notes,
     )
+
+
+def _examples(ids: Iterable[str]) -> str:
+    """``'q1', 'q2', ...``: the first query ids, sorted, for a message."""
+    first = sorted(ids)[:3]
+    return ", ".join(repr(q) for q in first) + (", ..." if len(set(ids)) > 3 else "")
+
+
+def depth_notes(measures: str | Iterable[str] | None, k: int, rerun: str = "k=") -> list[str]:
+    """One note per measure that reads deeper than a run cut at ``k`` results per query: a cut-off above ``k``
+    (R@100 with k=5), or no cut-off at all (AP, Rprec: the whole ranking) with ``k`` below trec_eval's conventional
+    1,000. ``rerun`` words the fix: ``k=`` for Python, ``--k `` for the command line.
+
+    >>> depth_notes(["nDCG@10", "R@100"], 5)  # doctest: +SKIP
+    ['nDCG@10 looks at 10 results but the run kept k=5: rerun with k=10 or drop nDCG@10', ...]
+    """
+    parsed, names = _distinct_measures(measures)
+    return _depth_notes(parsed, names, k, rerun)
+
+
+def _depth_notes(parsed: Sequence, names: Sequence[str], k: int, rerun: str = "k=") -> list[str]:
+    notes = []
+    for measure, name in zip(parsed, names):
+        if measure.NAME in ("NumQ", "NumRel"):  # counts of the judgements, whatever the run holds
+            continue
+        params = getattr(measure, "params", None) or {}
+        cutoff = params.get("cutoff")
+        if cutoff is not None and not params.get("judged_only"):
+            if cutoff > k:
+                notes.append(f"{name} looks at {cutoff} results but the run kept k={k}: rerun with {rerun}{cutoff} "
+                             f"or drop {name}")
+        elif k < CONVENTIONAL_DEPTH:
+            notes.append(f"{name} looks at the whole ranking ({CONVENTIONAL_DEPTH} results by trec_eval's convention) "
+                         f"but the run kept k={k}: rerun with {rerun}{CONVENTIONAL_DEPTH} or drop {name}")
+    return notes
 
 
 def _read_depth(parsed: Sequence) -> int | None:

@@ -73,7 +73,7 @@ def from_trec(text: str) -> str | None:
                             f"gapbench does not compute it; its trec_eval measures are {', '.join(NAMES)}")
     found = _BY_NAME.get(family) if m else None
     if found is None:
-        return None
+        return _ir_case(text)
     param = m.group("param")
     name, template, takes = found
     if takes and param is None:
@@ -90,6 +90,45 @@ def from_trec(text: str) -> str | None:
     else:
         param = repr(float(param))
     return template.format(param)
+
+
+_IR_NAME = re.compile(r"^(?P<name>[^\W\d]\w*)(?P<rest>(?:\(.*\))?(?:@.*)?)$", re.DOTALL)
+
+
+def _ir_case(text: str) -> str | None:
+    """``text`` with its measure name spelt as ir-measures spells it, when the name differs from one of ir-measures'
+    names in case only and from no other (``ndcg@10`` -> ``nDCG@10``, ``rr`` -> ``RR``), else None: a name that
+    stays unambiguous is read whatever its case, as trec_eval's names are."""
+    import ir_measures
+
+    m = _IR_NAME.match(text)
+    if m is None:
+        return None
+    registry = ir_measures.measures.registry
+    if m.group("name") in registry:
+        return None
+    same = [n for n in registry if n.casefold() == m.group("name").casefold()]
+    return same[0] + m.group("rest") if len(same) == 1 else None
+
+
+_NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")
+
+
+def join_lists(parts: Sequence[str]) -> list[str]:
+    """trec_eval's list form read as trec_eval reads it: ``-m P.5,10`` is P at 5 and at 10, so a bare number after a
+    trec_eval measure with a parameter is another parameter of that measure (``["P.5", "10"]`` -> ``["P.5",
+    "P.10"]``). Anything else is left as it is (a bare number alone is then refused as no measure)."""
+    out: list[str] = []
+    family: str | None = None
+    for part in parts:
+        if family is not None and _NUMBER.match(part):
+            out.append(f"{family}.{part}")
+            continue
+        out.append(part)
+        m = _PARAM.match(part)
+        found = _BY_NAME.get(m.group("name").casefold()) if m and m.group("param") is not None else None
+        family = found[0] if found is not None and found[2] else None
+    return out
 
 
 def to_trec(measure: str) -> str | None:
