@@ -1,0 +1,101 @@
+"""``gapbench reproduce``: the field's published numbers, re-run and graded OK / OKish / FAIL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .contract import Flags
+
+
+def _data(items: list[str]) -> dict[str, str]:
+    """``["beir/scifact=DIR", ...]`` as ``{"beir/scifact": "DIR"}``; a malformed item ends the command."""
+    from .common import fail
+
+    out: dict[str, str] = {}
+    for item in items:
+        task, sep, folder = item.partition("=")
+        if not sep or not task.strip() or not folder.strip():
+            fail(f"--data {item!r} is not TASK=DIR; give e.g. --data beir/scifact=/data/scifact or --data "
+                 "beir=/data/beir (the folder holding the unzipped sets).")
+        out[task.strip()] = folder.strip()
+    return out
+
+
+REPRODUCE = Flags("reproduce", "gapbench.products.reproduce:ReproduceOptions", cli_only={"list_rows", "as_json"},
+                  parse={"data": _data})
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``reproduce`` command to ``app``."""
+    app.command("reproduce")(reproduce_cmd)
+
+
+def reproduce_cmd(
+    ctx: typer.Context,
+    list_rows: bool = typer.Option(False, "--list", help="List the rows and whether each one's data is on this "
+                                   "machine; run nothing."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Rows whose id or task matches this glob "
+                                             "(impliret/*); repeatable."),
+    offline: bool = typer.Option(False, "--offline", help="Run only the rows whose data is on this machine."),
+    data: Optional[List[str]] = typer.Option(None, "--data", help="TASK=DIR: a local copy of a task's data "
+                                             "(beir/scifact=DIR, or beir=DIR for the folder of unzipped sets); "
+                                             "repeatable."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write matrix.json, matrix.md, matrix.html "
+                                          "and the runs (runs/) here."),
+    matrix: Optional[Path] = typer.Option(None, "--matrix", help="Another matrix file (TOML, [[row]] tables); "
+                                          "default: the one gapbench ships."),
+    as_json: bool = typer.Option(False, "--json", help="Print matrix.json's content."),
+) -> None:
+    """Re-run published results (BEIR, BRIGHT, ImpliRet, RAR-b, OBLIQ-Bench) and grade each: OK within its
+    tolerance, OKish within twice it, FAIL beyond. Exit 1 on any FAIL, 2 on bad input."""
+    import json
+
+    from .common import check_output
+
+    check_output(output, run_dir=False)
+    params = {**ctx.params, "only": only or [], "data": data or []}
+    options = REPRODUCE.build(params)
+    if list_rows:
+        from ..products.reproduce import listing
+
+        rows = listing(options)
+        if as_json:
+            typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+            return
+        _print_listing(rows)
+        return
+    from ..products.reproduce import reproduce
+    from ..products.reproduce_render import markdown_table
+
+    def progress(i: int, n: int, row) -> None:
+        shown = "" if row.measured is None else f" {row.measured:.4f} vs {row.published:.4f} published"
+        how = " (cached)" if row.cached else ""
+        typer.echo(f"gapbench: reproduce [{i}/{n}] {row.id}: {row.grade}{shown}{how}", err=True)
+
+    report = reproduce(options, on_row=progress)
+    if as_json:
+        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        c = report.counts
+        typer.echo(markdown_table(report.rows, notes=False))
+        typer.echo(f"\n{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not run.")
+        if output is not None:
+            typer.echo(f"matrix: {output / 'matrix.json'}, {output / 'matrix.md'}, {output / 'matrix.html'}")
+    if report.counts.FAIL:
+        raise typer.Exit(1)
+
+
+def _print_listing(rows) -> None:
+    from ..tables import Table
+
+    table = Table(["row", "retriever", "measure", "published", "data here"],
+                  [[r.id, r.retriever, r.measure, f"{r.published:.4f}", "yes" if r.data_here else "no"]
+                   for r in rows])
+    typer.echo(str(table))
+    families = sorted({r.task.split("/", 1)[0] for r in rows})
+    here = sum(r.data_here for r in rows)
+    typer.echo(f"\n{len(rows)} rows over {', '.join(families)}; {here} with their data on this machine "
+               "(--data TASK=DIR gives a local copy of the others).")

@@ -1,0 +1,180 @@
+"""The reproduction matrix as Markdown and as one self-contained HTML page, and the reference-row fragments a
+leaderboard shows beside its submissions."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Iterable
+
+from ..schemas.reproduce import MatrixRow, ReproduceReport
+
+_COLOURS = {"OK": "#1a7f37", "OKish": "#9a6700", "FAIL": "#cf222e", "not run": "#57606a"}
+
+
+def _value(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def _delta(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.4f}"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
+    """One line per row: id, retriever, measure, published, gapbench, delta, tolerance, grade (and the note)."""
+    head = ["row", "retriever", "measure", "published", "gapbench", "delta", "tolerance", "grade"]
+    head += ["note"] if notes else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [f"`{r.id}`", f"`{r.retriever}`" + (f" >> `{r.reranker}`" if r.reranker else ""), r.measure,
+                 f"{r.published:.4f}", _value(r.measured), _delta(r.delta), f"{r.tolerance:g}", r.grade]
+        cells += [_md_cell(r.note)] if notes else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def sources_list(rows: Iterable[MatrixRow]) -> str:
+    """Each row's source, one bullet per row."""
+    return "\n".join(f"- `{r.id}`: {_md_cell(r.source)}" for r in rows)
+
+
+def to_markdown(report: ReproduceReport) -> str:
+    c = report.counts
+    return (f"# gapbench reproduce\n\n{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, "
+            f"{c.not_run} not run (data not on this machine). OK: |delta| <= tolerance; OKish: up to twice it; "
+            f"FAIL: beyond.\n\n{markdown_table(report.rows)}\n\n## Sources\n\n{sources_list(report.rows)}\n")
+
+
+def _row_html(r: MatrixRow, *, notes: bool) -> str:
+    e = html.escape
+    colour = _COLOURS[r.grade]
+    cells = [f"<code>{e(r.id)}</code>", f"<code>{e(r.retriever)}</code>", e(r.measure), f"{r.published:.4f}",
+             _value(r.measured), _delta(r.delta), f"{r.tolerance:g}",
+             f'<span class="grade" style="background:{colour}">{e(r.grade)}</span>']
+    if notes:
+        cells.append(f'<details><summary>source</summary>{e(r.source)}'
+                     + (f"<br><em>{e(r.note)}</em>" if r.note else "") + (f"<br>{e(r.why)}" if r.why else "")
+                     + "</details>")
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def html_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
+    head = ["row", "retriever", "measure", "published", "gapbench", "delta", "tolerance", "grade"]
+    head += ["source and note"] if notes else []
+    body = "\n".join(_row_html(r, notes=notes) for r in rows)
+    return ('<table class="gb-repro"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+            + f"</tr></thead><tbody>\n{body}\n</tbody></table>")
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem;
+color:#1f2328}
+h1{font-size:1.5rem} p.lead{color:#57606a}
+table.gb-repro{border-collapse:collapse;width:100%;font-size:.85rem}
+table.gb-repro th,table.gb-repro td{border-bottom:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;
+vertical-align:top}
+table.gb-repro td:nth-child(n+4):nth-child(-n+7){text-align:right;font-variant-numeric:tabular-nums}
+table.gb-repro th{background:#f6f8fa;position:sticky;top:0}
+span.grade{color:#fff;border-radius:4px;padding:0 .4rem;font-weight:600;white-space:nowrap}
+details summary{cursor:pointer;color:#0969da} code{font-size:.8rem}
+"""
+
+
+def to_html(report: ReproduceReport) -> str:
+    """One page, no outside file or script: the counts and the graded matrix."""
+    c = report.counts
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>gapbench reproduce</title><style>{_STYLE}</style></head><body>"
+            f"<h1>gapbench reproduce: published numbers, re-run</h1>"
+            f"<p class=\"lead\">{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not "
+            f"run. OK: |delta| &le; tolerance; OKish: up to twice it; FAIL: beyond. gapbench "
+            f"{html.escape(report.gapbench_version)}, {html.escape(report.date)}.</p>"
+            f"{html_table(report.rows)}</body></html>\n")
+
+
+def write_matrix(report: ReproduceReport, folder: Path) -> Path:
+    """matrix.json, matrix.md and matrix.html in ``folder``, each written atomically."""
+    from ..files import output_folder, write_text_atomic
+
+    folder = output_folder(folder)
+    write_text_atomic(folder / "matrix.json", json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
+    write_text_atomic(folder / "matrix.md", to_markdown(report))
+    write_text_atomic(folder / "matrix.html", to_html(report))
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------------- leaderboards
+
+def reference_markdown(rows: Iterable[MatrixRow]) -> str:
+    """The reference rows of a board, as a Markdown section (empty when there are none)."""
+    rows = list(rows)
+    if not rows:
+        return ""
+    return ("## Reference rows: the papers' baselines, reproduced\n\n"
+            "Published value beside gapbench's on the same data (`gapbench reproduce`).\n\n"
+            + markdown_table(rows, notes=False) + "\n")
+
+
+def reference_html(rows: Iterable[MatrixRow]) -> str:
+    """The reference rows of a board, as an HTML fragment (a heading and a table; empty when there are none)."""
+    rows = list(rows)
+    if not rows:
+        return ""
+    return ('<section class="gb-reference"><h2>Reference rows: the papers\' baselines, reproduced</h2>'
+            "<p>Published value beside gapbench's on the same data (<code>gapbench reproduce</code>).</p>"
+            + html_table(rows, notes=False) + "</section>")
+
+
+# ---------------------------------------------------------------------------------------------------- the docs page
+
+PAGE_START = "<!-- reproduce-matrix:start (generated from tasks/data/reproduce/matrix.toml; do not edit) -->"
+PAGE_END = "<!-- reproduce-matrix:end -->"
+
+
+def page_section(rows: Iterable[MatrixRow]) -> str:
+    """The generated part of docs/reproduce.md: the graded table (gapbench's value where the row was run here) and
+    every row's source and note. Machine-specific text (paths, dates) is left out, so the page is the same wherever
+    it is built."""
+    rows = list(rows)
+    runs = sum(r.measured is not None for r in rows)
+    lines = [PAGE_START, "",
+             f"{len(rows)} rows; {runs} measured from data that ships in the repository, the others show the "
+             "published value until their data is given with `--data`.", "",
+             markdown_table([r.model_copy(update={"grade": r.grade if r.measured is not None else "not run"})
+                             for r in rows], notes=False),
+             "", "### Sources and notes", ""]
+    for r in rows:
+        lines.append(f"- `{r.id}`: {_md_cell(r.source)}." + (f" *{_md_cell(r.note)}*" if r.note else ""))
+    lines += ["", PAGE_END]
+    return "\n".join(lines)
+
+
+def with_section(page: str, section: str) -> str:
+    """``page`` with its generated section replaced by ``section``."""
+    head, found, rest = page.partition(PAGE_START)
+    _, found_end, tail = rest.partition(PAGE_END)
+    if not found or not found_end:
+        raise ValueError(f"the page lacks the markers {PAGE_START!r} ... {PAGE_END!r}")
+    return head + section + tail
+
+
+def update_page(path: str | Path, runs_dir: str | Path | None = None) -> str:
+    """Rebuild the generated section of ``path`` (docs/reproduce.md): the rows whose data is on this machine are run
+    (or read back from ``runs_dir``), the others listed with their published value. Returns the new page text."""
+    from .reproduce import ReproduceOptions, listing, reproduce
+
+    options = ReproduceOptions(offline=True, output=Path(runs_dir) if runs_dir is not None else None)
+    measured = {r.id: r for r in reproduce(options).rows}
+    rows = [measured.get(r.id, r) for r in listing(ReproduceOptions())]
+    path = Path(path)
+    page = with_section(path.read_text(encoding="utf-8"), page_section(rows))
+    from ..files import write_text_if_changed
+
+    write_text_if_changed(path, page)
+    return page
