@@ -59,6 +59,7 @@ def _register_commands() -> None:
     from . import local_llm as cli_local_llm
     from . import obliq as cli_obliq
     from . import report as cli_report
+    from . import reproduce as cli_reproduce
     from . import run as cli_run
     from . import signals as cli_signals
     from . import submit as cli_submit
@@ -66,7 +67,8 @@ def _register_commands() -> None:
 
     # the order is the one `gapbench --help` lists
     for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_gap, cli_cache, cli_argus, cli_argus_compare,
-                   cli_board, cli_submit, cli_coverage, cli_local_llm, cli_obliq, cli_report, cli_signals):
+                   cli_board, cli_submit, cli_coverage, cli_local_llm, cli_obliq, cli_report, cli_signals,
+                   cli_reproduce):
         module.register(app)
 
 

@@ -58,6 +58,7 @@ from .argus_compare import (CompareConfig, LabelPriorMethod, AuditMethod, ProbeM
                             CompareDiagnosis, SynthesisCheck, ViewGrowth, VariantSeconds, CompareVariant, VariantDelta,
                             MaxRpsGroup, MaxRpsDelta, ArgusCompareTask, ArgusCompare)
 from .leaderboard import (BoardTest, BoardTaskScore, BoardEntry, Leaderboard)
+from .reproduce import (MatrixEntry, MatrixRow, ReproduceCounts, ReproduceReport)
 from .report import (ReportSystem, ReportTest, Distribution, WinTieLoss, PerQuery, ReportAnalysis, Ignored, ReportData)
 
 # ---------------------------------------------------------------- lookup, validation, export
@@ -68,17 +69,18 @@ SCHEMAS: dict[str, type[Model]] = {
     "run_results": RunResults, "compare": Comparison, "regress": RegressReport, "gap": GapReport,
     "signals": SignalsReport, "coverage": CoverageReport, "argus_audit": ArgusAudit, "argus_probe": ArgusProbe,
     "argus_compare": ArgusCompare, "argus_sweep": ArgusSweep, "argus_dataset": ArgusDataset,
-    "leaderboard": Leaderboard, "report": ReportData,
+    "leaderboard": Leaderboard, "report": ReportData, "reproduce": ReproduceReport,
 }
 _BY_KIND = {"submission_scores": "scores", "gap": "gap", "signals": "signals", "coverage": "coverage",
             "argus_audit": "argus_audit", "argus_probe": "argus_probe", "argus_compare": "argus_compare",
             "argus_sweep": "argus_sweep", "argus_dataset": "argus_dataset", "regress": "regress",
-            "leaderboard": "leaderboard", "report": "report"}
+            "leaderboard": "leaderboard", "report": "report", "reproduce": "reproduce"}
 _BY_FILE = {"submission.json": "submission", "scores.json": "scores", "manifest.json": "run_manifest",
             "results.json": "run_results", "regress.json": "regress", "gap.json": "gap", "signals.json": "signals",
             "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
             "argus_compare.json": "argus_compare", "sweep.json": "argus_sweep",
-            "argus_dataset.json": "argus_dataset", "leaderboard.json": "leaderboard", "report.json": "report"}
+            "argus_dataset.json": "argus_dataset", "leaderboard.json": "leaderboard", "report.json": "report",
+            "matrix.json": "reproduce"}
 
 
 def _where(loc: tuple) -> str:
