@@ -170,6 +170,7 @@ def test_beir_row_through_data_gives_what_gapbench_run_gives(tmp_path, capsys):
     code = main(["reproduce", "--only", "beir/scifact/bm25-flat", "--data", f"beir/scifact={folder}",
                  "-o", str(tmp_path / "out")])
     assert code == 1
+    capsys.readouterr()
     row = json.loads((tmp_path / "out" / "matrix.json").read_text())["rows"][0]
     assert row["measured"] == expected and row["data_here"] and row["grade"] == "FAIL"
     # the family form names the folder that holds the unzipped sets
@@ -236,5 +237,7 @@ def test_library_options_name_fields():
     with pytest.raises(OptionsError, match="data"):
         ReproduceOptions(data={"impliret": "."})
     assert matrix_path().name == "matrix.toml" and matrix_path().is_file()
-    with pytest.raises(Exception, match="matches no row"):
+    from gapbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"no row id or task of the matrix matches the pattern 'zzz' \(only\)"):
         reproduce(ReproduceOptions(only=["zzz"]))

@@ -45,7 +45,7 @@ def reproduce_cmd(
                                              "repeatable."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write matrix.json, matrix.md, matrix.html "
                                           "and the runs (runs/) here."),
-    matrix: Optional[Path] = typer.Option(None, "--matrix", help="Another matrix file (TOML, [[row]] tables); "
+    matrix: Optional[Path] = typer.Option(None, "--matrix", help="Another matrix file (TOML, one table per row); "
                                           "default: the one gapbench ships."),
     as_json: bool = typer.Option(False, "--json", help="Print matrix.json's content."),
 ) -> None:
@@ -94,7 +94,7 @@ def _print_listing(rows) -> None:
     table = Table(["row", "retriever", "measure", "published", "data here"],
                   [[r.id, r.retriever, r.measure, f"{r.published:.4f}", "yes" if r.data_here else "no"]
                    for r in rows])
-    typer.echo(str(table))
+    typer.echo(table.text())
     families = sorted({r.task.split("/", 1)[0] for r in rows})
     here = sum(r.data_here for r in rows)
     typer.echo(f"\n{len(rows)} rows over {', '.join(families)}; {here} with their data on this machine "

@@ -111,6 +111,13 @@ def write_matrix(report: ReproduceReport, folder: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------------- leaderboards
 
+# the table's rules, scoped to the fragment so that a board page's own style is left alone
+_FRAGMENT_STYLE = ("section.gb-reference table{border-collapse:collapse;font-size:.85rem}"
+                   "section.gb-reference th,section.gb-reference td{border-bottom:1px solid #d0d7de;"
+                   "padding:.3rem .5rem;text-align:left}"
+                   "section.gb-reference span.grade{color:#fff;border-radius:4px;padding:0 .4rem;font-weight:600}")
+
+
 def reference_markdown(rows: Iterable[MatrixRow]) -> str:
     """The reference rows of a board, as a Markdown section (empty when there are none)."""
     rows = list(rows)
@@ -126,7 +133,8 @@ def reference_html(rows: Iterable[MatrixRow]) -> str:
     rows = list(rows)
     if not rows:
         return ""
-    return ('<section class="gb-reference"><h2>Reference rows: the papers\' baselines, reproduced</h2>'
+    return (f'<section class="gb-reference"><style>{_FRAGMENT_STYLE}</style>'
+            '<h2>Reference rows: the papers\' baselines, reproduced</h2>'
             "<p>Published value beside gapbench's on the same data (<code>gapbench reproduce</code>).</p>"
             + html_table(rows, notes=False) + "</section>")
 
