@@ -50,6 +50,12 @@ def connections():
         _CONNECTS = None
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "model: computes through a model or a fit (MiniLM, ColBERT, spaCy, sklearn, xgboost), whose numbers "
+        "differ in the last bits between machines and thread counts; CI runs these again on one thread (.ci/run)")
+
+
 _SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
 
 
