@@ -108,8 +108,9 @@ def get_task(name: str) -> Task:
         return resolve_lazy("gapbench.tasks.irds:from_spec")(name)
     path = _as_path(name)
     if path is not None and path.is_dir():
-        # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically
-        return resolve_lazy(_FOLDER_TASK)(path)
+        # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically;
+        # a folder of SMART files (Cranfield, CACM) is told from a BEIR folder by its content
+        return resolve_lazy(_SMART_TASK)(path) or resolve_lazy(_FOLDER_TASK)(path)
     folder = _folder_with_options(name)
     if folder is not None:
         return build(resolve_lazy(_FOLDER_OPTIONS)(folder[0]), folder[1], f"BEIR folder {folder[0]}")
@@ -141,6 +142,7 @@ def get_task(name: str) -> Task:
 
 _FOLDER_TASK = "gapbench.tasks.local:beir_folder_task"
 _FOLDER_OPTIONS = "gapbench.tasks.local:folder_options"
+_SMART_TASK = "gapbench.tasks.smart:smart_folder_task"
 
 
 def _folder_with_options(name: str):
