@@ -16,9 +16,9 @@ import gapbench
 from planted import hit_queries, sink_relevant
 from gapbench.cli import main
 from gapbench.formats import read_trec_run
-from gapbench.products.leaderboard import (
-    LeaderboardOptions, build_board, build_boards, export_mteb, export_trec, mteb_metric_name,
-)
+from gapbench.products.exports import export_trec
+from gapbench.products.leaderboard import LeaderboardOptions, build_board, build_boards
+from gapbench.products.mteb_export import export_mteb, mteb_metric_name
 from gapbench.errors import OptionsError
 from gapbench.evaluation.stats import holm, randomization_test
 from gapbench.products.submissions import SubmissionError, load_scores, score_submission, write_submission
@@ -190,19 +190,22 @@ def test_incomplete_submission_gets_no_rank(board_root, tmp_path):
 def test_export_mteb(board_root, tmp_path):
     sub = board_root / SUITE / "submissions" / "bm25-lucene"
     assert main(["leaderboard", "export-mteb", str(sub), "--out", str(tmp_path / "results")]) == 0
-    folder = tmp_path / "results" / "org__lucene-model" / "rev1"
-    doc = json.loads((folder / "impliret__unispeaker__wknow.json").read_text())
+    # "rev1" is no commit: MTEB's folder for no revision; MTEB has no ImpliRet task, and the file name says so
+    folder = tmp_path / "results" / "org__lucene-model" / "no_revision_available"
+    doc = json.loads((folder / "NotInMTEB__impliret__unispeaker__wknow.json").read_text())
     scores = load_scores(sub)["tasks"][TASKS[0]]
-    assert set(doc) == {"dataset_revision", "task_name", "mteb_version", "scores", "evaluation_time", "kg_co2_emissions"}
-    assert doc["dataset_revision"] == gapbench.get_task(TASKS[0]).revision and doc["task_name"] == TASKS[0]
+    assert set(doc) == {"dataset_revision", "task_name", "mteb_version", "scores", "evaluation_time", "kg_co2_emissions",
+                        "date", "gapbench"}
+    assert doc["dataset_revision"] == gapbench.get_task(TASKS[0]).revision
+    assert doc["task_name"] == "NotInMTEB__impliret__unispeaker__wknow" and doc["gapbench"]["task"] == TASKS[0]
     entry = doc["scores"]["test"][0]
     assert entry["ndcg_at_10"] == scores["measures"]["nDCG@10"] == entry["main_score"]
     assert entry["recall_at_100"] == scores["measures"]["R@100"]
     assert entry["hf_subset"] == "default" and entry["languages"] == ["eng-Latn"]
     assert json.loads((folder / "model_meta.json").read_text())["name"] == "org/lucene-model"
-    # Lexical systems without a model go under the system name and MTEB's no_revision_available.
+    # Lexical systems without a model go under gapbench/<system> and MTEB's no_revision_available.
     out = export_mteb(board_root / SUITE / "submissions" / "bm25", tmp_path / "r2")
-    assert out[0].parent == tmp_path / "r2" / "bm25" / "no_revision_available"
+    assert out[0].parent == tmp_path / "r2" / "gapbench__bm25" / "no_revision_available"
     assert [mteb_metric_name(m) for m in ("nDCG@10", "R@100", "RR@10", "P@1", "AP", "RR")] == [
         "ndcg_at_10", "recall_at_100", "mrr_at_10", "precision_at_1", "map", "mrr"]
 
@@ -316,7 +319,7 @@ def test_export_mteb_refuses_model_names_that_leave_out(board_root, tmp_path, ca
 
 
 def test_export_paths_stay_under_out(board_root, tmp_path):
-    from gapbench.products.leaderboard import _out_path, _path_part
+    from gapbench.products.exports import _out_path, _path_part
     from gapbench.products.submissions import MODEL_NAME
 
     out = tmp_path / "out"
@@ -351,11 +354,14 @@ def test_build_refuses_a_linked_suite_folder(board_root, tmp_path, capsys):
     assert f"{root / SUITE}: is a symbolic link; boards are built only from real folders" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("alpha", ["nan", "0", "1", "-0.5", "inf"])
-def test_build_refuses_a_meaningless_alpha(board_root, capsys, alpha):
+@pytest.mark.parametrize("alpha, problem", [("nan", "a finite number"), ("0", "strictly between 0 and 1 (e.g. 0.05)"),
+                                            ("1", "strictly between 0 and 1 (e.g. 0.05)"),
+                                            ("-0.5", "strictly between 0 and 1 (e.g. 0.05)"),
+                                            ("inf", "a finite number")])
+def test_build_refuses_a_meaningless_alpha(board_root, capsys, alpha, problem):
+    # gapbench.contract.Alpha's words, the same in every options class with an alpha
     assert main(["leaderboard", "build", "--root", str(board_root), "--alpha", alpha]) == 2
-    assert (f"--alpha must be a significance level strictly between 0 and 1 (0.05 is usual), got {float(alpha)!r}."
-            in capsys.readouterr().err)
+    assert f"--alpha must be {problem}, got {float(alpha)!r}." in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag, value, message", [
@@ -372,8 +378,8 @@ def test_options_refuse_by_setting_name():
     """The library names the setting (alpha), never the flag; every problem at once."""
     with pytest.raises(OptionsError) as caught:
         LeaderboardOptions(alpha=1.5, n_resamples=0)
-    assert str(caught.value) == ("LeaderboardOptions: alpha must be a significance level strictly between 0 and 1 "
-                                 "(0.05 is usual), got 1.5; n_resamples must be greater than or equal to 1, got 0.")
+    assert str(caught.value) == ("LeaderboardOptions: alpha must be strictly between 0 and 1 (e.g. 0.05), got 1.5; "
+                                 "n_resamples must be greater than or equal to 1, got 0.")
     assert "--" not in str(caught.value)
     assert LeaderboardOptions() == LeaderboardOptions(alpha=0.05, n_resamples=1000, n_permutations=10_000, seed=0)
 
@@ -416,18 +422,25 @@ def test_board_tables_from_a_hand_built_board():
                   main_measures={t: "nDCG@10" for t in tasks}, alpha=0.05, n_resamples=1000, n_permutations=10_000,
                   seed=0, entries=list(entries), tests=tests)
     md = board.to_markdown().splitlines()
-    start = md.index("| Rank | System | t_1 | other/t2 | Full Benchmark Avg. [95% CI] | Rank stability |")
+    # the average and its stability first, then the tasks (a board without miss profiles has no profile columns)
+    start = md.index("| Rank | System | Full Benchmark Avg. [95% CI] | Rank stability | t_1 | other/t2 |")
     assert md[start + 1:start + 5] == [
         "|---|---|---:|---:|---:|---:|",
-        "| 1 | **bm25** | 0.1000 (0.090-0.110) | 0.3000 (0.290-0.310) | **0.2000** [0.1950, 0.2050] | 73.4% |",
-        "| 2 | **a\\|b** | 0.0500 (0.040-0.060) | 0.1500 (0.140-0.160) | **0.1000** [0.0950, 0.1050] | 73.4% |",
-        "| - | **half** | 0.3000 (0.290-0.310) | - | - | - |",
+        "| 1 | **bm25** | **0.2000** [0.1950, 0.2050] | 73.4% | 0.1000 (0.090-0.110) | 0.3000 (0.290-0.310) |",
+        "| 2 | **a\\|b** | **0.1000** [0.0950, 0.1050] | 73.4% | 0.0500 (0.040-0.060) | 0.1500 (0.140-0.160) |",
+        "| - | **half** | - | - | 0.3000 (0.290-0.310) | - |",
     ]
     start = md.index("| A | B | avg(A) - avg(B) | p (randomization) | p (Holm) | separable |")
     assert md[start + 1:start + 3] == ["|---|---|---:|---:|---:|---|",
                                        "| bm25 | a\\|b | +0.1000 | 0.0010 | 0.0020 | yes |"]
     page = board.to_html()
     assert page.count("<tr>") == 2 + 3 + 1
-    assert ('<tr><td>2</td><td>a|b</td><td class="num">0.0500 (0.040-0.060)</td><td class="num">0.1500 (0.140-0.160)'
-            '</td><td class="num">0.1000 [0.0950, 0.1050]</td><td class="num">73.4%</td></tr>') in page
+    # compact CIs: the half-width beside the mean, the interval on hover (and under the average); no profile links
+    assert ('<tr><td class="rank">2</td><td class="sys">a|b</td><td class="num avg" title="95% CI [0.0950, 0.1050]">'
+            '<b>0.1000</b> <span class="pm">\u00b10.0050</span><div class="sub">[0.0950, 0.1050]</div></td>'
+            '<td class="num">73.4%</td><td class="num" title="95% CI [0.0400, 0.0600]">0.0500 <span class="pm">'
+            '\u00b10.010</span></td><td class="num" title="95% CI [0.1400, 0.1600]">0.1500 <span class="pm">'
+            '\u00b10.010</span></td></tr>') in page
+    assert '<tr><td class="rank">-</td><td class="sys">half</td><td class="num avg">-</td><td class="num">-</td>' in page
+    assert "**" not in page and "<b>95% CIs:</b>" in page
     assert '<tr><td>bm25</td><td>a|b</td><td class="num">+0.1000</td>' in page

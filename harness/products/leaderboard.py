@@ -1,4 +1,5 @@
-"""Leaderboards rendered from scored submissions, and exports to MTEB's result format and to TREC runs.
+"""Leaderboards rendered from scored submissions (the exports to MTEB's result format and to TREC runs are
+:mod:`gapbench.products.mteb_export` and :mod:`gapbench.products.exports`).
 
 Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.products.submissions`); :func:`build_boards`
 writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
@@ -29,19 +30,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from pydantic import Field, field_validator
-
-from ..contract import Options
+from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..evaluation.stats import percentile_interval, resample_blocks
 from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
-from .submissions import (
-    MODEL_NAME, REVISION, Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission,
-)
+from .miss_profile import miss_profiles
+from .submissions import SubmissionError, scored_submission
 
 ALPHA = 0.05
 Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)
@@ -54,17 +51,10 @@ class LeaderboardOptions(Options):
     it. ``n_resamples``: bootstrap resamples of the Full Benchmark Avg.'s CI and of rank stability. ``n_permutations``:
     sign flips of each paired test. ``seed``: of both."""
 
-    alpha: float = ALPHA
-    n_resamples: int = Field(1000, ge=1, lt=2**63)
-    n_permutations: int = Field(10_000, ge=1, lt=2**63)
-    seed: int = Field(0, ge=0, lt=2**63)
-
-    @field_validator("alpha")
-    @classmethod
-    def _level(cls, value: float) -> float:
-        if not 0.0 < value < 1.0:  # also false for NaN
-            raise ValueError("must be a significance level strictly between 0 and 1 (0.05 is usual)")
-        return value
+    alpha: Alpha = ALPHA
+    n_resamples: Resamples = 1000
+    n_permutations: Permutations = 10_000
+    seed: Seed = 0
 
 
 # ---------------------------------------------------------------- building
@@ -86,6 +76,7 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | None = No
     lo, hi = percentile_interval(boot, 0.95) if complete else ([], [])
     tests, better = _pairwise_tests(complete, mats, tasks, averages, options.alpha, options.n_permutations,
                                     options.seed)
+    profiles = miss_profiles(scored, tasks, main, [s["system"] for s in complete], options.n_resamples, options.seed)
     entries = []
     index = {id(s): i for i, s in enumerate(complete)}
     for s in scored:
@@ -93,7 +84,7 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | None = No
         standing = None if i is None else {"average": float(averages[i]), "average_ci95": [float(lo[i]), float(hi[i])],
                                            "rank": 1 + better[i], "position": position[i],
                                            "rank_stability": stability[i]}
-        entries.append(_board_entry(s, tasks, main, standing))
+        entries.append(_board_entry(s, tasks, main, standing, profiles.get(s["system"])))
     entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
     tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
     return Board.model_validate({
@@ -107,7 +98,7 @@ def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | None) -
     scored = []
     for d in sorted(Path(s) for s in submissions):
         report = scored_submission(d)
-        scored.append({**report.scores, "_meta": report.meta})
+        scored.append({**report.scores, "_meta": report.meta, "_report": report})
     if not scored:
         raise SubmissionError("no scored submissions; add one under <root>/<suite>/submissions/<system>/ and run "
                               "`gapbench submit score` on it.")
@@ -179,8 +170,9 @@ def _pairwise_tests(complete: Sequence[dict], mats: Mapping[str, np.ndarray], ta
 
 
 def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, str],
-                 standing: Mapping[str, Any] | None) -> dict:
-    """One row of the board; ``standing`` (average, CI, rank, ...) is None for a system missing a task."""
+                 standing: Mapping[str, Any] | None, profile: Mapping[str, Any] | None = None) -> dict:
+    """One row of the board; ``standing`` (average, CI, rank, ...) is None for a system missing a task; ``profile``
+    is its miss profile (:mod:`gapbench.products.miss_profile`)."""
     meta = s["_meta"]
     return {
         "system": s["system"], "description": meta.get("description", ""), "contact": meta.get("contact", ""),
@@ -189,6 +181,7 @@ def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, 
         "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]])}
                   for t in tasks if t in s["tasks"]},
         **(standing or dict.fromkeys(("average", "average_ci95", "rank", "position", "rank_stability"))),
+        **({"profile": profile} if profile is not None else {}),
     }
 
 
@@ -207,13 +200,28 @@ def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_r
 
 
 def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
-    """Write the board's README.md, index.html and leaderboard.json into ``directory``."""
+    """Write the board's README.md, index.html and leaderboard.json into ``directory``, and a page per profiled
+    system, ``systems/<system>.html`` (pages of systems no longer on the board are removed)."""
     from ..files import atomic_writer
+    from .board_page import system_page
 
     directory = Path(directory)
+    files = [("README.md", board.to_markdown()), ("index.html", board.to_html()),
+             ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")]
+    pages = {f"{e.system}.html": system_page(board, e) for e in board.entries if e.profile is not None}
+    systems = directory / "systems"
+    if systems.is_symlink():
+        raise SubmissionError(f"{systems}: is a symbolic link; boards write only real folders. Remove it.")
+    if systems.is_dir():
+        for old in sorted(systems.glob("*.html")):
+            if old.name not in pages and old.is_file() and not old.is_symlink():
+                old.unlink()
+    files += [(f"systems/{name}", text) for name, text in sorted(pages.items())]
     out = []
-    for name, text in (("README.md", board.to_markdown()), ("index.html", board.to_html()),
-                       ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")):
+    for name, text in files:
+        if (directory / name).is_symlink():
+            raise SubmissionError(f"{directory / name}: is a symbolic link; boards write only real files. Remove it.")
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         with atomic_writer(directory / name) as fh:
             fh.write(text)
         out.append(directory / name)
@@ -243,101 +251,4 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
         written += write_board(build_board(subs, suite_dir.name, options), suite_dir)
     if not written:
         raise SubmissionError(f"{root}: no <suite>/submissions/<system>/ folders found; nothing to build.")
-    return written
-
-
-# ---------------------------------------------------------------- exports
-
-def mteb_metric_name(measure: str) -> str:
-    """gapbench (ir-measures) name -> MTEB score key: nDCG@10 -> ndcg_at_10, R@100 -> recall_at_100,
-    RR@10 -> mrr_at_10."""
-    base, _, cut = measure.partition("@")
-    key = {"nDCG": "ndcg", "R": "recall", "RR": "mrr", "P": "precision", "AP": "map", "Success": "success"}.get(
-        base, base.lower())
-    return f"{key}_at_{cut}" if cut else key
-
-
-def _out_path(out: str | os.PathLike, *parts: str) -> Path:
-    """``out / parts...`` for names taken from data: each part one plain name (no '/', '..', link), the result under
-    out."""
-    out = Path(out)
-    path = out
-    for part in parts:
-        if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part:
-            raise SubmissionError(f"{part!r:.80} cannot name a file or folder under {out}; it must be a plain name.")
-        path = path / part
-        if path.is_symlink():
-            raise SubmissionError(f"{path}: is a symbolic link; exports write only real files under {out}. Remove it.")
-    if not path.resolve().is_relative_to(out.resolve()):
-        raise SubmissionError(f"{path}: resolves outside {out}; exports write only under it.")
-    return path
-
-
-def _path_part(text: str, pattern: re.Pattern, what: str) -> str:
-    """A model name or revision as one folder name ('/' -> '__'), refused unless it matches its validated form."""
-    if not isinstance(text, str) or not pattern.fullmatch(text):
-        raise SubmissionError(f"{what} {text!r:.80} cannot be a folder name; give letters, digits and . _ - with '/' "
-                              "between parts.")
-    return text.replace("/", "__")
-
-
-def export_mteb(
-    submission: str | os.PathLike, out: str | os.PathLike, *, split: str = "test",
-    languages: Sequence[str] = ("eng-Latn",), hf_subset: str = "default",
-) -> list[Path]:
-    """Write ``<out>/<org__model>/<revision>/<task>.json`` in MTEB's result format, one file per scored task.
-
-    Fields follow MTEB's TaskResult: ``dataset_revision``, ``task_name``, ``mteb_version`` (null: not produced by
-    MTEB), ``scores: {split: [{main_score, ndcg_at_10, ..., hf_subset, languages}]}``, ``evaluation_time`` (null),
-    ``kg_co2_emissions`` (null). A ``model_meta.json`` (name, revision) sits beside them. The scores are recomputed
-    from the runs; the folder names come from validated model names and never leave ``out``.
-    """
-    from ..files import atomic_writer
-
-    report = scored_submission(submission)
-    scores, meta = report.scores, report.meta
-    models = meta.get("models") or []
-    name = models[0]["name"] if models else meta["system"]
-    revision = models[0]["revision"] if models else "no_revision_available"
-    folder = _out_path(out, _path_part(name, MODEL_NAME, "model name"),
-                       _path_part(revision, REVISION, "model revision"))
-    written = []
-    for task, t in scores["tasks"].items():
-        entry = {mteb_metric_name(m): float(v) for m, v in t["measures"].items()}
-        entry.update({"main_score": float(t["measures"][t["main_measure"]]), "hf_subset": hf_subset,
-                      "languages": list(languages)})
-        result = {"dataset_revision": t["revision"], "task_name": task, "mteb_version": None,
-                  "scores": {split: [entry]}, "evaluation_time": None, "kg_co2_emissions": None}
-        path = _out_path(folder, f"{run_file_name(task)}.json")
-        with atomic_writer(path) as fh:
-            json.dump(result, fh, indent=2)
-        written.append(path)
-    path = _out_path(folder, "model_meta.json")
-    with atomic_writer(path) as fh:
-        json.dump({"name": name, "revision": revision, "framework": ["gapbench"],
-                   "gapbench_system": meta["system"], "gapbench_adapter": meta.get("adapter", {})}, fh, indent=2)
-    written.append(path)
-    return written
-
-
-def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[Path]:
-    """Write each task's run of a validated, scored submission as plain TREC text, ``<out>/<task>.trec``.
-
-    Only the run paths of submission.json are read (validated to be ``runs/<task>.trec[.gz]`` inside the submission);
-    paths named in scores.json are never opened."""
-    from ..files import atomic_writer
-
-    submission = Path(submission)
-    report = scored_submission(submission)
-    written = []
-    for task, entry in report.meta["tasks"].items():
-        path = _out_path(out, f"{run_file_name(task)}.trec")
-        try:
-            src = open_run_text(inside(submission, entry["run"]))
-        except Refused as exc:
-            raise SubmissionError(f"{submission / entry['run']}: {exc.args[0]}") from None
-        with src, atomic_writer(path) as dst:
-            for line in src:
-                dst.write(line)
-        written.append(path)
     return written

@@ -10,10 +10,12 @@ from __future__ import annotations
 import html
 import re
 from typing import Callable, Literal, Optional
+from urllib.parse import quote
 
 from ..errors import GapbenchError
 from ..tables import Table
 from .base import URL, Model, Number, One, Pair
+from .report import Distribution
 from .submission import SubmissionAdapter, SubmissionModelRef
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
@@ -44,9 +46,81 @@ class BoardTaskScore(Model):
     ci95: Pair
 
 
+class BoardSignal(Model):
+    """The signals analysis' ``max_score`` (top-1 score of the run itself) against its weak label (a relevant document
+    missing from the top 10): ``separation`` = max(AUC, 1 - AUC), its orientation and percentile-bootstrap 95% CI."""
+
+    signal: str
+    separation: Number
+    orientation: Literal["lower_is_weaker", "higher_is_weaker"]
+    ci95: Optional[Pair]
+    n: int
+    n_weak: int
+
+
+class BoardDistribution(Distribution):
+    """The main measure over a task's queries (as the gap report summarises it) and its 10-bin histogram on [0, 1]."""
+
+    histogram: list[int]
+
+
+class BoardTaskProfile(Model):
+    """Where a system misses on one task: the share of queries with no relevant document in the top 10, the queries
+    only it misses or only it gets among the ranked systems (null when it is not ranked or ranked alone), its mean
+    R@100 and the share with none in the top 100, the weak-retrieval signal (null with one class only)."""
+
+    n_queries: int
+    misses: Number
+    unique_misses: Optional[int]
+    unique_wins: Optional[int]
+    recall_100: Number
+    never_found: Number
+    signal: Optional[BoardSignal]
+    distribution: BoardDistribution
+
+
+class BoardDoc(Model):
+    """A document of a miss example: its rank in the system's run (null when not retrieved), score and text (cut)."""
+
+    doc_id: str
+    rank: Optional[int]
+    score: Optional[Number]
+    text: str
+
+
+class BoardMissExample(Model):
+    """A query the system misses that other ranked systems get: its text, the run's top 3 and a gold document."""
+
+    task: str
+    query_id: str
+    query: str
+    top: list[BoardDoc]
+    gold: BoardDoc
+    others_hit: list[str]
+
+
+class BoardMissProfile(Model):
+    """A row's miss profile over the suite (``gapbench.products.miss_profile``): misses as a share of all queries,
+    unique misses and wins summed over tasks, R@100 as the unweighted mean over tasks, the pooled signal, per task the
+    same, and miss examples. Coverage strata and the verification gap carry a note saying why they are absent."""
+
+    n_queries: int
+    misses: Number
+    unique_misses: Optional[int]
+    unique_wins: Optional[int]
+    recall_100: Number
+    never_found: Number
+    signal: Optional[BoardSignal]
+    signal_note: Optional[str]
+    coverage_note: str
+    gap_note: str
+    tasks: dict[str, BoardTaskProfile]
+    examples: list[BoardMissExample]
+
+
 class BoardEntry(Model):
     """One system on the board; the standing (average, CI, rank, position, stability) is null for a system that misses
-    a task of the suite."""
+    a task of the suite. ``profile`` (absent from boards built before it) is where the system misses."""
 
     system: str
     description: str
@@ -62,6 +136,7 @@ class BoardEntry(Model):
     rank: Optional[int]
     position: Optional[int]
     rank_stability: Optional[Number]
+    profile: Optional[BoardMissProfile] = None
 
 
 class Leaderboard(Model):
@@ -97,19 +172,29 @@ class Leaderboard(Model):
         ms = sorted(set(self.main_measures.values()))
         return ms[0] if len(ms) == 1 else "main measure"
 
+    def _short(self, task: str) -> str:
+        return task.split("/", 1)[1] if task.startswith(self.suite + "/") else task
+
+    def _profiled(self) -> bool:
+        return any(e.profile is not None for e in self.entries)
+
     def _standings(self, strong: Callable[[str], str] = str) -> Table:
-        """The ranking, a row per entry; ``strong`` marks the system and its average (bold in Markdown)."""
-        short = [t.split("/", 1)[1] if t.startswith(self.suite + "/") else t for t in self.tasks]
-        head = ["Rank", "System", *short, "Full Benchmark Avg. [95% CI]", "Rank stability"]
+        """The ranking, a row per entry: rank, system, average, stability, the miss profile (when the board has one),
+        then the tasks; ``strong`` marks the system and its average (bold in Markdown)."""
+        profiled = self._profiled()
+        head = ["Rank", "System", "Full Benchmark Avg. [95% CI]", "Rank stability",
+                *(PROFILE_HEADS if profiled else ()), *(self._short(t) for t in self.tasks)]
         rows = []
         for e in self.entries:
-            cells = [str(e.rank) if e.rank is not None else "-", strong(e.system)]
+            avg, ci = e.average, e.average_ci95
+            cells = [str(e.rank) if e.rank is not None else "-", strong(e.system),
+                     f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None and ci else "-",
+                     f"{e.rank_stability:.1%}" if e.rank_stability is not None else "-"]
+            if profiled:
+                cells += _profile_cells(e.profile)
             for t in self.tasks:
                 v = e.tasks.get(t)
                 cells.append(f"{v.mean:.4f} ({v.ci95[0]:.3f}-{v.ci95[1]:.3f})" if v else "-")
-            avg, ci = e.average, e.average_ci95
-            cells.append(f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None else "-")
-            cells.append(f"{e.rank_stability:.1%}" if e.rank_stability is not None else "-")
             rows.append(cells)
         return Table(head, rows, align="ll" + "r" * (len(head) - 2))
 
@@ -118,18 +203,34 @@ class Leaderboard(Model):
                 for t in self.tests]
         return Table(["A", "B", "avg(A) - avg(B)", "p (randomization)", "p (Holm)", "separable"], rows, align="llrrrl")
 
-    def _rules(self) -> list[str]:
+    def _rules(self) -> list[tuple[str, str]]:
+        """How the ranks are made, one (bold lead, rest) pair an item, so Markdown and HTML each mark the lead up."""
         return [
-            f"- **Rank = 1 + the number of systems significantly better.** Two systems are separable when a paired "
-            f"randomization test ({self.n_permutations:,} sign flips of per-query differences, each query weighted by "
-            f"1 / (tasks x queries in its task), so the statistic is the difference of the Full Benchmark Avg.) has a "
-            f"Holm-adjusted p-value below {self.alpha}, the correction running over all pairs of ranked systems. "
-            "Systems that nobody separates share a rank, so ranks need not be consecutive.",
-            f"- **95% CIs**: per task, the percentile bootstrap over queries ({self.n_resamples:,} resamples, stored "
-            "in each scores.json); for the average, a bootstrap that resamples queries within each task.",
-            "- **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in "
-            "which the system keeps its position by mean (1 + the number of systems with a higher average).",
-            "- A submission that misses a task of the suite gets no average and no rank.",
+            ("Rank = 1 + the number of systems significantly better.",
+             f" Two systems are separable when a paired randomization test ({self.n_permutations:,} sign flips of "
+             "per-query differences, each query weighted by 1 / (tasks x queries in its task), so the statistic is "
+             "the difference of the Full Benchmark Avg.) has a Holm-adjusted p-value below "
+             f"{self.alpha}, the correction running over all pairs of ranked systems. Systems that nobody separates "
+             "share a rank, so ranks need not be consecutive."),
+            ("95% CIs:", f" per task, the percentile bootstrap over queries ({self.n_resamples:,} resamples, stored in "
+             "each scores.json); for the average, a bootstrap that resamples queries within each task."),
+            ("Rank stability:", " the share of those bootstrap resamples (the same query draws for every system) in "
+             "which the system keeps its position by mean (1 + the number of systems with a higher average)."),
+            ("", "A submission that misses a task of the suite gets no average and no rank."),
+        ]
+
+    def _profile_rules(self) -> list[tuple[str, str]]:
+        """What the miss-profile columns say (only on boards that have them)."""
+        return [
+            ("Misses@10:", " the share of the suite's queries with no relevant document in the system's top 10 "
+             "(per task under each task's score)."),
+            ("Only it misses / only it gets:", " queries that every other ranked system gets in its top 10 and this "
+             "one misses, and queries only this system gets; summed over tasks."),
+            ("R@100:", " recall in the top 100 (unweighted mean over tasks) and the share of queries with no relevant "
+             "document in it: a low score with a high R@100 ranks the answer badly, a low R@100 never finds it."),
+            ("Weak-signal AUC:", " how well the system's own top-1 score (the signals analysis' max_score) separates "
+             "its misses from its hits, max(AUC, 1 - AUC) with a bootstrap 95% CI over queries, each task's scores "
+             "taken as percentiles within the task; 0.5 means its scores give no warning."),
         ]
 
     def to_markdown(self) -> str:
@@ -144,7 +245,13 @@ class Leaderboard(Model):
             "",
             self._standings(lambda text: f"**{text}**").markdown(),
         ]
-        lines += ["", "## How the ranks are made", "", *self._rules(), ""]
+        if self._profiled():
+            lines += ["", "## Where systems miss", "",
+                      *(f"- **{a}**{b}" for a, b in self._profile_rules()),
+                      "- Each system's page (`systems/<system>.html`) shows its per-task distributions and queries it "
+                      "misses that others get."]
+        lines += ["", "## How the ranks are made", "", *(f"- **{a}**{b}" if a else f"- {b}" for a, b in self._rules()),
+                  ""]
         if self.tests:
             lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table().markdown(), ""]
         lines += ["## Submissions", ""]
@@ -158,6 +265,50 @@ class Leaderboard(Model):
         lines += ["", "Task names: " + ", ".join(md(t) for t in self.tasks) + ".", ""]
         return "\n".join(lines)
 
+    def _html_standings(self) -> str:
+        """The ranking as HTML: compact CIs (the interval on hover and on a second line), the system column sticky."""
+        esc = html.escape
+        profiled = self._profiled()
+        label = self._measure_label()
+        head = ('<th class="rank">Rank</th><th class="sys">System</th>'
+                f'<th class="num avg">Full Benchmark Avg.<div class="sub">{esc(label)}, 95% CI</div></th>'
+                '<th class="num">Rank<div class="sub">stability</div></th>')
+        if profiled:
+            head += ('<th class="num">Misses@10<div class="sub">no hit in top 10</div></th>'
+                     '<th class="num">Only it<div class="sub">misses / gets</div></th>'
+                     '<th class="num">R@100<div class="sub">never found</div></th>'
+                     '<th class="num">Weak-signal<div class="sub">AUC [95% CI]</div></th>')
+        head += "".join(f'<th class="num" title="{esc(t)}">{esc(self._short(t))}</th>' for t in self.tasks)
+        rows = []
+        for e in self.entries:
+            name = esc(e.system)
+            if e.profile is not None:
+                name = f'<a href="systems/{esc(quote(e.system, safe=""))}.html">{name}</a>'
+            cells = [f'<td class="rank">{e.rank if e.rank is not None else "-"}</td>', f'<td class="sys">{name}</td>']
+            if e.average is not None and e.average_ci95:
+                lo, hi = e.average_ci95
+                cells.append(f'<td class="num avg" title="95% CI [{lo:.4f}, {hi:.4f}]"><b>{e.average:.4f}</b> '
+                             f'<span class="pm">\u00b1{(hi - lo) / 2:.4f}</span>'
+                             f'<div class="sub">[{lo:.4f}, {hi:.4f}]</div></td>')
+            else:
+                cells.append('<td class="num avg">-</td>')
+            cells.append(f'<td class="num">{e.rank_stability:.1%}</td>' if e.rank_stability is not None
+                         else '<td class="num">-</td>')
+            if profiled:
+                cells += _profile_html(e.profile)
+            for t in self.tasks:
+                v = e.tasks.get(t)
+                p = e.profile.tasks.get(t) if e.profile is not None else None
+                if v is None:
+                    cells.append('<td class="num">-</td>')
+                    continue
+                miss = f'<div class="sub">miss {p.misses:.1%}</div>' if p is not None else ""
+                cells.append(f'<td class="num" title="95% CI [{v.ci95[0]:.4f}, {v.ci95[1]:.4f}]">{v.mean:.4f} '
+                             f'<span class="pm">\u00b1{(v.ci95[1] - v.ci95[0]) / 2:.3f}</span>{miss}</td>')
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        return (f'<div class="scroll"><table class="board"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+                "</tbody></table></div>")
+
     def to_html(self) -> str:
         """The board's index.html: self-contained (inline CSS, no scripts, no external requests), every text escaped."""
         esc = html.escape
@@ -168,23 +319,72 @@ class Leaderboard(Model):
             f"Contact: {esc(e.contact)}.</li>"
             for e in self.entries
         )
-        rules = "".join(f"<li>{esc(r[2:])}</li>" for r in self._rules())
+        rules = "".join(f"<li>{f'<b>{esc(a)}</b>' if a else ''}{esc(b)}</li>" for a, b in self._rules())
+        where = ""
+        if self._profiled():
+            items = "".join(f"<li><b>{esc(a)}</b>{esc(b)}</li>" for a, b in self._profile_rules())
+            where = (f"<h2>Where systems miss</h2><ul>{items}<li>A system's name links to its page: per-task "
+                     "distributions and queries it misses that others get.</li></ul>")
         return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(self.suite)} leaderboard</title>
-<style>
-body{{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0}}th,td{{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:left}}
-th{{background:#f4f4f4}}td.num{{text-align:right}}
-.board td:nth-child(2),.board td:nth-last-child(2),.tests td:nth-child(-n+2){{font-weight:600}}
-</style></head><body>
+<style>{BOARD_CSS}</style></head><body>
 <h1>{esc(self.suite)} leaderboard</h1>
-<p>{esc(self._measure_label())} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks).</p>
-<div class="board">{self._standings().html()}</div>
+<p>{esc(self._measure_label())} per task and the Full Benchmark Avg. (unweighted mean over {len(self.tasks)} tasks),
+with 95% CIs (hover a number for its interval).</p>
+{self._html_standings()}
+{where}
 <h2>How the ranks are made</h2><ul>{rules}</ul>
 <h2>Paired tests (Full Benchmark Avg.)</h2>
-<div class="tests">{self._tests_table().html()}</div>
+<div class="scroll tests">{self._tests_table().html()}</div>
 <h2>Submissions</h2><ul>{subs}</ul>
 </body></html>
 """
+
+
+PROFILE_HEADS = ("Misses@10", "Only it misses / only it gets", "R@100 (never found)", "Weak-signal AUC [95% CI]")
+
+BOARD_CSS = (
+    "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:76rem;padding:0 1rem;"
+    "color:#222;line-height:1.45}"
+    ".scroll{overflow-x:auto;max-width:100%;margin:1rem 0;border:1px solid #ddd;border-radius:4px}"
+    "table{border-collapse:separate;border-spacing:0}"
+    "th,td{border-bottom:1px solid #e4e4e4;padding:.4rem .6rem;text-align:left;vertical-align:top;white-space:nowrap}"
+    "th{background:#f4f4f4;font-weight:600}td.num,th.num{text-align:right}"
+    ".sub{font-size:.78em;color:#666;font-weight:400}.pm{color:#666;font-size:.9em}"
+    ".board .rank,.board .sys{position:sticky;background:#fff;z-index:1}"
+    ".board th.rank,.board th.sys{background:#f4f4f4;z-index:2}"
+    ".board .rank{left:0;width:3.6rem;min-width:3.6rem;max-width:3.6rem;box-sizing:border-box}"
+    ".board .sys{left:3.6rem;font-weight:600;border-right:1px solid #ccc}"
+    ".board td.avg{background:#fff8e1}.board th.avg{background:#f6ecc9}"
+    ".tests{width:max-content}.tests td:nth-child(-n+2){font-weight:600}"
+    "a{color:#1a56a8}"
+)
+
+
+def _profile_cells(p: Optional[BoardMissProfile]) -> list[str]:
+    """The miss profile's Markdown cells (``-`` for a row without one)."""
+    if p is None:
+        return ["-"] * len(PROFILE_HEADS)
+    uniq = f"{p.unique_misses} / {p.unique_wins}" if p.unique_misses is not None else "-"
+    sig = p.signal
+    auc = "-" if sig is None else f"{sig.separation:.3f}" + (f" [{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]"
+                                                           if sig.ci95 else "")
+    return [f"{p.misses:.1%}", uniq, f"{p.recall_100:.3f} ({p.never_found:.1%})", auc]
+
+
+def _profile_html(p: Optional[BoardMissProfile]) -> list[str]:
+    """The miss profile's HTML cells: a number and, on a second line, what qualifies it."""
+    if p is None:
+        return ['<td class="num">-</td>'] * len(PROFILE_HEADS)
+    uniq = f"{p.unique_misses} / {p.unique_wins}" if p.unique_misses is not None else "-"
+    sig = p.signal
+    if sig is None:
+        auc = f'<td class="num" title="{html.escape(p.signal_note or "")}">-</td>'
+    else:
+        ci = f'<div class="sub">[{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]</div>' if sig.ci95 else ""
+        auc = f'<td class="num">{sig.separation:.3f}{ci}</td>'
+    return [f'<td class="num">{p.misses:.1%}<div class="sub">of {p.n_queries:,}</div></td>',
+            f'<td class="num">{uniq}</td>',
+            f'<td class="num">{p.recall_100:.3f}<div class="sub">{p.never_found:.1%} never</div></td>', auc]
