@@ -12,7 +12,7 @@ CACM, CISI, MED or ADI in their original files runs with ``gapbench run DIR``, t
   numbers them ``001, 002, 004, 008, ...``; qrels whose query ids are positions but not all the file's ids name the
   queries by position, as ir_datasets does.
 * Cranfield's grades run the other way (1 a complete answer, 4 minimum interest, -1 no interest): codes that are all
-  among -1, 1, 2, 3, 4 become gains ``5 - code``, and -1 becomes 0 (judged, not relevant), the same mapping
+  among -1, 1, 2, 3, 4, 5 become gains ``5 - code``, and -1 becomes 0 (judged, not relevant), the same mapping
   gapbench's ``irds:cranfield`` uses, so graded measures (nDCG) count 1 as the best grade.
 
 What was read this way (the numbering, the grade mapping, a dropped sentinel) is said on stderr when the task loads.
@@ -38,8 +38,8 @@ _MARK = re.compile(rf"^\.([{FIELDS}])(?:[ \t]+(.*?))?[ \t]*$")
 _NUMBERS = re.compile(r"^[ \t]*-?[0-9]+(?:\.[0-9]+)?(?:[ \t]+-?[0-9]+(?:\.[0-9]+)?){2,3}[ \t]*$")
 # Cleverdon's relevance codes (cranqrel.readme) and the gain each gets: 1 is the best grade
 CRANFIELD_CODES = {1: "a complete answer", 2: "high relevance", 3: "useful background", 4: "minimum interest",
-                   -1: "no interest"}
-CRANFIELD_GAINS = {1: 4, 2: 3, 3: 2, 4: 1, -1: 0}
+                   5: "no interest", -1: "no interest"}
+CRANFIELD_GAINS = {1: 4, 2: 3, 3: 2, 4: 1, 5: 0, -1: 0}  # as gapbench.tasks.irds reads irds:cranfield
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ def line_of(cols: list[str]) -> str:
 
 
 def grade_mapping(codes: set[int]) -> dict[int, int] | None:
-    """Cranfield's gains when every code is one of Cleverdon's (-1, 1..4) and some code is not 0/1; else None."""
+    """Cranfield's gains when every code is one of Cleverdon's (-1, 1..5) and some code is not 0/1; else None."""
     if codes <= set(CRANFIELD_GAINS) and not codes <= {0, 1}:
         return dict(CRANFIELD_GAINS)
     return None
@@ -259,10 +259,12 @@ def load(files: SmartFiles) -> TaskData:
                      f"{len(file_ids)}), which numbers them {shown}, ...: queries are named by position")
         queries = Queries((Query(str(i), q.text) for i, q in enumerate(queries.values(), 1)),
                           source=str(files.queries))
-    mapping = grade_mapping({code for _, _, code, _ in rows})
+    codes = {code for _, _, code, _ in rows}
+    mapping = grade_mapping(codes)
     if mapping is not None:
         notes.append(f"{files.qrels.name} grades 1 (best) to 4, -1 none (Cleverdon's codes): gains "
-                     + ", ".join(f"{code} ({CRANFIELD_CODES[code]}) -> {gain}" for code, gain in mapping.items()))
+                     + ", ".join(f"{code} ({CRANFIELD_CODES[code]}) -> {gain}" for code, gain in mapping.items()
+                                 if code in codes))
     judged: dict[str, dict[str, int]] = {}
     for qid, did, code, n in rows:
         if qid not in queries:

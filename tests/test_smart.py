@@ -216,3 +216,44 @@ def test_smart_folder_runs_from_the_command_line(tmp_path, capsys):
     folder = _write(tmp_path / "mini", {"docs": DOCS, "queries": QUERIES, "rel": "1 1 1\n2 2 1\n"})
     assert main(["run", str(folder), "-r", "bm25", "-m", "AP", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["measures"]["AP"] == 1.0  # each query's one judged document first
+
+
+_IRDS = '''
+import json, sys
+from gapbench.runner import run
+from gapbench.task import get_task
+
+irds, smart = get_task("irds:cranfield").load(), get_task(sys.argv[1]).load()
+same = {
+    # the same words (ir_datasets keeps a query's line breaks; a SMART query is one line)
+    "queries": {q: x.text.split() for q, x in irds.queries.items()} == {q: x.text.split() for q, x in
+                                                                         smart.queries.items()},
+    "docs": {d: " ".join(x.full_text.split()) for d, x in irds.corpus.items()}
+            == {d: " ".join(x.full_text.split()) for d, x in smart.corpus.items()},
+    "qrels": irds.qrels.to_dict() == smart.qrels.to_dict(),
+}
+a, b = (run(t, "bm25", measures=["AP", "nDCG@10"]).results for t in ("irds:cranfield", sys.argv[1]))
+same["per_query"] = {m: a.per_query[m] == b.per_query[m] for m in ("AP", "nDCG@10")}
+print(json.dumps(same))
+'''
+
+
+def test_cranfield_gives_the_same_numbers_through_irds(tmp_path):
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    assert importlib.util.find_spec("ir_datasets") is not None, "ir_datasets is in gapbench[dev]"
+    # ir_datasets keeps cranfield's three files, extracted from cran.tar.gz, as docs.txt, queries.txt and qrels.txt
+    # under its home: laid out from the same files, it reads them and downloads nothing
+    home = tmp_path / "irds"
+    (home / "cranfield").mkdir(parents=True)
+    for name, kept in (("cran.all.1400.gz", "docs.txt"), ("cran.qry", "queries.txt"), ("cranqrel", "qrels.txt")):
+        (home / "cranfield" / kept).write_bytes(_raw(CRAN / name))
+    env = dict(os.environ, IR_DATASETS_HOME=str(home), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-c", _IRDS, str(CRAN)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"queries": True, "docs": True, "qrels": True,
+                                                        "per_query": {"AP": True, "nDCG@10": True}}
