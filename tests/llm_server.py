@@ -103,6 +103,9 @@ ENDPOINT_FAULTS = ("hang", "drip", "close", "close_mid_body", "not_json", "no_ch
 CONTENT_FAULTS = ("truncated", "malformed")
 MALFORMED_KINDS = ("garbage", "duplicate", "out_of_range")
 ANSWER_STYLES = ("prose", "partial", "duplicates", "out_of_range", "think", "think_open", "fenced", "words", "bare")
+# ports this process's LLMServers listened on: gapbench's preflight remembers a base URL that answered it, so a
+# SilentServer given one of them by the system would not be checked (see SilentServer.__init__)
+_SERVED_PORTS: set[int] = set()
 _PASSAGE = re.compile(r"^\[(\d+)\](?: (.*))?$")
 _WORD = re.compile(r"\w+")
 
@@ -359,6 +362,7 @@ class LLMServer:
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.app = self
         self._port = self._httpd.server_address[1]
+        _SERVED_PORTS.add(self._port)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": poll_interval},
                                         name="llm-test-server", daemon=True)
         self._thread.start()
@@ -792,7 +796,13 @@ class SilentServer:
 
     def __init__(self) -> None:
         self.requests: list[str] = []
+        held = []  # ports an LLMServer of this process had, kept bound until another one is given
         self._listener = socket.create_server(("127.0.0.1", 0))
+        while self._listener.getsockname()[1] in _SERVED_PORTS:
+            held.append(self._listener)
+            self._listener = socket.create_server(("127.0.0.1", 0))
+        for sock in held:
+            sock.close()
         self.port = self._listener.getsockname()[1]
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []

@@ -450,7 +450,8 @@ def test_time_limits_come_from_arguments_then_environment_then_defaults(monkeypa
     assert bounds() == (7.5, 20.0, 40.0)
     assert bounds(timeout=3, outage_timeout=9) == (3, 20.0, 9)
     described = LLMClient(base_url="http://127.0.0.1:8000/v1", model="m", cache=False).describe()
-    assert (described["timeout"], described["call_timeout"], described["outage_timeout"]) == (7.5, 20.0, 40.0)
+    assert (described["retry"]["attempt_timeout"], described["retry"]["stop"]["call_timeout"],
+            described["retry"]["stop"]["outage_timeout"]) == (7.5, 20.0, 40.0)
     for bad in ("abc", "0", "-1", "nan", "inf"):
         monkeypatch.setenv("GAPBENCH_LLM_OUTAGE_TIMEOUT", bad)
         with pytest.raises(ConfigError, match=re.escape(f"$GAPBENCH_LLM_OUTAGE_TIMEOUT='{bad}' is not accepted; set "

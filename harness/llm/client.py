@@ -15,7 +15,8 @@ response cache, usage counters, and the prompt templates.
 - :mod:`.cache`: the SQLite response cache (:class:`ResponseCache`, :func:`cache_key`);
 - :mod:`.usage`: the counters (:class:`LLMUsage`);
 - :mod:`.pacing`: how many calls are in flight, adapted to what the server sustains (``_Pacer``);
-- :mod:`.retries`: the retry loop, bounded in attempts and time, and the error of a call that gave up (``Retrier``);
+- :mod:`.retries`: the retry policy on tenacity, bounded in attempts and time, and the error of a call that gave up
+  (``RetryPolicy``);
 - :mod:`.refusals`: request parameters the server refused, left out or renamed for the rest of the command;
 - :mod:`.transport` and :mod:`.failures`: one HTTP request and its OpenAI-format answer, and what went wrong.
 
@@ -50,7 +51,7 @@ from .config import DEFAULT_BASE_URL, _MAX_TOKENS_CAP, _RESERVED, LLMConfig, com
 from .pacing import _Pacer, prompt_tokens
 from .records import ChatRequest, ChatResponse, Message, _messages
 from .refusals import Refusals, _Rejected, _refused_param
-from .retries import _BATCH, Retrier, _Cancelled
+from .retries import _BATCH, RetryPolicy, _Cancelled
 from .templates import PROMPTS_DIR, available_prompts, listwise_prompt, load_prompt, prompt_fields, prompt_path, render
 from .text import one_line
 from .transport import _chat_response, _embeddings, _openai_module, open_client, post
@@ -102,8 +103,8 @@ class LLMClient:
         # parameters the server refused, for the rest of the command: name -> name sent instead (None: left out)
         self._refusals = Refusals()
         self._pacer = _Pacer(self.config.concurrency, self.config.adaptive)
-        # the endpoint's health across every call of this client, i.e. of one command
-        self._retrier = Retrier(self.config, self.usage, self._pacer, self.endpoint, self._line,
+        # the retry policy, and the endpoint's health across every call of this client, i.e. of one command
+        self._retrier = RetryPolicy(self.config, self.usage, self._pacer, self.endpoint, self._line,
                                 self.cache.path if self.cache is not None else None)
         self._preflight_done = False
 
@@ -397,18 +398,16 @@ class LLMClient:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def describe(self) -> dict[str, Any]:
-        """The config, and under ``sent`` the parameters as the server got them (refused ones left out or renamed,
-        with its words under ``refused``)."""
+        """The config, under ``sent`` the parameters as the server got them (refused ones left out or renamed, with
+        its words under ``refused``), and under ``retry`` the retry policy with its time bounds."""
         c = self.config
         refused = self._refusals.said()
         return {"endpoint": self.endpoint, "model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens,
                 "seed": c.seed, "top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": dict(c.extra),
                 "max_tokens_cap": c.max_tokens_cap, "sent": self._refusals.as_sent(self._sampling()), "refused": refused,
-                "timeout": c.timeout, "call_timeout": c.call_timeout, "timeout_tokens": c.timeout_tokens,
-                "outage_timeout": c.outage_timeout, "preflight_timeout": c.preflight_timeout,
-                "max_retries": c.max_retries, "concurrency": c.concurrency,
-                "adaptive": c.adaptive,
-                "api_key_env": c.api_key_env, "cache": str(self.cache.path) if self.cache else None}
+                "retry": self._retrier.describe(), "preflight_timeout": c.preflight_timeout,
+                "concurrency": c.concurrency, "adaptive": c.adaptive, "api_key_env": c.api_key_env,
+                "cache": str(self.cache.path) if self.cache else None}
 
     def manifest(self) -> dict[str, Any]:
         """Config and counters for a run manifest (JSON-ready; holds no key); ``pacing``: the concurrency the client

@@ -4,7 +4,8 @@
 The base URL and model come from the arguments, then ``$OPENAI_BASE_URL``, else OpenAI's own URL when
 ``$OPENAI_API_KEY`` is set, else the embedded llama.cpp server of ``gapbench[local-llm]`` (:mod:`.local`). The time
 bounds come from the arguments, then their environment variables (``$GAPBENCH_LLM_TIMEOUT``,
-``$GAPBENCH_LLM_CALL_TIMEOUT``, ``$GAPBENCH_LLM_OUTAGE_TIMEOUT``, ``$GAPBENCH_LLM_PREFLIGHT_TIMEOUT``), then defaults.
+``$GAPBENCH_LLM_CALL_TIMEOUT``, ``$GAPBENCH_LLM_OUTAGE_TIMEOUT``, ``$GAPBENCH_LLM_STARTUP_TIMEOUT``,
+``$GAPBENCH_LLM_PREFLIGHT_TIMEOUT``), then defaults.
 
 Sampling is the user's: ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop`` and ``extra`` request fields
 (``{"reasoning_effort": "low"}``) are config fields, and ``with command_settings({"temperature": 0.7}): ...`` (what
@@ -31,7 +32,8 @@ _MAX_TOKENS_CAP = 8192  # the budget a re-ask of an answer cut at its budget may
 # (field, environment variable, default) of the time bounds; an argument wins over the variable, the variable over
 # the default
 _TIME_BOUNDS = (("timeout", "GAPBENCH_LLM_TIMEOUT", 120.0), ("call_timeout", "GAPBENCH_LLM_CALL_TIMEOUT", 300.0),
-                ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0))
+                ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0),
+                ("startup_timeout", "GAPBENCH_LLM_STARTUP_TIMEOUT", 15.0))
 _PREFLIGHT = ("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", 10.0)  # GET /models before the first call: see .preflight
 
 
@@ -39,16 +41,14 @@ _PREFLIGHT = ("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", 10.0)  # GET /models before the 
 class LLMConfig:
     """Where and how to call the model. Holds the *name* of the key's environment variable, never the key.
 
-    ``max_retries`` retries follow the first attempt (so ``max_retries + 1`` attempts at most); the wait before retry
-    n is drawn from [w/2, w] with w = ``min(retry_wait * 2**(n-1), retry_wait_max)``, or is the server's Retry-After
-    when that is longer (up to 120 s, or ``retry_wait_max`` when larger). ``price_in`` / ``price_out`` are prices per
-    1M input / output tokens (any currency; reported as cost).
-
-    Time bounds in seconds (None: the environment variable, else the default; see :mod:`.retries`): ``timeout``
-    per attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the
-    client gives up for good. ``max_response_bytes`` caps the size of one response body. ``timeout`` is meant
-    for prompts of up to ``timeout_tokens`` tokens (estimated as characters / 4); a longer one's attempt gets more in
-    proportion (a server reads a prompt at a steady rate), within the call's and the command's bounds.
+    Retries (:mod:`.retries`): ``max_retries`` follow the first attempt, waits from ``retry_wait`` doubling up to
+    ``retry_wait_max``. Time bounds in seconds (None: the environment variable, else the default): ``timeout`` per
+    attempt, ``call_timeout`` per call with its retries, ``outage_timeout`` without a usable answer before the client
+    gives up for good, ``startup_timeout`` for an endpoint that has answered nothing but HTTP 5xx since the first
+    call. ``timeout`` is meant for prompts of up to ``timeout_tokens`` tokens (estimated as characters / 4); a longer
+    one's attempt gets more in proportion, within the call's and the command's bounds. ``max_response_bytes`` caps
+    the size of one response body. ``price_in`` / ``price_out`` are prices per 1M input / output tokens (any
+    currency; reported as cost).
 
     ``concurrency`` is where the number of calls in flight starts; ``adaptive`` lets the client lower it to what the
     server sustains and raise it again (see :class:`.pacing._Pacer`); False keeps it fixed.
@@ -81,6 +81,7 @@ class LLMConfig:
     retry_wait_max: float = 60.0
     call_timeout: float | None = None
     outage_timeout: float | None = None
+    startup_timeout: float | None = None
     max_response_bytes: int = 256 * 2**20
     timeout_tokens: int = 2000
     adaptive: bool = True

@@ -1,27 +1,35 @@
-"""The retry loop of a client (:class:`Retrier`): every call's attempts, bounded in attempts and in time, and the
-one-line error of a call that gave up.
+"""The retry policy of a client (:class:`RetryPolicy`), declared once on tenacity: what is retried, how long to wait,
+the bounds that stop a call, and the one-line error of a call that gave up.
 
-Retries (exponential backoff with jitter, ``Retry-After`` honoured) happen on 429, 408, 5xx, timeouts and dropped
-connections; any other 4xx, and an answer that is not an OpenAI-format response, raises at once. Every retry loop is
-bounded in time, not only in attempts: one attempt by ``timeout`` (``$GAPBENCH_LLM_TIMEOUT``, default 120 s, however
-slowly the body drips in), one call with its retries by ``call_timeout`` (``$GAPBENCH_LLM_CALL_TIMEOUT``, 300 s), and
-a whole command by ``outage_timeout`` (``$GAPBENCH_LLM_OUTAGE_TIMEOUT``, 300 s): once the endpoint has given no usable
-answer for that long, every call of the client gives up, so a server that accepts connections and never answers ends
-the command after about that long. An endpoint that cannot be reached at all (connection refused, unknown host, no
-TCP connection within 10 s) fails at once, unless it has answered before in this client (a server restarting).
+Retried (:meth:`RetryPolicy.retryable`): HTTP 408, 429 and 5xx, timeouts, answers still arriving at the attempt's end,
+dropped connections; a refused connection or unknown host only once the endpoint has answered in this client (a
+server restarting). Any other 4xx, and an answer that is not an OpenAI-format response, raises at once. The wait
+before retry n is drawn from [w/2, w], w = ``min(retry_wait * 2**(n-1), retry_wait_max)``, or is the server's
+``Retry-After`` when longer (up to 120 s, or ``retry_wait_max`` when larger). A call stops (tenacity stop conditions,
+:meth:`RetryPolicy.stops`) after ``max_retries + 1`` attempts; once its attempts and waits would pass ``call_timeout``
+($GAPBENCH_LLM_CALL_TIMEOUT, 300 s); once the endpoint has given no usable answer for ``outage_timeout``
+($GAPBENCH_LLM_OUTAGE_TIMEOUT, 300 s: the whole command's bound); or, while the endpoint has answered nothing but
+HTTP 5xx since the client's first call, once that has lasted ``startup_timeout`` ($GAPBENCH_LLM_STARTUP_TIMEOUT,
+15 s; raise it for a server that is still starting). After an outage or a startup stop, every later call of the
+client gives up at once.
 
-An attempt waits up to ``timeout`` (more for a prompt longer than ``timeout_tokens``) without the server making
-progress: while the calls ahead of it in the server's queue are answered, it is not timed out.
+One attempt is bounded by ``timeout`` ($GAPBENCH_LLM_TIMEOUT, 120 s; more for a prompt longer than
+``timeout_tokens``) without the server making progress: while the calls ahead of it in the server's queue are
+answered, it is not timed out.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 import time
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
+
+import tenacity
+from tenacity.stop import stop_base
 
 from .. import stopping
 from ..errors import LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError
@@ -35,44 +43,190 @@ from .usage import LLMUsage
 
 _RETRY_STATUSES = frozenset({408, 429})
 _RETRY_AFTER_CAP = 120.0  # a server's Retry-After is honoured up to this (or retry_wait_max when larger)
+_UNREACHABLE = ("refused", "dns", "connect", "connect_timeout")
 _BATCH = threading.local()  # the cancel event of the chat_many batch a worker thread serves
 
 
 class _Cancelled(Exception):
-    """The batch this call belongs to failed: its remaining calls are not made."""
+    """The batch this call belongs to failed, or the command is ending: no more attempts are made."""
 
 
-class Retrier:
-    """Runs the calls of one client with retries (:meth:`call`), and keeps the endpoint's health across all of them,
-    i.e. across one command: whether it has answered, since when it has been failing, and whether the client gave up.
+class _Skipped(Exception):
+    """No attempt is made: the call's time is spent ('call'), or the client gave up ('outage', 'startup')."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class _Call:
+    """One call's state across its attempts (tenacity's ``retry_state.args[0]``)."""
+
+    what: str
+    model: str
+    tag: str | None
+    tokens: int
+    fn: Callable[[float], Any]
+    start: float | None = None  # when its first attempt went out
+    attempts: int = 0
+    spent: float = 0.0  # the time the last attempt was given
+    failure: BaseException | None = None
+    stop: str = "final"  # why it stopped: final, attempts, call, outage or startup
+
+
+class _Bound(stop_base):
+    """A tenacity stop condition with a name, so the error of a call that gave up says which bound it met."""
+
+    def __init__(self, name: str, test: Callable[[tenacity.RetryCallState], bool]) -> None:
+        self.name, self.test = name, test
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        if not self.test(retry_state):
+            return False
+        retry_state.args[0].stop = self.name
+        return True
+
+
+class RetryPolicy:
+    """The retries of one client's calls (:meth:`call`), and the endpoint's health across all of them, i.e. across one
+    command: whether it has answered, since when it has been failing, whether every failure was a 5xx, and whether
+    the client gave up. :meth:`describe` is what the manifest shows.
 
     ``pacer`` gives each attempt its place among the client's calls in flight, ``usage`` counts calls, retries and
     failures, ``line`` puts a message on one line with the key masked; ``cache_path`` is named in the error of a call
-    that gave up (a re-run resumes from it).
+    that gave up (a re-run resumes from it). ``clock`` and ``sleep`` are time.monotonic and a sleep that a command
+    ending (Ctrl-C, SIGTERM) cuts short; tests pass their own.
     """
 
     def __init__(self, config: LLMConfig, usage: LLMUsage, pacer: _Pacer, endpoint: str, line: Callable[[str], str],
-                 cache_path: Path | None) -> None:
+                 cache_path: Path | None, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] | None = None) -> None:
         self.config, self.usage, self.pacer, self.endpoint = config, usage, pacer, endpoint
-        self._line, self._cache_path = line, cache_path
+        self._line, self._cache_path, self._clock = line, cache_path, clock
+        self._sleep = sleep or self._sleep_unless_stopped
         self._health_lock = threading.Lock()
         self._answered = False
         self._failing_since: float | None = None
+        self._only_5xx = True  # every failure so far was an HTTP 5xx (matters while the endpoint never answered)
         self._last_failure = ""
         self._gave_up: str | None = None
+        cfg = self.config
+        # the wait: w/2 + uniform(0, w/2), w = min(retry_wait * 2**(n-1), retry_wait_max); or a longer Retry-After
+        half = dict(multiplier=cfg.retry_wait / 2, max=cfg.retry_wait_max / 2)
+        self._backoff = tenacity.wait_exponential(**half) + tenacity.wait_random_exponential(**half)
+        self.stops = (_Bound("attempts", tenacity.stop_after_attempt(cfg.max_retries + 1))
+                      | _Bound("startup", lambda rs: self._failing_for(rs) >= cfg.startup_timeout and self._starting())
+                      | _Bound("outage", lambda rs: self._failing_for(rs) >= cfg.outage_timeout)
+                      | _Bound("call", lambda rs: self._after_wait(rs) - rs.args[0].start >= cfg.call_timeout))
 
-    def _attempt_time(self, call_start: float, tokens: int) -> tuple[float, float]:
-        """(How long the next attempt may wait while the server makes no progress: the timeout, or longer for a long
-        prompt; its hard bound: the least of the call's and the command's time left)."""
-        cfg, now = self.config, time.monotonic()
+    def describe(self) -> dict[str, Any]:
+        """The policy as the manifest shows it."""
+        cfg = self.config
+        return {"library": f"tenacity {version('tenacity')}",
+                "retry_on": ["HTTP 408", "HTTP 429", "HTTP 5xx", "timeout", "answer still arriving", "dropped "
+                             "connection", "refused connection or unknown host after the endpoint answered"],
+                "wait": {"kind": "exponential, drawn from [w/2, w]", "first": cfg.retry_wait, "max": cfg.retry_wait_max,
+                         "retry_after_cap": max(cfg.retry_wait_max, _RETRY_AFTER_CAP)},
+                "stop": {"attempts": cfg.max_retries + 1, "call_timeout": cfg.call_timeout,
+                         "outage_timeout": cfg.outage_timeout, "startup_timeout": cfg.startup_timeout},
+                "attempt_timeout": cfg.timeout, "timeout_tokens": cfg.timeout_tokens}
+
+    # -- the stop conditions and the wait -------------------------------------------------------------------------
+    def _after_wait(self, retry_state: tenacity.RetryCallState) -> float:
+        return self._clock() + retry_state.upcoming_sleep + 0.05
+
+    def _failing_for(self, retry_state: tenacity.RetryCallState) -> float:
+        """How long the endpoint's failing streak will be once the wait before the next attempt is over."""
         with self._health_lock:
-            failing = 0.0 if self._failing_since is None else now - self._failing_since
-        own = cfg.timeout * max(1.0, tokens / cfg.timeout_tokens)
-        return own, min(cfg.call_timeout - (now - call_start), cfg.outage_timeout - failing)
+            since = self._failing_since
+        return 0.0 if since is None else self._after_wait(retry_state) - since
 
+    def _starting(self) -> bool:
+        with self._health_lock:
+            return not self._answered and self._only_5xx
+
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        after = self._retry_after_s(retry_state.outcome.exception())
+        return max(self._backoff(retry_state), after or 0.0)
+
+    def _retry_after_s(self, exc: BaseException | None) -> float | None:
+        """The server's Retry-After, up to 120 s (or retry_wait_max when larger)."""
+        after = _retry_after(exc)
+        return None if after is None else min(after, max(self.config.retry_wait_max, _RETRY_AFTER_CAP))
+
+    @staticmethod
+    def _sleep_unless_stopped(seconds: float) -> None:
+        if stopping.STOP.wait(seconds):  # the command is ending: no more attempts
+            raise _Cancelled()
+
+    def retryable(self, exc: BaseException) -> bool:
+        kind = _failure_kind(exc)
+        if kind == "status":
+            return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+        if kind in _UNREACHABLE:
+            return self._answered  # it answered before: a restart, not a wrong address
+        return kind in ("timeout", "slow", "dropped")
+
+    # -- one call -------------------------------------------------------------------------------------------------
     def stopped(self) -> bool:
         cancel = getattr(_BATCH, "cancel", None)
         return self._gave_up is not None or (cancel is not None and cancel.is_set()) or stopping.STOP.is_set()
+
+    def call(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any], tokens: int = 0) -> Any:
+        """``fn(seconds)`` with retries on transient faults, within the policy's bounds; each attempt waits for a place
+        among the client's calls in flight (:class:`_Pacer`). The call's time starts with its first attempt, not while
+        it waits for a place."""
+        call = _Call(what, model, tag, tokens, fn)
+        retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(self.retryable), wait=self._wait,
+                                     stop=self.stops, sleep=self._sleep, reraise=True,
+                                     before_sleep=lambda rs: self.usage.add(tag, retries=1))
+        try:
+            return retrying(self._attempt, call)
+        except (_Cancelled, _Rejected):
+            raise
+        except Exception:  # the last failure, or _Skipped: worded below, outside this block, so the error carries
+            pass  # no link to it
+        raise self._final_error(call)
+
+    def _attempt(self, call: _Call) -> Any:
+        sent = self.pacer.acquire(call.tokens, self.stopped)
+        if sent is None and self._gave_up is None:
+            raise _Cancelled()
+        call.start = sent.at if call.start is None and sent is not None else call.start
+        own, left = self._attempt_time(call)
+        if sent is None or self._gave_up is not None or left < 0.05:
+            if sent is not None:
+                self.pacer.release(sent, "skipped")
+            with self._health_lock:
+                call.stop = "outage" if self._gave_up is not None or self._failing_since is not None else "call"
+            raise _Skipped(call.stop)
+        call.attempts += 1
+        self.usage.add(call.tag, calls=1)
+        call.spent = min(own, left)
+        try:
+            out, call.spent = self._await(call.fn, sent, own, min(own * self.pacer.ceiling, left))
+        except _Cancelled:  # the command is ending: no retry, no failure counted
+            self.pacer.release(sent, "skipped")
+            raise
+        except Exception as exc:
+            call.failure = exc
+            self._failed(call, sent, exc)
+            raise
+        self.pacer.release(sent, None)
+        with self._health_lock:
+            self._answered, self._failing_since = True, None
+        return out
+
+    def _attempt_time(self, call: _Call) -> tuple[float, float]:
+        """(How long the attempt may wait while the server makes no progress: the timeout, or longer for a long
+        prompt; its hard bound: the least of the call's and the command's time left)."""
+        cfg, now = self.config, self._clock()
+        with self._health_lock:
+            failing = 0.0 if self._failing_since is None else now - self._failing_since
+        own = cfg.timeout * max(1.0, call.tokens / cfg.timeout_tokens)
+        start = call.start if call.start is not None else now
+        return own, min(cfg.call_timeout - (now - start), cfg.outage_timeout - failing)
 
     def _await(self, fn: Callable[[float], Any], sent: _Sent, own: float, hard: float) -> tuple[Any, float]:
         """(``fn(hard)``'s answer, seconds it had). Given up as a timeout once the server has made no progress for
@@ -96,135 +250,47 @@ class Retrier:
                 attempt.abort()
                 raise _Slow(seconds) if attempt.reading else _NoAnswer(seconds)
 
-    def call(self, what: str, model: str, tag: str | None, fn: Callable[[float], Any], tokens: int = 0) -> Any:
-        """``fn(seconds)`` with retries on transient faults, bounded by attempts, the call's time and the command's;
-        each attempt waits for a place among the client's calls in flight (:class:`_Pacer`).
-
-        The call's time starts with its first attempt, not while it waits for a place. The command's bound: the
-        endpoint's failing streak starts with the first attempt that failed after the last usable answer; once it is
-        ``outage_timeout`` long, this call and every later one give up at once.
-        """
-        start: float | None = None
-        attempts = 0
-        failure: BaseException | None = None
-        spent = self.config.timeout  # the time the last attempt was given
-        while True:
-            sent = self.pacer.acquire(tokens, self.stopped)
-            if sent is None and self._gave_up is None:
-                raise _Cancelled()
-            start = sent.at if start is None and sent is not None else start
-            own, left = self._attempt_time(start if start is not None else time.monotonic(), tokens)
-            if sent is None or self._gave_up is not None or left < 0.05:
-                stop = self._skip_attempt(sent)
-                break
-            attempts += 1
-            self.usage.add(tag, calls=1)
-            spent = min(own, left)
-            try:
-                out, spent = self._await(fn, sent, own, min(own * self.pacer.ceiling, left))
-            except _Cancelled:  # the command is ending: no retry, no failure counted
-                self.pacer.release(sent, "skipped")
-                raise
-            except Exception as exc:  # classified outside this block so the error raised carries no link to it
-                failure = exc
-            else:
-                self.pacer.release(sent, None)
-                with self._health_lock:
-                    self._answered, self._failing_since = True, None
-                return out
-            final, spent = self._attempt_failed(sent, failure, spent)
-            if final:
-                stop = "final"
-                break
-            stop, delay = self._retry_plan(failure, sent.at, attempts, start)
-            if stop is not None:
-                break
-            self.usage.add(tag, retries=1)
-            if stopping.STOP.wait(delay):  # the command is ending: no more attempts
-                raise _Cancelled()
-        raise self._final_error(failure, what, model, tag, attempts, spent, stop)
-
-    def _skip_attempt(self, sent: _Sent | None) -> str:
-        """Frees the place of an attempt that will not be made; why not: 'outage' or 'call' (its time is spent)."""
-        if sent is not None:
-            self.pacer.release(sent, "skipped")
-        with self._health_lock:
-            failing = self._failing_since is not None
-        return "outage" if self._gave_up is not None or failing else "call"
-
-    def _attempt_failed(self, sent: _Sent, failure: BaseException, spent: float) -> tuple[bool, float]:
-        """Frees the failed attempt's place; whether the failure is final, and the bound that cut the attempt."""
-        final = not self._retryable(failure)
-        if final and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
+    def _failed(self, call: _Call, sent: _Sent, failure: BaseException) -> None:
+        """Frees the failed attempt's place; a final failure cancels the batch, a retryable one joins the endpoint's
+        failing streak (which starts with the first attempt that failed after the last usable answer)."""
+        retryable = self.retryable(failure)
+        if not retryable and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
             _BATCH.cancel.set()  # before the place is freed, so no call waiting for it goes out
         self.pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
-                            self._retry_after_s(failure))
-        return final, getattr(failure, "seconds", spent)  # the bound that cut it (_NoAnswer, _Slow)
+                           self._retry_after_s(failure))
+        call.spent = getattr(failure, "seconds", call.spent)  # the bound that cut it (_NoAnswer, _Slow)
+        if retryable:
+            with self._health_lock:
+                if self._failing_since is None or sent.at < self._failing_since:
+                    self._failing_since = sent.at
+                self._only_5xx &= (getattr(failure, "status_code", None) or 0) >= 500
+                self._last_failure = _describe(failure)
 
-    def _retry_plan(self, failure: BaseException, began: float, attempts: int,
-                    start: float) -> tuple[str | None, float]:
-        """Records the failing streak; the bound a retry would pass ('attempts', 'outage', 'call', or None to retry)
-        and the delay before it."""
-        cfg = self.config
-        with self._health_lock:
-            if self._failing_since is None or began < self._failing_since:
-                self._failing_since = began
-            failing_since = self._failing_since
-            self._last_failure = _describe(failure)
-        delay = self._delay(attempts, failure)
-        after = time.monotonic() + delay + 0.05
-        if attempts > cfg.max_retries:
-            return "attempts", delay
-        if after - failing_since >= cfg.outage_timeout:
-            return "outage", delay
-        if after - start >= cfg.call_timeout:
-            return "call", delay
-        return None, delay
-
-    def _final_error(self, failure: BaseException | None, what: str, model: str, tag: str | None, attempts: int,
-                     spent: float, stop: str) -> BaseException:
-        """The error a call that gave up raises; an outage also makes every later call give up at once."""
-        error = self._translate(failure, what, model, attempts, spent, stop)
+    # -- the error of a call that gave up -------------------------------------------------------------------------
+    def _final_error(self, call: _Call) -> BaseException:
+        """The error a call that gave up raises; an outage or startup stop also makes every later call give up."""
+        failure = call.failure
+        error = self._translate(call)
         if error is None:
             return failure
-        if stop == "outage":
+        if call.stop in ("outage", "startup"):
             with self._health_lock:
                 if self._gave_up is None:
                     self._gave_up = str(error)
                 error = LLMUnavailableError(self._gave_up, endpoint=error.endpoint, status=error.status)
-        self.usage.add(tag, failures=1)
+        self.usage.add(call.tag, failures=1)
         return error
 
-    def _retryable(self, exc: BaseException) -> bool:
-        kind = _failure_kind(exc)
-        if kind == "status":
-            return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-        if kind in ("refused", "dns", "connect", "connect_timeout"):
-            return self._answered  # it answered before: a restart, not a wrong address
-        return kind in ("timeout", "slow", "dropped")
-
-    def _retry_after_s(self, exc: BaseException) -> float | None:
-        """The server's Retry-After, up to 120 s (or retry_wait_max when larger)."""
-        after = _retry_after(exc)
-        return None if after is None else min(after, max(self.config.retry_wait_max, _RETRY_AFTER_CAP))
-
-    def _delay(self, attempt: int, exc: BaseException) -> float:
-        cfg = self.config
-        ceiling = min(cfg.retry_wait * 2 ** (attempt - 1), cfg.retry_wait_max)
-        delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-        after = self._retry_after_s(exc)
-        return delay if after is None else max(delay, after)
-
-    def _translate(self, exc: BaseException | None, what: str, model: str, attempts: int, seconds: float,
-                   stop: str) -> LLMError | None:
-        """The one-line error for a call that failed (``exc``: its last failure; ``stop``: why it stopped)."""
-        cfg = self.config
-        url = f"{self.endpoint}/{what}"
-        tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+    def _translate(self, call: _Call) -> LLMError | None:
+        """The one-line error for a call that failed (``call.failure``: its last failure; ``call.stop``: why it
+        stopped)."""
+        cfg, exc, model, seconds = self.config, call.failure, call.model, call.spent
+        url = f"{self.endpoint}/{call.what}"
+        tries = f"after {call.attempts} attempt{'s' if call.attempts != 1 else ''}"
         kind = _failure_kind(exc) if exc is not None else "none"
         where = "the base URL (base_url, or $OPENAI_BASE_URL)"
         status = getattr(exc, "status_code", None) if kind == "status" else None
-        if stop == "final":
+        if call.stop == "final":
             if kind == "status":
                 said = _server_message(exc)
                 hint = {
@@ -236,7 +302,7 @@ class Retrier:
                               "the prompt length for this model.")
                 return LLMRequestError(self._line(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not "
                                                   f"retried: {clause(said)}. {hint}"), endpoint=url, status=status)
-            if kind in ("refused", "dns", "connect", "connect_timeout"):
+            if kind in _UNREACHABLE:
                 parts = urlsplit(cfg.base_url)
                 detail = {
                     "refused": f"connection refused: nothing listens on {parts.hostname}:{_port(parts)}. Start the "
@@ -252,8 +318,7 @@ class Retrier:
                     f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
                     f"{model!r}): {clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible "
                     "server (it ends in /v1), not a proxy or sign-in page."), endpoint=url)
-            openai = _openai_module()
-            if isinstance(exc, openai.OpenAIError):
+            if isinstance(exc, _openai_module().OpenAIError):
                 return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): "
                                                    f"{clause(_describe(exc))}."), endpoint=url)
             return None
@@ -271,7 +336,10 @@ class Retrier:
                     "($GAPBENCH_LLM_CALL_TIMEOUT or call_timeout)",
             "outage": f"; gave up: no usable answer for {cfg.outage_timeout:g} s, the limit for one command "
                       "($GAPBENCH_LLM_OUTAGE_TIMEOUT or outage_timeout)",
-        }[stop]
+            "startup": f"; gave up: it has answered nothing but HTTP 5xx since the first call, for "
+                       f"{cfg.startup_timeout:g} s ($GAPBENCH_LLM_STARTUP_TIMEOUT or startup_timeout; raise it for a "
+                       "server that is still starting)",
+        }[call.stop]
         cached = (f"answers already received are cached in {str(self._cache_path)!r}, so a re-run resumes where this "
                   "one stopped" if self._cache_path is not None else "nothing was cached (cache=False)")
         return LLMUnavailableError(self._line(

@@ -1,7 +1,8 @@
 """The HTTP layer of the client: one request and its answer, read as an OpenAI-format response.
 
 An attempt runs on a thread of its own (:class:`_Attempt`), so that its caller can stop waiting at a deadline that
-moves, and over connections it can shut down when nobody waits for it any more (:class:`_TrackedStream`). The body is
+moves, and over a connection of its own that it can shut down when nobody waits for it any more (:func:`_trace`),
+through the HTTP library's public settings only. The body is
 read within the attempt's time however slowly it drips in (:func:`post`), and must be an OpenAI-format response:
 anything else (not JSON, no choices, content null, an HTML page, an error object with status 200) is a
 :class:`_Garbage` that names what came instead (:func:`_chat_response`, :func:`_embeddings`). The body's Content-Type is
@@ -61,17 +62,22 @@ class _Attempt:
         self.reading = False  # the answer's headers came: a body still arriving at the deadline is a drip
         self.value: Any = None
         self.error: BaseException | None = None
-        self.stream: Any = None  # the connection this attempt last read or wrote (see _TrackedStream)
+        self.stream: Any = None  # the connection this attempt opened (see _trace)
         threading.Thread(target=self._run, args=(fn, seconds, answered), name="gapbench-llm-attempt",
                          daemon=True).start()
 
     def abort(self) -> None:
-        """Close the connection of an attempt nobody waits for any more: a server whose queue still holds the request
-        (llama.cpp checks before it starts one) drops it instead of computing an answer that would be thrown away,
-        and the attempt's thread ends now instead of at its hard bound."""
+        """Shut down the connection of an attempt nobody waits for any more (closing a socket does not wake a thread
+        blocked reading it; shutting it down does): a server whose queue still holds the request (llama.cpp checks
+        before it starts one) drops it instead of computing an answer that would be thrown away, and the attempt's
+        thread ends now instead of at its hard bound."""
         stream = self.stream
-        if stream is not None and not self.done.is_set():
-            stream.abort()
+        sock = stream.get_extra_info("socket") if stream is not None and not self.done.is_set() else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by the other side or by the library
+                pass
 
     def _run(self, fn: Callable[[float], Any], seconds: float, answered: Callable[[], None]) -> None:
         _ATTEMPT.current = self
@@ -84,82 +90,22 @@ class _Attempt:
             self.done.set()
 
 
-_ATTEMPT = threading.local()  # the _Attempt a thread runs, so post can say when the answer's headers came
+_ATTEMPT = threading.local()  # the _Attempt a thread runs, so post and _trace can tell it what they saw
 
 
-class _TrackedStream:
-    """A network stream of the HTTP library (httpcore or its fork) that tells the attempt using it, so the attempt can
-    shut the connection down from another thread (closing a socket does not wake a thread blocked reading it)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def _mark(self) -> None:
+def _trace(event: str, info: dict[str, Any]) -> None:
+    """The HTTP library's public ``trace`` request extension (httpx, and openai 3.x's fork httpx2): the network
+    stream of the connection an attempt opens, whose ``get_extra_info("socket")`` :meth:`_Attempt.abort` shuts down.
+    Every attempt opens its own connection (no keep-alive, see :func:`open_client`), so it always has one."""
+    if event == "connection.connect_tcp.complete":
         attempt = getattr(_ATTEMPT, "current", None)
         if attempt is not None:
-            attempt.stream = self
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._mark()
-        return self._inner.read(max_bytes, timeout)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._mark()
-        self._inner.write(buffer, timeout)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(self, *args: Any, **kwargs: Any) -> "_TrackedStream":
-        return _TrackedStream(self._inner.start_tls(*args, **kwargs))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-    def abort(self) -> None:
-        sock = self._inner.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:  # already closed by the other side or by the library
-                pass
+            attempt.stream = info.get("return_value")
 
 
-class _TrackingBackend:
-    """The HTTP library's network backend, with every stream it opens a :class:`_TrackedStream`."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> _TrackedStream:
-        return _TrackedStream(self._inner.connect_tcp(*args, **kwargs))
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _TrackedStream:
-        return _TrackedStream(self._inner.connect_unix_socket(*args, **kwargs))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-def _abortable_http_client(openai: Any, timeout: float) -> Any | None:
-    """openai's default HTTP client over a transport whose connections an abandoned attempt can shut down, or None
-    where the HTTP library's pool does not have the one attribute this needs (then attempts run to their hard bound).
-
-    openai 1.x uses httpx, 3.x its fork httpx2; both build their pool from httpcore(2) with a ``_network_backend``.
-    """
-    base = getattr(openai, "DefaultHttpxClient", None)
-    lib = next((c.__module__.split(".")[0] for c in getattr(base, "__mro__", ())
-                if c.__module__.split(".")[0] in ("httpx", "httpx2")), None)
-    if lib is None:
-        return None
-    import importlib
-
-    transport = importlib.import_module(lib).HTTPTransport()
-    pool = getattr(transport, "_pool", None)
-    if getattr(pool, "_network_backend", None) is None:
-        return None
-    pool._network_backend = _TrackingBackend(pool._network_backend)
-    return base(transport=transport, timeout=timeout)
+def _traced(request: Any) -> None:
+    """A request event hook of the HTTP client: every request carries :func:`_trace`."""
+    request.extensions["trace"] = _trace
 
 
 def post(resource: Any, seconds: float, max_bytes: int, **kwargs: Any) -> Any:
@@ -279,8 +225,12 @@ def _embeddings(data: Any, n: int):
 
 
 def open_client(api_key: str, base_url: str, timeout: float) -> Any:
-    """The openai package's client for ``base_url``, its own retries off: ours are bounded in time and count every
-    HTTP call."""
+    """The openai package's client for ``base_url``, its own retries off (ours are bounded in time and count every
+    HTTP call), over its default HTTP client with keep-alive off and :func:`_trace` on every request: each attempt
+    opens a connection of its own, which it can shut down when nobody waits for it. Only public settings are used
+    (``DefaultHttpxClient``'s ``limits`` and ``event_hooks``), so a new release of openai or httpx keeps them."""
     openai = _openai_module()
-    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                         http_client=_abortable_http_client(openai, timeout))
+    pooled = openai.DEFAULT_CONNECTION_LIMITS
+    limits = type(pooled)(max_connections=pooled.max_connections, max_keepalive_connections=0)
+    http = openai.DefaultHttpxClient(timeout=timeout, limits=limits, event_hooks={"request": [_traced]})
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http)
