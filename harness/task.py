@@ -123,11 +123,10 @@ def get_task(name: str) -> Task:
             f"task {name!r} is a file, not a task: give a registered task name (see `gapbench tasks`) or a BEIR folder "
             "holding corpus.jsonl, queries.jsonl and qrels/."
         )
-    if _looks_like_path(name):
-        raise ConfigError(
-            f"task {name!r} is neither a registered task nor an existing folder; check the path, or name a task "
-            "(see `gapbench tasks`)."
-        )
+    if _looks_like_path(name) or (not registered and path is not None and _parent_exists(path)):
+        from .nearest import nearest_folder
+
+        raise ConfigError(f"no such folder {name!r} (nor a registered task).{nearest_folder(path or name)}")
     base, options = parse_spec(name, "task")
     _reject_suite(base, options)
     entry = TASKS.get(base)
@@ -143,6 +142,11 @@ def get_task(name: str) -> Task:
 _FOLDER_TASK = "gapbench.tasks.local:beir_folder_task"
 _FOLDER_OPTIONS = "gapbench.tasks.local:folder_options"
 _SMART_TASK = "gapbench.tasks.smart:smart_folder_task"
+
+
+def _parent_exists(path) -> bool:
+    """A name such as ``data/cranfeld`` whose first folder ``data`` exists is a mistyped path, not an unknown task."""
+    return len(path.parts) > 1 and path.parts[0] not in (".", "") and path.parents[len(path.parts) - 2].is_dir()
 
 
 def _folder_with_options(name: str):

@@ -67,7 +67,9 @@ def open_binary(path: PathLike) -> IO[bytes]:
     try:
         raw = open(path, "rb", buffering=0)
     except FileNotFoundError:
-        raise DataFormatError("file not found; check the path.", path=path) from None
+        from .nearest import gz_twin
+
+        raise DataFormatError(f"file not found; check the path.{gz_twin(path)}", path=path) from None
     except IsADirectoryError:
         raise DataFormatError("is a directory, expected a file.", path=path) from None
     except PermissionError:

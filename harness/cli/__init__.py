@@ -254,7 +254,12 @@ def _given_value(argv: list[str], exc) -> Optional[str]:
 def _close(word: str, choices: list[str]) -> list[str]:
     """Near matches, compared without the leading dashes that every option shares."""
     bare = {c.lstrip("-"): c for c in choices}
-    return [bare[c] for c in difflib.get_close_matches(word.lstrip("-"), list(bare), n=3, cutoff=0.6)]
+    close = [bare[c] for c in difflib.get_close_matches(word.lstrip("-"), list(bare), n=3, cutoff=0.6)]
+    # a long option's name at the start or end of the word typed (--topk: --k; --retrievers: --retriever)
+    typed = re.sub(r"[-_]", "", word.lstrip("-"))
+    inside = [c for c in choices if c.startswith("--") and (name := c[2:].replace("-", "")) and c not in close
+              and typed != name and (typed.startswith(name) or typed.endswith(name) or name.startswith(typed))]
+    return (close + sorted(inside, key=len, reverse=True))[:3]
 
 
 def _command_path(args: list[str]) -> str:
