@@ -106,6 +106,40 @@ def identity_of(directory: str | Path, results, *, check_name: bool = True) -> R
                        task.get("split"), dict(fps))
 
 
+def check_run_data(directory: str | Path, data, *, instruction: str | None = None) -> None:
+    """Refuse a run directory whose manifest's corpus or queries fingerprint is not that of ``data`` (the
+    :class:`gapbench.types.TaskData` of the task it names, loaded here): a run made on another task that shares its
+    ids (or an edited manifest) must not be taken in as a run of this one. ``instruction``: the task's query
+    instruction (a run records its queries with it applied); looked up by the manifest's task name when not given.
+    A directory without a manifest has nothing to check."""
+    from .errors import GapbenchError
+    from .store import read_manifest
+
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return
+    name, fps = manifest["task"]["name"], manifest["fingerprints"]
+    if instruction is None:
+        from .task import get_task
+
+        try:
+            instruction = get_task(name).instruction
+        except GapbenchError:
+            instruction = ""
+    queries = {data.queries.fingerprint}
+    if instruction:
+        queries.add(data.queries.with_instruction(instruction).fingerprint)
+    for what, recorded, here in (("corpus", fps["corpus"], {data.corpus.fingerprint}), ("queries", fps["queries"],
+                                                                                         queries)):
+        if recorded not in here:
+            raise DataFormatError(
+                f"names task {name!r}, but records the {what} fingerprint {recorded[:16]}..., and the {what} of task "
+                f"{name!r} here has {min(here)[:16]}...: the run was made on other data (another task sharing its ids, "
+                f"another revision) or the manifest was edited; {_REMAKE} on task {name!r}.",
+                path=directory / "manifest.json")
+
+
 def recorded_spec(task: dict) -> str | None:
     """The task string of a local task from a manifest written before ``task.spec`` was recorded: a BEIR folder's
     name is its absolute path; ``beir/NAME`` from a local copy and ``local/trec`` name their files in ``source``."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
@@ -198,6 +200,31 @@ def _reject_suite(base: str, options: dict) -> None:
         f"{base!r} is a suite of {len(suite.tasks)} tasks, not a single task; run it with `gapbench run {base} -r "
         f"RETRIEVER`, or name one of its tasks, for example {suite.tasks[0]!r}."
     )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def check_plain_name(value: object, option: str, where: str, example: str = "test") -> str:
+    """``value`` when it is a plain name (letters, digits and ``._+-``, no path separator, not ``.`` or ``..``),
+    else a :class:`ConfigError`: an option that becomes part of a file name (a split: ``qrels/<split>.tsv``) must not
+    name a file elsewhere, since task strings also come back from run manifests and ``--data``."""
+    text = str(value)
+    if not isinstance(value, str) or not _PLAIN_NAME.fullmatch(text) or text.strip(".") == "":
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ConfigError(f"{where}: {option}={shown!r} is not a plain name; {option} names a file inside the folder "
+                          f"(letters, digits and ._+-, no '/', '\\' or '..'), for example {option}={example}.")
+    return text
+
+
+def confined(path: Path, folder: Path, what: str) -> Path:
+    """``path`` resolved, when it lies inside ``folder`` resolved (a symbolic link out of the folder is refused):
+    a task's files are its folder's, wherever a task string came from."""
+    real, root = path.resolve(), folder.resolve()
+    if real != root and root not in real.parents:
+        raise ConfigError(f"{what} {path} leads outside its folder {folder} (to {real}); a task reads only the files "
+                          "inside its folder: copy the file in instead of linking to it.")
+    return real
 
 
 def register_task(name: str, obj=None, *, replace: bool = False):

@@ -18,12 +18,14 @@ file the task's data comes from (:func:`revision`): the same before and after th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from gapbench.cache import cache_dir
 from gapbench.corpus_store import compact_mode, load_compact
@@ -43,6 +45,23 @@ CITATION = ("MacAvaney, Yates, Feldman, Downey, Cohan, Goharian. Simplified Data
 # from this many documents the corpus is memory-mapped from gapbench's cache instead of held as Document objects
 LARGE_DOCS = 100_000
 _SPLITS = ("test", "dev", "train", "validation", "valid")
+# Datasets whose qrels hold codes that are not gains (a higher code is not a more relevant document): the gain each
+# code is read as, and where the codes are defined. Cranfield's file (cranqrel) holds Cleverdon's codes, which the
+# collection's README defines as 1 "References which are a complete answer to the question", 2 "References of a high
+# degree of relevance, the lack of which either would have made the research impracticable or would have resulted in
+# a considerable amount of extra work", 3 "References which were useful, either as general background to the work or
+# as suggesting methods of tackling certain aspects of the work", 4 "References of minimum interest, for example,
+# those that have been included from an historical viewpoint", 5 "References of no interest" (-1 in the file). Read
+# as gains they would rank a complete answer lowest: gain = 5 - code for 1..4, and 0 for -1 (and 5), so every
+# graded measure sees a complete answer highest and a binary one counts codes 1..4 as relevant. ir_datasets 0.6.3's
+# qrels_defs() for cranfield pairs the same five texts with the codes the other way up (4 "a complete answer", 1
+# "minimum interest"); gapbench follows the collection's own README, and grades=raw reads the codes as they are.
+GRADE_MAPS: dict[str, tuple[dict[int, int], str]] = {
+    "cranfield": ({1: 4, 2: 3, 3: 2, 4: 1, -1: 0, 5: 0},
+                  "Cleverdon's relevance codes (1 = complete answer ... 4 = minimum interest, -1 = no interest; "
+                  "http://ir.dcs.gla.ac.uk/resources/test_collections/cran/)"),
+}
+GRADES = ("mapped", "raw")
 
 
 def _ir_datasets():
@@ -72,10 +91,11 @@ def from_spec(spec: str) -> Task:
 
 
 @TASKS.register("irds")
-def irds_template(dataset: str | None = None, fields: str | None = None, query_fields: str | None = None) -> Task:
+def irds_template(dataset: str | None = None, fields: str | None = None, query_fields: str | None = None,
+                  grades: str = "mapped") -> Task:
     """``irds`` alone is the template `gapbench tasks` lists; it fails when loaded, naming what to write."""
     if dataset:
-        return irds_task(dataset, fields, query_fields)
+        return irds_task(dataset, fields, query_fields, grades)
 
     def unconfigured() -> TaskData:
         raise ConfigError(f"irds needs a dataset id, with its options after it: {USAGE}.")
@@ -85,23 +105,34 @@ def irds_template(dataset: str | None = None, fields: str | None = None, query_f
                 description=f"Any ir_datasets dataset with documents, queries and qrels: {USAGE}.")
 
 
-def irds_task(dataset: str, fields: str | None = None, query_fields: str | None = None) -> Task:
-    """A :class:`Task` over the ir_datasets dataset ``dataset`` (its data is read, or downloaded, when loaded)."""
+def irds_task(dataset: str, fields: str | None = None, query_fields: str | None = None,
+              grades: str = "mapped") -> Task:
+    """A :class:`Task` over the ir_datasets dataset ``dataset`` (its data is read, or downloaded, when loaded).
+    ``grades``: ``mapped`` reads a dataset's relevance codes as the gains :data:`GRADE_MAPS` gives (where its codes
+    are not gains, as Cranfield's), ``raw`` as ir_datasets gives them."""
     ir = _ir_datasets()
+    if grades not in GRADES:
+        raise ConfigError(f"irds:{dataset}: grades={grades!r}; give grades=mapped (relevance codes read as gains "
+                          "where a dataset's codes are not gains, as Cranfield's) or grades=raw (as ir_datasets gives "
+                          "them).")
     ds = _dataset(ir, dataset)
     doc_fields = _fields(fields, ds.docs_cls(), "fields", dataset, "document")
     q_fields = _fields(query_fields, ds.queries_cls(), "query_fields", dataset, "query")
     files = source_files(ds, ir)
+    gains = GRADE_MAPS.get(dataset) if grades == "mapped" else None
     options = [f"fields={'+'.join(doc_fields)}" if doc_fields else "",
-               f"query_fields={'+'.join(q_fields)}" if q_fields else ""]
+               f"query_fields={'+'.join(q_fields)}" if q_fields else "",
+               "grades=raw" if grades == "raw" and dataset in GRADE_MAPS else ""]
     suffix = ",".join(o for o in options if o)
     doc = _documentation(ds)
     last = dataset.rsplit("/", 1)[-1]
     rev = revision(ir.__version__, files)
     return Task(
         name=f"{SCHEME}{dataset}" + (f":{suffix}" if suffix else ""),
-        loader=functools.partial(load, dataset, doc_fields, q_fields, rev),
-        source=f"ir_datasets {dataset} (https://ir-datasets.com/{dataset.split('/')[0]}.html)",
+        loader=functools.partial(load, dataset, doc_fields, q_fields, rev, gains[0] if gains else None),
+        # the source is in every run's manifest: a mapping of the grades is recorded with the run
+        source=f"ir_datasets {dataset} (https://ir-datasets.com/{dataset.split('/')[0]}.html)"
+               + (f"; {grade_note(dataset)}" if gains else ""),
         revision=rev,
         split=last if last in _SPLITS else "test",
         license=f"the terms of {dataset.split('/')[0]}: see https://ir-datasets.com/{dataset.split('/')[0]}.html",
@@ -186,11 +217,25 @@ def _documentation(ds) -> dict:
 
 # ---------------------------------------------------------------- loading
 
+def grade_note(dataset: str) -> str:
+    """How the relevance codes of ``dataset`` are read as gains (printed when it is loaded, kept in the source)."""
+    gains, defined = GRADE_MAPS[dataset]
+    pairs = ", ".join(f"{code}->{gain}" for code, gain in sorted(gains.items(), key=lambda p: (p[0] < 0, p[0])))
+    return f"its qrels hold {defined}, read as gains {pairs} (grades=raw keeps the codes)"
+
+
 def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ...] = (),
-         key: str = "") -> TaskData:
-    """Queries, qrels and the corpus of ``dataset`` through ir_datasets (which downloads what is not there yet)."""
+         key: str = "", gains: dict[int, int] | None = None) -> TaskData:
+    """Queries, qrels and the corpus of ``dataset`` through ir_datasets (which downloads what is not there yet);
+    ``gains``: code -> gain for a dataset whose codes are not gains (:data:`GRADE_MAPS`)."""
     ir = _ir_datasets()
     ds = ir.load(dataset)
+    with _folded_log(ir) as said:
+        return _read(ir, ds, dataset, query_fields, fields, key, gains, said)
+
+
+def _read(ir, ds, dataset: str, query_fields: tuple[str, ...], fields: tuple[str, ...], key: str,
+          gains: dict[int, int] | None, said: list) -> TaskData:
     try:
         # the documents first: a collection that must be obtained by hand (TREC disks) fails before anything is fetched
         corpus = _corpus(ir, ds, dataset, fields, key)
@@ -198,20 +243,85 @@ def load(dataset: str, fields: tuple[str, ...] = (), query_fields: tuple[str, ..
                           source=f"{SCHEME}{dataset}")
         judged: dict[str, dict[str, int]] = {}
         for qrel in ds.qrels_iter():
-            judged.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
+            code = int(qrel.relevance)
+            if gains is not None and code not in gains:
+                raise DatasetUnavailableError(
+                    f"irds:{dataset}: a judgement of query {str(qrel.query_id)!r} has the code {code}, which "
+                    f"{GRADE_MAPS[dataset][1]} do not define; check the qrels file, or read the codes as they are "
+                    "with grades=raw.")
+            judged.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = code if gains is None else gains[code]
     except GapbenchError:
         raise
     except Exception as exc:  # a download that failed, a file that is missing or torn: ir_datasets' own errors
-        raise _unavailable(ir, ds, dataset, exc) from None
+        raise _unavailable(ir, ds, dataset, exc, said) from None
+    if gains is not None:
+        sys.stderr.write(f"gapbench: note: irds:{dataset}: {grade_note(dataset)}.\n")
     return TaskData(corpus, queries, Qrels(judged, source=f"{SCHEME}{dataset}"))
 
 
-def _unavailable(ir, ds, dataset: str, exc: BaseException) -> DatasetUnavailableError:
+def _verbose() -> bool:
+    """Whether the command was asked to show the libraries' own output as they print it (``--verbose``,
+    ``GAPBENCH_WARNINGS=show``: :mod:`gapbench.cli.quiet`)."""
+    if os.environ.get("GAPBENCH_WARNINGS", "").strip().lower() == "show":
+        return True
+    # --verbose of gapbench's own command line (the console script, or python -m gapbench), not of a host program
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    ours = Path(sys.argv[0]).name == "gapbench" or (spec is not None and spec.name.startswith("gapbench"))
+    return ours and "--verbose" in sys.argv[1:]
+
+
+@contextlib.contextmanager
+def _folded_log(ir):
+    """ir_datasets' own log lines (``[INFO] [starting] https://...``, a multi-line download log before a failure) held
+    back while the data is read: printed as they were once it is read, or, when reading fails, folded into
+    gapbench's one-line error (:func:`_unavailable`). With ``--verbose`` they are printed as ir_datasets prints them.
+    ``said`` collects (handler, record) pairs."""
+    said: list = []
+    _HELD[:] = [said]  # for _unavailable raised deep in a generator (the documents' stream)
+    handler_cls = getattr(getattr(ir, "log", None), "TqdmHandler", None)
+    if handler_cls is None or _verbose():
+        yield said
+        return
+    emit = handler_cls.emit
+    handler_cls.emit = lambda handler, record: said.append((handler, record))
+    failed = False
+    try:
+        yield said
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        handler_cls.emit = emit
+        _HELD.clear()
+        if not failed:
+            for handler, record in said:
+                emit(handler, record)
+
+
+_HELD: list = []  # the log lines _folded_log is holding back, while it is
+
+
+def _log_summary(said: list) -> str:
+    """The last line ir_datasets logged (its most severe, where one was a warning or worse), and how many it held
+    back: a clause for the one-line error."""
+    if not said:
+        return ""
+    records = [r for _, r in said]
+    worst = max(records, key=lambda r: (r.levelno, records.index(r)))
+    text = " ".join(str(worst.getMessage()).split())
+    text = text if len(text) <= 300 else text[:297] + "..."
+    more = f"; {len(records) - 1} more line(s) of its log held back, --verbose shows them" if len(records) > 1 else ""
+    return f"; ir_datasets logged: [{worst.levelname}] {text}{more}"
+
+
+def _unavailable(ir, ds, dataset: str, exc: BaseException, said: Iterable = ()) -> DatasetUnavailableError:
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    held = list(said) or (_HELD[0] if _HELD else [])
     return DatasetUnavailableError(
-        f"irds:{dataset}: ir_datasets could not read the dataset ({reason[:400]}{' ...' if len(reason) > 400 else ''})."
-        f" It keeps its files under {ir.util.home_path()} (IR_DATASETS_HOME); without network access place them "
-        "there as ir_datasets lays them out (its log above says how for collections obtained by hand): "
+        f"irds:{dataset}: ir_datasets could not read the dataset ({reason[:400]}{' ...' if len(reason) > 400 else ''}"
+        f"{_log_summary(held)}). It keeps its files under {ir.util.home_path()} (IR_DATASETS_HOME); without "
+        "network access place them there as ir_datasets lays them out (for collections obtained by hand, its log "
+        "says how: --verbose): "
         f"{', '.join(f['file'] for f in source_files(ds, ir)) or 'see https://ir-datasets.com'}.")
 
 

@@ -11,15 +11,18 @@ import functools
 from pathlib import Path
 
 from gapbench.corpus_store import read_beir_folder
-from gapbench.task import Task
+from gapbench.task import Task, check_plain_name, confined
 
 
 def beir_folder_task(path: str | Path, split: str = "test") -> Task:
     path = Path(path).expanduser().resolve()
+    # the split becomes qrels/<split>.tsv: a plain name, so no task string (typed, or read back from a run manifest
+    # or --data) makes another file the judgements
+    check_plain_name(split, "split", f"BEIR folder {path}")
     spec = str(path) if split == "test" else f"{path}:split={split}"
     return Task(
         name=spec,
-        loader=functools.partial(read_beir_folder, path, split),
+        loader=functools.partial(_load, path, split),
         source=f"local BEIR folder {path}",
         revision="local",
         split=split,
@@ -30,6 +33,16 @@ def beir_folder_task(path: str | Path, split: str = "test") -> Task:
     )
 
 
+def _load(path: Path, split: str):
+    """The folder's data, its qrels file (``qrels/<split>.tsv[.gz]`` or ``<split>.tsv``) inside the folder: a link
+    out of it is refused, as a path in the split is (the corpus and queries may be links: large files are shared)."""
+    for rel in (f"qrels/{split}.tsv", f"qrels/{split}.tsv.gz", f"{split}.tsv"):
+        if (path / rel).exists():
+            confined(path / rel, path, f"BEIR folder {path}: the qrels of split={split},")
+            break
+    return read_beir_folder(path, split)
+
+
 POOLED = "qrels/pooled.tsv"  # pooled judgements beside the gold ones, as `gapbench obliq build` writes them
 
 
@@ -37,7 +50,8 @@ def _pooled(path: Path, data) -> dict:
     """The gold task's pooled (P) judgements, reported beside its own (as OBLIQ-Bench's G and P)."""
     from gapbench.formats import read_beir_qrels
 
-    return {"P": read_beir_qrels(path / POOLED).restrict(data.queries)}
+    return {"P": read_beir_qrels(confined(path / POOLED, path, f"BEIR folder {path}: pooled judgements"))
+            .restrict(data.queries)}
 
 
 def folder_options(path: str | Path):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -51,6 +53,23 @@ def _beir_layout(home: Path) -> None:
                 zf.write(path, f"scifact/{path.relative_to(SCIFACT).as_posix()}")
 
 
+# A Cranfield slice in ir_datasets' own layout (cranfield/docs.txt, queries.txt, qrels.txt: what it extracts from
+# cran.tar.gz), made up here: three documents, two questions, and judgements in Cleverdon's codes (1 = complete answer,
+# 4 = minimum interest, -1 = no interest), as the collection's cranqrel holds them.
+CRAN_DOCS = "".join(f".I {i}\n.T\n{title}\n.A\nauthor {i}\n.B\nreport {i}\n.W\n{text}\n" for i, title, text in (
+    (1, "heat transfer in slabs", "the conduction of heat in composite slabs is solved exactly ."),
+    (2, "history of wind tunnels", "an early account of wind tunnels, of historical interest ."),
+    (3, "bird flight", "birds fly by flapping their wings .")))
+CRAN_QUERIES = ".I 001\n.W\nhow is heat conducted in composite slabs ?\n.I 002\n.W\nhow do birds fly ?\n"
+CRAN_QRELS = "1 1 1\n1 2 4\n1 3 -1\n2 3 2\n"
+
+
+def _cranfield_layout(home: Path) -> None:
+    (home / "cranfield").mkdir(parents=True)
+    for name, text in (("docs.txt", CRAN_DOCS), ("queries.txt", CRAN_QUERIES), ("qrels.txt", CRAN_QRELS)):
+        (home / "cranfield" / name).write_text(text)
+
+
 if importlib.util.find_spec("ir_datasets") is None:  # the irds extra, in gapbench[dev]; not imported yet (below)
     pytest.skip("ir_datasets is not installed (pip install 'gapbench[irds]')", allow_module_level=True)
 # ir_datasets fixes each dataset's folder when it is imported, so its home is set before any test imports it
@@ -60,6 +79,7 @@ HOME = Path(tempfile.mkdtemp(prefix="irds-home-"))
 atexit.register(shutil.rmtree, HOME, ignore_errors=True)
 _npl_layout(HOME)
 _beir_layout(HOME)
+_cranfield_layout(HOME)
 os.environ["IR_DATASETS_HOME"] = str(HOME)
 
 from gapbench.cli import main  # noqa: E402
@@ -214,8 +234,12 @@ def test_a_collection_not_on_disk_names_where_its_files_go():
     assert "disks45/qrels.robust2004.txt md5:123c2a0ba2ec31178cb1050995dcfdfa" in task.revision
     with pytest.raises(DatasetUnavailableError, match=re.escape(
             f"irds:disks45/nocr/trec-robust-2004: ir_datasets could not read the dataset (FileNotFoundError: "
-            f"{HOME / 'disks45' / 'corpus'}). It keeps its files under {HOME} (IR_DATASETS_HOME)")):
+            f"{HOME / 'disks45' / 'corpus'}; ir_datasets logged: [INFO] The TREC Robust document collection is from "
+            "TREC disks 4 and 5.")) as err:
         task.load()
+    # its log (how to obtain the disks) is folded into the one line, and where the files go is said after it
+    assert "1 more line(s) of its log held back, --verbose shows them). It keeps its files under " \
+        f"{HOME} (IR_DATASETS_HOME)" in str(err.value) and str(err.value).endswith("disks45/qrels.robust2004.txt.")
 
 
 def test_revision_of_a_dataset_not_downloaded_lists_the_catalogue_md5s():
@@ -389,3 +413,59 @@ def test_irds_files_with_other_checksums_than_the_manifests_are_not_rescored(tmp
     finally:
         qrels.write_bytes(original)
     assert regress(base, cand, n_permutations=100).checks[0].rescored
+
+
+def test_cranfield_codes_are_read_as_gains_printed_and_recorded(tmp_path, capsys):
+    """Cleverdon's codes 1..4 (1 = complete answer) become gains 4..1 and -1 becomes 0 (tasks/irds.py GRADE_MAPS)."""
+    import gapbench
+
+    task = get_task("irds:cranfield")
+    data = task.load()
+    assert {q: dict(j) for q, j in data.qrels.items()} == {"1": {"1": 4, "2": 1, "3": 0}, "2": {"3": 3}}
+    err = capsys.readouterr().err
+    assert err == ("gapbench: note: irds:cranfield: its qrels hold Cleverdon's relevance codes (1 = complete answer ... "
+                   "4 = minimum interest, -1 = no interest; http://ir.dcs.gla.ac.uk/resources/test_collections/cran/),"
+                   " read as gains 1->4, 2->3, 3->2, 4->1, 5->0, -1->0 (grades=raw keeps the codes).\n")
+    raw = get_task("irds:cranfield:grades=raw")
+    assert raw.name == "irds:cranfield:grades=raw" and "read as gains" not in raw.source
+    assert {q: dict(j) for q, j in raw.load().qrels.items()} == {"1": {"1": 1, "2": 4, "3": -1}, "2": {"3": 2}}
+    # the mapping goes into every run's manifest (the task's source)
+    gapbench.run("irds:cranfield", "bm25", measures=["nDCG@10"], k=3, output=tmp_path / "run")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert "read as gains 1->4, 2->3, 3->2, 4->1, 5->0, -1->0" in manifest["task"]["source"]
+
+
+def test_cranfield_gains_rank_a_complete_answer_highest():
+    from gapbench.evaluation.evaluation import evaluate
+
+    qrels = get_task("irds:cranfield").load().qrels
+    # the reference of minimum interest (doc 2, gain 1) above the complete answer (doc 1, gain 4):
+    # DCG = 1/log2(2) + 4/log2(3), ideal = 4/log2(2) + 1/log2(3)
+    run = {"1": {"2": 2.0, "1": 1.0}, "2": {"3": 1.0}}
+    ndcg = evaluate(run, qrels, ["nDCG@10"]).per_query["nDCG@10"]["1"]
+    assert ndcg == pytest.approx((1 + 4 / math.log2(3)) / (4 + 1 / math.log2(3)))  # 0.76091
+
+
+def test_cranfield_defs_are_the_texts_the_docs_cite():
+    """ir_datasets' qrels_defs() for cranfield holds Cleverdon's five texts with the codes the other way up; the
+    mapping (and docs/tasks/irds.md) follows the collection's README. Should ir_datasets change them, look again."""
+    import ir_datasets
+
+    defs = ir_datasets.load("cranfield").qrels_defs()
+    assert defs[4] == "References which are a complete answer to the question."
+    assert defs[1].startswith("References of minimum interest") and defs[-1] == "References of no interest."
+
+
+def test_an_offline_download_folds_ir_datasets_log_into_one_line(tmp_path):
+    """ir_datasets' download log (several lines) is folded into the error; --verbose shows it as it prints it."""
+    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}
+    env.update({k: "http://127.0.0.1:9" for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")})
+    env.pop("GAPBENCH_WARNINGS", None)
+    quiet, verbose = (subprocess.run([sys.executable, "-m", "gapbench", "run", "irds:cranfield", "-r", "bm25", *extra],
+                                     env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+                      for extra in ([], ["--verbose"]))
+    assert quiet.returncode == verbose.returncode == 2
+    assert quiet.stderr.count("\n") == 1 and quiet.stderr.startswith("gapbench: error: irds:cranfield: ")
+    assert "ir_datasets logged: [WARNING] Download failed" in quiet.stderr and "--verbose shows them" in quiet.stderr
+    lines = verbose.stderr.splitlines()
+    assert len(lines) > 2 and lines[0].startswith("[INFO] ") and lines[-1].startswith("gapbench: error: ")

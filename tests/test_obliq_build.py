@@ -227,7 +227,7 @@ def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
     with pytest.raises(ConfigError, match="lens file .*lens.txt is empty"):
         read_lens(str(tmp_path / "lens.txt"))
     (tmp_path / "lens.txt").write_text(LENS + "\n")
-    assert read_lens(str(tmp_path / "lens.txt")) == LENS + "\n" and read_lens("a lens.txt in words") == \
+    assert read_lens(str(tmp_path / "lens.txt")) == LENS and read_lens("a lens.txt in words") == \
         "a lens.txt in words"
     blank = tmp_path / "blank.jsonl"
     blank.write_text('{"_id": "1", "text": " "}\n{"_id": "2", "text": ""}\n')

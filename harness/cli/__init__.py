@@ -311,12 +311,35 @@ def main(argv: Optional[list[str]] = None) -> int:
     """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _check_completion_shell(args: list[str]) -> None:
+    """Refuse a shell the completion flags do not know before typer sees it: typer reads ``--install-completion`` as
+    a flag and would install for the detected shell, editing its rc file, whatever name followed."""
+    from ..errors import ConfigError
+
+    for i, arg in enumerate(args):
+        if not arg.startswith("-"):
+            return  # a command: the completion flags belong to gapbench itself, before any command
+        flag, eq, value = arg.partition("=")
+        if flag not in ("--install-completion", "--show-completion"):
+            continue
+        shell = value if eq else (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None)
+        if shell is not None and shell not in COMPLETION_SHELLS:
+            shown = shell if len(shell) <= 40 else shell[:37] + "..."
+            raise ConfigError(f"{flag} {shown!r}: not a shell gapbench completes; give one of "
+                              f"{', '.join(COMPLETION_SHELLS)}, or {flag} alone for the shell you run it from "
+                              "(nothing was written).")
+
+
         with _signals_interrupt() as caught:
             rv = app(args=args, prog_name="gapbench", standalone_mode=False)
         if caught:
             return _interrupted(caught[0])
     except _Interrupted as exc:
         return _interrupted(exc.signum)
+        _check_completion_shell(args)
     except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
         return _interrupted(signal.SIGINT)
     except GapbenchError as exc:

@@ -192,6 +192,9 @@ class Rescorer:
         from ..formats import file_digest, read_trec_run
         from ..store import _run_file
 
+        from ..identity import check_run_data
+
+        check_run_data(directory, data)  # the corpus and queries the manifest records are the task's own
         fingerprint = data.qrels.fingerprint
         if ident.qrels is not None and ident.qrels != fingerprint:
             raise DataFormatError(

@@ -107,8 +107,9 @@ def _ir_case(text: str) -> str | None:
     registry = ir_measures.measures.registry
     if m.group("name") in registry:
         return None
-    same = [n for n in registry if n.casefold() == m.group("name").casefold()]
-    return same[0] + m.group("rest") if len(same) == 1 else None
+    # aliases (nDCG and NDCG, Bpref and BPref) are one measure: unambiguous, spelt by the measure's own name
+    same = {registry[n].NAME for n in registry if n.casefold() == m.group("name").casefold()}
+    return same.pop() + m.group("rest") if len(same) == 1 else None
 
 
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")

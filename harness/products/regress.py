@@ -214,6 +214,9 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
         problems.append(f"candidate {candidate} lacks task(s) {', '.join(labels[t] for t in missing)} of the baseline"
                         f"{local}; run them (or drop them from the baseline on purpose)")
     for key, b in base.items():
+        depth = _depth_problem(task, measure, ids[key].k, cand_ids[key].k)
+        if depth:
+            problems.append(depth)
         c = cand.get(key)
         if c is None:
             continue
@@ -241,8 +244,52 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
         unused_data(rescorer)
     except GapbenchError as exc:
         raise RegressionInputError(str(exc)) from None
-    warnings = tuple(w for t in base if (w := _depth_warning(labels[t], ids[t].k, cand_ids[t].k)))
+    warnings = tuple(w for w in [_consistency_warning(options.rescore, checks)] if w) + tuple(
+        w for t in base if (w := _depth_warning(labels[t], ids[t].k, cand_ids[t].k)))
     rows, pvals = [], []
+def measure_depth(measure: str) -> int | None:
+    """The deepest rank ``measure`` reads (its cut-off, ``nDCG@10`` -> 10), or None when it reads the whole ranking
+    (``AP``, ``R``, ``nDCG``) or is no measure ir-measures parses."""
+    import ir_measures
+
+    from ..evaluation.trec_names import from_trec
+
+    try:
+        parsed = ir_measures.parse_measure(from_trec(measure) or measure)
+    except Exception:  # a stored name ir-measures does not read back: its depth is unknown, the whole ranking
+        return None
+    at = parsed.AT_PARAM
+    cutoff = parsed.params.get(at) if at else None
+    return int(cutoff) if isinstance(cutoff, (int, float)) and not isinstance(cutoff, bool) else None
+
+
+def _depth_problem(task: str, measure: str, k_base: int | None, k_cand: int | None) -> str:
+    """Bad input when the two sides searched to different depths and ``measure`` reads past the smaller one: its
+    difference would then come from k alone, a false drop (exit 1) or a false gain."""
+    if k_base is None or k_cand is None or k_base == k_cand:
+        return ""
+    low, depth = min(k_base, k_cand), measure_depth(measure)
+    if depth is not None and depth <= low:
+        return ""
+    reads = f"reads to rank {depth}" if depth is not None else "reads the whole ranking"
+    shallow = "baseline" if k_base < k_cand else "candidate"
+    return (f"task {task}: the baseline searched to k={k_base} and the candidate to k={k_cand}, and {measure} {reads}, "
+            f"past k={low}, so its difference would come from k alone; re-run the {shallow} with --k "
+            f"{max(k_base, k_cand)}, or gate on a measure cut at rank {low} or less (e.g. nDCG@{low})")
+
+
+def _consistency_warning(mode: str, checks) -> str:
+    """What ``rescore="auto"`` could not do: tasks checked for consistency only, where a candidate whose values were
+    forged consistently (per-query values and means edited together) passes."""
+    if mode != "auto":
+        return ""
+    only = [f"{c.task} ({c.why})" for c in checks if not c.rescored]
+    if not only:
+        return ""
+    return (f"--rescore auto checked {len(only)} of {len(checks)} task(s) for consistency only, not re-scored: "
+            f"{'; '.join(only)}; a consistently edited candidate would pass, so a CI gate runs with --rescore always.")
+
+
     for key, b in base.items():
         c = cand[key]
         # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.

@@ -20,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import time
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ...errors import ConfigError, DataFormatError
+from ...errors import ConfigError, DataFormatError, GapbenchError
 from ...types import Corpus, Document
 from . import annotate as st_annotate
 from . import collapse as st_collapse
@@ -112,9 +113,11 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
     source, name = load_corpus(corpus)
     docs, corpus_info = select(source, options)
     labels_given: dict[str, str] = {}
-    labelled = 0
+    labelled = n_labels = 0
     if options.labels is not None:
-        labels_given = st_collapse.read_labels(options.labels, docs)
+        every_label = st_collapse.read_labels(options.labels)
+        n_labels = len(every_label)
+        labels_given = st_collapse.match_labels(options.labels, every_label, docs)
         labelled = len(labels_given)
     est = estimate(options, prompts, [len(d.text) + len(d.title or "") for d in docs.values()], labelled)
     out = Path(options.out)
@@ -123,7 +126,21 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
     if options.dry_run:
         return _report(options, name, corpus_info, est, prompts, None, "(not asked)", started, dry=True)
     _check_out(out)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _build(options, name, corpus_info, est, prompts, docs, labels_given, n_labels, started)
+    except GapbenchError:
+        # a build that cannot go on leaves no folder it made (its LLM answers stay in the LLM cache, so a re-run
+        # repeats no call); an earlier build's folder, being resumed, is kept as it was found
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _build(options: ObliqBuildOptions, name: str, corpus_info: dict, est: dict, prompts: Prompts, docs: Corpus,
+           labels_given: dict[str, str], n_labels: int, started: float) -> ObliqBuildReport:
+    out = Path(options.out)
     analogues = options.labels is not None and options.labels_as == "documents"  # relevance is the label: no LLM
     client = options.llm_client or (None if analogues else _client(options))
     style = structured_style(options.structured, client.config.base_url) if client is not None else "(no LLM)"
@@ -132,9 +149,9 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
     if options.mode == "recollection":
         texts, gold, judged, excluded, origin = _recollection(ctx)
     elif analogues:
-        texts, gold, judged, excluded, origin = _analogues(ctx, labels_given)
+        texts, gold, judged, excluded, origin = _analogues(ctx, labels_given, n_labels)
     else:
-        texts, gold, judged, excluded, origin = _clusters(ctx, labels_given)
+        texts, gold, judged, excluded, origin = _clusters(ctx, labels_given, n_labels)
     retrievers = () if analogues else options.pool_retrievers
     key = ctx.checkpoint_key("pool", _digest([texts, gold]))
     pooled = ctx.load_checkpoint("pool", key)
@@ -163,7 +180,7 @@ def _lost(ctx: Context, stage: str, number: int, what: str, hint: str) -> ObliqB
     return ObliqBuildError(f"every {what} was lost at stage {number} ({stage}): {why}. {hint}", stage=stage)
 
 
-def _clusters(ctx: Context, labels: dict[str, str]):
+def _clusters(ctx: Context, labels: dict[str, str], n_labels: int = 0):
     o = ctx.options
     ids = list(ctx.corpus)
     if o.labels is None:
@@ -183,7 +200,7 @@ def _clusters(ctx: Context, labels: dict[str, str]):
         else:
             clusters = [st_collapse.Cluster(**c) for c in saved]
     else:
-        clusters = st_collapse.label_clusters(ctx, labels, len(labels))
+        clusters = st_collapse.label_clusters(ctx, labels, n_labels)
     if not clusters:
         raise _lost(ctx, "collapse", 3, "cluster", f"Lower min_cluster (now {o.min_cluster}), raise max_cluster (now "
                     f"{o.max_cluster}) or cluster_threshold (now {o.cluster_threshold}), or build from more documents.")
@@ -242,9 +259,9 @@ def _recollection(ctx: Context):
     return texts, gold, {q: sorted(gold[q]) for q in gold}, {}, origin
 
 
-def _analogues(ctx: Context, labels: dict[str, str]):
+def _analogues(ctx: Context, labels: dict[str, str], n_labels: int = 0):
     """Writing-Style's form: documents of a label are the queries, the label's other documents their gold."""
-    clusters = st_collapse.label_clusters(ctx, labels, len(labels))
+    clusters = st_collapse.label_clusters(ctx, labels, n_labels)
     if not clusters:
         raise _lost(ctx, "collapse", 3, "label", f"Lower min_cluster (now {ctx.options.min_cluster}) or raise "
                     f"max_cluster (now {ctx.options.max_cluster}).")

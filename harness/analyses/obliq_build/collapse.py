@@ -225,29 +225,38 @@ def _merge(ctx: Context, clusters: list[Cluster], named: set[int], embedder) -> 
     return out
 
 
-def read_labels(path: str | Path, known: Mapping[str, object]) -> dict[str, str]:
-    """doc id -> label from JSONL ``{"doc_id": ..., "label": ...}`` lines or TSV ``doc_id<TAB>label`` lines; ids
-    absent from ``known`` (the corpus being built from, maybe a sample) are left out."""
+def read_labels(path: str | Path) -> dict[str, str]:
+    """doc id -> label from JSONL ``{"doc_id": ..., "label": ...}`` lines or TSV ``doc_id<TAB>label`` lines, read
+    through the checked text reader (a binary or non-UTF-8 file is refused by line). Every labelled id is returned:
+    which of them the corpus holds is the caller's count (:func:`match_labels`)."""
+    from contextlib import closing
+
+    from ...textio import MAX_TREC_LINE_BYTES, text_lines
+
     path = Path(path)
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with closing(text_lines(path, MAX_TREC_LINE_BYTES)) as lines:
+        for n, line in lines:
             if not line.strip():
                 continue
             if line.lstrip().startswith("{"):
                 try:
                     obj = json.loads(line)
-                except ValueError as exc:
-                    raise DataFormatError(f"malformed JSON ({exc}); a labels line is {{\"doc_id\": \"...\", "
-                                          "\"label\": \"...\"}.", path=path, line=n) from None
+                except (ValueError, RecursionError) as exc:
+                    raise DataFormatError(f"malformed JSON ({str(exc)[:80]}); a labels line is {{\"doc_id\": "
+                                          "\"...\", \"label\": \"...\"}.", path=path, line=n) from None
+                if not isinstance(obj, dict):
+                    raise DataFormatError("a labels line is a JSON object {\"doc_id\": \"...\", \"label\": "
+                                          "\"...\"}.", path=path, line=n)
                 doc_id, label = obj.get("doc_id", obj.get("_id")), obj.get("label")
             else:
-                parts = line.rstrip("\n").split("\t")
+                parts = line.split("\t")
                 if len(parts) != 2:
                     raise DataFormatError(f"expected 2 tab-separated columns doc_id<TAB>label, found {len(parts)}.",
                                           path=path, line=n)
                 doc_id, label = parts
-            if doc_id is None or not isinstance(label, (str, int)) or not str(label).strip():
+            if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or not str(doc_id).strip() \
+                    or not isinstance(label, (str, int)) or isinstance(label, bool) or not str(label).strip():
                 raise DataFormatError("a labels line needs a document id and a non-empty label.", path=path, line=n)
             doc_id = str(doc_id).strip()
             if doc_id in out and out[doc_id] != str(label).strip():
@@ -256,7 +265,22 @@ def read_labels(path: str | Path, known: Mapping[str, object]) -> dict[str, str]
             out[doc_id] = str(label).strip()
     if not out:
         raise DataFormatError("no labels in the file; give doc_id<TAB>label lines or JSONL records.", path=path)
-    return {d: lab for d, lab in out.items() if d in known}
+    return out
+
+
+def match_labels(path: str | Path, labels: Mapping[str, str], known: Mapping[str, object]) -> dict[str, str]:
+    """The labels of documents in ``known`` (the corpus built from, maybe a sample). None of them there is bad input:
+    a build (or a dry run's price) from labels that name no document could never make a query."""
+    kept = {d: lab for d, lab in labels.items() if d in known}
+    if not kept:
+        first = next(iter(labels))
+        corpus_first = next(iter(known), None)
+        raise DataFormatError(
+            f"none of the {len(labels):,} labelled documents is in the corpus (first: {first!r}; the corpus built "
+            f"from holds {len(known):,} documents" + (f", first {corpus_first!r}" if corpus_first is not None else "")
+            + "); give labels keyed by the corpus's doc ids, or build from the corpus they label (without "
+            "max_docs/sample if those left them out).", path=path)
+    return kept
 
 
 def label_clusters(ctx: Context, labels: Mapping[str, str], n_given: int) -> list[Cluster]:

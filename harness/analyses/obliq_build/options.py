@@ -19,6 +19,9 @@ from ...errors import ConfigError, ObliqBuildError
 
 MODES = ("descriptive", "recollection")
 LENS_FILE_SUFFIXES = (".txt", ".md")
+# The lens goes into every annotation, query and judging prompt: a few sentences name an attribute; a longer text is
+# a wrong file (a whole document given as the lens) and would be paid for in every call.
+MAX_LENS_CHARS = 2000
 
 
 class ObliqBuildOptions(Options):
@@ -71,6 +74,9 @@ class ObliqBuildOptions(Options):
         if not value.strip():
             raise ValueError("is empty; describe the latent attribute in words, e.g. 'the stance the "
                              "tweet implies without stating it', or give a .txt file holding it")
+        if len(value.strip()) > MAX_LENS_CHARS:
+            raise ValueError(f"is {len(value.strip()):,} characters long, over {MAX_LENS_CHARS:,}: it is sent with "
+                             "every LLM call, so name the attribute in a few sentences")
         return value.strip()
 
     @field_validator("max_docs", "sample")
@@ -173,7 +179,19 @@ def read_lens(text_or_file: str) -> str:
             raise ConfigError(f"lens file {text_or_file!r} does not exist; give the lens as text, or an existing "
                               ".txt/.md file holding it.")
         return text_or_file
-    text = path.read_text(encoding="utf-8", errors="replace")
+    from contextlib import closing
+
+    from ...textio import text_lines
+
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ConfigError(f"lens file {path} cannot be read ({exc.strerror or exc}); give a readable file.") from None
+    if size > 4 * MAX_LENS_CHARS:  # read no further than a lens can be (a character is at most 4 bytes)
+        raise ConfigError(f"lens file {path} holds {size:,} bytes; a lens is at most {MAX_LENS_CHARS:,} characters, "
+                          "sent with every LLM call: name the attribute in a few sentences.")
+    with closing(text_lines(path, 4 * MAX_LENS_CHARS)) as lines:
+        text = "\n".join(line for _, line in lines)
     if not text.strip():
         raise ConfigError(f"lens file {path} is empty; write the latent attribute in it, in words.")
     return text

@@ -66,9 +66,20 @@ def submission_from_run_dirs(
     run_dirs: Iterable[str | os.PathLike], directory: str | os.PathLike, *, system: str, description: str,
     suite: str, contact: str, k: int | None = None, url: str | None = None, digits: int | None = None,
 ) -> Path:
-    """Turn run directories made by ``gapbench run --output`` into a submission (adapter and models from manifests)."""
-    from ...store import load_manifest, load_run
+    """Turn run directories made by ``gapbench run --output`` into a submission (adapter and models from manifests).
 
+    Each run directory's manifest is checked against the task it names (its corpus and queries fingerprints, where
+    that task's data is on this machine) before anything is written: a run of another task that shares its ids is
+    not filed under this one."""
+    from ...identity import check_run_data
+    from ...store import load_manifest, load_run
+    from ...task import get_task
+
+    run_dirs = list(run_dirs)
+    for d in run_dirs:
+        task = get_task(load_manifest(d)["task"]["name"])
+        if task.available_offline()[0]:
+            check_run_data(d, task.load(), instruction=task.instruction)
     runs, adapter, models = {}, None, []
     for d in run_dirs:
         manifest = load_manifest(d)
