@@ -142,7 +142,7 @@ def test_docs_page_is_generated_from_the_matrix(impliret_run):
     page = (ROOT / "docs" / "reproduce.md").read_text()
     expected = with_section(page, page_section(rows))
     assert page == expected, ("docs/reproduce.md is stale; regenerate it with "
-                              "gapbench.products.reproduce_render.update_page('docs/reproduce.md')")
+                              "gapbench.products.reproduce.update_page('docs/reproduce.md')")
     section = page[page.index(PAGE_START):page.index(PAGE_END)]
     assert "| `impliret/multispeaker/wknow/bm25` | `bm25` | nDCG@10 | 0.1520 | 0.1518 | -0.0002 | 0.0005 | OK |" \
         in section

@@ -272,3 +272,19 @@ def reference_rows(suite_tasks: Iterable[str], *, runs_dir: str | os.PathLike | 
             if get_task(row.task).available_offline()[0]:
                 out.append(run_row(row, {}, folder))
     return out
+
+
+def update_page(path: str | Path, runs_dir: str | Path | None = None) -> str:
+    """Rebuild the generated section of ``path`` (docs/reproduce.md): the rows whose data is on this machine are run
+    (or read back from ``runs_dir``), the others listed with their published value. Returns the new page text."""
+    from .reproduce_render import page_section, with_section
+
+    options = ReproduceOptions(offline=True, output=Path(runs_dir) if runs_dir is not None else None)
+    measured = {r.id: r for r in reproduce(options).rows}
+    rows = [measured.get(r.id, r) for r in listing(ReproduceOptions())]
+    path = Path(path)
+    page = with_section(path.read_text(encoding="utf-8"), page_section(rows))
+    from ..files import write_text_if_changed
+
+    write_text_if_changed(path, page)
+    return page

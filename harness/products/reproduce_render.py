@@ -170,19 +170,3 @@ def with_section(page: str, section: str) -> str:
     if not found or not found_end:
         raise ValueError(f"the page lacks the markers {PAGE_START!r} ... {PAGE_END!r}")
     return head + section + tail
-
-
-def update_page(path: str | Path, runs_dir: str | Path | None = None) -> str:
-    """Rebuild the generated section of ``path`` (docs/reproduce.md): the rows whose data is on this machine are run
-    (or read back from ``runs_dir``), the others listed with their published value. Returns the new page text."""
-    from .reproduce import ReproduceOptions, listing, reproduce
-
-    options = ReproduceOptions(offline=True, output=Path(runs_dir) if runs_dir is not None else None)
-    measured = {r.id: r for r in reproduce(options).rows}
-    rows = [measured.get(r.id, r) for r in listing(ReproduceOptions())]
-    path = Path(path)
-    page = with_section(path.read_text(encoding="utf-8"), page_section(rows))
-    from ..files import write_text_if_changed
-
-    write_text_if_changed(path, page)
-    return page
