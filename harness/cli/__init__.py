@@ -307,10 +307,6 @@ def _usage_message(exc, argv: list[str]) -> str:
     return f"{text if text.endswith('?') else text.rstrip('.') + '.'} Try '{where} --help'."
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 
@@ -333,13 +329,17 @@ def _check_completion_shell(args: list[str]) -> None:
                               "(nothing was written).")
 
 
+def main(argv: Optional[list[str]] = None) -> int:
+    """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        _check_completion_shell(args)
         with _signals_interrupt() as caught:
             rv = app(args=args, prog_name="gapbench", standalone_mode=False)
         if caught:
             return _interrupted(caught[0])
     except _Interrupted as exc:
         return _interrupted(exc.signum)
-        _check_completion_shell(args)
     except KeyboardInterrupt:  # raised by other means than our handler (another thread, interrupt_main)
         return _interrupted(signal.SIGINT)
     except GapbenchError as exc:

@@ -214,9 +214,6 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
         problems.append(f"candidate {candidate} lacks task(s) {', '.join(labels[t] for t in missing)} of the baseline"
                         f"{local}; run them (or drop them from the baseline on purpose)")
     for key, b in base.items():
-        depth = _depth_problem(task, measure, ids[key].k, cand_ids[key].k)
-        if depth:
-            problems.append(depth)
         c = cand.get(key)
         if c is None:
             continue
@@ -234,6 +231,9 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
             problems.append(f"task {task}: the query sets differ ({len(only_b)} only in the baseline, e.g. "
                             f"{only_b[:3]}; {len(only_c)} only in the candidate, e.g. {only_c[:3]}); compare runs on "
                             "the same task revision and queries")
+        depth = _depth_problem(task, measure, ids[key].k, cand_ids[key].k)
+        if depth:
+            problems.append(depth)
     if problems:
         raise RegressionInputError("cannot compare the result sets: " + "; ".join(problems) + ".")
     # Last, as the costly step: every input that is wrong on its face is reported without reading a run file.
@@ -247,6 +247,23 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
     warnings = tuple(w for w in [_consistency_warning(options.rescore, checks)] if w) + tuple(
         w for t in base if (w := _depth_warning(labels[t], ids[t].k, cand_ids[t].k)))
     rows, pvals = [], []
+    for key, b in base.items():
+        c = cand[key]
+        # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
+        qids = list(b.per_query[measure])
+        vb = [b.per_query[measure][q] for q in qids]
+        vc = [c.per_query[measure][q] for q in qids]
+        mb, mc = b.means[measure], c.means[measure]
+        p = randomization_test(vb, vc, n_permutations=options.n_permutations, seed=options.seed)
+        rows.append(dict(task=labels[key], n_queries=len(qids), baseline=mb, candidate=mc, drop=mb - mc, p=p))
+        pvals.append(p)
+    gated = tuple(RegressRow(**row, p_holm=pa, failed=bool(row["drop"] > options.max_drop and pa < options.alpha))
+                  for row, pa in zip(rows, holm(pvals)))
+    extra = tuple(labels[t] for t in cand if t not in base)
+    return RegressReport(**options.model_dump(), baseline=str(baseline), candidate=str(candidate), rows=gated,
+                         extra_tasks=extra, checks=checks, warnings=warnings)
+
+
 def measure_depth(measure: str) -> int | None:
     """The deepest rank ``measure`` reads (its cut-off, ``nDCG@10`` -> 10), or None when it reads the whole ranking
     (``AP``, ``R``, ``nDCG``) or is no measure ir-measures parses."""
@@ -288,23 +305,6 @@ def _consistency_warning(mode: str, checks) -> str:
         return ""
     return (f"--rescore auto checked {len(only)} of {len(checks)} task(s) for consistency only, not re-scored: "
             f"{'; '.join(only)}; a consistently edited candidate would pass, so a CI gate runs with --rescore always.")
-
-
-    for key, b in base.items():
-        c = cand[key]
-        # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
-        qids = list(b.per_query[measure])
-        vb = [b.per_query[measure][q] for q in qids]
-        vc = [c.per_query[measure][q] for q in qids]
-        mb, mc = b.means[measure], c.means[measure]
-        p = randomization_test(vb, vc, n_permutations=options.n_permutations, seed=options.seed)
-        rows.append(dict(task=labels[key], n_queries=len(qids), baseline=mb, candidate=mc, drop=mb - mc, p=p))
-        pvals.append(p)
-    gated = tuple(RegressRow(**row, p_holm=pa, failed=bool(row["drop"] > options.max_drop and pa < options.alpha))
-                  for row, pa in zip(rows, holm(pvals)))
-    extra = tuple(labels[t] for t in cand if t not in base)
-    return RegressReport(**options.model_dump(), baseline=str(baseline), candidate=str(candidate), rows=gated,
-                         extra_tasks=extra, checks=checks, warnings=warnings)
 
 
 def _depth_warning(task: str, k_base: int | None, k_cand: int | None) -> str:
