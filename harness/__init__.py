@@ -39,6 +39,7 @@ _API = {
     "evaluate": "gapbench.evaluation.evaluation",
     "compare": "gapbench.evaluation.comparison",
     "run": "gapbench.runner",
+    "RunOptions": "gapbench.runner",
     # products, over run directories or gapbench.run results
     "report": "gapbench.products.from_memory",
     "regress": "gapbench.products.from_memory",

@@ -15,13 +15,19 @@ naming the field, what was given and what is accepted::
 
 Validators of a subclass raise ``ValueError`` with the message's tail ("must be at least 1"); the field name and the
 value given are added here.
+
+The settings that recur across verbs are typed once here, so that each is accepted, refused and worded the same way in
+every options class: :data:`Seed`, :data:`Alpha`, :data:`Resamples`, :data:`Permutations`, :data:`Depth` and
+:data:`Text` (``seed: Seed = Field(0, description=...)``). ``seed=-1`` reads "seed must be greater than or equal to 0,
+got -1" whichever verb is given it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import OptionsError
 
@@ -31,15 +37,68 @@ _REWORD = (("Input should be ", "must be "), ("Value error, ", ""), ("Assertion 
            ("Field required", "must be given"))
 
 
+# The bounds of the shared types. The statistics check the same numbers when called directly
+# (gapbench.evaluation.stats.MAX_RESAMPLES / MAX_PERMUTATIONS; tests/test_run_options.py pins that they agree), and
+# gapbench.cli.common.MOST bounds --k of the command line by the same 100,000 documents.
+MAX_SEED = 2**63 - 1  # numpy seeds any whole number >= 0; a manifest's seed is an int64
+MAX_RESAMPLES = 1_000_000
+MAX_PERMUTATIONS = 10_000_000
+MOST_DOCUMENTS = 100_000  # per query or per pool: more than any judged pool holds; a typo must not fill the memory
+
+
+def _at_most(most: int) -> AfterValidator:
+    def check(value: int) -> int:
+        if value > most:
+            shown = f"{value:,}" if value < 10**18 else f"a {len(str(value))}-digit number"
+            raise ValueError(f"must be at most {most:,}, got {shown}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _level(value: float) -> float:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"must be strictly between 0 and 1 (e.g. 0.05), got {value!r}")
+    return value
+
+
+def _not_blank(value: Any) -> Any:
+    # '' (often an unset shell variable) must not quietly mean "not given", nor become Path('.')
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty; give a value, or leave the option out")
+    return value
+
+
+Seed = Annotated[int, Field(ge=0, strict=True, json_schema_extra={"maximum": MAX_SEED}), _at_most(MAX_SEED)]
+"""A random seed: a whole number, 0 or more (bools and text refused)."""
+Alpha = Annotated[float, Field(strict=True, allow_inf_nan=False,
+                               json_schema_extra={"exclusiveMinimum": 0, "exclusiveMaximum": 1}), AfterValidator(_level)]
+"""A significance level, strictly between 0 and 1."""
+Resamples = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_RESAMPLES}),
+                      _at_most(MAX_RESAMPLES)]
+"""Bootstrap resamples: 1 to :data:`MAX_RESAMPLES`."""
+Permutations = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_PERMUTATIONS}),
+                         _at_most(MAX_PERMUTATIONS)]
+"""Sign flips of a paired randomization test: 1 to :data:`MAX_PERMUTATIONS`."""
+Depth = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MOST_DOCUMENTS}),
+                  _at_most(MOST_DOCUMENTS)]
+"""Documents per query or per pool (a run's k, a pool's depth, a rank budget): 1 to :data:`MOST_DOCUMENTS`."""
+Text = Annotated[str, BeforeValidator(_not_blank)]
+"""Text that must not be empty or blank (a spec, a model name, an endpoint)."""
+Folder = Annotated[Path, BeforeValidator(_not_blank)]
+"""A path given as text must not be empty (``Path('')`` would quietly be the working directory)."""
+
+
 def problem(error: dict) -> tuple[str, str]:
     """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given."""
     field = ".".join(str(p) for p in error.get("loc", ()))
     message = error.get("msg", "")
     for old, new in _REWORD:
         message = message.replace(old, new)
-    # "is empty" already says what was given
+    # "is empty" already says what was given, and so does a message that quotes the text given
     if error.get("type") not in ("missing", "extra_forbidden") and "input" in error and ", got " not in message \
-            and not message.startswith("is empty"):
+            and not message.startswith("is empty") \
+            and not (isinstance(error["input"], str) and repr(error["input"])[:80] in message):
         message += f", got {error['input']!r:.80}"
     return field, message
 

@@ -6,12 +6,18 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
+
+from pydantic import Field, field_validator
 
 from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
-from .evaluation.evaluation import Results, evaluate, format_table
+from .contract import Depth, Folder, Options, Seed, Text
+from .errors import ConfigError, OptionsError
+from .evaluation.evaluation import (
+    Results, _distinct_measures, depth_notes, evaluate, format_table, split_measures,
+)
 from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
 from .store import RunDirWriter, check_replace, package_versions, save_run_dir, utc_now
@@ -36,23 +42,96 @@ class RunResult:
         return self.results.to_dict()
 
 
+class RunOptions(Options):
+    """Every setting of :func:`run` (and :func:`run_suite`) but the task and the retriever, checked when made: a value
+    no run accepts raises :class:`~gapbench.errors.OptionsError` naming the field, before any work. Example::
+
+        result = gapbench.run("impliret/multispeaker/wknow", "bm25", RunOptions(k=100, measures=("nDCG@10", "R@100")))
+        result = gapbench.run("impliret/multispeaker/wknow", "bm25", k=100)  # the same: keywords build the options
+    """
+
+    measures: Optional[tuple[str, ...]] = Field(
+        None, description="Measures as ir-measures (nDCG@10, R@100, AP) or trec_eval (map, P_10) names them; None: "
+                          "the task's own.")
+    k: Depth = Field(1000, description="Documents retrieved per query.")
+    output: Optional[Folder] = Field(None, description="Write a run directory here (run.trec.gz, results, manifest).")
+    overwrite: bool = Field(False, description="Let output replace a run directory of another task or retriever.")
+    seed: Seed = Field(0, description="Seed of the bootstrap CIs, recorded in the manifest.")
+    reranker: Any = Field(None, description="A reranker spec (tournament, sliding-window, with NAME:key=value "
+                                            "options) or a reranker object; None: no reranking.")
+    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint of LLM rerankers, retrievers "
+                                                           "and augmenters (else $OPENAI_BASE_URL).")
+    llm_model: Optional[Text] = Field(None, description="The model at that endpoint.")
+    augment: Optional[Text] = Field(None, description="argus-expand or argus-synth (ARGUS views), with options.")
+    memory_budget: Optional[int] = Field(
+        None, description="Working memory of the large-corpus paths in bytes (a size such as '4GB' is read); None: "
+                          "$GAPBENCH_MEMORY_BUDGET, else 2 GiB.")
+    ray: Optional[Text] = Field(None, description="Encode and search on Ray: local, auto, HOST:PORT or "
+                                                  "ray://HOST:PORT; None: in this process.")
+
+    @field_validator("measures", mode="before")
+    @classmethod
+    def _measures(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        items = split_measures(value) if isinstance(value, str) else list(value) if isinstance(value, Iterable) \
+            else value
+        if isinstance(items, list) and not items:  # not None: an empty list must not quietly mean the task's own
+            raise ValueError("is empty; give measures such as ['nDCG@10', 'R@100'], or leave it out for the task's own")
+        try:
+            _distinct_measures(items)
+        except ConfigError as exc:
+            raise ValueError(f"must be measures gapbench reads; {str(exc).rstrip('.')}") from None
+        # as given (a trec_eval name stays one), each checked; an ir_measures object by its name
+        return tuple(m if isinstance(m, str) else str(m) for m in items)
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _reranker(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; give a value, or leave the option out")
+        return value
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        from .budget import MINIMUM, parse
+
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("is empty; give a value, or leave the option out")
+            try:
+                return parse(value, "memory_budget")
+            except ConfigError as exc:
+                # "'4XB' is not a size; ...": the field is named by OptionsError
+                raise ValueError(str(exc).removeprefix("memory_budget ").rstrip(".")) from None
+        if isinstance(value, int) and not isinstance(value, bool) and value < MINIMUM:
+            raise ValueError(f"is {value:,} bytes, below the smallest budget gapbench works in (64 MiB); give more")
+        return value
+
+    @field_validator("ray")
+    @classmethod
+    def _ray(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            try:
+                distributed.address_kind(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("ray=").rstrip(".")) from None
+        return value
+
+    def depth_notes(self, measures: Iterable[str], flag: str = "k=") -> list[str]:
+        """What the measures read beyond the run's k (:func:`gapbench.evaluation.evaluation.depth_notes`)."""
+        return depth_notes(measures, self.k, flag)
+
+
 def run(
     task: str | Task,
     retriever: str | Any,
-    *,
-    measures: Iterable[str] | None = None,
-    k: int = 1000,
-    output: str | Path | None = None,
-    seed: int = 0,
-    reranker: str | Any | None = None,
-    llm_base_url: str | None = None,
-    llm_model: str | None = None,
-    augment: str | None = None,
-    memory_budget: int | str | None = None,
-    ray: str | None = None,
-    overwrite: bool = False,
+    options: RunOptions | None = None,
+    **settings: Any,
 ) -> RunResult:
-    """Run a retriever on a task and evaluate it.
+    """Run a retriever on a task and evaluate it, with the settings of ``options`` (a :class:`RunOptions`) or given as
+    keywords (``k=100``), which build one (a keyword given with ``options`` replaces that setting).
 
     >>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
     >>> result.results.means["nDCG@10"]  # doctest: +SKIP
@@ -64,7 +143,13 @@ def run(
     workers (see :mod:`gapbench.distributed`); the manifest records the address kind and the workers used.
     An ``output`` that holds a run of another task or retriever is refused before any work
     (:class:`gapbench.store.RunDirInUse`) unless ``overwrite``; a run of the same task and retriever is replaced.
+    A measure that reads deeper than ``k`` (R@100 with k=10; AP, which reads the whole ranking, under k=1000) is
+    named in the manifest's ``notes`` and the results' notes.
     """
+    o = _options(options, settings)
+    measures, k, output, seed, overwrite = o.measures, o.k, o.output, o.seed, o.overwrite
+    reranker, llm_base_url, llm_model, augment = o.reranker, o.llm_base_url, o.llm_model, o.augment
+    memory_budget, ray = o.memory_budget, o.ray
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
     retr = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
@@ -97,9 +182,10 @@ def run(
                 result_run = rr.rerank(queries, result_run, data.corpus)
             rerank_info = _rerank_entry(rr, applied)
             name = result_run.name
-        results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed)
+        results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed, depth=k)
         manifest = _manifest(prepared, retr, name, results, k=k, seed=seed, reranker=rerank_info,
                              augment=augment_info, timings=timings)
+        _say_degenerate(result_run, name, manifest)
         if writer is not None:
             out = writer.finish(results, manifest)
         else:
@@ -182,7 +268,29 @@ def _manifest(prepared: Prepared, retr: Any, name: str, results: Results, *, k: 
         "date": utc_now(),
         "versions": package_versions(),
         "timings": timings,
+        "notes": list(results.notes),
     }
+
+
+def _options(options: RunOptions | None, settings: dict) -> RunOptions:
+    """The run's options: ``options`` with ``settings`` replaced, or ``settings`` alone."""
+    if options is not None and not isinstance(options, RunOptions):
+        raise ConfigError(f"options must be a RunOptions, got {type(options).__name__}; give "
+                          "RunOptions(k=..., ...) or the settings as keywords (k=100).")
+    if options is None:
+        return RunOptions(**settings)
+    return options.replace(**settings) if settings else options
+
+
+def _say_degenerate(result_run: Run, name: str, manifest: dict) -> None:
+    """A ranking that ignores the query (the same for every query, or every score tied) is said on the terminal and
+    kept in the manifest's notes (:mod:`gapbench.degenerate`)."""
+    from .degenerate import degenerate_notes
+    from .progress import say
+
+    for note in degenerate_notes(result_run):
+        say(f"{name}: {note}.")
+        manifest["notes"] = [*manifest.get("notes", []), note]
 
 
 def _search(retr: Any, prepared: Prepared, k: int, writer: RunDirWriter | None) -> Run:
@@ -225,18 +333,23 @@ class SuiteResult:
 
 
 
-def run_suite(
-    suite: str | Suite, retriever: str | Any, *, measures: Iterable[str] | None = None, k: int = 1000,
-    output: str | Path | None = None, seed: int = 0, overwrite: bool = False,
-) -> SuiteResult:
-    """Run one retriever over every task of a suite; with ``output`` each task gets ``output/<task name>`` (a run of
-    another retriever there is refused unless ``overwrite``, as :func:`run` does)."""
+def run_suite(suite: str | Suite, retriever: str | Any, options: RunOptions | None = None,
+              **settings: Any) -> SuiteResult:
+    """Run one retriever over every task of a suite, with the settings of :func:`run` (``options`` or keywords); with
+    ``output`` each task gets ``output/<task name>`` (a run of another retriever there is refused unless
+    ``overwrite``, as :func:`run` does). A suite run takes no reranker, augmenter or LLM endpoint: run its tasks one
+    by one for those."""
+    o = _options(options, settings)
+    given = [f for f in ("reranker", "augment", "llm_base_url", "llm_model") if getattr(o, f) is not None]
+    if given:
+        raise OptionsError("RunOptions", [(given[0], "is not taken by a suite run; run the suite's tasks one by one "
+                                                     "with it")])
     suite_obj = get_suite(suite) if isinstance(suite, str) else suite
     retr = get_retriever(retriever)
     results = []
-    for task in suite_obj.tasks:
-        out = Path(output) / task.replace("/", "__") if output else None
-        results.append(run(task, retr, measures=measures, k=k, output=out, seed=seed, overwrite=overwrite))
+    with limited(o.memory_budget), distributed.connect(o.ray):
+        for task in suite_obj.tasks:
+            out = Path(o.output) / task.replace("/", "__") if o.output else None
+            results.append(run(task, retr, o.replace(output=out, memory_budget=None, ray=None)))
     common = [m for m in results[0].results.measures if all(m in r.results.measures for r in results)]
     return SuiteResult(suite_obj, tuple(results), tuple(common))
-

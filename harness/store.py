@@ -447,6 +447,7 @@ def load_results(directory: str | os.PathLike) -> Results:
         n_dropped=res.get("n_dropped", 0),
         n_unjudged=res.get("n_unjudged", 0),
         task=res.get("task", ""),
+        notes=tuple(res.get("notes", ())),
     )
 
 

@@ -90,7 +90,7 @@ def test_run_with_an_explicitly_empty_measure_list_is_an_error():
     import gapbench
     from gapbench.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="no measures given"):
+    with pytest.raises(ConfigError, match=r"^RunOptions: measures is empty; give measures such as"):
         gapbench.run("impliret/multispeaker/wknow", "bm25", measures=[])
 
 

@@ -124,7 +124,9 @@ def test_a_file_written_by_gapbench_0_1_loads_and_renders():
 def test_options_name_the_setting_and_the_command_names_the_flag(tmp_path, argus_cli, capsys):
     with pytest.raises(OptionsError, match=r"^ArgusCompareOptions: tau must be a predicted RPS .*got 0\.$"):
         ArgusCompareOptions(tau=0)
-    with pytest.raises(OptionsError, match=r"k_aug must be at least 1, got 0; k must be at least 1, got 0\.$"):
+    # k is gapbench.contract's Depth, worded as every options class words it
+    with pytest.raises(OptionsError,
+                       match=r"k_aug must be at least 1, got 0; k must be greater than or equal to 1, got 0\.$"):
         ArgusCompareOptions(k=0, k_aug=0)
     with pytest.raises(OptionsError, match=r"variants must include original .*got \['expansion'\]"):
         ArgusCompareOptions(variants=["expansion"])

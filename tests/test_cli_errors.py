@@ -130,7 +130,7 @@ def test_evaluate_json(tmp_path, capsys):
     assert err == ""
     assert out.count("\n") == 1
     obj = json.loads(out)
-    assert set(obj) == {"task", "system", "n_queries", "measures", "summary"}
+    assert set(obj) == {"task", "system", "n_queries", "n_missing", "n_dropped", "n_unjudged", "measures", "summary"}
     assert obj["summary"] == obj["measures"]  # no count among these: trec_eval's `all` row is the mean
     assert obj["task"] == q
     assert obj["system"] == "mysys"
@@ -187,5 +187,5 @@ def test_subprocess_evaluate_json(tmp_path):
 def test_subprocess_usage_check_exit_code(tmp_path):
     # errors raised through the CLI's own checks (_fail -> typer.Exit(2)) must also leave with code 2
     proc = _cli(["run", "impliret/multispeaker/wknow", "-r", "bm25", "--k", "0"], tmp_path)
-    assert proc.stderr == "gapbench: error: --k must be at least 1, got 0.\n"
+    assert proc.stderr == "gapbench: error: --k must be greater than or equal to 1, got 0.\n"
     assert proc.returncode == 2

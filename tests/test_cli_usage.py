@@ -168,12 +168,12 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
 # ---------------------------------------------------------------- argument checks of run, evaluate, gap, cache
 
 @pytest.mark.parametrize("argv, line", [
-    (["run", TASK, "-r", "bm25", "--k", "0"], "--k must be at least 1, got 0."),
-    (["run", TASK, "-r", "bm25", "--k", "-3"], "--k must be at least 1, got -3."),
-    (["run", TASK, "-r", "bm25", "--k", "100001"], "--k must be at most 100000 (documents per query), got 100001."),
-    (["run", TASK, "-r", "bm25", "--k", "9" * 30],
-     "--k must be at most 100000 (documents per query), got a 30-digit number."),
-    (["run", TASK, "-r", "bm25", "--seed", "-1"], "--seed must be 0 or more, got -1."),
+    # RunOptions' words (gapbench.contract's Depth and Seed), naming the flag
+    (["run", TASK, "-r", "bm25", "--k", "0"], "--k must be greater than or equal to 1, got 0."),
+    (["run", TASK, "-r", "bm25", "--k", "-3"], "--k must be greater than or equal to 1, got -3."),
+    (["run", TASK, "-r", "bm25", "--k", "100001"], "--k must be at most 100,000, got 100,001."),
+    (["run", TASK, "-r", "bm25", "--k", "9" * 30], "--k must be at most 100,000, got a 30-digit number."),
+    (["run", TASK, "-r", "bm25", "--seed", "-1"], "--seed must be greater than or equal to 0, got -1."),
     (["run", TASK, "-r", "bm25", "-m", ""],
      "no measures given: -m/--measures is ''; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
     (["run", TASK, "-r", "bm25", "--measures", " , "],
@@ -186,10 +186,9 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
      "(`gapbench tasks` lists them)."),
     (["evaluate", "--run", "r.txt", "--qrels", "q.txt", "-m", ","],
      "no measures given: -m/--measures is ','; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
-    (["gap", TASK, "--depth", "0"], "--depth must be at least 1, got 0."),
-    (["gap", TASK, "--depth", "-10"], "--depth must be at least 1, got -10."),
-    (["gap", TASK, "--depth", "10000000"],
-     "--depth must be at most 100000 (documents per retriever in the pool), got 10000000."),
+    (["gap", TASK, "--depth", "0"], "--depth must be greater than or equal to 1, got 0."),
+    (["gap", TASK, "--depth", "-10"], "--depth must be greater than or equal to 1, got -10."),
+    (["gap", TASK, "--depth", "10000000"], "--depth must be at most 100,000, got 10,000,000."),
     (["gap", TASK, "--pool-sizes", "abc"],
      "--pool-sizes: 'abc' is not a whole number of documents; give budgets like --pool-sizes 50,100,200 (or '' for "
      "no scaling curve)."),

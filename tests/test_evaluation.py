@@ -479,3 +479,74 @@ def test_counts_are_summed_in_the_summary_row_and_kept_for_an_unranked_query():
         "num_q                 \tall\t2", "num_ret               \tall\t2", "num_rel               \tall\t5",
         "num_rel_ret           \tall\t1", "map                   \tall\t0.2500",
     ]
+
+
+# ---------------------------------------------------------------- evaluate says what it left out, in every output mode
+# qrels judge q1, q2, q4; the run ranks q1 (d1 relevant at rank 1), q2 (only the unjudged d9) and q3 (not judged).
+# RR: q1 1, q2 0, q4 0 (absent from the run) -> mean 1/3; one judged query absent, one run query unjudged.
+EVAL_QRELS = "q1 0 d1 1\nq2 0 d2 1\nq4 0 d4 1\n"
+EVAL_RUN = "q1 Q0 d1 1 2.0 sys\nq2 Q0 d9 1 1.0 sys\nq3 Q0 d3 1 1.0 sys\n"
+SAID = ("gapbench: note: 1 judged queries absent from the run scored 0.\n"
+        "gapbench: note: 1 run queries without judgements ignored.\n")
+
+
+@pytest.fixture
+def eval_files(tmp_path):
+    (tmp_path / "qrels.txt").write_text(EVAL_QRELS)
+    (tmp_path / "run.txt").write_text(EVAL_RUN)
+    return tmp_path / "run.txt", tmp_path / "qrels.txt"
+
+
+@pytest.mark.parametrize("mode", ["table", "--trec", "-q", "--json"])
+def test_evaluate_names_unjudged_and_missing_queries_in_every_mode(eval_files, capsys, mode):
+    import json
+
+    from gapbench.cli import main
+
+    run, qrels = eval_files
+    extra = [] if mode == "table" else [mode]
+    assert main(["evaluate", "--run", str(run), "--qrels", str(qrels), "-m", "RR", *extra]) == 0
+    out, err = capsys.readouterr()
+    if mode == "table":
+        assert out.splitlines()[:2] == [f"{qrels} | sys: 3 queries",
+                                        "(1 judged queries absent from the run scored 0; 1 run queries without "
+                                        "judgements ignored)"]
+        assert err == ""
+    elif mode == "--json":
+        doc = json.loads(out)
+        assert (doc["n_queries"], doc["n_missing"], doc["n_unjudged"], doc["n_dropped"]) == (3, 1, 1, 0)
+        assert doc["measures"]["RR"] == pytest.approx(1 / 3)
+        assert err == ""
+    else:
+        assert "recip_rank\tall\t0.3333" in out and "note" not in out  # trec_eval's lines stay clean
+        assert err == SAID
+
+
+def test_evaluate_refuses_a_run_none_of_whose_queries_is_judged(tmp_path, capsys):
+    from gapbench.cli import main
+    from gapbench.errors import UnknownIdError
+
+    (tmp_path / "qrels.txt").write_text(EVAL_QRELS)
+    (tmp_path / "other.txt").write_text("x1 Q0 d1 1 2.0 sys\nx2 Q0 d2 1 1.0 sys\n")
+    for mode in ([], ["--trec"], ["--json"], ["-q"]):
+        assert main(["evaluate", "--run", str(tmp_path / "other.txt"), "--qrels", str(tmp_path / "qrels.txt"),
+                     *mode]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (f"gapbench: error: {tmp_path / 'other.txt'}: none of the run's 2 queries is judged in the "
+                       f"qrels {tmp_path / 'qrels.txt'}, which judge 3 other queries (the run has 'x1', 'x2'; the "
+                       "qrels 'q1', 'q2', 'q4'): the run and the qrels are of different collections or name their "
+                       "queries differently; give the qrels of the run's task.\n")
+    with pytest.raises(UnknownIdError) as caught:
+        evaluate({"x1": {"d1": 1.0}}, {"q1": {"d1": 1}, "q2": {"d1": 1}, "q3": {"d1": 1}, "q4": {"d1": 1}}, ["AP"])
+    assert str(caught.value).startswith("none of the run's 1 queries is judged in the qrels, which judge 4 other "
+                                        "queries (the run has 'x1'; the qrels 'q1', 'q2', 'q3', ...): ")
+    # an empty run is no run of another collection: every judged query scores 0 and is counted
+    assert evaluate({}, {"q1": {"d1": 1}}, ["AP"]).n_missing == 1
+
+
+def test_evaluate_names_measures_deeper_than_a_known_depth():
+    res = evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100", "RR@10"], depth=10)
+    assert res.notes == ("R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100",)
+    assert res.to_dict()["notes"] == list(res.notes)
+    assert evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100"]).notes == ()

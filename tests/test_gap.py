@@ -260,18 +260,20 @@ def test_gap_options_are_checked_when_made():
 
     assert GapOptions(pool_sizes=[100, 50]).pool_sizes == (100, 50)
     cases = [
-        (dict(depth=0), "GapOptions: depth must be at least 1, got 0."),
-        (dict(depth=10**6), "GapOptions: depth must be at most 100000 (documents per retriever in the pool), got "
-                            "1000000."),
-        (dict(pool_sizes=(10, 0, -2)), "GapOptions: pool_sizes must be at least 1, got 0."),
+        # depth, pool sizes and seed in gapbench.contract's words (Depth, Seed), as every options class says them
+        (dict(depth=0), "GapOptions: depth must be greater than or equal to 1, got 0."),
+        (dict(depth=10**6), "GapOptions: depth must be at most 100,000, got 1,000,000."),
+        (dict(pool_sizes=(10, 0, -2)), "GapOptions: pool_sizes.1 must be greater than or equal to 1, got 0; "
+                                       "pool_sizes.2 must be greater than or equal to 1, got -2."),
         (dict(max_queries=0), "GapOptions: max_queries must be at least 1, got 0; leave it out to use every query."),
-        (dict(seed=-1), "GapOptions: seed must be 0 or more, got -1."),
+        (dict(seed=-1), "GapOptions: seed must be greater than or equal to 0, got -1."),
         (dict(measure=" "), "GapOptions: measure is empty; give a value, or leave the option out."),
         (dict(llm_model=""), "GapOptions: llm_model is empty; give a value, or leave the option out."),
         (dict(verifier=""), "GapOptions: verifier is empty; give a value, or leave the option out."),
         (dict(verifier=object()), "GapOptions: verifier must be a reranker spec such as 'tournament' or an object "
                                   "with rerank_pools(queries, pools, corpus), got object."),
-        (dict(depth=0, seed=-1), "GapOptions: depth must be at least 1, got 0; seed must be 0 or more, got -1."),
+        (dict(depth=0, seed=-1), "GapOptions: depth must be greater than or equal to 1, got 0; seed must be greater "
+                                 "than or equal to 0, got -1."),
     ]
     for given, message in cases:
         with pytest.raises(OptionsError) as caught:
@@ -284,7 +286,7 @@ def test_gap_options_are_checked_when_made():
     with pytest.raises(OptionsError, match=r"qrels_variants\.P must be an instance of Qrels"):
         GapOptions(qrels_variants={"P": {"q1": {"d1": 1}}})
     # a copy with changes is checked as a new object is
-    with pytest.raises(OptionsError, match=r"^GapOptions: depth must be at least 1, got -1\.$"):
+    with pytest.raises(OptionsError, match=r"^GapOptions: depth must be greater than or equal to 1, got -1\.$"):
         GapOptions().replace(depth=-1)
     assert GapOptions(verifier=OracleVerifier({})).verifier.name == "oracle"
 

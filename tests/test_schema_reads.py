@@ -82,10 +82,10 @@ def test_a_manifest_with_a_reranker_loads(old_run_dir, tmp_path):
 
 
 def test_manifest_with_an_unknown_key_is_refused(old_run_dir, tmp_path):
-    out = _copy_with(old_run_dir, tmp_path, "manifest.json", lambda d: d.update(notes="hand-edited"))
+    out = _copy_with(old_run_dir, tmp_path, "manifest.json", lambda d: d.update(remarks="hand-edited"))
     with pytest.raises(SchemaError) as info:
         read_manifest(out)
-    assert str(info.value) == (f"{out / 'manifest.json'}: has the key 'notes', which is not part of its schema: remove "
+    assert str(info.value) == (f"{out / 'manifest.json'}: has the key 'remarks', which is not part of its schema: remove "
                                f"it (docs/schemas/run_manifest.schema.json lists the keys), or {REMAKE}.")
     assert isinstance(info.value, DataFormatError)
 

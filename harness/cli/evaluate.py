@@ -34,6 +34,7 @@ def evaluate_cmd(
     With -q or --trec the lines are trec_eval's (`trec_eval -c [-q] -m ...`): measure, query (or `all`) and value,
     tab-separated, queries in sorted order, counts (num_ret, num_rel, num_rel_ret) summed in the `all` rows.
     """
+    from ..errors import UnknownIdError
     from ..evaluation.evaluation import evaluate
     from ..formats import read_qrels, read_trec_run
 
@@ -56,14 +57,20 @@ def evaluate_cmd(
         qrels_obj, label = read_qrels(qrels), str(qrels)
     if as_json and trec:
         fail("--trec and --json are two output formats; give one of them.")
-    res = evaluate(run, qrels_obj, wanted, task=label)
+    try:
+        res = evaluate(run, qrels_obj, wanted, task=label)
+    except UnknownIdError as exc:  # no run query is judged: name both files
+        fail(f"{run_file}: " + str(exc).replace("in the qrels,", f"in the qrels {label},", 1))
     if as_json:
-        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries,
+        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries, "n_missing": res.n_missing,
+               "n_dropped": res.n_dropped, "n_unjudged": res.n_unjudged,
                "measures": {m: res.means[m] for m in res.measures}, "summary": res.summary}
         if per_query:
             out["per_query"] = {m: dict(res.per_query[m]) for m in res.measures}
         typer.echo(json.dumps(out))
     elif per_query or trec:
         typer.echo(res.trec_eval(per_query=per_query))
+        for note in res.counts:  # trec_eval's lines stay clean on stdout; what they leave out is said beside them
+            typer.echo(f"gapbench: note: {note}.", err=True)
     else:
         typer.echo(str(res))

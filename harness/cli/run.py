@@ -11,7 +11,12 @@ import typer
 
 from . import llm_options as cli_llm
 from .listing import completion
-from .common import check_count, check_output, fail, measure_list, not_empty
+from .common import check_output, fail, measure_list
+from .contract import Flags
+
+# the flags of `gapbench run` onto RunOptions (gapbench.runner): every flag is the field of its name; the task, the
+# retriever and --json are the command's own
+FLAGS = Flags("run", "gapbench.runner:RunOptions", cli_only={"task", "retriever", "as_json"})
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +32,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_llm.sampling_options
 def run_cmd(
+    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them).",
                                    autocompletion=completion("retriever")),
@@ -49,48 +55,44 @@ def run_cmd(
     llm_sampling: Optional[dict] = None,  # the --llm-* sampling options given (cli_llm.sampling_options)
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
-    from .. import distributed
-    from ..budget import limited
-    from ..budget import parse as parse_budget
-    from ..runner import run
-    from ..runner import run_suite
     from ..suites import is_suite
 
-    check_count("--k", k, "documents per query")
-    if seed < 0:
-        fail(f"--seed must be 0 or more, got {seed}.")
-    not_empty(reranker=reranker, augment=augment, llm_base_url=llm_base_url, llm_model=llm_model,
-               memory_budget=memory_budget)
-    budget = parse_budget(memory_budget) if memory_budget is not None else None
-    not_empty(ray=ray)
-    if ray is not None:
-        distributed.address_kind(ray)  # a bad address is a usage error before any work, not after the corpus loads
     wanted = measure_list(measures)
     suite = is_suite(task)
+    options = FLAGS.build({**ctx.params, "measures": wanted})
     check_output(output, run_dir=not suite)
     if suite:
+        from ..runner import run_suite
+
         extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
-                                ("--llm-model", llm_model)) if v is not None] + list(llm_sampling)
+                                ("--llm-model", llm_model)) if v is not None] + list(llm_sampling or ())
         if extra:
             fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
-                  f"{extra[0]} (`gapbench tasks` lists them).")
-        with limited(budget), distributed.connect(ray), _replace_refused():
-            suite_result = run_suite(task, retriever, measures=wanted, k=k, output=output, seed=seed,
-                                     overwrite=overwrite)
+                 f"{extra[0]} (`gapbench tasks` lists them).")
+        with _replace_refused():
+            suite_result = run_suite(task, retriever, options)
         typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
         return
+    from ..runner import run
+
     with _replace_refused():
-        result = run(task, retriever, measures=wanted, k=k, output=output, seed=seed, reranker=reranker,
-                     llm_base_url=llm_base_url, llm_model=llm_model, augment=augment, memory_budget=budget,
-                     ray=ray, overwrite=overwrite)
+        result = run(task, retriever, options)
     res = result.results
     if as_json:
-        typer.echo(json.dumps({"task": res.task, "system": res.system, "n_queries": res.n_queries,
-                               "measures": {m: res.means[m] for m in res.measures}}))
+        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries,
+               "measures": {m: res.means[m] for m in res.measures}}
+        if res.notes:
+            out["notes"] = [flagged(n) for n in res.notes]
+        typer.echo(json.dumps(out))
     else:
-        typer.echo(str(res))
+        typer.echo(flagged(str(res)))
         if result.output:
             typer.echo(f"run directory: {result.output}")
+
+
+def flagged(text: str) -> str:
+    """A depth note worded for the command line: "rerun with k=100" -> "rerun with --k 100"."""
+    return text.replace("rerun with k=", "rerun with --k ")
 
 
 @contextmanager

@@ -320,6 +320,15 @@ class Results:
             else:
                 rows.append([m, f"{self.means[m]:.4f}", f"[{self.ci[m][0]:.4f}, {self.ci[m][1]:.4f}]"])
         head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.n_queries} queries"
+        notes = self.counts
+        table = format_table(["measure", "mean", "95% CI"], rows)
+        said = "".join(f"\nnote: {n}." for n in self.notes)
+        return head + ("\n(" + "; ".join(notes) + ")" if notes else "") + "\n" + table + said
+
+    @property
+    def counts(self) -> list[str]:
+        """What the means leave out or count as 0, in words: judged queries absent from the run, queries without a
+        positive judgement, run queries without judgements (empty when there are none)."""
         notes = []
         if self.n_missing:
             notes.append(f"{self.n_missing} judged queries absent from the run scored 0")
@@ -327,9 +336,7 @@ class Results:
             notes.append(f"{self.n_dropped} queries without positive judgements dropped")
         if self.n_unjudged:
             notes.append(f"{self.n_unjudged} run queries without judgements ignored")
-        table = format_table(["measure", "mean", "95% CI"], rows)
-        said = "".join(f"\nnote: {n}." for n in self.notes)
-        return head + ("\n(" + "; ".join(notes) + ")" if notes else "") + "\n" + table + said
+        return notes
 
     def _repr_html_(self) -> str:
         return self.to_frame().describe().T[["mean"]]._repr_html_()
@@ -422,9 +429,9 @@ def evaluate(
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
     if scores and not any(q in qrels for q in scores):
         raise UnknownIdError(
-            f"none of the run's {len(scores)} queries is judged: the qrels judge {len(qrels)} other queries (the run "
-            f"has {_examples(scores)}, the qrels {_examples(qrels)}); the run and the qrels are of different "
-            "collections or name their queries differently; give the qrels of the run's task.")
+            f"none of the run's {len(scores)} queries is judged in the qrels, which judge {len(qrels)} other queries "
+            f"(the run has {_examples(scores)}; the qrels {_examples(qrels)}): the run and the qrels are of "
+            "different collections or name their queries differently; give the qrels of the run's task.")
     judged = qrels.judgements(positive)
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
     found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}

@@ -42,7 +42,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field, field_validator
 
-from ..contract import Options
+from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import GapbenchError, OptionsError, RegressionInputError
 from ..schemas.comparison import RegressReport, RegressRow
 
@@ -60,11 +60,10 @@ class RegressOptions(Options):
     measure: str = Field("nDCG@10", description="The stored measure to gate on (each run directory must hold it).")
     max_drop: float = Field(0.01, ge=0, allow_inf_nan=False, strict=True,
                             description="The tolerated drop of the mean (absolute, baseline - candidate).")
-    alpha: float = Field(0.05, allow_inf_nan=False, strict=True,
-                         description="The significance level, after Holm's correction over the tasks.")
-    n_permutations: int = Field(10_000, ge=1, strict=True,
-                                description="Sign flips of the paired randomization test (at most 10,000,000).")
-    seed: int = Field(0, ge=0, strict=True, description="Seed of the sign flips.")
+    alpha: Alpha = Field(0.05, description="The significance level, after Holm's correction over the tasks.")
+    n_permutations: Permutations = Field(10_000, description="Sign flips of the paired randomization test (at most "
+                                                             "10,000,000).")
+    seed: Seed = Field(0, description="Seed of the sign flips.")
     rescore: Literal["auto", "always", "never"] = Field(
         "auto", description="Re-score run.trec.gz against the task's qrels: auto (when its data is on this machine), "
                             "always (or refuse) or never (check consistency only).")
@@ -89,22 +88,6 @@ class RegressOptions(Options):
         if value >= hi - lo:
             raise ValueError(f"must be below {hi - lo:g}, got {value!r}: {measure} lies between {lo:g} and {hi:g}, so "
                              "no drop could exceed it and the gate would always pass (e.g. 0.01)")
-        return value
-
-    @field_validator("alpha")
-    @classmethod
-    def _level(cls, value: float) -> float:
-        if not 0 < value < 1:
-            raise ValueError(f"must be strictly between 0 and 1 (e.g. 0.05), got {value!r}")
-        return value
-
-    @field_validator("n_permutations")
-    @classmethod
-    def _at_most(cls, value: int) -> int:
-        from ..evaluation.stats import MAX_PERMUTATIONS
-
-        if value > MAX_PERMUTATIONS:
-            raise ValueError(f"must be at most {MAX_PERMUTATIONS:,}, got {value:,}")
         return value
 
     def check_tasks(self, n_tasks: int) -> None:

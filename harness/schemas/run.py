@@ -71,6 +71,9 @@ class RunManifest(Model):
     date: str
     versions: dict[str, str]
     timings: dict[str, Number]
+    # what changes the numbers' meaning, said where they are printed too: a measure reading deeper than k ("R@100
+    # looks at 100 results but the run kept k=5: ..."); manifests written before it existed lack it
+    notes: list[str] = Field(default_factory=list)
 
 
 class RunResults(Model):
@@ -84,6 +87,7 @@ class RunResults(Model):
     n_unjudged: int = Field(default=0, ge=0)
     measures: dict[str, Number] = Field(min_length=1)
     ci95: Optional[dict[str, Pair]] = None
+    notes: list[str] = Field(default_factory=list)  # as the manifest's notes (written only when there are some)
 
     @model_validator(mode="after")
     def _intervals_of_listed_measures(self) -> "RunResults":

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Uni
 
 from pydantic import ValidationInfo, field_validator
 
-from ...contract import Options
+from ...contract import Depth, Options, Seed, Text
 from ...errors import ConfigError
 from ...progress import say
 from ...schemas import ArgusCompareTask
@@ -99,13 +99,13 @@ class ArgusCompareOptions(Options):
     ``llm_model``) given, else Original and Expansion (Synthesis on the embedded model is slow: ask for it by name)."""
     measures: tuple[str, ...] = DEFAULT_MEASURES
     """Measures as ir-measures names them."""
-    k: int = 100
+    k: Depth = 100
     """Documents retrieved per query (the retrieval depth)."""
-    seed: int = 0
+    seed: Seed = 0
     """Seed of the query sample, the bootstrap and the paired tests."""
-    llm_base_url: Optional[str] = None
+    llm_base_url: Optional[Text] = None
     """OpenAI-compatible endpoint for Synthesis; None: ``$OPENAI_BASE_URL``, else the embedded LLM."""
-    llm_model: Optional[str] = None
+    llm_model: Optional[Text] = None
     """Model for Synthesis, as the endpoint names it (or a .gguf file for the embedded LLM; default SmolLM2)."""
     llm: Any = None
     """An LLM client (:class:`gapbench.llm.client.LLMClient`) for Synthesis, instead of an endpoint (Python only)."""
@@ -119,7 +119,7 @@ class ArgusCompareOptions(Options):
             raise ValueError("must be a predicted RPS (a hit rate): 0 < tau <= 1 (the paper uses 0.3)")
         return value
 
-    @field_validator("k_aug", "k")
+    @field_validator("k_aug")
     @classmethod
     def _at_least_one(cls, value: int) -> int:
         if value < 1:

@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from ...contract import Options
+from ...contract import Depth, Options, Seed
 from .probe_metrics import DEFAULT_SPLIT, TAU
 from .rps import DEFAULT_K, DEFAULT_N
 
@@ -27,7 +27,7 @@ FAMILIES: tuple[Family, ...] = ("ridge", "xgboost", "mlp")
 class ArgusEncodingOptions(Options):
     """What every ARGUS analysis encodes and draws with: the entity vector's pooling and the neutral draws' seed."""
 
-    seed: int = Field(0, description="Seeds the neutral draws (and the probe's split and fits).")
+    seed: Seed = Field(0, description="Seeds the neutral draws (and the probe's split and fits).")
     pooling: Pooling = Field("auto", description="The entity mention's vector: span (mean of the label's token "
                                                  "vectors), sentence (the retriever's paragraph vector) or auto (span "
                                                  "when the retriever gives token vectors, else sentence).")
@@ -37,7 +37,7 @@ class ArgusAuditOptions(ArgusEncodingOptions):
     """Settings of an ARGUS audit: RPS at rank ``k`` among ``n`` candidates, the neutrals drawn with ``seed``, the
     entity mention's vector pooled as ``pooling``."""
 
-    k: int = Field(DEFAULT_K, ge=1, description="Top-k budget: a hit is rank <= k.")
+    k: Depth = Field(DEFAULT_K, description="Top-k budget: a hit is rank <= k.")
     n: int = Field(DEFAULT_N, ge=2, description="Candidates per query (the target and N-1 neutrals); capped by the "
                                                 "entities available.")
 

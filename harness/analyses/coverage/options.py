@@ -9,8 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from ...contract import Options
-from ...evaluation.stats import MAX_RESAMPLES
+from ...contract import Depth, Options, Resamples, Seed, Text
 from .clusters import DEFAULT_K_CANDIDATES
 from .strata import DEFAULT_ENTITY_CANDIDATES, QUERY_STRATA
 from .synthetic import QUERY_LENGTHS, QUERY_SPECIFICITIES, combine_query_types
@@ -32,8 +31,8 @@ class CoverageOptions(Options):
     clusters: Optional[int] = Field(None, ge=1, description="k; None: the best silhouette over k_candidates")
     k_candidates: tuple[int, ...] = Field(DEFAULT_K_CANDIDATES, min_length=1,
                                           description="the k tried by the silhouette criterion, each 2 or more")
-    seed: int = Field(0, ge=0, description="seed of KMeans, the silhouette sample, the bootstrap and the judging order")
-    n_resamples: int = Field(1000, ge=1, le=MAX_RESAMPLES, description="bootstrap resamples of the queries")
+    seed: Seed = Field(0, description="seed of KMeans, the silhouette sample, the bootstrap and the judging order")
+    n_resamples: Resamples = Field(1000, description="bootstrap resamples of the queries")
     min_queries: int = Field(5, ge=1, description="density threshold m: clusters with fewer queries are counted")
     query_strata: Literal["qrels", "entities", "llm-entities"] = Field(
         "qrels", description="how a query gets its clusters: " + ", ".join(f"{k} ({v})" for k, v in
@@ -44,7 +43,7 @@ class CoverageOptions(Options):
                                                    "(0 or None: whole documents)")
     measure: str = Field("nDCG@10", description="the measure every system is scored with")
     generate: int = Field(0, ge=0, description="LLM queries generated per missing cluster (0: none)")
-    judge_depth: int = Field(10, ge=1, description="each system's top k pooled to judge a generated query")
+    judge_depth: Depth = Field(10, description="each system's top k pooled to judge a generated query")
     judge_batch: int = Field(20, ge=1, description="at most this many pooled documents per judge prompt")
     entity_candidates: int = Field(DEFAULT_ENTITY_CANDIDATES, ge=1,
                                    description="llm-entities: the corpus entities nearest a query offered to the LLM")
@@ -52,9 +51,9 @@ class CoverageOptions(Options):
                                                                            "through: one or more of short, long")
     query_specificity: tuple[str, ...] = Field(tuple(QUERY_SPECIFICITIES), description="specificities of generated "
                                                "queries: one or more of ambiguous, specific")
-    llm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (entities llm, generate, "
-                                                          "llm-entities); default $OPENAI_BASE_URL")
-    llm_model: Optional[str] = Field(None, description="the LLM's model name")
+    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint (entities llm, generate, "
+                                                           "llm-entities); default $OPENAI_BASE_URL")
+    llm_model: Optional[Text] = Field(None, description="the LLM's model name")
     llm_client: Any = Field(None, description="an LLM client to use instead of one built from llm_base_url")
     output: Optional[Path] = Field(None, description="write coverage.json, coverage.md and the PNGs here")
 

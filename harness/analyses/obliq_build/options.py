@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import field_validator, model_validator
 
-from ...contract import Options
+from ...contract import Options, Seed
 from ...errors import ConfigError, ObliqBuildError
 
 MODES = ("descriptive", "recollection")
@@ -43,7 +43,7 @@ class ObliqBuildOptions(Options):
     label_queries: int = 1
     max_docs: Optional[int] = None
     sample: Optional[int] = None
-    seed: int = 0
+    seed: Seed = 0
     max_chars: int = 1500
     batch_size: int = 8
     judge_batch: int = 10

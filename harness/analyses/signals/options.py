@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 
-from ...contract import Options
+from ...contract import Options, Seed
 from ...errors import ConfigError
 from ...schemas.base import MAX_RESAMPLES
 from ..gate_retrievers import retriever_kind
@@ -36,7 +36,7 @@ class SignalsOptions(Options):
                                                               "above this.")
     n_bootstrap: int = Field(1000, ge=0, le=MAX_RESAMPLES, description="Bootstrap resamples of the queries for the AUC "
                                                                       "CIs (0: no CIs).")
-    seed: int = Field(0, ge=0, description="Seed of the query sample, the bootstrap and the calibration split.")
+    seed: Seed = Field(0, description="Seed of the query sample, the bootstrap and the calibration split.")
     calib_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="Share of the queries in the gate's calibration "
                                                                    "split (the rest is held out).")
     target_catch: Optional[float] = Field(None, gt=0.0, le=1.0, description="The gate's floor is the lowest reaching "
