@@ -93,11 +93,14 @@ def board_build(
 def board_export_mteb(
     directory: Path = typer.Argument(..., help="A scored submission folder."),
     out: Path = typer.Option(..., "--out", help="MTEB results folder; files go to <out>/<org__model>/<revision>/."),
+    run_dir: Optional[List[Path]] = typer.Option(None, "--run-dir", help="A `gapbench run` folder the submission was "
+                                                 "made from; its manifest's timings give the task's evaluation_time. "
+                                                 "Repeatable."),
 ) -> None:
-    """Export a scored submission in MTEB's result JSON format."""
-    from ..products.leaderboard import export_mteb
+    """Export a scored submission in MTEB's result format (task files and model_meta.json, loadable by MTEB)."""
+    from ..products.mteb_export import export_mteb
 
-    for path in export_mteb(directory, out):
+    for path in export_mteb(directory, out, run_dirs=run_dir or ()):
         typer.echo(f"wrote {path}")
 
 
@@ -106,7 +109,7 @@ def board_export_trec(
     out: Path = typer.Option(..., "--out", help="Folder for <task>.trec files."),
 ) -> None:
     """Export a scored submission's runs as plain TREC run files."""
-    from ..products.leaderboard import export_trec
+    from ..products.exports import export_trec
 
     for path in export_trec(directory, out):
         typer.echo(f"wrote {path}")

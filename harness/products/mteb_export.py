@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .exports import _out_path, _path_part, file_stem
 from .model_files import COMMIT, ModelFacts, find_model_folder, read_model_facts
@@ -137,18 +138,23 @@ def _timings(run_dirs: Iterable[str | os.PathLike], meta: Mapping[str, Any]) -> 
 def task_result(task: str, scored: Mapping[str, Any], *, provenance: Mapping[str, Any], version: str | None,
                 date: str | None, seconds: float | None, split: str, languages: Sequence[str]) -> dict[str, Any]:
     """One task file: MTEB's TaskResult fields, and gapbench's name and provenance in the extra field ``gapbench``."""
-    target = mteb_task(task)
     entry: dict[str, Any] = {mteb_metric_name(m): float(v) for m, v in scored["measures"].items()}
-    entry["main_score"] = float(scored["measures"][scored["main_measure"]])
+    known = mteb_task(task)
+    # under MTEB's name only with MTEB's main score: another measure there would be read as MTEB's
+    target = known if known is not None and known.main_score in entry else None
+    entry["main_score"] = entry[target.main_score] if target else float(scored["measures"][scored["main_measure"]])
     entry.update({"hf_subset": target.subset if target else "default",
                   "languages": list(target.languages if target else languages)})
     name = target.name if target else NOT_IN_MTEB + file_stem(task)
+    extra: dict[str, Any] = {"task": task, "in_mteb": target is not None, "main_measure": scored["main_measure"],
+                             "n_queries": scored["n_queries"]}
+    if known is not None and target is None:
+        extra["mteb_task"] = known.name
+        extra["why_not_mteb"] = f"MTEB's main score for {known.name} is {known.main_score}, which was not computed"
     return {
         "dataset_revision": scored["revision"], "task_name": name, "mteb_version": version,
         "scores": {target.split if target else split: [entry]}, "evaluation_time": seconds,
-        "kg_co2_emissions": None, "date": date,
-        "gapbench": {"task": task, "in_mteb": target is not None, "main_measure": scored["main_measure"],
-                     "n_queries": scored["n_queries"], **provenance},
+        "kg_co2_emissions": None, "date": date, "gapbench": {**extra, **provenance},
     }
 
 

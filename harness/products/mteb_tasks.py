@@ -15,7 +15,9 @@ pinned here; ``tests/test_mteb_export.py`` checks every row against the installe
 
 A task MTEB does not have (ImpliRet, OBLIQ, MuSiQue, a local collection, a variant with options such as BRIGHT's
 reasoning queries or RAR-b's instructions) gets no row; the export names it ``NotInMTEB__<task>`` so that the file
-name says so.
+name says so. So does the export for a task whose scores lack MTEB's main score for it (BRIGHT's long-document tasks:
+MTEB ranks them by recall@1, which gapbench's ``bright/<domain>/long`` does not compute): under MTEB's name, another
+measure would be read as MTEB's.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ NOT_IN_MTEB = "NotInMTEB__"  # the prefix of a task file whose task MTEB does no
 
 @dataclass(frozen=True)
 class MtebTask:
-    """An MTEB task: its ``name``, the ``split`` gapbench's scores go under, the ``subset`` (``hf_subset``) and its
-    ``languages`` (every task of the table is English)."""
+    """An MTEB task: its ``name``, the ``split`` gapbench's scores go under, the ``subset`` (``hf_subset``), its
+    ``languages`` (every task of the table is English) and MTEB's ``main_score`` for it."""
 
     name: str
     split: str = "test"
     subset: str = "default"
     languages: tuple[str, ...] = ("eng-Latn",)
+    main_score: str = "ndcg_at_10"
 
 
 _BEIR = {
@@ -67,7 +70,9 @@ MTEB_TASKS: dict[str, MtebTask] = {
     **{f"beir/{name}": task for name, task in _BEIR.items()},
     **{f"beir/cqadupstack/{forum}": MtebTask(f"CQADupstack{forum.capitalize()}Retrieval") for forum in _CQADUPSTACK},
     **{f"bright/{domain}": MtebTask(f"Bright{mid}Retrieval", "standard") for domain, mid in _BRIGHT.items()},
-    **{f"bright/{domain}/long": MtebTask(f"Bright{_BRIGHT[domain]}LongRetrieval", "long") for domain in _BRIGHT_LONG},
+    # MTEB scores BRIGHT's long-document setting by recall@1, as the BRIGHT paper does
+    **{f"bright/{domain}/long": MtebTask(f"Bright{_BRIGHT[domain]}LongRetrieval", "long", main_score="recall_at_1")
+       for domain in _BRIGHT_LONG},
     **{f"rarb/{name}": MtebTask(mteb) for name, mteb in _RARB.items()},
 }
 
@@ -76,7 +81,7 @@ def mteb_task(task: str) -> MtebTask | None:
     """MTEB's task for a gapbench task name, or None where MTEB has none (a name with options never has one).
 
     >>> mteb_task("beir/nfcorpus")
-    MtebTask(name='NFCorpus', split='test', subset='default', languages=('eng-Latn',))
+    MtebTask(name='NFCorpus', split='test', subset='default', languages=('eng-Latn',), main_score='ndcg_at_10')
     >>> mteb_task("impliret/unispeaker/temporal") is None
     True
     """
