@@ -18,9 +18,10 @@ from gapbench.contract import Options
 from gapbench.errors import OptionsError
 
 ROOT = Path(__file__).resolve().parents[1]
-# every analysis (issue 21): gap, signals, coverage, the four ARGUS analyses, regress, the leaderboard, the OBLIQ builder
+# every analysis (issue 21): gap, signals, coverage, the four ARGUS analyses, regress, the leaderboard, the OBLIQ builder;
+# and the core verb run (issue 25: RunOptions)
 ANALYSES = {"gap", "signals", "coverage", "argus audit", "argus probe", "argus sweep", "argus compare", "regress",
-            "leaderboard build", "obliq build"}
+            "leaderboard build", "obliq build", "run"}
 
 
 def _commands() -> dict[str, object]:
