@@ -8,12 +8,24 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from gapbench.cli import main
-from gapbench.products.reproduce import (ReproduceOptions, grade, load_matrix, matrix_path, reference_rows,
-                                         reproduce, select)
-from gapbench.products.reproduce_render import (PAGE_END, PAGE_START, page_section, reference_html,
-                                                reference_markdown, with_section)
+from gapbench.products.reproduce import (
+    ReproduceOptions,
+    grade,
+    load_matrix,
+    matrix_path,
+    reference_rows,
+    reproduce,
+    select,
+)
+from gapbench.products.reproduce_render import (
+    PAGE_END,
+    PAGE_START,
+    page_section,
+    reference_html,
+    reference_markdown,
+    with_section,
+)
 from gapbench.schemas import ReproduceReport, load_file
 from gapbench.tasks.bright import PUBLISHED_BM25_NDCG10 as BRIGHT_PUBLISHED
 from gapbench.tasks.impliret import PUBLISHED_BM25_NDCG10 as IMPLIRET_PUBLISHED
@@ -123,7 +135,7 @@ def test_impliret_rows_grade_ok_offline_and_matrix_json_has_the_fields(impliret_
 
 
 def test_second_reproduce_reads_the_runs_back(impliret_run, capsys):
-    code, out = impliret_run
+    _, out = impliret_run
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.trec.gz")}
     assert len(stamps) == 6
     assert main(["reproduce", "--only", "impliret/*", "--offline", "-o", str(out)]) == 0
@@ -200,8 +212,8 @@ ROW = ('[[row]]\nid = "impliret/multispeaker/wknow/x"\ntask = "impliret/multispe
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--only", "nothing/*"], "no row id or task of the matrix matches the pattern 'nothing/*' (only); the rows start "
-                             "with beir/"),
+    (["--only", "nothing/*"], ("no row id or task of the matrix matches the pattern 'nothing/*' (only); the rows "
+                               "start with beir/")),
     (["--data", "beir/scifact"], "--data 'beir/scifact' is not TASK=DIR"),
     (["--data", "impliret=."], "names 'impliret', whose data cannot be given as a folder"),
     (["--data", "beir/scifact=/no/such/folder"], "gives beir/scifact=/no/such/folder, which is not a folder"),

@@ -16,12 +16,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tomllib
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional
 
+import tomllib
 from pydantic import Field, ValidationError, field_validator
 
 from ..contract import Options
@@ -196,7 +196,7 @@ def run_row(row: MatrixEntry, data: Mapping[str, str], runs_dir: Path) -> Matrix
     from ..task import get_task
 
     task = get_task(task_spec(row, data))
-    here, why = task.available_offline()
+    here, _ = task.available_offline()
     run_dir = runs_dir / _safe(row.id)
     common = dict(row.model_dump(), data_here=here, run_dir=str(run_dir))
     measured = _cached_value(run_dir, task, row)

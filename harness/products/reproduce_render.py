@@ -152,10 +152,9 @@ def page_section(rows: Iterable[MatrixRow]) -> str:
     rows = list(rows)
     runs = sum(r.measured is not None for r in rows)
     lines = [PAGE_START, "",
-             f"{len(rows)} rows; {runs} measured from data that ships in the repository, the others show the "
-             "published value until their data is given with `--data`.", "",
-             markdown_table([r.model_copy(update={"grade": r.grade if r.measured is not None else "not run"})
-                             for r in rows], notes=False),
+             (f"{len(rows)} rows; {runs} measured from data that ships in the repository, the others show the "
+              "published value until their data is given with `--data`."), "",
+             markdown_table(rows, notes=False),
              "", "### Sources and notes", ""]
     for r in rows:
         lines.append(f"- `{r.id}`: {_md_cell(r.source)}." + (f" *{_md_cell(r.note)}*" if r.note else ""))
