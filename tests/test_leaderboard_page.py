@@ -202,8 +202,10 @@ def test_the_board_fits_1280_px_in_chromium(tmp_path):
             return {page: document.documentElement.scrollWidth, win: window.innerWidth,
                     avgLeft: r.left, avgRight: r.right, boxLeft: s.left, boxRight: s.right,
                     avgTop: r.top, winH: window.innerHeight,
-                    sameLine: cells.map(c => c.querySelector('b').getBoundingClientRect().top
-                                             === c.querySelector('.pm').getBoundingClientRect().top),
+                    sameLine: cells.map(c => {  // the mean and its +- overlap vertically: one line
+                        const b = c.querySelector('b').getBoundingClientRect();
+                        const pm = c.querySelector('.pm').getBoundingClientRect();
+                        return pm.top < b.bottom && b.top < pm.bottom && pm.left >= b.right; }),
                     ciHeights: cells.map(c => c.querySelector('.sub').getBoundingClientRect().height)};
         })()""")
         assert layout["page"] <= layout["win"] == 1280
