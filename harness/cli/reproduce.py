@@ -72,7 +72,7 @@ def reproduce_cmd(
 
     def progress(i: int, n: int, row) -> None:
         shown = "" if row.measured is None else f" {row.measured:.4f} vs {row.published:.4f} published"
-        how = " (cached)" if row.cached else ""
+        how = " (cached)" if row.cached else " (its data is not on this machine)" if row.grade == "not run" else ""
         typer.echo(f"gapbench: reproduce [{i}/{n}] {row.id}: {row.grade}{shown}{how}", err=True)
 
     report = reproduce(options, on_row=progress)
@@ -82,6 +82,9 @@ def reproduce_cmd(
         c = report.counts
         typer.echo(markdown_table(report.rows, notes=False))
         typer.echo(f"\n{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not run.")
+        if c.not_run:
+            typer.echo(f"{c.not_run} rows not run: their data is not on this machine and could not be fetched; give "
+                       "a local copy with --data TASK=DIR (--json and matrix.json say why, row by row).")
         if output is not None:
             typer.echo(f"matrix: {output / 'matrix.json'}, {output / 'matrix.md'}, {output / 'matrix.html'}")
     if report.counts.FAIL:
