@@ -145,11 +145,15 @@ def test_other_data_at_the_same_path_is_another_task(two_paths):
 
 def test_regress_warns_when_k_differs(tmp_path, capsys):
     a, b = _copy(tmp_path / "a" / "scifact"), _copy(tmp_path / "b" / "scifact")
-    gapbench.run(str(a), "bm25", k=10, output=tmp_path / "base" / "scifact")
-    gapbench.run(str(b), "bm25", k=3, output=tmp_path / "cand" / "scifact")
+    gapbench.run(str(a), "bm25", k=10, measures=["nDCG@3", "nDCG@10"], output=tmp_path / "base" / "scifact")
+    gapbench.run(str(b), "bm25", k=3, measures=["nDCG@3", "nDCG@10"], output=tmp_path / "cand" / "scifact")
     capsys.readouterr()
+    # nDCG@10 reads past the candidate's k=3: refused (issue 31); nDCG@3 is gated, with the warning
     assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
-                 "--permutations", "1000", "--output", str(tmp_path / "out")]) == 0
+                 "--permutations", "1000"]) == 2
+    assert "nDCG@10 reads to rank 10, past k=3" in capsys.readouterr().err
+    assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
+                 "--permutations", "1000", "--output", str(tmp_path / "out"), "--measure", "nDCG@3"]) == 0
     captured = capsys.readouterr()
     warning = (f"task scifact [{_key_of(a)}]: the baseline searched to k=10 and the candidate to k=3; a measure that "
                "looks past rank 3 (recall at a deeper cut-off, AP) differs for that reason alone; run both with the "
