@@ -347,10 +347,12 @@ def test_bad_measures_are_refused_with_the_accepted_forms(text, problem):
 
 
 def test_unknown_measure_names_suggest_the_registered_spelling():
+    # a name that differs from one measure's in case only is that measure (issue 25); a misspelling is refused
+    assert [str(m) for m in parse_measures(["ndcg@10", "rr@10", "bpref"])] == ["nDCG@10", "RR@10", "Bpref"]
     with pytest.raises(ConfigError) as err:
-        parse_measures(["ndcg@10"])
-    assert str(err.value).startswith("unknown measure 'ndcg@10': no measure is named 'ndcg'. Did you mean 'nDCG' or "
-                                     "'NDCG'? Accepted forms: NAME, NAME@K")
+        parse_measures(["nDGC@10"])
+    assert str(err.value).startswith("unknown measure 'nDGC@10': no measure is named 'nDGC'. Did you mean 'nDCG' or "
+                                     "'α_nDCG'? Accepted forms: NAME, NAME@K")
     with pytest.raises(ConfigError, match="no measure is named '__import__'"):
         parse_measures(["__import__(name='os')"])
 
@@ -442,7 +444,7 @@ def test_trec_eval_names_are_read_as_ir_measures(given, measure):
 
 
 @pytest.mark.parametrize("given, problem", [
-    ("P.5,10", None),  # split at the comma: P.5 and a measure named 10
+    ("nDCG@10,20", None),  # split at the comma: nDCG@10 and a measure named 20 (P.5,10 is trec_eval's P@5 and P@10)
     ("recall", "trec_eval's recall needs its parameter here, one measure each, for example recall_10 or recall.10"),
     ("map_5", "trec_eval's map takes no parameter; write it as map"),
     ("P_1.5", "the cut-off of trec_eval's P is a whole number, got '1.5'"),
