@@ -188,6 +188,7 @@ def test_find_mention():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_span_pooling_matches_token_mean():
     import torch
     enc = aa.get_encoder("dense", "span")
@@ -222,6 +223,7 @@ def dense_audit(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_cli_audit_shipped_slice_dense(dense_audit, shipped):
     d = json.loads((dense_audit / "argus_audit.json").read_text())
     assert d["kind"] == "argus_audit" and d["version"] == 1 and d["task"] == "argus/shipped-slice"

@@ -109,6 +109,7 @@ def test_flagging_takes_the_minimum_over_mentions_and_flags_once_per_document():
     assert flag_entities(ms, rps, tau=0.1)["a"] == ()  # 0.1 is not < 0.1
 
 
+@pytest.mark.model
 def test_spacy_ner_keeps_character_spans_and_caches():
     corpus = Corpus([Document("x", "Barack Obama visited Paris in 2019 and met Angela Merkel."),
                      Document("y", "no names here at all")])
@@ -128,6 +129,7 @@ def test_transformers_ner_offline_fails_with_a_clear_message():
         extract_mentions(corpus, ner="dslim/bert-base-NER", cache=False)
 
 
+@pytest.mark.model
 def test_span_pooling_matches_a_char_to_token_reference():
     dense = get_retriever("dense")
     text = "Yesterday we walked from the Louvre to the Eiffel Tower in Paris before dinner."
@@ -158,6 +160,7 @@ class LinearProbe:
         return np.clip(0.5 + embeddings @ self.w, 0.0, 1.0)
 
 
+@pytest.mark.model
 def test_diagnosis_with_a_probe_scores_span_embeddings_and_flags_below_tau():
     dense = get_retriever("dense")
     corpus = Corpus([Document("a", "We met in Paris and later flew to Tokyo, then back to Paris."),

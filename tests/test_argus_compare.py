@@ -281,6 +281,7 @@ def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
     assert t.deltas["expansion"]["nDCG@10"].p_randomization_holm < 0.001
 
 
+@pytest.mark.model
 def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
     """--probe PATH with a probe from gapbench.analyses.argus.probe.train_probe, keyed by dense's span-encoder fingerprint."""
     import hashlib

@@ -221,6 +221,7 @@ def test_save_load_roundtrip_and_refusals(tmp_path, family):
         ap.Probe.load(tmp_path / "nothing", "fp-A")
 
 
+@pytest.mark.model
 def test_probe_load_with_real_encoder(tmp_path):
     from gapbench.analyses.argus.audit import get_encoder
 
@@ -234,6 +235,7 @@ def test_probe_load_with_real_encoder(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_cli_probe_shipped_slice(tmp_path):
     from gapbench.cli import main
     out = tmp_path / "probe-out"

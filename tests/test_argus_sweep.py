@@ -91,6 +91,7 @@ def test_cli_sweep_random(tmp_path, shipped):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_cli_sweep_dense_shipped_slice(tmp_path, shipped):
     out = tmp_path / "sw"
     assert _cli()(["argus", "sweep", "-r", "dense", "--n", "100,200,400,800", "--k", "1,5,10,20,50,100",
@@ -102,6 +103,7 @@ def test_cli_sweep_dense_shipped_slice(tmp_path, shipped):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dataset_build_then_sweep_on_the_shipped_real_slice(tmp_path):
     """One command each, as a user runs them: the authors' real relations and the shipped Wikipedia first paragraphs
     -> a dataset with stored KG-disjoint neutrals -> the sweep's curves, whose cells equal the audit on that dataset."""

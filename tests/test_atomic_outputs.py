@@ -255,6 +255,7 @@ def test_the_cache_sweeps_a_killed_chunk_and_re_encodes_only_the_missing_ones(tm
     assert {n: (cache.dir / n).stat().st_mtime_ns for n in finished} == finished
 
 
+@pytest.mark.model
 def test_a_killed_colbert_index_build_is_swept_by_the_next_build(tmp_path, monkeypatch):
     import pylate  # noqa: F401  (CI installs the colbert extra; see tests/test_colbert.py)
 

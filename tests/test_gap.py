@@ -136,6 +136,7 @@ def test_truncated_and_malformed_answers_are_asked_again(wknow, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
     data = get_task(TASK).load()
     with judge_server(data) as srv:

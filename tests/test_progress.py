@@ -200,6 +200,7 @@ def test_the_readme_command_writes_progress_lines_into_a_log_file(tmp_path):
 
 
 @pytest.mark.slow  # loads MiniLM
+@pytest.mark.model
 def test_dense_encoding_reports_every_batch_not_every_chunk(monkeypatch, capsys):
     """40 documents, batches of 8, one cache chunk of 64: five steps of 8 (before: one step of 40, the chunk)."""
     from gapbench.adapters.dense import Dense

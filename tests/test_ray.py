@@ -238,6 +238,7 @@ def _wknow(n_docs: int, n_queries: int):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, home, monkeypatch):
     from gapbench import budget
     from gapbench.adapters.dense import Dense
@@ -274,6 +275,7 @@ def _cli_json(args: list[str], home_dir: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_cli_run_with_ray_local_prints_the_measures_of_a_run_without_it(tmp_path):
     # chunks of 256 (the vectors do not depend on it) give the cluster's workers six chunks to share
     args = ["run", "impliret/multispeaker/wknow", "-r", "dense:chunk_size=256", "--json"]

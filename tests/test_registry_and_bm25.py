@@ -334,6 +334,7 @@ def test_corpus_without_terms_evaluates_with_every_query_counted():
     assert plain.n_missing == 0
 
 
+@pytest.mark.model
 def test_dense_encodes_empty_texts():
     from gapbench.adapters.dense import Dense
 

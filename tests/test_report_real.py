@@ -57,6 +57,7 @@ def analyses(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_report_over_real_analyses_in_chromium(analyses, tmp_path, capsys):
     task, runs, an = analyses
     out = tmp_path / "report"

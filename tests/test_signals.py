@@ -48,6 +48,7 @@ def test_term_coverage_word_boundaries():
     assert term_coverage([], "anything") == 1.0
 
 
+@pytest.mark.model
 def test_spacy_terms_entities_then_content_words():
     terms = spacy_terms(["What did Dante buy for $1,450?", "Low-dose aspirin prevents colorectal adenoma recurrence.",
                          "What is it?"])
@@ -259,6 +260,7 @@ RETR = "bm25,dense,dense:query_prompt=Represent this question for searching rele
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_cli_signals_end_to_end_and_gate(beir_slice, tmp_path):
     out = tmp_path / "sig"
     args = ["signals", str(beir_slice), "--retrievers", RETR, "--bootstrap", "200", "-o", str(out)]
@@ -637,6 +639,7 @@ def mpnet(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dense_agreement_with_minilm_and_mpnet(beir_slice, mpnet):
     """Two independent sentence-embedding models (MiniLM-L6 and MPNet-base, different architectures and weights):
     dense_agreement is available and is, per query, the Jaccard of their top-10 ids."""

@@ -219,6 +219,7 @@ def test_tasks_run_and_evaluate(installed):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_argus_audit_and_probe_read_the_shipped_slice(installed):
     gapbench, work = installed["gapbench"], installed["work"]
     audit = json.loads(gapbench("argus", "audit", "-r", "random", "--out", "audit", "--json").stdout)
