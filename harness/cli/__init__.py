@@ -19,13 +19,15 @@ from .. import stopping
 from ..errors import GapbenchError
 from ..extras import missing_dependency
 from .common import as_flags, one_line
+from .quiet import verbose_given
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     no_args_is_help=True,
     help="gapbench: evaluate retrievers, and find where and why they miss.",
     epilog="The libraries gapbench drives keep their progress bars, load reports and Future/Deprecation warnings "
-           "to themselves; GAPBENCH_WARNINGS=show lets them through.",
+           "to themselves, and any other warning of theirs to one line; GAPBENCH_WARNINGS=show lets them through. "
+           "So does --verbose, anywhere on the command line.",
     pretty_exceptions_enable=False,
 )
 
@@ -42,6 +44,8 @@ def _print_version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
                                  help="Print gapbench's version and exit."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' warnings and logs as they print them "
+                                                           "(taken anywhere on the command line)."),
 ) -> None:
     """gapbench: evaluate retrievers, and find where and why they miss."""
 
@@ -332,6 +336,8 @@ def _check_completion_shell(args: list[str]) -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
     args = list(sys.argv[1:] if argv is None else argv)
+    # --verbose, anywhere on the line, keeps the libraries' warnings as they print them (quiet.py; read at start-up)
+    args = verbose_given(args)[0]
     try:
         _check_completion_shell(args)
         with _signals_interrupt() as caught:
