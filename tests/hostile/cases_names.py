@@ -134,7 +134,7 @@ CASES = [
     measure("missing-evaluator", "alpha_nDCG@10", ["needs an evaluator that is not installed", "pyndeval"]),
     measure("required-parameter", "SDCG@10", ["SDCG needs the parameter max_rel"]),
     measure("unsupported-parameter", "NumRel(rel=2)", ["no installed evaluator computes NumRel(rel=2)"]),
-    measure("lower-case-name", "ndcg@10", ["unknown measure 'ndcg@10'", "Did you mean 'nDCG'"]),
+    measure("misspelt-name", "nDGC@10", ["unknown measure 'nDGC@10'", "Did you mean 'nDCG'"]),  # ndcg@10 is nDCG@10
     measure("python-expression", "__import__('os').system('true')", ["measure"]),
     measure("no-cutoff-allowed", "Bpref@5", ["Bpref takes no cut-off"]),
     measure("empty-list", "", ["no measures given"]),
