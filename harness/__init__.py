@@ -38,6 +38,7 @@ _API = {
     "register_retriever": "gapbench.retrieval",
     "evaluate": "gapbench.evaluation.evaluation",
     "compare": "gapbench.evaluation.comparison",
+    "CompareOptions": "gapbench.evaluation.comparison",
     "run": "gapbench.runner",
     "RunOptions": "gapbench.runner",
     # products, over run directories or gapbench.run results

@@ -184,6 +184,7 @@ def test_help_exits_0_on_stdout(capsys, argv, usage):
     (["run", "impliret", "-r", "bm25", "--reranker", "tournament"],
      "impliret is a suite, and a suite run takes no --reranker; run its tasks one by one with --reranker "
      "(`gapbench tasks` lists them)."),
+    (["compare", "a", "b", "--alpha", "1.5"], "--alpha must be strictly between 0 and 1 (e.g. 0.05), got 1.5."),
     (["evaluate", "--run", "r.txt", "--qrels", "q.txt", "-m", ","],
      "no measures given: -m/--measures is ','; give e.g. -m nDCG@10,R@100, or omit -m for the defaults."),
     (["gap", TASK, "--depth", "0"], "--depth must be greater than or equal to 1, got 0."),

@@ -28,6 +28,7 @@ def _every_options_class() -> list[type]:
     import gapbench.analyses.gap  # noqa: F401
     import gapbench.analyses.obliq_build.options  # noqa: F401
     import gapbench.analyses.signals.options  # noqa: F401
+    import gapbench.evaluation.comparison  # noqa: F401
     import gapbench.products.leaderboard  # noqa: F401
     import gapbench.products.regress  # noqa: F401
 
@@ -52,7 +53,7 @@ def test_every_verb_has_its_options_class():
     names = {c.__name__ for c in CLASSES}
     assert {"RunOptions", "GapOptions", "SignalsOptions", "CoverageOptions", "ArgusAuditOptions", "ArgusProbeOptions",
             "ArgusSweepOptions", "ArgusCompareOptions", "RegressOptions", "LeaderboardOptions",
-            "ObliqBuildOptions"} <= names
+            "ObliqBuildOptions", "CompareOptions"} <= names
 
 
 @pytest.mark.parametrize("cls", [c for c in CLASSES if "seed" in c.model_fields], ids=lambda c: c.__name__)

@@ -338,8 +338,13 @@ def test_holm_rejects_values_that_are_not_p_values(p, message):
 
 def test_compare_rejects_bad_alpha_and_permutations():
     runs, qrels = _three_runs()
-    for alpha in (float("nan"), 0.0, 1.0, -1.0):
-        with pytest.raises(ConfigError, match="alpha is"):
+    # CompareOptions: gapbench.contract's Alpha and Permutations, worded as every options class words them
+    for alpha, problem in ((float("nan"), "a finite number, got nan"), (0.0, "strictly between 0 and 1 (e.g. 0.05), "
+                           "got 0.0"), (1.0, "strictly between 0 and 1 (e.g. 0.05), got 1.0"),
+                           (-1.0, "strictly between 0 and 1 (e.g. 0.05), got -1.0")):
+        with pytest.raises(ConfigError) as caught:
             compare(runs, qrels, ["RR"], alpha=alpha)
-    with pytest.raises(ConfigError, match="n_permutations is 0"):
+        assert str(caught.value) == f"CompareOptions: alpha must be {problem}."
+    with pytest.raises(ConfigError, match=r"^CompareOptions: n_permutations must be greater than or equal to 1, "
+                                          r"got 0\.$"):
         compare(runs, qrels, ["RR"], n_permutations=0)

@@ -9,6 +9,12 @@ from typing import List, Optional
 import typer
 
 from .common import measure_list
+from .contract import Flags
+
+# --alpha onto CompareOptions (gapbench.evaluation.comparison), worded as every command words it; the rest is the
+# command's own
+FLAGS = Flags("compare", "gapbench.evaluation.comparison:CompareOptions",
+              cli_only={"run_dirs", "measures", "as_json", "rescore", "data"})
 
 
 def register(app: typer.Typer) -> None:
@@ -17,6 +23,7 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_cmd(
+    ctx: typer.Context,
     run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
     alpha: float = typer.Option(0.05, "--alpha"),
@@ -29,9 +36,7 @@ def compare_cmd(
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from ..evaluation.comparison import compare_run_dirs
     from ..evaluation.rescore import check_mode
-    from ..evaluation.stats import check_level
-
-    check_level("--alpha", alpha, "0.05")  # named as the flag here; the library names the setting (alpha)
+    options = FLAGS.build(ctx.params)  # a bad --alpha ends here, named as the flag
     check_mode(rescore, "--rescore")
-    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=alpha, rescore=rescore, data=data or ())
+    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=options.alpha, rescore=rescore, data=data or ())
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))

@@ -12,16 +12,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
+from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import ConfigError, GapbenchError
 from ..schemas.comparison import Comparison as ComparisonModel
 from ..schemas.comparison import PairTest, RescoreCheck
 from ..schemas.run import RunResults
 from .evaluation import Results, evaluate, format_table
-from .stats import check_level, holm, paired_t_test, randomization_test
+from .stats import holm, paired_t_test, randomization_test
 
-__all__ = ["Comparison", "PairTest", "compare", "compare_run_dirs"]
+__all__ = ["Comparison", "CompareOptions", "PairTest", "compare", "compare_run_dirs"]
+
+
+class CompareOptions(Options):
+    """The settings of a comparison's paired tests, checked when made (an :class:`~gapbench.errors.OptionsError`
+    names the field, in the words every options class uses); :func:`compare` and :func:`compare_run_dirs` build one
+    from their keywords."""
+
+    alpha: Alpha = Field(0.05, description="A difference is significant when its Holm-corrected p is below this.")
+    n_permutations: Permutations = Field(10_000, description="Sign flips of each paired randomization test.")
+    seed: Seed = Field(0, description="Seed of the sign flips (and of the bootstrap of runs evaluated here).")
 
 
 class Comparison(ComparisonModel):
@@ -106,7 +117,7 @@ def compare(
     >>> cmp = compare([gapbench.run(task, "bm25"), gapbench.run(task, "dense")])  # doctest: +SKIP
     >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
     """
-    check_level("alpha", alpha, "0.05")
+    CompareOptions(alpha=alpha, n_permutations=n_permutations, seed=seed)  # refused before any work
     if len(items) < 2:
         raise GapbenchError("compare needs at least two systems.")
     results: list[Results] = []
@@ -169,7 +180,7 @@ def compare_run_dirs(
     from ..identity import identity_of
     from ..store import load_results
 
-    check_level("alpha", alpha, "0.05")
+    CompareOptions(alpha=alpha, n_permutations=n_permutations, seed=seed)  # refused before any run directory is read
     check_mode(rescore)
     dirs = [Path(d) for d in run_dirs]
     if len(dirs) < 2:
