@@ -125,7 +125,8 @@ def _reference_qrels(folder: Path, queries: str, qrels: str, graded: bool) -> di
 
 
 @pytest.mark.parametrize("folder, queries, qrels, graded", [(CRAN, "cran.qry", "cranqrel", True),
-                                                            (CACM, "query.text", "qrels.text", False)])
+                                                            (CACM, "query.text", "qrels.text", False)],
+                         ids=["cranfield", "cacm"])
 def test_ap_per_query_equals_trec_eval_on_the_same_run(tmp_path, capsys, folder, queries, qrels, graded):
     import pytrec_eval
 
