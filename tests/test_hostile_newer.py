@@ -164,6 +164,16 @@ def test_completion_with_an_unknown_shell_writes_nothing(tmp_path, argv):
     assert list(home.rglob("*")) == []
 
 
+def test_completion_for_a_named_shell_is_for_that_shell(tmp_path):
+    # typer alone would install for the detected shell (bash here) whatever shell was named
+    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    proc = subprocess.run([sys.executable, "-m", "gapbench", "--install-completion", "zsh"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"zsh completion installed in {tmp_path / '.zfunc' / '_gapbench'}")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [".zfunc", ".zshrc", "_gapbench"]
+
+
 # ------------------------------------------------------------------ 6. trec_eval's list form, names in any case
 
 def test_trec_list_form_gives_p_at_5_and_10(tmp_path, capsys):

@@ -314,23 +314,36 @@ def _usage_message(exc, argv: list[str]) -> str:
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 
-def _check_completion_shell(args: list[str]) -> None:
-    """Refuse a shell the completion flags do not know before typer sees it: typer reads ``--install-completion`` as
-    a flag and would install for the detected shell, editing its rc file, whatever name followed."""
+def _completion_for_named_shell(args: list[str]) -> Optional[int]:
+    """``--install-completion SHELL`` / ``--show-completion SHELL`` done for the shell named (exit 0), an unknown
+    shell refused before anything is written; None when no shell is named (typer then uses the detected one). typer
+    reads both as flags when it can detect the shell, so it would install for that shell whatever name followed."""
     from ..errors import ConfigError
 
     for i, arg in enumerate(args):
         if not arg.startswith("-"):
-            return  # a command: the completion flags belong to gapbench itself, before any command
+            return None  # a command: the completion flags belong to gapbench itself, before any command
         flag, eq, value = arg.partition("=")
         if flag not in ("--install-completion", "--show-completion"):
             continue
         shell = value if eq else (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None)
-        if shell is not None and shell not in COMPLETION_SHELLS:
+        if shell is None:
+            return None
+        if shell not in COMPLETION_SHELLS:
             shown = shell if len(shell) <= 40 else shell[:37] + "..."
             raise ConfigError(f"{flag} {shown!r}: not a shell gapbench completes; give one of "
                               f"{', '.join(COMPLETION_SHELLS)}, or {flag} alone for the shell you run it from "
                               "(nothing was written).")
+        from typer._completion_shared import get_completion_script, install
+
+        if flag == "--install-completion":
+            done, path = install(shell=shell, prog_name="gapbench", complete_var="_GAPBENCH_COMPLETE")
+            typer.echo(f"{done} completion installed in {path}\nCompletion will take effect once you restart the "
+                       "terminal")
+        else:
+            typer.echo(get_completion_script(prog_name="gapbench", complete_var="_GAPBENCH_COMPLETE", shell=shell))
+        return 0
+    return None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -339,7 +352,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     # --verbose, anywhere on the line, keeps the libraries' warnings as they print them (quiet.py; read at start-up)
     args = verbose_given(args)[0]
     try:
-        _check_completion_shell(args)
+        if (done := _completion_for_named_shell(args)) is not None:
+            return done
         with _signals_interrupt() as caught:
             rv = app(args=args, prog_name="gapbench", standalone_mode=False)
         if caught:
