@@ -185,6 +185,12 @@ def test_incomplete_submission_gets_no_rank(board_root, tmp_path):
     e = board.entry("half")
     assert e.rank is None and e.average is None and set(e.tasks) == {TASKS[0]}
     assert board.entries[-1].system == "half" and len(board.tests) == 3
+    # its miss profile covers its one task; misses and wins are unique only among ranked systems, so it has none
+    assert set(e.profile.tasks) == {TASKS[0]} and e.profile.n_queries == 1500
+    assert e.profile.unique_misses is None and e.profile.tasks[TASKS[0]].unique_wins is None
+    assert e.profile.misses == board.entry("bm25").profile.tasks[TASKS[0]].misses  # the same bm25 run
+    assert all(x.system != "half" or x.profile.unique_wins is None for x in board.entries)
+    assert board.entry("bm25").profile.unique_wins is not None
 
 
 def test_export_mteb(board_root, tmp_path):
