@@ -2,8 +2,8 @@
 
 Such a run still evaluates to numbers, which mean nothing about the retriever: the order is the corpus order or the
 tie-break (score, then doc id descending). ``bm25-okapi`` on ImpliRet's unispeaker queries did this silently (its
-tokenizer left most queries no word the documents share: 1,204 of 1,500 queries got one top 10). :func:`degenerate_notes` says so in words; the run prints
-them and keeps them in its manifest (``notes``).
+tokenizer left most queries no word the documents share: 1,204 of 1,500 queries got one top 10).
+:func:`degenerate_notes` says so in words; the run prints them and keeps them in its manifest (``notes``).
 
 >>> degenerate_notes(Run({"q1": {"d1": 1.0, "d2": 0.5}, "q2": {"d1": 3.0, "d2": 2.0}}))
 ['every one of the 2 queries got the same ranking (top 2: d1, d2): the retriever ranks without reading the query \

@@ -54,5 +54,4 @@ def _suggest(base: Path, missing: str, after: list[str]) -> str:
     if close:
         guess = Path(base, close[0], *after) if str(base) != "." else Path(close[0], *after)
         return f" The nearest existing folder is {shown}; did you mean {guess}?"
-    listed = ", ".join(subs[:8]) + (", ..." if len(subs) > 8 else "")
-    return f" The nearest existing folder is {shown}" + (f", which holds {listed}." if subs else ", which is empty.")
+    return f" The nearest existing folder is {shown}; none of its folders is named like {missing!r}."

@@ -71,7 +71,8 @@ class _Constant:
 def test_a_run_of_a_degenerate_retriever_says_so_and_keeps_it_in_the_manifest(tmp_path, capsys):
     result = run(str(BEIR), _Constant(), k=10, output=tmp_path / "out")
     err = capsys.readouterr().err
-    assert "gapbench: constant: every one of the" in err and "queries got the same ranking (top 6:" in err  # the fixture has 6 documents
+    # the fixture has 6 documents
+    assert "gapbench: constant: every one of the" in err and "queries got the same ranking (top 6:" in err
     assert "gapbench: constant: all scores tie within every query's ranking (1)" in err
     notes = json.loads((tmp_path / "out" / "manifest.json").read_text())["notes"]
     assert [n for n in notes if "same ranking" in n or "scores tie" in n] == degenerate_notes(result.run)

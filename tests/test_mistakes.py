@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import typer.main
-
 from gapbench.cli import app, main
 from gapbench.errors import ConfigError, DataFormatError
 from gapbench.formats import read_trec_run
@@ -41,11 +40,13 @@ def test_the_command_line_answers_it_in_one_line_without_the_task_list(in_repo, 
     assert "impliret" not in err
 
 
-def test_no_close_folder_lists_what_is_there(tmp_path):
+def test_the_nearest_folder_is_named_with_or_without_a_close_name(tmp_path):
     (tmp_path / "alpha").mkdir()
     (tmp_path / "beta").mkdir()
-    assert nearest_folder(tmp_path / "zzz" / "x") == f" The nearest existing folder is {tmp_path}, which holds alpha, beta."
-    assert nearest_folder(tmp_path / "alpah") == f" The nearest existing folder is {tmp_path}; did you mean {tmp_path / 'alpha'}?"
+    assert nearest_folder(tmp_path / "zzz" / "x") == (f" The nearest existing folder is {tmp_path}; none of its "
+                                                      "folders is named like 'zzz'.")
+    assert nearest_folder(tmp_path / "alpah") == (f" The nearest existing folder is {tmp_path}; did you mean "
+                                                  f"{tmp_path / 'alpha'}?")
     assert nearest_folder(tmp_path / "alpha") == ""  # it exists
 
 

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from gapbench.cli import main
 from gapbench.cli.quiet import _library, verbose_given
 

@@ -241,8 +241,8 @@ def test_task_names_and_options(tmp_path, monkeypatch):
         "": "empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.",
         "notes.txt": "task 'notes.txt' is a file, not a task: give a registered task name (see `gapbench tasks`) or a "
                      "BEIR folder holding corpus.jsonl, queries.jsonl and qrels/.",
-        "../nowhere": "task '../nowhere' is neither a registered task nor an existing folder; check the path, or name a "
-                      "task (see `gapbench tasks`).",
+        "../nowhere": "no such folder '../nowhere' (nor a registered task). The nearest existing folder is ..; none "
+                      "of its folders is named like 'nowhere'.",
         "a\x00b": "task name 'a\\x00b' contains the control character '\\x00' at position 1; write it on one line "
                   "without tabs or control characters.",
         "bright/biology:instructions=maybe": "option instructions of task 'bright/biology' must be true or false, "

@@ -11,8 +11,9 @@ hidden. A warning is a library's when the code that raised it lies under site-pa
 gapbench; gapbench's own and the user's code keep Python's usual display.
 
 ``--verbose`` anywhere on the command line, or ``GAPBENCH_WARNINGS=show``, keeps everything as the libraries print it
-(to debug a library); so does any ``-W`` option or ``PYTHONWARNINGS`` for Python's warnings. An environment variable the user set (``TRANSFORMERS_VERBOSITY``,
-``HF_HUB_DISABLE_PROGRESS_BARS``, ``TOKENIZERS_PARALLELISM``) is never overridden.
+(to debug a library); so does any ``-W`` option or ``PYTHONWARNINGS`` for Python's warnings. An environment
+variable the user set (``TRANSFORMERS_VERBOSITY``, ``HF_HUB_DISABLE_PROGRESS_BARS``, ``TOKENIZERS_PARALLELISM``) is
+never overridden.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ CASES = [
     run("retriever-too-long", "bm25:stemmer=" + "x" * 5000, ["5013 characters long; at most 4096"]),
     # ---- task names: refused before any data is read or fetched
     task("task-empty", "", ["empty task name"]),
-    task("task-parent-path", "../nowhere", ["task '../nowhere' is neither a registered task nor an existing folder"]),
+    task("task-parent-path", "../nowhere", ["no such folder '../nowhere' (nor a registered task)"]),
     Case("task-is-a-file", ["run", "{tmp}/notes.txt", "-r", "bm25"], files={"notes.txt": "not a task\n"},
          names=("{tmp}/notes.txt", "is a file")),
     task("task-tab", "impliret/multispeaker/wknow\t", ["control character '\\t'"]),
