@@ -37,6 +37,7 @@ _API = {
     "get_retriever": "gapbench.retrieval",
     "register_retriever": "gapbench.retrieval",
     "evaluate": "gapbench.evaluation.evaluation",
+    "EvaluateOptions": "gapbench.evaluation.options",
     "compare": "gapbench.evaluation.comparison",
     "CompareOptions": "gapbench.evaluation.comparison",
     "run": "gapbench.runner",

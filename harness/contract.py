@@ -77,6 +77,9 @@ Alpha = Annotated[float, Field(strict=True, allow_inf_nan=False,
 Resamples = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_RESAMPLES}),
                       _at_most(MAX_RESAMPLES)]
 """Bootstrap resamples: 1 to :data:`MAX_RESAMPLES`."""
+OptionalResamples = Annotated[int, Field(ge=0, strict=True, json_schema_extra={"maximum": MAX_RESAMPLES}),
+                              _at_most(MAX_RESAMPLES)]
+"""Bootstrap resamples where 0 means none (no confidence intervals): 0 to :data:`MAX_RESAMPLES`."""
 Permutations = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_PERMUTATIONS}),
                          _at_most(MAX_PERMUTATIONS)]
 """Sign flips of a paired randomization test: 1 to :data:`MAX_PERMUTATIONS`."""

@@ -520,7 +520,7 @@ def test_evaluate_names_unjudged_and_missing_queries_in_every_mode(eval_files, c
         assert doc["measures"]["RR"] == pytest.approx(1 / 3)
         assert err == ""
     else:
-        assert "recip_rank\tall\t0.3333" in out and "note" not in out  # trec_eval's lines stay clean
+        assert out.split()[-3:] == ["recip_rank", "all", "0.3333"] and "note" not in out  # trec_eval's lines only
         assert err == SAID
 
 
@@ -552,3 +552,19 @@ def test_evaluate_names_measures_deeper_than_a_known_depth():
     assert res.notes == ("R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100",)
     assert res.to_dict()["notes"] == list(res.notes)
     assert evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100"]).notes == ()
+
+
+@pytest.mark.parametrize("given, message", [
+    (dict(seed=-1), "EvaluateOptions: seed must be greater than or equal to 0, got -1."),
+    (dict(n_resamples=-1), "EvaluateOptions: n_resamples must be greater than or equal to 0, got -1."),
+    (dict(n_resamples=10**6 + 1), "EvaluateOptions: n_resamples must be at most 1,000,000, got 1,000,001."),
+    (dict(depth=0), "EvaluateOptions: depth must be greater than or equal to 1, got 0."),
+])
+def test_evaluate_refuses_bad_settings_when_called_not_when_a_ci_is_read(given, message):
+    from gapbench.errors import OptionsError
+
+    with pytest.raises(OptionsError) as caught:
+        evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["AP"], **given)
+    assert str(caught.value) == message
+    # 0 resamples: the means only
+    assert evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["AP"], n_resamples=0).means == {"AP": 1.0}

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Sequence
 from ..errors import ConfigError, GapbenchError, UnknownIdError
 from ..options import Range, parse_float, parse_int
 from . import trec_names
+from .options import EvaluateOptions
 from .stats import bootstrap_cis
 from ..types import Qrels, Run, clean_scores
 from ..tables import Table
@@ -417,6 +418,7 @@ def evaluate(
     A run none of whose queries is judged (a run of another collection, or other query ids) is refused with an
     :class:`~gapbench.errors.UnknownIdError`: every mean would be a 0 that says nothing.
     """
+    EvaluateOptions(n_resamples=n_resamples, seed=seed, depth=depth)  # refused now, not when a CI is first read
     qrels = _as_qrels(qrels)
     parsed, names = _distinct_measures(measures)
     notes = tuple(_depth_notes(parsed, names, depth)) if depth is not None else ()
