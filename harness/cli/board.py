@@ -82,7 +82,8 @@ def board_build(
                                   "stability."),
     permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of each paired test."),
 ) -> None:
-    """Render <root>/<suite>/README.md, index.html and leaderboard.json from the scored submissions."""
+    """Render <root>/<suite>/README.md, index.html, leaderboard.json and systems/<system>.html (each row's miss
+    profile: misses, unique misses and wins, R@100, the weak-signal AUC) from the scored submissions."""
     from ..products.leaderboard import build_boards
 
     options = BUILD.build(ctx.params)
