@@ -87,12 +87,28 @@ class _LocalTask:
         return self._key
 
     def rescore(self, results: Sequence[tuple[Path, Any]], measures: Sequence[str]) -> None:
-        """Runs of a local task are re-scored from its data here (their run files against its qrels)."""
+        """Runs of a local task are re-scored from its data here (their run files against its qrels); runs of another
+        task whose data is here have their manifests checked against it (a run of another task sharing its ids)."""
         if not self.key():
+            self._check_named(results)
             return
         from ..evaluation.rescore import Rescorer
 
         Rescorer("auto", [self.task]).check(self.task, [(d, r) for d, r in results], list(measures))
+
+    def _check_named(self, results: Sequence[tuple[Path, Any]]) -> None:
+        from ..identity import check_run_data
+        from ..task import get_task
+
+        try:
+            obj = get_task(self.task)
+        except GapbenchError:
+            return  # not a task here: runs must name it exactly, as before
+        if not obj.available_offline()[0]:
+            return  # its data would be downloaded: nothing here to check against
+        data = obj.load()
+        for d, _ in results:
+            check_run_data(d, data, instruction=obj.instruction)
 
 
 

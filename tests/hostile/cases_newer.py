@@ -122,6 +122,9 @@ CASES = [
          names=["corpus fingerprint abababababababab", "has 9944b32d4243890e", "manifest.json"]),
     Case("compare-forged-corpus", ["compare", "{tmp}/base/wknow", "{tmp}/cand/wknow"],
          setup=_forged_corpus, names=["corpus fingerprint abababababababab"]),
+    Case("report-forged-corpus", ["report", "impliret/multispeaker/wknow", "{tmp}/base/wknow", "{tmp}/cand/wknow",
+                                  "--out", "{tmp}/report"], setup=_forged_corpus,
+         names=["corpus fingerprint abababababababab", "cand/wknow/manifest.json"]),
     # 3. obliq build's inputs
     Case("obliq-labels-binary", ["obliq", "build", "{tmp}/f/corpus.jsonl", "--lens", "the topic", "--out",
                                  "{tmp}/t", "--labels", "{tmp}/labels.tsv", "--labels-as", "documents"],
