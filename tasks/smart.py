@@ -58,11 +58,14 @@ def smart_folder_task(path: str | Path) -> Task | None:
     if files is None:
         return None
     spec = str(files.folder)
+    # what changes the numbers' meaning is said in the task's source too, which every run manifest records
+    graded = grade_mapping({code for _, _, code, _ in parse_qrels(files.qrels)}) is not None
     return Task(
         name=spec,
         loader=functools.partial(load, files),
         source=f"local SMART files {files.folder}: documents {files.docs.name}, queries {files.queries.name}, "
-               f"qrels {files.qrels.name}",
+               f"qrels {files.qrels.name}"
+               + ("; Cleverdon's relevance codes (1 best) read as gains 5 - code, -1 as 0" if graded else ""),
         revision="local",
         split="test",
         license="unknown (local data)",
