@@ -20,7 +20,7 @@ from .evaluation.evaluation import (
 )
 from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
-from .store import RunDirWriter, check_replace, package_versions, save_run_dir, utc_now
+from .store import RunDirWriter, check_replace, check_run_dir_target, package_versions, save_run_dir, utc_now
 from .suites import Suite, get_suite
 from .task import Task, get_task
 from .types import Run, TaskData
@@ -150,6 +150,8 @@ def run(
     measures, k, output, seed, overwrite = o.measures, o.k, o.output, o.seed, o.overwrite
     reranker, llm_base_url, llm_model, augment = o.reranker, o.llm_base_url, o.llm_model, o.augment
     memory_budget, ray = o.memory_budget, o.ray
+    if output is not None:
+        check_run_dir_target(output)  # a file or a foreign folder there is refused before the task loads
     task_obj = get_task(task) if not isinstance(task, Task) else task
     measures = tuple(measures) if measures is not None else task_obj.measures
     retr = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)

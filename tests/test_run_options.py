@@ -207,3 +207,13 @@ def test_a_manifest_written_before_notes_still_loads():
            "fingerprints": {"corpus": "a", "queries": "b", "qrels": "c"}, "k": 10, "measures": ["nDCG@10"],
            "seed": 0, "date": "2026-01-01T00:00:00Z", "versions": {}, "timings": {}}
     assert RunManifest.model_validate(doc).notes == []
+
+
+def test_an_output_that_cannot_be_a_run_directory_is_refused_from_python_before_any_work(tmp_path):
+    from gapbench.errors import ConfigError
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError) as caught:
+        gapbench.run("no-such-task-is-loaded-first", "bm25", output=tmp_path / "file")
+    assert str(caught.value) == (f"{tmp_path / 'file'} is an existing file, and a run directory is a folder; give a "
+                                 "new folder name, or move the file away.")
