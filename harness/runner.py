@@ -325,13 +325,20 @@ class SuiteResult:
             "system": self.results[0].results.system if self.results else "",
             "tasks": {r.results.task: {m: r.results.means[m] for m in r.results.measures} for r in self.results},
             "full_benchmark_avg": self.average,
+            **({"notes": self.notes} if self.notes else {}),
         }
+
+    @property
+    def notes(self) -> list[str]:
+        """The tasks' notes (measures deeper than k), each once."""
+        return list(dict.fromkeys(n for r in self.results for n in r.results.notes))
 
     def __str__(self) -> str:
         rows = [[r.results.task, *[f"{r.results.means.get(m, float('nan')):.4f}" for m in self.measures]] for r in self.results]
         avg = self.average
         rows.append(["Full Benchmark Avg.", *[f"{avg[m]:.4f}" if m in avg else "-" for m in self.measures]])
-        return f"suite {self.suite.name}\n" + format_table(["task", *self.measures], rows)
+        said = "".join(f"\nnote: {n}." for n in self.notes)
+        return f"suite {self.suite.name}\n" + format_table(["task", *self.measures], rows) + said
 
 
 

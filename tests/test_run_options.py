@@ -217,3 +217,19 @@ def test_an_output_that_cannot_be_a_run_directory_is_refused_from_python_before_
         gapbench.run("no-such-task-is-loaded-first", "bm25", output=tmp_path / "file")
     assert str(caught.value) == (f"{tmp_path / 'file'} is an existing file, and a run directory is a folder; give a "
                                  "new folder name, or move the file away.")
+
+
+def test_a_suite_names_its_tasks_notes_once():
+    from gapbench.evaluation.evaluation import evaluate
+    from gapbench.runner import RunResult, SuiteResult
+    from gapbench.suites import get_suite
+    from gapbench.types import Run
+
+    def result(task):
+        run = Run({"q1": [("d1", 1.0)]}, name="bm25")
+        return RunResult(run, evaluate(run, {"q1": {"d1": 1}}, ["R@100"], task=task, depth=10), {})
+
+    suite = SuiteResult(get_suite("impliret"), (result("a"), result("b")), ("R@100",))
+    note = "R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100"
+    assert suite.notes == [note] and suite.to_dict()["notes"] == [note]
+    assert str(suite).endswith("\nnote: " + note + ".") and str(suite).count("note:") == 1

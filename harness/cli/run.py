@@ -71,7 +71,10 @@ def run_cmd(
                  f"{extra[0]} (`gapbench tasks` lists them).")
         with _replace_refused():
             suite_result = run_suite(task, retriever, options)
-        typer.echo(json.dumps(suite_result.to_dict()) if as_json else str(suite_result))
+        doc = suite_result.to_dict()
+        if "notes" in doc:
+            doc["notes"] = [flagged(n) for n in doc["notes"]]
+        typer.echo(json.dumps(doc) if as_json else flagged(str(suite_result)))
         return
     from ..runner import run
 
