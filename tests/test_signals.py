@@ -818,3 +818,117 @@ def test_the_gate_takes_runs_of_the_same_folder_at_another_path(bm25_gate, tmp_p
     assert main(["gate", str(tmp_path / "re"), "--signals", str(sig)]) == 2
     err = capsys.readouterr().err
     assert f"a run of task 'edited [local:" in err and f"but the gate in {sig} was calibrated on 'wknow80 [local:" in err
+
+
+# ------------------------------------------------------------------ thin evidence (issue 27 part 4)
+
+def test_evidence_warns_on_few_good_or_weak_retrievals_by_hand():
+    from gapbench.analyses.signals.evidence import signal_warnings
+
+    # the issue's case: 43 queries, one good; a separation of .952 [.878, 1.000] is narrow, the evidence is not
+    sig = {"max_score": {"available": True, "separation": 0.952, "ci95": [0.878, 1.0]}}
+    assert signal_warnings(43, 42, sig) == [
+        ("only 1 good retrieval among 43 queries (42 weak): every separation and interval rests on that query; at "
+         "least 10 of each are needed before a separation means much (more queries, or another window).")]
+    assert signal_warnings(43, 3, {})[0].startswith("only 3 weak retrievals among 43 queries (40 good): every "
+                                                    "separation and interval rests on those queries;")
+    assert signal_warnings(43, 10, sig) == signal_warnings(43, 33, sig) == []  # 10 of each: enough
+    assert signal_warnings(43, 43, sig) == signal_warnings(43, 0, sig) == []  # one class: no separation at all
+
+
+def test_evidence_warns_on_an_interval_as_wide_as_the_effect_by_hand():
+    from gapbench.analyses.signals.evidence import signal_warnings
+
+    sigs = {
+        "max_score": {"available": True, "separation": 0.6, "ci95": [0.45, 0.7]},  # width .25 >= effect .1
+        "dense_variance": {"available": True, "separation": 0.9, "ci95": [0.8, 0.95]},  # width .15 < effect .4
+        "retriever_divergence": {"available": True, "separation": 0.7, "ci95": [0.55, 0.75]},  # .2 >= .2: as wide
+        "evidence_coverage": {"available": True, "separation": 0.6, "ci95": [None, None]},  # no interval (0 resamples)
+        "dense_agreement": {"available": False, "reason": "one dense retriever"},
+    }
+    assert signal_warnings(80, 40, sigs) == [
+        ("max_score: its 95% interval 0.450-0.700 is as wide as its effect (separation 0.600, 0.100 above chance 0.5): "
+         "these queries cannot tell it from chance."),
+        ("retriever_divergence: its 95% interval 0.550-0.750 is as wide as its effect (separation 0.700, 0.200 above "
+         "chance 0.5): these queries cannot tell it from chance.")]
+
+
+def test_evidence_warns_on_a_held_out_gate_near_chance_or_on_few_queries_by_hand():
+    from gapbench.analyses.signals.evidence import gate_warnings
+
+    near = {"held_out": {"n": 22, "n_weak": 11, "catch_rate": 0.545, "false_alarm_rate": 0.48, "youden_j": 0.065}}
+    assert gate_warnings(near) == [
+        ("the held-out Youden J of the gate is 0.065 (catch rate 0.545 - false-alarm rate 0.480), near chance (0): on "
+        "queries it was not calibrated on, it escalates weak and good retrievals at almost the same rate.")]
+    fine = {"held_out": {"n": 40, "n_weak": 20, "catch_rate": 0.8, "false_alarm_rate": 0.3, "youden_j": 0.5}}
+    assert gate_warnings(fine) == []
+    few = {"held_out": {"n": 21, "n_weak": 1, "catch_rate": 1.0, "false_alarm_rate": 0.0, "youden_j": 1.0}}
+    assert gate_warnings(few, "the gate on either firing") == [
+        ("the held-out split of the gate on either firing has 1 weak retrieval and 20 good: its catch and false-alarm "
+        "rates rest on too few queries to judge it (at least 5 of each are needed).")]
+
+
+def test_the_report_holds_the_evidence_warnings_and_old_files_load(tmp_path):
+    from gapbench.analyses.signals import save_report
+    from gapbench.analyses.signals.evidence import gate_warnings, signal_warnings
+
+    # one good query among 43, a perfect separation (1.0 [1.0, 1.0]): only the class count warns; no gate (the
+    # calibration split needs both classes)
+    y = np.array([0] + [1] * 42)
+    t = SignalTable(tuple(f"q{i}" for i in range(43)), {"max_score": np.concatenate([[0.9], np.linspace(0, 0.8, 42)])})
+    rep = analyse(t, y, n_bootstrap=200)
+    d = rep.to_dict()
+    assert d["signals"]["max_score"]["separation"] == 1.0 and d["gate"] is None
+    assert d["evidence_warnings"] == signal_warnings(43, 42, {}) and len(d["evidence_warnings"]) == 1
+    md = str(rep)
+    assert f"**Thin evidence:** {d['evidence_warnings'][0]}" in md
+    # pure noise on 80 balanced queries: an interval reaching chance, and a gate near chance on held-out queries
+    y = np.array([0, 1] * 40)
+    noise = {"max_score": np.random.default_rng(1).normal(size=80)}
+    rep = analyse(SignalTable(tuple(f"q{i}" for i in range(80)), noise), y, n_bootstrap=200)
+    d = rep.to_dict()
+    assert d["evidence_warnings"] == signal_warnings(80, 40, d["signals"]) and len(d["evidence_warnings"]) == 1
+    assert d["evidence_warnings"][0].startswith("max_score: its 95% interval")
+    g = d["gate"]
+    assert g["held_out"]["youden_j"] == pytest.approx(0.05)  # catch 0.45 - false alarm 0.40 on the held-out 40
+    assert g["evidence_warnings"] == gate_warnings(g)
+    assert "held-out Youden J of the gate is 0.050" in g["evidence_warnings"][0]
+    assert f"**Thin evidence:** {g['evidence_warnings'][0]}" in str(rep)
+    # the file keeps them, and a signals.json written before them still loads (no field, no warning)
+    save_report(rep, tmp_path / "sig")
+    back = load_signals(tmp_path / "sig", "gate")
+    assert back["evidence_warnings"] == d["evidence_warnings"]
+    assert back["gate"]["evidence_warnings"] == g["evidence_warnings"]
+    old = load_signals(Path("tests/fixtures/outputs_v0_1"), "gate")
+    assert "evidence_warnings" not in old and "evidence_warnings" not in old["gate"]
+    assert "Thin evidence" not in to_markdown(old)
+
+
+def test_the_gate_command_prints_the_gate_evidence_warnings(tmp_path, capsys):
+    here = Path("tests/fixtures/beir/scifact").resolve()
+    stored = json.loads(Path("tests/fixtures/outputs_v0_1/signals.json").read_text())
+    stored["task"] = str(here)
+    stored["gate"]["evidence_warnings"] = ["the held-out Youden J of the gate is 0.065 (by hand)."]
+    sig = tmp_path / "sig"
+    sig.mkdir()
+    (sig / "signals.json").write_text(json.dumps(stored))
+    assert main(["run", str(here), "-r", "bm25", "-m", "nDCG@10", "-o", str(tmp_path / "ra")]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "ra"), "--signals", str(sig), "-o", str(tmp_path / "esc")]) == 0
+    err = capsys.readouterr().err
+    assert err.endswith("gapbench: warning: the held-out Youden J of the gate is 0.065 (by hand).\n")
+    assert err.count("gapbench: warning:") == 2  # the stored gate is also not a kept signal's
+
+
+def test_the_signals_command_prints_the_evidence_warnings(monkeypatch, capsys):
+    import gapbench.analyses.signals as mod
+
+    y = np.array([0, 1] * 40)
+    noise = {"max_score": np.random.default_rng(1).normal(size=80)}
+    rep = analyse(SignalTable(tuple(f"q{i}" for i in range(80)), noise), y, n_bootstrap=200)
+    monkeypatch.setattr(mod, "run_signals_with", lambda task, retrievers, options: rep)
+    assert main(["signals", "toy", "-r", "bm25", "--json"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    # the interval reaching chance, then the gate's held-out J near zero, on the terminal as in the file
+    assert err == [f"gapbench: warning: {w}" for w in rep.evidence_warnings + rep.gate.evidence_warnings]
+    assert len(err) == 2

@@ -70,6 +70,10 @@ def signals_cmd(
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
     if output is not None and not as_json:
         typer.echo(f"written to {output}")
+    d = report.to_dict()
+    for warning in [*(d.get("evidence_warnings") or []), *((d.get("gate") or {}).get("evidence_warnings") or []),
+                    *((d.get("gate_either") or {}).get("evidence_warnings") or [])]:
+        typer.echo(f"gapbench: warning: {warning}", err=True)
 
 
 def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, signals: Path) -> str | None:
@@ -176,5 +180,7 @@ def gate_cmd(
     rule = stored["gate_either" if either else "gate"]["rule"]
     typer.echo(f"{int(flags.sum())} of {len(qids)} queries escalate ({rule}); written to {path}")
     warning = None if either else gate_warning(stored)
-    if warning:
-        typer.echo(f"gapbench: warning: {warning}", err=True)
+    # the held-out evidence signals.json recorded for this gate (absent in files written before it)
+    thin = stored["gate_either" if either else "gate"].get("evidence_warnings") or []
+    for w in ([warning] if warning else []) + thin:
+        typer.echo(f"gapbench: warning: {w}", err=True)

@@ -101,6 +101,9 @@ class Gate(Model):
     seed: int
     calibration: GateSplit
     held_out: GateSplit
+    # why the held-out split cannot support the gate (few weak or good queries, Youden J near 0); absent in files
+    # written before these warnings, [] when there is nothing to say
+    evidence_warnings: Optional[list[str]] = None
 
 
 class EitherGate(Model):
@@ -119,6 +122,7 @@ class EitherGate(Model):
     max_corr: Number  # the bound it is below
     calibration: EscalationRates
     held_out: EscalationRates
+    evidence_warnings: Optional[list[str]] = None  # as the single gate's
 
 
 class SignalsReport(Model):
@@ -151,6 +155,9 @@ class SignalsReport(Model):
     either_max_corr: Optional[Number] = None
     gate_either: Optional[EitherGate] = None
     gate_either_note: Optional[str] = None
+    # why the queries cannot support the separations (few weak or good retrievals, an interval as wide as the effect);
+    # absent in files written before these warnings, [] when there is nothing to say
+    evidence_warnings: Optional[list[str]] = None
 
     # the per-query values the report was computed from (a gapbench.analyses.signals.SignalTable and the 0/1 weak
     # labels); not part of the file, so None for a report read back from signals.json
@@ -225,9 +232,11 @@ def _gate_lines(d: Mapping[str, Any]) -> list[str]:
     if not g:
         return [f"No gate: {d.get('gate_note', '')}"]
     warning = gate_warning(d)
+    thin = [f"**Thin evidence:** {w}" for w in g.get("evidence_warnings") or []]
     return [f"Gate ({g['method']}{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}, "
             f"calibration share {g['calib_fraction']}, seed {g['seed']}): escalate when `{g['rule']}`.",
-            *(["", f"**Warning:** {warning}"] if warning else []), "", gate_table(g).markdown()]
+            *(["", f"**Warning:** {warning}"] if warning else []), *[x for w in thin for x in ("", w)], "",
+            gate_table(g).markdown()]
 
 
 def gate_warning(d: Mapping[str, Any]) -> str | None:
@@ -254,7 +263,8 @@ def _either_lines(d: Mapping[str, Any]) -> list[str]:
     return ["", f"Gate on either firing ({a} and {b}: |Spearman| {abs(g['spearman']):.3f} < {g['max_corr']}; floors "
             f"chosen jointly on the calibration split, {g['method']}"
             f"{'' if g['target_catch'] is None else ' ' + str(g['target_catch'])}): escalate when `{g['rule']}`.",
-            "", gate_table(g).markdown()]
+            *[x for w in g.get("evidence_warnings") or [] for x in ("", f"**Thin evidence:** {w}")], "",
+            gate_table(g).markdown()]
 
 
 def to_markdown(d: Mapping[str, Any]) -> str:
@@ -269,4 +279,5 @@ def to_markdown(d: Mapping[str, Any]) -> str:
     )
     lines += ["", f"Separation = max(AUC, 1-AUC), 95% bootstrap CI ({d['n_bootstrap']} resamples, seed {d['seed']}); "
               f"bar {d['bar']}, pruning at |Spearman| > {d['max_corr']}.", "", signal_table(d).markdown(), ""]
+    lines += [x for w in d.get("evidence_warnings") or [] for x in (f"**Thin evidence:** {w}", "")]
     return "\n".join(lines + _gate_lines(d) + _either_lines(d)) + "\n"

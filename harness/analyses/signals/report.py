@@ -17,6 +17,7 @@ from ...files import atomic_writer, output_folder, pyplot, write_figure
 from ...schemas.signals import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, gate_table, gate_warning,  # noqa: F401
                                 signal_table, to_markdown)
 from .definitions import EXPECTED, SignalTable
+from .evidence import gate_warnings, signal_warnings
 from .gate import EITHER_MAX_CORR, calibrate_either, calibrate_gate, either_pair, stratified_split
 from .stats import bootstrap_auc_ci, select_signals, separation, spearman
 
@@ -83,6 +84,8 @@ def analyse(
         "bar": bar, "max_corr": max_corr, "n_bootstrap": n_bootstrap, "seed": seed,
         "signals": sigs, "spearman": corr, "kept": kept, "gate": gate,
     }
+    if gate is not None:
+        gate["evidence_warnings"] = gate_warnings(gate)
     if gate_note:
         summary["gate_note"] = gate_note
     summary["either_max_corr"] = either_max_corr
@@ -90,6 +93,9 @@ def analyse(
                                                        target_catch)
     if either_note:
         summary["gate_either_note"] = either_note
+    if summary["gate_either"] is not None:
+        summary["gate_either"]["evidence_warnings"] = gate_warnings(summary["gate_either"], "the gate on either firing")
+    summary["evidence_warnings"] = signal_warnings(int(y.size), int(y.sum()), sigs)
     return SignalsReport.computed({"kind": "signals", "task": task, "version": 1, **(meta or {}), **summary}, table, y)
 
 
