@@ -21,7 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 from pydantic import Field, ValidationError, field_validator
 
 from ..contract import Options
