@@ -154,13 +154,14 @@ def test_the_committed_board_has_a_profile_and_a_page_per_system():
     doc = json.loads((IMPLIRET / "leaderboard.json").read_text())
     board = validate("leaderboard", doc)
     page = (IMPLIRET / "index.html").read_text()
-    assert "**" not in page
+    assert "**" not in page and "`" not in page  # no Markdown left unrendered
     assert page.index("Full Benchmark Avg.") < page.index("multispeaker/arithmetic")
     for e in board.entries:
         p = e.profile
         assert p is not None and p.n_queries == 9000 and set(p.tasks) == set(board.tasks)
         assert p.unique_misses is not None and p.unique_wins is not None and p.signal is not None
-        assert (IMPLIRET / "systems" / f"{e.system}.html").is_file()
+        sub = (IMPLIRET / "systems" / f"{e.system}.html").read_text()
+        assert "**" not in sub and "`" not in sub and sub.count('<div class="ex">') == 3
         assert f'href="systems/{e.system}.html"' in page
         scores = load_scores(IMPLIRET / "submissions" / e.system)
         for t, tp in p.tasks.items():
