@@ -31,11 +31,9 @@ REVISE_AFTER = 3  # calls measured, after the first (a cold model: tens of secon
 
 def is_embedded(llm: Any) -> bool:
     """Whether ``llm`` (an :class:`~gapbench.llm.client.LLMClient`) talks to an embedded server gapbench started."""
-    from . import local
+    from .local import is_embedded as started_here
 
-    url = getattr(getattr(llm, "config", None), "base_url", None)
-    servers = list(getattr(local, "_SHARED", {}).values())  # the servers started in this process
-    return url is not None and any(getattr(s, "base_url", None) == url for s in servers)
+    return started_here(getattr(getattr(llm, "config", None), "base_url", None))
 
 
 def uncached(llm: Any, requests: Sequence[Any]) -> list[Any]:

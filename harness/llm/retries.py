@@ -1,21 +1,13 @@
-"""The retry policy of a client (:class:`RetryPolicy`), declared once on tenacity: what is retried, how long to wait,
-the bounds that stop a call, and the one-line error of a call that gave up.
+"""The retry policy of a client (:class:`RetryPolicy`), declared once on tenacity: what is retried
+(:meth:`RetryPolicy.retryable`: HTTP 408, 429 and 5xx, timeouts, answers still arriving at the attempt's end, dropped
+connections, and a refused connection only once the endpoint has answered), the wait (exponential with jitter, or a
+longer ``Retry-After``), the stop conditions (:attr:`RetryPolicy.stops`: attempts, the call's time, the command's
+time without a usable answer, and the startup bound of an endpoint that has answered nothing but 5xx), and the
+one-line error of a call that gave up. docs/llm.md#retries says it for users; the bounds are fields of
+:class:`~.config.LLMConfig`.
 
-Retried (:meth:`RetryPolicy.retryable`): HTTP 408, 429 and 5xx, timeouts, answers still arriving at the attempt's end,
-dropped connections; a refused connection or unknown host only once the endpoint has answered in this client (a
-server restarting). Any other 4xx, and an answer that is not an OpenAI-format response, raises at once. The wait
-before retry n is drawn from [w/2, w], w = ``min(retry_wait * 2**(n-1), retry_wait_max)``, or is the server's
-``Retry-After`` when longer (up to 120 s, or ``retry_wait_max`` when larger). A call stops (tenacity stop conditions,
-:meth:`RetryPolicy.stops`) after ``max_retries + 1`` attempts; once its attempts and waits would pass ``call_timeout``
-($GAPBENCH_LLM_CALL_TIMEOUT, 300 s); once the endpoint has given no usable answer for ``outage_timeout``
-($GAPBENCH_LLM_OUTAGE_TIMEOUT, 300 s: the whole command's bound); or, while the endpoint has answered nothing but
-HTTP 5xx since the client's first call, once that has lasted ``startup_timeout`` ($GAPBENCH_LLM_STARTUP_TIMEOUT,
-15 s; raise it for a server that is still starting). After an outage or a startup stop, every later call of the
-client gives up at once.
-
-One attempt is bounded by ``timeout`` ($GAPBENCH_LLM_TIMEOUT, 120 s; more for a prompt longer than
-``timeout_tokens``) without the server making progress: while the calls ahead of it in the server's queue are
-answered, it is not timed out.
+An attempt waits up to ``timeout`` (more for a prompt longer than ``timeout_tokens``) without the server making
+progress: while the calls ahead of it in the server's queue are answered, it is not timed out.
 """
 
 from __future__ import annotations
@@ -52,11 +44,7 @@ class _Cancelled(Exception):
 
 
 class _Skipped(Exception):
-    """No attempt is made: the call's time is spent ('call'), or the client gave up ('outage', 'startup')."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
+    """No attempt is made: the call's time is spent, or the client gave up (``_Call.stop`` says which)."""
 
 
 @dataclass
@@ -67,7 +55,6 @@ class _Call:
     model: str
     tag: str | None
     tokens: int
-    fn: Callable[[float], Any]
     start: float | None = None  # when its first attempt went out
     attempts: int = 0
     spent: float = 0.0  # the time the last attempt was given
@@ -95,8 +82,7 @@ class RetryPolicy:
 
     ``pacer`` gives each attempt its place among the client's calls in flight, ``usage`` counts calls, retries and
     failures, ``line`` puts a message on one line with the key masked; ``cache_path`` is named in the error of a call
-    that gave up (a re-run resumes from it). ``clock`` and ``sleep`` are time.monotonic and a sleep that a command
-    ending (Ctrl-C, SIGTERM) cuts short; tests pass their own.
+    that gave up (a re-run resumes from it). Tests may pass their own ``clock`` (time.monotonic) and ``sleep``.
     """
 
     def __init__(self, config: LLMConfig, usage: LLMUsage, pacer: _Pacer, endpoint: str, line: Callable[[str], str],
@@ -104,7 +90,8 @@ class RetryPolicy:
                  sleep: Callable[[float], None] | None = None) -> None:
         self.config, self.usage, self.pacer, self.endpoint = config, usage, pacer, endpoint
         self._line, self._cache_path, self._clock = line, cache_path, clock
-        self._sleep = sleep or self._sleep_unless_stopped
+        # a command ending (Ctrl-C, SIGTERM) cuts a wait short; the next attempt then sees it and is not made
+        self._sleep = sleep or tenacity.sleep_using_event(stopping.STOP)
         self._health_lock = threading.Lock()
         self._answered = False
         self._failing_since: float | None = None
@@ -116,7 +103,8 @@ class RetryPolicy:
         half = dict(multiplier=cfg.retry_wait / 2, max=cfg.retry_wait_max / 2)
         self._backoff = tenacity.wait_exponential(**half) + tenacity.wait_random_exponential(**half)
         self.stops = (_Bound("attempts", tenacity.stop_after_attempt(cfg.max_retries + 1))
-                      | _Bound("startup", lambda rs: self._failing_for(rs) >= cfg.startup_timeout and self._starting())
+                      | _Bound("startup", lambda rs: not self._answered and self._only_5xx
+                             and self._failing_for(rs) >= cfg.startup_timeout)
                       | _Bound("outage", lambda rs: self._failing_for(rs) >= cfg.outage_timeout)
                       | _Bound("call", lambda rs: self._after_wait(rs) - rs.args[0].start >= cfg.call_timeout))
 
@@ -138,13 +126,8 @@ class RetryPolicy:
 
     def _failing_for(self, retry_state: tenacity.RetryCallState) -> float:
         """How long the endpoint's failing streak will be once the wait before the next attempt is over."""
-        with self._health_lock:
-            since = self._failing_since
+        since = self._failing_since
         return 0.0 if since is None else self._after_wait(retry_state) - since
-
-    def _starting(self) -> bool:
-        with self._health_lock:
-            return not self._answered and self._only_5xx
 
     def _wait(self, retry_state: tenacity.RetryCallState) -> float:
         after = self._retry_after_s(retry_state.outcome.exception())
@@ -154,11 +137,6 @@ class RetryPolicy:
         """The server's Retry-After, up to 120 s (or retry_wait_max when larger)."""
         after = _retry_after(exc)
         return None if after is None else min(after, max(self.config.retry_wait_max, _RETRY_AFTER_CAP))
-
-    @staticmethod
-    def _sleep_unless_stopped(seconds: float) -> None:
-        if stopping.STOP.wait(seconds):  # the command is ending: no more attempts
-            raise _Cancelled()
 
     def retryable(self, exc: BaseException) -> bool:
         kind = _failure_kind(exc)
@@ -177,19 +155,19 @@ class RetryPolicy:
         """``fn(seconds)`` with retries on transient faults, within the policy's bounds; each attempt waits for a place
         among the client's calls in flight (:class:`_Pacer`). The call's time starts with its first attempt, not while
         it waits for a place."""
-        call = _Call(what, model, tag, tokens, fn)
+        call = _Call(what, model, tag, tokens)
         retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(self.retryable), wait=self._wait,
                                      stop=self.stops, sleep=self._sleep, reraise=True,
                                      before_sleep=lambda rs: self.usage.add(tag, retries=1))
         try:
-            return retrying(self._attempt, call)
+            return retrying(self._attempt, call, fn)
         except (_Cancelled, _Rejected):
             raise
         except Exception:  # the last failure, or _Skipped: worded below, outside this block, so the error carries
             pass  # no link to it
         raise self._final_error(call)
 
-    def _attempt(self, call: _Call) -> Any:
+    def _attempt(self, call: _Call, fn: Callable[[float], Any]) -> Any:
         sent = self.pacer.acquire(call.tokens, self.stopped)
         if sent is None and self._gave_up is None:
             raise _Cancelled()
@@ -200,12 +178,12 @@ class RetryPolicy:
                 self.pacer.release(sent, "skipped")
             with self._health_lock:
                 call.stop = "outage" if self._gave_up is not None or self._failing_since is not None else "call"
-            raise _Skipped(call.stop)
+            raise _Skipped()
         call.attempts += 1
         self.usage.add(call.tag, calls=1)
         call.spent = min(own, left)
         try:
-            out, call.spent = self._await(call.fn, sent, own, min(own * self.pacer.ceiling, left))
+            out, call.spent = self._await(fn, sent, own, min(own * self.pacer.ceiling, left))
         except _Cancelled:  # the command is ending: no retry, no failure counted
             self.pacer.release(sent, "skipped")
             raise

@@ -37,20 +37,19 @@ class _Garbage(Exception):
     """A 2xx answer that is not a usable OpenAI-format response; retrying the same request would get the same."""
 
 
-class _Slow(Exception):
-    """The body was still arriving when the attempt's time ran out (a drip): retried like a timeout."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"the answer was still arriving after {seconds:g} s")
-        self.seconds = seconds
-
-
 class _NoAnswer(Exception):
     """No answer within the attempt's time: classified as a timeout."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"no answer within {seconds:g} s")
+    def __init__(self, seconds: float, said: str = "no answer within") -> None:
+        super().__init__(f"{said} {seconds:g} s")
         self.seconds = seconds
+
+
+class _Slow(_NoAnswer):
+    """The body was still arriving when the attempt's time ran out (a drip): retried like a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds, "the answer was still arriving after")
 
 
 class _Attempt:
