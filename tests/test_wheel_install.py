@@ -50,7 +50,7 @@ def test_ci_runs_the_readme_setup_commands_verbatim():
     assert install in ci and test in ci
     assert ci.index(install) < ci.index(test)
     assert "-c constraints/ci.txt" in install and "sudo" in install and "apt-get update" in install
-    assert test.strip() == "HF_HUB_OFFLINE=1 python -m pytest -q"
+    assert test.strip() == "HF_HUB_OFFLINE=1 python -m pytest -q -n 2"
     assert "set -euo pipefail" in ci and "CI=true" in ci and "HF_HUB_OFFLINE=1" in ci
 
 
