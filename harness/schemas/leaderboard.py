@@ -64,10 +64,8 @@ class BoardDistribution(Distribution):
     histogram: list[int]
 
 
-class BoardTaskProfile(Model):
-    """Where a system misses on one task: the share of queries with no relevant document in the top 10, the queries
-    only it misses or only it gets among the ranked systems (null when it is not ranked or ranked alone), its mean
-    R@100 and the share with none in the top 100, the weak-retrieval signal (null with one class only)."""
+class BoardMisses(Model):
+    """The fields a task's and a row's miss profiles share (:class:`BoardTaskProfile`, :class:`BoardMissProfile`)."""
 
     n_queries: int
     misses: Number
@@ -76,6 +74,13 @@ class BoardTaskProfile(Model):
     recall_100: Number
     never_found: Number
     signal: Optional[BoardSignal]
+
+
+class BoardTaskProfile(BoardMisses):
+    """Where a system misses on one task: the share of queries with no relevant document in the top 10, the queries
+    only it misses or only it gets among the ranked systems (null when it is not ranked or ranked alone), its mean
+    R@100 and the share with none in the top 100, the weak-retrieval signal (null with one class only)."""
+
     distribution: BoardDistribution
 
 
@@ -99,18 +104,11 @@ class BoardMissExample(Model):
     others_hit: list[str]
 
 
-class BoardMissProfile(Model):
+class BoardMissProfile(BoardMisses):
     """A row's miss profile over the suite (``gapbench.products.miss_profile``): misses as a share of all queries,
     unique misses and wins summed over tasks, R@100 as the unweighted mean over tasks, the pooled signal, per task the
     same, and miss examples. Coverage strata and the verification gap carry a note saying why they are absent."""
 
-    n_queries: int
-    misses: Number
-    unique_misses: Optional[int]
-    unique_wins: Optional[int]
-    recall_100: Number
-    never_found: Number
-    signal: Optional[BoardSignal]
     signal_note: Optional[str]
     coverage_note: str
     gap_note: str
