@@ -89,6 +89,8 @@ def test_the_submitters_path_from_gapbench_run_to_a_rebuilt_board(tmp_path):
     assert py_meta["adapter"] == meta["adapter"] and sorted(py_meta["tasks"]) == sorted(meta["tasks"])
     for task, entry in meta["tasks"].items():  # the same rankings; the run tag is the system's name
         assert _rankings(theirs / py_meta["tasks"][task]["run"]) == _rankings(work / MINE / entry["run"])
+    # scored and on the rebuilt board, with the command line's numbers
+    assert _entries(work)["my-retriever-py"]["average"] == pytest.approx(mine["average"], abs=1e-12)
 
 
 def _rankings(path: Path) -> list[list[str]]:
