@@ -290,6 +290,19 @@ def test_single_system(inputs):
     assert r.data.not_run == list(KNOWN_ANALYSES)
 
 
+def test_the_title_names_what_the_report_holds(inputs):
+    """A report without a gap analysis is not titled a gap report: the title names the analyses it holds."""
+    bare = build_report(TASK, inputs["runs"], [])
+    assert bare.to_markdown().startswith(f"# Evaluation report: {TASK}\n")
+    assert f"<h1>Evaluation report: {TASK}</h1>" in bare.to_html()
+    signals = build_report(TASK, inputs["runs"], [inputs["signals"]])
+    assert signals.to_markdown().startswith(f"# Evaluation and signals: {TASK}\n")
+    both = build_report(TASK, inputs["runs"], [inputs["signals"], inputs["coverage"]])
+    assert both.to_markdown().startswith(f"# Evaluation, coverage and signals: {TASK}\n")
+    gap = build_report(TASK, inputs["runs"], [inputs["gap"], inputs["signals"]])
+    assert gap.to_markdown().startswith(f"# Gap report: {TASK}\n")
+
+
 def test_strict_gap_json_and_bad_inputs(inputs, tmp_path):
     bad = tmp_path / "gap"
     bad.mkdir()

@@ -26,6 +26,18 @@ figcaption{font-size:.85em;color:#5b6475}
 """
 
 
+def title(report: Any) -> str:
+    """What the page holds, named: a gap report where the gap analysis is in it, else the evaluation of the runs and
+    the analyses found (``Evaluation, coverage and signals: beir/scifact``)."""
+    kinds = list(dict.fromkeys(a.kind for a in report.data.analyses))
+    if "gap" in kinds:
+        return f"Gap report: {report.task}"
+    if not kinds:
+        return f"Evaluation report: {report.task}"
+    parts = ["Evaluation", *(k.replace("_", " ") for k in kinds)]
+    return f"{', '.join(parts[:-1])} and {parts[-1]}: {report.task}"
+
+
 def to_html(report: Any) -> str:
     """A :class:`~gapbench.products.report.Report` as one page: a title, the systems, a contents list and every
     section."""
@@ -35,7 +47,7 @@ def to_html(report: Any) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>gapbench report: {e(report.task)}</title><style>{_CSS}</style></head><body><main>",
-        f"<h1>Gap report: {e(report.task)}</h1>",
+        f"<h1>{e(title(report))}</h1>",
         f'<p class="meta">{len(d.systems)} systems: {e(", ".join(s.system for s in d.systems))}. '
         f"Main measure {e(d.main_measure)}. gapbench {e(d.gapbench_version)}.</p>",
         "<nav><ul>" + "".join(f'<li><a href="#{e(s.id)}">{e(s.title)}</a></li>' for s in report.sections)
@@ -60,7 +72,7 @@ def to_html(report: Any) -> str:
 def to_markdown(report: Any) -> str:
     """The same sections in Markdown; each figure links to its PNG by file name."""
     d = report.data
-    out = [f"# Gap report: {report.task}", "",
+    out = [f"# {title(report)}", "",
            f"{len(d.systems)} systems: {', '.join(s.system for s in d.systems)}. Main measure "
            f"{d.main_measure}. gapbench {d.gapbench_version}.", ""]
     for s in report.sections:
