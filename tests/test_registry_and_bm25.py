@@ -235,7 +235,11 @@ def test_look_alike_names_are_explained(name, parts):
 
 
 def test_task_names_and_options(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    # a folder of its own, so that ".." holds only it: the nearest-folder hint reads the parent's folders, and
+    # pytest's temporary root holds other tests' folders, which differ from run to run (it failed under -n 2)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    tmp_path = tmp_path / "cwd"
     (tmp_path / "notes.txt").write_text("x")
     cases = {
         "": "empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.",
