@@ -62,7 +62,7 @@ def _level(value: float) -> float:
     return value
 
 
-def _not_blank(value: Any) -> Any:
+def not_blank(value: Any) -> Any:
     # '' (often an unset shell variable) must not quietly mean "not given", nor become Path('.')
     if isinstance(value, str) and not value.strip():
         raise ValueError("is empty; give a value, or leave the option out")
@@ -86,9 +86,9 @@ Permutations = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maxim
 Depth = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MOST_DOCUMENTS}),
                   _at_most(MOST_DOCUMENTS)]
 """Documents per query or per pool (a run's k, a pool's depth, a rank budget): 1 to :data:`MOST_DOCUMENTS`."""
-Text = Annotated[str, BeforeValidator(_not_blank)]
+Text = Annotated[str, BeforeValidator(not_blank)]
 """Text that must not be empty or blank (a spec, a model name, an endpoint)."""
-Folder = Annotated[Path, BeforeValidator(_not_blank)]
+Folder = Annotated[Path, BeforeValidator(not_blank)]
 """A path given as text must not be empty (``Path('')`` would quietly be the working directory)."""
 
 

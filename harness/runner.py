@@ -6,14 +6,14 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Annotated, Any, Iterable, Iterator, Optional
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from . import distributed
 from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
-from .contract import Depth, Folder, Options, Seed, Text
+from .contract import Depth, Folder, Options, Seed, Text, not_blank
 from .errors import ConfigError, OptionsError
 from .evaluation.evaluation import (
     Results, _distinct_measures, depth_notes, evaluate, format_table, split_measures,
@@ -57,7 +57,7 @@ class RunOptions(Options):
     output: Optional[Folder] = Field(None, description="Write a run directory here (run.trec.gz, results, manifest).")
     overwrite: bool = Field(False, description="Let output replace a run directory of another task or retriever.")
     seed: Seed = Field(0, description="Seed of the bootstrap CIs, recorded in the manifest.")
-    reranker: Any = Field(None, description="A reranker spec (tournament, sliding-window, with NAME:key=value "
+    reranker: Annotated[Any, BeforeValidator(not_blank)] = Field(None, description="A reranker spec (tournament, sliding-window, with NAME:key=value "
                                             "options) or a reranker object; None: no reranking.")
     llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint of LLM rerankers, retrievers "
                                                            "and augmenters (else $OPENAI_BASE_URL).")
@@ -85,23 +85,14 @@ class RunOptions(Options):
         # as given (a trec_eval name stays one), each checked; an ir_measures object by its name
         return tuple(m if isinstance(m, str) else str(m) for m in items)
 
-    @field_validator("reranker", mode="before")
-    @classmethod
-    def _reranker(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("is empty; give a value, or leave the option out")
-        return value
-
     @field_validator("memory_budget", mode="before")
     @classmethod
     def _budget(cls, value: Any) -> Any:
         from .budget import MINIMUM, parse
 
         if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("is empty; give a value, or leave the option out")
             try:
-                return parse(value, "memory_budget")
+                return parse(not_blank(value), "memory_budget")
             except ConfigError as exc:
                 # "'4XB' is not a size; ...": the field is named by OptionsError
                 raise ValueError(str(exc).removeprefix("memory_budget ").rstrip(".")) from None

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, 
 
 from pydantic import Field, ValidationError, field_validator
 
-from ..contract import Depth, Options, Seed, Text
+from ..contract import Depth, Folder, Options, Seed, Text, not_blank
 from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
 from ..files import output_folder, pyplot, write_figure, write_text_atomic
@@ -161,14 +161,14 @@ class GapOptions(Options):
     depth: Depth = Field(100, description="Top-d of each retriever in the standard pool.")
     pool_sizes: tuple[Depth, ...] = Field((50, 100, 200, 500), description="Pool budgets of the scaling curve; () for "
                                                                          "none.")
-    measure: Optional[str] = Field(None, description="The measure of the gap; None: the task's main measure.")
+    measure: Optional[Text] = Field(None, description="The measure of the gap; None: the task's main measure.")
     max_queries: Optional[int] = Field(None, description="A seeded sample of this many queries, to bound cost; None: "
                                                          "every judged query.")
     seed: Seed = Field(0, description="Seeds the query sample and where gold documents are infused.")
     llm_base_url: Optional[Text] = Field(None, description="The verifier's (and LLM retrievers') OpenAI-compatible "
                                                           "endpoint, where their specs give none.")
     llm_model: Optional[Text] = Field(None, description="The model at that endpoint, where the specs give none.")
-    output: Optional[Path] = Field(None, description="A folder for gap.json and pool_scaling.png; None: not written.")
+    output: Optional[Folder] = Field(None, description="A folder for gap.json and pool_scaling.png; None: not written.")
     qrels_variants: Optional[dict[str, Qrels]] = Field(
         None, description="Other judgements to score the same rankings with, by label (OBLIQ's pooled 'P'); None: "
                           "the task's own, if it has any.")
@@ -178,19 +178,10 @@ class GapOptions(Options):
     @classmethod
     def _verifier(cls, value: Any) -> Any:
         if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("is empty; give a value, or leave the option out")
+            not_blank(value)
         elif not callable(getattr(value, "rerank_pools", None)):
             raise ValueError(f"must be a reranker spec such as 'tournament' or an object with rerank_pools(queries, "
                              f"pools, corpus), got {type(value).__name__}")
-        return value
-
-    @field_validator("measure", "output", mode="before")
-    @classmethod
-    def _not_empty(cls, value: Any) -> Any:
-        # '' (often an unset shell variable) must not quietly mean "not given"
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("is empty; give a value, or leave the option out")
         return value
 
     @field_validator("max_queries")
