@@ -262,22 +262,6 @@ def reproduce(options: ReproduceOptions, on_row: Callable[[int, int, MatrixRow],
     return report
 
 
-def reference_rows(suite_tasks: Iterable[str], *, runs_dir: str | os.PathLike | None = None) -> list[MatrixRow]:
-    """The matrix rows of ``suite_tasks`` whose data is on this machine, run (or read back) and graded: what a
-    leaderboard shows beside its submissions (render them with
-    :func:`gapbench.products.reproduce_render.reference_html` or ``reference_markdown``)."""
-    wanted = set(suite_tasks)
-    folder = Path(runs_dir) if runs_dir is not None else default_runs_dir()
-    out = []
-    for row in load_matrix():
-        if row.task in wanted:
-            from ..task import get_task
-
-            if get_task(row.task).available_offline()[0]:
-                out.append(run_row(row, {}, folder))
-    return out
-
-
 def update_page(path: str | Path, runs_dir: str | Path | None = None) -> str:
     """Rebuild the generated section of ``path`` (docs/reproduce.md): the rows whose data is on this machine are run
     (or read back from ``runs_dir``), the others listed with their published value. Returns the new page text."""
