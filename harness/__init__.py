@@ -16,70 +16,47 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# At most 30 names (issue 25): the verbs, their options, the core types a retriever speaks and GapbenchError. Every
+# other name is imported from the module that defines it (``gapbench.evaluation.evaluation.evaluate``,
+# ``gapbench.retrieval.register_retriever``, ``gapbench.types.Document``, ...); report models from ``gapbench.schemas``.
 _API = {
-    # core types
-    "Document": "gapbench.types",
-    "Query": "gapbench.types",
+    # verbs: each returns one report model of gapbench.schemas
+    "run": "gapbench.runner",
+    "evaluate": "gapbench.evaluation.evaluation",
+    "compare": "gapbench.evaluation.comparison",
+    "report": "gapbench.products.from_memory",
+    "regress": "gapbench.products.from_memory",
+    "gap": "gapbench.analyses.gap",
+    "signals": "gapbench.analyses.signals.run",
+    "coverage": "gapbench.analyses.coverage.run",
+    "argus_audit": "gapbench.analyses.api",
+    "argus_probe": "gapbench.analyses.api",
+    "argus_compare": "gapbench.analyses.api",
+    "build_obliq": "gapbench.analyses.obliq_build.build",
+    # their options
+    "RunOptions": "gapbench.runner",
+    "CompareOptions": "gapbench.evaluation.comparison",
+    "RegressOptions": "gapbench.products.regress",
+    "GapOptions": "gapbench.analyses.gap",
+    "SignalsOptions": "gapbench.analyses.signals.options",
+    "CoverageOptions": "gapbench.analyses.coverage.options",
+    "ArgusAuditOptions": "gapbench.analyses.api",
+    "ArgusProbeOptions": "gapbench.analyses.api",
+    "ArgusCompareOptions": "gapbench.analyses.api",
+    "ObliqBuildOptions": "gapbench.analyses.obliq_build.options",
+    # core types and tasks
     "Corpus": "gapbench.types",
     "Queries": "gapbench.types",
     "Qrels": "gapbench.types",
     "Run": "gapbench.types",
-    "TaskData": "gapbench.types",
     "Task": "gapbench.task",
-    "Results": "gapbench.evaluation.evaluation",
-    "Comparison": "gapbench.evaluation.comparison",
-    "RunResult": "gapbench.runner",
-    "Registry": "gapbench.registry",
-    # verbs
     "get_task": "gapbench.task",
     "list_tasks": "gapbench.task",
-    "register_task": "gapbench.task",
-    "get_retriever": "gapbench.retrieval",
-    "register_retriever": "gapbench.retrieval",
-    "evaluate": "gapbench.evaluation.evaluation",
-    "EvaluateOptions": "gapbench.evaluation.options",
-    "compare": "gapbench.evaluation.comparison",
-    "CompareOptions": "gapbench.evaluation.comparison",
-    "run": "gapbench.runner",
-    "RunOptions": "gapbench.runner",
-    # products, over run directories or gapbench.run results
-    "report": "gapbench.products.from_memory",
-    "regress": "gapbench.products.from_memory",
-    "Report": "gapbench.products.report",
-    "RegressionReport": "gapbench.products.regress",
-    "RegressOptions": "gapbench.products.regress",
-    "LeaderboardOptions": "gapbench.products.leaderboard",
-    # analyses: each verb takes its options object (docs/python-api.md)
-    "gap": "gapbench.analyses.api",
-    "GapOptions": "gapbench.analyses.gap",
-    "GapReport": "gapbench.analyses.gap",
-    "signals": "gapbench.analyses.api",
-    "SignalsOptions": "gapbench.analyses.signals",
-    "SignalsReport": "gapbench.analyses.signals",
-    "coverage": "gapbench.analyses.api",
-    "CoverageOptions": "gapbench.analyses.coverage",
-    "CoverageReport": "gapbench.analyses.coverage",
-    "argus_audit": "gapbench.analyses.api",
-    "ArgusAuditOptions": "gapbench.analyses.argus.verbs",
-    "AuditResult": "gapbench.analyses.argus.audit",
-    "argus_probe": "gapbench.analyses.api",
-    "ArgusProbeOptions": "gapbench.analyses.argus.verbs",
-    "Probe": "gapbench.analyses.argus.probe",
-    "argus_sweep": "gapbench.analyses.argus.verbs",
-    "ArgusSweepOptions": "gapbench.analyses.argus.verbs",
-    "SweepResult": "gapbench.analyses.argus.sweep",
-    "argus_compare": "gapbench.analyses.api",
-    "ArgusCompareOptions": "gapbench.analyses.argus.compare",
-    "ArgusComparison": "gapbench.analyses.argus.compare",
-    # building an OBLIQ-style task from a corpus (README: "Build an OBLIQ-style task")
-    "build_obliq": "gapbench.analyses.obliq_build",
-    "ObliqBuildOptions": "gapbench.analyses.obliq_build",
-    "ObliqBuildReport": "gapbench.analyses.obliq_build",
     # errors
     "GapbenchError": "gapbench.errors",
 }
 
-__all__ = sorted(_API) + ["__version__"]
+__all__ = sorted(_API)
 
 
 def __getattr__(name: str) -> Any:

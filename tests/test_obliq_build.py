@@ -521,4 +521,6 @@ def test_python_api_exports_the_build(corpus, tmp_path):
 
     assert gapbench.build_obliq is build_obliq and gapbench.ObliqBuildOptions is ObliqBuildOptions
     report = gapbench.build_obliq(str(corpus), gapbench.ObliqBuildOptions(lens=LENS, out=tmp_path / "t", dry_run=True))
-    assert isinstance(report, gapbench.ObliqBuildReport) and report.estimate["stages"]["annotate"]["calls"] == 3
+    from gapbench.analyses.obliq_build.report import ObliqBuildReport
+
+    assert isinstance(report, ObliqBuildReport) and report.estimate["stages"]["annotate"]["calls"] == 3

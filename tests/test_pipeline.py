@@ -18,7 +18,7 @@ import gapbench.tasks.bright as bright
 from gapbench.adapters.bm25 import BM25
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.pipeline import prepare
-from gapbench.retrieval import RETRIEVERS
+from gapbench.retrieval import RETRIEVERS, register_retriever
 from gapbench.types import Run
 
 from llm_server import LLMServer
@@ -43,7 +43,7 @@ class Spy(BM25):
 @pytest.fixture
 def spy():
     SEEN.clear()
-    gapbench.register_retriever("instruction-spy", Spy)
+    register_retriever("instruction-spy", Spy)
     yield SEEN
     RETRIEVERS.unregister("instruction-spy")
 
@@ -146,7 +146,7 @@ def test_coverage_applies_the_instruction(spy):
 
 
 def test_argus_compare_applies_the_instruction(spy, tmp_path):
-    from gapbench.analyses.argus.compare import compare_argus
+    from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
 
     kb = tmp_path / "kb.jsonl"
     kb.write_text(json.dumps({"id": "p1", "title": "Insects", "text": "Moths fly towards light at night."}) + "\n")

@@ -22,6 +22,7 @@ from gapbench.evaluation.evaluation import evaluate
 from gapbench.products.regress import RegressionInputError, RegressOptions, load_result_set, regress
 from gapbench.evaluation.stats import holm, randomization_test
 from gapbench.schemas import load_file, validate
+from gapbench.schemas.comparison import RegressReport, RegressRow
 from gapbench.store import load_manifest, load_results, load_run, save_run_dir, value_range
 from gapbench.types import Run
 
@@ -155,14 +156,14 @@ def test_output_json_and_single_run_dir(sets, tmp_path):
     assert doc["rows"][0]["task"] == TASKS[0] and (tmp_path / "regress.md").is_file()
     # the file is the report: it loads back as the same object, and renders the same summary
     loaded = load_file(tmp_path / "regress.json")
-    assert type(loaded) is gapbench.RegressionReport and loaded == report
+    assert type(loaded) is RegressReport and loaded == report
     assert (tmp_path / "regress.md").read_text() == str(loaded) == report.to_markdown()
 
 
 def test_a_regress_json_of_gapbench_0_1_loads_and_renders():
     old = Path(__file__).parent / "fixtures" / "outputs_v0_1" / "regress.json"
     report = load_file(old)
-    assert isinstance(report, gapbench.RegressionReport) and report.passed and report.exit_code == 0
+    assert isinstance(report, RegressReport) and report.passed and report.exit_code == 0
     assert report.warnings == () and report.rows[0].n_queries == 1500
     assert json.loads(old.read_text()) == {k: v for k, v in report.to_dict().items() if k != "warnings"}
     assert "| impliret/multispeaker/wknow | 1500 | 0.1518 | 0.1498 | +0.0020 | 0.6464 | 0.6464 | pass |" in str(report)
@@ -593,13 +594,12 @@ def test_rescore_mode_is_checked(sets):
 
 def test_markdown_table_escapes_a_pipe_in_a_task_name():
     """A '|' in a task name (a run directory's name stands in when results.json has none) stays inside its cell."""
-    from gapbench.products.regress import RegressionReport, TaskCheck
 
     fields = ("task", "n_queries", "baseline", "candidate", "drop", "p", "p_holm", "failed")
-    rows = (TaskCheck(**dict(zip(fields, ("beir/a|b", 300, 0.6712, 0.6012, 0.07, 0.0001, 0.0002, True)))),
-            TaskCheck(**dict(zip(fields, ("impliret/x", 1500, 0.15, 0.151, -0.001, 0.8, 0.8, False)))))
-    report = RegressionReport(measure="nDCG@10", max_drop=0.01, alpha=0.05, n_permutations=10_000, seed=0,
-                              baseline="b", candidate="c", extra_tasks=(), rescore="auto", checks=(), rows=rows)
+    rows = (RegressRow(**dict(zip(fields, ("beir/a|b", 300, 0.6712, 0.6012, 0.07, 0.0001, 0.0002, True)))),
+            RegressRow(**dict(zip(fields, ("impliret/x", 1500, 0.15, 0.151, -0.001, 0.8, 0.8, False)))))
+    report = RegressReport(measure="nDCG@10", max_drop=0.01, alpha=0.05, n_permutations=10_000, seed=0,
+                           baseline="b", candidate="c", extra_tasks=(), rescore="auto", checks=(), rows=rows)
     assert (report.kind, report.version, report.task, report.passed) == ("regress", 1, "2 tasks", False)
     lines = report.to_markdown().splitlines()
     assert lines[:8] == [

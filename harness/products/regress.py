@@ -19,8 +19,8 @@ directories that are damaged or edited are bad input too: the per-query values a
 directory's ``run.trec.gz`` against the task's qrels (:mod:`gapbench.evaluation.rescore`; ``rescore="auto"``
 re-scores the tasks whose data is on this machine and reports the others as checked for consistency only).
 
-The report is :class:`gapbench.schemas.RegressReport` (also named ``RegressionReport`` here and in ``gapbench``): the
-object returned, ``regress.json`` (kind ``regress``, version 1, written with ``--output DIR``) and its JSON Schema::
+The report is :class:`gapbench.schemas.RegressReport`: the object returned, ``regress.json`` (kind ``regress``,
+version 1, written with ``--output DIR``) and its JSON Schema::
 
     {"kind": "regress", "task": "<n> tasks", "version": 1, "measure", "max_drop", "alpha", "n_permutations", "seed",
      "baseline", "candidate", "passed": bool, "extra_tasks": [...], "rescore": "auto" | "always" | "never",
@@ -45,10 +45,6 @@ from pydantic import Field, field_validator
 from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import GapbenchError, OptionsError, RegressionInputError
 from ..schemas.comparison import RegressReport, RegressRow
-
-# the names the report had before it was the schema's model
-RegressionReport = RegressReport
-TaskCheck = RegressRow
 
 
 class RegressOptions(Options):

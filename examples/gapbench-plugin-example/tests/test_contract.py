@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gapbench import Corpus, Document, Queries, Query
+from gapbench.types import Corpus, Document, Queries, Query
 from gapbench.testing import RetrieverContract
 
 from gapbench_char_ngram import CharNgram
