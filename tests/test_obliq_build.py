@@ -181,7 +181,8 @@ def test_gapbench_run_takes_the_built_folder(corpus, tmp_path, capsys):
     assert list(gaps[0]["other_qrels"]) == ["P"] and not gaps[1]["other_qrels"]
 
 
-def test_unparseable_annotations_are_counted_and_stop_the_build_at_stage_2(corpus, tmp_path):
+def test_unparseable_annotations_are_counted_and_stop_the_build_at_stage_2(corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPBENCH_LLM_WATCH_WINDOW", "0")  # the watch off: the stage's own accounting decides
     with ObliqServer(world(), garble={"annotate"}) as srv:
         with pytest.raises(ObliqBuildError, match=r"lost at stage 2 \(annotate\)") as err:
             build_obliq(str(corpus), options(tmp_path / "t", llm_client=client(srv, tmp_path / "c")))

@@ -47,6 +47,8 @@ from urllib.parse import urlsplit
 from ..errors import (ConfigError, GapbenchError, LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError,
                       MissingDependencyError, UnknownNameError)
 from .cache import ResponseCache, cache_key
+from .competence import CompetenceWatch, prompt_text
+from .competence import active as active_watch
 from .config import DEFAULT_BASE_URL, _MAX_TOKENS_CAP, _RESERVED, LLMConfig, command_settings, parse_extra, redact_url
 from .pacing import _Pacer, prompt_tokens
 from .records import ChatRequest, ChatResponse, Message, _messages
@@ -107,6 +109,7 @@ class LLMClient:
         self._retrier = RetryPolicy(self.config, self.usage, self._pacer, self.endpoint, self._line,
                                 self.cache.path if self.cache is not None else None)
         self._preflight_done = False
+        self.watch: CompetenceWatch | None = None  # judges the first answers while set (.competence.watching)
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.endpoint!r})"
@@ -231,9 +234,31 @@ class LLMClient:
 
         Cached answers cost no call; identical requests in one batch are sent once. On a failure the first error is
         raised once the calls in flight end (their answers are cached; calls not yet sent are not made), unless
-        ``return_exceptions`` puts each request's error in its slot instead.
+        ``return_exceptions`` puts each request's error in its slot instead. While a watch is set
+        (:func:`.competence.watching`), its first answers are judged and a model too weak for the job raises
+        :class:`~.competence.ModelTooWeakError`.
         """
         reqs = [r if isinstance(r, ChatRequest) else ChatRequest(r) for r in requests]
+        watch = self.watch or active_watch()
+        if watch is None or not watch.open:
+            return self._chat_many(reqs, concurrency, return_exceptions, progress)
+        watch.bind(self)
+        # a watch on the first answers (.competence): they go in small groups, each judged before the next is sent,
+        # so a model that cannot do the job stops within its first calls
+        width = max(1, concurrency or self.config.concurrency)
+        out: list[Any] = []
+        while len(out) < len(reqs):
+            part = reqs[len(out):len(out) + (watch.group(width) if watch.open else len(reqs))]
+            answers = self._chat_many(part, concurrency, return_exceptions, progress)
+            out.extend(answers)
+            watch.calls_left = len(reqs) - len(out)
+            for req, ans in zip(part, answers):
+                if not isinstance(ans, LLMError):
+                    watch.see(prompt_text(req.messages), ans.text)
+        return out
+
+    def _chat_many(self, reqs: list[ChatRequest], concurrency: int | None, return_exceptions: bool,
+                   progress: Callable[[int], None] | None) -> list[ChatResponse | LLMError]:
         bodies = [self.payload(r) for r in reqs]
         results: list[Any] = [None] * len(reqs)
         todo = self._from_cache(reqs, bodies, results, progress)

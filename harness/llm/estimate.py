@@ -124,10 +124,12 @@ DEFAULT_ANSWER_TOKENS = 256  # a request's token budget when neither it nor the 
 def chat_many_reporting(llm: Any, requests: Sequence[Any], description: str, *,
                         answer_tokens: Sequence[int] | None = None,
                         progress: Callable[[int], None] | None = None, embedded: bool | None = None,
-                        concurrency: int | None = None) -> list[Any]:
+                        concurrency: int | None = None, judge: Callable[[str, str], str] | None = None) -> list[Any]:
     """``llm.chat_many(requests)`` as a progress stage, estimated from its uncached requests when ``llm`` is the
     embedded server. ``answer_tokens``: the answer length expected of each request (default half its ``max_tokens``,
-    the request's or the config's). ``progress`` is called as well; ``embedded`` None: :func:`is_embedded`."""
+    the request's or the config's). ``progress`` is called as well; ``embedded`` None: :func:`is_embedded`.
+    ``judge``: the first answers are watched (:mod:`.competence`, the stage named ``description``) and a model that
+    cannot do the job stops the work within them."""
     from .pacing import prompt_tokens
     from .records import ChatRequest
 
@@ -147,4 +149,9 @@ def chat_many_reporting(llm: Any, requests: Sequence[Any], description: str, *,
             if progress:
                 progress(n)
 
-        return llm.chat_many(reqs, progress=step, concurrency=concurrency)
+        if judge is None:
+            return llm.chat_many(reqs, progress=step, concurrency=concurrency)
+        from .competence import watching
+
+        with watching(llm, description, judge):
+            return llm.chat_many(reqs, progress=step, concurrency=concurrency)

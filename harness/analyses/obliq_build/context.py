@@ -7,11 +7,13 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...files import write_text_atomic
 from ...formats import parse_json_strict
+from ...llm.competence import values_verdict, watching
 from ...progress import progress
 from ...types import Corpus
 from .llmio import Prompts, Tally, parse_object, response_format
@@ -61,7 +63,8 @@ class Context:
             fmt = response_format(schema_name, sch, self.style)
             reqs.append(ChatRequest(p, tag=(tags[i] if tags else f"{stage}:{i}"),
                                     params={"max_tokens": b, **({"response_format": fmt} if fmt else {})}))
-        with progress(len(reqs), f"obliq build: {stage}" + (f" ({step})" if step else ""), unit="calls") as advance:
+        with progress(len(reqs), f"obliq build: {stage}" + (f" ({step})" if step else ""), unit="calls") as advance, \
+                watching(self.client, f"obliq build: {stage}", partial(judge_answer, key)):
             answers = self.client.chat_many(reqs, progress=advance)
         out = []
         for ans in answers:
@@ -108,3 +111,18 @@ class Context:
                 "per_query": self.per_query if stage == "pool" else {},
                 "stage_io": {s: v for s, v in self.stage_io.items() if s in stages}}
         write_text_atomic(Path(self.options.out) / CHECKPOINTS / f"{stage}.json", json.dumps(data, sort_keys=True))
+
+
+def judge_answer(key: str, prompt: str, text: str) -> str:
+    """The watch's verdict on a stage's answer (:mod:`gapbench.llm.competence`): ``invalid`` when it holds no
+    object with ``key``, or an empty list of items; else the verdict on the values it gives (an item's fields other
+    than its id): ``ok`` when one is usable, ``echo`` when they copy the prompt or its documents, ``null`` when all
+    are null or placeholders."""
+    obj, _how = parse_object(text, key)
+    if obj is None:
+        return "invalid"
+    given = obj[key]
+    if isinstance(given, list):
+        values = [v for item in given if isinstance(item, dict) for k, v in item.items() if k != "id"]
+        return values_verdict(prompt, values) if values else "invalid"
+    return values_verdict(prompt, [given])

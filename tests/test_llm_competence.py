@@ -1,0 +1,167 @@
+"""The watch on a model's first answers (gapbench.llm.competence): a model that answers null, echoes the prompt or
+answers what cannot be read stops each LLM stage within its first calls, naming --llm-base-url / --llm-model and
+what model can do the job; a model that answers well is never stopped. Real local servers: the scripted ones of
+tests/llm_server.py and tests/obliq_server.py, and llama.cpp's server with the embedded SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gapbench.analyses.obliq_build.build import build_obliq
+from gapbench.analyses.obliq_build.context import judge_answer
+from gapbench.errors import ConfigError
+from gapbench.llm.client import ChatRequest, LLMClient
+from gapbench.llm.competence import (ModelTooWeakError, copied, generic_verdict, listwise_verdict, settings,
+                                     values_verdict, watching)
+from llm_server import LLMServer
+from obliq_server import ObliqServer
+from test_obliq_build import DOCS, LENS, client, options, world
+
+# SmolLM2-135M's real first annotation answer to the build below (llama.cpp, json_object grammar): a placeholder, a
+# null and two documents copied back as their "values"
+SMOLLM2_ANSWER = ('{"annotations": [{"id": "D1", "value": "..."}, {"id": "D2", "value": null} , { "id": "D3", "value": '
+                  '"The courier kept postponing; the sofa came eleven days after the promised date"} , { "id": "D4", '
+                  '"value": "My birthday present turned up a fortnight after the party was over" }]}')
+
+
+def annotate_prompt(doc_ids: list[str]) -> str:
+    docs = "\n".join(f'<document id="D{i}">\n{DOCS[d]}\n</document>' for i, d in enumerate(doc_ids, 1))
+    return f"You read documents and write, for each, its value of: {LENS}\n\n{docs}"
+
+
+def test_verdicts_by_hand():
+    prompt = annotate_prompt(["a1", "a2", "a4", "a3"])
+    assert judge_answer("annotations", prompt, SMOLLM2_ANSWER) == "echo"
+    assert judge_answer("annotations", prompt, '{"annotations": [{"id": "D1", "value": null}, {"id": "D2", '
+                        '"value": "n/a"}]}') == "null"
+    assert judge_answer("annotations", prompt, "Sure! These documents are interesting.") == "invalid"
+    assert judge_answer("annotations", prompt, '{"annotations": []}') == "invalid"
+    # one usable value makes the answer usable; a grade is a value
+    assert judge_answer("annotations", prompt, '{"annotations": [{"id": "D1", "value": null}, {"id": "D2", "value": '
+                        '"frustration that an order came late"}]}') == "ok"
+    assert judge_answer("judgements", prompt, '{"judgements": [{"id": "D1", "grade": 2}]}') == "ok"
+    # copies: wholly inside the prompt (4 words or more), or half of its 5-word runs in it
+    assert copied("the sofa came eleven days", prompt) and not copied("the sofa came", prompt)
+    assert copied("Ziggy walked me through the whole setup over phone without rushing",
+                  "Ziggy walked me through the whole setup over the phone without rushing.")
+    assert not copied("annoyance at a shipment arriving much later than promised", prompt)
+    assert [generic_verdict("p", t) for t in ("", " null ", "...", "[2] > [1]")] == ["null", "null", "null", "ok"]
+    assert values_verdict(prompt, [None, "...", 3]) == "ok"
+    assert [listwise_verdict("", t) for t in ("[2] > [1]", "2, 1, 3", "2 > 1", "It opened in 80 AD.")] == [
+        "ok", "ok", "ok", "invalid"]
+
+
+def test_settings_default_environment_and_refusals(monkeypatch):
+    assert settings() == (5, 0.6)
+    monkeypatch.setenv("GAPBENCH_LLM_WATCH_WINDOW", "10")
+    monkeypatch.setenv("GAPBENCH_LLM_WATCH_THRESHOLD", "0.5")
+    assert settings() == (10, 0.5) and settings(4, 1.0) == (4, 1.0)
+    monkeypatch.setenv("GAPBENCH_LLM_WATCH_THRESHOLD", "1.5")
+    with pytest.raises(ConfigError, match=r"\$GAPBENCH_LLM_WATCH_THRESHOLD='1.5' is not accepted; give a share"):
+        settings()
+    monkeypatch.setenv("GAPBENCH_LLM_WATCH_WINDOW", "many")
+    with pytest.raises(ConfigError, match=r"\$GAPBENCH_LLM_WATCH_WINDOW='many' is not accepted"):
+        settings()
+
+
+class EchoServer(LLMServer):
+    """Answers every prompt with its passages: a model that copies its input back."""
+
+    def answer(self, prompt: str) -> tuple[str, str]:
+        return " ".join(prompt.split()[3:]), "echo"
+
+
+@pytest.mark.parametrize("kind", ["echo", "invalid", "good"])
+def test_chat_many_under_a_watch_stops_within_the_first_answers(kind, tmp_path):
+    prompts = [f"Query: query {i}\n" + "\n".join(f"[{j}] passage {j} of query {i}" for j in (1, 2, 3))
+               for i in range(12)]
+    srv = EchoServer() if kind == "echo" else LLMServer(answer_style="prose" if kind == "invalid" else None)
+    with srv:
+        llm = LLMClient(base_url=srv.base_url, model="m", cache=tmp_path / "c.sqlite", max_retries=0, concurrency=4)
+        with watching(llm, "test stage", listwise_verdict) as watch:
+            if kind == "good":
+                answers = llm.chat_many([ChatRequest(p) for p in prompts])
+                assert len(answers) == 12 and watch.counts == {"ok": 5}
+                return
+            with pytest.raises(ModelTooWeakError) as err:
+                llm.chat_many([ChatRequest(p) for p in prompts])
+        assert srv.counts["chat"] == 3  # 3 unusable of the first 5 stop it: the other 9 requests are not sent
+    text = str(err.value)
+    assert text.startswith("test stage: the model 'm' at http://127.0.0.1:")
+    said = "copied the prompt back" if kind == "echo" else "could not be read"
+    assert f"of its first 3 answers, 3 {said} (e.g. '" in text and "stopped with 9 requests of the stage not sent" in text
+    assert "--llm-base-url and --llm-model" in text and "7B parameters or more" in text
+    assert err.value.counts == {kind: 3}
+    assert llm.watch is None  # the watch ends with its block
+
+
+class NullServer(ObliqServer):
+    def _annotate(self, prompt: str) -> dict:
+        return {"annotations": [{"id": sid, "value": None} for sid, _ in self._docs(prompt)]}
+
+
+class CopyServer(ObliqServer):
+    def _annotate(self, prompt: str) -> dict:
+        return {"annotations": [{"id": sid, "value": self.world.docs[d]} for sid, d in self._docs(prompt)]}
+
+
+@pytest.mark.parametrize("make,kind", [(NullServer, "null"), (CopyServer, "echo"),
+                                       (lambda w: ObliqServer(w, garble={"annotate"}), "invalid")])
+def test_obliq_build_stops_in_its_first_annotation_calls(make, kind, tmp_path):
+    with make(world()) as srv:
+        with pytest.raises(ModelTooWeakError) as err:
+            build_obliq(str(corpus_file(tmp_path)), options(tmp_path / "t", llm_client=client(srv, tmp_path / "c")))
+        assert srv.counts["chat"] == 3 and srv.kinds == ["annotate"] * 3  # of its 6 annotation calls
+    assert err.value.stage == "obliq build: annotate" and err.value.counts == {kind: 3}
+    assert "stopped with 3 requests of the stage not sent" in str(err.value)
+    assert not (tmp_path / "t").exists()  # the folder it made is removed; the 3 answers stay in the LLM cache
+    with make(world()) as srv:  # a re-run stops again without a call
+        with pytest.raises(ModelTooWeakError):
+            build_obliq(str(corpus_file(tmp_path)), options(tmp_path / "t", llm_client=client(srv, tmp_path / "c")))
+        assert srv.counts["chat"] == 0
+
+
+def corpus_file(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in DOCS.items()), encoding="utf-8")
+    return path
+
+
+def test_obliq_build_cli_exits_2_naming_the_flags(tmp_path, capsys):
+    from gapbench.cli import main
+
+    with ObliqServer(world(), garble={"annotate"}) as srv:
+        code = main(["obliq", "build", str(corpus_file(tmp_path)), "--lens", LENS, "--out", str(tmp_path / "t"),
+                     "--batch-size", "4", "--llm-base-url", srv.base_url, "--llm-model", "judge"])
+        assert srv.counts["chat"] == 3
+    err = capsys.readouterr().err
+    assert code == 2 and "obliq build: annotate: the model 'judge'" in err and "--llm-base-url and --llm-model" in err
+
+
+def _cached(home: Path) -> int:
+    path = home / "cache" / "llm" / "responses.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+def test_obliq_build_on_the_embedded_smollm2_stops_within_its_first_batches(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the local-llm extra (in dev) runs the embedded model")
+    corpus = corpus_file(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    env.update(HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(tmp_path / "home"))
+    done = subprocess.run([sys.executable, "-m", "gapbench", "obliq", "build", str(corpus), "--lens", LENS, "--out",
+                           str(tmp_path / "t"), "--batch-size", "4", "--pool-retrievers", "bm25"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr
+    assert "obliq build: annotate: the model 'SmolLM2-135M-Instruct.Q4_1.gguf'" in done.stderr
+    assert "--llm-base-url and --llm-model" in done.stderr and "7B parameters or more" in done.stderr
+    # of the 6 annotation calls, 3 were made (each answer is in the cache); no stage after annotation was reached
+    assert _cached(tmp_path / "home") == 3 and "stopped with 3 requests of the stage not sent" in done.stderr
+    assert not (tmp_path / "t").exists()
