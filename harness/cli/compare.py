@@ -9,24 +9,23 @@ from typing import List, Optional
 import typer
 
 from .common import measure_list
-from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
-# --alpha onto CompareOptions (gapbench.evaluation.comparison), worded as every command words it; the rest is the
-# command's own
-FLAGS = Flags("compare", "gapbench.evaluation.comparison:CompareOptions",
-              cli_only={"run_dirs", "measures", "as_json", "rescore", "data"})
+# --alpha, --n-permutations and --seed are CompareOptions' fields (gapbench.evaluation.comparison); the run
+# directories, the measures, the re-scoring and the output format are the command's own
+FLAGS = FromOptions("compare", "gapbench.evaluation.comparison:CompareOptions")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``compare`` command to ``app``."""
-    app.command("compare")(compare_cmd)
+    add_command(app, "compare", compare_cmd)
 
 
+@command(FLAGS)
 def compare_cmd(
-    ctx: typer.Context,
     run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
     measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
-    alpha: float = typer.Option(0.05, "--alpha"),
+    options=None,  # CompareOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json"),
     rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
                                 "its data is on this machine), always (or exit 2) or never."),
@@ -36,7 +35,7 @@ def compare_cmd(
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""
     from ..evaluation.comparison import compare_run_dirs
     from ..evaluation.rescore import check_mode
-    options = FLAGS.build(ctx.params)  # a bad --alpha ends here, named as the flag
     check_mode(rescore, "--rescore")
-    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=options.alpha, rescore=rescore, data=data or ())
+    cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=options.alpha, n_permutations=options.n_permutations,
+                           seed=options.seed, rescore=rescore, data=data or ())
     typer.echo(json.dumps(cmp.to_dict(), indent=2) if as_json else str(cmp))

@@ -9,13 +9,19 @@ from typing import List, Optional
 import typer
 
 from .common import fail, measure_list
+from .from_options import FromOptions, add_command, command
+
+# --n-resamples, --seed and --depth are EvaluateOptions' fields (gapbench.evaluation.options); what is evaluated and
+# how it is printed are the command's own
+FLAGS = FromOptions("evaluate", "gapbench.evaluation.options:EvaluateOptions")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
-    app.command("evaluate")(evaluate_cmd)
+    add_command(app, "evaluate", evaluate_cmd)
 
 
+@command(FLAGS)
 def evaluate_cmd(
     run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
@@ -24,6 +30,7 @@ def evaluate_cmd(
         None, "--measures", "-m",
         help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank).",
     ),
+    options=None,  # EvaluateOptions, from its fields' flags
     per_query: bool = typer.Option(
         False, "--per-query", "-q", help="Print every query's values, then the summary, as `trec_eval -q` does."),
     trec: bool = typer.Option(False, "--trec", help="Print the summary as trec_eval does (its names and columns)."),
@@ -58,7 +65,8 @@ def evaluate_cmd(
     if as_json and trec:
         fail("--trec and --json are two output formats; give one of them.")
     try:
-        res = evaluate(run, qrels_obj, wanted, task=label)
+        res = evaluate(run, qrels_obj, wanted, task=label, n_resamples=options.n_resamples, seed=options.seed,
+                       depth=options.depth)
     except UnknownIdError as exc:  # no run query is judged: name both files
         fail(f"{run_file}: " + str(exc).replace("in the qrels,", f"in the qrels {label},", 1))
     if as_json:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import typer
 
-from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
 
 def _data(items: list[str]) -> dict[str, str]:
@@ -24,29 +23,22 @@ def _data(items: list[str]) -> dict[str, str]:
     return out
 
 
-REPRODUCE = Flags("reproduce", "gapbench.products.reproduce:ReproduceOptions", cli_only={"list_rows", "as_json"},
-                  parse={"data": _data})
+# --only, --offline, --data, --output and --matrix are ReproduceOptions' fields (gapbench.products.reproduce); --list
+# and --json are the command's own
+REPRODUCE = FromOptions("reproduce", "gapbench.products.reproduce:ReproduceOptions", short={"output": ("-o",)},
+                        decls={"offline": ("--offline",)}, kinds={"data": List[str]}, parse={"data": _data})
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``reproduce`` command to ``app``."""
-    app.command("reproduce")(reproduce_cmd)
+    add_command(app, "reproduce", reproduce_cmd)
 
 
+@command(REPRODUCE)
 def reproduce_cmd(
-    ctx: typer.Context,
     list_rows: bool = typer.Option(False, "--list", help="List the rows and whether each one's data is on this "
                                    "machine; run nothing."),
-    only: Optional[List[str]] = typer.Option(None, "--only", help="Rows whose id or task matches this glob "
-                                             "(impliret/*); repeatable."),
-    offline: bool = typer.Option(False, "--offline", help="Run only the rows whose data is on this machine."),
-    data: Optional[List[str]] = typer.Option(None, "--data", help="TASK=DIR: a local copy of a task's data "
-                                             "(beir/scifact=DIR, or beir=DIR for the folder of unzipped sets); "
-                                             "repeatable."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write matrix.json, matrix.md, matrix.html "
-                                          "and the runs (runs/) here."),
-    matrix: Optional[Path] = typer.Option(None, "--matrix", help="Another matrix file (TOML, one table per row); "
-                                          "default: the one gapbench ships."),
+    options=None,  # ReproduceOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print matrix.json's content."),
 ) -> None:
     """Re-run published results (BEIR, BRIGHT, ImpliRet, RAR-b, OBLIQ-Bench) and grade each: OK within its
@@ -55,9 +47,7 @@ def reproduce_cmd(
 
     from .common import check_output
 
-    check_output(output, run_dir=False)
-    params = {**ctx.params, "only": only or [], "data": data or []}
-    options = REPRODUCE.build(params)
+    check_output(options.output, run_dir=False)
     if list_rows:
         from ..products.reproduce import listing
 
@@ -85,7 +75,7 @@ def reproduce_cmd(
         if c.not_run:
             typer.echo(f"{c.not_run} rows not run: their data is not on this machine and could not be fetched; give "
                        "a local copy with --data TASK=DIR (--json and matrix.json say why, row by row).")
-        if output is not None:
+        if (output := options.output) is not None:
             typer.echo(f"matrix: {output / 'matrix.json'}, {output / 'matrix.md'}, {output / 'matrix.html'}")
     if report.counts.FAIL:
         raise typer.Exit(1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator, List, Optional
 
 import typer
@@ -12,11 +11,14 @@ import typer
 from . import llm_options as cli_llm
 from .listing import completion
 from .common import check_output, fail, measure_list
-from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
-# the flags of `gapbench run` onto RunOptions (gapbench.runner): every flag is the field of its name; the task, the
-# retriever and --json are the command's own
-FLAGS = Flags("run", "gapbench.runner:RunOptions", cli_only={"task", "retriever", "as_json"})
+# the flags of `gapbench run` are RunOptions' fields (gapbench.runner); the task, the retriever and --json are the
+# command's own
+FLAGS = FromOptions("run", "gapbench.runner:RunOptions",
+                    short={"measures": ("-m",), "output": ("-o",)}, decls={"overwrite": ("--overwrite",)},
+                    kinds={"measures": Optional[List[str]], "memory_budget": Optional[str], "reranker": Optional[str]},
+                    parse={"measures": measure_list}, completion={"reranker": completion("reranker")})
 
 
 def register(app: typer.Typer) -> None:
@@ -27,45 +29,29 @@ def register(app: typer.Typer) -> None:
         "retriever": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("retriever")) + ".",
         "reranker": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("reranker")) + ".",
     }
-    app.command("run", cls=listing_command(helps))(run_cmd)
+    add_command(app, "run", run_cmd, base=listing_command(helps))
 
 
 @cli_llm.sampling_options
+@command(FLAGS)
 def run_cmd(
-    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them).",
                                    autocompletion=completion("retriever")),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="e.g. nDCG@10,R@100 (ir-measures names) or map,P_10,ndcg_cut.10 (trec_eval's)."),
-    k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write a run directory here."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Let --output replace a run directory of another task or retriever."),
-    seed: int = typer.Option(0, "--seed"),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="tournament or sliding-window, with NAME:key=value options.",
-                                           autocompletion=completion("reranker")),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for the LLM reranker."),
-    augment: Optional[str] = typer.Option(None, "--augment", help="argus-expand or argus-synth (ARGUS views), with options."),
-    memory_budget: Optional[str] = typer.Option(
-        None, "--memory-budget", help="Working memory for large corpora, e.g. 4GB (else $GAPBENCH_MEMORY_BUDGET, 2GiB)."),
-    ray: Optional[str] = typer.Option(
-        None, "--ray", help="Encode and search on Ray: local (a cluster here), auto (`ray start`'s), HOST:PORT or ray://HOST:PORT."),
+    options=None,  # RunOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     llm_sampling: Optional[dict] = None,  # the --llm-* sampling options given (cli_llm.sampling_options)
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
     from ..suites import is_suite
 
-    wanted = measure_list(measures)
     suite = is_suite(task)
-    options = FLAGS.build({**ctx.params, "measures": wanted})
-    check_output(output, run_dir=not suite)
+    check_output(options.output, run_dir=not suite)
     if suite:
         from ..runner import run_suite
 
-        extra = [o for o, v in (("--reranker", reranker), ("--augment", augment), ("--llm-base-url", llm_base_url),
-                                ("--llm-model", llm_model)) if v is not None] + list(llm_sampling or ())
+        extra = [FLAGS.flag(f) for f in ("reranker", "augment", "llm_base_url", "llm_model")
+                 if getattr(options, f) is not None] + list(llm_sampling or ())
         if extra:
             fail(f"{task} is a suite, and a suite run takes no {extra[0]}; run its tasks one by one with "
                  f"{extra[0]} (`gapbench tasks` lists them).")
