@@ -159,8 +159,8 @@ class GapOptions(Options):
         "tournament", description="The verifier: a reranker spec (tournament:batch_size=6) or an object with "
                                   "rerank_pools(queries, pools, corpus).")
     depth: Depth = Field(100, description="Top-d of each retriever in the standard pool.")
-    pool_sizes: tuple[Depth, ...] = Field((50, 100, 200, 500), description="Pool budgets of the scaling curve; () for "
-                                                                         "none.")
+    pool_sizes: tuple[Depth, ...] = Field((50, 100, 200, 500), description="Pool budgets of the scaling curve; none "
+                                                                         "(empty): no curve.")
     measure: Optional[Text] = Field(None, description="The measure of the gap; None: the task's main measure.")
     max_queries: Optional[int] = Field(None, description="A seeded sample of this many queries, to bound cost; None: "
                                                          "every judged query.")
