@@ -19,7 +19,7 @@ from pathlib import Path
 from gapbench.files import write_text_atomic
 from gapbench.products.leaderboard import REFERENCE_FILE, build_boards
 from gapbench.products.reproduce import ReproduceOptions, reproduce
-from gapbench.products.submissions import score_submission, submission_from_run_dirs
+from gapbench.products.submissions.write import score_submission, submission_from_run_dirs
 from gapbench.runner import run_suite
 
 HERE = Path(__file__).resolve().parent

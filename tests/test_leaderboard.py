@@ -19,9 +19,10 @@ from gapbench.formats import read_trec_run
 from gapbench.products.exports import export_trec
 from gapbench.products.leaderboard import LeaderboardOptions, build_board, build_boards
 from gapbench.products.mteb_export import export_mteb, mteb_metric_name
-from gapbench.errors import OptionsError
+from gapbench.errors import OptionsError, SubmissionError
 from gapbench.evaluation.stats import holm, randomization_test
-from gapbench.products.submissions import SubmissionError, load_scores, score_submission, write_submission
+from gapbench.products.submissions.validate import load_scores
+from gapbench.products.submissions.write import score_submission, write_submission
 from gapbench.suites import SUITES, Suite
 from gapbench.types import Run
 
@@ -326,7 +327,7 @@ def test_export_mteb_refuses_model_names_that_leave_out(board_root, tmp_path, ca
 
 def test_export_paths_stay_under_out(board_root, tmp_path):
     from gapbench.products.exports import _out_path, _path_part
-    from gapbench.products.submissions import MODEL_NAME
+    from gapbench.schemas.base import MODEL_NAME
 
     out = tmp_path / "out"
     for part in ("..", ".", "", "a/b", "a\\b"):

@@ -15,7 +15,7 @@ import pytest
 import gapbench
 from gapbench.formats import read_trec_run
 from gapbench.products.leaderboard import Board, build_board, build_boards
-from gapbench.products.submissions import load_scores
+from gapbench.products.submissions.validate import load_scores
 from gapbench.schemas import validate
 
 from test_leaderboard import SUITE, TASKS, _setup, _subs, board_root  # noqa: F401  (fixtures)
@@ -192,7 +192,7 @@ def test_a_reference_file_that_is_a_link_is_refused(tmp_path):
     import shutil
 
     from gapbench.products.leaderboard import reference_rows
-    from gapbench.products.submissions import SubmissionError
+    from gapbench.errors import SubmissionError
 
     shutil.copy(IMPLIRET / "reference.json", tmp_path / "elsewhere.json")
     suite = tmp_path / "impliret"

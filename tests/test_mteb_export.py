@@ -25,7 +25,9 @@ from gapbench.products.exports import windows_problem
 from gapbench.products.model_files import find_model_folder, read_model_facts
 from gapbench.products.mteb_export import NO_REVISION, model_meta, task_result
 from gapbench.products.mteb_tasks import MTEB_TASKS, NOT_IN_MTEB, mteb_task
-from gapbench.products.submissions import SubmissionError, load_scores, score_submission, submission_from_run_dirs
+from gapbench.errors import SubmissionError
+from gapbench.products.submissions.validate import load_scores
+from gapbench.products.submissions.write import score_submission, submission_from_run_dirs
 from gapbench.schemas import Leaderboard
 
 ROOT = Path(__file__).resolve().parents[1]

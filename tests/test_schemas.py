@@ -15,7 +15,7 @@ import pytest
 
 from gapbench import schemas
 from gapbench.schemas import SCHEMAS, SchemaError, load_file, validate
-from gapbench.products.submissions import validate_submission
+from gapbench.products.submissions.validate import validate_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = Path(__file__).parent / "fixtures" / "outputs_v0_1"

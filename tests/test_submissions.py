@@ -14,9 +14,10 @@ import pytest
 
 import gapbench
 from gapbench.cli import main
-from gapbench.products.submissions import (
-    Refused, SubmissionError, inside, load_scores, score_submission, sha256_file, validate_submission, write_submission,
-)
+from gapbench.errors import SubmissionError
+from gapbench.products.submissions.files import Refused, inside, sha256_file
+from gapbench.products.submissions.validate import load_scores, validate_submission
+from gapbench.products.submissions.write import score_submission, write_submission
 
 TASK = "impliret/unispeaker/wknow"
 RUN = "runs/impliret__unispeaker__wknow.trec.gz"

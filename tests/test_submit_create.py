@@ -11,7 +11,8 @@ import pytest
 
 import gapbench
 from gapbench.cli import main
-from gapbench.products.submissions import sha256_file, validate_submission
+from gapbench.products.submissions.files import sha256_file
+from gapbench.products.submissions.validate import validate_submission
 
 TASK = "impliret/unispeaker/wknow"
 STEM = "impliret__unispeaker__wknow"

@@ -38,7 +38,8 @@ def submit_validate(
 ) -> None:
     """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
     scores.json against a recomputation from the runs); exit 2 if invalid."""
-    from ..products.submissions import SubmissionError, validate_submission
+    from ..errors import SubmissionError
+    from ..products.submissions.validate import validate_submission
 
     report = validate_submission(directory)
     if as_json:
@@ -55,7 +56,7 @@ def submit_score(
 ) -> None:
     """Evaluate every run with its task's measures and write scores.json beside submission.json."""
     from ..evaluation.evaluation import format_table
-    from ..products.submissions import score_submission
+    from ..products.submissions.write import score_submission
 
     scores = score_submission(directory, seed=seed)
     rows = [[t, v["main_measure"], f"{v['measures'][v['main_measure']]:.4f}", str(v["n_queries"])]

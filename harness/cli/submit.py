@@ -79,7 +79,7 @@ def submit_create(
 ) -> None:
     """Write submission.json and runs/<task>.trec.gz from run directories, with the tasks' revisions, the run files'
     sha256 and the retriever's config and models from the manifests. Next: `gapbench submit validate` and `score`."""
-    from ..products.submissions import submission_from_run_dirs
+    from ..products.submissions.write import submission_from_run_dirs
     from ..store import load_manifest
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

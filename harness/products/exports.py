@@ -11,7 +11,10 @@ import os
 import re
 from pathlib import Path
 
-from .submissions import Refused, SubmissionError, inside, open_run_text, run_file_name, scored_submission
+from ..errors import SubmissionError
+from ..schemas.base import run_file_name
+from .submissions.files import Refused, inside, open_run_text
+from .submissions.validate import scored_submission
 
 # what Windows refuses in a file or folder name (besides '/' and '\'): <>:"|?* and control characters, a trailing
 # dot or space, and the device names (CON, NUL, COM1, ... with or without an extension)

@@ -38,7 +38,8 @@ from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..evaluation.stats import percentile_interval, resample_blocks
 from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
 from .miss_profile import miss_profiles
-from .submissions import SubmissionError, scored_submission
+from ..errors import SubmissionError
+from .submissions.validate import scored_submission
 
 ALPHA = 0.05
 Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)

@@ -34,7 +34,9 @@ from typing import Any
 from .exports import _out_path, _path_part, file_stem
 from .model_files import COMMIT, ModelFacts, find_model_folder, read_model_facts
 from .mteb_tasks import NOT_IN_MTEB, mteb_task
-from .submissions import MODEL_NAME, SYSTEM_NAME, SubmissionError, scored_submission
+from ..errors import SubmissionError
+from ..schemas.base import MODEL_NAME, SYSTEM_NAME
+from .submissions.validate import scored_submission
 
 NO_REVISION = "no_revision_available"  # MTEB's revision folder for a model without a pinned revision
 # gapbench adapter -> the frameworks MTEB names (mteb.models.model_meta.FRAMEWORKS) that ran its model

@@ -143,7 +143,7 @@ def _corrupt_gzip(tmp: Path) -> None:
 def _scored(edit=None):
     """Score ``s`` with gapbench itself, then apply ``edit`` to its scores.json (a dict) or call it with the folder."""
     def setup(tmp: Path) -> None:
-        from gapbench.products.submissions import score_submission
+        from gapbench.products.submissions.write import score_submission
 
         score_submission(tmp / "s")
         if edit is not None:

@@ -63,40 +63,7 @@ Nothing else is accepted: no code (.py, .sh, executables), no symbolic links, no
                       "n_dropped", "per_query": {m: {query_id: value}}}},
      "full_benchmark_avg": {m: mean over the suite's tasks} (only when every task of the suite is present)}
 
+>>> from gapbench.products.submissions.validate import validate_submission
 >>> report = validate_submission("leaderboards/impliret/submissions/bm25")  # doctest: +SKIP
 >>> report.ok, str(report)  # doctest: +SKIP
 """
-
-from __future__ import annotations
-
-from ...errors import ConfigError, GapbenchError, SubmissionError
-from ...formats import StrictJSONError, file_digest, parse_json_strict
-# the text rules live with the models, in the core; exported here under their old names, which other modules use
-from ...schemas import (
-    FIELDS, FINGERPRINT, ISO_DATE, ISO_DATETIME, MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE, MAX_RESAMPLES, MAX_TASKS,
-    MODEL_NAME, PACKAGE, REVISION, SYSTEM_NAME, TEXT_RULES, URL, VERSION, run_file_name, text_problem,
-)
-from .files import (
-    MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_RUN_BYTES, MAX_RUN_TEXT_BYTES, MAX_SCORES_BYTES, RUN_SUFFIXES,
-    Refused, inside, open_run_text, read_json, sha256_file,
-)
-from .report import MAX_PROBLEMS_SHOWN, Problem, ValidationReport
-from .runs import SHOWN_UNKNOWN_IDS
-from .score import SCORE_TOLERANCE, SHOWN_DIFFERENCES, compute_scores
-from .validate import (
-    ADAPTER_FIELDS, FORMAT_VERSION, MODEL_FIELDS, TASK_FIELDS, check_submission, load_scores, scored_submission,
-    validate_submission,
-)
-from .write import score_submission, submission_from_run_dirs, write_submission
-
-__all__ = [
-    "ADAPTER_FIELDS", "ConfigError", "FIELDS", "FINGERPRINT", "FORMAT_VERSION", "GapbenchError", "ISO_DATE",
-    "ISO_DATETIME", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "MAX_LINE_BYTES", "MAX_PER_QUERY", "MAX_PROBLEMS_PER_FILE",
-    "MAX_PROBLEMS_SHOWN", "MAX_RESAMPLES", "MAX_RUN_BYTES", "MAX_RUN_TEXT_BYTES", "MAX_SCORES_BYTES", "MAX_TASKS",
-    "MODEL_FIELDS", "MODEL_NAME", "PACKAGE", "Problem", "REVISION", "RUN_SUFFIXES", "Refused", "SCORE_TOLERANCE",
-    "SHOWN_DIFFERENCES", "SHOWN_UNKNOWN_IDS", "SYSTEM_NAME", "StrictJSONError", "SubmissionError", "TASK_FIELDS",
-    "TEXT_RULES", "URL", "VERSION", "ValidationReport", "check_submission", "compute_scores", "file_digest",
-    "inside", "load_scores", "open_run_text", "parse_json_strict", "read_json", "run_file_name", "score_submission",
-    "scored_submission", "sha256_file", "submission_from_run_dirs", "text_problem", "validate_submission",
-    "write_submission",
-]
