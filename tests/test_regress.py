@@ -543,6 +543,10 @@ def test_a_beir_folder_that_is_gone_is_checked_for_consistency_only(tmp_path, ca
         {"task": task, "rescored": False, "why": why}]
     props = {p.get("name"): p.get("value") for p in ET.parse(tmp_path / "j.xml").getroot().iter("property")}
     assert props["rescored"] == "" and props["consistency_only"] == f"{task} ({why})"
+    # the warning that auto could only check consistency is the suite's system-err, which JUnit viewers show
+    assert ET.parse(tmp_path / "j.xml").getroot().find("system-err").text == (
+        f"Warning: --rescore auto checked 1 of 1 task(s) for consistency only, not re-scored: {task} ({why}); a "
+        "consistently edited candidate would pass, so a CI gate runs with --rescore always.")
     assert main(["regress", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "cand"),
                  "--permutations", "100", "--rescore", "always"]) == 2
     assert capsys.readouterr().err == (f"gapbench: error: rescore is 'always', but task {task} cannot be re-scored "

@@ -208,6 +208,8 @@ class RegressReport(Model):
                               type="RegressionFailure").text = summary
             else:
                 ET.SubElement(case, "system-out").text = summary
+        if self.warnings:  # CI's JUnit viewers show a suite's system-err, rarely its properties
+            ET.SubElement(suite, "system-err").text = "\n".join(f"Warning: {w}" for w in self.warnings)
         ET.indent(suite)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
