@@ -165,3 +165,5 @@ def test_obliq_build_on_the_embedded_smollm2_stops_within_its_first_batches(tmp_
     # of the 6 annotation calls, 3 were made (each answer is in the cache); no stage after annotation was reached
     assert _cached(tmp_path / "home") == 3 and "stopped with 3 requests of the stage not sent" in done.stderr
     assert not (tmp_path / "t").exists()
+    # before the calls, the estimate's time range from the model's speed, measured on a short probe
+    assert "time: about " in done.stderr and "measured on SmolLM2-135M-Instruct.Q4_1.gguf" in done.stderr

@@ -244,14 +244,23 @@ def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
 
 def test_dry_run_estimates_without_a_call(corpus, tmp_path, capsys):
     from gapbench.cli import main
+    from gapbench.llm.speed import Speed
 
-    assert main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run",
-                 "--batch-size", "4"]) == 0
+    with ObliqServer(world()) as srv:
+        assert main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run",
+                     "--batch-size", "4", "--llm-base-url", srv.base_url, "--llm-model", "judge"]) == 0
+        assert srv.counts["chat"] == 2 and srv.kinds == []  # the two probe calls that time the model; no build call
     text = capsys.readouterr().out
     assert "cost estimate for 23 documents" in text
     row = next(line.split() for line in text.splitlines() if line.strip().startswith("annotate"))
     assert row[1] == "6"  # 23 documents, 4 a call
+    time_line = text.strip().splitlines()[-1]
+    assert time_line.startswith("time: about ") and "tokens/s, measured on judge at http://127.0.0.1:" in time_line
     assert not (tmp_path / "t").exists()
+    # the range by hand: 1,000 tokens in at 100/s (10 s), 400 out at 20/s: a quarter (5 s) to all of them (20 s)
+    speed = Speed(100.0, 20.0, "m", "e")
+    assert speed.seconds(1000, 400) == (15.0, 30.0) and speed.text(1000, 400).startswith("about 15-30 s at 100")
+    assert Speed(100.0, 20.0, "m", "e").text(100_000, 40_000).startswith("about 25-50 min")
 
 
 def test_labels_as_documents_writes_exclusions_that_run_applies(corpus, tmp_path):
@@ -329,6 +338,7 @@ def test_readme_worked_example_runs(tmp_path, monkeypatch, capsys):
             assert main(args) == 0, args
     out = capsys.readouterr()
     assert "cost estimate for 23 documents" in out.out and "cost estimate" in out.err
+    assert "time: about " in out.out  # the dry run's range, timed on the endpoint
     assert by_attribute(tmp_path / "tickets-obliq", "test") == GOLD
 
 
@@ -386,6 +396,29 @@ def test_grammar_schema_makes_every_id_come_back_once_in_order():
            'annotations-tuple-2 "]" space' in grammar
     assert [line.split("::= ")[1] for line in grammar.splitlines() if line.startswith("annotations-tuple-")
             and line.split(" ::=")[0].endswith("-id")] == ['"\\"D1\\""', '"\\"D2\\""', '"\\"D3\\""']
+
+
+def test_the_input_files_example_in_the_docs_builds(tmp_path, capsys):
+    """docs/tasks/obliq-build.md's example corpus file is read as the page says: ids, the title before the text."""
+    import re
+
+    from gapbench.cli import main
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tasks" / "obliq-build.md").read_text(encoding="utf-8")
+    example = re.search(r"## The input file.*?```json\n(.*?)```", page, re.S).group(1)
+    (tmp_path / "tickets.jsonl").write_text(example, encoding="utf-8")
+    with ObliqServer(world()) as srv:
+        assert main(["obliq", "build", str(tmp_path / "tickets.jsonl"), "--lens", LENS, "--out", str(tmp_path / "t"),
+                     "--dry-run", "--llm-base-url", srv.base_url, "--llm-model", "judge", "--json"]) == 0
+    card = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert card["corpus"]["documents"] == 3 and card["estimate"]["stages"]["annotate"]["calls"] == 1
+    # "Order 4411. Paid for ..." (title, ". ", text) is the first document's 79 characters: tokens as characters / 4
+    texts = ["Order 4411. Paid for express shipping, received the parcel a month later.",
+             "Big thanks to Ziggy, who stayed late to help me fix my account.",
+             "The receipt says 40 but the bank took 400."]
+    assert card["estimate"]["mean_document_tokens"] == round(sum(len(t) - 2 for t in texts[:1]) / 12
+                                                             + sum(len(t) for t in texts[1:]) / 12, 1)
+    assert card["estimate"]["time"]["prompt_tps"] > 0
 
 
 @pytest.mark.parametrize("text, expected", [

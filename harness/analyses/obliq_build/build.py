@@ -35,7 +35,7 @@ from . import pool as st_pool
 from . import queries as st_queries
 from . import recollect as st_recollect
 from .context import CHECKPOINTS, Context
-from .estimate import estimate
+from .estimate import estimate, with_time
 from .llmio import Prompts, structured_style
 from .options import ObliqBuildError, ObliqBuildOptions
 from .report import ObliqBuildReport, StageIO
@@ -121,15 +121,17 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
         labelled = len(labels_given)
     est = estimate(options, prompts, [len(d.text) + len(d.title or "") for d in docs.values()], labelled)
     out = Path(options.out)
+    if not options.dry_run:
+        _check_out(out)
+    client, est = _timed(options, est)
     if on_estimate is not None:
         on_estimate(est)
     if options.dry_run:
         return _report(options, name, corpus_info, est, prompts, None, "(not asked)", started, dry=True)
-    _check_out(out)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return _build(options, name, corpus_info, est, prompts, docs, labels_given, n_labels, started)
+        return _build(options, name, corpus_info, est, prompts, docs, labels_given, n_labels, started, client)
     except GapbenchError:
         # a build that cannot go on leaves no folder it made (its LLM answers stay in the LLM cache, so a re-run
         # repeats no call); an earlier build's folder, being resumed, is kept as it was found
@@ -138,11 +140,31 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
         raise
 
 
+def _timed(options: ObliqBuildOptions, est: dict) -> tuple[Any, dict]:
+    """(the build's LLM client, or None when it asks no LLM; the estimate with its time): with ``dry_run`` or on the
+    embedded server, the model's speed is measured on a short probe (:mod:`gapbench.llm.speed`) and the estimate
+    gets a time range; a dry run whose endpoint cannot be reached says why instead."""
+    from ...llm.estimate import is_embedded
+    from ...llm.speed import try_probe
+
+    if options.labels is not None and options.labels_as == "documents":  # relevance is the label: no LLM
+        return None, est
+    try:
+        client = options.llm_client or _client(options)
+    except GapbenchError as exc:
+        if not options.dry_run:
+            raise
+        return None, with_time(est, None, str(exc))
+    if options.dry_run or is_embedded(client):
+        speed, why = try_probe(client)
+        est = with_time(est, speed, why)
+    return client, est
+
+
 def _build(options: ObliqBuildOptions, name: str, corpus_info: dict, est: dict, prompts: Prompts, docs: Corpus,
-           labels_given: dict[str, str], n_labels: int, started: float) -> ObliqBuildReport:
+           labels_given: dict[str, str], n_labels: int, started: float, client: Any) -> ObliqBuildReport:
     out = Path(options.out)
     analogues = options.labels is not None and options.labels_as == "documents"  # relevance is the label: no LLM
-    client = options.llm_client or (None if analogues else _client(options))
     style = structured_style(options.structured, client.config.base_url) if client is not None else "(no LLM)"
     ctx = Context(options, docs, prompts, client, style)
     ctx.tally.add("corpus", "documents without text (left out)", corpus_info["without_text"])

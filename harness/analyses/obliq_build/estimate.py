@@ -68,6 +68,19 @@ def _row(calls: float, tokens_in: float, tokens_out: float) -> dict:
     return {"calls": int(calls), "tokens_in": int(round(tokens_in)), "tokens_out": int(round(tokens_out))}
 
 
+def with_time(est: dict, speed, why: str = "") -> dict:
+    """``est`` with ``time``: the low and high seconds of its calls at ``speed`` (a :class:`gapbench.llm.speed.Speed`:
+    tokens in at its prompt speed, a quarter to all of the tokens out at its answer speed, one call at a time), or
+    ``{"not_measured": why}``."""
+    if speed is None:
+        return {**est, "time": {"not_measured": why}}
+    low, high = speed.seconds(est["total"]["tokens_in"], est["total"]["tokens_out"])
+    return {**est, "time": {"low_s": round(low, 1), "high_s": round(high, 1),
+                            "prompt_tps": round(speed.prompt_tps, 1), "answer_tps": round(speed.answer_tps, 1),
+                            "model": speed.model, "endpoint": speed.endpoint,
+                            "text": speed.text(est["total"]["tokens_in"], est["total"]["tokens_out"])}}
+
+
 def render(est: dict) -> str:
     lines = [f"cost estimate for {est['documents']:,} documents (mean {est['mean_document_tokens']} tokens each as "
              f"shown; at most {est['upper_bound_queries']:,} queries); after annotation the stages are upper bounds, "
@@ -75,4 +88,8 @@ def render(est: dict) -> str:
              f"  {'stage':<10} {'calls':>10} {'tokens in':>14} {'tokens out':>12}"]
     for name, s in [*est["stages"].items(), ("total", est["total"])]:
         lines.append(f"  {name:<10} {s['calls']:>10,} {s['tokens_in']:>14,} {s['tokens_out']:>12,}")
+    time = est.get("time")
+    if time is not None:
+        lines.append(f"time: {time['text']}." if "text" in time else
+                     f"time: not measured ({time['not_measured']})")
     return "\n".join(lines)
