@@ -14,17 +14,20 @@ reads no text (see ``_bm25_index``).
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Annotated, Any, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from gapbench.adapters._bm25_index import IndexSpec, open_index
+from pydantic import AfterValidator, Field
+
 from gapbench.budget import rows_within
 from gapbench.cache import cache_dir
+from gapbench.contract import Fraction, NonNegative
 from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError, UnknownIdError
-from gapbench.options import OneOf, Range, checked
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint, rank_each, top_positions
+from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
@@ -104,9 +107,46 @@ STOPWORDS = (
     "tr", "turkish", "ko", "korean", "da", "danish", "none",
 )
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-K1 = Annotated[float, Range(ge=0)]
-B = Annotated[float, Range(ge=0, le=1)]
-Stopwords = Annotated[Optional[str], OneOf(*STOPWORDS)]
+Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
+Stopwords = Optional[Literal[STOPWORDS]]  # type: ignore[valid-type]
+
+
+def _known_stemmer(name: Optional[str]) -> Optional[str]:
+    if name is None or name in ("none", ""):
+        return name
+    try:
+        import Stemmer
+    except ImportError:  # named with its pip extra when the retriever is made (make_stemmer)
+        return name
+    if name not in Stemmer.algorithms():
+        raise ValueError(f"must be none or one of PyStemmer's {', '.join(Stemmer.algorithms())}, got {name!r}")
+    return name
+
+
+StemmerName = Annotated[Optional[str], AfterValidator(_known_stemmer)]
+
+
+class BM25Settings(Settings):
+    """The settings of ``bm25`` (``bm25:k1=0.9,b=0.4``)."""
+
+    k1: NonNegative = Field(1.5, description="Term-frequency saturation.")
+    b: Fraction = Field(0.75, description="Document-length normalisation: 0 none, 1 full.")
+    method: Method = Field("lucene", description="bm25s' BM25 variant.")
+    stopwords: Stopwords = Field("en", description="bm25s' stopword list by language; none keeps every word.")
+    stemmer: StemmerName = Field("none", description="A PyStemmer algorithm (porter, english, ...); none: no stemming.")
+    use_title: bool = Field(True, description="Index the title before the text.")
+    keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
+
+
+class BM25LuceneSettings(BM25Settings):
+    """The settings of ``bm25-lucene``: Anserini's flat BM25 defaults."""
+
+    k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
+    b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
+    stemmer: StemmerName = Field("porter", description="A PyStemmer algorithm (porter, english, ...); none: no stemming.")
+    keep_zero: bool = Field(False, description="Rank documents that score 0 after those that match.")
+
+
 # working memory per document while a batch is tokenized (text, token lists, the sort of its pairs); generous for
 # passages of a few hundred words, so that a batch takes at most a quarter of the budget
 BYTES_PER_DOC = 16 * 1024
@@ -116,18 +156,13 @@ class BM25:
     """Sparse BM25 retriever (bm25s)."""
 
     name = "bm25"
+    settings: type[BM25Settings] = BM25Settings
 
-    @checked
-    def __init__(
-        self,
-        k1: K1 = 1.5,
-        b: B = 0.75,
-        method: Annotated[str, OneOf(*METHODS)] = "lucene",
-        stopwords: Stopwords = "en",
-        stemmer: str | None = "none",
-        use_title: bool = True,
-        keep_zero: bool = True,
-    ) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``BM25(k1=0.9, b=0.4)``: any of :class:`BM25Settings`, checked (an ``OptionsError`` names a bad one)."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        k1, b, method, stopwords, stemmer = o.k1, o.b, o.method, o.stopwords, o.stemmer
+        use_title, keep_zero = o.use_title, o.keep_zero
         self.k1, self.b, self.method = float(k1), float(b), method
         self.stopwords, self.stemmer_name = analysis(stopwords, stemmer)
         self.use_title = use_title
@@ -219,16 +254,4 @@ class BM25Lucene(BM25):
     """Anserini/Pyserini "flat" BM25: k1=0.9, b=0.4, Porter stemming, Lucene English stopwords, title + text."""
 
     name = "bm25-lucene"
-
-    @checked
-    def __init__(
-        self,
-        k1: K1 = 0.9,
-        b: B = 0.4,
-        method: Annotated[str, OneOf(*METHODS)] = "lucene",
-        stopwords: Stopwords = "en",
-        stemmer: str | None = "porter",
-        use_title: bool = True,
-        keep_zero: bool = False,
-    ) -> None:
-        super().__init__(k1=k1, b=b, method=method, stopwords=stopwords, stemmer=stemmer, use_title=use_title, keep_zero=keep_zero)
+    settings = BM25LuceneSettings

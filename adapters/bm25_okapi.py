@@ -30,20 +30,35 @@ As in the rest of the BM25 family, a query without any token gets an empty ranki
 from __future__ import annotations
 
 import math
-from typing import Annotated, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field
 
-from gapbench.adapters.bm25 import B, K1, _bm25s, _query_text, term_counts
+from gapbench.adapters.bm25 import _bm25s, _query_text, term_counts
+from gapbench.contract import Fraction, NonNegative
 from gapbench.errors import GapbenchError
-from gapbench.options import OneOf, Range, checked
 from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, top_positions
+from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 # "\S+" finds exactly the pieces str.split() returns (re's \s is str.isspace()), with bm25s' vocabulary building
 TOKEN_PATTERNS = {"whitespace": r"\S+", "words": r"(?u)\b\w\w+\b"}
 FORMULA = "rank-bm25 0.2.2 BM25Okapi"  # part of the fingerprint: a change to the scoring must change cached runs' key
+
+
+class BM25OkapiSettings(Settings):
+    """The settings of ``bm25-okapi``: rank-bm25's BM25Okapi defaults."""
+
+    k1: NonNegative = Field(1.5, description="Term-frequency saturation.")
+    b: Fraction = Field(0.75, description="Document-length normalisation: 0 none, 1 full.")
+    epsilon: NonNegative = Field(0.25, description="Floor of a negative idf, as a share of the mean idf.")
+    tokenizer: Literal["whitespace", "words"] = Field(
+        "whitespace", description="whitespace: text.split(); words: bm25s' \\w\\w+ tokens.")
+    lowercase: bool = Field(True, description="Lower-case the text before splitting it.")
+    use_title: bool = Field(True, description="Index the title before the text.")
+    keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
 
 
 class BM25Okapi:
@@ -54,18 +69,13 @@ class BM25Okapi:
     """
 
     name = "bm25-okapi"
+    settings = BM25OkapiSettings
 
-    @checked
-    def __init__(
-        self,
-        k1: K1 = 1.5,
-        b: B = 0.75,
-        epsilon: Annotated[float, Range(ge=0)] = 0.25,
-        tokenizer: Annotated[str, OneOf(*TOKEN_PATTERNS)] = "whitespace",
-        lowercase: bool = True,
-        use_title: bool = True,
-        keep_zero: bool = True,
-    ) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``BM25Okapi(k1=1.2)``: any of :class:`BM25OkapiSettings`, checked (an ``OptionsError`` names a bad one)."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        k1, b, epsilon, tokenizer, lowercase = o.k1, o.b, o.epsilon, o.tokenizer, o.lowercase
+        use_title, keep_zero = o.use_title, o.keep_zero
         self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
         self.tokenizer, self.lowercase = tokenizer, lowercase
         self.use_title = use_title

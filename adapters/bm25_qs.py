@@ -27,18 +27,35 @@ gapbench's tie rule and the exclusion mask applied before the cut.
 
 from __future__ import annotations
 
-from typing import Annotated, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field
 
-from gapbench.adapters.bm25 import B, K1, Stopwords, _bm25s, _query_text, analysis, term_counts, tokenize
+from gapbench.adapters.bm25 import StemmerName, Stopwords, _bm25s, _query_text, analysis, term_counts, tokenize
 from gapbench.errors import GapbenchError
-from gapbench.options import OneOf, checked
 from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, top_positions
+from gapbench.contract import Fraction, NonNegative
+from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 VARIANTS = ("bright", "anserini")
+
+
+class BM25QSSettings(Settings):
+    """The settings of ``bm25-qs``: BRIGHT's BM25 defaults."""
+
+    k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
+    b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
+    stopwords: Stopwords = Field("en", description="bm25s' stopword list by language; none keeps every word.")
+    stemmer: StemmerName = Field("porter", description="A PyStemmer algorithm (porter, english, ...); none: no "
+                                                       "stemming.")
+    use_title: bool = Field(True, description="Index the title before the text.")
+    keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
+    variant: Literal["bright", "anserini"] = Field(
+        "bright", description="bright (gensim's, BRIGHT's): |q| counts the query tokens in the vocabulary; anserini: "
+                              "every query token, and avgdl over documents with a token.")
 
 
 class BM25QS:
@@ -49,18 +66,14 @@ class BM25QS:
     """
 
     name = "bm25-qs"
+    settings = BM25QSSettings
 
-    @checked
-    def __init__(
-        self,
-        k1: K1 = 0.9,
-        b: B = 0.4,
-        stopwords: Stopwords = "en",
-        stemmer: str | None = "porter",
-        use_title: bool = True,
-        keep_zero: bool = True,
-        variant: Annotated[str, OneOf(*VARIANTS)] = "bright",
-    ) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``BM25QS(variant="anserini")``: any of :class:`BM25QSSettings`, checked (an ``OptionsError`` names a bad
+        one)."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        k1, b, stopwords, stemmer, variant = o.k1, o.b, o.stopwords, o.stemmer, o.variant
+        use_title, keep_zero = o.use_title, o.keep_zero
         self.k1, self.b = float(k1), float(b)
         self.stopwords, self.stemmer_name = analysis(stopwords, stemmer)
         self.use_title = use_title

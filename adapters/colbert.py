@@ -33,23 +33,24 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
-from gapbench.errors import ConfigError, GapbenchError, MissingDependencyError
+from gapbench.contract import BatchSize, ModelName, NonNegativeInt, Positive, Seed, Text
+from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.files import atomic_writer, output_folder, write_text_atomic
 from gapbench.progress import progress
 from gapbench.retrieval import doc_positions, payload_fingerprint
+from gapbench.settings import Settings
 from gapbench.topk import Allowed, DuplicateGroups, apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
-from .dense import _quiet_transformers, model_files, resolve_model
+from .dense import Device, _quiet_transformers, model_files, resolve_model
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-_INDEXES = ("auto", "exact", "plaid", "voyager")
-_PRECISIONS = ("float32", "float16")
 
 
 def _pylate():
@@ -230,41 +231,45 @@ def maxsim_matrix(
 # the retriever
 
 
+class ColBERTSettings(Settings):
+    """The settings of ``colbert`` (``colbert:model=NAME,index=plaid``)."""
+
+    model: ModelName = Field(DEFAULT_MODEL, description="A PyLate ColBERT model: a hub name or a local folder.")
+    revision: Optional[Text] = Field(None, description="The model's pinned hub revision; none: the latest.")
+    seed: Seed = Field(0, description="Seed of the freshly initialised projection of a model that is not a ColBERT.")
+    index: Literal["auto", "exact", "plaid", "voyager"] = Field(
+        "auto", description="exact MaxSim over every document, PyLate's PLAID or a Voyager HNSW for candidates; auto: "
+                            "exact up to exact_max_docs documents.")
+    exact: bool = Field(False, description="Score every document exactly, whatever index says.")
+    exact_max_docs: NonNegativeInt = Field(20_000, description="The largest corpus that index=auto scores exactly.")
+    k_token: Positive = Field(256, description="Voyager: nearest document tokens per query token.")
+    candidates: Positive = Field(1000, description="PLAID: candidate documents per query, reranked by MaxSim.")
+    query_length: Optional[Positive] = Field(None, description="Tokens per query; none: the model's own.")
+    document_length: Optional[Positive] = Field(None, description="Tokens per document; none: the model's own.")
+    batch_size: BatchSize = Field(32, description="Texts encoded at once.")
+    device: Device = Field("cpu", description="The torch device: cpu, cuda, cuda:N, mps or xpu.")
+    use_title: bool = Field(True, description="Encode the title before the text.")
+    precision: Literal["float32", "float16"] = Field("float32", description="Precision of the cached token vectors.")
+    chunk_size: BatchSize = Field(1024, description="Documents per cached chunk of token vectors.")
+    cache: bool = Field(True, description="Keep the token vectors in gapbench's cache for the next run.")
+
+
 class ColBERT:
     """Late-interaction retriever (PyLate ColBERT), scored by exact MaxSim."""
 
     name = "colbert"
+    settings = ColBERTSettings
 
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        revision: str | None = None,
-        seed: int = 0,
-        index: str = "auto",
-        exact: bool = False,
-        exact_max_docs: int = 20_000,
-        k_token: int = 256,
-        candidates: int = 1000,
-        query_length: int | None = None,
-        document_length: int | None = None,
-        batch_size: int = 32,
-        device: str = "cpu",
-        use_title: bool = True,
-        precision: str = "float32",
-        chunk_size: int = 1024,
-        cache: bool = True,
-    ) -> None:
-        if index not in _INDEXES:
-            raise ConfigError(f"colbert: index={index!r} is not one of {', '.join(_INDEXES)}.")
-        if precision not in _PRECISIONS:
-            raise ConfigError(f"colbert: precision={precision!r} is not one of {', '.join(_PRECISIONS)}.")
-        for key, value in (("batch_size", batch_size), ("chunk_size", chunk_size), ("k_token", k_token),
-                           ("candidates", candidates)):
-            if value < 1:
-                raise ConfigError(f"colbert: {key} must be a positive integer, got {value}.")
-        for key, value in (("query_length", query_length), ("document_length", document_length)):
-            if value is not None and value < 1:
-                raise ConfigError(f"colbert: {key} must be a positive integer, got {value}.")
+    def __init__(self, **options: Any) -> None:
+        """``ColBERT(index="exact")``: any of :class:`ColBERTSettings`, checked (an ``OptionsError`` names a bad
+        one)."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        model, revision, seed, index, exact, exact_max_docs = o.model, o.revision, o.seed, o.index, o.exact, \
+            o.exact_max_docs
+        k_token, candidates, query_length, document_length = o.k_token, o.candidates, o.query_length, \
+            o.document_length
+        batch_size, device, use_title, precision, chunk_size, cache = o.batch_size, o.device, o.use_title, \
+            o.precision, o.chunk_size, o.cache
         self.model_name = model
         self.revision = revision
         self.seed = int(seed)

@@ -22,15 +22,17 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated, Callable, Mapping, Optional
+from typing import Annotated, Any, Callable, Literal, Mapping, Optional
 
 import numpy as np
+from pydantic import AfterValidator, Field
 
 from gapbench import budget, distributed
 from gapbench.cache import EmbeddingCache, text_fingerprint
-from gapbench.options import Matches, OneOf, Range, checked
+from gapbench.contract import BatchSize, ModelName, Positive, Text
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
+from gapbench.settings import Settings
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
@@ -38,8 +40,19 @@ from gapbench.types import Corpus, Queries, Run
 from ._dense_corpus import CorpusMemo, SortedTexts, length_order, text_layout  # noqa: F401  (length_order: public)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-DEVICE = Matches(r"(cpu|cuda|mps|xpu)(:[0-9]+)?", "cpu, cuda, cuda:N, mps or xpu")
-Positive = Annotated[int, Range(ge=1)]
+DEVICES = r"(cpu|cuda|mps|xpu)(:[0-9]+)?"
+
+
+def _device(value: str) -> str:
+    import re
+
+    if not re.fullmatch(DEVICES, value):
+        raise ValueError("must be cpu, cuda, cuda:N, mps or xpu")
+    return value
+
+
+Device = Annotated[str, AfterValidator(_device)]
+"""A torch device: cpu, cuda, cuda:N, mps or xpu."""
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 
 
@@ -277,29 +290,43 @@ class _SortedIndex(Mapping):
         return len(self.corpus)
 
 
+class DenseSettings(Settings):
+    """The settings of ``dense`` (``dense:model=NAME,batch_size=32``)."""
+
+    model: ModelName = Field(DEFAULT_MODEL, description="A sentence-transformers model: a hub name or a local "
+                                                        "folder (minilm: the offline MiniLM).")
+    revision: Optional[Text] = Field(None, description="The model's pinned hub revision; none: the latest.")
+    query_prompt: str = Field("", description="Text put before each query.")
+    doc_prompt: str = Field("", description="Text put before each document.")
+    batch_size: BatchSize = Field(64, description="Texts encoded at once.")
+    max_length: Optional[Positive] = Field(None, description="Tokens kept per text; none: the model's own limit.")
+    device: Device = Field("cpu", description="The torch device: cpu, cuda, cuda:N, mps or xpu.")
+    normalize: bool = Field(True, description="L2-normalise the vectors (cosine similarity).")
+    use_title: bool = Field(True, description="Encode the title before the text.")
+    chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")
+    cache: bool = Field(True, description="Keep the vectors in gapbench's cache for the next run.")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="Weights' precision; auto: float16 on CUDA, float32 elsewhere.")
+    encoder: Literal["auto", "fast", "sentence-transformers"] = Field(
+        "auto", description="The encoding loop: gapbench's length-sorted one (fast) or sentence-transformers'.")
+    batch_tokens: Optional[BatchSize] = Field(None, description="Padded tokens per batch of the fast encoder; none: "
+                                                                "65,536 on CUDA, 16,384 elsewhere.")
+
+
 class Dense:
     """Bi-encoder retriever (sentence-transformers)."""
 
     name = "dense"
+    settings = DenseSettings
 
-    @checked
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        revision: str | None = None,
-        query_prompt: str = "",
-        doc_prompt: str = "",
-        batch_size: Positive = 64,
-        max_length: Annotated[Optional[int], Range(ge=1)] = None,
-        device: Annotated[str, DEVICE] = "cpu",
-        normalize: bool = True,
-        use_title: bool = True,
-        chunk_size: Positive = 2048,
-        cache: bool = True,
-        dtype: Annotated[str, OneOf("auto", "float32", "float16", "bfloat16")] = "auto",
-        encoder: Annotated[str, OneOf("auto", "fast", "sentence-transformers")] = "auto",
-        batch_tokens: Annotated[Optional[int], Range(ge=1)] = None,
-    ) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``Dense(model="minilm", batch_size=32)``: any of :class:`DenseSettings`, checked (an ``OptionsError``
+        names a bad one)."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        model, revision, query_prompt, doc_prompt = o.model, o.revision, o.query_prompt, o.doc_prompt
+        batch_size, max_length, device, normalize, use_title = o.batch_size, o.max_length, o.device, o.normalize, \
+            o.use_title
+        chunk_size, cache, dtype, encoder, batch_tokens = o.chunk_size, o.cache, o.dtype, o.encoder, o.batch_tokens
         self.model_name = model
         self.revision = revision
         self.query_prompt = query_prompt

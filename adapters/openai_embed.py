@@ -10,40 +10,54 @@ L2-normalised (cosine similarity); an empty text gets a zero vector without a ca
 from __future__ import annotations
 
 import threading
-from typing import Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
+from pydantic import Field
 
 from gapbench.cache import EmbeddingCache
-from gapbench.errors import ConfigError, GapbenchError
+from gapbench.contract import BatchSize, ModelName, NonNegativeInt, Positive, Seconds, Text
+from gapbench.errors import GapbenchError
 from gapbench.progress import progress
 from gapbench.retrieval import doc_positions, payload_fingerprint
+from gapbench.settings import Settings
 from gapbench.topk import dense_topk, exclusion_indices
 from gapbench.types import Corpus, Queries, Run
 
 
+class OpenAIEmbedSettings(Settings):
+    """The settings of ``openai-embed`` (``openai-embed:model=NAME,base_url=URL``)."""
+
+    model: ModelName = Field("text-embedding-3-small", description="The embedding model at the endpoint.")
+    base_url: Optional[Text] = Field(None, description="The OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
+                                                       "OpenAI's.")
+    dimensions: Optional[Positive] = Field(None, description="Vector size asked of models that can shorten theirs; "
+                                                             "none: the model's own.")
+    api_key_env: Text = Field("OPENAI_API_KEY", description="The environment variable holding the API key.")
+    batch_size: BatchSize = Field(128, description="Texts per request.")
+    concurrency: Positive = Field(4, description="Requests in flight at once.")
+    query_prompt: str = Field("", description="Text put before each query.")
+    doc_prompt: str = Field("", description="Text put before each document.")
+    use_title: bool = Field(True, description="Embed the title before the text.")
+    chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")
+    max_retries: NonNegativeInt = Field(6, description="Retries of a failed request after the first attempt.")
+    timeout: Optional[Seconds] = Field(None, description="Seconds per attempt; none: $GAPBENCH_LLM_TIMEOUT, else the "
+                                                       "LLM client's default.")
+
+
 class OpenAIEmbed:
     name = "openai-embed"
+    settings = OpenAIEmbedSettings
 
-    def __init__(
-        self,
-        model: str = "text-embedding-3-small",
-        base_url: str | None = None,
-        dimensions: int | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        batch_size: int = 128,
-        concurrency: int = 4,
-        query_prompt: str = "",
-        doc_prompt: str = "",
-        use_title: bool = True,
-        chunk_size: int = 2048,
-        max_retries: int = 6,
-        timeout: float | None = None,
-    ) -> None:
-        if batch_size < 1 or chunk_size < 1 or concurrency < 1:
-            raise ConfigError("openai-embed: batch_size, chunk_size and concurrency must be positive.")
-        if dimensions is not None and dimensions < 1:
-            raise ConfigError(f"openai-embed: dimensions must be positive, got {dimensions}.")
+    def __init__(self, **options: Any) -> None:
+        """``OpenAIEmbed(model="NAME", base_url="http://host/v1")``: any of :class:`OpenAIEmbedSettings`, checked (an
+        ``OptionsError`` names a bad one); the endpoint and time limits are checked by the LLM client's config."""
+        o = self.settings.check(f"retriever {self.name}", options)
+        model, base_url, dimensions, api_key_env, batch_size = o.model, o.base_url, o.dimensions, o.api_key_env, \
+            o.batch_size
+        concurrency, query_prompt, doc_prompt, use_title, chunk_size = o.concurrency, o.query_prompt, o.doc_prompt, \
+            o.use_title, o.chunk_size
+        max_retries, timeout = o.max_retries, o.timeout
         self.model, self.base_url, self.dimensions = model, base_url, dimensions
         self.api_key_env = api_key_env
         self.batch_size, self.concurrency, self.chunk_size = batch_size, concurrency, chunk_size

@@ -91,6 +91,23 @@ Text = Annotated[str, BeforeValidator(not_blank)]
 Folder = Annotated[Path, BeforeValidator(not_blank)]
 """A path given as text must not be empty (``Path('')`` would quietly be the working directory)."""
 
+# The settings adapters share (gapbench.settings): a batch, a count, a weight, a share, a model name.
+MAX_BATCH = 1_000_000  # texts, tokens or documents handled at once; more is a typo that would fill the memory
+Positive = Annotated[int, Field(ge=1, strict=True)]
+"""A count that must be 1 or more (hops, retries, a window)."""
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+"""A count where 0 is allowed (re-asks, cached retries)."""
+BatchSize = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_BATCH}), _at_most(MAX_BATCH)]
+"""Texts, tokens or documents handled at once: 1 to :data:`MAX_BATCH`."""
+NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+"""A finite number, 0 or more (BM25's k1, a fusion weight, a time limit)."""
+Fraction = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
+"""A finite number from 0 to 1 (BM25's b, a share)."""
+Seconds = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+"""A time limit in seconds, more than 0."""
+ModelName = Text
+"""A model: a hub name, a local folder or an endpoint's model id; never empty."""
+
 
 def problem(error: dict) -> tuple[str, str]:
     """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given."""

@@ -10,8 +10,9 @@ import json
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
-from .options import build, check_one_line, parse_spec
+from .options import check_one_line, parse_spec
 from .registry import Registry, provides
+from .settings import build
 from .types import Corpus, Queries, Run
 
 # ``gapbench run --augment SPEC``: the name before ":" picks the entry, a function
@@ -201,7 +202,7 @@ def get_retriever(spec: str | Any, *, llm_base_url: str | None = None, llm_model
         _check_protocol(obj)
         return obj
     name, options = parse_spec(spec)
-    obj = build(cls, options, name) if inspect.isclass(cls) or callable(cls) else cls
+    obj = build(cls, options, f"retriever {name}") if inspect.isclass(cls) or callable(cls) else cls
     if not getattr(obj, "name", None) or obj.name == getattr(type(obj), "name", None) and options:
         try:
             obj.name = spec
@@ -351,4 +352,4 @@ def get_reranker(spec: str | Any, *, llm_base_url: str | None = None, llm_model:
     for key, value in (("llm_base_url", llm_base_url), ("llm_model", llm_model)):
         if value is not None:
             options.setdefault(key, value)
-    return build(cls, options, name)
+    return build(cls, options, f"reranker {name}")

@@ -100,16 +100,16 @@ def test_options_are_declared_with_ranges_and_choices():
                                     "lowercase": True, "use_title": True, "keep_zero": True}
     assert r.fingerprint != BM25Okapi().fingerprint
     cases = {
-        "bm25-okapi:epsilon=-0.1": "option epsilon of bm25-okapi must be a finite number >= 0, got '-0.1'.",
-        "bm25-okapi:b=1.5": "option b of bm25-okapi must be a finite number from 0 to 1, got '1.5'.",
-        "bm25-okapi:k1=inf": "option k1 of bm25-okapi must be a finite number >= 0, got 'inf'.",
-        "bm25-okapi:tokenizer=regex": "option tokenizer of bm25-okapi must be one of whitespace, words, got 'regex'.",
+        "bm25-okapi:epsilon=-0.1": "retriever bm25-okapi: epsilon must be greater than or equal to 0, got '-0.1'.",
+        "bm25-okapi:b=1.5": "retriever bm25-okapi: b must be less than or equal to 1, got '1.5'.",
+        "bm25-okapi:k1=inf": "retriever bm25-okapi: k1 must be a finite number >= 0, got 'inf'.",
+        "bm25-okapi:tokenizer=regex": "retriever bm25-okapi: tokenizer must be 'whitespace' or 'words', got 'regex'.",
     }
     for spec, message in cases.items():
         with pytest.raises(ConfigError) as err:
             get_retriever(spec)
         assert str(err.value) == message
-    with pytest.raises(ConfigError, match=r"^option epsilon of bm25-okapi must be a finite number >= 0, got nan\.$"):
+    with pytest.raises(ConfigError, match=r"^retriever bm25-okapi: epsilon must be a finite number, got nan\.$"):
         BM25Okapi(epsilon=float("nan"))
 
 

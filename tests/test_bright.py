@@ -14,7 +14,8 @@ import pytest
 import gapbench.tasks.bright as bright
 from gapbench.adapters.bm25 import BM25
 from gapbench.adapters.bm25_qs import BM25QS
-from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError, GapbenchError, UnknownNameError
+from gapbench.errors import (ConfigError, DataFormatError, DatasetUnavailableError, GapbenchError, OptionsError,
+                             UnknownNameError)
 from gapbench.runner import run
 from gapbench.task import TASKS, get_task
 from gapbench.types import Corpus, Document, Queries, Query, Run
@@ -366,9 +367,9 @@ def test_bm25qs_config_fingerprint_and_errors():
     assert r.fingerprint == BM25QS().fingerprint != BM25QS(variant="anserini").fingerprint != BM25QS(k1=1.2).fingerprint
     with pytest.raises(GapbenchError, match="before index"):
         r.search(Queries([Query("q", "x")]), 5)
-    with pytest.raises(ConfigError, match="option variant of bm25-qs must be one of bright, anserini, got 'lucene'"):
+    with pytest.raises(OptionsError, match="retriever bm25-qs: variant must be 'bright' or 'anserini', got 'lucene'"):
         BM25QS(variant="lucene")
-    with pytest.raises(ConfigError, match="option k1 of bm25-qs must be a finite number >= 0, got -1"):
+    with pytest.raises(OptionsError, match="retriever bm25-qs: k1 must be greater than or equal to 0, got -1"):
         BM25QS(k1=-1)
-    with pytest.raises(ConfigError, match="unknown stemmer 'klingon'"):
-        BM25QS(stemmer="klingon").index(QS_CORPUS)
+    with pytest.raises(OptionsError, match="retriever bm25-qs: stemmer must be none or one of PyStemmer's arabic, "):
+        BM25QS(stemmer="klingon")

@@ -188,9 +188,10 @@ def test_spec_options_and_errors():
     assert isinstance(c, ColBERT) and c.seed == 3 and c.document_length == 64
     from gapbench.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="index='faiss' is not one of auto, exact, plaid, voyager"):
+    with pytest.raises(ConfigError, match="retriever colbert: index must be 'auto', 'exact', 'plaid' or 'voyager', "
+                                          "got 'faiss'"):
         get_retriever("colbert:index=faiss")
-    with pytest.raises(ConfigError, match="has no option 'sed'"):
+    with pytest.raises(ConfigError, match="sed is not an option \\(did you mean 'seed'\\?\\)"):
         get_retriever("colbert:sed=3")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.adapters.bm25 import BM25, BM25Lucene
-from gapbench.errors import ConfigError, DuplicateNameError, UnknownNameError
+from gapbench.errors import ConfigError, DuplicateNameError, OptionsError, UnknownNameError
 from gapbench.options import parse_spec
 from gapbench.registry import Registry
 from gapbench.retrieval import get_retriever, search_with
@@ -49,7 +49,7 @@ def test_parse_spec_and_typed_options():
     assert (r.k1, r.b, r.stemmer_name) == (1.2, 0.5, "porter")
     with pytest.raises(ConfigError, match="accepted options: k1, b"):
         get_retriever("bm25:k9=1")
-    with pytest.raises(ConfigError, match="option k1 of bm25 must be a finite number >= 0, got 'high'"):
+    with pytest.raises(OptionsError, match="retriever bm25: k1 must be a finite number >= 0, got 'high'"):
         get_retriever("bm25:k1=high")
     with pytest.raises(ConfigError, match="not key=value"):
         parse_spec("bm25:k1")
@@ -129,32 +129,32 @@ def test_user_retriever_without_exclude_still_gets_k_results():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("bm25:k1=nan", "option k1 of bm25 must be a finite number >= 0, got 'nan'."),
-        ("bm25:k1=inf", "option k1 of bm25 must be a finite number >= 0, got 'inf'."),
-        ("bm25:k1=-inf", "option k1 of bm25 must be a finite number >= 0, got '-inf'."),
-        ("bm25:k1=1e999", "option k1 of bm25 must be a finite number >= 0, got '1e999'."),
-        ("bm25:k1=-1", "option k1 of bm25 must be a finite number >= 0, got '-1'."),
-        ("bm25:k1=", "option k1 of bm25 must be a finite number >= 0, got ''."),
-        ("bm25:k1=1_0", "option k1 of bm25 must be a finite number >= 0, got '1_0'."),
-        ("bm25:b=2", "option b of bm25 must be a finite number from 0 to 1, got '2'."),
-        ("bm25:b=-0.1", "option b of bm25 must be a finite number from 0 to 1, got '-0.1'."),
-        ("bm25-lucene:b=1.5", "option b of bm25-lucene must be a finite number from 0 to 1, got '1.5'."),
-        ("bm25-qs:k1=nan", "option k1 of bm25-qs must be a finite number >= 0, got 'nan'."),
-        ("bm25:method=okapi", "option method of bm25 must be one of lucene, robertson, atire, bm25l, bm25+, got 'okapi'."),
-        ("bm25:use_title=maybe", "option use_title of bm25 must be true or false, got 'maybe'."),
-        ("bm25:keep_zero=2", "option keep_zero of bm25 must be true or false, got '2'."),
-        ("bm25-qs:variant=lucene", "option variant of bm25-qs must be one of bright, anserini, got 'lucene'."),
+        ("bm25:k1=nan", "retriever bm25: k1 must be a finite number >= 0, got 'nan'."),
+        ("bm25:k1=inf", "retriever bm25: k1 must be a finite number >= 0, got 'inf'."),
+        ("bm25:k1=-inf", "retriever bm25: k1 must be a finite number >= 0, got '-inf'."),
+        ("bm25:k1=1e999", "retriever bm25: k1 must be a finite number >= 0, got '1e999'."),
+        ("bm25:k1=-1", "retriever bm25: k1 must be greater than or equal to 0, got '-1'."),
+        ("bm25:k1=", "retriever bm25: k1 must be a finite number >= 0, got ''."),
+        ("bm25:k1=1_0", "retriever bm25: k1 must be a finite number >= 0, got '1_0'."),
+        ("bm25:b=2", "retriever bm25: b must be less than or equal to 1, got '2'."),
+        ("bm25:b=-0.1", "retriever bm25: b must be greater than or equal to 0, got '-0.1'."),
+        ("bm25-lucene:b=1.5", "retriever bm25-lucene: b must be less than or equal to 1, got '1.5'."),
+        ("bm25-qs:k1=nan", "retriever bm25-qs: k1 must be a finite number >= 0, got 'nan'."),
+        ("bm25:method=okapi", "retriever bm25: method must be 'lucene', 'robertson', 'atire', 'bm25l' or 'bm25+', got 'okapi'."),
+        ("bm25:use_title=maybe", "retriever bm25: use_title must be true or false, got 'maybe'."),
+        ("bm25:keep_zero=2", "retriever bm25: keep_zero must be true or false, got '2'."),
+        ("bm25-qs:variant=lucene", "retriever bm25-qs: variant must be 'bright' or 'anserini', got 'lucene'."),
         ("bm25:k1=1,k1=2", "option 'k1' is given twice in 'bm25:k1=1,k1=2'; give each option once."),
-        ("bm25:kl=1", "bm25 has no option 'kl'; accepted options: k1, b, method, stopwords, stemmer, use_title, "
-                      "keep_zero. Did you mean 'k1'?"),
-        ("dense:batch_size=abc", "option batch_size of dense must be a whole number >= 1, got 'abc'."),
-        ("dense:batch_size=1.5", "option batch_size of dense must be a whole number >= 1, got '1.5'."),
-        ("dense:batch_size=0", "option batch_size of dense must be a whole number >= 1, got '0'."),
-        ("dense:batch_size=3_2", "option batch_size of dense must be a whole number >= 1, got '3_2'."),
-        ("dense:chunk_size=-1", "option chunk_size of dense must be a whole number >= 1, got '-1'."),
-        ("dense:device=quantum", "option device of dense must be cpu, cuda, cuda:N, mps or xpu, got 'quantum'."),
-        ("dense:device=cuda:x", "option device of dense must be cpu, cuda, cuda:N, mps or xpu, got 'cuda:x'."),
-        ("dense:cache=perhaps", "option cache of dense must be true or false, got 'perhaps'."),
+        ("bm25:kl=1", "retriever bm25: kl is not an option (did you mean 'k1'?); accepted options: k1, b, method, "
+                      "stopwords, stemmer, use_title, keep_zero."),
+        ("dense:batch_size=abc", "retriever dense: batch_size must be a whole number from 1 to 1,000,000, got 'abc'."),
+        ("dense:batch_size=1.5", "retriever dense: batch_size must be a whole number from 1 to 1,000,000, got '1.5'."),
+        ("dense:batch_size=0", "retriever dense: batch_size must be greater than or equal to 1, got '0'."),
+        ("dense:batch_size=3_2", "retriever dense: batch_size must be a whole number from 1 to 1,000,000, got '3_2'."),
+        ("dense:chunk_size=-1", "retriever dense: chunk_size must be greater than or equal to 1, got '-1'."),
+        ("dense:device=quantum", "retriever dense: device must be cpu, cuda, cuda:N, mps or xpu, got 'quantum'."),
+        ("dense:device=cuda:x", "retriever dense: device must be cpu, cuda, cuda:N, mps or xpu, got 'cuda:x'."),
+        ("dense:cache=perhaps", "retriever dense: cache must be true or false, got 'perhaps'."),
     ],
 )
 def test_bad_option_values_name_option_owner_and_accepted_values(spec, message):
@@ -167,13 +167,13 @@ def test_options_are_checked_on_python_calls_too():
     from gapbench.adapters.bm25_qs import BM25QS
     from gapbench.adapters.dense import Dense
 
-    with pytest.raises(ConfigError, match=r"^option k1 of bm25 must be a finite number >= 0, got nan\.$"):
+    with pytest.raises(OptionsError, match=r"^retriever bm25: k1 must be a finite number, got nan\.$"):
         BM25(k1=float("nan"))
-    with pytest.raises(ConfigError, match=r"^option k1 of bm25-lucene must be a finite number >= 0, got '1'\.$"):
+    with pytest.raises(OptionsError, match=r"^retriever bm25-lucene: k1 must be a valid number, got '1'\.$"):
         BM25Lucene(k1="1")  # a string from Python is not coerced: the type is part of the contract
-    with pytest.raises(ConfigError, match=r"^option b of bm25-qs must be a finite number from 0 to 1, got True\.$"):
+    with pytest.raises(OptionsError, match=r"^retriever bm25-qs: b must be a valid number, got True\.$"):
         BM25QS(b=True)
-    with pytest.raises(ConfigError, match=r"^option batch_size of dense must be a whole number >= 1, got 2\.5\.$"):
+    with pytest.raises(OptionsError, match=r"^retriever dense: batch_size must be a valid integer, got 2\.5\.$"):
         Dense(batch_size=2.5)
     # accepted values keep their types; "none" and an empty value both switch stopwords and stemming off
     r = get_retriever("bm25:k1=2,b=0,stopwords=none,stemmer=")
