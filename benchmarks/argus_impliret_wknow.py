@@ -56,7 +56,7 @@ def main() -> None:
 
     from llm_server import LLMServer
 
-    from gapbench.analyses.argus.compare import compare_argus
+    from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
 
     out = Path(args.out)
     runs = []

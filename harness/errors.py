@@ -131,7 +131,7 @@ class ObliqBuildError(GapbenchError):
         self.stage = stage
 
 
-# raised by gapbench.analyses.argus.probe
+# raised by gapbench.analyses.argus.probe.training
 class ProbeMismatchError(GapbenchError):
     """A saved probe was trained on another retriever's embeddings (or another feature dimension)."""
 

@@ -156,8 +156,8 @@ def test_the_manifest_records_the_gapbench_version(two_runs):
 
 def test_argus_probe_verb_trains_on_the_audit_it_runs():
     import gapbench
-    from gapbench.analyses.argus.audit import audit
-    from gapbench.analyses.argus.probe import train_probe
+    from gapbench.analyses.argus.audit.retrievability import audit
+    from gapbench.analyses.argus.probe.training import train_probe
 
     # one labelled set, the audited targets (the default trains the directed and the undirected set)
     options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"], datasets=("directed",))

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gapbench.analyses.argus import audit as aa
+from gapbench.analyses.argus.audit import retrievability as aa
 from gapbench.errors import ConfigError, DataFormatError
 
 
@@ -110,7 +110,7 @@ def test_hand_computed_ranks():
     # the warning and the sweep give the same chance level (RPS averages per target, so chance does too; pooling the
     # three pairs would give (1/5 + 1/6 + 1/5) / 3 = 0.189)
     assert any("chance level 0.192 here" in w for w in res.warnings), res.warnings
-    from gapbench.analyses.argus import sweep as sw
+    from gapbench.analyses.argus.audit import sweep as sw
     cell = sw.sweep(data, [enc], ns=[800], ks=[1]).report.retrievers[0].cells[0]
     assert cell.chance == pytest.approx(res.chance()) and cell.mean_rps == pytest.approx(0.75)
     # with k=4, query u is a hit too
@@ -270,7 +270,7 @@ def test_each_relation_view_is_read_from_the_same_edges(shipped):
 
 def test_the_options_name_the_settings_they_refuse():
     from gapbench import ArgusAuditOptions
-    from gapbench.analyses.argus.options import ArgusSweepOptions
+    from gapbench.analyses.argus.argus_options import ArgusSweepOptions
     from gapbench.errors import OptionsError
 
     with pytest.raises(OptionsError) as err:

@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapbench.analyses.argus.augment import (
-    Augmented, Diagnosis, FlaggedEntity, LabelPrior, Mention, ReferenceKB, View, diagnose, expansion_views,
-    extract_mentions, flag_entities, kb_hits, mention_embeddings, synthesis_prompt, synthesis_views, view_stats,
-)
+from gapbench.analyses.argus.remedy.diagnosis import (Diagnosis, FlaggedEntity, LabelPrior, diagnose, flag_entities,
+                                                      mention_embeddings)
+from gapbench.analyses.argus.remedy.kb import ReferenceKB
+from gapbench.analyses.argus.remedy.ner import Mention, extract_mentions
+from gapbench.analyses.argus.remedy.views import (Augmented, View, expansion_views, kb_hits, synthesis_prompt,
+                                                  synthesis_views, view_stats)
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.retrieval import get_retriever, search_with
 from gapbench.types import Corpus, Document, Queries, Query
@@ -254,8 +256,8 @@ def test_argus_synth_augmenter_uses_the_endpoint_given_else_the_embedded_llm(tmp
     asked for before the (costly) diagnosis, and its absence says how to install it or give an endpoint."""
     import sys
 
-    import gapbench.analyses.argus.augment as augment
-    from gapbench.analyses.argus.augment import ArgusAugmenter
+    import gapbench.analyses.argus.remedy.augment as augment
+    from gapbench.analyses.argus.remedy.augment import ArgusAugmenter
 
     corpus = Corpus([Document("0", "We trained near Soyu Stadium every day."), Document("1", "Nothing here.")])
     bm25 = get_retriever("bm25")

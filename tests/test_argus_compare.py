@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import gapbench.cli as cli
-from gapbench.analyses.argus.compare import ArgusCompareOptions, compare_argus, read_outputs
-from gapbench.analyses.argus.compare_report import read_comparison
+from gapbench.analyses.argus.remedy.compare_report import read_outputs
+from gapbench.analyses.argus.remedy.remedy_compare import ArgusCompareOptions, compare_argus
+from gapbench.analyses.argus.remedy.compare_report import read_comparison
 from gapbench.errors import ConfigError, GapbenchError, OptionsError
 from gapbench.schemas import ArgusCompare
 from gapbench.suites import SUITES, Suite
@@ -235,7 +236,7 @@ def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_h
     """No endpoint and no --variants: the embedded LLM is not started (it took 15 minutes on 2 cores before); the
     comparison has Original and Expansion, and stderr, the notes and the Markdown say how to add Synthesis."""
     import gapbench.llm.local as local
-    from gapbench.analyses.argus.compare import SYNTHESIS_SKIPPED
+    from gapbench.analyses.argus.remedy.remedy_compare import SYNTHESIS_SKIPPED
 
     def no_embedded(*a, **kw):
         raise AssertionError("no endpoint and no --variants: the embedded LLM must not be started")
@@ -254,7 +255,7 @@ def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_h
     assert list(row["variants"]) == ["original", "expansion"] and row["llm"] is None
     assert SYNTHESIS_SKIPPED in d["notes"] and SYNTHESIS_SKIPPED in (out / "argus_compare.md").read_text()
     # an endpoint in the environment ($OPENAI_BASE_URL, or $OPENAI_API_KEY for OpenAI's) brings Synthesis back
-    from gapbench.analyses.argus.compare import ArgusCompareOptions, _variants
+    from gapbench.analyses.argus.remedy.remedy_compare import ArgusCompareOptions, _variants
 
     assert _variants(ArgusCompareOptions()) == (("original", "expansion"), True)
     assert _variants(ArgusCompareOptions(variants=["original", "synthesis"])) == (("original", "synthesis"), False)
@@ -283,13 +284,14 @@ def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
 
 @pytest.mark.model
 def test_cli_probe_path_loads_a_gapbench_probe_for_dense(tmp_path, argus_cli):
-    """--probe PATH with a probe from gapbench.analyses.argus.probe.train_probe, keyed by dense's span-encoder fingerprint."""
+    """--probe PATH with a probe from gapbench.analyses.argus.probe.training.train_probe, keyed by dense's span-encoder fingerprint."""
     import hashlib
 
     import numpy as np
 
-    from gapbench.analyses.argus.augment import diagnose, extract_mentions, mention_embeddings
-    from gapbench.analyses.argus.probe import Probe, train_probe
+    from gapbench.analyses.argus.remedy.diagnosis import diagnose, mention_embeddings
+    from gapbench.analyses.argus.remedy.ner import extract_mentions
+    from gapbench.analyses.argus.probe.training import Probe, train_probe
     from gapbench.retrieval import get_retriever
     from gapbench.types import Corpus, Document
 

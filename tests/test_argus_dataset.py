@@ -15,8 +15,9 @@ import json
 
 import pytest
 
-from gapbench.analyses.argus import audit as aa
-from gapbench.analyses.argus import dataset as ds
+from gapbench.analyses.argus.audit import retrievability as aa
+from gapbench.analyses.argus.audit.rps_dataset import load_dataset
+from gapbench.analyses.argus.tools import wikidata as ds
 from gapbench.errors import ConfigError, DataFormatError
 
 E, WDT = "http://www.wikidata.org/entity/", "http://www.wikidata.org/prop/direct/"
@@ -129,7 +130,7 @@ def test_candidates_are_sampled_and_seeded(tmp_path, kb):
 def test_audit_uses_stored_candidates(tmp_path, kb):
     dump = _write(tmp_path / "d.json", json_dump_text())
     ds.build_dataset(dump, kb, tmp_path / "out", candidates=800)
-    data = ds.load_dataset(tmp_path / "out")
+    data = load_dataset(tmp_path / "out")
     assert data.candidates[("Q1", "Q2")] == ("Q5", "Q6", "Q7")
     res = aa.audit(data, "random", k=1, n=800)
     # the target plus its stored neutrals (3, 4 and 5). The default pool (no edge to the query, from the relations

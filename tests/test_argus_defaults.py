@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 import gapbench
-from gapbench.analyses.argus.audit import hit_probability, mention_rps
-from gapbench.analyses.argus.augment import (
-    PACKAGED_KBS, PIPELINE_CHECK_NOTE, PLACE_ORG_LABELS, LabelPrior, MentionAudit, ReferenceKB, bind_probe,
-    diagnose, diagnosis_for, extract_mentions,
-)
-from gapbench.analyses.argus.compare import compare_argus, read_outputs
+from gapbench.analyses.argus.audit.rps import hit_probability, mention_rps
+from gapbench.analyses.argus.remedy.diagnosis import PLACE_ORG_LABELS, LabelPrior, MentionAudit, diagnose
+from gapbench.analyses.argus.remedy.kb import PACKAGED_KBS, PIPELINE_CHECK_NOTE, ReferenceKB
+from gapbench.analyses.argus.remedy.ner import extract_mentions
+from gapbench.analyses.argus.remedy.probe_binding import bind_probe, diagnosis_for
+from gapbench.analyses.argus.remedy.compare_report import read_outputs
+from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
 from gapbench.cli import main
 from gapbench.errors import ConfigError, UnknownNameError
 from gapbench.formats import write_beir_folder
@@ -109,7 +110,7 @@ def test_diagnosis_modes_resolve_and_refuse(tmp_path, monkeypatch):
 
 
 def test_auto_finds_the_probe_bound_to_the_retriever(tmp_path, monkeypatch):
-    from gapbench.analyses.argus.probe import train_probe
+    from gapbench.analyses.argus.probe.training import train_probe
 
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
     dense = get_retriever("dense")

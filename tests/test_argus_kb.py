@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gapbench.analyses.argus.augment import ReferenceKB
-from gapbench.analyses.argus.kb import build_kb, detect_format, first_paragraph
+from gapbench.analyses.argus.remedy.kb import ReferenceKB
+from gapbench.analyses.argus.remedy.kb import build_kb, detect_format, first_paragraph
 from gapbench.errors import ConfigError, DataFormatError
 
 FIX = Path(__file__).parent / "fixtures" / "argus_kb"
@@ -186,7 +186,7 @@ def test_cli_exit_codes(cli, tmp_path, capsys):
 
 
 def test_a_kb_line_that_is_not_an_object_is_named(tmp_path):
-    from gapbench.analyses.argus.augment import ReferenceKB
+    from gapbench.analyses.argus.remedy.kb import ReferenceKB
 
     kb = tmp_path / "kb.jsonl"
     kb.write_text('{"id": "Q90", "text": "Paris is the capital of France."}\n["Q64", "Berlin"]\n', encoding="utf-8")
@@ -198,7 +198,7 @@ def test_a_kb_line_that_is_not_an_object_is_named(tmp_path):
 def test_one_rule_reads_both_shipped_kbs_and_what_build_writes(tmp_path):
     """The id is "id", else "qid", else the title (spaces as underscores); the title is optional; other keys are
     ignored. The packaged KBs use two of those forms ({qid, text} and {id, title, text, country, wikidata})."""
-    from gapbench.analyses.argus.kb import PACKAGED_KBS, read_jsonl
+    from gapbench.analyses.argus.remedy.kb import PACKAGED_KBS, read_jsonl
 
     assert set(PACKAGED_KBS) == {"wikipedia-slice", "landmarks-oracle"}
     wiki = ReferenceKB.packaged("wikipedia-slice")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gapbench.analyses.argus.audit import audit_markdown
-from gapbench.analyses.argus.compare import comparison_markdown
-from gapbench.analyses.argus.probe import probe_markdown
+from gapbench.analyses.argus.audit.audit_files import audit_markdown
+from gapbench.analyses.argus.remedy.compare_report import comparison_markdown
+from gapbench.analyses.argus.probe.probe_files import probe_markdown
 
 COMPARE = {
     "task": "s", "retriever": "bm25", "suite": "s",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gapbench.analyses.argus import augment as aug
+from gapbench.analyses.argus.remedy import ner as aug
 from gapbench.errors import ConfigError
 from gapbench.types import Corpus, Document
 

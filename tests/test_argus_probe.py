@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gapbench.analyses.argus import probe as ap
+from gapbench.analyses.argus.probe import training as ap
 from gapbench.errors import ConfigError, GapbenchError
 
 
@@ -223,7 +223,7 @@ def test_save_load_roundtrip_and_refusals(tmp_path, family):
 
 @pytest.mark.model
 def test_probe_load_with_real_encoder(tmp_path):
-    from gapbench.analyses.argus.audit import get_encoder
+    from gapbench.analyses.argus.audit.encoders import get_encoder
 
     enc = get_encoder("random:dim=8,seed=2")
     x, y = _synthetic(n=60, dim=8)
@@ -248,7 +248,8 @@ def test_cli_probe_shipped_slice(tmp_path):
     assert ds["selected"]["validation_rmse"] == min(f["validation_rmse"] for f in ds["families"].values())
     assert set(ds["baselines"]) == {"all_zero", "all_one", "train_mean"}
     # the all-zero baseline's RMSE is the root mean square of the test entities' RPS from the audit itself
-    from gapbench.analyses.argus.audit import audit, load_shipped
+    from gapbench.analyses.argus.audit.inputs import load_shipped
+    from gapbench.analyses.argus.audit.retrievability import audit
 
     res = audit(load_shipped(), "dense")
     targets = list(res.ranks)
@@ -258,7 +259,7 @@ def test_cli_probe_shipped_slice(tmp_path):
     assert ds["baselines"]["all_zero"]["rmse"] == pytest.approx(math.sqrt(np.mean(y[test] ** 2)))
     assert ds["rps_mean"] == pytest.approx(y.mean())
     # the saved probe reloads for the same retriever and predicts in [0, 1]
-    from gapbench.analyses.argus.audit import get_encoder
+    from gapbench.analyses.argus.audit.encoders import get_encoder
 
     probe = ap.Probe.load(out / "probe", get_encoder("dense"))
     _, emb = res.target_embeddings()
@@ -275,7 +276,7 @@ def test_cli_probe_shipped_slice(tmp_path):
     pred = probe.predict(emb[test])  # the saved probe is the one selected on the only labelled set
     assert ds["test"]["blind_spot"]["accuracy"] == pytest.approx(accuracy_score(y[test] < 0.3, pred < 0.3))
     # the command binds the probe to dense's fingerprint: argus compare's default diagnosis (auto) now finds it
-    from gapbench.analyses.argus.augment import diagnosis_for
+    from gapbench.analyses.argus.remedy.probe_binding import diagnosis_for
     from gapbench.retrieval import get_retriever
 
     method, bound, source = diagnosis_for("auto", get_retriever("dense"))
@@ -283,8 +284,10 @@ def test_cli_probe_shipped_slice(tmp_path):
 
 
 def test_the_probe_verb_trains_each_labelled_set_and_keeps_the_largest():
-    from gapbench.analyses.argus.audit import audit, load_shipped
-    from gapbench.analyses.argus.verbs import ArgusProbeOptions, argus_probe
+    from gapbench.analyses.argus.audit.inputs import load_shipped
+    from gapbench.analyses.argus.audit.retrievability import audit
+    from gapbench.analyses.argus.argus_options import ArgusProbeOptions
+    from gapbench.analyses.argus.verbs import argus_probe
     from gapbench.schemas import ArgusProbe
 
     probe, report = argus_probe(None, "random", ArgusProbeOptions(k=50, n=300, seed=3, families=("ridge",)))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gapbench.analyses.argus import audit as aa
-from gapbench.analyses.argus import sweep as sw
+from gapbench.analyses.argus.audit import retrievability as aa
+from gapbench.analyses.argus.audit import sweep as sw
 from gapbench.errors import ConfigError
 from gapbench.schemas import ArgusSweep, SchemaError, validate
 
@@ -54,7 +54,8 @@ def test_report_shape_is_validated(shipped):
 
 def test_sweep_on_a_built_dataset_uses_stored_candidates(tmp_path):
     from tests.test_argus_dataset import PARAGRAPHS, json_dump_text
-    from gapbench.analyses.argus.dataset import build_dataset, load_dataset
+    from gapbench.analyses.argus.audit.rps_dataset import load_dataset
+    from gapbench.analyses.argus.tools.wikidata import build_dataset
 
     (tmp_path / "kb.jsonl").write_text("".join(json.dumps({"qid": q, "text": t}) + "\n" for q, t in PARAGRAPHS.items()))
     (tmp_path / "d.json").write_text(json_dump_text())
@@ -107,7 +108,7 @@ def test_cli_sweep_dense_shipped_slice(tmp_path, shipped):
 def test_dataset_build_then_sweep_on_the_shipped_real_slice(tmp_path):
     """One command each, as a user runs them: the authors' real relations and the shipped Wikipedia first paragraphs
     -> a dataset with stored KG-disjoint neutrals -> the sweep's curves, whose cells equal the audit on that dataset."""
-    from gapbench.analyses.argus.dataset import load_dataset
+    from gapbench.analyses.argus.audit.rps_dataset import load_dataset
 
     d = aa.data_dir()
     ds_dir, out = tmp_path / "ds", tmp_path / "sw"

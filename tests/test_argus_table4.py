@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from gapbench.analyses.argus.augment import Diagnosis, Mention, entity_rps
-from gapbench.analyses.argus.compare import compare_argus, read_outputs, table4
+from gapbench.analyses.argus.remedy.diagnosis import Diagnosis, entity_rps
+from gapbench.analyses.argus.remedy.ner import Mention
+from gapbench.analyses.argus.remedy.compare_report import read_outputs
+from gapbench.analyses.argus.remedy.remedy_compare import compare_argus, table4
 from gapbench.schemas import validate_analysis
 
 from test_argus_compare import beir_folder
@@ -74,7 +76,7 @@ def test_compare_reports_table4_of_the_original_run(tmp_path):
 
 
 def test_a_result_written_before_table4_stays_valid_and_renders(tmp_path):
-    from gapbench.analyses.argus.compare import comparison_markdown
+    from gapbench.analyses.argus.remedy.compare_report import comparison_markdown
 
     task = beir_folder(tmp_path / "t", DOCS, QUERIES, QRELS)
     d = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
@@ -92,8 +94,8 @@ def test_a_result_written_before_table4_stays_valid_and_renders(tmp_path):
 @pytest.fixture(scope="module")
 def shipped_dataset(tmp_path_factory):
     """A dataset folder built from the shipped relations file over the shipped 620 paragraphs (20 candidates/pair)."""
-    from gapbench.analyses.argus import audit as aa
-    from gapbench.analyses.argus import dataset as ds
+    from gapbench.analyses.argus.audit import retrievability as aa
+    from gapbench.analyses.argus.tools import wikidata as ds
 
     d, out = aa.data_dir(), tmp_path_factory.mktemp("argus") / "ds"
     ds.build_dataset(d / "entity_relations_with_contriever_ranks.jsonl", d / "kb_wikipedia_first_paragraphs.jsonl",
@@ -108,8 +110,8 @@ def argus_main():
 
 
 def test_cli_audit_with_dataset_equals_the_api_on_load_dataset(tmp_path, shipped_dataset, argus_main):
-    from gapbench.analyses.argus.audit import audit
-    from gapbench.analyses.argus.dataset import load_dataset
+    from gapbench.analyses.argus.audit.retrievability import audit
+    from gapbench.analyses.argus.audit.rps_dataset import load_dataset
 
     out = tmp_path / "out"
     assert argus_main(["argus", "audit", "-r", "random", "--dataset", str(shipped_dataset), "--k", "5", "--n", "20",

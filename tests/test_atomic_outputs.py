@@ -301,7 +301,7 @@ def test_outputs_keep_their_bytes(tmp_path):
 
 def test_xgboost_probe_weights_are_the_bytes_xgboost_saves(tmp_path):
     pytest.importorskip("xgboost")
-    from gapbench.analyses.argus import probe as ap
+    from gapbench.analyses.argus.probe import training as ap
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((120, 8))

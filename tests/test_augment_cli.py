@@ -7,7 +7,7 @@ import json
 import pytest
 
 import gapbench
-from gapbench.analyses.argus.compare import compare_argus
+from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
 from gapbench.cli import main
 from gapbench.formats import write_beir_folder
 from gapbench.types import Corpus, Qrels, Queries, TaskData

@@ -416,7 +416,8 @@ def test_module_examples():
     import doctest
     import importlib
 
-    for name in ("entities", "clusters", "strata", "metrics", "synthetic", "options", "report", "run"):
+    for name in ("entities", "clusters", "strata", "metrics", "synthetic", "coverage_options", "coverage_report",
+                 "coverage_run"):
         mod = importlib.import_module(f"gapbench.analyses.coverage.{name}")
         assert doctest.testmod(mod).failed == 0, name
 

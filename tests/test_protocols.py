@@ -12,12 +12,14 @@ import pytest
 
 import gapbench
 import gapbench.tasks.obliq as obliq
-from gapbench.analyses.argus import audit as aa
+from gapbench.analyses.argus.audit import retrievability as aa
 from gapbench.adapters.bm25 import BM25
 from gapbench.adapters.dense import Dense
 from gapbench.adapters.llm_retrievers import QueryRewrite
 from gapbench.adapters.tournament import SlidingWindow, Tournament
-from gapbench.analyses.argus.augment import ArgusAugmenter, Mention, embedding_mode, mention_embeddings
+from gapbench.analyses.argus.remedy.augment import ArgusAugmenter
+from gapbench.analyses.argus.remedy.diagnosis import embedding_mode, mention_embeddings
+from gapbench.analyses.argus.remedy.ner import Mention
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.llm.client import LazyClient, LLMClient, LLMConfig
 from gapbench.retrieval import (Augmenter, Encoder, Reranker, Retriever, TokenEncoder, get_retriever,
@@ -142,8 +144,8 @@ def test_argus_refuses_an_encoder_of_token_matrices_with_a_clear_error():
 
 
 # ------------------------------------------------------------------------------------ no private attribute reads
-OWNED = ["harness/runner.py", "harness/analyses/gap.py", "harness/analyses/argus/audit.py",
-         "harness/analyses/argus/augment.py", "harness/analyses/argus/probe.py", "harness/spans.py",
+OWNED = ["harness/runner.py", "harness/analyses/gap.py", "harness/analyses/argus/audit/retrievability.py",
+         "harness/analyses/argus/remedy/augment.py", "harness/analyses/argus/probe/training.py", "harness/spans.py",
          "harness/analyses/mcr.py", "tasks/rarb.py", "adapters/tournament.py", "adapters/llm_retrievers.py"]
 
 

@@ -22,12 +22,12 @@ TASK = "impliret/multispeaker/wknow"
 
 
 def _every_options_class() -> list[type]:
-    import gapbench.analyses.argus.compare  # noqa: F401  (each module defines its options class)
-    import gapbench.analyses.argus.options  # noqa: F401
-    import gapbench.analyses.coverage.options  # noqa: F401
+    import gapbench.analyses.argus.remedy.remedy_compare  # noqa: F401  (each module defines its options class)
+    import gapbench.analyses.argus.argus_options  # noqa: F401
+    import gapbench.analyses.coverage.coverage_options  # noqa: F401
     import gapbench.analyses.gap  # noqa: F401
     import gapbench.analyses.obliq_build.options  # noqa: F401
-    import gapbench.analyses.signals.options  # noqa: F401
+    import gapbench.analyses.signals.signals_options  # noqa: F401
     import gapbench.evaluation.comparison  # noqa: F401
     import gapbench.products.leaderboard  # noqa: F401
     import gapbench.products.regress  # noqa: F401

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapbench.analyses.argus.augment import (bind_probe, bound_probe, diagnosis_for, load_probe, probe_store,
-                                             shipped_probe, shipped_probe_dir)
-from gapbench.analyses.argus.probe import Probe, ProbeMismatchError, train_probe
+from gapbench.analyses.argus.remedy.probe_binding import (bind_probe, bound_probe, diagnosis_for, load_probe,
+                                                          probe_store, shipped_probe, shipped_probe_dir)
+from gapbench.analyses.argus.probe.training import Probe, ProbeMismatchError, train_probe
 from gapbench.retrieval import get_retriever
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gapbench.analyses.argus.augment import (
-    ReferenceKB, augment_for_run, synthesis_budget, synthesis_note, synthesis_views, view_stats,
-)
+from gapbench.analyses.argus.remedy.augment import augment_for_run
+from gapbench.analyses.argus.remedy.kb import ReferenceKB
+from gapbench.analyses.argus.remedy.views import synthesis_budget, synthesis_note, synthesis_views, view_stats
 from gapbench.llm.client import LLMClient
 from gapbench.retrieval import get_retriever
 from gapbench.types import Corpus, Document
@@ -100,7 +100,7 @@ def test_run_augment_manifest_counts_the_cut_views(keep):
 
 
 def test_argus_compare_reports_the_cut_views_in_its_growth(tmp_path):
-    from gapbench.analyses.argus.compare import compare_argus
+    from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
 
     from test_argus_compare import beir_folder
 

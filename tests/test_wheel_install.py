@@ -238,7 +238,7 @@ def test_argus_audit_and_probe_read_the_shipped_slice(installed):
 @pytest.mark.slow
 def test_packaged_prompts_and_kb_load(installed):
     code = ("import json; from gapbench.llm.client import available_prompts, load_prompt\n"
-            "from gapbench.analyses.argus.augment import ReferenceKB\n"
+            "from gapbench.analyses.argus.remedy.kb import ReferenceKB\n"
             "print(json.dumps({'prompts': available_prompts(), 'listwise': len(load_prompt('listwise_rank')),\n"
             "                  'kb': len(ReferenceKB.packaged().passages),\n"
             "                  'oracle': len(ReferenceKB.packaged('landmarks-oracle').passages)}))")

@@ -9,12 +9,18 @@ analysis can run with fails before any work. docs/python-api.md has a worked exa
 
 from __future__ import annotations
 
-from .argus.compare import ArgusCompareOptions, ArgusComparison, argus_compare
-from .argus.verbs import (ArgusAuditOptions, ArgusProbeOptions, ArgusSweepOptions, SweepResult, argus_audit,
-                          argus_probe, argus_sweep)
-from .coverage import CoverageOptions, CoverageReport, coverage
+from .argus.argus_options import ArgusAuditOptions, ArgusProbeOptions, ArgusSweepOptions
+from .argus.audit.sweep import SweepResult
+from .argus.remedy.compare_report import ArgusComparison
+from .argus.remedy.remedy_compare import ArgusCompareOptions, argus_compare
+from .argus.verbs import argus_audit, argus_probe, argus_sweep
+from .coverage.coverage_options import CoverageOptions
+from .coverage.coverage_report import CoverageReport
+from .coverage.coverage_run import coverage
 from .gap import GapOptions, GapReport, gap
-from .signals import SignalsOptions, SignalsReport, signals
+from .signals.signals_options import SignalsOptions
+from .signals.signals_report import SignalsReport
+from .signals.signals_run import signals
 
 __all__ = ["argus_audit", "argus_compare", "argus_probe", "argus_sweep", "ArgusAuditOptions", "ArgusCompareOptions",
            "ArgusComparison", "ArgusProbeOptions", "ArgusSweepOptions", "coverage", "CoverageOptions", "CoverageReport",

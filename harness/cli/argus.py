@@ -41,7 +41,7 @@ def register(main_app: typer.Typer) -> None:
 def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed",
                     dataset: Optional[Path] = None):
     """The shipped slice, a user's export given as entities + relations JSONL files, or a built dataset folder."""
-    from ..analyses.argus.audit import load_jsonl, load_shipped
+    from ..analyses.argus.audit.inputs import load_jsonl, load_shipped
 
     if relation_mode not in ("directed", "undirected"):
         raise ConfigError(f"--relation-mode must be directed or undirected, got {relation_mode!r:.40}.")
@@ -50,7 +50,7 @@ def load_audit_data(entities: Optional[Path], relations: Optional[Path], relatio
         if entities is not None or relations is not None:
             raise ConfigError("give either --dataset DIR or --entities with --relations (or neither: the shipped "
                               "slice).")
-        from ..analyses.argus.dataset import load_dataset
+        from ..analyses.argus.audit.rps_dataset import load_dataset
 
         return load_dataset(dataset, relations=relation_mode)
     if (entities is None) != (relations is None):
@@ -66,7 +66,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _split(text: str) -> tuple[float, float, float]:
-    from ..analyses.argus.probe_metrics import parse_split
+    from ..analyses.argus.probe.probe_metrics import parse_split
 
     return parse_split(text)
 
@@ -84,7 +84,7 @@ def _ints(owner: str, field_name: str) -> Callable[[str], tuple[int, ...]]:
     return parse
 
 
-OPTIONS = "gapbench.analyses.argus.options:"
+OPTIONS = "gapbench.analyses.argus.argus_options:"
 DATA = {"retriever", "entities", "relations", "dataset", "out"}  # what is analysed and where it goes: no setting
 AUDIT = Flags("argus audit", OPTIONS + "ArgusAuditOptions", cli_only=DATA | {"relation_mode", "no_plot", "as_json"})
 PROBE = Flags("argus probe", OPTIONS + "ArgusProbeOptions", cli_only=DATA | {"as_json"}, renamed={"grids": "grid_set"},
@@ -123,7 +123,7 @@ def audit_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
 ) -> None:
     """Entity retrievability audit: RPS_k per target entity against seeded neutral pools."""
-    from ..analyses.argus.audit import write_audit
+    from ..analyses.argus.audit.audit_files import write_audit
     from ..analyses.argus.verbs import argus_audit
     from .common import check_output
 
@@ -167,8 +167,8 @@ def probe_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
-    from ..analyses.argus.augment import bind_probe
-    from ..analyses.argus.probe import write_probe_report
+    from ..analyses.argus.remedy.probe_binding import bind_probe
+    from ..analyses.argus.probe.probe_files import write_probe_report
     from ..analyses.argus.verbs import argus_probe
     from ..schemas.argus import SavedProbe
     from .common import check_output
@@ -208,7 +208,7 @@ def sweep_cmd(
     no_plot: bool = typer.Option(False, "--no-plot", help="Skip the figures."),
 ) -> None:
     """RPS per entity for every (N, k) and retriever, with the paper's vs-N, vs-k and LDA figures."""
-    from ..analyses.argus.sweep import write_sweep
+    from ..analyses.argus.audit.sweep import write_sweep
     from ..analyses.argus.verbs import argus_sweep
     from .common import check_output
 
@@ -244,7 +244,7 @@ def kb_build_cmd(
     max_n: Optional[int] = typer.Option(None, "--max", help="Write at most this many records."),
 ) -> None:
     """Build a reference KB of Wikipedia first paragraphs, read as a stream from files you have."""
-    from ..analyses.argus.kb import build_kb
+    from ..analyses.argus.remedy.kb import build_kb
 
     st = build_kb(sources, out, fmt=fmt, max_n=max_n)
     typer.echo(f"KB written to {out}: {st.written} records from {len(st.sources)} source(s); skipped "

@@ -1,5 +1,6 @@
 """``gapbench argus compare``: Original vs ARGUS Expansion and Synthesis indexing (see
-:mod:`gapbench.analyses.argus.compare`); its flags map onto ``ArgusCompareOptions`` in one place, :data:`FLAGS`.
+:mod:`gapbench.analyses.argus.remedy.remedy_compare`); its flags map onto ``ArgusCompareOptions`` in one place,
+:data:`FLAGS`.
 
 ``register_argus(argus_app)`` adds the command to the ``gapbench argus`` sub-app (harness/cli/argus.py);
 ``register(app)`` finds that sub-app on the main app, or creates it when nothing registered it yet.
@@ -31,7 +32,7 @@ def _measures(values: List[str]) -> list[str]:
 
 # the flags of `argus compare` onto ArgusCompareOptions: each flag is the field of its name (llm, a client object, is
 # set from Python only); --variants is a comma list, -m/--measures may repeat and hold commas
-FLAGS = Flags("argus compare", "gapbench.analyses.argus.compare:ArgusCompareOptions",
+FLAGS = Flags("argus compare", "gapbench.analyses.argus.remedy.remedy_compare:ArgusCompareOptions",
               cli_only={"task", "retriever", "as_json"}, parse={"variants": _variant_list, "measures": _measures},
               library_only={"llm"})
 # ArgusCompareOptions.measures' default, written out so that the CLI imports no analysis at start-up
@@ -74,7 +75,7 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """With and without ARGUS: Original, Expansion and Synthesis indexing with deltas and paired tests."""
-    from ..analyses.argus.compare import argus_compare
+    from ..analyses.argus.remedy.remedy_compare import argus_compare
     from .common import check_output
 
     check_output(output, run_dir=False)

@@ -28,7 +28,7 @@ def dataset_build_cmd(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Targets, related tags and stored KG-disjoint neutral candidates per (target, tag)."""
-    from ..analyses.argus.dataset import build_dataset
+    from ..analyses.argus.tools.wikidata import build_dataset
     from .common import check_output
 
     check_output(out, run_dir=False, option="out")

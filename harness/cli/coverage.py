@@ -33,7 +33,7 @@ def _words(text: str) -> tuple[str, ...]:
 
 # the flags of `coverage` onto CoverageOptions: every flag is the field of its name but --out, --resamples and
 # --k-range; the lists are read from their comma-separated text
-FLAGS = Flags("coverage", "gapbench.analyses.coverage.options:CoverageOptions",
+FLAGS = Flags("coverage", "gapbench.analyses.coverage.coverage_options:CoverageOptions",
               cli_only={"task", "retrievers", "as_json"},
               renamed={"out": "output", "resamples": "n_resamples", "k_range": "k_candidates"},
               parse={"k_range": _ints, "query_length": _words, "query_specificity": _words},

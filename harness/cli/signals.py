@@ -20,7 +20,8 @@ from .contract import Flags
 DEFAULT_RETRIEVERS = "bm25,dense"
 # the flags of `gapbench signals` onto SignalsOptions: every flag is the field of its name but --bootstrap
 # (n_bootstrap); the task, the retriever list and --json are the command's own
-FLAGS = Flags("signals", "gapbench.analyses.signals.options:SignalsOptions", cli_only={"task", "retrievers", "as_json"},
+FLAGS = Flags("signals", "gapbench.analyses.signals.signals_options:SignalsOptions",
+              cli_only={"task", "retrievers", "as_json"},
               renamed={"bootstrap": "n_bootstrap"}, library_only={"term_extractor"})
 
 

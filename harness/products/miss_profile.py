@@ -11,9 +11,9 @@ For each task of a submission, on the queries its scores.json was evaluated on (
   system that ranks the answer low is told apart from one that never retrieves it;
 - **weak-retrieval signal**: the signals analysis' ``max_score`` (the top-1 score of the run itself) against its weak
   label (a relevant document missing from the top 10), as ``separation`` = max(AUC, 1 - AUC) with a percentile
-  bootstrap 95% CI (:func:`gapbench.analyses.signals.stats.bootstrap_auc_ci`); over the suite, the same on the pooled
-  queries with each task's ``max_score`` turned into its percentile within the task (raw scores of two tasks are not
-  on one scale);
+  bootstrap 95% CI (:func:`gapbench.analyses.signals.signal_stats.bootstrap_auc_ci`); over the suite, the same on the
+  pooled queries with each task's ``max_score`` turned into its percentile within the task (raw scores of two tasks
+  are not on one scale);
 - the distribution of the task's main measure over queries (summary and a 10-bin histogram on [0, 1]);
 - **miss examples**: up to :data:`N_EXAMPLES` queries (at most one per task) the system misses that the most other
   ranked systems get, each with its query text, the run's top 3 and a gold document.
@@ -66,7 +66,7 @@ def _distribution(values: Sequence[float]) -> dict:
 
 def _signal(labels: np.ndarray, values: np.ndarray, n_resamples: int, seed: int) -> dict | None:
     """``max_score``'s separation of weak from good retrievals with its CI; None when one class is missing."""
-    from ..analyses.signals.stats import bootstrap_auc_ci, separation
+    from ..analyses.signals.signal_stats import bootstrap_auc_ci, separation
 
     ok = np.isfinite(values)
     y, v = labels[ok], values[ok]
@@ -96,7 +96,7 @@ def _code_key() -> str:
     import hashlib
     from pathlib import Path
 
-    from ..analyses.signals import definitions, stats
+    from ..analyses.signals import definitions, signal_stats as stats
 
     h = hashlib.sha256()
     for path in (Path(__file__), Path(definitions.__file__), Path(stats.__file__)):

@@ -1,10 +1,10 @@
-"""The ARGUS audit, probe and sweep as ``gapbench`` verbs, each taking its options (:mod:`.options`)::
+"""The ARGUS audit, probe and sweep as ``gapbench`` verbs, each taking its options (:mod:`.argus_options`)::
 
     result = argus_audit(None, "dense", ArgusAuditOptions(k=50, n=800))       # AuditResult; .report is argus_audit.json
     probe, report = argus_probe(None, "dense", ArgusProbeOptions(families=("ridge",)))  # report: ArgusProbe
     swept = argus_sweep(None, ["dense", "random"], ArgusSweepOptions(ns=(100, 800)))   # SweepResult; .report
 
-``data`` None is the slice shipped with gapbench; otherwise an :class:`~.entities.AuditData` (``load_jsonl``,
+``data`` None is the slice shipped with gapbench; otherwise an :class:`~.audit.inputs.AuditData` (``load_jsonl``,
 ``load_dataset``).
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...schemas.argus import ArgusProbe, ProbeAuditSummary, ProbeDataset, SavedProbe
-from .audit import AuditResult, audit
-from .entities import AuditData, load_shipped
-from .options import ArgusAuditOptions, ArgusEncodingOptions, ArgusProbeOptions, ArgusSweepOptions
-from .probe import Probe, train_probe
-from .sweep import SweepResult, sweep
+from .audit.retrievability import AuditResult, audit
+from .audit.inputs import AuditData, load_shipped
+from .argus_options import ArgusAuditOptions, ArgusEncodingOptions, ArgusProbeOptions, ArgusSweepOptions
+from .probe.training import Probe, train_probe
+from .audit.sweep import SweepResult, sweep
 
 __all__ = ["ArgusAuditOptions", "ArgusEncodingOptions", "ArgusProbeOptions", "ArgusSweepOptions", "argus_audit",
            "argus_probe", "argus_sweep", "probe_labelled_set"]

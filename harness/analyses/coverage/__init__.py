@@ -11,8 +11,8 @@ Pipeline::
     -> coverage metrics, per-cluster metric distributions, macro vs mean, bootstrap win rates, missing strata
 
 Modules: :mod:`.entities` (extraction), :mod:`.clusters` (clustering and document strata), :mod:`.strata` (query
-strata), :mod:`.metrics`, :mod:`.synthetic` (generated queries and their judging), :mod:`.options`, :mod:`.report`
-(building and writing the report) and :mod:`.run` (the pipeline).
+strata), :mod:`.metrics`, :mod:`.synthetic` (generated queries and their judging), :mod:`.coverage_options`,
+:mod:`.coverage_report` (building and writing the report) and :mod:`.coverage_run` (the pipeline).
 
 Definitions
 -----------
@@ -94,10 +94,10 @@ from .clusters import DEFAULT_K_CANDIDATES, Clustering, Strata, build_strata, cl
 from .entities import (ENTITY_LABELS, NORMALISATION_VERSION, SPACY_MODEL, entities_of, llm_entities, normalise_entity,
                        parse_entity_lines, spacy_entities)
 from .metrics import bootstrap_win_rates, cluster_values, coverage_metrics, macro_average, system_summary
-from .options import CoverageOptions
-from .report import (MAX_BOX_CLUSTERS, CoverageReport, build_report, plot_boxplots, plot_density, save_coverage,
-                     to_markdown)
-from .run import coverage, run_coverage_with
+from .coverage_options import CoverageOptions
+from .coverage_report import (MAX_BOX_CLUSTERS, CoverageReport, build_report, plot_boxplots, plot_density,
+                              save_coverage, to_markdown)
+from .coverage_run import coverage, run_coverage_with
 from .strata import (DEFAULT_ENTITY_CANDIDATES, QUERY_STRATA, QueryStratifier, entity_candidates, llm_query_entities,
                      parse_entity_choice, query_entity_clusters)
 from .synthetic import (QUERY_LENGTHS, QUERY_SPECIFICITIES, combine_query_types, copies_title, generate_queries,

@@ -66,10 +66,10 @@ Output directory (written atomically):
 :func:`gate_runs` applies a stored gate to runs (the ``gapbench gate`` command) and :func:`write_escalations` writes
 ``escalate.tsv`` (``query_id``, ``value``, ``escalate`` 0/1).
 
-The package, one concept a module: :mod:`.definitions` (the signals and the weak label), :mod:`.stats` (AUC,
-bootstrap CI, Spearman, selection), :mod:`.gate` (calibrating and applying the gates), :mod:`.report` (``analyse``,
-the report and its files), :mod:`.options` (:class:`SignalsOptions`), :mod:`.run` (the verb) and :mod:`.stored` (a
-stored gate applied to runs). Every name is importable from here.
+The package, one concept a module: :mod:`.definitions` (the signals and the weak label), :mod:`.signal_stats`
+(AUC, bootstrap CI, Spearman, selection), :mod:`.gate` (calibrating and applying the gates), :mod:`.signals_report`
+(``analyse``, the report and its files), :mod:`.signals_options` (:class:`SignalsOptions`), :mod:`.signals_run` (the
+verb) and :mod:`.stored` (a stored gate applied to runs). Every name is importable from here.
 
 >>> options = SignalsOptions(window=20)
 >>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], options)  # doctest: +SKIP
@@ -86,11 +86,11 @@ from .definitions import (CONTENT_POS, EXPECTED, SIGNALS, TERM_RULE, SignalTable
 from .gate import (EITHER_MAX_CORR, apply_either, apply_gate, calibrate_either, calibrate_gate, candidate_floors,
                    catch_floor, either_floors, either_pair, escalation_rates, gate_rates, stratified_split,
                    youden_floor)
-from .options import SignalsOptions
-from .report import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, analyse, gate_table, gate_warning, plot_auc,
-                     plot_gate, save_report, signal_table, to_markdown)
-from .run import run_signals_with, signals
-from .stats import auc, bootstrap_auc_ci, oriented, select_signals, separation, spearman
+from .signals_options import SignalsOptions
+from .signals_report import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, analyse, gate_table, gate_warning, plot_auc,
+                            plot_gate, save_report, signal_table, to_markdown)
+from .signals_run import run_signals_with, signals
+from .signal_stats import auc, bootstrap_auc_ci, oriented, select_signals, separation, spearman
 from .stored import gate_runs, gate_signals, load_signals, write_escalations
 
 __all__ = [

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import ConfigError, GapbenchError
 from .definitions import EXPECTED
-from .stats import auc, oriented, separation
+from .signal_stats import auc, oriented, separation
 
 def stratified_split(labels: Sequence[int], fraction: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Indices of a seeded stratified split: (calibration, held-out); each class contributes round(fraction * n)."""

@@ -1,7 +1,7 @@
 """ARGUS diagnosis, the scoring half (Taghavi et al., "With Argus Eyes", section 5 and appendix D.2): mentions embedded
 in their documents with the target retriever, the scorers that give each mention a predicted RPS when no probe does
 (:class:`MentionAudit`, the exact audit; :class:`LabelPrior`, the label heuristic), and the flagged entities of a
-:class:`Diagnosis`. :func:`gapbench.analyses.argus.augment.diagnose` runs NER and puts them together.
+:class:`Diagnosis`; :func:`diagnose` runs NER (:mod:`.ner`) and puts them together.
 
 Embedding (:func:`mention_embeddings`): for a sentence-transformers retriever (a
 :class:`gapbench.retrieval.TokenEncoder`), token embeddings of the whole document, the mean over the tokens whose
@@ -19,34 +19,20 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ...cache import cache_dir
-from ...errors import ConfigError
-from ...files import atomic_writer
-from ...spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
-from ...types import Corpus, Document
+from ....cache import cache_dir
+from ....errors import ConfigError, GapbenchError
+from ....files import atomic_writer
+from ....spans import embeds_texts, model_text, span_fingerprint, span_vectors, token_model
+from ....types import Corpus, Document
 from .kb import DEFAULT_K_AUG, ReferenceKB
+from .ner import NAME_LABELS, SPACY_DEFAULT, Mention, extract_mentions
 
 DEFAULT_TAU = 0.3
 PLACE_ORG_LABELS = frozenset({"FAC", "GPE", "LOC", "ORG"})
 
 
-# ----------------------------------------------------------------------------------------------------------- mentions
-@dataclass(frozen=True, slots=True)
-class Mention:
-    """A named-entity mention: ``text`` is ``document.text[start:end]``."""
-
-    doc_id: str
-    text: str
-    label: str
-    start: int
-    end: int
-
-    @property
-    def key(self) -> str:
-        """The entity a mention belongs to within its document: the surface form, case folded, spaces collapsed."""
-        return " ".join(self.text.split()).casefold()
 
 def embedding_mode(retriever: Any) -> str:
     """How mentions can be embedded with ``retriever``: ``span`` (a TokenEncoder's token vectors), ``document`` or
@@ -158,7 +144,7 @@ class MentionAudit:
 
     def __init__(self, retriever: Any, corpus: Corpus, kb: "ReferenceKB", k_aug: int = DEFAULT_K_AUG, *,
                  k: int | None = None, n: int | None = None) -> None:
-        from .audit import DEFAULT_K, DEFAULT_N
+        from ..audit.rps import DEFAULT_K, DEFAULT_N
 
         self.retriever, self.corpus, self.kb, self.k_aug = retriever, corpus, kb, k_aug
         self.k, self.n = k or DEFAULT_K, n or DEFAULT_N
@@ -166,7 +152,7 @@ class MentionAudit:
 
     def queries(self, surfaces: Mapping[str, str]) -> dict[str, list[str]]:
         """entity key -> its KB passages' texts without the surface form (keys with no passage left out)."""
-        from .audit import find_mention
+        from ..audit.encoders import find_mention
 
         found = self.kb.lookup(surfaces.values(), self.k_aug)
         out = {}
@@ -185,7 +171,7 @@ class MentionAudit:
     def predict_mentions(self, mentions: Sequence[Mention]):
         import numpy as np
 
-        from .audit import mention_rps
+        from ..audit.rps import mention_rps
 
         surfaces: dict[str, str] = {}
         holders: dict[str, set[str]] = {}
@@ -272,3 +258,53 @@ def check_tau(tau: float, given: str) -> None:
     if not 0.0 < tau <= 1.0:
         raise ConfigError(f"{given}: the blind-spot threshold is a predicted RPS (a hit rate), so give 0 < tau <= 1 "
                           "(the paper uses 0.3).")
+
+
+def diagnose(corpus: Corpus, retriever: Any = None, *, probe: Any = None, tau: float = DEFAULT_TAU,
+             ner: str = SPACY_DEFAULT, labels: Iterable[str] | None = NAME_LABELS,
+             fallback: LabelPrior | None = None, cache: bool = True) -> Diagnosis:
+    """ARGUS diagnosis: NER, mention embeddings with ``retriever``, predicted RPS (``probe``), flagged entities.
+
+    ``probe``: an object with ``predict(embeddings) -> array in [0, 1]`` (``gapbench.analyses.argus.probe.Probe``); when
+    None, ``fallback`` scores the mentions (``predict_mentions``, ``describe``): :class:`MentionAudit` (the exact audit,
+    what :func:`diagnosis_for` picks when no probe is bound) or :class:`LabelPrior` (by NER label, no embedding; the
+    default of this low-level function, which the commands use only on request).
+    """
+    import numpy as np
+
+    check_tau(tau, f"tau={tau!r}")
+    t0 = time.perf_counter()
+    mentions = extract_mentions(corpus, ner, labels=labels, cache=cache)
+    seconds = {"ner": time.perf_counter() - t0, "embed": 0.0, "probe": 0.0, "audit": 0.0}
+    flat = [m for d in mentions for m in mentions[d]]
+    if probe is not None:
+        if retriever is None:
+            raise ConfigError("a probe scores embeddings of the target retriever: pass retriever=... too.")
+        pfp = getattr(probe, "fingerprint", None)
+        rfps = retriever_fingerprints(retriever)
+        if isinstance(pfp, str) and pfp and rfps and pfp not in rfps:
+            rfp = next(iter(rfps))
+            raise ConfigError(f"the probe was trained for retriever fingerprint {pfp[:12]}, but the target retriever "
+                              f"has {rfp[:12]}; train a probe for this retriever (the paper's probes are "
+                              "retriever-specific).")
+        emb, info = mention_embeddings(retriever, corpus, mentions, cache=cache)
+        seconds["embed"] = info["seconds"]
+        t1 = time.perf_counter()
+        scores = np.asarray(probe.predict(emb), dtype=np.float64).reshape(-1) if len(flat) else np.zeros(0)
+        seconds["probe"] = time.perf_counter() - t1
+        if len(scores) != len(flat):
+            raise GapbenchError(f"the probe returned {len(scores)} predictions for {len(flat)} mentions.")
+        method = {"method": "probe", "probe": type(probe).__name__, "probe_fingerprint": pfp,
+                  "embedding": info["mode"], "n_truncated": info["n_truncated"]}
+    else:
+        fallback = fallback or LabelPrior()
+        t1 = time.perf_counter()
+        scores = fallback.predict_mentions(flat)
+        method = fallback.describe()
+        seconds["audit"] = time.perf_counter() - t1 if method.get("method") == "audit" else 0.0
+    rps: dict[str, tuple[float, ...]] = {}
+    i = 0
+    for did, ms in mentions.items():
+        rps[did] = tuple(float(x) for x in scores[i:i + len(ms)])
+        i += len(ms)
+    return Diagnosis(mentions, rps, flag_entities(mentions, rps, tau), tau, method, seconds)

@@ -21,8 +21,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ...errors import GapbenchError
-from ...types import Corpus, Document, Queries, Run
+from ....errors import GapbenchError
+from ....types import Corpus, Document, Queries, Run
 from .diagnosis import Diagnosis
 from .kb import DEFAULT_K_AUG, ReferenceKB
 
@@ -73,7 +73,7 @@ def expansion_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, k_aug
 
 def synthesis_prompt(document: str, entities: Mapping[str, Sequence[str]], template: str = "argus_synthesis") -> str:
     """The Figure 8 prompt: ``entities`` maps a surface form to its passage texts."""
-    from ...llm.client import render
+    from ....llm.client import render
 
     lines = [f"{surface} : {' '.join(text.split())}" for surface, texts in entities.items() for text in texts]
     return render(template, entities="\n".join(lines), document=document)
@@ -93,7 +93,7 @@ def synthesis_budget(document: str, n_entities: int, cap: int | None = None) -> 
 
         synthesis_budget("x" * 400, 2)   # 2 * (100 + 24) + 64 = 312
     """
-    from ...llm.client import prompt_tokens
+    from ....llm.client import prompt_tokens
 
     expected = prompt_tokens([document]) + SYNTH_TOKENS_PER_ENTITY * n_entities
     budget = 2 * expected + SYNTH_MARGIN_TOKENS
@@ -122,8 +122,8 @@ def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: 
     one budget for all). An empty answer gives no view; an answer still cut by its budget after the client's re-ask
     (``truncated``) gives none either unless ``keep_truncated``: both are counted in the result's ``check``.
     """
-    from ...llm.client import ChatRequest
-    from ...llm.estimate import chat_many_reporting
+    from ....llm.client import ChatRequest
+    from ....llm.estimate import chat_many_reporting
 
     hits = kb_hits(diagnosis, kb, k_aug) if hits is None else hits
     docs = [d for d, per in hits.items() if per]
@@ -201,7 +201,7 @@ class Augmented:
 
     @property
     def fingerprint(self) -> str:
-        from ...retrieval import fingerprint_of
+        from ....retrieval import fingerprint_of
 
         h = hashlib.sha256(fingerprint_of(self.base).encode())
         for v in self.views:
@@ -209,7 +209,7 @@ class Augmented:
         return h.hexdigest()
 
     def config(self) -> dict:
-        from ...retrieval import config_of
+        from ....retrieval import config_of
 
         return {"base": config_of(self.base), "n_views": len(self.views)}
 
@@ -230,7 +230,7 @@ class Augmented:
         return self
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        from ...retrieval import search_with
+        from ....retrieval import search_with
 
         if not self._n_indexed:
             raise GapbenchError("Augmented: search() was called before index(corpus).")

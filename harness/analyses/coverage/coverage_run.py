@@ -12,9 +12,9 @@ from ...errors import ConfigError
 from .clusters import build_strata, cluster_entities
 from .entities import entities_of
 from .metrics import bootstrap_win_rates, coverage_metrics, system_summary
-from .options import CoverageOptions
-from .report import (CoverageReport, build_report, cluster_rows, entities_summary, missing_strata, query_rows,
-                     save_coverage)
+from .coverage_options import CoverageOptions
+from .coverage_report import (CoverageReport, build_report, cluster_rows, entities_summary, missing_strata, query_rows,
+                             save_coverage)
 from .strata import QueryStratifier
 from .synthetic import generate_queries
 

@@ -1,6 +1,6 @@
 """RPS from ranks: the rank of a target among seeded neutrals (:func:`compute_ranks`), hits at ``k``
 (:func:`rps_from_ranks`), the chance level, terciles and bands, and the exact RPS of corpus mentions
-(:func:`mention_rps`). The definitions are given in :mod:`.audit`."""
+(:func:`mention_rps`). The definitions are given in :mod:`.retrievability`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError, GapbenchError
-from .entities import AuditData
+from ....errors import ConfigError, GapbenchError
+from .inputs import AuditData
 
 DEFAULT_K = 50
 DEFAULT_N = 800
@@ -133,8 +133,8 @@ def mention_rps(retriever: Any, corpus: Any, holders: Mapping[str, frozenset[str
     :func:`hit_probability`; RPS is its mean over the entity's queries. Returns ``(key, doc_id) -> RPS`` for the keys
     with queries. The retriever is indexed on ``corpus`` here (it ranks the whole corpus).
     """
-    from ...retrieval import search_with
-    from ...types import Queries, Query
+    from ....retrieval import search_with
+    from ....types import Queries, Query
 
     ids = corpus.ids()
     pos = {d: i for i, d in enumerate(ids)}

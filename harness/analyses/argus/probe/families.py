@@ -1,5 +1,5 @@
 """The probe families (ridge, xgboost, MLP), their hyper-parameter grids (a reduced sweep and appendix C.1's), and a
-fitted model's numpy prediction (``_Fitted``); see :mod:`.probe`."""
+fitted model's numpy prediction (``_Fitted``); see :mod:`.training`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigError, GapbenchError
+from ....errors import ConfigError, GapbenchError
 
 # ---------------------------------------------------------------- families
 GRIDS: dict[str, dict[str, list]] = {
@@ -106,7 +106,7 @@ def _fit_xgb(x, y, params, seed, x_val=None, y_val=None) -> _Fitted:
     try:
         import xgboost as xgb
     except ImportError:
-        from ...errors import MissingDependencyError
+        from ....errors import MissingDependencyError
 
         raise MissingDependencyError("xgboost-cpu", "argus", "The xgboost probe") from None
     p = dict(params)

@@ -1,5 +1,5 @@
 """ARGUS audit inputs: entities (a Wikipedia first paragraph and a label each), the relations between them, and the
-slice vendored with gapbench (:func:`load_shipped`); the accepted file forms are described in :mod:`.audit`."""
+slice vendored with gapbench (:func:`load_shipped`); the accepted file forms are described in :mod:`.retrievability`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ...errors import ConfigError, DataFormatError
-from ...formats import read_jsonl
+from ....errors import ConfigError, DataFormatError
+from ....formats import read_jsonl
 
 
 def data_dir() -> Path:

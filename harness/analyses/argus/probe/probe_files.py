@@ -9,10 +9,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...files import output_folder, write_text_atomic
-from ...schemas.base import Model
-from ...tables import Table
-from .audit_files import write_json
+from ....files import output_folder, write_text_atomic
+from ....schemas.base import Model
+from ....tables import Table
+from ..audit.audit_files import write_json
 from .probe_metrics import CLASS_KEYS
 
 def _fmt(v: Any) -> str:
@@ -104,7 +104,7 @@ def max_rps_table(deltas: Mapping[str, dict]) -> Table:
 def calibration_figure(report: dict):
     """Figure 7 for each labelled set: top, the joint density of predicted vs empirical RPS with the binned mean
     empirical RPS per predicted bin and the diagonal; bottom, the residual histogram."""
-    from ...files import pyplot
+    from ....files import pyplot
 
     plt = pyplot()
     sets = [ds for ds in report["datasets"] if "calibration" in ds]
@@ -132,7 +132,7 @@ def write_probe_report(report: Model | dict, out: str | Path, *, plot: bool = Tr
     """``argus_probe.json``, ``argus_probe.md`` and (when a labelled set has calibration data and ``plot``)
     ``argus_probe_calibration.png`` in ``out``, from the report (:class:`gapbench.schemas.ArgusProbe`, or its JSON
     data)."""
-    from ...files import write_figure
+    from ....files import write_figure
 
     if isinstance(report, Model):
         report = report.model_dump(mode="json")

@@ -39,11 +39,14 @@ Output (``DIR``): ``entities.jsonl`` ``{qid, label, paragraph}`` and ``relations
 (what ``gapbench argus audit --entities --relations`` reads), ``candidates.jsonl`` ``{target, related, candidates:
 [...]}`` one line per pair, and ``argus_dataset.json`` (the manifest: inputs, settings, counts, dropped
 entities by reason).
-:func:`load_dataset` reads the folder back as :class:`~gapbench.analyses.argus.audit.AuditData` with its stored
+:func:`gapbench.analyses.argus.audit.rps_dataset.load_dataset` reads the folder back as audit data with its stored
 candidates, so the audit ranks against them::
 
     build_dataset("latest-truthy.nt.bz2", "kb.jsonl", "rps/", candidates=800, seed=0)
     data = load_dataset("rps/")
+
+A tool beside the analysis rather than part of it: it reads a Wikidata dump once to write a dataset folder, which
+the audit, the probe and the sweep then read like any other input.
 """
 
 from __future__ import annotations
@@ -51,23 +54,23 @@ from __future__ import annotations
 import bz2
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ...errors import ConfigError, DataFormatError
-from ...files import output_folder
-from ...formats import StrictJSONError, parse_json_strict, read_jsonl, text_lines, write_jsonl
-from ...schemas import validate_analysis
-from .audit import AuditData, draw_neutrals, load_jsonl, write_json
+from ....errors import ConfigError, DataFormatError
+from ....files import output_folder
+from ....formats import read_jsonl, text_lines, write_jsonl
+from ....schemas import validate_analysis
+from ..audit.audit_files import write_json
+from ..audit.rps import draw_neutrals
+from ..audit.rps_dataset import FILES
 
 ENTITY = "http://www.wikidata.org/entity/"
 DIRECT = "http://www.wikidata.org/prop/direct/"
 LABEL_PREDICATES = ("http://www.w3.org/2000/01/rdf-schema#label", "http://schema.org/name")
-FILES = {"entities": "entities.jsonl", "relations": "relations.jsonl", "candidates": "candidates.jsonl",
-         "manifest": "argus_dataset.json"}
 
 _IRI = r"<([^<>\s]*)>"
 _LITERAL = r'"((?:[^"\\]|\\.)*)"(?:@([A-Za-z0-9-]+)|\^\^<[^<>\s]*>)?'
@@ -252,7 +255,7 @@ def neutral_pool(x: str, graph: Graph, entities: list[str]) -> list[str]:
 
 
 def sample_candidates(pool: list[str], size: int, seed: int, x: str, t: str) -> list[str]:
-    """The pair's stored neutrals: the audit's own seeded draw (:func:`~.audit.draw_neutrals`), in pool order."""
+    """The pair's stored neutrals: the audit's own seeded draw (:func:`~..audit.rps.draw_neutrals`), in pool order."""
     if len(pool) <= size:
         return list(pool)
     return [pool[i] for i in sorted(draw_neutrals(len(pool), size, seed, x, t))]
@@ -322,48 +325,3 @@ def _write(out: Path, entities: list[tuple[str, str, str]], related: dict[str, l
     write_jsonl(({"qid": x, "related": ts} for x, ts in related.items()), out / FILES["relations"])
     write_jsonl(rows, out / FILES["candidates"])
     write_json(out / FILES["manifest"], manifest)
-
-
-def read_candidates(path: Path, entities: set[str]) -> dict[tuple[str, str], tuple[str, ...]]:
-    out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for n, obj in read_jsonl(path):
-        x, t, cands = obj.get("target"), obj.get("related"), obj.get("candidates")
-        if not isinstance(x, str) or not isinstance(t, str) or not isinstance(cands, list) or not cands:
-            raise DataFormatError('expected {"target": QID, "related": QID, "candidates": [QID, ...]} with at least '
-                                  "one candidate.", path=path, line=n)
-        unknown = [c for c in cands if c not in entities or c == x]
-        if unknown:
-            raise DataFormatError(f"candidate {unknown[0]!r} of ({x}, {t}) is the target or missing from the "
-                                  "entities file.", path=path, line=n)
-        out[(x, t)] = tuple(cands)
-    return out
-
-
-def read_manifest(directory: Path) -> dict:
-    """The folder's ``argus_dataset.json``, checked to be the manifest ``build_dataset`` writes: a folder without one
-    (an audit's output, a BEIR folder) is named as such rather than by the first JSONL it lacks."""
-    path = directory / FILES["manifest"]
-    how = ("give a dataset folder written by `gapbench argus dataset build --out DIR` (or the entities and relations "
-           "files)")
-    if not directory.is_dir():
-        raise DataFormatError(f"not a folder; {how}.", path=directory)
-    if not path.is_file():
-        raise DataFormatError(f"missing, so this is no ARGUS dataset folder; {how}.", path=path)
-    try:
-        manifest = parse_json_strict(path.read_bytes())
-    except (OSError, StrictJSONError) as exc:  # the strict reader of every file gapbench wrote and reads back
-        raise DataFormatError(f"cannot be read as JSON ({exc}); re-run `gapbench argus dataset build`.",
-                              path=path, line=getattr(exc, "line", None)) from None
-    kind = manifest.get("kind") if isinstance(manifest, dict) else None
-    if kind != "argus_dataset":
-        raise DataFormatError(f"a manifest of kind {kind!r:.40}, not 'argus_dataset'; {how}.", path=path)
-    return validate_analysis("argus_dataset", manifest, path)
-
-
-def load_dataset(directory: str | Path, *, relations: str = "directed") -> AuditData:
-    """A built dataset folder (its manifest checked) as audit data whose pairs rank against their stored candidates."""
-    d = Path(directory)
-    read_manifest(d)
-    data = load_jsonl(d / FILES["entities"], d / FILES["relations"], relations=relations)
-    stored = read_candidates(d / FILES["candidates"], set(data.entities))
-    return replace(data, source=str(d), candidates=stored)

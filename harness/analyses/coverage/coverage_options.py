@@ -25,37 +25,40 @@ class CoverageOptions(Options):
     """
 
     entities: Literal["spacy", "llm"] = Field(
-        "spacy", description="entity extraction: spaCy NER (offline) or the LLM's JSON lines")
-    embedder: Any = Field("dense", description="the dense adapter spec (or an object with .embed(texts)) that embeds "
-                                               "entity forms and queries")
-    clusters: Optional[int] = Field(None, ge=1, description="k; None: the best silhouette over k_candidates")
+        "spacy", description="Entity extraction: spaCy NER (offline) or the LLM's JSON lines.")
+    embedder: Any = Field("dense", description="The dense adapter spec (or an object with .embed(texts)) that embeds "
+                                               "entity forms and queries.")
+    clusters: Optional[int] = Field(None, ge=1, description="Number of clusters k; None: the best silhouette over "
+                                                            "k_candidates.")
     k_candidates: tuple[int, ...] = Field(DEFAULT_K_CANDIDATES, min_length=1,
-                                          description="the k tried by the silhouette criterion, each 2 or more")
-    seed: Seed = Field(0, description="seed of KMeans, the silhouette sample, the bootstrap and the judging order")
-    n_resamples: Resamples = Field(1000, description="bootstrap resamples of the queries")
-    min_queries: int = Field(5, ge=1, description="density threshold m: clusters with fewer queries are counted")
+                                          description="The k tried by the silhouette criterion, each 2 or more.")
+    seed: Seed = Field(0, description="Seed of KMeans, the silhouette sample, the bootstrap and the judging order.")
+    n_resamples: Resamples = Field(1000, description="Bootstrap resamples of the queries.")
+    min_queries: int = Field(5, ge=1, description="Density threshold m: clusters with fewer queries are counted.")
     query_strata: Literal["qrels", "entities", "llm-entities"] = Field(
-        "qrels", description="how a query gets its clusters: " + ", ".join(f"{k} ({v})" for k, v in
-                                                                            QUERY_STRATA.items()))
-    query_entities: bool = Field(False, description="with query_strata qrels: also the clusters of the entities in "
-                                                    "the query's own text")
-    max_chars: int = Field(1000, ge=0, description="characters of each document given to entity extraction "
-                                                   "(0 or None: whole documents)")
-    measure: str = Field("nDCG@10", description="the measure every system is scored with")
+        "qrels", description="How a query gets its clusters: qrels (its relevant documents), entities (NER of its "
+                             "text) or llm-entities (the LLM judges which nearby corpus entities are relevant, as in "
+                             "the paper).")
+    query_entities: bool = Field(False, description="With query_strata qrels: also the clusters of the entities in "
+                                                    "the query's own text.")
+    max_chars: int = Field(1000, ge=0, description="Characters of each document given to entity extraction "
+                                                   "(0 or None: whole documents).")
+    measure: str = Field("nDCG@10", description="The measure every system is scored with.")
     generate: int = Field(0, ge=0, description="LLM queries generated per missing cluster (0: none)")
-    judge_depth: Depth = Field(10, description="each system's top k pooled to judge a generated query")
-    judge_batch: int = Field(20, ge=1, description="at most this many pooled documents per judge prompt")
+    judge_depth: Depth = Field(10, description="Each system's top k pooled to judge a generated query.")
+    judge_batch: int = Field(20, ge=1, description="At most this many pooled documents per judge prompt.")
     entity_candidates: int = Field(DEFAULT_ENTITY_CANDIDATES, ge=1,
-                                   description="llm-entities: the corpus entities nearest a query offered to the LLM")
-    query_length: tuple[str, ...] = Field(tuple(QUERY_LENGTHS), description="lengths of generated queries, cycled "
-                                                                           "through: one or more of short, long")
-    query_specificity: tuple[str, ...] = Field(tuple(QUERY_SPECIFICITIES), description="specificities of generated "
-                                               "queries: one or more of ambiguous, specific")
+                                   description="With query_strata llm-entities: the corpus entities nearest a query "
+                                               "offered to the LLM.")
+    query_length: tuple[str, ...] = Field(tuple(QUERY_LENGTHS), description="Lengths of generated queries, cycled "
+                                                                           "through: one or more of short, long.")
+    query_specificity: tuple[str, ...] = Field(tuple(QUERY_SPECIFICITIES), description="Specificities of generated "
+                                               "queries: one or more of ambiguous, specific.")
     llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint (entities llm, generate, "
-                                                           "llm-entities); default $OPENAI_BASE_URL")
-    llm_model: Optional[Text] = Field(None, description="the LLM's model name")
-    llm_client: Any = Field(None, description="an LLM client to use instead of one built from llm_base_url")
-    output: Optional[Path] = Field(None, description="write coverage.json, coverage.md and the PNGs here")
+                                                           "llm-entities); default $OPENAI_BASE_URL.")
+    llm_model: Optional[Text] = Field(None, description="The LLM's model name.")
+    llm_client: Any = Field(None, description="An LLM client to use instead of one built from llm_base_url.")
+    output: Optional[Path] = Field(None, description="Write coverage.json, coverage.md and the PNGs here.")
 
     @field_validator("k_candidates")
     @classmethod

@@ -28,8 +28,8 @@ API used by the augmentation step::
     probe = Probe.load("probe/", retriever)         # a fingerprint string, an entity encoder or a retriever
     risk = probe.predict(embeddings)                 # clipped to [0, 1]
 
-The analysis (audit each labelled set, train, keep the probe of the largest set) is the verb
-:func:`gapbench.argus_probe` (:mod:`.verbs`); its report is :class:`gapbench.schemas.ArgusProbe`, and
+The analysis (audit each labelled set, train, keep the probe of the largest set) is
+:func:`gapbench.argus_probe` (:mod:`..verbs`); its report is :class:`gapbench.schemas.ArgusProbe`, and
 ``write_probe_report(report, out)`` writes it as ``argus_probe.json``::
 
     {"kind": "argus_probe", "task": SOURCE, "version": 1, "retriever": SPEC, "fingerprint": FP, "dim": 384,
@@ -61,18 +61,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError, GapbenchError, ProbeMismatchError
-from ...files import atomic_writer, output_folder, write_bytes_atomic
-from ...schemas.argus import (Calibration, ProbeDataset, ProbeFamily, ProbeMetrics, ProbeProtocol, ProbeSelected,
+from ....errors import ConfigError, GapbenchError, ProbeMismatchError
+from ....files import atomic_writer, output_folder, write_bytes_atomic
+from ....schemas.argus import (Calibration, ProbeDataset, ProbeFamily, ProbeMetrics, ProbeProtocol, ProbeSelected,
                               ProbeSplit)
-from .audit_files import write_json
+from ..audit.audit_files import write_json
 # the probe is split by concept (probe_metrics, probe_fit, probe_files); every name it defined is importable from here
 from .probe_files import (CLASS_HEADER, PROBE_HEADER, VIEWS, calibration_figure, classification_table, max_rps_table,
                           probe_markdown, probe_table, write_probe_report)
-from .probe_fit import GRID_SETS, GRIDS, PAPER_GRIDS, _configs, _fit, _fit_mlp, _fit_ridge, _fit_xgb, _Fitted
+from .families import GRID_SETS, GRIDS, PAPER_GRIDS, _configs, _fit, _fit_mlp, _fit_ridge, _fit_xgb, _Fitted
 from .probe_metrics import (CLASS_KEYS, DEFAULT_SPLIT, TAU, calibration, classification_metrics, max_rps_delta,
                             parse_split, rebalance_indices, regression_metrics, rps_bins, split_indices)
-from .rps import band_of
+from ..audit.rps import band_of
 
 __all__ = ["CLASS_HEADER", "CLASS_KEYS", "DEFAULT_SPLIT", "FORMAT_VERSION", "GRIDS", "GRID_SETS", "KIND",
            "PAPER_GRIDS", "PROBE_HEADER", "Probe", "ProbeMismatchError", "TAU", "VIEWS", "_Fitted", "_configs", "_fit",
@@ -188,7 +188,7 @@ class Probe:
 
 def _fingerprint_of(retriever: Any) -> str:
     """A fingerprint string as given, else the object's own (an entity encoder's or a retriever's)."""
-    from ...retrieval import fingerprint_of
+    from ....retrieval import fingerprint_of
 
     return retriever if isinstance(retriever, str) else fingerprint_of(retriever)
 

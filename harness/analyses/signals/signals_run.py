@@ -7,8 +7,8 @@ from typing import Any, Mapping, Sequence
 from ...types import Run
 from ..gate_retrievers import retriever_identity
 from .definitions import compute_signals, weak_labels
-from .options import SignalsOptions
-from .report import SignalsReport, analyse, save_report
+from .signals_options import SignalsOptions
+from .signals_report import SignalsReport, analyse, save_report
 
 
 def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptions) -> SignalsReport:

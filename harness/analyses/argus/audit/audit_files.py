@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...files import atomic_writer, output_folder, write_figure, write_text_atomic
-from ...tables import Table
+from ....files import atomic_writer, output_folder, write_figure, write_text_atomic
+from ....tables import Table
 from .rps import terciles
 
 
@@ -40,8 +40,8 @@ def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tup
 
 
 def plot_lda(result: Any, path: Path) -> None:
-    """The LDA figure of an :class:`~.audit.AuditResult` (not imported here: the audit imports this module)."""
-    from ...files import pyplot
+    """The LDA figure of an :class:`~.retrievability.AuditResult` (not imported here: the audit imports this module)."""
+    from ....files import pyplot
 
     plt = pyplot()
     targets, emb = result.target_embeddings()

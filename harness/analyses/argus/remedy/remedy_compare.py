@@ -4,12 +4,12 @@ suite) with the same retriever for embedding, diagnosis and ranking (Taghavi et 
     cmp = gapbench.argus_compare("impliret/multispeaker/wknow", "bm25", ArgusCompareOptions(output="out/"))
     print(cmp)
 
-Per task: the Original run; one diagnosis (:func:`gapbench.analyses.argus.augment.diagnose`: NER, then by default the
+Per task: the Original run; one diagnosis (:func:`.diagnosis.diagnose`: NER, then by default the
 probe bound to the retriever's fingerprint, else an exact RPS audit of the mentioned entities with the retriever itself;
 the label-prior heuristic only with ``diagnosis="label-prior"``); the Reference KB (default ``wikipedia-slice``, the
 audit slice's 620 Wikipedia first paragraphs; ``landmarks-oracle`` states the ImpliRet wknow answers and is marked as a
 pipeline check wherever it is used) looked up once; Expansion and Synthesis views indexed beside the originals through
-:class:`~gapbench.analyses.argus.views.Augmented` (views collapse onto their source by maximum score, so qrels and
+the :class:`~.views.Augmented` (views collapse onto their source by maximum score, so qrels and
 measures stay on original ids); evaluation (default nDCG@5/10/20/50 and R@5/10/20/50/100) and paired tests of every
 variant pair (:func:`gapbench.evaluation.comparison.compare`: randomization test and t-test, Holm). Synthesis asks the
 LLM at ``llm_base_url``/``llm_model``. With no endpoint configured and no ``variants`` asked for, only Original and
@@ -37,19 +37,22 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Uni
 
 from pydantic import ValidationInfo, field_validator
 
-from ...contract import Depth, Options, Seed, Text
-from ...errors import ConfigError
-from ...progress import say
-from ...schemas import ArgusCompareTask
-from .augment import (DEFAULT_K_AUG, DEFAULT_KB, DEFAULT_TAU, ORACLE_KBS, PIPELINE_CHECK_NOTE, SPACY_DEFAULT,
-                      Augmented, ReferenceKB, diagnose, diagnosis_for, entity_rps, expansion_views, kb_hits,
-                      mention_scorer, synthesis_client, synthesis_note, synthesis_views, view_stats)
+from ....contract import Depth, Options, Seed, Text
+from ....errors import ConfigError
+from ....progress import say
+from ....schemas import ArgusCompareTask
+from ..probe.probe_metrics import max_rps_delta
+from .augment import synthesis_client
+from .diagnosis import DEFAULT_TAU, diagnose, entity_rps
+from .kb import DEFAULT_K_AUG, DEFAULT_KB, ORACLE_KBS, PIPELINE_CHECK_NOTE, ReferenceKB
+from .ner import SPACY_DEFAULT
+from .probe_binding import diagnosis_for, mention_scorer
+from .views import Augmented, expansion_views, kb_hits, synthesis_note, synthesis_views, view_stats
 from .compare_report import (KIND, ArgusComparison, average_table, comparison_markdown, plot, read_outputs,
                              variant_table, write_outputs)
-from .probe import max_rps_delta
 
 if TYPE_CHECKING:
-    from ...evaluation.evaluation import Results
+    from ....evaluation.evaluation import Results
 
 __all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_argus", "compare_argus_with",
            "compare_task", "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
@@ -85,8 +88,8 @@ class ArgusCompareOptions(Options):
     probe bound to the retriever's fingerprint, if any (``diagnosis="auto"``)."""
     kb: Union[str, ReferenceKB] = DEFAULT_KB
     """The Reference KB: a packaged name (``wikipedia-slice``, the default; ``landmarks-oracle`` states ImpliRet's
-    wknow answers, a pipeline check), a JSONL file (:mod:`gapbench.analyses.argus.kb` says its records) or a
-    :class:`~gapbench.analyses.argus.kb.ReferenceKB`."""
+    wknow answers, a pipeline check), a JSONL file (:mod:`gapbench.analyses.argus.remedy.kb` says its records) or a
+    :class:`~gapbench.analyses.argus.remedy.kb.ReferenceKB`."""
     tau: float = DEFAULT_TAU
     """Entities whose predicted RPS (a hit rate) is below this are flagged; 0 < tau <= 1 (the paper uses 0.3)."""
     k_aug: int = DEFAULT_K_AUG
@@ -175,7 +178,7 @@ class ArgusCompareOptions(Options):
     @field_validator("measures", mode="before")
     @classmethod
     def _measures(cls, value: Any) -> Any:
-        from ...evaluation.evaluation import parse_measures
+        from ....evaluation.evaluation import parse_measures
 
         if value is None:
             return DEFAULT_MEASURES
@@ -206,7 +209,7 @@ def compare_argus(task: str, retriever: str | Any, **options: Any) -> ArgusCompa
 
 def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOptions) -> ArgusComparison:
     """:func:`argus_compare` (kept for callers of its earlier name)."""
-    from ...retrieval import fingerprint_of, get_retriever
+    from ....retrieval import fingerprint_of, get_retriever
 
     retr = get_retriever(retriever)
     spec = retriever if isinstance(retriever, str) else getattr(retr, "name", type(retr).__name__)
@@ -249,7 +252,7 @@ def _full_benchmark_avg(tasks: Mapping[str, ArgusCompareTask]) -> dict[str, dict
 
 
 def _tasks_of(task: str) -> tuple[list[str], str | None]:
-    from ...suites import get_suite, is_suite
+    from ....suites import get_suite, is_suite
 
     if is_suite(task):
         return list(get_suite(task).tasks), task
@@ -268,8 +271,8 @@ def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
 
 
 def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABLE4_KS) -> dict[int, dict]:
-    """Table 4 / appendix E.1 for one run: :func:`.probe.max_rps_delta` at each k in ``ks`` within the run's
-    retrieval ``depth`` (a deeper cut-off would count documents past the depth as unretrieved)."""
+    """Table 4 / appendix E.1 for one run: :func:`~..probe.probe_metrics.max_rps_delta` at each k in ``ks``
+    within the run's retrieval ``depth`` (a deeper cut-off would count documents past the depth as unretrieved)."""
     rps = entity_rps(diag)
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
@@ -295,11 +298,11 @@ def compare_task(task: str, retriever: Any,
     ``(task name, its ArgusCompareTask, variant -> evaluation Results)``.
 
     ``options`` come resolved by :func:`argus_compare`: ``kb`` a :class:`ReferenceKB`, ``probe`` an object (it scores
-    the mentions when given) or None, ``diagnosis`` a method of :func:`.augment.diagnosis_for` (``audit`` or
+    the mentions when given) or None, ``diagnosis`` a method of :func:`.probe_binding.diagnosis_for` (``audit`` or
     ``label-prior``) for when it is None, ``variants`` set, ``llm`` the synthesis client or None."""
-    from ...evaluation.comparison import compare
-    from ...evaluation.evaluation import evaluate
-    from ...pipeline import prepare
+    from ....evaluation.comparison import compare
+    from ....evaluation.evaluation import evaluate
+    from ....pipeline import prepare
 
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
     probe, kb_obj, llm, k_aug, k, seed = options.probe, options.kb, options.llm, options.k_aug, options.k, options.seed
@@ -365,7 +368,7 @@ def _synthesis_llm(llm_base_url: str | None, llm_model: str | None) -> Any:
 def endpoint_configured(llm_base_url: str | None = None) -> bool:
     """Whether an LLM endpoint is configured: given, or ``$OPENAI_BASE_URL``, or ``$OPENAI_API_KEY`` (OpenAI's own), as
     :meth:`gapbench.llm.client.LLMConfig.resolved` decides; without one LLM work goes to the embedded server."""
-    from ...llm.client import LLMConfig
+    from ....llm.client import LLMConfig
 
     return bool(llm_base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(LLMConfig.api_key_env))
 

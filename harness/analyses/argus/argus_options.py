@@ -15,8 +15,8 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from ...contract import Depth, Options, Seed
-from .probe_metrics import DEFAULT_SPLIT, TAU
-from .rps import DEFAULT_K, DEFAULT_N
+from .probe.probe_metrics import DEFAULT_SPLIT, TAU
+from .audit.rps import DEFAULT_K, DEFAULT_N
 
 Pooling = Literal["auto", "span", "sentence"]
 Family = Literal["ridge", "xgboost", "mlp"]

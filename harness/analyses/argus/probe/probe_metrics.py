@@ -1,6 +1,6 @@
 """What an RPS probe is scored and trained on: Table 1/3's metrics (regression, three bands, blind spots at ``tau``),
 the seeded train/validation/test split, rebalancing over RPS bins, Figure 7's calibration data and Table 4's max-RPS
-delta. See :mod:`.probe` for the protocol."""
+delta. See :mod:`.training` for the protocol."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError, GapbenchError, OptionsError
-from .rps import band_of
+from ....errors import ConfigError, GapbenchError, OptionsError
+from ..audit.rps import band_of
 
 # ---------------------------------------------------------------- metrics
 # the paper's global flagging threshold (section 4.1): an entity is a blind spot when its RPS < TAU

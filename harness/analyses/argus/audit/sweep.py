@@ -1,8 +1,8 @@
 """ARGUS RPS sweeps over the pool size ``N`` and the budget ``k``, with the paper's figures in one call.
 
-For each retriever the entities are encoded once (the audit's encoders, :func:`~.audit.embed_entities`), ranks are
-computed once per ``N`` (:func:`~.audit.compute_ranks`, the same seeded neutrals as ``argus audit --n N --seed S``,
-or the dataset's stored candidates) and RPS per ``k`` comes from those ranks (:func:`~.audit.rps_from_ranks`), so
+For each retriever the entities are encoded once (the audit's encoders, :func:`~.encoders.embed_entities`), ranks are
+computed once per ``N`` (:func:`~.rps.compute_ranks`, the same seeded neutrals as ``argus audit --n N --seed S``,
+or the dataset's stored candidates) and RPS per ``k`` comes from those ranks (:func:`~.rps.rps_from_ranks`), so
 every ``(N, k)`` cell equals ``audit(data, retriever, k=k, n=N, seed=seed)``::
 
     result = sweep(load_shipped(), ["dense"], ns=[100, 200, 400, 800], ks=[1, 5, 10, 20, 50, 100])
@@ -24,14 +24,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
-from ...files import output_folder, pyplot, write_figure, write_text_atomic
-from ...schemas.argus import AuditEncoder, ArgusSweep, SweepCell, SweepEntity, SweepRetriever
-from ...tables import Table
+from ....errors import ConfigError
+from ....files import output_folder, pyplot, write_figure, write_text_atomic
+from ....schemas.argus import AuditEncoder, ArgusSweep, SweepCell, SweepEntity, SweepRetriever
+from ....tables import Table
 from .audit_files import lda_projection, write_json
 from .encoders import embed_entities
-from .entities import AuditData
-from .options import ArgusSweepOptions
+from .inputs import AuditData
+from ..argus_options import ArgusSweepOptions
 from .rps import band_of, chance_level, compute_ranks, rps_from_ranks, terciles
 
 KIND = "argus_sweep"
@@ -105,7 +105,7 @@ def sweep(data: AuditData, retrievers: Sequence[Any], *, ns: Sequence[int] = (10
           ks: Sequence[int] = (1, 5, 10, 20, 50, 100), seed: int = 0, pooling: str = "auto",
           fig_k: int = 50) -> SweepResult:
     """RPS per target for every (retriever, N, k); ``fig_k`` is the k of the vs-N and LDA figures (the paper's 50).
-    The settings are checked as :class:`~.options.ArgusSweepOptions` checks them (``ns`` and ``ks`` sorted, once)."""
+    The settings are checked as ``ArgusSweepOptions`` checks them (``ns`` and ``ks`` sorted, once)."""
     o = ArgusSweepOptions(ns=tuple(ns), ks=tuple(ks), seed=seed, pooling=pooling, fig_k=fig_k)
     if not retrievers:
         raise ConfigError("give at least one retriever (such as 'dense' or 'random').")

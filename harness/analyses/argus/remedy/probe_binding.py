@@ -12,9 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ...cache import cache_dir
-from ...errors import ConfigError, GapbenchError
-from ...types import Corpus
+from ....cache import cache_dir
+from ....errors import ConfigError, GapbenchError
+from ....types import Corpus
 from .diagnosis import LabelPrior, MentionAudit, embedding_mode, retriever_fingerprints
 from .kb import DEFAULT_K_AUG, ReferenceKB
 
@@ -35,9 +35,9 @@ def load_probe(probe: Any, retriever: Any) -> Any:
         raise ConfigError(f"probe file {str(path)!r} does not exist; give a probe saved by `gapbench argus probe` "
                           "(or train one with gapbench.analyses.argus.probe.train_probe).")
     try:
-        from .probe import Probe
+        from ..probe.training import Probe
     except ImportError as exc:
-        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe, which cannot be imported "
+        raise GapbenchError(f"loading a probe needs gapbench.analyses.argus.probe.training, which cannot be imported "
                             f"({exc}).") from None
     # mention embeddings are span-pooled, so the probe must come from the span encoder of this retriever
 
@@ -106,7 +106,7 @@ def diagnosis_for(mode: str, retriever: Any, probe: Any = None) -> tuple[str, An
     same, but an error when there is none; ``audit`` and ``label-prior`` take no probe.
     """
     if mode not in DIAGNOSES:
-        from ...errors import UnknownNameError
+        from ....errors import UnknownNameError
 
         raise UnknownNameError("diagnosis", mode, DIAGNOSES)
     if mode in ("audit", "label-prior"):

@@ -44,10 +44,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-from ...errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
-from ... import formats
-from ...files import atomic_writer
-from ...types import Corpus, Document, Queries, id_problem, show_id
+from ....errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
+from .... import formats
+from ....files import atomic_writer
+from ....types import Corpus, Document, Queries, id_problem, show_id
 
 PathLike = str | os.PathLike
 
@@ -303,7 +303,7 @@ class ReferenceKB:
     @classmethod
     def packaged(cls, name: str = DEFAULT_KB) -> "ReferenceKB":
         if name not in PACKAGED_KBS:
-            from ...errors import UnknownNameError
+            from ....errors import UnknownNameError
 
             raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (kb=PATH).")
         res = resources.files("gapbench.tasks").joinpath("data", *PACKAGED_KBS[name])
@@ -328,7 +328,7 @@ class ReferenceKB:
 
     def lookup(self, surfaces: Iterable[str], k: int = DEFAULT_K_AUG) -> dict[str, tuple[tuple[str, float], ...]]:
         """surface form -> up to ``k`` (passage_id, score) with a positive BM25 score, best first."""
-        from ...types import Query
+        from ....types import Query
 
         if k < 1:
             raise ConfigError(f"k_aug={k!r}: give the number of KB passages per entity, >= 1 (the paper uses 2).")
@@ -336,7 +336,7 @@ class ReferenceKB:
         if not uniq:
             return {}
         if self._bm25 is None:
-            from ...retrieval import get_retriever
+            from ....retrieval import get_retriever
 
             self._bm25 = get_retriever("bm25")  # through the registry: analyses never import a plugin
             self._bm25.index(self._corpus())

@@ -14,12 +14,12 @@ from typing import Any, Mapping
 
 from pydantic import PrivateAttr
 
-from ...errors import GapbenchError
-from ...files import output_folder, write_figure, write_text_atomic
-from ...schemas import ArgusCompare, SchemaError, read_back
-from ...tables import Table
+from ....errors import GapbenchError
+from ....files import output_folder, write_figure, write_text_atomic
+from ....schemas import ArgusCompare, SchemaError, read_back
+from ....tables import Table
 from .kb import PIPELINE_CHECK_NOTE
-from .probe import max_rps_table
+from ..probe.probe_files import max_rps_table
 
 KIND = "argus_compare"
 
@@ -137,7 +137,7 @@ def comparison_markdown(d: Mapping[str, Any]) -> str:
 
 def plot(d: Mapping[str, Any], path: Path) -> None:
     """nDCG@k per variant (x100): the suite's Full Benchmark Avg., else the first task."""
-    from ...files import pyplot
+    from ....files import pyplot
 
     plt = pyplot()
     if d.get("suite") and d.get("full_benchmark_avg"):

@@ -1,5 +1,5 @@
 """Entity encoders of the ARGUS audit (appendix B.4): span pooling over a sentence-transformers model's token vectors,
-the retriever's own paragraph vector, or seeded random vectors (a chance control); see :mod:`.audit`."""
+the retriever's own paragraph vector, or seeded random vectors (a chance control); see :mod:`.retrievability`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
-from ...spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
-from .entities import AuditData, Entity
+from ....errors import ConfigError
+from ....spans import embeds_texts, model_text, normalise, span_fingerprint, span_vectors, token_model
+from .inputs import AuditData, Entity
 from .rps import _seed_from
 
 _WS = re.compile(r"\s+")
@@ -65,7 +65,7 @@ class SentenceEncoder:
 
     @property
     def fingerprint(self) -> str:
-        from ...retrieval import fingerprint_of
+        from ....retrieval import fingerprint_of
 
         return hashlib.sha256(f"argus-sentence:v1:{fingerprint_of(self.retriever)}".encode()).hexdigest()
 
@@ -143,7 +143,7 @@ class SpanEncoder:
         return span_vectors(self._model(), texts, [[s] for s in spans], batch_size=self.batch_size, block=self.block)[0]
 
     def encode_entities(self, entities: Sequence[Entity]) -> tuple[np.ndarray, dict[str, int]]:
-        from ...cache import EmbeddingCache
+        from ....cache import EmbeddingCache
 
         texts, spans, stats = self.ground(entities)
         keys = [("-\t-\t" if s is None else f"{s[0]}\t{s[1]}\t") + t for t, s in zip(texts, spans)]
@@ -161,7 +161,7 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
     if pooling not in ("auto", "span", "sentence"):
         raise ConfigError(f"pooling must be auto, span or sentence, got {pooling!r}.")
     if isinstance(retriever, str) and retriever.split(":", 1)[0].strip() == "random":
-        from ...options import parse_spec
+        from ....options import parse_spec
 
         _, opts = parse_spec(retriever)
         unknown = set(opts) - {"dim", "seed"}
@@ -170,7 +170,7 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
         return RandomEncoder(dim=int(opts.get("dim", 64)), seed=int(opts.get("seed", 0)))
     if hasattr(retriever, "encode_entities") and hasattr(retriever, "fingerprint"):
         return retriever  # already an entity encoder
-    from ...retrieval import get_retriever
+    from ....retrieval import get_retriever
 
     spec = retriever if isinstance(retriever, str) else getattr(retriever, "name", type(retriever).__name__)
     obj = get_retriever(retriever)
@@ -210,7 +210,7 @@ def embed_entities(data: AuditData, retriever: Any, pooling: str = "auto") -> En
 
 
 def _base_fingerprint(encoder: Any) -> str:
-    from ...retrieval import fingerprint_of
+    from ....retrieval import fingerprint_of
 
     inner = getattr(encoder, "dense", None) or getattr(encoder, "retriever", None)
     return fingerprint_of(inner) if inner is not None else encoder.fingerprint

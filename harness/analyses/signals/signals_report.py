@@ -19,7 +19,7 @@ from ...schemas.signals import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, gate_
 from .definitions import EXPECTED, SignalTable
 from .evidence import gate_warnings, signal_warnings
 from .gate import EITHER_MAX_CORR, calibrate_either, calibrate_gate, either_pair, stratified_split
-from .stats import bootstrap_auc_ci, select_signals, separation, spearman
+from .signal_stats import bootstrap_auc_ci, select_signals, separation, spearman
 
 def _clean(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
