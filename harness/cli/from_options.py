@@ -11,7 +11,8 @@ its own CLI-only parameters (what is analysed, the output format) and takes the 
         report = gap(task, ..., options)
 
 Field ``pool_sizes`` becomes ``--pool-sizes``; its default is the field's (a list is shown as its comma text where the
-flag reads text), its help the field's ``description``; a ``Literal`` field offers its values as choices, a ``bool``
+flag reads text), its help the field's ``description``; a ``Literal`` field shows its values as choices (the model
+checks them, in the words of every other setting's refusal) and completes them in the shell, a ``bool``
 field is ``--x/--no-x`` unless ``decls`` says otherwise, a list field is a repeatable option. The flags go where the
 command puts its ``options`` parameter, and the command gets the options built from them: a value the model refuses
 ends the command with one line naming the flag (:meth:`Flags.build`), so the validation is the model's.
@@ -40,14 +41,12 @@ _PLAIN = (bool, int, float, str, Path)
 
 
 def cli_type(annotation: Any) -> Any:
-    """The type a flag reads for a field of type ``annotation``: the field's own for plain types, ``Literal`` kept (a
-    choice), ``Optional`` kept, a sequence as ``List`` (a repeatable option), text for anything else (the model parses
-    it: a reranker spec, a size such as '4GB')."""
+    """The type a flag reads for a field of type ``annotation``: the field's own for plain types, ``Optional`` kept, a
+    sequence as ``List`` (a repeatable option), text for anything else (the model parses it: a reranker spec, a size
+    such as '4GB', one of a ``Literal``'s values, which :func:`choices` shows in the help)."""
     origin = get_origin(annotation)
     if origin is Annotated:
         return cli_type(get_args(annotation)[0])
-    if origin is Literal:
-        return annotation
     if origin is Union or origin is types.UnionType:
         rest = [a for a in get_args(annotation) if a is not _NONE]
         inner = cli_type(rest[0]) if len(rest) == 1 else str
@@ -59,6 +58,18 @@ def cli_type(annotation: Any) -> Any:
     if annotation in _PLAIN:
         return annotation
     return str
+
+
+def choices(annotation: Any) -> tuple[str, ...]:
+    """The values of a ``Literal`` field (``Optional`` or ``Annotated`` around it), else ()."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return tuple(str(v) for v in get_args(annotation))
+    if origin is Annotated:
+        return choices(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return tuple(v for a in get_args(annotation) for v in choices(a))
+    return ()
 
 
 def _is_text(kind: Any) -> bool:
@@ -94,8 +105,12 @@ class FromOptions(Flags):
         if isinstance(default, (list, tuple)):
             default = ",".join(str(v) for v in default) if _is_text(kind) else list(default)
         decls = self.decls.get(param) or (() if kind is bool else ("--" + param.replace("_", "-"),))
+        # a Literal's values are shown as the flag's choices and checked by the model, which words a refusal as every
+        # setting's ("--entities must be 'spacy' or 'llm', got 'magic'")
+        values = choices(info.annotation)
         option = typer.Option(default, *decls, *self.short.get(param, ()), help=info.description,
-                              autocompletion=self.completion.get(param))
+                              metavar="|".join(values) if values else None, autocompletion=self.completion.get(param)
+                              or (_starting(values) if values else None))
         return inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
 
     def click_params(self) -> list:
@@ -155,6 +170,13 @@ class FromOptions(Flags):
 
         OptionsCommand.__name__ = OptionsCommand.__qualname__ = f"{base.__name__}WithOptions"
         return OptionsCommand
+
+
+def _starting(values: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def complete(incomplete: str) -> list[str]:
+        return [v for v in values if v.startswith(incomplete)]
+
+    return complete
 
 
 def _collection(param: Any, value: Any) -> Any:

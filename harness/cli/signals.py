@@ -15,57 +15,38 @@ from typing import List, Optional
 
 import typer
 
-from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
 DEFAULT_RETRIEVERS = "bm25,dense"
-# the flags of `gapbench signals` onto SignalsOptions: every flag is the field of its name but --bootstrap
-# (n_bootstrap); the task, the retriever list and --json are the command's own
-FLAGS = Flags("signals", "gapbench.analyses.signals.signals_options:SignalsOptions",
-              cli_only={"task", "retrievers", "as_json"},
-              renamed={"bootstrap": "n_bootstrap"}, library_only={"term_extractor"})
+# the flags of `gapbench signals` are SignalsOptions' fields, n_bootstrap as --bootstrap; the task, the retriever list
+# and --json are the command's own
+FLAGS = FromOptions("signals", "gapbench.analyses.signals.signals_options:SignalsOptions",
+                    renamed={"bootstrap": "n_bootstrap"}, short={"window": ("-k",), "output": ("-o",)},
+                    kinds={"output": Optional[Path]}, library_only={"term_extractor"})
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``signals`` and ``gate`` commands to ``app``."""
-    app.command("signals")(signals_cmd)
+    add_command(app, "signals", signals_cmd)
     app.command("gate")(gate_cmd)
 
 
+@command(FLAGS)
 def signals_cmd(
-    ctx: typer.Context,
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
     retrievers: str = typer.Option(
         DEFAULT_RETRIEVERS, "--retrievers", "-r",
         help="Comma-separated retriever specs; the first is the primary (its window defines weak). Two dense specs "
              "(e.g. dense and dense:query_prompt=...) enable dense_agreement.",
     ),
-    window: int = typer.Option(10, "--window", "-k",
-                               help="Window: a retrieval is weak when a relevant doc is not in its top-k."),
-    primary: Optional[str] = typer.Option(None, "--primary",
-                                          help="The retriever whose window is labelled (default: the first)."),
-    min_rel: int = typer.Option(1, "--min-rel", help="Lowest grade that counts as relevant."),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="A seeded sample of queries."),
-    bar: float = typer.Option(0.65, "--bar", help="Keep signals whose separation reaches this."),
-    max_corr: float = typer.Option(0.85, "--max-corr",
-                                   help="Drop the weaker of two signals with |Spearman| above this."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the AUC CIs (0: no CIs)."),
-    calib_fraction: float = typer.Option(0.5, "--calib-fraction", help="Share of queries in the calibration split."),
-    target_catch: Optional[float] = typer.Option(
-        None, "--target-catch", help="Floor reaching this catch rate (e.g. 0.9) instead of Youden."),
-    gate_signal: Optional[str] = typer.Option(None, "--gate-signal",
-                                              help="Gate on this signal (default: the strongest kept)."),
-    either_max_corr: float = typer.Option(
-        0.3, "--either-max-corr",
-        help="Also gate on either of the two strongest kept signals firing when their |Spearman| is below this."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the query sample, the bootstrap and the calibration split."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write signals.json, signals.md and PNGs here."),
+    options=None,  # SignalsOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
     from .common import check_output, split_specs
     from ..analyses.signals import run_signals_with
 
-    options = FLAGS.build(ctx.params)
+    output = options.output
     check_output(output, run_dir=False)
     report = run_signals_with(task, split_specs(retrievers), options)
     typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
