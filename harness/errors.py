@@ -155,7 +155,7 @@ class StrictJSONError(GapbenchError, ValueError):
         self.line = line
 
 
-# raised by gapbench.evaluation.trec_names
+# raised by gapbench.trec_names
 class TrecNameError(ConfigError, ValueError):
     """A trec_eval measure written in a way gapbench cannot read (evaluation turns it into a ConfigError)."""
 

@@ -434,7 +434,7 @@ def test_ndcg_at_zero_is_an_error_not_an_abort():
     ("set_map", "SetAP"), ("set_F", "SetF"),
 ])
 def test_trec_eval_names_are_read_as_ir_measures(given, measure):
-    from gapbench.evaluation import trec_names
+    from gapbench import trec_names
 
     assert [str(m) for m in parse_measures([given])] == [measure]
     # and printed back under trec_eval's own spelling

@@ -187,7 +187,7 @@ def test_trec_list_form_gives_p_at_5_and_10(tmp_path, capsys):
 
 def test_join_lists_and_case():
     from gapbench.evaluation.evaluation import parse_measures, split_measures
-    from gapbench.evaluation.trec_names import join_lists
+    from gapbench.trec_names import join_lists
 
     assert join_lists(["P.5", "10", "ndcg_cut.5", "10", "map"]) == ["P.5", "P.10", "ndcg_cut.5", "ndcg_cut.10", "map"]
     assert join_lists(["nDCG@10", "20"]) == ["nDCG@10", "20"]  # not trec_eval's form: the 20 stays and is refused

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.cli import main
-from gapbench.evaluation import trec_names
+from gapbench import trec_names
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "trec_eval"
 CHECKSUMS = {

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError, UnknownIdError
 from ..options import Range, parse_float, parse_int
-from . import trec_names
+from .. import trec_names
 from .options import EvaluateOptions
 from .stats import bootstrap_cis
 from ..types import Qrels, Run, clean_scores

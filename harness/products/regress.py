@@ -248,7 +248,7 @@ def measure_depth(measure: str) -> int | None:
     (``AP``, ``R``, ``nDCG``) or is no measure ir-measures parses."""
     import ir_measures
 
-    from ..evaluation.trec_names import from_trec
+    from ..trec_names import from_trec
 
     try:
         parsed = ir_measures.parse_measure(from_trec(measure) or measure)

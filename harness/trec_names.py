@@ -14,7 +14,7 @@ measures (``prefs_*``, ``*_avgjg``).
 
 from __future__ import annotations
 
-from ..errors import TrecNameError
+from .errors import TrecNameError
 
 import re
 from typing import Iterable, Mapping, Sequence
