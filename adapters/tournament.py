@@ -24,10 +24,14 @@ import random
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Annotated, Any, Callable, Optional, Sequence
 
+from pydantic import BeforeValidator, Field, model_validator
+
+from gapbench.contract import Depth, ModelName, NonNegative, NonNegativeInt, Positive, Seed, Text
 from gapbench.errors import ConfigError
 from gapbench.retrieval import payload_fingerprint
+from gapbench.settings import Settings
 from gapbench.types import Run
 
 # reading listwise answers and asking for them live in their own module; every name stays importable from here
@@ -36,7 +40,8 @@ from ._tournament_listwise import (PASSAGE_TOKENS, LLMListwise, _completed, _cut
 
 __all__ = ["LLMListwise", "PASSAGE_TOKENS", "RankBatch", "SlidingWindow", "Tournament", "TournamentConfig",
            "answers_summary", "count_tokens", "parse_permutation", "parse_seeds", "read_ranking", "sliding_window",
-           "sliding_window_calls", "tournament", "tournament_calls", "truncate_tokens"]
+           "sliding_window_calls", "tournament", "tournament_calls", "truncate_tokens", "TournamentSettings",
+           "SlidingWindowSettings"]
 
 RankBatch = Callable[[str, Sequence[str]], Sequence[int]]
 
@@ -150,16 +155,10 @@ class _PoolReranker:
 
     name = "llm-reranker"
 
-    def __init__(self, *, depth: int = 100, llm_base_url: str | None = None, llm_model: str | None = None,
-                 concurrency: int = 8, max_chars: int | None = None,
-                 max_tokens_per_passage: int | None = 500, reasks: int = 3, client=None,
-                 temperature: float | None = None) -> None:
-        if depth < 1:
-            raise ConfigError(f"reranking depth must be at least 1, got {depth}.")
-        if client is not None and temperature is not None:
-            # a client passed in keeps its own sampling; silently ignoring the option would misreport the run
-            raise ConfigError(f"temperature={temperature} applies to the client the reranker makes; with client= "
-                              "given, set temperature on that client's LLMConfig instead.")
+    def __init__(self, o: "ListwiseSettings") -> None:
+        depth, llm_base_url, llm_model, concurrency = o.depth, o.llm_base_url, o.llm_model, o.concurrency
+        max_chars, max_tokens_per_passage, reasks, client = o.max_chars, o.max_tokens_per_passage, o.reasks, o.client
+        temperature = getattr(o, "temperature", None)
         self.depth = depth
         self.concurrency = concurrency
         self.temperature = temperature
@@ -312,6 +311,14 @@ class _PoolReranker:
 
 def parse_seeds(value) -> tuple[int, ...]:
     """Tournament repetitions: a count (``3`` -> seeds 0, 1, 2) or the seeds themselves (``"0,4,7"``, ``[0, 4, 7]``)."""
+    try:
+        return _seeds(value)
+    except ValueError as exc:
+        raise ConfigError(f"tournament seeds={value!r} {exc}.") from None
+
+
+def _seeds(value) -> tuple[int, ...]:
+    """:func:`parse_seeds`, refusing with a ValueError that says what is accepted."""
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",")]
         if len(parts) == 1 and parts[0].isdigit():
@@ -319,21 +326,77 @@ def parse_seeds(value) -> tuple[int, ...]:
         elif all(p.isdigit() for p in parts):
             value = [int(p) for p in parts]
         else:
-            raise ConfigError(f"tournament seeds={value!r} is not a count or a list of seeds; write seeds=3 (seeds "
-                              "0, 1, 2) or seeds=0,4,7 (whole numbers >= 0).")
+            raise ValueError("is not a count or a list of seeds; write seeds=3 (seeds 0, 1, 2) or seeds=0,4,7 (whole "
+                             "numbers >= 0)")
     if isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
-        raise ConfigError(f"tournament seeds={value!r} is not a count or a list of seeds; write seeds=3 or seeds=0,4,7.")
+        raise ValueError("is not a count or a list of seeds; write seeds=3 or seeds=0,4,7")
     if isinstance(value, int):
         if value < 1:
-            raise ConfigError(f"tournament seeds={value} repeats the tournament no times; give a count >= 1.")
+            raise ValueError("repeats the tournament no times; give a count >= 1")
         return tuple(range(value))
     seeds = tuple(value)
     if not seeds or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds):
-        raise ConfigError(f"tournament seeds={list(seeds)} must be whole numbers >= 0, at least one; write seeds=0,4,7.")
+        raise ValueError("must be whole numbers >= 0, at least one; write seeds=0,4,7")
     if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"tournament seeds={list(seeds)} repeats a seed, which would count one tournament twice; "
-                          "give each seed once.")
+        raise ValueError("repeats a seed, which would count one tournament twice; give each seed once")
     return seeds
+
+
+def _seeds_or_none(value):
+    return None if value is None else _seeds(value)
+
+
+class ListwiseSettings(Settings):
+    """What the listwise LLM rerankers share: the depth reranked, the LLM and how passages are cut."""
+
+    depth: Depth = Field(100, description="Documents of each query's run (or pool) reranked.")
+    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
+                                                           "the embedded server.")
+    llm_model: Optional[ModelName] = Field(None, description="The model at that endpoint.")
+    concurrency: Positive = Field(8, description="LLM calls in flight at once.")
+    max_chars: Optional[NonNegativeInt] = Field(None, description="Characters kept per passage; none or 0: no cut.")
+    max_tokens_per_passage: Optional[NonNegativeInt] = Field(
+        500, description="Tokens kept per passage (RankGPT's cut); none or 0: no cut.")
+    reasks: NonNegativeInt = Field(3, description="Times an unreadable ranking is asked again before the fallback.")
+    client: Any = Field(None, description="An LLM client to use (Python only); none: one is made from the endpoint.")
+
+
+class TournamentSettings(ListwiseSettings):
+    """The settings of ``tournament`` (``tournament:batch_size=20,promote=4,max_final=20``)."""
+
+    batch_size: Annotated[int, Field(ge=2)] = Field(20, description="Candidates per listwise call (B).")
+    promote: Positive = Field(4, description="Candidates each batch promotes to the next round (P < B).")
+    max_final: Positive = Field(20, description="The pool size ranked directly in the final call.")
+    seed: Seed = Field(0, description="Seed of the per-query shuffles.")
+    temperature: Optional[NonNegative] = Field(
+        None, description="Sampling temperature of the client it makes (OBLIQ-Bench sampled at 1.0); none: the "
+                          "LLM's default.")
+    seeds: Annotated[Optional[tuple[int, ...]], BeforeValidator(_seeds_or_none)] = Field(
+        None, description="Repeat the tournament: a count (3: seeds 0, 1, 2) or the seeds (0,4,7); none: seed alone.")
+
+    @model_validator(mode="after")
+    def _rounds_shrink(self) -> "TournamentSettings":
+        if not self.promote < self.batch_size:
+            raise ValueError(f"promote must be less than batch_size ({self.promote} >= {self.batch_size}), or rounds "
+                             "never shrink")
+        if self.client is not None and self.temperature is not None:
+            # a client passed in keeps its own sampling; silently ignoring the option would misreport the run
+            raise ValueError(f"temperature={self.temperature} applies to the client the reranker makes; with client= "
+                             "given, set temperature on that client's LLMConfig instead")
+        return self
+
+
+class SlidingWindowSettings(ListwiseSettings):
+    """The settings of ``sliding-window`` (``sliding-window:window=20,stride=10``)."""
+
+    window: Annotated[int, Field(ge=2)] = Field(20, description="Candidates per listwise call.")
+    stride: Positive = Field(10, description="How far the window moves up after each call (at most window).")
+
+    @model_validator(mode="after")
+    def _stride_fits(self) -> "SlidingWindowSettings":
+        if self.stride > self.window:
+            raise ValueError(f"stride must be at most window ({self.stride} > {self.window})")
+        return self
 
 
 class Tournament(_PoolReranker):
@@ -345,16 +408,15 @@ class Tournament(_PoolReranker):
 
     name = "tournament"
 
-    def __init__(self, batch_size: int = 20, promote: int = 4, max_final: int = 20, seed: int = 0, depth: int = 100,
-                 llm_base_url: str | None = None, llm_model: str | None = None, concurrency: int = 8,
-                 max_chars: int | None = None,
-                 max_tokens_per_passage: int | None = 500, reasks: int = 3, client=None,
-                 temperature: float | None = None,
-                 seeds: int | str | Sequence[int] | None = None) -> None:
-        super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
-                         max_chars=max_chars, reasks=reasks, max_tokens_per_passage=max_tokens_per_passage,
-                         client=client, temperature=temperature)
-        self.seeds = (seed,) if seeds is None else parse_seeds(seeds)
+    settings = TournamentSettings
+
+    def __init__(self, **options: Any) -> None:
+        """``Tournament(batch_size=6, promote=2, client=client)``: any of :class:`TournamentSettings`, checked (an
+        ``OptionsError`` names a bad one)."""
+        o = self.settings.check(f"reranker {self.name}", options)
+        super().__init__(o)
+        batch_size, promote, max_final, seed, seeds = o.batch_size, o.promote, o.max_final, o.seed, o.seeds
+        self.seeds = (seed,) if seeds is None else seeds
         self.tconfig = TournamentConfig(batch_size, promote, max_final, self.seeds[0])
 
     def _algo_config(self) -> dict:
@@ -380,15 +442,14 @@ class SlidingWindow(_PoolReranker):
 
     name = "sliding-window"
 
-    def __init__(self, window: int = 20, stride: int = 10, depth: int = 100, llm_base_url: str | None = None,
-                 llm_model: str | None = None, concurrency: int = 8, max_chars: int | None = None,
-                 max_tokens_per_passage: int | None = 500, reasks: int = 3,
-                 client=None) -> None:
-        super().__init__(depth=depth, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
-                         max_chars=max_chars, reasks=reasks, max_tokens_per_passage=max_tokens_per_passage,
-                         client=client)
-        if window < 2 or not 1 <= stride <= window:
-            raise ConfigError(f"sliding window needs window >= 2 and 1 <= stride <= window, got {window}/{stride}.")
+    settings = SlidingWindowSettings
+
+    def __init__(self, **options: Any) -> None:
+        """``SlidingWindow(window=20, stride=10)``: any of :class:`SlidingWindowSettings`, checked (an
+        ``OptionsError`` names a bad one)."""
+        o = self.settings.check(f"reranker {self.name}", options)
+        super().__init__(o)
+        window, stride = o.window, o.stride
         self.window, self.stride = window, stride
 
     def _algo_config(self) -> dict:

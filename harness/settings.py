@@ -10,7 +10,7 @@ An adapter declares its settings once, as the fields of one pydantic model built
 ``BM25Settings.check("retriever bm25", {"k1": -1})`` refuses a bad value with the same
 :class:`~gapbench.errors.OptionsError` and wording as every verb's options (``retriever bm25: k1 must be greater than or
 equal to 0, got -1.``), and :meth:`Settings.from_text` reads the ``key=value`` strings of a spec
-(``bm25:k1=0.9,method=robertson``, parsed by :func:`gapbench.options.parse_spec`) by the fields' types first: whole
+(``bm25:k1=0.9,method=robertson``, parsed by :func:`gapbench.specs.parse_spec`) by the fields' types first: whole
 numbers are digits only (``3_0`` is not 30), numbers are finite, ``true``/``false`` (also yes/no, on/off, 1/0) are the
 booleans, and ``none``, ``null`` or nothing is None where a field may be None.
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -32,10 +34,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .contract import Options, problem
 from .errors import OptionsError
-from .options import parse_float, parse_int
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _NONE = ("none", "null", "")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 S = TypeVar("S", bound="Settings")
 
@@ -61,7 +64,9 @@ class Settings(Options):
             problems = []
             for error in exc.errors():
                 key = error["loc"][0] if error.get("loc") else None
-                if given is not None and key in given:
+                if key is None:  # a check across settings names them itself; the input would be all of them
+                    error = {k: v for k, v in error.items() if k != "input"}
+                elif given is not None and key in given:
                     error = {**error, "input": given[key]}
                 problems.append(problem(error))
             raise OptionsError(owner, problems) from None
@@ -117,6 +122,21 @@ def read_text(annotation: Any, text: str) -> Any:
     if base is Path:
         return Path(text)
     return text
+
+
+def parse_int(text: str) -> int | None:
+    """A whole number written as digits (``3_0``, ``1e3`` and ``0x10`` are not), or None."""
+    text = text.strip()
+    return int(text) if _INT.fullmatch(text) else None
+
+
+def parse_float(text: str) -> float | None:
+    """A finite decimal number (not ``nan``, ``inf`` or ``1e999``), or None."""
+    text = text.strip()
+    if not _FLOAT.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 def _base(annotation: Any) -> tuple[Any, bool]:

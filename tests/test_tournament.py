@@ -11,7 +11,7 @@ from gapbench.adapters.tournament import (
     LLMListwise, Tournament, TournamentConfig, count_tokens, parse_permutation, read_ranking, sliding_window,
     sliding_window_calls, tournament, tournament_calls, truncate_tokens,
 )
-from gapbench.errors import ConfigError
+from gapbench.errors import ConfigError, OptionsError
 from gapbench.analyses.gap import GapReport
 from gapbench.schemas.gap import VerifierAnswers
 from gapbench.llm.client import LLMClient
@@ -187,7 +187,8 @@ def test_passages_are_cut_by_tokens_before_the_prompt():
             assert LLMListwise(client, max_tokens_per_passage=cut).rank(QUERY, PASSAGES) == IDEAL
             used.append(client.usage.total()["prompt_tokens"])
     assert used[0] - used[1] == 13
-    with pytest.raises(ConfigError, match="max_tokens_per_passage=-1"):
+    with pytest.raises(OptionsError, match="reranker tournament: max_tokens_per_passage must be greater than or equal "
+                                           "to 0, got -1"):
         Tournament(client=object(), max_tokens_per_passage=-1)
     rr = get_reranker("tournament:max_tokens_per_passage=300", llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
     assert rr.max_tokens_per_passage == 300 and rr.max_chars is None
