@@ -29,6 +29,9 @@ CLI_ONLY = {
     "gap": {"task", "retrievers", "as_json", *SAMPLING},
     "signals": {"task", "retrievers", "as_json"},
     "coverage": {"task", "retrievers", "as_json", *SAMPLING},
+    "argus audit": {"retriever", "entities", "relations", "dataset", "relation_mode", "out", "no_plot", "as_json"},
+    "argus probe": {"retriever", "entities", "relations", "dataset", "out", "as_json"},
+    "argus sweep": {"retriever", "entities", "relations", "dataset", "out", "no_plot"},
 }
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import typer
 
 from ..errors import ConfigError, OptionsError
-from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ARGUS: entity retrievability audit (RPS) and blind-spot probes.")
@@ -85,14 +85,17 @@ def _ints(owner: str, field_name: str) -> Callable[[str], tuple[int, ...]]:
 
 
 OPTIONS = "gapbench.analyses.argus.argus_options:"
-DATA = {"retriever", "entities", "relations", "dataset", "out"}  # what is analysed and where it goes: no setting
-AUDIT = Flags("argus audit", OPTIONS + "ArgusAuditOptions", cli_only=DATA | {"relation_mode", "no_plot", "as_json"})
-PROBE = Flags("argus probe", OPTIONS + "ArgusProbeOptions", cli_only=DATA | {"as_json"}, renamed={"grids": "grid_set"},
-              parse={"families": _names, "datasets": _names, "split": _split, "rebalance_bins": lambda v: v or None},
-              library_only={"meta"})
-SWEEP = Flags("argus sweep", OPTIONS + "ArgusSweepOptions", cli_only=DATA | {"no_plot"},
-              parse={"ns": _ints("ArgusSweepOptions", "ns"), "ks": _ints("ArgusSweepOptions", "ks")})
-
+# the flags of audit, probe and sweep are their options' fields (probe's grid_set as --grids, sweep's ns and ks as --n
+# and --k, the lists read from their comma text); what is analysed and where it goes are the commands' own
+AUDIT = FromOptions("argus audit", OPTIONS + "ArgusAuditOptions")
+PROBE = FromOptions("argus probe", OPTIONS + "ArgusProbeOptions", renamed={"grids": "grid_set"},
+                    kinds={"families": str, "datasets": str, "split": str},
+                    parse={"families": _names, "datasets": _names, "split": _split,
+                           "rebalance_bins": lambda v: v or None},  # 0 reads as off, as None does
+                    library_only={"meta"})
+SWEEP = FromOptions("argus sweep", OPTIONS + "ArgusSweepOptions", renamed={"n": "ns", "k": "ks"},
+                    kinds={"n": str, "k": str},
+                    parse={"n": _ints("ArgusSweepOptions", "ns"), "k": _ints("ArgusSweepOptions", "ks")})
 
 def _echo_audit(d: dict) -> None:
     ne = d["n_effective"]
@@ -104,20 +107,17 @@ def _echo_audit(d: dict) -> None:
         typer.echo(f"  warning: {w}", err=True)
 
 
-@app.command("audit")
+@command(AUDIT)
 def audit_cmd(
-    ctx: typer.Context,
-    retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random[:dim=,seed=]."),
+    retriever: str = typer.Option("dense", "--retriever", "-r",
+                                  help="dense, dense:model=NAME, or random[:dim=,seed=]."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
     relation_mode: str = typer.Option("directed", "--relation-mode", help="How the relations are read: directed "
                                                                           "(audit their sources) or undirected (every "
                                                                           "entity with an edge)."),
-    k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
-    n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals); capped by what exists."),
-    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
-    seed: int = typer.Option(0, "--seed"),
+    options=None,  # ArgusAuditOptions, from its fields' flags (built before a large export is read)
     out: Path = typer.Option(..., "--out", "-o", help="Write argus_audit.json/.md, argus_lda.png here."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Skip the LDA plot."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (without per-entity rows)."),
@@ -127,7 +127,6 @@ def audit_cmd(
     from ..analyses.argus.verbs import argus_audit
     from .common import check_output
 
-    options = AUDIT.build(ctx.params)  # before a large export is read
     check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, relation_mode, dataset)
     result = argus_audit(data, retriever, options)
@@ -140,29 +139,13 @@ def audit_cmd(
         typer.echo(f"  written to {out}")
 
 
-@app.command("probe")
+@command(PROBE)
 def probe_cmd(
-    ctx: typer.Context,
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
-    k: int = typer.Option(50, "--k", help="Top-k budget: a hit is rank <= k."),
-    n: int = typer.Option(800, "--n", help="Candidates per query (target + N-1 neutrals)."),
-    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the neutral sampling, the split and the probes."),
-    families: str = typer.Option("ridge,xgboost,mlp", "--families", help="Probe families to try."),
-    datasets: str = typer.Option("directed,undirected", "--datasets",
-                                 help="Labelled sets: directed (audited targets only) and/or undirected (every "
-                                      "entity with an edge, edges read both ways)."),
-    split: str = typer.Option("70,15,15", "--split", help="Train,validation,test shares (the paper's 70,15,15; "
-                                                          "gapbench's earlier default was 60,20,20)."),
-    rebalance_bins: int = typer.Option(0, "--rebalance-bins", help="Oversample the training split to the largest of "
-                                                                   "this many RPS bins (the authors' code: 100); 0: "
-                                                                   "off."),
-    grids: str = typer.Option("reduced", "--grids", help="reduced (a cheap sweep) or paper (appendix C.1, 2,187 "
-                                                         "xgboost and 81 MLP configurations)."),
-    tau: float = typer.Option(0.3, "--tau", help="Blind-spot threshold of the classification view (RPS < tau)."),
+    options=None,  # ArgusProbeOptions, from its fields' flags
     out: Path = typer.Option(..., "--out", "-o", help="Write argus_probe.json/.md/_calibration.png and probe/ here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -173,7 +156,6 @@ def probe_cmd(
     from ..schemas.argus import SavedProbe
     from .common import check_output
 
-    options = PROBE.build(ctx.params)
     check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, "directed", dataset)  # each labelled set is read from its edges
     probe, report = argus_probe(data, retriever, options)
@@ -190,20 +172,15 @@ def probe_cmd(
     typer.echo(f"probe saved to {probe_dir} and bound to the retriever ({bound}); report in {out}")
 
 
-@app.command("sweep")
+@command(SWEEP)
 def sweep_cmd(
-    ctx: typer.Context,
     retriever: list[str] = typer.Option(["dense"], "--retriever", "-r", help="Repeatable: dense, dense:model=NAME, "
                                                                               "random[:dim=,seed=]."),
     entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
     relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help="A folder from `argus dataset build` (its stored "
                                                                    "candidates are used)."),
-    ns: str = typer.Option("100,200,400,800", "--n", help="Pool sizes N, comma separated."),
-    ks: str = typer.Option("1,5,10,20,50,100", "--k", help="Budgets k, comma separated."),
-    fig_k: int = typer.Option(50, "--fig-k", help="k of the vs-N and LDA figures (nearest listed k)."),
-    pooling: str = typer.Option("auto", "--pooling", help="auto, span or sentence."),
-    seed: int = typer.Option(0, "--seed"),
+    options=None,  # ArgusSweepOptions, from its fields' flags
     out: Path = typer.Option(..., "--out", "-o", help="Write sweep.json/.md and the figures here."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Skip the figures."),
 ) -> None:
@@ -212,13 +189,17 @@ def sweep_cmd(
     from ..analyses.argus.verbs import argus_sweep
     from .common import check_output
 
-    options = SWEEP.build(ctx.params)
     data = load_audit_data(entities, relations, dataset=dataset)
     check_output(out, run_dir=False, option="out")
     result = argus_sweep(data, retriever, options)
     paths = write_sweep(result, out, plot=not no_plot)
     typer.echo(f"ARGUS sweep {data.source}: {len(result.runs)} retriever(s) x N {result.ns} x k {result.ks}; "
                f"written {', '.join(p.name for p in paths.values())} to {out}")
+
+
+add_command(app, "audit", audit_cmd)
+add_command(app, "probe", probe_cmd)
+add_command(app, "sweep", sweep_cmd)
 
 
 def _probe_line(rep: dict) -> str:

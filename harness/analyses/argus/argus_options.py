@@ -58,7 +58,8 @@ class ArgusProbeOptions(ArgusAuditOptions):
                                                                   "this many RPS bins (the authors' code: 100); None: "
                                                                   "off.")
     grid_set: Literal["reduced", "paper"] = Field("reduced", description="Hyper-parameter grids: reduced (a cheap "
-                                                                         "sweep) or paper (appendix C.1).")
+                                                                         "sweep) or paper (appendix C.1: 2,187 xgboost "
+                                                                         "and 81 MLP configurations).")
     tau: float = Field(TAU, gt=0, le=1, description="Blind-spot threshold of the classification view (RPS < tau).")
     meta: dict[str, Any] = Field(default_factory=dict, description="Extra entries for the saved probe's meta.")
 
