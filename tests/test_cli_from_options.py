@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from gapbench.cli import app, main
 from gapbench.cli.contract import REGISTRY, SAMPLING
-from gapbench.cli.from_options import FromOptions, _collection, add_command, choices, cli_type, command
+from gapbench.cli.from_options import (
+    FromOptions, _collection, add_command, choices, cli_type, command, help_text,
+)
 from gapbench.contract import Options, Seed
 
 # command -> the parameters that are not settings of its options (what is analysed, the output format)
@@ -32,6 +34,7 @@ CLI_ONLY = {
     "argus audit": {"retriever", "entities", "relations", "dataset", "relation_mode", "out", "no_plot", "as_json"},
     "argus probe": {"retriever", "entities", "relations", "dataset", "out", "as_json"},
     "argus sweep": {"retriever", "entities", "relations", "dataset", "out", "no_plot"},
+    "argus compare": {"task", "retriever", "as_json", *SAMPLING},
 }
 
 
@@ -67,7 +70,7 @@ def test_each_generated_flag_is_its_field(name):
     params = {p.name: p for p in _command(name).params}
     for param, field, info in flags.settings():
         p = params[param]
-        assert p.help == info.description and p.help, (name, param)
+        assert p.help == help_text(info.description) and p.help, (name, param)
         assert f"--{param.replace('_', '-')}" in p.opts + p.secondary_opts, (name, param, p.opts)
         # the flag's default, read as a value given on the command line is, builds the field's default
         value = _collection(p, p.default)
@@ -178,6 +181,12 @@ def test_evaluate_takes_its_options_from_the_flags(tmp_path, capsys):
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["measures"] == {"RR": pytest.approx((0.5 + 1.0) / 2)}  # q1: first relevant at rank 2; q2: rank 1
+
+
+def test_help_is_the_description_as_plain_text():
+    assert help_text("A probe saved by ``gapbench argus probe``\n    (see :class:`~gapbench.llm.client.LLMClient`, "
+                     ":mod:`gapbench.analyses.argus`).") == ("A probe saved by gapbench argus probe (see LLMClient, "
+                                                            "gapbench.analyses.argus).")
 
 
 def test_cli_type_of_the_shared_field_types():

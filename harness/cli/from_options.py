@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,15 @@ def choices(annotation: Any) -> tuple[str, ...]:
     return ()
 
 
+def help_text(description: Optional[str]) -> Optional[str]:
+    """A field's description as help: reST roles and literals as plain text (``:class:`~a.b.C``` -> C, ````x```` ->
+    x), on one line (a description written as an attribute docstring spans several)."""
+    if not description:
+        return description
+    text = re.sub(r":[a-z]+:`(~?)([^`]+)`", lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], description)
+    return " ".join(text.replace("``", "").split())
+
+
 def _is_text(kind: Any) -> bool:
     return kind is str or (get_origin(kind) is Union and str in get_args(kind))
 
@@ -108,7 +118,7 @@ class FromOptions(Flags):
         # a Literal's values are shown as the flag's choices and checked by the model, which words a refusal as every
         # setting's ("--entities must be 'spacy' or 'llm', got 'magic'")
         values = choices(info.annotation)
-        option = typer.Option(default, *decls, *self.short.get(param, ()), help=info.description,
+        option = typer.Option(default, *decls, *self.short.get(param, ()), help=help_text(info.description),
                               metavar="|".join(values) if values else None, autocompletion=self.completion.get(param)
                               or (_starting(values) if values else None))
         return inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Union
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
 from ....contract import Depth, Options, Seed, Text
 from ....errors import ConfigError
@@ -52,7 +52,7 @@ from .compare_report import (KIND, ArgusComparison, average_table, comparison_ma
                              variant_table, write_outputs)
 
 if TYPE_CHECKING:
-    from ....evaluation.evaluation import Results
+    from ....schemas.run import RunResults
 
 __all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_argus", "compare_argus_with",
            "compare_task", "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
@@ -80,6 +80,9 @@ class ArgusCompareOptions(Options):
                                      ArgusCompareOptions(variants=("original", "expansion"), output="out/"))
     """
 
+    # each field's docstring is its description (the command line's help: gapbench.cli.from_options)
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     diagnosis: Literal["auto", "probe", "audit", "label-prior"] = "auto"
     """``auto``: the probe given or bound to the retriever, else an exact RPS audit with the retriever; ``probe``: the
     same, but an error without a probe; ``audit``; ``label-prior``: FAC/GPE/LOC/ORG mentions flagged (no probe)."""
@@ -95,8 +98,8 @@ class ArgusCompareOptions(Options):
     k_aug: int = DEFAULT_K_AUG
     """KB passages per flagged entity (the paper uses 2)."""
     ner: str = SPACY_DEFAULT
-    """``spacy`` (offline default), ``auto`` (the paper's dslim/bert-base-NER when it is on disk, else spacy) or a
-    transformers NER model name or folder."""
+    """``spacy`` (offline default), ``auto`` (the paper's dslim/bert-base-NER when it is on disk, a folder or in the HF
+    cache; else spacy) or a transformers NER model name or folder."""
     variants: Optional[tuple[Literal["original", "expansion", "synthesis"], ...]] = None
     """The indexings to compare, always with ``original``; None: all three with an LLM endpoint (or ``llm``,
     ``llm_model``) given, else Original and Expansion (Synthesis on the embedded model is slow: ask for it by name)."""
@@ -277,7 +280,7 @@ def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABL
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
 
-def _deltas(results: Mapping[str, "Results"], comparison: Any) -> dict[str, dict[str, dict]]:
+def _deltas(results: Mapping[str, "RunResults"], comparison: Any) -> dict[str, dict[str, dict]]:
     """Every variant but Original: per measure, its delta vs Original and the Holm-corrected paired tests."""
     out: dict[str, dict[str, dict]] = {}
     for v, res in results.items():
@@ -293,9 +296,9 @@ def _deltas(results: Mapping[str, "Results"], comparison: Any) -> dict[str, dict
 
 
 def compare_task(task: str, retriever: Any,
-                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, "Results"]]:
+                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, "RunResults"]]:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking:
-    ``(task name, its ArgusCompareTask, variant -> evaluation Results)``.
+    ``(task name, its ArgusCompareTask, variant -> evaluation results)``.
 
     ``options`` come resolved by :func:`argus_compare`: ``kb`` a :class:`ReferenceKB`, ``probe`` an object (it scores
     the mentions when given) or None, ``diagnosis`` a method of :func:`.probe_binding.diagnosis_for` (``audit`` or
