@@ -123,7 +123,8 @@ def _known_stemmer(name: Optional[str]) -> Optional[str]:
     return name
 
 
-StemmerName = Annotated[Optional[str], AfterValidator(_known_stemmer)]
+StemmerName = Annotated[Optional[str], AfterValidator(_known_stemmer),
+                        Field(json_schema_extra={"accepts": "a PyStemmer algorithm (porter, english, ...)"})]
 
 
 class BM25Settings(Settings):

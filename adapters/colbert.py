@@ -247,7 +247,7 @@ class ColBERTSettings(Settings):
     query_length: Optional[Positive] = Field(None, description="Tokens per query; none: the model's own.")
     document_length: Optional[Positive] = Field(None, description="Tokens per document; none: the model's own.")
     batch_size: BatchSize = Field(32, description="Texts encoded at once.")
-    device: Device = Field("cpu", description="The torch device: cpu, cuda, cuda:N, mps or xpu.")
+    device: Device = Field("cpu", description="The torch device that encodes.")
     use_title: bool = Field(True, description="Encode the title before the text.")
     precision: Literal["float32", "float16"] = Field("float32", description="Precision of the cached token vectors.")
     chunk_size: BatchSize = Field(1024, description="Documents per cached chunk of token vectors.")

@@ -51,7 +51,7 @@ def _device(value: str) -> str:
     return value
 
 
-Device = Annotated[str, AfterValidator(_device)]
+Device = Annotated[str, AfterValidator(_device), Field(json_schema_extra={"accepts": "cpu, cuda, cuda:N, mps or xpu"})]
 """A torch device: cpu, cuda, cuda:N, mps or xpu."""
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 
@@ -300,7 +300,7 @@ class DenseSettings(Settings):
     doc_prompt: str = Field("", description="Text put before each document.")
     batch_size: BatchSize = Field(64, description="Texts encoded at once.")
     max_length: Optional[Positive] = Field(None, description="Tokens kept per text; none: the model's own limit.")
-    device: Device = Field("cpu", description="The torch device: cpu, cuda, cuda:N, mps or xpu.")
+    device: Device = Field("cpu", description="The torch device that encodes.")
     normalize: bool = Field(True, description="L2-normalise the vectors (cosine similarity).")
     use_title: bool = Field(True, description="Encode the title before the text.")
     chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")

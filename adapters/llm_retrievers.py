@@ -34,12 +34,15 @@ import hashlib
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
+
+from pydantic import Field
 
 from gapbench.adapters.fusion import _strip_parens, option_bracket
+from gapbench.contract import ModelName, Positive, Text
 from gapbench.errors import ConfigError
-from gapbench.options import parse_int
 from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
+from gapbench.settings import Settings
 from gapbench.types import Queries, Query, Run
 
 _FALLBACKS = ("empty_rewrite", "empty_search", "unparsed_selection", "unknown_ids")
@@ -82,6 +85,24 @@ def parse_selection(answer: str, n: int) -> tuple[list[int] | None, int, str]:
     return order, unknown, notes
 
 
+class LLMRetrieverSettings(Settings):
+    """The settings of ``rewrite:R`` (in its bracket: ``rewrite:[llm_model=NAME]bm25``)."""
+
+    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint; none: --llm-base-url, else "
+                                                           "$OPENAI_BASE_URL.")
+    llm_model: Optional[ModelName] = Field(None, description="The model at that endpoint; none: --llm-model.")
+    concurrency: Positive = Field(8, description="LLM calls in flight at once.")
+    client: Any = Field(None, description="An LLM client to use (Python only); none: one is made from the endpoint.")
+
+
+class AgentSettings(LLMRetrieverSettings):
+    """The settings of ``agent:R`` (``agent:[hops=2,per_hop=25]bm25``)."""
+
+    hops: Positive = Field(4, description="Rounds of search query, reading and selection.")
+    per_hop: Positive = Field(25, description="Documents of the inner retriever read per hop.")
+    max_chars: Positive = Field(2000, description="Characters of each document shown to the LLM.")
+
+
 class _LLMRetriever:
     """Shared machinery: spec parsing, the inner retriever, the LLM client, fallback counters, config, fingerprint."""
 
@@ -90,14 +111,18 @@ class _LLMRetriever:
     takes_spec = True
     takes_llm = True
     prompts: tuple[str, ...] = ()
-    options: tuple[str, ...] = ("llm_base_url", "llm_model", "concurrency")
+    settings: type[LLMRetrieverSettings] = LLMRetrieverSettings
+    options: tuple[str, ...] = tuple(k for k in LLMRetrieverSettings.model_fields if k != "client")  # in the bracket
 
-    def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
-                 concurrency: int = 8, client=None) -> None:
+    def __init__(self, retriever: Any, **options: Any) -> None:
+        """``QueryRewrite("bm25", llm_model="NAME")``: the retriever it drives (a spec or an object) and any of its
+        :attr:`settings`, checked (an ``OptionsError`` names a bad one)."""
         from gapbench.llm.client import LazyClient
 
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-            raise ConfigError(f"{self.method}: concurrency must be a positive integer, got {concurrency!r}.")
+        o = self.settings.check(f"retriever {self.method}", options)
+        llm_base_url, llm_model, concurrency, client = o.llm_base_url, o.llm_model, o.concurrency, o.client
+        for key in type(o).model_fields.keys() - LLMRetrieverSettings.model_fields.keys():
+            setattr(self, key, getattr(o, key))  # the subclass' own settings (the agent's hops), before its name
         self.retriever = get_retriever(retriever, llm_base_url=llm_base_url, llm_model=llm_model)
         self.concurrency = concurrency
         self._lock = threading.Lock()
@@ -118,15 +143,9 @@ class _LLMRetriever:
         inner = _strip_parens(text)
         if not inner:
             raise ConfigError(f"{cls.method} needs the retriever it drives, and {rest!r} names none; {usage}.")
+        given = cls.settings.from_text(f"retriever {cls.method}", raw)  # the bracket's text read and checked
         kwargs: dict[str, Any] = {"llm_base_url": llm_base_url, "llm_model": llm_model}
-        for key, value in raw.items():
-            if key in ("llm_base_url", "llm_model"):
-                kwargs[key] = value
-                continue
-            kwargs[key] = parse_int(value)
-            if kwargs[key] is None or kwargs[key] < 1:
-                raise ConfigError(f"{cls.method}: {key}={value!r} in {rest!r} must be a positive integer.")
-        return cls(inner, **kwargs)
+        return cls(inner, **{**kwargs, **{key: getattr(given, key) for key in raw}})
 
     @classmethod
     def _example(cls) -> str:
@@ -214,10 +233,8 @@ class QueryRewrite(_LLMRetriever):
     method = "rewrite"
     prompts = ("query_rewrite",)
 
-    def __init__(self, retriever: Any, *, llm_base_url: str | None = None, llm_model: str | None = None,
-                 concurrency: int = 8, client=None) -> None:
-        super().__init__(retriever, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
-                         client=client)
+    def __init__(self, retriever: Any, **options: Any) -> None:
+        super().__init__(retriever, **options)
         self.rewrites: dict[str, str] = {}
 
     def config(self) -> dict:
@@ -260,17 +277,14 @@ class MultiHopAgent(_LLMRetriever):
 
     method = "agent"
     prompts = ("agent_search", "agent_select")
-    options = _LLMRetriever.options + ("hops", "per_hop", "max_chars")
+    settings = AgentSettings
+    options = tuple(k for k in AgentSettings.model_fields if k != "client")
 
-    def __init__(self, retriever: Any, *, hops: int = 4, per_hop: int = 25, max_chars: int = 2000,
-                 llm_base_url: str | None = None, llm_model: str | None = None, concurrency: int = 8,
-                 client=None) -> None:
-        for key, value in (("hops", hops), ("per_hop", per_hop), ("max_chars", max_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"agent: {key} must be a positive integer, got {value!r}.")
-        self.hops, self.per_hop, self.max_chars = hops, per_hop, max_chars
-        super().__init__(retriever, llm_base_url=llm_base_url, llm_model=llm_model, concurrency=concurrency,
-                         client=client)
+    def __init__(self, retriever: Any, **options: Any) -> None:
+        self.hops: int
+        self.per_hop: int
+        self.max_chars: int
+        super().__init__(retriever, **options)  # sets hops, per_hop and max_chars from AgentSettings
         self.trace: dict[str, list[dict[str, Any]]] = {}
 
     @classmethod
@@ -282,7 +296,7 @@ class MultiHopAgent(_LLMRetriever):
 
     @classmethod
     def _defaults(cls) -> dict[str, Any]:
-        return {"hops": 4, "per_hop": 25, "max_chars": 2000}
+        return {key: AgentSettings.model_fields[key].default for key in ("hops", "per_hop", "max_chars")}
 
     def config(self) -> dict:
         # the retrieved lists are left out: 25 ids per hop and query would swell the manifest

@@ -371,7 +371,8 @@ class TournamentSettings(ListwiseSettings):
     temperature: Optional[NonNegative] = Field(
         None, description="Sampling temperature of the client it makes (OBLIQ-Bench sampled at 1.0); none: the "
                           "LLM's default.")
-    seeds: Annotated[Optional[tuple[int, ...]], BeforeValidator(_seeds_or_none)] = Field(
+    seeds: Annotated[Optional[tuple[int, ...]], BeforeValidator(_seeds_or_none),
+                     Field(json_schema_extra={"accepts": "a count (3) or seeds (0,4,7)"})] = Field(
         None, description="Repeat the tournament: a count (3: seeds 0, 1, 2) or the seeds (0,4,7); none: seed alone.")
 
     @model_validator(mode="after")

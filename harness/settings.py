@@ -164,7 +164,15 @@ def accepts(model: type[BaseModel], key: str) -> str:
     from 0 to 1``, ``one of lucene, robertson``, ``true or false``."""
     prop = _schema(model)["properties"].get(key, {})
     choices = [p for p in prop.get("anyOf", [prop]) if p.get("type") != "null"]
+    nullable = len(choices) < len(prop.get("anyOf", [prop]))
     prop = {**prop, **(choices[0] if len(choices) == 1 else {})}
+    what = _accepts(prop)
+    return f"{what}, or none" if nullable else what
+
+
+def _accepts(prop: dict) -> str:
+    if "accepts" in prop:  # a type checked by a function says what it accepts (json_schema_extra={"accepts": ...})
+        return prop["accepts"]
     if "enum" in prop or "const" in prop:
         return "one of " + ", ".join(str(c) for c in prop.get("enum", [prop.get("const")]))
     kind = prop.get("type")
@@ -172,6 +180,8 @@ def accepts(model: type[BaseModel], key: str) -> str:
         return "true or false"
     noun = {"integer": "a whole number", "number": "a finite number"}.get(kind, "text")
     low, high = prop.get("minimum"), prop.get("maximum")
+    if high is not None and high >= 2**53:  # a seed's int64 bound is no help to a reader
+        high = None
     if low is not None and high is not None:
         return f"{noun} from {_num(low)} to {_num(high)}"
     bounds = ((">=", low), (">", prop.get("exclusiveMinimum")), ("<=", high), ("<", prop.get("exclusiveMaximum")))
@@ -193,6 +203,19 @@ def describe(model: type[BaseModel]) -> list[tuple[str, str, Any, str]]:
     """``(name, what it accepts, default, description)`` of each setting: what a listing or a help text prints."""
     return [(name, accepts(model, name), field.default, field.description or "")
             for name, field in model.model_fields.items()]
+
+
+def markdown(model: type[BaseModel], skip: tuple[str, ...] = ("client",)) -> str:
+    """The settings as a Markdown table (setting, what it accepts, default, description), as the docs list them;
+    ``skip`` leaves out settings a spec cannot give (a Python object)."""
+    rows = ["| setting | accepts | default | what |", "|---|---|---|---|"]
+    for name, what, default, description in describe(model):
+        if name in skip:
+            continue
+        shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else \
+            '""' if default == "" else str(default)
+        rows.append(f"| `{name}` | {what} | `{shown}` | {description.replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 @functools.lru_cache(maxsize=256)
