@@ -48,9 +48,34 @@ def test_hostile_input(category, case, tmp_path, capsys, monkeypatch):
     assert code == case.expect, (code, out[-2000:], err[-2000:])
     if case.expect == 2:
         assert err.startswith("gapbench: error: "), err[-2000:]
-        assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+        if _lists_errors(case):
+            _assert_grouped(err)
+        else:
+            assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
         for name in case.expected_names(tmp_path):
             assert name in err, f"{name!r} not named in: {err!r}"
+
+
+# `submit validate` and `leaderboard build` list a submission's problems one per line, grouped by file (issue 27):
+# a submission holds several files and may have twenty problems, which one line made unreadable. Every other command's
+# error stays one line. Their first line says how many errors in how many files and the exit code.
+def _lists_errors(case: Case) -> bool:
+    return list(case.argv[:2]) in (["submit", "validate"], ["leaderboard", "build"])
+
+
+def _assert_grouped(err: str) -> None:
+    import re
+
+    lines = err.splitlines()
+    assert err.endswith("\n") and all(line.strip() for line in lines), f"blank or unterminated lines: {err!r}"
+    head = re.fullmatch(r"gapbench: error: .*: (\d+) errors? in (\d+) files? \(exit 2\)", lines[0])
+    if head is None:  # an error that is not about a submission's files (no such root, a bad flag): one line
+        assert len(lines) == 1, f"not one line: {err!r}"
+        return
+    headings = [line for line in lines[1:] if not line.startswith("  ")]
+    errors = [line for line in lines[1:] if line.startswith("  ")]
+    assert all(h.endswith(":") for h in headings) and lines[1] in headings, err
+    assert (len(errors), len(headings)) == (int(head[1]), int(head[2])), err
 
 
 def test_corpus_size_and_ids():

@@ -260,7 +260,9 @@ def test_forged_scores_json_is_refused_by_the_build(board_root, tmp_path, capsys
     before = (root / SUITE / "README.md").read_bytes() if (root / SUITE / "README.md").exists() else None
     assert main(["leaderboard", "build", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "bm25-damaged: invalid submission" in err
+    sub = root / SUITE / "submissions" / "bm25-damaged"
+    assert err.splitlines()[:2] == [f"gapbench: error: invalid submission {sub}: 3 errors in 1 file (exit 2)",
+                                   f"{sub / 'scores.json'}:"]
     assert f"task {TASKS[1]}, measure nDCG@10, query {q} is 1.0 in scores.json, the runs give 0.0" in err
     assert f"task {TASKS[1]}, mean nDCG@10 is" in err
     after = (root / SUITE / "README.md").read_bytes() if (root / SUITE / "README.md").exists() else None

@@ -107,12 +107,17 @@ def test_cli_prints_every_problem_and_exits_2(sub, capsys):
     _set_meta(sub, meta)
     (sub / "runs" / "x.py").write_text("print(1)\n")
     assert main(["submit", "validate", str(sub)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"gapbench: error: {sub}: invalid submission, 4 errors: ") and err.count("\n") == 1
-    assert "field 'k' is a string ('20'); expected integer: documents per query in the runs." in err
-    assert "unknown field 'sytem'. Did you mean 'system'?" in err
-    assert "missing field 'system'" in err
-    assert "runs/x.py: not allowed: a submission is data only" in err
+    # unlike every other command's one-line error (tests/hostile), a submission's problems are printed one per line:
+    # a line with the counts, then each file's path and its errors, indented
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"gapbench: error: invalid submission {sub}: 4 errors in 2 files (exit 2)"
+    assert lines[1] == f"{sub / 'runs' / 'x.py'}:"
+    assert lines[2].startswith("  not allowed: a submission is data only")
+    assert lines[3] == f"{sub / 'submission.json'}:"
+    assert lines[4].startswith("  unknown field 'sytem'. Did you mean 'system'?")
+    assert lines[5].startswith("  missing field 'system'")
+    assert lines[6] == "  field 'k' is a string ('20'); expected integer: documents per query in the runs."
+    assert len(lines) == 7
 
 
 def test_score_refuses_an_invalid_submission(sub):
@@ -577,8 +582,10 @@ def test_forged_per_query_value(ssub, capsys):
             f"scores.json, the runs give {real!r}") in msg
     assert "boards show only scores recomputed from the runs and refuse a scores.json that disagrees" in msg
     assert main(["submit", "validate", str(ssub)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "measure nDCG@10, query 7 is 1.0" in err
+    lines = capsys.readouterr().err.splitlines()  # the counts, the file, then one error per line
+    assert lines[0] == f"gapbench: error: invalid submission {ssub}: 2 errors in 1 file (exit 2)"
+    assert lines[1] == f"{ssub / 'scores.json'}:" and "measure nDCG@10, query 7 is 1.0" in lines[2]
+    assert len(lines) == 4
 
 
 def test_forged_mean_and_ci(ssub):

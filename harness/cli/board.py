@@ -26,39 +26,78 @@ def register(app: typer.Typer) -> None:
     app.add_typer(board_app, name="leaderboard")
     submit_app.command("validate")(submit_validate)
     submit_app.command("score")(submit_score)
+    board_app.command("init")(board_init)
     board_app.command("build")(board_build)
     board_app.command("export-mteb")(board_export_mteb)
     board_app.command("export-trec")(board_export_trec)
     app.command("regress")(regress_cmd)
 
 
+DATA_HELP = ("A folder searched for the data of a board's own tasks (suite.toml) by fingerprint, when it is not at "
+             "the path suite.toml names: the folder itself and its sub-folders. Repeatable.")
+
+
+def error_lines(reports) -> list[str]:
+    """The errors of invalid submissions as the command line prints them (``submit validate``, ``leaderboard
+    build``): a first line with the counts and the exit code, then each file's path as a heading and one error per
+    line under it. Every other command's error is one line; a submission's problems are many, in several files, and
+    one line of twenty of them could not be read."""
+    from .common import one_line
+
+    files: dict[str, list[str]] = {}
+    for report in reports:
+        for problem in report.errors:
+            head, _, detail = problem.path.partition(" (")
+            # a problem's path is relative to the submission, or the submission itself, or another file (suite.toml)
+            outside = head == str(report.directory) or Path(head).is_absolute()
+            where = head if outside else str(report.directory / head) + ("/" if head.endswith("/") else "")
+            text = (f"line {problem.line}: " if problem.line is not None else "") \
+                + (f"{detail.rstrip(')')}: " if detail else "") + problem.message
+            files.setdefault(where, []).append(one_line(text))
+    n = sum(len(v) for v in files.values())
+    what = f"invalid submission {reports[0].directory}" if len(reports) == 1 else f"{len(reports)} invalid submissions"
+    lines = [f"gapbench: error: {one_line(what)}: {n} error{'s' * (n != 1)} in {len(files)} file"
+             f"{'s' * (len(files) != 1)} (exit 2)"]
+    for where, errors in files.items():
+        lines += [f"{one_line(where)}:", *(f"  {e}" for e in errors)]
+    return lines
+
+
+def _refuse(reports) -> None:
+    for line in error_lines(reports):
+        typer.echo(line, err=True)
+    raise typer.Exit(2)
+
+
 def submit_validate(
     directory: Path = typer.Argument(..., help="Submission folder: submission.json and runs/<task>.trec[.gz]."),
     as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
-    scores.json against a recomputation from the runs); exit 2 if invalid."""
-    from ..errors import SubmissionError
+    scores.json against a recomputation from the runs); exit 2 if invalid, printing a line with the counts, then one
+    error per line under each file's path."""
     from ..products.submissions.validate import validate_submission
 
-    report = validate_submission(directory)
+    report = validate_submission(directory, data=data or ())
     if as_json:
         typer.echo(json.dumps({"ok": report.ok, "problems": [p.__dict__ for p in report.problems]}, indent=2))
     elif report.ok:
         typer.echo(str(report))
     if not report.ok:
-        raise SubmissionError(report.one_line())
+        _refuse([report])
 
 
 def submit_score(
     directory: Path = typer.Argument(..., help="A valid submission folder."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
+    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Evaluate every run with its task's measures and write scores.json beside submission.json."""
     from ..evaluation.evaluation import format_table
     from ..products.submissions.write import score_submission
 
-    scores = score_submission(directory, seed=seed)
+    scores = score_submission(directory, seed=seed, data=data or ())
     rows = [[t, v["main_measure"], f"{v['measures'][v['main_measure']]:.4f}", str(v["n_queries"])]
             for t, v in scores["tasks"].items()]
     typer.echo(f"{scores['system']} on {scores['suite']}")
@@ -69,8 +108,28 @@ def submit_score(
     typer.echo(f"wrote {Path(directory) / 'scores.json'}")
 
 
+def board_init(
+    folder: Path = typer.Argument(..., help="The board's folder (named after it); suite.toml goes there and "
+                                  "submissions under <folder>/submissions/<system>/."),
+    task: List[str] = typer.Option(..., "--task", help="A task of the board: a folder of data (BEIR, SMART, TREC), "
+                                   "a registered task name or an irds: id. Repeatable."),
+    measure: str = typer.Option("nDCG@10", "--measure", help="The board's measure: every task is ranked by it."),
+    description: str = typer.Option("", "--description", help="One line on what the board compares."),
+    force: bool = typer.Option(False, "--force", help="Write suite.toml again when it exists."),
+) -> None:
+    """Make a board of your own tasks: write <folder>/suite.toml naming each task with the content fingerprint of its
+    data, so that another machine's copy is found by content. Then: `gapbench submit create RUN_DIR... --suite
+    <folder> ... --out <folder>/submissions/<system>`, `gapbench submit score`, `gapbench leaderboard build`."""
+    from ..suites import init_suite
+
+    written = init_suite(folder, task, measure=measure, description=description, force=force)
+    typer.echo(f"wrote {written} ({len(task)} tasks, measure {measure})")
+    typer.echo(f"next: gapbench submit create RUN_DIR... --suite {folder} --system NAME --description ... --contact "
+               f"... --out {folder / 'submissions' / 'NAME'}")
+
+
 # the flags of `leaderboard build` onto LeaderboardOptions; the root folder is where the boards are, not a setting
-BUILD = Flags("leaderboard build", "gapbench.products.leaderboard:LeaderboardOptions", cli_only={"root"},
+BUILD = Flags("leaderboard build", "gapbench.products.leaderboard:LeaderboardOptions", cli_only={"root", "data"},
               renamed={"resamples": "n_resamples", "permutations": "n_permutations"})
 
 
@@ -82,13 +141,23 @@ def board_build(
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of the average's CI and of rank "
                                   "stability."),
     permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of each paired test."),
+    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Render <root>/<suite>/README.md, index.html, leaderboard.json and systems/<system>.html (each row's miss
-    profile: misses, unique misses and wins, R@100, the weak-signal AUC) from the scored submissions."""
+    profile: misses, unique misses and wins, R@100, the weak-signal AUC) from the scored submissions, for every
+    suite folder under the root: a registered suite's, or a board of your own tasks (suite.toml). Invalid
+    submissions: a line with the counts, then one error per line under each file's path; exit 2."""
     from ..products.leaderboard import build_boards
+    from ..errors import SubmissionError
 
     options = BUILD.build(ctx.params)
-    for path in build_boards(root, options):
+    try:
+        written = build_boards(root, options, data=data or ())
+    except SubmissionError as exc:
+        if not getattr(exc, "reports", None):
+            raise
+        _refuse(exc.reports)
+    for path in written:
         typer.echo(f"wrote {path}")
 
 

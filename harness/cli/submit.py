@@ -47,8 +47,10 @@ def run_dirs_of(paths: list[Path]) -> list[Path]:
 
 def suite_of(tasks: list[str], suite: str | None) -> str:
     """The suite the runs belong to: ``suite`` when given, else the suite named by the tasks' first name part."""
-    from ..suites import get_suite, is_suite
+    from ..suites import get_suite, is_suite, load_suite
 
+    if suite is not None:
+        load_suite(suite)  # a path that is not a board folder, or an unknown name: says which and the fix
     if suite is None:
         heads = {t.split("/")[0] for t in tasks}
         if len(heads) != 1 or not is_suite(next(iter(heads))):
@@ -70,7 +72,9 @@ def submit_create(
     system: str = typer.Option(..., "--system", help="System name on the board: 1-64 letters, digits and . _ + -."),
     description: str = typer.Option(..., "--description", help="One or two sentences: what the system is."),
     contact: str = typer.Option(..., "--contact", help="Who answers questions, e.g. 'Name <name@example.org>'."),
-    suite: Optional[str] = typer.Option(None, "--suite", help="The board's suite (default: from the task names)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="The board's suite: a registered suite, or a board folder "
+                                        "holding suite.toml (`gapbench leaderboard init`); default: from the task "
+                                        "names."),
     k: Optional[int] = typer.Option(None, "--k", help="Keep the top k per query (100 is enough for nDCG@10 and "
                                     "R@100; at most 1000)."),
     url: Optional[str] = typer.Option(None, "--url", help="A link to code or paper."),
@@ -81,6 +85,7 @@ def submit_create(
     sha256 and the retriever's config and models from the manifests. Next: `gapbench submit validate` and `score`."""
     from ..products.submissions.write import submission_from_run_dirs
     from ..store import load_manifest
+    from ..suites import Suite, is_suite_folder, read_suite_file
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not an empty folder; a submission holds only its own files. "
@@ -90,11 +95,15 @@ def submit_create(
     if digits is not None and not 1 <= digits <= 17:
         raise ConfigError(f"--digits {digits}: give 1 to 17 significant digits.")
     dirs = run_dirs_of(run_dirs)
-    tasks = [load_manifest(d)["task"]["name"] for d in dirs]
-    twice = sorted({t for t in tasks if tasks.count(t) > 1})
-    if twice:
-        raise ConfigError(f"more than one run of task(s) {', '.join(twice)}; give one run directory per task.")
+    if suite is not None and is_suite_folder(suite):
+        board: str | Suite = read_suite_file(suite)  # its tasks are the runs' by fingerprint
+    else:
+        tasks = [load_manifest(d)["task"]["name"] for d in dirs]
+        twice = sorted({t for t in tasks if tasks.count(t) > 1})
+        if twice:
+            raise ConfigError(f"more than one run of task(s) {', '.join(twice)}; give one run directory per task.")
+        board = suite_of(tasks, suite)
     written = submission_from_run_dirs(dirs, out, system=system, description=description,
-                                       suite=suite_of(tasks, suite), contact=contact, k=k, url=url, digits=digits)
+                                       suite=board, contact=contact, k=k, url=url, digits=digits)
     typer.echo(f"wrote {written / 'submission.json'} and {len(dirs)} run file(s) under {written / 'runs'}")
     typer.echo(f"next: gapbench submit validate {written} && gapbench submit score {written}")

@@ -38,8 +38,8 @@ from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..evaluation.stats import percentile_interval, resample_blocks
 from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
 from .miss_profile import miss_profiles
+from ..suites import Suite
 from ..errors import SubmissionError
-from .submissions.validate import scored_submission
 
 ALPHA = 0.05
 Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)
@@ -60,12 +60,17 @@ class LeaderboardOptions(Options):
 
 # ---------------------------------------------------------------- building
 
-def build_board(submissions: Iterable[str | os.PathLike], suite: str | None = None,
-                options: LeaderboardOptions | None = None) -> Board:
+def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | None = None,
+                options: LeaderboardOptions | None = None, data: Sequence[str | os.PathLike] = ()) -> Board:
     """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
-    and refused when its scores.json disagrees; the board shows only the recomputed numbers."""
+    and refused when its scores.json disagrees; the board shows only the recomputed numbers. ``suite``: a registered
+    suite's name or a :class:`gapbench.suites.Suite` (a board of your own tasks); default the submissions'.
+    ``data``: folders searched for a board's own tasks (:func:`gapbench.suites.locate`).
+
+    Invalid submissions are refused together: the :class:`SubmissionError` lists every problem of every one (its
+    ``reports`` attribute holds their validation reports)."""
     options = options or LeaderboardOptions()
-    suite, scored = _scored_suite(submissions, suite)
+    suite, scored = _scored_suite(submissions, suite, data)
     tasks, main = _board_tasks(suite, scored)
     complete = [s for s in scored if all(t in s["tasks"] for t in tasks)]
     mats = _query_matrices(complete, tasks, main)
@@ -89,24 +94,40 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | None = No
     entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
     tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
     return Board.model_validate({
-        "kind": "leaderboard", "task": suite, "version": 1, "suite": suite, "tasks": list(tasks),
+        "kind": "leaderboard", "task": suite.name, "version": 1, "suite": suite.name, "tasks": list(tasks),
         "main_measures": main, "alpha": options.alpha, "n_resamples": options.n_resamples,
         "n_permutations": options.n_permutations, "seed": options.seed, "entries": entries, "tests": tests})
 
 
-def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | None) -> tuple[str, list[dict]]:
-    """The suite (given, or the first submission's) and every submission re-scored, all of that suite, names unique."""
-    scored = []
+def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | Suite | None,
+                  data: Sequence[str | os.PathLike] = ()) -> tuple[Suite, list[dict]]:
+    """The suite (given, or the first submission's) and every submission re-scored, all of that suite, names unique;
+    every invalid or unscored submission is refused in one :class:`SubmissionError` (see :func:`invalid`)."""
+    from ..suites import get_suite
+    from .submissions.validate import validate_submission
+
+    scored, bad = [], []
     for d in sorted(Path(s) for s in submissions):
-        report = scored_submission(d)
+        report = validate_submission(d, data=data)
+        if report.ok and report.scores is None:
+            report.error("scores.json", f"missing: the submission is not scored yet; run `gapbench submit score {d}`.")
+        if not report.ok:
+            bad.append(report)
+            continue
         scored.append({**report.scores, "_meta": report.meta, "_report": report})
+    if bad:
+        raise invalid(bad)
     if not scored:
         raise SubmissionError("no scored submissions; add one under <root>/<suite>/submissions/<system>/ and run "
                               "`gapbench submit score` on it.")
-    suite = suite or scored[0]["suite"]
-    other = [s["system"] for s in scored if s["suite"] != suite]
+    if suite is None:
+        suite = scored[0]["_report"].suite or get_suite(scored[0]["suite"])
+    elif isinstance(suite, str):
+        suite = get_suite(suite)
+    other = [s["system"] for s in scored if s["suite"] != suite.name]
     if other:
-        raise SubmissionError(f"submissions {', '.join(other)} belong to another suite than {suite!r}; move them.")
+        raise SubmissionError(f"submissions {', '.join(other)} belong to another suite than {suite.name!r}; move "
+                              "them.")
     names = [s["system"] for s in scored]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -114,11 +135,18 @@ def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | None) -
     return suite, scored
 
 
-def _board_tasks(suite: str, scored: Sequence[dict]) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The suite's tasks that some submission scored, in suite order, and each one's main measure."""
-    from ..suites import get_suite
+def invalid(reports: Sequence[Any]) -> SubmissionError:
+    """One error for the invalid submissions of a board: its message is their errors on one line (the library's
+    contract); ``reports`` keeps their validation reports, which the command line prints one error per line."""
+    text = "; ".join(r.one_line().rstrip(".") for r in reports) + "."
+    error = SubmissionError(text if len(reports) == 1 else f"{len(reports)} invalid submissions: {text}")
+    error.reports = tuple(reports)  # type: ignore[attr-defined]
+    return error
 
-    tasks = tuple(get_suite(suite).tasks)
+
+def _board_tasks(suite: Suite, scored: Sequence[dict]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The suite's tasks that some submission scored, in suite order, and each one's main measure."""
+    tasks = tuple(suite.tasks)
     main = {}
     for t in tasks:
         for s in scored:
@@ -253,27 +281,46 @@ def write_board(board: Board, directory: str | os.PathLike, references: Sequence
     return out
 
 
-def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardOptions | None = None) -> list[Path]:
-    """Render every ``<root>/<suite>/`` that has scored submissions; returns the files written."""
-    from ..suites import is_suite
+def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardOptions | None = None,
+                 data: Sequence[str | os.PathLike] = ()) -> list[Path]:
+    """Render every ``<root>/<suite>/`` that has scored submissions; returns the files written. A suite folder is a
+    registered suite's (``leaderboards/impliret``) or a board of your own tasks (it holds suite.toml, written by
+    ``gapbench leaderboard init``); ``data``: folders searched for such a board's tasks. Nothing is written unless
+    every board builds; the invalid submissions of all boards are refused together."""
+    from ..suites import SUITE_FILE, is_suite, is_suite_folder, read_suite_file
 
     root = Path(root)
     if not root.is_dir():
         raise SubmissionError(f"{root}: no such folder; give the leaderboards folder, which holds "
                               "<suite>/submissions/<system>/.")
-    written = []
+    boards, bad = [], []
     for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
         # A link would make the board read submissions, and write its files, outside the root.
         for p in (suite_dir, suite_dir / "submissions"):
             if p.is_symlink():
                 raise SubmissionError(f"{p}: is a symbolic link; boards are built only from real folders under "
                                       f"{root}. Replace the link with the folder.")
-        if not is_suite(suite_dir.name):
-            raise SubmissionError(f"{suite_dir}: {suite_dir.name!r} is not a registered suite; rename the folder.")
+        if is_suite_folder(suite_dir):
+            suite: Suite | str = read_suite_file(suite_dir, data)
+        elif is_suite(suite_dir.name):
+            suite = suite_dir.name
+        else:
+            raise SubmissionError(f"{suite_dir}: {suite_dir.name!r} is not a registered suite and the folder holds no "
+                                  f"{SUITE_FILE}; rename the folder, or make it a board of your own tasks with "
+                                  f"`gapbench leaderboard init {suite_dir} --task DIR ...`.")
         subs = [p for p in sorted((suite_dir / "submissions").iterdir()) if p.is_dir() or p.is_symlink()]
         if not subs:
             continue
-        board = build_board(subs, suite_dir.name, options)
+        try:
+            boards.append((suite_dir, build_board(subs, suite, options, data)))
+        except SubmissionError as exc:
+            if not hasattr(exc, "reports"):
+                raise
+            bad += exc.reports
+    if bad:
+        raise invalid(bad)
+    written = []
+    for suite_dir, board in boards:
         written += write_board(board, suite_dir, reference_rows(suite_dir, board.tasks))
     if not written:
         raise SubmissionError(f"{root}: no <suite>/submissions/<system>/ folders found; nothing to build.")

@@ -112,10 +112,10 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
     from ..analyses.signals.definitions import compute_signals, weak_labels
     from ..types import Run
     from .submissions.cache import cache_path, cache_read, cache_write
-    from .submissions.report import ValidationReport, registered_task, task_data
+    from .submissions.report import ValidationReport, task_data
     from .submissions.runs import check_run_file
 
-    t = registered_task(task)
+    t = report.task(task)
     data = task_data(t, report)
     rel = report.meta["tasks"][task]["run"]
     kept = cache_path("miss-profile", t, data, report.hashes[rel], _code_key(), list(qids), n_resamples, seed)

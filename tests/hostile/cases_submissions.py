@@ -12,10 +12,12 @@ leaderboards/impliret/submissions into the case's folder and validate, score, bu
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -388,3 +390,23 @@ CASES = [
     Case("score-negative-seed", ["submit", "score", S, "--seed", "-1"], files=sub(), names=("seed -1 is not an integer",)),
     Case("score-invalid", ["submit", "score", S], files=sub(meta(system="a b")), names=("{tmp}/s", "field 'system'")),
 ]
+
+
+# `submit validate` and `leaderboard build` print a submission's problems one per line under each file's path (issue
+# 27; tests/test_hostile.py checks the layout): an expectation written as "FILE: message" or "FILE, line N: message"
+# (the one-line form every other command keeps) is read as that file's heading followed by the indented error.
+_IN_SUBMISSION = re.compile(r"^(submission\.json|scores\.json|setup\.py|src/|\.git/|runs(?:/[^\s:,]*)?)"
+                            r"(?:, line (\d+))?(?::? (.*))?$")
+
+
+def _grouped(name: str) -> str:
+    m = _IN_SUBMISSION.match(name)
+    if m is None or (m[2] is None and m[3] is None):
+        return name
+    return f"{m[1]}:\n  " + (f"line {m[2]}: " if m[2] else "") + (m[3] or "")
+
+
+CASES = [dataclasses.replace(c, names=tuple(_grouped(n).replace("tiny-bm25: invalid submission",
+                                                                "submissions/tiny-bm25: 2 errors in 1 file")
+                                            for n in c.names))
+         if list(c.argv[:2]) in (["submit", "validate"], ["leaderboard", "build"]) else c for c in CASES]

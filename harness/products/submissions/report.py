@@ -38,6 +38,13 @@ class ValidationReport:
     hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of the bytes that were read
     scores: dict | None = field(default=None, repr=False)  # recomputed scores.json, when it matched the stored one
     data: dict[str, Any] = field(default_factory=dict, repr=False)  # task -> its loaded TaskData
+    suite: Any = field(default=None, repr=False)  # the Suite the submission is checked against, once known
+    tasks: dict[str, Any] = field(default_factory=dict, repr=False)  # task name -> its Task (a folder suite's own)
+    data_dirs: tuple = ()  # folders searched for a folder suite's tasks (gapbench.suites.locate)
+
+    def task(self, name: str):
+        """The Task an entry of 'tasks' names: the suite's own (a folder suite) or the registered one."""
+        return self.tasks[name] if name in self.tasks else registered_task(name)
 
     @property
     def errors(self) -> list[Problem]:

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from ...schemas import ISO_DATETIME, MAX_RESAMPLES, PACKAGE, VERSION, text_problem
 from .cache import cache_path, cache_read, cache_write
 from .files import MAX_SCORES_BYTES, Refused, json_type, read_json
-from .report import ValidationReport, registered_task, task_data
+from .report import ValidationReport, task_data
 from .runs import check_run_file
 
 SHOWN_DIFFERENCES = 5  # between scores.json and its recomputation; the rest are counted
@@ -66,7 +66,7 @@ def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: i
     inputs = {"submission.json": report.hashes["submission.json"]}
     tasks_out: dict[str, dict] = {}
     for name in meta["tasks"]:
-        task = registered_task(name)
+        task = report.task(name)
         data = task_data(task, report)
         rel = meta["tasks"][name]["run"]
         inputs[rel] = report.hashes[rel]
@@ -76,7 +76,7 @@ def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: i
             entry = _score_task(report, name, task, data, n_resamples, seed)
             cache_write(kept, entry)
         tasks_out[task.name] = entry
-    suite = get_suite(meta["suite"])
+    suite = report.suite or get_suite(meta["suite"])
     out: dict[str, Any] = {
         "kind": "submission_scores", "task": suite.name, "version": 1,
         "system": meta["system"], "suite": suite.name,

@@ -12,7 +12,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ...errors import GapbenchError, SubmissionError
 from ...schemas import (
@@ -32,15 +32,17 @@ ADAPTER_FIELDS = {"name": (str, True), "config": (dict, True), "fingerprint": (s
 
 def validate_submission(
     directory: str | os.PathLike, *, max_run_bytes: int = MAX_RUN_BYTES, check_ids: bool = True,
-    check_scores: bool = True,
+    check_scores: bool = True, data: Sequence[str | os.PathLike] = (),
 ) -> ValidationReport:
     """Check a submission directory and collect every problem (never stops at the first one).
 
     With ``check_scores`` a present ``scores.json`` is recomputed from the runs and must match
-    (``report.scores`` then holds the recomputation).
+    (``report.scores`` then holds the recomputation). A submission under a board of your own tasks
+    (``<board>/submissions/<system>/`` beside ``<board>/suite.toml``) is checked against that suite; ``data``: folders
+    searched for its tasks' data (:func:`gapbench.suites.locate`).
     """
     directory = Path(directory)
-    report = ValidationReport(directory)
+    report = ValidationReport(directory, data_dirs=tuple(Path(d) for d in data))
     if directory.is_symlink():
         report.error(str(directory), "is a symbolic link; submit a real directory.")
         return report
@@ -185,16 +187,43 @@ def _check_tasks(directory: Path, meta: dict, files: set[str], report: Validatio
 
 
 def _submission_suite(meta: dict, report: ValidationReport):
-    """The registered suite 'suite' names, or None (an unknown name is an error)."""
+    """The suite of the board the submission is under (``<board>/submissions/<system>/`` beside suite.toml), else
+    the registered suite 'suite' names; None when there is none (an error says why)."""
     from ...errors import UnknownNameError
-    from ...suites import get_suite
+    from ...suites import SUITE_FILE, is_suite_folder, read_suite_file, get_suite
 
+    board = report.directory.parent.parent
+    if report.directory.parent.name == "submissions" and is_suite_folder(board):
+        try:
+            suite = read_suite_file(board, report.data_dirs)
+        except GapbenchError as exc:
+            _error_at(report, exc, str(board / SUITE_FILE))
+            return None
+        if meta.get("suite") != suite.name:
+            report.error("submission.json", f"field 'suite' is {meta.get('suite')!r:.60}, but the submission is "
+                         f"under the board {suite.name!r} ({board / SUITE_FILE}); set 'suite' to {suite.name!r} or "
+                         "move the submission to its own board.")
+            return None
+        report.suite = suite
+        return suite
     if isinstance(meta.get("suite"), str) and SYSTEM_NAME.fullmatch(meta["suite"]):
         try:
-            return get_suite(meta["suite"])
+            report.suite = get_suite(meta["suite"])
+            return report.suite
         except UnknownNameError as exc:
-            report.error("submission.json", f"field 'suite': {exc}")
+            report.error("submission.json", f"field 'suite': {exc} A board of your own tasks is a folder with "
+                         f"{SUITE_FILE} (`gapbench leaderboard init`); keep the submission under its submissions/.")
     return None
+
+
+def _error_at(report: ValidationReport, exc: GapbenchError, fallback: str) -> None:
+    """An error raised while reading a file, reported under that file (and line) when it names one."""
+    path, line = getattr(exc, "path", None), getattr(exc, "line", None)
+    text = str(exc)
+    if path is not None:
+        text = text.removeprefix(f"{path}" + (f", line {line}" if line is not None else "") + ": ")
+    # an absolute path: the command line prints the submission's own files under its folder, this one as it is
+    report.error(os.path.abspath(path) if path is not None else fallback, text, line)
 
 
 def _check_task_entry(directory: Path, name: str, entry: Any, suite, files: set[str], report: ValidationReport,
@@ -202,6 +231,8 @@ def _check_task_entry(directory: Path, name: str, entry: Any, suite, files: set[
     """Check one entry of 'tasks'; its run path once that is the expected one (then it counts as listed)."""
     where = f"submission.json (task {name!r:.80})"
     task = _entry_task(name, suite, report)
+    if task is not None:
+        report.tasks[name] = task
     if not _entry_fields_ok(where, entry, report):
         return None
     if task is not None and task.revision and entry["revision"] != task.revision:
@@ -223,8 +254,21 @@ def _check_task_entry(directory: Path, name: str, entry: Any, suite, files: set[
 
 
 def _entry_task(name: str, suite, report: ValidationReport):
-    """The registered task an entry names, or None (an error says why); an error too when it is not in the suite."""
+    """The task an entry names (the suite's own for a folder suite, else the registered one), or None (an error says
+    why); an error too when it is not in the suite."""
+    from ...suites import FolderSuite
+
     task = None
+    if isinstance(suite, FolderSuite):
+        if name not in suite.tasks:
+            report.error("submission.json", f"task {name!r:.80} is not a task of the board {suite.name!r} (its tasks: "
+                         f"{', '.join(suite.tasks)}); remove it or submit it to its own board.")
+            return None
+        try:
+            return suite.task(name)
+        except GapbenchError as exc:
+            _error_at(report, exc, str(suite.file))
+            return None
     try:
         task = registered_task(name)
     except GapbenchError as exc:
@@ -291,7 +335,7 @@ def _check_entry_run(where: str, name: str, sha256: str, rel: str, path: Path, t
 
 
 
-def check_submission(directory: str | os.PathLike, **kwargs) -> ValidationReport:
+def check_submission(directory: str | os.PathLike, **kwargs: Any) -> ValidationReport:
     """:func:`validate_submission`, raising :class:`SubmissionError` listing every error when it is invalid."""
     report = validate_submission(directory, **kwargs)
     if not report.ok:
@@ -299,10 +343,10 @@ def check_submission(directory: str | os.PathLike, **kwargs) -> ValidationReport
     return report
 
 
-def scored_submission(directory: str | os.PathLike) -> ValidationReport:
+def scored_submission(directory: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) -> ValidationReport:
     """A valid, scored submission whose scores.json matched a recomputation from its runs (``report.scores``)."""
     directory = Path(directory)
-    report = check_submission(directory)
+    report = check_submission(directory, data=data)
     if report.scores is None:
         raise SubmissionError(f"{directory}: not scored yet (no scores.json); run `gapbench submit score {directory}`.")
     return report

@@ -10,20 +10,22 @@ from typing import Any, Iterable, Mapping
 
 from ...errors import ConfigError, SubmissionError
 from ...schemas import FIELDS, SYSTEM_NAME, run_file_name, text_problem
+from ...suites import FolderSuite, Suite
 from .files import sha256_file
 from .score import check_bootstrap, compute_scores
 from .validate import FORMAT_VERSION, check_submission
 
 
 def write_submission(
-    directory: str | os.PathLike, *, system: str, description: str, suite: str, runs: Mapping[str, Any],
+    directory: str | os.PathLike, *, system: str, description: str, suite: str | Suite, runs: Mapping[str, Any],
     adapter: Mapping[str, Any], models: Iterable[Mapping[str, str]] = (), contact: str, k: int | None = None,
     url: str | None = None, date: str | None = None, gzip: bool = True, digits: int | None = None,
 ) -> Path:
     """Write a submission: each Run to ``runs/<task>.trec.gz`` and ``submission.json`` with revisions and hashes.
 
     ``k`` keeps the top k per query; ``digits`` rounds scores to that many significant digits (smaller files; the
-    submitted, rounded scores are what gets scored).
+    submitted, rounded scores are what gets scored). ``suite``: a registered suite's name, or a :class:`Suite` (a
+    board of your own tasks, :class:`gapbench.suites.FolderSuite`, whose tasks ``runs`` names).
     """
     import gapbench
 
@@ -34,11 +36,12 @@ def write_submission(
     why = text_problem(system, SYSTEM_NAME, 64) if isinstance(system, str) else "is not a string"
     if why:
         raise ConfigError(f"system name {system!r:.80} {why}; give {FIELDS['system'][2]}.")
+    lookup = suite.task if isinstance(suite, FolderSuite) else get_task
     directory = Path(directory)
     (directory / "runs").mkdir(parents=True, exist_ok=True)
     tasks = {}
     for name, run in runs.items():
-        task = get_task(name)
+        task = lookup(name)
         rel = f"runs/{run_file_name(task.name)}.trec" + (".gz" if gzip else "")
         if k:
             run = run.top(k)
@@ -49,7 +52,8 @@ def write_submission(
         write_trec_run(run, directory / rel, tag=system)
         tasks[task.name] = {"revision": task.revision, "run": rel, "sha256": sha256_file(directory / rel)}
     meta: dict[str, Any] = {
-        "format_version": FORMAT_VERSION, "system": system, "description": description, "suite": suite,
+        "format_version": FORMAT_VERSION, "system": system, "description": description,
+        "suite": suite if isinstance(suite, str) else suite.name,
         "gapbench_version": gapbench.__version__, "models": [dict(m) for m in models], "adapter": dict(adapter),
         "contact": contact, "tasks": tasks,
     }
@@ -64,26 +68,35 @@ def write_submission(
 
 def submission_from_run_dirs(
     run_dirs: Iterable[str | os.PathLike], directory: str | os.PathLike, *, system: str, description: str,
-    suite: str, contact: str, k: int | None = None, url: str | None = None, digits: int | None = None,
+    suite: str | Suite, contact: str, k: int | None = None, url: str | None = None, digits: int | None = None,
 ) -> Path:
     """Turn run directories made by ``gapbench run --output`` into a submission (adapter and models from manifests).
 
     Each run directory's manifest is checked against the task it names (its corpus and queries fingerprints, where
     that task's data is on this machine) before anything is written: a run of another task that shares its ids is
-    not filed under this one."""
+    not filed under this one. For a board of your own tasks (a :class:`gapbench.suites.FolderSuite`) each run is
+    filed under the suite's task whose fingerprint its manifest records (:func:`task_of_run`)."""
     from ...identity import check_run_data
     from ...store import load_manifest, load_run
     from ...task import get_task
 
     run_dirs = list(run_dirs)
+    names = {}
     for d in run_dirs:
-        task = get_task(load_manifest(d)["task"]["name"])
+        if isinstance(suite, FolderSuite):
+            names[d] = task_of_run(suite, d)
+            continue
+        names[d] = load_manifest(d)["task"]["name"]
+        task = get_task(names[d])
         if task.available_offline()[0]:
             check_run_data(d, task.load(), instruction=task.instruction)
+    twice = sorted({n for n in names.values() if list(names.values()).count(n) > 1})
+    if twice:
+        raise ConfigError(f"more than one run of task(s) {', '.join(twice)}; give one run directory per task.")
     runs, adapter, models = {}, None, []
     for d in run_dirs:
         manifest = load_manifest(d)
-        runs[manifest["task"]["name"]] = load_run(d)
+        runs[names[d]] = load_run(d)
         retr = manifest.get("retriever", {})
         if adapter is None:
             adapter = {"name": str(retr.get("name", system)), "config": _jsonable(retr.get("config", {}))}
@@ -102,13 +115,35 @@ def submission_from_run_dirs(
                             adapter=adapter, models=models, contact=contact, k=k, url=url, digits=digits)
 
 
+def task_of_run(suite: FolderSuite, run_dir: str | os.PathLike) -> str:
+    """The task of a board of your own tasks that a ``gapbench run`` folder was made on: the one whose fingerprint
+    is the content key of the corpus, queries and qrels its manifest records (a registered task of the suite also
+    by its name)."""
+    from ...identity import content_key
+    from ...store import load_manifest
+
+    manifest = load_manifest(run_dir)
+    fps, name = manifest["fingerprints"], manifest["task"]["name"]
+    key = content_key(fps["corpus"], fps["queries"], fps["qrels"])
+    for entry in suite.entries:
+        if entry.fingerprint == key or (entry.task is not None and entry.task == name):
+            return entry.name
+    pinned = ", ".join(f"{e.name} ({e.fingerprint})" for e in suite.entries)
+    raise ConfigError(f"{run_dir}: the run was made on task {name!r}, whose data has fingerprint {key}, and no task of "
+                      f"the board {suite.name!r} has it (its tasks: {pinned}); run the board's tasks (paths in "
+                      f"{suite.file}) or add the task with `gapbench leaderboard init {suite.folder} --task ... "
+                      "--force`.")
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` as plain JSON (what json cannot write becomes its text)."""
     return json.loads(json.dumps(value, default=str))
 
 
-def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json."""
+def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0,
+                     data: Iterable[str | os.PathLike] = ()) -> dict:
+    """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json.
+    ``data``: folders searched for the tasks of a board of your own tasks (:func:`gapbench.suites.locate`)."""
     import gapbench
 
     from ...files import atomic_writer
@@ -118,7 +153,7 @@ def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, s
     if why:
         raise ConfigError(f"{why}; give an integer in that range.")
     directory = Path(directory)
-    report = check_submission(directory, check_scores=False)
+    report = check_submission(directory, check_scores=False, data=tuple(data))
     out = compute_scores(report, n_resamples=n_resamples, seed=seed)
     out["manifest"] = {"gapbench_version": gapbench.__version__, "date": utc_now(), "versions": package_versions(),
                        **out["manifest"]}
