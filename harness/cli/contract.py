@@ -1,5 +1,8 @@
 """From flags to an analysis' options, through one mapping per command.
 
+Most commands generate their flags from the options' fields (:class:`gapbench.cli.from_options.FromOptions`, a
+:class:`Flags`); the mapping below is what both kinds share, and what a command whose flags are written by hand uses.
+
 Each analysis command declares, next to its flags, the :class:`Flags` that turn them into its ``XOptions``::
 
     GAP = Flags("gap", "gapbench.analyses.gap:GapOptions", cli_only={"task", "retrievers", "as_json"},
