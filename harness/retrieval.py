@@ -16,14 +16,25 @@ from .settings import build
 from .types import Corpus, Queries, Run
 
 # ``gapbench run --augment SPEC``: the name before ":" picks the entry, a function
-# ``f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (augmented retriever, manifest dict)``. ARGUS lives above
-# the core, so the run reaches it through this lazy entry, never through an import.
+# ``f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (augmented retriever, manifest dict)``. The augmenters
+# live above the core (ARGUS' argus-expand and argus-synth): an analysis declares them in its plugin registration
+# (gapbench.plugins), so the run reaches them by name, never through an import.
 RUN_AUGMENTERS: Registry = Registry(
     "augmenter", hint="ARGUS augments with argus-expand:... or argus-synth:....", expects=callable,
     expected="a function f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (retriever, manifest)",
 )
-for _name in ("argus-expand", "argus-synth"):
-    RUN_AUGMENTERS.register(_name, "gapbench.analyses.argus.augment:augment_for_run")
+
+
+def _augmenters_of_the_analyses() -> None:
+    from .plugins import usable_analyses
+
+    for analysis in usable_analyses()[0].values():
+        for name, target in analysis.augmenters:
+            if not RUN_AUGMENTERS.has(name):
+                RUN_AUGMENTERS.register(name, target)
+
+
+RUN_AUGMENTERS.add_loader(_augmenters_of_the_analyses)
 
 SECRET_WORDS = ("key", "token", "secret", "password")
 
@@ -65,7 +76,7 @@ class Augmenter(Protocol):
     """Makes extra views of documents: ``augment(corpus)`` returns a new list of views, each with ``view_id`` (never a
     corpus id), ``source_id`` (the corpus document it stands for) and ``text``; ``corpus`` is not changed. Retrieval
     indexes the views beside the originals and collapses them onto their sources
-    (:class:`gapbench.analyses.argus.augment.Augmented`). ``name`` names the augmenter in the manifest."""
+    (:class:`gapbench.analyses.argus.remedy.views.Augmented`). ``name`` names the augmenter in the manifest."""
 
     name: str
 

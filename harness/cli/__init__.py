@@ -51,31 +51,36 @@ def _root(
 
 
 def _register_commands() -> None:
-    """Each command group lives in its own module and adds its commands to the app (no heavy imports)."""
-    from . import argus as cli_argus
-    from . import argus_compare as cli_argus_compare
+    """Each command group of the core lives in its own module and adds its commands to the app (no heavy imports);
+    the analyses add theirs through the entry-point group ``gapbench.analyses`` (:mod:`gapbench.plugins`), as an
+    outside package's analysis does. A registration that cannot be used is named on stderr by :func:`main`; every
+    other command still works."""
+    from ..plugins import usable_analyses
     from . import board as cli_board
     from . import cache as cli_cache
     from . import compare as cli_compare
-    from . import coverage as cli_coverage
     from . import evaluate as cli_evaluate
-    from . import gap as cli_gap
     from . import local_llm as cli_local_llm
-    from . import obliq as cli_obliq
     from . import report as cli_report
     from . import reproduce as cli_reproduce
     from . import run as cli_run
-    from . import signals as cli_signals
     from . import submit as cli_submit
     from . import tasks as cli_tasks
 
-    # the order is the one `gapbench --help` lists
-    for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_gap, cli_cache, cli_argus, cli_argus_compare,
-                   cli_board, cli_submit, cli_coverage, cli_local_llm, cli_obliq, cli_report, cli_signals,
-                   cli_reproduce):
+    # the order is the one `gapbench --help` lists: the core's commands, then the analyses' by name
+    for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_cache, cli_board, cli_submit, cli_local_llm,
+                   cli_report, cli_reproduce):
         module.register(app)
+    found, problems = usable_analyses()
+    PLUGIN_PROBLEMS.extend(problems)
+    for analysis in found.values():
+        try:
+            analysis.add_commands(app)
+        except GapbenchError as exc:
+            PLUGIN_PROBLEMS.append(f"analysis {analysis.name!r}: {exc}")
 
 
+PLUGIN_PROBLEMS: list[str] = []  # one line per analysis registration that could not be used
 _register_commands()
 
 
@@ -349,6 +354,8 @@ def _completion_for_named_shell(args: list[str]) -> Optional[int]:
 def main(argv: Optional[list[str]] = None) -> int:
     """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
     args = list(sys.argv[1:] if argv is None else argv)
+    for problem in PLUGIN_PROBLEMS:
+        _say(f"gapbench: warning: {one_line(problem)}")
     # --verbose, anywhere on the line, keeps the libraries' warnings as they print them (quiet.py; read at start-up)
     args = verbose_given(args)[0]
     try:

@@ -36,8 +36,8 @@ def synthesis_client(llm_base_url: str | None = None, llm_model: str | None = No
 
 def augment_for_run(spec: str, retriever: Any, corpus: Corpus, *, llm_base_url: str | None = None,
                     llm_model: str | None = None) -> tuple[Augmented, dict]:
-    """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS`): the
-    augmented retriever and the manifest's ``augment`` entry."""
+    """The ``--augment`` hook of ``gapbench run`` (registered in :data:`gapbench.retrieval.RUN_AUGMENTERS` through the
+    entry-point group ``gapbench.augmenters``): the augmented retriever and the manifest's ``augment`` entry."""
     augmenter = ArgusAugmenter(spec, retriever, llm_base_url=llm_base_url, llm_model=llm_model)
     augmented = _wrapped(augmenter, corpus)
     entry = {"spec": spec, **view_stats(corpus, augmented.views), **augmenter.used}
@@ -57,7 +57,8 @@ class ArgusAugmenter:
 
     def __init__(self, spec: str, retriever: Any, *, llm_base_url: str | None = None,
                  llm_model: str | None = None) -> None:
-        from ....options import build, parse_spec
+        from ....options import build
+        from ....specs import parse_spec
 
         name, options = parse_spec(spec)
         if name not in AUGMENTERS:
