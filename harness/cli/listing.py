@@ -39,9 +39,15 @@ def listing_command(helps: Mapping[str, Callable[[], str]]) -> type[TyperCommand
 
     class ListingCommand(TyperCommand):
         def format_help(self, ctx, formatter):
-            for param in self.params:
-                if param.name in helps:
+            # set for this help only: a generated parameter is shared by every build of the command
+            # (gapbench.cli.from_options) and keeps its field's description
+            shown = {param: param.help for param in self.params if param.name in helps}
+            try:
+                for param in shown:
                     param.help = helps[param.name]()
-            return super().format_help(ctx, formatter)
+                return super().format_help(ctx, formatter)
+            finally:
+                for param, text in shown.items():
+                    param.help = text
 
     return ListingCommand
