@@ -134,7 +134,7 @@ class BM25Settings(Settings):
     b: Fraction = Field(0.75, description="Document-length normalisation: 0 none, 1 full.")
     method: Method = Field("lucene", description="bm25s' BM25 variant.")
     stopwords: Stopwords = Field("en", description="bm25s' stopword list by language; none keeps every word.")
-    stemmer: StemmerName = Field("none", description="A PyStemmer algorithm (porter, english, ...); none: no stemming.")
+    stemmer: StemmerName = Field("none", description="Stem the words before matching them; none: no stemming.")
     use_title: bool = Field(True, description="Index the title before the text.")
     keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
 
@@ -144,7 +144,7 @@ class BM25LuceneSettings(BM25Settings):
 
     k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
     b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
-    stemmer: StemmerName = Field("porter", description="A PyStemmer algorithm (porter, english, ...); none: no stemming.")
+    stemmer: StemmerName = Field("porter", description="Stem the words before matching them; none: no stemming.")
     keep_zero: bool = Field(False, description="Rank documents that score 0 after those that match.")
 
 

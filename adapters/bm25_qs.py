@@ -49,8 +49,7 @@ class BM25QSSettings(Settings):
     k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
     b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
     stopwords: Stopwords = Field("en", description="bm25s' stopword list by language; none keeps every word.")
-    stemmer: StemmerName = Field("porter", description="A PyStemmer algorithm (porter, english, ...); none: no "
-                                                       "stemming.")
+    stemmer: StemmerName = Field("porter", description="Stem the words before matching them; none: no stemming.")
     use_title: bool = Field(True, description="Index the title before the text.")
     keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
     variant: Literal["bright", "anserini"] = Field(

@@ -167,7 +167,7 @@ def accepts(model: type[BaseModel], key: str) -> str:
     nullable = len(choices) < len(prop.get("anyOf", [prop]))
     prop = {**prop, **(choices[0] if len(choices) == 1 else {})}
     what = _accepts(prop)
-    return f"{what}, or none" if nullable else what
+    return f"{what}, or none" if nullable and "none" not in prop.get("enum", ()) else what
 
 
 def _accepts(prop: dict) -> str:
