@@ -42,52 +42,19 @@ from typing import Any, Mapping, Sequence
 from gapbench.errors import ConfigError
 from gapbench.options import parse_float, parse_int, unknown_option
 from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
+from gapbench.specs import closing_bracket, split_options, split_pieces
 from gapbench.types import Corpus, Queries, Run, sort_ranking
 
 DEFAULT_DEPTH = 1000
 DEFAULT_RRF_K = 60.0
-_OPEN, _CLOSE = "[(", "])"
-
-
-def split_top_level(text: str, sep: str = "+") -> list[str]:
-    """Split on ``sep`` outside brackets and parentheses: ``"a+(b+c)"`` -> ``["a", "(b+c)"]``."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    for i, ch in enumerate(text):
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth < 0:
-                raise ConfigError(f"unbalanced {ch!r} at position {i} of {text!r}; every ')' or ']' needs an opening one.")
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise ConfigError(f"unclosed bracket or parenthesis in {text!r}; close every '(' and '['.")
-    parts.append(text[start:])
-    return parts
 
 
 def _strip_parens(text: str) -> str:
     text = text.strip()
     # "(a)+(b)" starts and ends with parentheses that do not match each other, so check the match
-    while text.startswith("(") and _matching_close(text) == len(text) - 1:
+    while text.startswith("(") and closing_bracket(text) == len(text) - 1:
         text = text[1:-1].strip()
     return text
-
-
-def _matching_close(text: str) -> int:
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
 
 
 def option_bracket(method: str, spec: str, options: Sequence[str], *, usage: str,
@@ -100,7 +67,7 @@ def option_bracket(method: str, spec: str, options: Sequence[str], *, usage: str
     text = spec.strip()
     if not text.startswith("["):
         return {}, text
-    end = _matching_close(text)
+    end = closing_bracket(text)
     if end < 0:
         raise ConfigError(f"{method}: the option bracket in {spec!r} is not closed; {usage}.")
     body = text[1:end]
@@ -109,18 +76,15 @@ def option_bracket(method: str, spec: str, options: Sequence[str], *, usage: str
                           f"pairs, e.g. [{example}].")
     hint = usage if example is None else f"write [{example}]"
     out: dict[str, str] = {}
-    for piece in body.split(","):
-        if not piece.strip():
-            continue
-        key, eq, value = piece.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ConfigError(f"{method}: option {piece.strip()!r} in {spec!r} is not key=value; {hint}.")
+    for key, value in split_options(body, spec):
+        if value is None or not key:
+            shown = key if value is None else f"{key}={value}"
+            raise ConfigError(f"{method}: option {shown!r} in {spec!r} is not key=value; {hint}.")
         if key not in options:
             raise unknown_option(method, key, list(options))
         if key in out:
             raise ConfigError(f"{method}: option {key!r} is given twice in {spec!r}.")
-        out[key] = value.strip()
+        out[key] = value
     return out, text[end + 1:].strip()
 
 
@@ -169,7 +133,7 @@ class _Fusion:
                                            example=cls._example_options())
         if bracket and not text:
             raise ConfigError(f"{cls.method}: no retrievers after the options in {rest!r}; {usage}.")
-        parts = [_strip_parens(p) for p in split_top_level(text)]
+        parts = [_strip_parens(p) for p in split_pieces(text, "+", brackets="[]()", strict=True)]
         empty = [i + 1 for i, p in enumerate(parts) if not p]
         if empty:
             raise ConfigError(
@@ -365,4 +329,4 @@ class DBSFusion(_ScoreFusion):
         return mean - 3.0 * std, mean + 3.0 * std
 
 
-__all__ = ["RRF", "MinMaxFusion", "DBSFusion", "split_top_level"]
+__all__ = ["RRF", "MinMaxFusion", "DBSFusion"]

@@ -29,7 +29,6 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _NONE = ("none", "null", "")
-MAX_SPEC_LEN = 4096  # a name or spec is typed or scripted; longer text is a mistake (a file pasted into the argument)
 
 
 @dataclass(frozen=True)
@@ -74,65 +73,6 @@ class Matches:
 
     pattern: str
     what: str
-
-
-EXAMPLES = {
-    "retriever": "--retriever bm25 or --retriever dense:model=NAME",
-    "reranker": "--reranker tournament or --reranker sliding-window:window=20",
-    "task": "gapbench run impliret/multispeaker/wknow or gapbench run bright/biology:instructions=true",
-}
-
-
-def parse_spec(spec: str, kind: str = "retriever") -> tuple[str, dict[str, str]]:
-    """``"dense:model=foo,batch_size=32"`` -> ``("dense", {"model": "foo", "batch_size": "32"})``."""
-    check_one_line(spec, f"{kind} spec")
-    spec = spec.strip()
-    if not spec:
-        raise ConfigError(f"empty {kind} name; for example {EXAMPLES.get(kind, EXAMPLES['retriever'])}.")
-    name, _, rest = spec.partition(":")
-    name = name.strip()
-    if not name:
-        raise ConfigError(f"{kind} spec {spec!r} has no name before ':'; write NAME or NAME:key=value,key=value.")
-    options: dict[str, str] = {}
-    if rest:
-        for part in _split_options(rest):
-            key, eq, value = part.partition("=")
-            key = key.strip()
-            if not eq or not key:
-                raise ConfigError(
-                    f"option {part.strip()!r} in {spec!r} is not key=value; write {name}:key=value,key=value."
-                )
-            if key in options:
-                raise ConfigError(f"option {key!r} is given twice in {spec!r}; give each option once.")
-            options[key] = value.strip()
-    return name, options
-
-
-def check_one_line(text: str, what: str) -> None:
-    """Reject a name with a control character (a newline would forge lines in run files, tables and messages)."""
-    if not isinstance(text, str):
-        raise ConfigError(f"{what} must be text, got {type(text).__name__}.")
-    if len(text) > MAX_SPEC_LEN:
-        raise ConfigError(
-            f"{what} {text[:40]!r}... is {len(text)} characters long; at most {MAX_SPEC_LEN} are accepted."
-        )
-    bad = next((i for i, ch in enumerate(text) if ch in "\x7f" or ord(ch) < 32), None)
-    if bad is not None:
-        raise ConfigError(
-            f"{what} {text!r} contains the control character {text[bad]!r} at position {bad}; write it on one line "
-            "without tabs or control characters."
-        )
-
-
-def _split_options(rest: str) -> list[str]:
-    # a comma inside a value (a path, a prompt) is kept when the next piece has no '='
-    parts: list[str] = []
-    for piece in rest.split(","):
-        if parts and "=" not in piece:
-            parts[-1] += "," + piece
-        else:
-            parts.append(piece)
-    return [p for p in parts if p.strip()]
 
 
 # ---------------------------------------------------------------- annotations

@@ -10,7 +10,7 @@ import json
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
-from .options import check_one_line, parse_spec
+from .specs import check_one_line, parse_spec, quote
 from .registry import Registry, provides
 from .settings import build
 from .types import Corpus, Queries, Run
@@ -145,7 +145,7 @@ def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]
         return spec, {}
     rest = spec.strip().partition(":")[2]
     # the defaults go first: a user's value holding commas (seeds=0,1,2) stays whole at the end
-    return f"{name}:" + ",".join([f"{k}={v}" for k, v in applied.items()] + ([rest] if rest else [])), applied
+    return f"{name}:" + ",".join([f"{k}={quote(v)}" for k, v in applied.items()] + ([rest] if rest else [])), applied
 
 
 def register_retriever(name: str, obj: Any = None, *, replace: bool = False):

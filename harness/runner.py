@@ -215,7 +215,7 @@ def _reranker(spec: str | Any, task: Task, llm_base_url: str | None, llm_model: 
 def _augmented(retr: Any, augment: str, data: TaskData, llm_base_url: str | None,
                llm_model: str | None) -> tuple[Any, dict]:
     """(the retriever over the augmented corpus, what the augmenter records), through the RUN_AUGMENTERS registry."""
-    from .options import parse_spec
+    from .specs import parse_spec
     from .retrieval import RUN_AUGMENTERS
 
     augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])

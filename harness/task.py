@@ -97,7 +97,8 @@ def get_task(name: str) -> Task:
         return name
     import os
 
-    from .options import build, check_one_line, parse_spec
+    from .options import build
+    from .specs import check_one_line, parse_spec
 
     if isinstance(name, os.PathLike):
         name = os.fspath(name)
@@ -154,7 +155,7 @@ def _parent_exists(path) -> bool:
 def _folder_with_options(name: str):
     """(folder, options) for ``DIR:key=value,...`` where ``DIR`` is an existing folder, else None. A path may hold
     ':' itself, so each ':' is tried from the right: the longest folder before a ``key=value`` list wins."""
-    from .options import parse_spec
+    from .specs import parse_spec
 
     cut = len(name)
     while (cut := name.rfind(":", 0, cut)) > 0:

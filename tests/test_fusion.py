@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from gapbench.adapters.fusion import RRF, DBSFusion, MinMaxFusion, split_top_level
+from gapbench.adapters.fusion import RRF, DBSFusion, MinMaxFusion
+from gapbench.specs import split_pieces
 from gapbench.errors import ConfigError, UnknownNameError
 from gapbench.retrieval import RETRIEVERS, get_retriever
 from gapbench.types import Corpus, Document, Queries, Query, sort_ranking
@@ -170,7 +171,7 @@ def test_spec_parsing_options_and_components():
     assert isinstance(nested.retrievers[1], DBSFusion)
     assert nested.name == "rrf:bm25+(fuse-dbsf:bm25-lucene+dense)"
     assert isinstance(get_retriever("fuse-minmax:bm25+dense"), MinMaxFusion)
-    assert split_top_level("a:x=1+(b+c)+[d+e]f") == ["a:x=1", "(b+c)", "[d+e]f"]
+    assert split_pieces("a:x=1+(b+c)+[d+e]f", "+", brackets="[]()", strict=True) == ["a:x=1", "(b+c)", "[d+e]f"]
 
 
 def test_fingerprint_combines_components_and_options():

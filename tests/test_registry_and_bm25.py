@@ -9,7 +9,7 @@ import pytest
 
 from gapbench.adapters.bm25 import BM25, BM25Lucene
 from gapbench.errors import ConfigError, DuplicateNameError, OptionsError, UnknownNameError
-from gapbench.options import parse_spec
+from gapbench.specs import parse_spec
 from gapbench.registry import Registry
 from gapbench.retrieval import get_retriever, search_with
 from gapbench.task import get_task

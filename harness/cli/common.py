@@ -109,16 +109,10 @@ def parse_pool_sizes(text: str) -> list[int]:
 def split_specs(text: str) -> list[str]:
     """Split 'bm25,dense:model=x,batch_size=8' at commas that start a new retriever (a registered name)."""
     from ..retrieval import RETRIEVERS, _ensure_builtin
+    from ..specs import split_spec_list
 
     _ensure_builtin()
-    names = set(RETRIEVERS.names())
-    parts: list[str] = []
-    for piece in text.split(","):
-        head = piece.split(":", 1)[0].strip()
-        if parts and "=" in piece and head not in names:
-            parts[-1] += "," + piece
-        elif piece.strip():
-            parts.append(piece.strip())
+    parts = split_spec_list(text, set(RETRIEVERS.names()))
     if not parts:
         fail("--retrievers is empty; for example --retrievers bm25,dense.")
     return parts

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError, UnknownIdError
+from ..specs import split_list
 from ..options import Range, parse_float, parse_int
 from .. import trec_names
 from .options import EvaluateOptions
@@ -55,19 +56,8 @@ _EXTERNAL_PROVIDERS = ("gdeval",)
 
 def split_measures(text: str) -> list[str]:
     """``"nDCG@10, P(rel=2)@5 AP"`` -> ``["nDCG@10", "P(rel=2)@5", "AP"]``: commas and spaces inside brackets stay."""
-    parts, depth, current = [], 0, []
-    for ch in text:
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth = max(depth - 1, 0)
-        if depth == 0 and (ch == "," or ch.isspace()):
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current))
-    return trec_names.join_lists([p for p in parts if p])  # trec_eval's -m P.5,10: P at 5 and at 10
+    parts = split_list(text, ", \t\n\r\f\v", brackets="(){}")  # the one spec grammar: gapbench.specs
+    return trec_names.join_lists(parts)  # trec_eval's -m P.5,10: P at 5 and at 10
 
 
 def parse_measures(measures: str | Iterable[str] | None) -> list:

@@ -122,7 +122,7 @@ def select(rows: list[MatrixEntry], only: list[str]) -> list[MatrixEntry]:
 def check_specs(rows: Iterable[MatrixEntry], matrix: object = None) -> None:
     """Every row's retriever and reranker is a registered name: a row that names another is refused before any run."""
     from ..errors import UnknownNameError
-    from ..options import parse_spec
+    from ..specs import parse_spec
     from ..retrieval import RERANKERS, RETRIEVERS, _ensure_builtin
 
     _ensure_builtin()

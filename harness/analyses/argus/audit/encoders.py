@@ -161,7 +161,7 @@ def get_encoder(retriever: Any = "dense", pooling: str = "auto") -> Any:
     if pooling not in ("auto", "span", "sentence"):
         raise ConfigError(f"pooling must be auto, span or sentence, got {pooling!r}.")
     if isinstance(retriever, str) and retriever.split(":", 1)[0].strip() == "random":
-        from ....options import parse_spec
+        from ....specs import parse_spec
 
         _, opts = parse_spec(retriever)
         unknown = set(opts) - {"dim", "seed"}
