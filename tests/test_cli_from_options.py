@@ -209,3 +209,16 @@ def test_gapbench_help_imports_no_verb_and_no_analysis():
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]"
     assert "run" in done.stdout and "evaluate" in done.stdout
+
+
+def test_run_help_adds_the_registered_rerankers_to_the_description_without_keeping_them(capsys):
+    from gapbench.retrieval import RERANKERS, _ensure_builtin
+    from gapbench.runner import RunOptions
+
+    _ensure_builtin()
+    assert main(["run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    described = help_text(RunOptions.model_fields["reranker"].description)
+    assert f"{described} Registered: {', '.join(RERANKERS.names())}." in text
+    reranker = next(p for p in REGISTRY["run"].click_params() if p.name == "reranker")
+    assert reranker.help == described  # the listing was for that help only
