@@ -11,7 +11,7 @@ import typer
 from . import llm_options as cli_llm
 from .listing import completion
 from .common import check_output, fail, measure_list
-from .from_options import FromOptions, add_command, command
+from .from_options import FromOptions, add_command, command, help_text
 
 # the flags of `gapbench run` are RunOptions' fields (gapbench.runner); the task, the retriever and --json are the
 # command's own
@@ -27,7 +27,9 @@ def register(app: typer.Typer) -> None:
 
     helps = {
         "retriever": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("retriever")) + ".",
-        "reranker": lambda: "NAME or NAME:key=value,... Registered: " + ", ".join(registered("reranker")) + ".",
+        # the field's description, and what is registered now (plugins too)
+        "reranker": lambda: (f"{help_text(FLAGS.options.model_fields['reranker'].description)} Registered: "
+                             + ", ".join(registered("reranker")) + "."),
     }
     add_command(app, "run", run_cmd, base=listing_command(helps))
 
