@@ -221,6 +221,3 @@ def answers_summary(total: dict, per_query: dict | None = None) -> dict:
     return {**row(total), "per_query": {q: row(r) for q, r in sorted((per_query or {}).items())}}
 
 
-def _is_full_permutation(answer: str, n: int) -> bool:
-    """Whether the answer names all ``n`` passages (by :func:`read_ranking`'s rules), needing no completion."""
-    return len(read_ranking(answer, n)[0]) == n

@@ -64,10 +64,6 @@ def interval() -> float:
     return value
 
 
-def enabled() -> bool:
-    return mode() != "off"
-
-
 def format_duration(seconds: float) -> str:
     """``45s``, ``2m26s``, ``1h02m``."""
     s = max(0, int(round(seconds)))

@@ -12,7 +12,6 @@ import platform
 import re
 import shutil
 import stat
-import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
@@ -475,5 +474,3 @@ def load_manifest(directory: str | os.PathLike) -> dict:
     return doc
 
 
-def command_line() -> str:
-    return " ".join(Path(sys.argv[0]).name if i == 0 else a for i, a in enumerate(sys.argv))

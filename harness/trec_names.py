@@ -160,12 +160,6 @@ def is_count(measure: str) -> bool:
     return bool(_COUNTS.match(measure))
 
 
-def summary_value(measure: str, values: Sequence[float]) -> float:
-    """The value of trec_eval's ``all`` row: the sum of a count, the mean of any other measure."""
-    total = sum(values)
-    return total if is_count(measure) else total / len(values)
-
-
 def _printed_name(measure: str) -> str:
     return to_trec(measure) or measure
 

@@ -135,6 +135,8 @@ def test_sdist_and_wheel_carry_every_module_and_data_file(dists):
     in_wheel = set(zipfile.ZipFile(dists["wheel"]).namelist())
     assert sorted(set(shipped.values()) - in_wheel) == []
     assert not any(n.startswith(("harness/", "tasks/", "adapters/", "tests/")) for n in in_wheel)
+    # PEP 561: the marker that tells type checkers the package is typed, in the sdist and the wheel
+    assert "harness/py.typed" in in_sdist and "gapbench/py.typed" in in_wheel
     entry = next(n for n in in_wheel if n.endswith(".dist-info/entry_points.txt"))
     assert "gapbench = gapbench.__main__:entry" in zipfile.ZipFile(dists["wheel"]).read(entry).decode()
 

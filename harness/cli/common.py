@@ -65,13 +65,6 @@ def check_count(option: str, value: int, what: str) -> int:
     return value
 
 
-def not_empty(**given: Optional[str]) -> None:
-    """An option given as '' (often an unset shell variable) is refused rather than read as 'not given'."""
-    for name, value in given.items():
-        if value is not None and not value.strip():
-            fail(f"--{name.replace('_', '-')} is empty; give a value, or leave the option out.")
-
-
 def check_output(output: Optional[Path], *, run_dir: bool, option: str = "output") -> None:
     """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
     if output is None:
