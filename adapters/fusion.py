@@ -37,16 +37,49 @@ Fused ties are broken by gapbench's one rule (score descending, then doc_id desc
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Optional, Sequence
 
-from gapbench.errors import ConfigError
-from gapbench.options import parse_float, parse_int, unknown_option
+from pydantic import BeforeValidator, Field
+
+from gapbench.contract import Depth, NonNegative
+from gapbench.errors import ConfigError, OptionsError
 from gapbench.retrieval import config_of, fingerprint_of, get_retriever, payload_fingerprint, search_with
+from gapbench.settings import Settings, parse_float, unknown_option
 from gapbench.specs import closing_bracket, split_options, split_pieces
 from gapbench.types import Corpus, Queries, Run, sort_ranking
 
 DEFAULT_DEPTH = 1000
 DEFAULT_RRF_K = 60.0
+
+
+def _weights(value: Any) -> Any:
+    """``"1;2"`` (a spec's text) or a list as a tuple of numbers; the model checks each is finite and >= 0."""
+    if isinstance(value, str):
+        parts = [parse_float(w) for w in value.split(";")]
+        if None in parts:
+            raise ValueError("must be finite numbers separated by ';', one per retriever, e.g. weights=1;2")
+        return tuple(parts)
+    return tuple(value) if isinstance(value, list) else value
+
+
+Weights = Annotated[Optional[tuple[NonNegative, ...]], BeforeValidator(_weights),
+                    Field(json_schema_extra={"accepts": "numbers >= 0 separated by ';', one per retriever"})]
+
+
+class FusionSettings(Settings):
+    """The settings of ``fuse-minmax`` and ``fuse-dbsf`` (``fuse-minmax:[depth=100,weights=1;2]bm25+dense``)."""
+
+    depth: Depth = Field(DEFAULT_DEPTH, description="Documents of each retriever's ranking that are fused.")
+    weights: Weights = Field(None, description="One weight per retriever (2;1); none: 1 each.")
+
+
+class RRFSettings(Settings):
+    """The settings of ``rrf`` (``rrf:[k=60,depth=1000]bm25+dense``)."""
+
+    k: NonNegative = Field(DEFAULT_RRF_K, description="The RRF constant: a document scores the sum of weight / (k + "
+                                                      "rank) over the rankings.")
+    depth: Depth = FusionSettings.model_fields["depth"]
+    weights: Weights = FusionSettings.model_fields["weights"]
 
 
 def _strip_parens(text: str) -> str:
@@ -81,7 +114,7 @@ def option_bracket(method: str, spec: str, options: Sequence[str], *, usage: str
             shown = key if value is None else f"{key}={value}"
             raise ConfigError(f"{method}: option {shown!r} in {spec!r} is not key=value; {hint}.")
         if key not in options:
-            raise unknown_option(method, key, list(options))
+            raise unknown_option(f"retriever {method}", key, list(options))
         if key in out:
             raise ConfigError(f"{method}: option {key!r} is given twice in {spec!r}.")
         out[key] = value
@@ -95,28 +128,30 @@ class _Fusion:
     method = "fusion"
     takes_spec = True
     takes_llm = True  # passed on to components that talk to an LLM (rrf:bm25+rewrite:bm25)
-    options: tuple[str, ...] = ("depth", "weights")
+    settings: type[Settings] = FusionSettings
+    options: tuple[str, ...] = tuple(FusionSettings.model_fields)
 
-    def __init__(self, retrievers: Sequence[Any], *, depth: int = DEFAULT_DEPTH, weights: Sequence[float] | None = None):
+    def __init__(self, retrievers: Sequence[Any], **options: Any):
+        """``RRF(["bm25", "dense"], k=60)``: the retrievers (specs or objects) and any of :attr:`settings`, checked
+        (an ``OptionsError`` names a bad one)."""
+        o = self.settings.check(f"retriever {self.method}", options)
+        depth, weights = o.depth, o.weights
+        for key in type(o).model_fields.keys() - FusionSettings.model_fields.keys():
+            setattr(self, key, getattr(o, key))  # rrf's k, before the name is made
         if len(retrievers) < 2:
             raise ConfigError(
                 f"{self.method} fuses at least two retrievers, got {len(retrievers)}; write for example "
                 f"{self.method}:bm25+dense."
             )
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-            raise ConfigError(f"{self.method}: depth must be a positive integer, got {depth!r}.")
         self.retrievers = [get_retriever(r) for r in retrievers]
         self.depth = depth
         if weights is None:
             weights = [1.0] * len(self.retrievers)
         weights = [float(w) for w in weights]
         if len(weights) != len(self.retrievers):
-            raise ConfigError(
-                f"{self.method}: {len(weights)} weights for {len(self.retrievers)} retrievers; give one weight per "
-                f"retriever, e.g. weights={';'.join(['1'] * len(self.retrievers))}."
-            )
-        if any(not math.isfinite(w) or w < 0 for w in weights):
-            raise ConfigError(f"{self.method}: weights must be finite and >= 0, got {weights}.")
+            raise OptionsError(f"retriever {self.method}", [("weights", (
+                f"holds {len(weights)} weights for {len(self.retrievers)} retrievers; give one weight per retriever, "
+                f"e.g. weights={';'.join(['1'] * len(self.retrievers))}"))])
         self.weights = weights
         self.name = self._make_name()
 
@@ -148,26 +183,9 @@ class _Fusion:
 
     @classmethod
     def _coerce_options(cls, raw: Mapping[str, str], n: int) -> dict[str, Any]:
-        # digits only: int() and float() would also take "1_000", "nan" and "inf"
-        kwargs: dict[str, Any] = {}
-        if "depth" in raw:
-            kwargs["depth"] = parse_int(raw["depth"])
-            if kwargs["depth"] is None:
-                raise ConfigError(f"{cls.method}: depth={raw['depth']!r} must be a positive integer.")
-        if "weights" in raw:
-            kwargs["weights"] = [parse_float(w) for w in raw["weights"].split(";")]
-            if None in kwargs["weights"]:
-                raise ConfigError(
-                    f"{cls.method}: weights={raw['weights']!r} must be numbers separated by ';', finite and one per "
-                    f"retriever, e.g. weights={';'.join(['1'] * n)}."
-                )
-        if "k" in raw:
-            kwargs["k"] = parse_float(raw["k"])
-            if kwargs["k"] is None:
-                raise ConfigError(
-                    f"{cls.method}: k={raw['k']!r} must be a number >= 0 and finite (the RRF constant, default 60)."
-                )
-        return kwargs
+        """The bracket's text read and checked by :attr:`settings`: only the options given, typed."""
+        given = cls.settings.from_text(f"retriever {cls.method}", raw)
+        return {key: getattr(given, key) for key in raw}
 
     # -- identity
     def _params(self) -> dict[str, Any]:
@@ -247,17 +265,9 @@ class RRF(_Fusion):
 
     name = "rrf"
     method = "rrf"
-    options = ("k", "depth", "weights")
-
-    def __init__(
-        self, retrievers: Sequence[Any], *, k: float = DEFAULT_RRF_K, depth: int = DEFAULT_DEPTH,
-        weights: Sequence[float] | None = None,
-    ):
-        k = float(k)
-        if not math.isfinite(k) or k < 0:
-            raise ConfigError(f"rrf: k must be a number >= 0 (the RRF constant, default 60), got {k}.")
-        self.k = k
-        super().__init__(retrievers, depth=depth, weights=weights)
+    settings = RRFSettings
+    options = tuple(RRFSettings.model_fields)
+    k: float
 
     def _params(self) -> dict[str, Any]:
         return {"k": self.k, **super()._params()}

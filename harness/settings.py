@@ -30,7 +30,7 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from .contract import Options, problem
 from .errors import OptionsError
@@ -95,11 +95,14 @@ def _refuse_unknown(model: type[BaseModel], owner: str, values: Mapping[str, Any
     accepted = list(model.model_fields)
     unknown = [key for key in values if key not in accepted]
     if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(str(key), accepted, n=1, cutoff=0.5)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise OptionsError(owner, [(str(key), f"is not an option{hint}; accepted options: "
-                                              f"{', '.join(accepted) or 'none'}")])
+        raise unknown_option(owner, str(unknown[0]), accepted)
+
+
+def unknown_option(owner: str, key: str, accepted: list[str]) -> OptionsError:
+    """The error for an option ``owner`` does not take: the closest accepted one and all of them."""
+    close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return OptionsError(owner, [(key, f"is not an option{hint}; accepted options: {', '.join(accepted) or 'none'}")])
 
 
 def read_text(annotation: Any, text: str) -> Any:
@@ -168,6 +171,30 @@ def accepts(model: type[BaseModel], key: str) -> str:
     prop = {**prop, **(choices[0] if len(choices) == 1 else {})}
     what = _accepts(prop)
     return f"{what}, or none" if nullable and "none" not in prop.get("enum", ()) else what
+
+
+def accepts_type(annotation: Any) -> str:
+    """What a value of an annotated type accepts, in the words of :func:`accepts`:
+    ``accepts_type(Annotated[int, Field(ge=1)])`` is ``a whole number >= 1``."""
+    return _accepts(_type_schema(annotation))
+
+
+def fits(annotation: Any, value: Any) -> bool:
+    """Whether ``value`` is a valid ``annotation`` (its type, strictly, and its bounds)."""
+    try:
+        _adapter(annotation).validate_python(value, strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
+
+
+def _type_schema(annotation: Any) -> dict:
+    return _adapter(annotation).json_schema()
 
 
 def _accepts(prop: dict) -> str:
