@@ -167,3 +167,53 @@ def test_obliq_build_on_the_embedded_smollm2_stops_within_its_first_batches(tmp_
     assert not (tmp_path / "t").exists()
     # before the calls, the estimate's time range from the model's speed, measured on a short probe
     assert "time: about " in done.stderr and "measured on SmolLM2-135M-Instruct.Q4_1.gguf" in done.stderr
+
+
+def beir_folder(root: Path) -> Path:
+    """Two queries over ten documents, a BEIR folder."""
+    root.mkdir()
+    docs = {f"d{i}": f"document {i} about {'rivers' if i < 5 else 'mountains'} and item {i}" for i in range(10)}
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in docs.items()))
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "rivers"}\n{"_id": "q2", "text": "mountains"}\n')
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td7\t1\n")
+    return root
+
+
+@pytest.mark.parametrize("style", ["prose", None])
+def test_gap_stops_when_the_verifier_cannot_rank(style, tmp_path, capsys, monkeypatch):
+    from gapbench.cli import main
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))  # a cache of its own: every answer is a call
+    folder = beir_folder(tmp_path / "task")
+    with LLMServer(answer_style=style) as srv:
+        code = main(["gap", str(folder), "--retrievers", "bm25", "--llm-base-url", srv.base_url, "--llm-model",
+                     "judge", "--pool-sizes", "", "--depth", "10", "--verifier", "tournament:concurrency=1"])
+        calls = srv.counts["chat"]
+    err = capsys.readouterr().err
+    if style is None:  # rankings the tournament reads: never stopped
+        assert code == 0 and "cannot do this job" not in err and calls >= 2  # a ranking a query, at least
+        return
+    # prose without passage ids: the first ranking and its re-asks, 3 answers that cannot be read, stop the gap
+    assert code == 2 and calls == 3
+    assert "gap: the verifier's rankings: the model 'judge'" in err and "3 could not be read" in err
+    assert "--llm-base-url and --llm-model" in err
+
+
+def test_coverage_stops_when_the_model_names_no_entity(tmp_path, capsys):
+    from gapbench.cli import main
+    from test_coverage import FIXTURE, CoverageServer
+
+    class Chatty(CoverageServer):
+        def answer(self, prompt: str) -> tuple[str, str]:
+            if prompt.startswith("Extract the key entities"):
+                return "This document talks about several interesting things.", "entities"
+            return super().answer(prompt)
+
+    with Chatty() as srv:
+        code = main(["coverage", str(FIXTURE), "--retrievers", "bm25", "--entities", "llm", "--clusters", "3",
+                     "--llm-base-url", srv.base_url, "--llm-model", "cov-weak", "--out", str(tmp_path / "a")])
+        assert code == 2 and srv.counts["chat"] == 3  # of the fixture's 15 documents
+    err = capsys.readouterr().err
+    assert "coverage: LLM entities: the model 'cov-weak'" in err and "3 could not be read" in err
+    assert "stopped with 12 requests of the stage not sent" in err

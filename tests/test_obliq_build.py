@@ -249,7 +249,7 @@ def test_dry_run_estimates_without_a_call(corpus, tmp_path, capsys):
     with ObliqServer(world()) as srv:
         assert main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run",
                      "--batch-size", "4", "--llm-base-url", srv.base_url, "--llm-model", "judge"]) == 0
-        assert srv.counts["chat"] == 2 and srv.kinds == []  # the two probe calls that time the model; no build call
+        assert srv.counts["chat"] == 4 and srv.kinds == []  # the four probe calls that time the model; no build call
     text = capsys.readouterr().out
     assert "cost estimate for 23 documents" in text
     row = next(line.split() for line in text.splitlines() if line.strip().startswith("annotate"))
@@ -488,12 +488,16 @@ def test_corpus_from_a_registered_task_and_the_document_selection(tmp_path, caps
     from gapbench.cli import main
 
     fixtures = Path(__file__).parent / "fixtures" / "beir"
-    lens = ["--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run"]
-    assert main(["obliq", "build", f"beir/scifact:data_dir={fixtures}", *lens]) == 0  # through get_task
-    assert main(["obliq", "build", str(fixtures / "scifact"), "--max-docs", "4", *lens]) == 0
-    assert main(["obliq", "build", str(fixtures / "scifact"), "--sample", "2", "--seed", "3", *lens, "--json"]) == 0
+    with ObliqServer(world()) as srv:  # the dry run's probe times it
+        lens = ["--lens", LENS, "--out", str(tmp_path / "t"), "--dry-run", "--llm-base-url", srv.base_url,
+                "--llm-model", "judge"]
+        assert main(["obliq", "build", f"beir/scifact:data_dir={fixtures}", *lens]) == 0  # through get_task
+        assert main(["obliq", "build", str(fixtures / "scifact"), "--max-docs", "4", *lens]) == 0
+        assert main(["obliq", "build", str(fixtures / "scifact"), "--sample", "2", "--seed", "3", *lens,
+                     "--json"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("cost estimate for 6 documents") and out[8].startswith("cost estimate for 4 documents")
+    heads = [line.split(" (")[0] for line in out if line.startswith("cost estimate for")]
+    assert heads == ["cost estimate for 6 documents", "cost estimate for 4 documents"]
     card = json.loads(out[-1])
     assert card["dry_run"] and card["corpus"]["documents"] == 2 and card["corpus"]["source_documents"] == 6
     assert card["files"] == [] and not (tmp_path / "t").exists()

@@ -430,10 +430,14 @@ def gap(task: str, retrievers: str | Sequence[str], options: GapOptions | None =
     settled = options.replace(
         measure=options.measure or task_obj.main_measure,
         qrels_variants=options.qrels_variants or (task_obj.extra_qrels(data) if task_obj.extra_qrels else None))
-    report = measure_gap_with(task_obj.name, data, runs, rr.rerank_pools, settled, query_ids=prepared.query_ids,
-                              calls=lambda: getattr(rr, "llm_calls", 0),
-                              verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0],
-                              verifier_queries=view[1])
+    from ..llm.competence import ranking_verdict, watching
+
+    # the verifier's first answers are watched: a model that cannot rank stops the gap within its first calls
+    with watching(None, "gap: the verifier's rankings", ranking_verdict):
+        report = measure_gap_with(task_obj.name, data, runs, rr.rerank_pools, settled, query_ids=prepared.query_ids,
+                                  calls=lambda: getattr(rr, "llm_calls", 0),
+                                  verifier_seeds=seeds if len(seeds) > 1 else None, verifier_corpus=view[0],
+                                  verifier_queries=view[1])
     answers = _answer_counts(rr)
     llm = llm_manifest_of(rr)
     meta = report.meta.model_copy(update={

@@ -75,7 +75,7 @@ def build_cmd(
     structured: str = typer.Option("auto", "--structured",
                                    help="auto, json_schema, json_object (llama-cpp-python) or off."),
     dry_run: bool = typer.Option(False, "--dry-run",
-                                 help="Print the cost and time estimate and exit (two short probe calls time it)."),
+                                 help="Print the cost and time estimate and exit (short probe calls time it)."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model"),
     as_json: bool = typer.Option(False, "--json", help="Print card.json's object."),

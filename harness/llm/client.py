@@ -248,6 +248,9 @@ class LLMClient:
         width = max(1, concurrency or self.config.concurrency)
         out: list[Any] = []
         while len(out) < len(reqs):
+            if watch.tripped:  # stopped by another thread's answers: nothing more is sent
+                watch.calls_left = len(reqs) - len(out)
+                raise watch.error()
             part = reqs[len(out):len(out) + (watch.group(width) if watch.open else len(reqs))]
             answers = self._chat_many(part, concurrency, return_exceptions, progress)
             out.extend(answers)

@@ -117,6 +117,12 @@ def listwise_verdict(prompt: str, text: str) -> str:
     return "ok" if _BRACKETED.search(text) or _BARE.search(text.strip()) else "invalid"
 
 
+def ranking_verdict(prompt: str, text: str) -> str:
+    """A verifier's answer: judged as a listwise ranking (:func:`listwise_verdict`) when its prompt numbers passages
+    (``[1]``), else ``ok`` (only null and echoed answers count against another kind of verifier)."""
+    return listwise_verdict(prompt, text) if "[1]" in prompt else "ok"
+
+
 def settings(window: int | None = None, threshold: float | None = None) -> tuple[int, float]:
     """(window, threshold): the ones given, else the environment's, else the defaults; bad values are refused."""
     if window is None:
@@ -154,6 +160,7 @@ class CompetenceWatch:
         self.counts: Counter = Counter()
         self.examples: dict[str, str] = {}
         self.calls_left: int | None = None  # set by the caller that knows: requests not sent when it stopped
+        self.tripped = False  # once stopped, every later request of the stage is refused before it is sent
         self._lock = threading.Lock()
 
     @property
@@ -166,8 +173,8 @@ class CompetenceWatch:
 
     @property
     def open(self) -> bool:
-        """Whether answers are still being watched."""
-        return self.window > 0 and self.seen < self.window
+        """Whether answers are still being watched (a tripped watch stays open: it refuses every request)."""
+        return self.tripped or (self.window > 0 and self.seen < self.window)
 
     def bind(self, client: Any) -> None:
         """Names ``client``'s model and endpoint in the message, when no client was named yet."""
@@ -193,12 +200,14 @@ class CompetenceWatch:
             return
         out = self.verdict(prompt, text)
         with self._lock:
+            if self.tripped:
+                raise self.error()
             if not self.open:
                 return
             self.counts[out] += 1
             if out != "ok":
                 self.examples.setdefault(out, one_line(text or "")[:100])
-            tripped = self.bad >= self.need
+            tripped = self.tripped = self.tripped or self.bad >= self.need
         if tripped:
             raise self.error()
 

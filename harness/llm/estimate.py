@@ -94,7 +94,11 @@ def llm_progress(llm: Any, description: str, *, calls: int, total: int | None = 
     est = None
     if embedded and calls > 0:
         model = str(getattr(getattr(llm, "config", None), "model", None) or "model")
-        est = Estimate(description, model, calls, prompt_tokens, answer_tokens)
+        from .speed import known
+
+        measured = known(llm)  # a probe earlier in the command (obliq build's) measured the model: its speed
+        est = Estimate(description, model, calls, prompt_tokens, answer_tokens,
+                       *((round(measured.prompt_tps), round(measured.answer_tps)) if measured else ()))
         if est.seconds < SAY_ABOVE_S:
             est = None
         else:

@@ -1,8 +1,9 @@
 """How fast an endpoint reads and writes, measured on a short probe, and the time a piece of LLM work will take.
 
-Two uncached calls: one reads a prompt of about :data:`PROBE_WORDS` words and writes one token (the prompt speed),
-one reads a line and writes up to :data:`PROBE_ANSWER_TOKENS` tokens (the answer speed, its prompt time taken
-out). On the embedded SmolLM2 they take a few seconds; an endpoint is probed once per process.
+Four short uncached calls (:func:`probe`): a warm-up, a line answered with one token, a prompt of about
+:data:`PROBE_WORDS` more words answered with one token (the reading speed) and the line answered with up to
+:data:`PROBE_ANSWER_TOKENS` tokens (the writing speed). On the embedded SmolLM2 they take a few seconds; an endpoint
+is probed once per process.
 
     speed = probe(llm)                                   # Speed(prompt_tps=..., answer_tps=..., ...)
     low, high = speed.seconds(28_000, 5_400)             # answers a quarter of their budgets .. all of them
@@ -50,12 +51,16 @@ class Speed:
 
 
 def span(low: float, high: float) -> str:
-    """``20 s-1 min``, ``4-12 min``, ``1.5-3.2 h``."""
+    """``20-45 s``, ``20 s-2 min``, ``4-12 min``, ``1.5-3.2 h``; one value when both ends read the same (``12 min``)."""
     if high < 90:
-        return f"{low:.0f}-{high:.0f} s"
-    if high < 5400:
-        return (f"{low:.0f} s-{high / 60:.0f} min" if low < 60 else f"{low / 60:.0f}-{high / 60:.0f} min")
-    return f"{low / 3600:.1f}-{high / 3600:.1f} h"
+        a, b, unit = f"{low:.0f}", f"{high:.0f}", " s"
+    elif high < 5400:
+        if low < 60:
+            return f"{low:.0f} s-{high / 60:.0f} min"
+        a, b, unit = f"{low / 60:.0f}", f"{high / 60:.0f}", " min"
+    else:
+        a, b, unit = f"{low / 3600:.1f}", f"{high / 3600:.1f}", " h"
+    return f"{a}{unit}" if a == b else f"{a}-{b}{unit}"
 
 
 def known(llm: Any) -> Speed | None:
@@ -69,8 +74,11 @@ def _key(llm: Any) -> tuple[str, str]:
 
 
 def probe(llm: Any, *, clock=time.monotonic) -> Speed:
-    """The speed of ``llm``'s endpoint and model (an :class:`~gapbench.llm.client.LLMClient`), measured on two short
-    uncached calls (once per process; the calls are not counted in ``llm``'s usage)."""
+    """The speed of ``llm``'s endpoint and model (an :class:`~gapbench.llm.client.LLMClient`), measured on short
+    uncached calls (once per process; they are not counted in ``llm``'s usage): a warm-up (a cold model loads on its
+    first call), then a short call writing one token (the time of any call), a long prompt writing one token (the
+    reading speed, from the difference) and a short prompt writing up to :data:`PROBE_ANSWER_TOKENS` (the writing
+    speed, from the difference)."""
     from .client import ChatRequest, LLMClient
 
     with _LOCK:
@@ -79,21 +87,26 @@ def probe(llm: Any, *, clock=time.monotonic) -> Speed:
     rng = random.Random(0)
     filler = " ".join(rng.choice(_WORDS) for _ in range(PROBE_WORDS))
     side = LLMClient(llm.config, cache=False)  # its own counters: the probe is not the command's work
-    try:
+
+    def timed(prompt: str, max_tokens: int):
         start = clock()
         # a nonce first, so that no server's prompt cache answers from an earlier probe
-        read = side.chat(ChatRequest(f"Probe {time.time_ns()}. Say OK.\n{filler}", "speed probe", {"max_tokens": 1}))
-        read_s = max(clock() - start, 1e-3)
-        prompt_tps = max(read.prompt_tokens or PROBE_WORDS * 4 // 3, 1) / read_s
-        start = clock()
-        wrote = side.chat(ChatRequest(f"Probe {time.time_ns()}. Write the numbers from one to two hundred in words, "
-                                      "separated by commas.", "speed probe", {"max_tokens": PROBE_ANSWER_TOKENS}))
-        wrote_s = clock() - start
+        out = side.chat(ChatRequest(f"Probe {time.time_ns()}. {prompt}", "speed probe", {"max_tokens": max_tokens}))
+        return out, max(clock() - start, 1e-3)
+
+    short = "Write the numbers from one to two hundred in words, separated by commas."
+    try:
+        timed("Say OK.", 1)
+        base, base_s = timed(short, 1)
+        read, read_s = timed(f"Say OK.\n{filler}", 1)
+        wrote, wrote_s = timed(short, PROBE_ANSWER_TOKENS)
     finally:
         side.close()
-    tokens = wrote.completion_tokens or max(1, len(wrote.text.split()) * 4 // 3)
-    writing = max(wrote_s - (wrote.prompt_tokens or 20) / prompt_tps, 0.05 * wrote_s, 1e-3)
-    speed = Speed(prompt_tps, tokens / writing, str(llm.config.model), str(llm.endpoint))
+    extra = max((read.prompt_tokens or PROBE_WORDS * 4 // 3) - (base.prompt_tokens or 20), 1)
+    prompt_tps = extra / max(read_s - base_s, 0.05 * read_s)
+    tokens = max(wrote.completion_tokens or len(wrote.text.split()) * 4 // 3, 2)
+    answer_tps = (tokens - 1) / max(wrote_s - base_s, 0.05 * wrote_s)
+    speed = Speed(prompt_tps, answer_tps, str(llm.config.model), str(llm.endpoint))
     with _LOCK:
         _KNOWN[_key(llm)] = speed
     return speed

@@ -134,7 +134,9 @@ def llm_entities(texts: Mapping[str, str], client: Any, *, max_chars: int | None
     ids = list(texts)
     reqs = [ChatRequest(render("coverage_entities", document=_cut(texts[i], max_chars)), tag=f"entities:{i}")
             for i in ids]
-    answers = chat_many_reporting(client, reqs, "coverage: LLM entities")
+    # a model whose first answers hold no entity line (or are null or echoed) stops here (gapbench.llm.competence)
+    answers = chat_many_reporting(client, reqs, "coverage: LLM entities",
+                                  judge=lambda _prompt, text: "ok" if parse_entity_lines(text) else "invalid")
     out = {}
     for i, ans in zip(ids, answers):
         ents = [normalise_entity(e["name"]) for e in parse_entity_lines(ans.text)]
