@@ -25,15 +25,16 @@ checks that a plugin registers and that each verb returns its report model.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any
 
 from .errors import DuplicateNameError, GapbenchError, UnknownNameError
 from .registry import resolve_lazy
 
 GROUP = "gapbench.analyses"
 
-Target = Union[str, Callable[..., Any], type]
+Target = str | Callable[..., Any] | type
 
 
 class PluginError(GapbenchError):

@@ -26,6 +26,10 @@ doc id in the run reported as a :class:`~gapbench.errors.GapbenchError` naming i
 mutation. A task promises metadata, string ids, judgements of known queries and documents, and exclusions that never
 hide a positive.
 
+An analysis registered through the entry-point group ``gapbench.analyses`` (:mod:`gapbench.plugins`) promises that
+its verbs, options and report models import, its options refuse what no run accepts, its commands build, and each
+verb returns its report model: subclass :class:`AnalysisContract` and say how to run each verb on :func:`tiny_task`.
+
 The data is real and small: the first documents and queries of ImpliRet multispeaker/wknow (shipped with gapbench),
 plus three documents of one text. This module needs pytest; ``import gapbench`` never imports it.
 """
@@ -52,8 +56,9 @@ from .retrieval import Reranker, Retriever, fingerprint_of, get_reranker, get_re
 from .task import Task, get_task
 from .types import Corpus, Document, OtherRowsExcluded, Queries, Query, Run
 
-__all__ = ["ContractData", "Expect", "OnlyAllowed", "RerankerContract", "RetrieverContract", "TaskContract",
-           "assert_ranked", "contract_data", "fingerprints_in_fresh_process"]
+__all__ = ["AnalysisContract", "ContractData", "Expect", "OnlyAllowed", "RerankerContract", "RetrieverContract",
+           "TaskContract", "assert_ranked", "check_analysis", "check_report", "contract_data",
+           "fingerprints_in_fresh_process", "tiny_task"]
 
 TIE_TEXT = "The lighthouse keeper repaired the brass lantern on the cliff before the autumn storm reached the harbour."
 TIE_IDS = ("tie-c", "tie-b", "tie-a")  # the order every retriever must rank them in
@@ -469,3 +474,109 @@ class TaskContract:
             assert all(isinstance(d, str) for d in excluded)
             # an excluded document is never a positive judgement of that query
             assert not {d for d, g in data.qrels.get(qid, {}).items() if g > 0} & excluded, (name, qid)
+
+
+# ------------------------------------------------------------------------------------------------------- analyses
+
+def tiny_task(folder: Any) -> str:
+    """:func:`contract_data`'s corpus, queries and judgements written as a BEIR folder (``corpus.jsonl``,
+    ``queries.jsonl``, ``qrels/test.tsv``) under ``folder``; returns its path, a task every verb takes by name.
+
+    >>> report = gapbench.coverage(tiny_task(tmp_path / "task"), "bm25")  # doctest: +SKIP
+    """
+    from pathlib import Path
+
+    data, root = contract_data(), Path(folder)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(root / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for d in data.corpus.values():
+            f.write(json.dumps({"_id": d.doc_id, "title": d.title or "", "text": d.text}) + "\n")
+    with open(root / "queries.jsonl", "w", encoding="utf-8") as f:
+        for q in data.queries.values():
+            if q.query_id in data.qrels:  # the tie queries are judged by no one
+                f.write(json.dumps({"_id": q.query_id, "text": q.text}) + "\n")
+    rows = [f"{q}\t{d}\t{g}" for q, judged in data.qrels.items() for d, g in judged.items()]
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return str(root)
+
+
+def check_analysis(name: str) -> Any:
+    """The :class:`gapbench.plugins.Analysis` registered as ``name`` in the entry-point group ``gapbench.analyses``,
+    checked as gapbench checks its own: every verb's function, options model and report model import; the options
+    are a :class:`gapbench.contract.Options` built from their defaults where all have one, refusing an unknown
+    setting (and ``seed=-1`` where there is a seed) with :class:`~gapbench.errors.OptionsError`; the report model has
+    a JSON Schema; and the command-line registrations add commands to a typer app whose ``--help`` works."""
+    from importlib.metadata import entry_points
+
+    import typer
+    from typer.testing import CliRunner
+
+    from .contract import Options
+    from .errors import OptionsError
+    from .plugins import GROUP, get_analysis
+
+    assert name in {ep.name for ep in entry_points(group=GROUP)}, f"no entry point {name!r} in group {GROUP!r}"
+    analysis = get_analysis(name)
+    assert analysis.name == name and analysis.summary and analysis.verbs
+    for verb in analysis.verbs:
+        function, options, report = verb.load()
+        assert issubclass(options, Options), f"{verb.name}: {options.__name__} is not a gapbench.contract.Options"
+        if not any(f.is_required() for f in options.model_fields.values()):
+            options()  # built from its defaults (a verb's own inputs, such as OBLIQ's lens, may be required fields)
+        with pytest.raises(OptionsError, match="no_such_setting"):
+            options(no_such_setting=1)
+        if "seed" in options.model_fields:
+            with pytest.raises(OptionsError, match="seed"):
+                options(seed=-1)
+        assert report.model_json_schema()["properties"], f"{verb.name}: {report.__name__} has no fields"
+    app = typer.Typer()
+    analysis.add_commands(app)
+    added = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+    assert added, f"analysis {name!r} added no command"
+    for command in added:
+        done = CliRunner().invoke(app, [command, "--help"])
+        assert done.exit_code == 0, (command, done.output)
+    return analysis
+
+
+def check_report(analysis: Any, verb: str, result: Any) -> None:
+    """``result``, what ``verb`` of ``analysis`` returned, is its report model, and reads back equal from its JSON
+    (the file on disk is the result in memory)."""
+    report = analysis.verb(verb).load()[2]
+    assert isinstance(result, report), f"{verb} returned {type(result).__name__}, not its report {report.__name__}"
+    dumped = result.model_dump(mode="json")
+    assert report.model_validate(json.loads(result.model_dump_json())).model_dump(mode="json") == dumped
+
+
+class AnalysisContract:
+    """Subclass, name the analysis and say how to call its verbs on a small task; pytest checks that it registers as
+    a plugin (:func:`check_analysis`) and that each verb returns its report model (:func:`check_report`).
+
+    >>> class TestNovelty(AnalysisContract):  # doctest: +SKIP
+    ...     analysis = "novelty"
+    ...     def call(self, verb, function, options, task):
+    ...         return function(task, "bm25", options(depth=5))
+    """
+
+    analysis: str = ""
+    verbs: tuple[str, ...] | None = None  # the verbs :meth:`call` runs; None: every verb of the analysis
+
+    def call(self, verb: str, function: Callable[..., Any], options: type, task: str) -> Any:
+        """Run ``function`` (the verb, with its options model) on ``task`` (a :func:`tiny_task` folder)."""
+        raise NotImplementedError(f"{type(self).__name__}.call: say how to run {verb!r} on a small task")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def registered(cls):
+        return check_analysis(cls.analysis)
+
+    def test_registers_as_a_plugin(self, registered):
+        assert registered.name == self.analysis
+
+    def test_each_verb_returns_its_report_model(self, registered, tmp_path):
+        names = self.verbs if self.verbs is not None else tuple(v.name for v in registered.verbs)
+        assert names, "no verb to run"
+        task = tiny_task(tmp_path / "task")
+        for name in names:
+            function, options, _ = registered.verb(name).load()
+            check_report(registered, name, self.call(name, function, options, task))
