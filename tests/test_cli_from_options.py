@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 import typer
@@ -18,7 +18,13 @@ from typer.testing import CliRunner
 from gapbench.cli import app, main
 from gapbench.cli.contract import REGISTRY, SAMPLING
 from gapbench.cli.from_options import (
-    FromOptions, _collection, add_command, choices, cli_type, command, help_text,
+    FromOptions,
+    _collection,
+    add_command,
+    choices,
+    cli_type,
+    command,
+    help_text,
 )
 from gapbench.contract import Options, Seed
 
@@ -99,9 +105,9 @@ class _Demo(Options):
     mode: Literal["fast", "exact"] = Field("fast", description="How to search.")
     keep: bool = Field(False, description="Keep the files.")
     sizes: tuple[int, ...] = Field((50, 100), description="Pool budgets.")
-    name: Optional[str] = Field(None, description="A name.")
+    name: str | None = Field(None, description="A name.")
     seed: Seed = Field(0, description="The seed.")
-    extra: Optional[object] = Field(None, description="Set from Python only.")
+    extra: object | None = Field(None, description="Set from Python only.")
 
 
 DEMO = FromOptions("demo-test", _Demo, short={"depth": ("-d",)}, library_only={"extra"})
@@ -139,7 +145,8 @@ def test_the_generator_reads_names_defaults_help_choices_and_flags_from_the_fiel
     refused = CliRunner().invoke(_demo_app(), ["demo", "x", "--mode", "slow"])
     assert refused.exit_code == 2
     assert "gapbench: error: --mode must be 'fast' or 'exact', got 'slow'.\n" in refused.output
-    assert params["keep"].is_flag and params["keep"].opts == ["--keep"] and params["keep"].secondary_opts == ["--no-keep"]
+    assert params["keep"].is_flag and params["keep"].opts == ["--keep"]
+    assert params["keep"].secondary_opts == ["--no-keep"]
     assert params["sizes"].multiple and list(params["sizes"].default) == [50, 100]
     assert params["name"].default is None
     assert "extra" not in params
@@ -193,10 +200,10 @@ def test_cli_type_of_the_shared_field_types():
     from gapbench.contract import Depth, Folder, Text
 
     assert cli_type(Depth) is int
-    assert cli_type(Optional[Folder]) == Optional[Path]
-    assert cli_type(Optional[Text]) == Optional[str]
-    assert cli_type(Literal["a", "b"]) is str and choices(Optional[Literal["a", "b"]]) == ("a", "b")
-    assert cli_type(tuple[str, ...]) == list[str] or cli_type(tuple[str, ...]).__origin__ is list
+    assert cli_type(Folder | None) == Path | None
+    assert cli_type(Text | None) == str | None
+    assert cli_type(Literal["a", "b"]) is str and choices(Literal["a", "b"] | None) == ("a", "b")
+    assert cli_type(tuple[str, ...]) == list[str] and cli_type(tuple[int, ...] | None) == list[int] | None
 
 
 def test_gapbench_help_imports_no_verb_and_no_analysis():

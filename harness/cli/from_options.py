@@ -28,9 +28,10 @@ import functools
 import inspect
 import re
 import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, List, Literal, Mapping, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
 from typer.core import TyperCommand
@@ -51,11 +52,11 @@ def cli_type(annotation: Any) -> Any:
     if origin is Union or origin is types.UnionType:
         rest = [a for a in get_args(annotation) if a is not _NONE]
         inner = cli_type(rest[0]) if len(rest) == 1 else str
-        return Optional[inner] if _NONE in get_args(annotation) else inner
+        return inner | None if _NONE in get_args(annotation) else inner
     if origin in (list, tuple, set, frozenset):
         args = [a for a in get_args(annotation) if a is not Ellipsis]
         item = cli_type(args[0]) if len(set(args)) == 1 else str
-        return List[item] if item in _PLAIN else List[str]  # type: ignore[valid-type]
+        return list[item] if item in _PLAIN else list[str]  # type: ignore[valid-type]
     if annotation in _PLAIN:
         return annotation
     return str
@@ -73,7 +74,7 @@ def choices(annotation: Any) -> tuple[str, ...]:
     return ()
 
 
-def help_text(description: Optional[str]) -> Optional[str]:
+def help_text(description: str | None) -> str | None:
     """A field's description as help: reST roles and literals as plain text (``:class:`~a.b.C``` -> C, ````x```` ->
     x), on one line (a description written as an attribute docstring spans several)."""
     if not description:
@@ -149,7 +150,7 @@ class FromOptions(Flags):
         """The field a generated parameter sets; None for the command's own parameters."""
         return self.renamed.get(param, param) if param in self.names() else None
 
-    def command_class(self, after: Optional[str], base: type = TyperCommand) -> type:
+    def command_class(self, after: str | None, base: type = TyperCommand) -> type:
         """A ``base`` command whose parameters are its own plus the generated ones (after its parameter ``after``,
         or first), made on first use; the generated values reach the command through ``ctx.params`` only."""
         flags = self
