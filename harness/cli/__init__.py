@@ -218,6 +218,11 @@ def _signals_interrupt() -> Iterator[list[int]]:
 
 def _interrupted(signum: int) -> int:
     name = signal.Signals(signum).name
+    kept = stopping.take_kept()  # what the interrupted stages said they kept (stopping.note_kept)
+    if kept:
+        _say(f"gapbench: interrupted by {name}; nothing half-written was left; {'; '.join(kept)}; run the same "
+             "command again to resume.")
+        return 128 + signum
     _say(f"gapbench: interrupted by {name}; nothing half-written was left, and finished work (caches) is kept.")
     return 128 + signum
 
