@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Optional
 
@@ -15,31 +15,15 @@ from .budget import limited
 from .budget import memory_budget as memory_budget_bytes
 from .contract import Depth, Folder, Options, Seed, Text, not_blank
 from .errors import ConfigError, OptionsError
-from .evaluation.evaluation import (
-    Results, _distinct_measures, depth_notes, evaluate, format_table, split_measures,
-)
+from .evaluation.evaluation import _distinct_measures, depth_notes, evaluate, split_measures
 from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
-from .store import RunDirWriter, check_replace, check_run_dir_target, package_versions, save_run_dir, utc_now
+from .schemas.run import RunManifest, RunResults, SuiteResults
+from .store import (MANIFEST_VERSION, RunDirWriter, check_replace, check_run_dir_target, package_versions, save_run_dir,
+                    utc_now)
 from .suites import Suite, get_suite
 from .task import Task, get_task
 from .types import Run, TaskData
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What :func:`run` returns: the Run, its Results and the manifest that records how they were made."""
-
-    run: Run
-    results: Results
-    manifest: dict = field(repr=False)
-    output: Path | None = None
-
-    def __str__(self) -> str:
-        return str(self.results)
-
-    def to_dict(self) -> dict:
-        return self.results.to_dict()
 
 
 class RunOptions(Options):
@@ -120,12 +104,16 @@ def run(
     retriever: str | Any,
     options: RunOptions | None = None,
     **settings: Any,
-) -> RunResult:
+) -> RunResults:
     """Run a retriever on a task and evaluate it, with the settings of ``options`` (a :class:`RunOptions`) or given as
     keywords (``k=100``), which build one (a keyword given with ``options`` replaces that setting).
 
     >>> result = gapbench.run("impliret/multispeaker/wknow", "bm25")  # doctest: +SKIP
-    >>> result.results.means["nDCG@10"]  # doctest: +SKIP
+    >>> result.means["nDCG@10"], result.manifest.versions["gapbench"]  # doctest: +SKIP
+
+    The result is the run's :class:`gapbench.schemas.RunResults` (``results.json``) holding, in memory, the
+    :class:`~gapbench.types.Run` (``result.run``), its :class:`gapbench.schemas.RunManifest` (``result.manifest``)
+    and the run directory written (``result.output``, or None).
 
     ``memory_budget`` (bytes, or a size such as ``"4GB"``) bounds the working memory of the large-corpus paths for
     the whole run (see :mod:`gapbench.budget`) and is recorded in the manifest. With ``output``, run.trec.gz is written
@@ -183,7 +171,11 @@ def run(
             out = writer.finish(results, manifest)
         else:
             out = save_run_dir(output, result_run, results, manifest) if output else None
-    return RunResult(result_run, results, manifest, out)
+    # the manifest as the file holds it (a config's tuples as lists, paths as text), read by the file's model
+    results._manifest = RunManifest.model_validate_json(
+        json.dumps({"manifest_version": MANIFEST_VERSION, **manifest}, default=str))
+    results._run, results._output = result_run, out
+    return results
 
 
 def _identity(prepared: Prepared, retr: Any, rr: Any, augment: str | None) -> dict:
@@ -233,7 +225,7 @@ def _rerank_entry(rr: Any, applied: dict) -> dict:
     return entry
 
 
-def _manifest(prepared: Prepared, retr: Any, name: str, results: Results, *, k: int, seed: int,
+def _manifest(prepared: Prepared, retr: Any, name: str, results: RunResults, *, k: int, seed: int,
               reranker: dict | None, augment: dict | None, timings: dict) -> dict:
     """What produced the run (``manifest.json``, :class:`gapbench.schemas.RunManifest`)."""
     data = prepared.data
@@ -294,47 +286,8 @@ def _search(retr: Any, prepared: Prepared, k: int, writer: RunDirWriter | None) 
         return prepared.search(retr, k, on_batch=append)
 
 
-@dataclass(frozen=True)
-class SuiteResult:
-    suite: Suite
-    results: tuple  # RunResult per task, in suite order
-    measures: tuple[str, ...] = field(default=())
-
-    @property
-    def average(self) -> dict[str, float]:
-        """Full Benchmark Avg.: the unweighted mean over the suite's tasks, per measure."""
-        out = {}
-        for m in self.measures:
-            vals = [r.results.means[m] for r in self.results if m in r.results.means]
-            if len(vals) == len(self.results):
-                out[m] = sum(vals) / len(vals)
-        return out
-
-    def to_dict(self) -> dict:
-        return {
-            "suite": self.suite.name,
-            "system": self.results[0].results.system if self.results else "",
-            "tasks": {r.results.task: {m: r.results.means[m] for m in r.results.measures} for r in self.results},
-            "full_benchmark_avg": self.average,
-            **({"notes": self.notes} if self.notes else {}),
-        }
-
-    @property
-    def notes(self) -> list[str]:
-        """The tasks' notes (measures deeper than k), each once."""
-        return list(dict.fromkeys(n for r in self.results for n in r.results.notes))
-
-    def __str__(self) -> str:
-        rows = [[r.results.task, *[f"{r.results.means.get(m, float('nan')):.4f}" for m in self.measures]] for r in self.results]
-        avg = self.average
-        rows.append(["Full Benchmark Avg.", *[f"{avg[m]:.4f}" if m in avg else "-" for m in self.measures]])
-        said = "".join(f"\nnote: {n}." for n in self.notes)
-        return f"suite {self.suite.name}\n" + format_table(["task", *self.measures], rows) + said
-
-
-
 def run_suite(suite: str | Suite, retriever: str | Any, options: RunOptions | None = None,
-              **settings: Any) -> SuiteResult:
+              **settings: Any) -> SuiteResults:
     """Run one retriever over every task of a suite, with the settings of :func:`run` (``options`` or keywords); with
     ``output`` each task gets ``output/<task name>`` (a run of another retriever there is refused unless
     ``overwrite``, as :func:`run` does). A suite run takes no reranker, augmenter or LLM endpoint: run its tasks one
@@ -351,5 +304,4 @@ def run_suite(suite: str | Suite, retriever: str | Any, options: RunOptions | No
         for task in suite_obj.tasks:
             out = Path(o.output) / task.replace("/", "__") if o.output else None
             results.append(run(task, retr, o.replace(output=out, memory_budget=None, ray=None)))
-    common = [m for m in results[0].results.measures if all(m in r.results.measures for r in results)]
-    return SuiteResult(suite_obj, tuple(results), tuple(common))
+    return SuiteResults.of(suite_obj.name, results)

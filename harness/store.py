@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from .errors import ConfigError, DataFormatError, RunDirInUse
-from .evaluation.evaluation import Results
+from .evaluation.evaluation import run_results
+from .schemas.run import RunResults
 from .files import atomic_writer
 from .formats import StrictJSONError, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run
 from .types import Run
@@ -133,7 +134,7 @@ def _described(x: Mapping[str, Any]) -> str:
     return out
 
 
-def save_run_dir(directory: str | os.PathLike, run: Run, results: Results, manifest: dict) -> Path:
+def save_run_dir(directory: str | os.PathLike, run: Run, results: RunResults, manifest: dict) -> Path:
     """Write the run directory into a hidden sibling and rename it into place. An interrupted or failed write (SIGINT
     and SIGTERM arrive as exceptions) removes its sibling; stale ones of dead processes go at the next write."""
     with RunDirWriter(directory) as writer:
@@ -175,7 +176,7 @@ class RunDirWriter:
         self._streamed = True
         return trec_run_appender(self.tmp / "run.trec.gz", tag)
 
-    def finish(self, results: Results, manifest: dict, run: Run | None = None) -> Path:
+    def finish(self, results: RunResults, manifest: dict, run: Run | None = None) -> Path:
         """Write the files not yet written (``run`` only when it was not streamed) and rename the folder into place."""
         if run is None and not self._streamed:
             raise ValueError("finish() needs the run when run_file() did not write it")
@@ -194,7 +195,7 @@ class RunDirWriter:
                 from None
 
 
-def _write_run_files(folder: Path, run: Run | None, results: Results, manifest: dict) -> None:
+def _write_run_files(folder: Path, run: Run | None, results: RunResults, manifest: dict) -> None:
     if run is not None:
         write_trec_run(run, folder / "run.trec.gz")
     with atomic_writer(folder / "metrics.tsv") as fh:
@@ -202,7 +203,7 @@ def _write_run_files(folder: Path, run: Run | None, results: Results, manifest: 
         for m in results.measures:
             for qid, v in results.per_query[m].items():
                 fh.write(f"{qid}\t{m}\t{v!r}\n")
-    res = results.to_dict()
+    res = results.model_dump(mode="json", exclude_unset=True)
     with atomic_writer(folder / "results.json") as fh:
         json.dump(res, fh, indent=2)
     with atomic_writer(folder / "manifest.json") as fh:
@@ -391,8 +392,9 @@ def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple
     return values, list(seen)
 
 
-def load_results(directory: str | os.PathLike) -> Results:
-    """The Results stored in a run directory, checked so that a damaged or edited one is bad input.
+def load_results(directory: str | os.PathLike) -> RunResults:
+    """The results stored in a run directory (with their per-query values), checked so that a damaged or edited one
+    is bad input.
 
     Per-query values come from metrics.tsv and are the one source of truth: each lies in its measure's range, every
     measure covers the same queries, their count is results.json's ``n_queries`` and their mean its stored mean (to
@@ -435,19 +437,9 @@ def load_results(directory: str | os.PathLike) -> Results:
                                   f"{res_path} stores {stored[m]!r}; one of the two files was edited: {_REMAKE}.",
                                   path=met_path)
     ci = res.get("ci95") or {}
-    return Results(
-        system=res["system"],
-        measures=tuple(stored),
-        per_query=per_query,
-        means=means,
-        stored_ci={m: tuple(v) for m, v in ci.items()} if all(m in ci for m in stored) else None,
-        n_queries=res["n_queries"],
-        n_missing=res.get("n_missing", 0),
-        n_dropped=res.get("n_dropped", 0),
-        n_unjudged=res.get("n_unjudged", 0),
-        task=res.get("task", ""),
-        notes=tuple(res.get("notes", ())),
-    )
+    return run_results(res["system"], per_query, task=res.get("task", ""), n_missing=res.get("n_missing", 0),
+                       n_dropped=res.get("n_dropped", 0), n_unjudged=res.get("n_unjudged", 0),
+                       ci95=ci if all(m in ci for m in stored) else None, notes=res.get("notes", ()))
 
 
 def read_manifest(directory: str | os.PathLike) -> dict | None:

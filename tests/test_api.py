@@ -37,9 +37,9 @@ def test_readme_own_retriever_example_runs(capsys):
     namespace: dict = {}
     exec(compile(readme_python_blocks()[0], "docs/retrievers.md", "exec"), namespace)
     result = namespace["result"]
-    assert result.results.n_queries == 1500
+    assert result.n_queries == 1500
     # the word-overlap baseline ranks the gold above chance (1 gold in 1,500 documents)
-    assert 0.01 < result.results.means["nDCG@10"] < 1.0
+    assert 0.01 < result.means["nDCG@10"] < 1.0
     assert "word-overlap" in capsys.readouterr().out
     RETRIEVERS.unregister("word-overlap")
 
@@ -112,7 +112,8 @@ def test_compare_takes_run_results(two_runs):
 
     a, b = two_runs
     from_runs = gapbench.compare([a, b], n_permutations=200)
-    from_results = gapbench.compare([a.results, b.results], n_permutations=200)
+    qrels = gapbench.get_task(a.task).load().qrels  # the runs evaluated again: the same tests
+    from_results = gapbench.compare([a.run, b.run], qrels, list(a.measures), n_permutations=200)
     assert from_runs.names == ["bm25", "bm25:k1=0.9,b=0.4"]
     assert [t.__dict__ for t in from_runs.tests] == [t.__dict__ for t in from_results.tests]
 
@@ -124,20 +125,21 @@ def test_regress_and_report_take_run_results_as_run_directories_would(two_runs, 
 
     a, b = two_runs
     for r, name in ((a, "a"), (b, "b")):
-        save_run_dir(tmp_path / name, r.run, r.results, r.manifest)
+        manifest = r.manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        save_run_dir(tmp_path / name, r.run, r, manifest)
     gate = gapbench.regress(a, b, measure="nDCG@10", n_permutations=1000)
     by_dirs = regress_dirs(tmp_path / "a", tmp_path / "b", measure="nDCG@10", n_permutations=1000)
     assert [r.__dict__ for r in gate.rows] == [r.__dict__ for r in by_dirs.rows]
-    assert gate.rows[0].baseline == a.results.means["nDCG@10"] and gate.checks == by_dirs.checks
-    assert gate.baseline == f"bm25 on {a.results.task} (in memory)"
+    assert gate.rows[0].baseline == a.means["nDCG@10"] and gate.checks == by_dirs.checks
+    assert gate.baseline == f"bm25 on {a.task} (in memory)"
     # a list of results is a result set (one per task)
     assert [r.__dict__ for r in gapbench.regress([a], [b], measure="nDCG@10", n_permutations=1000).rows] == \
         [r.__dict__ for r in gate.rows]
     report = gapbench.report([a, b], n_permutations=200)
-    assert report.task == a.results.task
+    assert report.task == a.task
     assert [s.system for s in report.data.systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
-    assert [s.run_dir for s in report.data.systems] == [f"bm25 on {a.results.task} (in memory)",
-                                                         f"bm25:k1=0.9,b=0.4 on {a.results.task} (in memory)"]
+    assert [s.run_dir for s in report.data.systems] == [f"bm25 on {a.task} (in memory)",
+                                                         f"bm25:k1=0.9,b=0.4 on {a.task} (in memory)"]
 
 
 def test_a_result_set_of_other_things_is_refused():
@@ -151,13 +153,13 @@ def test_a_result_set_of_other_things_is_refused():
 def test_the_manifest_records_the_gapbench_version(two_runs):
     import gapbench
 
-    assert all(r.manifest["versions"]["gapbench"] == gapbench.__version__ for r in two_runs)
+    assert all(r.manifest.versions["gapbench"] == gapbench.__version__ for r in two_runs)
 
 
 def test_argus_probe_verb_trains_on_the_audit_it_runs():
     import gapbench
     from gapbench.analyses.argus.audit.retrievability import audit
-    from gapbench.analyses.argus.probe.training import train_probe
+    from gapbench.analyses.argus.probe.training import Probe, train_probe
 
     # one labelled set, the audited targets (the default trains the directed and the undirected set)
     options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"], datasets=("directed",))
@@ -169,7 +171,7 @@ def test_argus_probe_verb_trains_on_the_audit_it_runs():
                              families=("ridge",))
     [got] = report.datasets
     assert got.selected == by_hand.selected and got.test == by_hand.test
-    assert got.n == len(targets) and isinstance(probe, gapbench.Probe)
+    assert got.n == len(targets) and isinstance(probe, Probe)
 
 
 @pytest.mark.parametrize("kw, problem", [

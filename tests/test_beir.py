@@ -238,4 +238,4 @@ def test_local_copy_memory_mapped_gives_the_same_task_and_run(name, monkeypatch)
     assert list(compact.corpus.values()) == list(plain.corpus.values())
     assert compact.excluded == plain.excluded  # ArguAna's self-matches, found through the mapped ids
     assert compact_result.run.to_dict() == plain_result.run.to_dict()
-    assert compact_result.results.means == plain_result.results.means
+    assert compact_result.means == plain_result.means

@@ -188,7 +188,7 @@ def test_exclusions_are_masked_before_the_cut(retriever):
         assert len(result.run[qid]) == 3  # k results for every query, the excluded query included
     assert not {d for d, _ in result.run["0"]} & data.excluded["0"]
     assert result.run["0"][0][0] == "leetcode/leetcode_167.txt"  # the gold document now leads
-    assert result.results.means["RR@10"] == 1.0
+    assert result.means["RR@10"] == 1.0
 
     full = run(t, retriever, k=100)  # the corpus allows 5 - 2 documents for query 0 and 5 for the others
     assert [len(full.run[q]) for q in ("0", "1", "2")] == [3, 5, 5]

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
-from gapbench.evaluation.evaluation import Results, evaluate
+from gapbench.evaluation.evaluation import evaluate
+from gapbench.schemas.run import RunResults
 from gapbench.types import Qrels, Run
 
 L2 = math.log2
@@ -58,7 +59,7 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def results() -> Results:
+def results() -> RunResults:
     return evaluate(RUN, QRELS, ALL, task="toy", n_resamples=200, seed=3)
 
 
@@ -93,7 +94,7 @@ def test_counts(results):
     assert results.query_ids == ["qA", "qC", "qF"]
     assert results.system == "run"
     assert results.task == "toy"
-    assert results.measures == tuple(ALL)
+    assert list(results.measures) == ALL
 
 
 def test_zero_grade_query_in_run_counts_only_as_dropped():
@@ -150,10 +151,12 @@ def test_cutoff_excludes_rank_eleven():
     assert pq == pytest.approx({"RR@10": 0.0, "RR": 1 / 11, "R@10": 0.0, "R@100": 1.0, "P@10": 0.0}, abs=1e-12)
 
 
-# ---------------------------------------------------------------- Results API
+# ---------------------------------------------------------------- the result model
 
-def test_to_dict(results):
-    d = results.to_dict()
+def test_results_json(results):
+    d = results.model_dump(mode="json", exclude_unset=True)  # results.json
+    back = RunResults.model_validate_json(results.model_dump_json(exclude_unset=True))  # the file read back
+    assert back.model_dump() == results.model_dump() and not back.per_query and results.per_query
     assert set(d) == {"task", "system", "n_queries", "n_missing", "n_dropped", "n_unjudged", "measures", "ci95"}
     assert (d["task"], d["system"], d["n_queries"], d["n_missing"], d["n_dropped"], d["n_unjudged"]) == (
         "toy", "run", 3, 1, 1, 1,
@@ -377,7 +380,7 @@ def test_split_measures_keeps_parameters_together():
 
 def test_parameterised_measures_give_hand_computed_values():
     r = evaluate(RUN, QRELS, "P(rel=2)@5,IPrec@0.5,AP(rel=3),Judged@5,R@0010")
-    assert r.measures == ("P(rel=2)@5", "IPrec@0.5", "AP(rel=3)", "Judged@5", "R@10")
+    assert list(r.measures) == ["P(rel=2)@5", "IPrec@0.5", "AP(rel=3)", "Judged@5", "R@10"]
     pq = r.per_query
     # grade >= 2 in qA's top 5: a02, a04; in qF's: f2
     assert pq["P(rel=2)@5"] == pytest.approx({"qA": 2 / 5, "qC": 0.0, "qF": 1 / 5})
@@ -549,9 +552,9 @@ def test_evaluate_refuses_a_run_none_of_whose_queries_is_judged(tmp_path, capsys
 
 def test_evaluate_names_measures_deeper_than_a_known_depth():
     res = evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100", "RR@10"], depth=10)
-    assert res.notes == ("R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100",)
-    assert res.to_dict()["notes"] == list(res.notes)
-    assert evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100"]).notes == ()
+    assert res.notes == ["R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100"]
+    assert res.model_dump(exclude_unset=True)["notes"] == res.notes
+    assert evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@100"]).notes == []
 
 
 @pytest.mark.parametrize("given, message", [

@@ -113,7 +113,7 @@ def test_vaswani_records_match_ir_datasets_fingerprint():
 
 def test_manifest_names_the_dataset_and_its_files_checksums(tmp_path):
     result = run("irds:vaswani", "bm25", k=10, measures=["nDCG@10"], output=tmp_path / "out")
-    task = result.manifest["task"]
+    task = result.manifest.task.model_dump()
     assert task["name"] == "irds:vaswani"
     import ir_datasets
 
@@ -147,7 +147,7 @@ def test_bm25_on_irds_equals_local_trec_and_pytrec_eval(tmp_path, capsys):
     raw = pytrec_eval.RelevanceEvaluator(qrels, {"map", "P_10", "ndcg_cut_10"}).evaluate(irds_run.to_dict())
     for ours, theirs in (("AP", "map"), ("P@10", "P_10"), ("nDCG@10", "ndcg_cut_10")):
         expected = sum(raw[q][theirs] for q in qrels) / len(qrels)
-        assert local.results.means[ours] == pytest.approx(expected, abs=1e-12)
+        assert local.means[ours] == pytest.approx(expected, abs=1e-12)
         assert irds_out["measures"][ours] == pytest.approx(expected, abs=1e-12)
     assert irds_out["measures"]["AP"] > 0.2  # a real ranking, not noise: every query has judged hits high up
 

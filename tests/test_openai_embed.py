@@ -62,6 +62,6 @@ def test_vectors_ranking_cache_and_exclusions(server):
 def test_run_manifest_has_no_key(server, tmp_path):
     result = gapbench.run("impliret/unispeaker/wknow", f"openai-embed:model=embedder,base_url={server.base_url}",
                           measures=["nDCG@10", "R@100"], output=tmp_path / "run")
-    assert 0.0 < result.results.means["R@100"] <= 1.0
-    text = json.dumps(result.manifest) + (tmp_path / "run" / "manifest.json").read_text()
+    assert 0.0 < result.means["R@100"] <= 1.0
+    text = result.manifest.model_dump_json() + (tmp_path / "run" / "manifest.json").read_text()
     assert KEY not in text and "embedder" in text

@@ -198,14 +198,14 @@ def test_run_takes_the_tasks_tournament_defaults_as_gap_does(tmp_path, monkeypat
                            llm_model="judge", output=tmp_path / "own")
         window = gapbench.run(task, "bm25", k=20, reranker="sliding-window:window=4,stride=2",
                               llm_base_url=srv.base_url, llm_model="judge")
-    entry = plain.manifest["reranker"]
+    entry = plain.manifest.reranker.model_dump()
     assert (entry["config"]["batch_size"], entry["config"]["promote"], entry["config"]["max_final"]) == (6, 2, 16)
     assert entry["task_defaults"] == {"batch_size": 6, "promote": 2, "max_final": 16}
     assert entry["llm"]["model"] == "judge" and entry["llm"]["usage"]["calls"] > 0
-    entry = own.manifest["reranker"]
+    entry = own.manifest.reranker.model_dump()
     assert (entry["config"]["batch_size"], entry["config"]["promote"], entry["config"]["max_final"]) == (3, 2, 16)
     assert entry["task_defaults"] == {"promote": 2, "max_final": 16}
     assert (tmp_path / "own" / "manifest.json").read_text().count('"task_defaults"') == 1
-    assert window.manifest["reranker"]["task_defaults"] == {}  # OBLIQ declares defaults for the tournament only
+    assert window.manifest.reranker.task_defaults == {}  # OBLIQ declares defaults for the tournament only
     # a perfect judge ranks the gold problems first: the defaults change the rounds, not what a perfect judge finds
-    assert plain.results.means["nDCG@10"] == own.results.means["nDCG@10"] == window.results.means["nDCG@10"]
+    assert plain.means["nDCG@10"] == own.means["nDCG@10"] == window.means["nDCG@10"]

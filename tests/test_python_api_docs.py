@@ -65,14 +65,14 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     ns = namespace
 
-    # run and compare: the same numbers as evaluating the run again, and a RunResult pair compares like Results
+    # run and compare: the same numbers as evaluating the run again, and two run results compare like their runs
     base, tuned = ns["base"], ns["tuned"]
     again = gapbench.evaluate(base.run, data.qrels, ["nDCG@10", "AP", "P@10"])
-    assert base.results.means == again.means and base.results.n_queries == 1500
-    assert base.manifest["versions"]["gapbench"] == gapbench.__version__
-    direct = gapbench.compare([base.results, tuned.results])
+    assert base.means == again.means and base.n_queries == 1500
+    assert base.manifest.versions["gapbench"] == gapbench.__version__
+    direct = gapbench.compare([base.run, tuned.run], data.qrels, list(base.measures))
     assert [t.__dict__ for t in ns["comparison"].tests] == [t.__dict__ for t in direct.tests]
-    assert f"map                   \tall\t{base.results.means['AP']:.4f}" in out
+    assert f"map                   \tall\t{base.means['AP']:.4f}" in out
 
     # report and regress over the in-memory results: the same rows as over run directories written by run
     assert [s.system for s in ns["report"].data.systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
@@ -84,7 +84,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     by_dirs = regress_dirs(tmp_path / "a", tmp_path / "b", measure="nDCG@10", max_drop=0.01)
     gate = ns["gate"]
     assert [r.__dict__ for r in gate.rows] == [r.__dict__ for r in by_dirs.rows]
-    assert gate.rows[0].drop == pytest.approx(base.results.means["nDCG@10"] - tuned.results.means["nDCG@10"])
+    assert gate.rows[0].drop == pytest.approx(base.means["nDCG@10"] - tuned.means["nDCG@10"])
     assert gate.passed and gate.baseline == "bm25 on impliret/multispeaker/wknow (in memory)"
     assert gapbench.regress(written[0], written[1], measure="nDCG@10").baseline == str(tmp_path / "a")
 
@@ -96,7 +96,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     cov = ns["coverage"]
     assert cov.clustering.k == 8 and 0 < cov.coverage.n_touched <= 8
     # the plain mean over the judged queries is the run's own nDCG@10 on them
-    assert cov.systems["bm25"].mean == pytest.approx(base.results.means["nDCG@10"])
+    assert cov.systems["bm25"].mean == pytest.approx(base.means["nDCG@10"])
     audit = ns["audit"]
     assert audit.k == 50 and audit.n_requested == 300
     # a random encoder ranks a target among ~300 candidates by chance: its mean RPS stays near k/N
@@ -104,4 +104,4 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     assert ns["probe_report"].selected.family == "ridge" and math.isfinite(ns["probe_report"].test.rmse)
     argus = ns["argus"]
     assert set(argus.results()) == set(argus.tasks["impliret/multispeaker/wknow"].variants) == {"original", "expansion"}
-    assert argus.results()["original"].means["nDCG@10"] == pytest.approx(base.results.means["nDCG@10"])
+    assert argus.results()["original"].means["nDCG@10"] == pytest.approx(base.means["nDCG@10"])

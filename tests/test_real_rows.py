@@ -249,20 +249,20 @@ def test_rarb_bm25_on_real_qrels_equals_pytrec_eval(arc):
     import pytrec_eval
 
     result = run(f"rarb/ARC-Challenge:data_dir={RARB_REAL}", BM25(), k=100, measures=list(ARC_BM25))
-    assert result.results.n_queries == 1172 and result.results.n_missing == 0
+    assert result.n_queries == 1172 and result.n_missing == 0
     for name, value in ARC_BM25.items():
-        assert result.results.means[name] == pytest.approx(value, abs=5e-7), name
+        assert result.means[name] == pytest.approx(value, abs=5e-7), name
 
     run_dict = {q: dict(ranking) for q, ranking in result.run.items()}
     qrels = {q: dict(j) for q, j in arc.qrels.items()}
     raw = pytrec_eval.RelevanceEvaluator(qrels, set(PTE.values())).evaluate(run_dict)
     for name, pte in PTE.items():
-        per_query = result.results.per_query[name]
+        per_query = result.per_query[name]
         assert all(per_query[q] == pytest.approx(raw[q][pte], abs=1e-12) for q in raw), name
-        assert sum(raw[q][pte] for q in raw) / len(qrels) == pytest.approx(result.results.means[name], abs=1e-12)
+        assert sum(raw[q][pte] for q in raw) / len(qrels) == pytest.approx(result.means[name], abs=1e-12)
     # RR@10 by hand: 1/rank of the one gold answer within the first ten, else 0
     rr = [next((1 / r for r, (d, _) in enumerate(result.run[q][:10], 1) if d in qrels[q]), 0.0) for q in qrels]
-    assert sum(rr) / len(rr) == pytest.approx(result.results.means["RR@10"], abs=1e-12)
+    assert sum(rr) / len(rr) == pytest.approx(result.means["RR@10"], abs=1e-12)
     # the same run scored by gapbench's evaluate directly
     again = evaluate(result.run, arc.qrels, list(ARC_BM25))
-    assert again.means == result.results.means
+    assert again.means == result.means

@@ -330,11 +330,11 @@ def test_corpus_without_terms_evaluates_with_every_query_counted():
     data = TaskData(Corpus([Document("d1", "the"), Document("d2", "")]),
                     Queries([Query("q1", "apple"), Query("q2", "pie")]), Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}}))
     task = Task("no-terms", lambda: data)
-    lucene = run(task, "bm25-lucene", measures=["nDCG@10", "R@100"]).results
+    lucene = run(task, "bm25-lucene", measures=["nDCG@10", "R@100"])
     assert lucene.means == {"nDCG@10": 0.0, "R@100": 0.0}
     assert (lucene.n_queries, lucene.n_missing) == (2, 2)  # empty rankings: reported as judged queries absent
     # bm25 ranks both zero-score documents, d2 before d1 (doc_id descending): q2's gold first, q1's second
-    plain = run(task, "bm25", measures=["nDCG@10"]).results
+    plain = run(task, "bm25", measures=["nDCG@10"])
     assert plain.per_query["nDCG@10"] == pytest.approx({"q1": 1 / math.log2(3), "q2": 1.0})
     assert plain.n_missing == 0
 

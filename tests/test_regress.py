@@ -186,7 +186,7 @@ def test_compare_and_regress_agree(sets, reports, capsys):
             d = TASKS.index(row.task)
             dirs = [sets["baseline"] / TASKS[d].replace("/", "__"), sets[cand] / TASKS[d].replace("/", "__")]
             cmp = compare_run_dirs(dirs, ["nDCG@10"])
-            a, b = cmp.results
+            a, b = cmp.systems
             test = cmp.tests[0]
             assert (a.means["nDCG@10"], b.means["nDCG@10"]) == (row.baseline, row.candidate)
             assert test.delta == row.drop and test.p_randomization == row.p

@@ -183,12 +183,12 @@ def test_depth_notes_name_each_measure_deeper_than_k():
 def test_a_run_shallower_than_its_measures_says_so_in_print_and_in_the_manifest(tmp_path, capsys):
     note = "R@100 looks at 100 results but the run kept k=5: rerun with {}100 or drop R@100"
     result = gapbench.run(TASK, "bm25", k=5, measures=["nDCG@5", "R@100"], output=tmp_path / "py")
-    assert result.manifest["notes"] == [note.format("k=")] == list(result.results.notes)
+    assert result.manifest.notes == [note.format("k=")] == list(result.notes)
     assert str(result).endswith("\nnote: " + note.format("k=") + ".")
     from gapbench.store import load_manifest, load_results
 
     assert load_manifest(tmp_path / "py")["notes"] == [note.format("k=")]
-    assert load_results(tmp_path / "py").notes == (note.format("k="),)
+    assert load_results(tmp_path / "py").notes == [note.format("k=")]
 
     assert main(["run", TASK, "-r", "bm25", "--k", "5", "-m", "nDCG@5,R@100"]) == 0
     out = capsys.readouterr().out
@@ -221,15 +221,15 @@ def test_an_output_that_cannot_be_a_run_directory_is_refused_from_python_before_
 
 def test_a_suite_names_its_tasks_notes_once():
     from gapbench.evaluation.evaluation import evaluate
-    from gapbench.runner import RunResult, SuiteResult
-    from gapbench.suites import get_suite
+    from gapbench.schemas.run import SuiteResults
     from gapbench.types import Run
 
     def result(task):
         run = Run({"q1": [("d1", 1.0)]}, name="bm25")
-        return RunResult(run, evaluate(run, {"q1": {"d1": 1}}, ["R@100"], task=task, depth=10), {})
+        return evaluate(run, {"q1": {"d1": 1}}, ["R@100"], task=task, depth=10)
 
-    suite = SuiteResult(get_suite("impliret"), (result("a"), result("b")), ("R@100",))
+    suite = SuiteResults.of("impliret", [result("a"), result("b")])
     note = "R@100 looks at 100 results but the run kept k=10: rerun with k=100 or drop R@100"
-    assert suite.notes == [note] and suite.to_dict()["notes"] == [note]
+    assert suite.notes == [note] and suite.model_dump(mode="json", exclude_unset=True)["notes"] == [note]
+    assert suite.tasks == {"a": {"R@100": 1.0}, "b": {"R@100": 1.0}} and suite.full_benchmark_avg == {"R@100": 1.0}
     assert str(suite).endswith("\nnote: " + note + ".") and str(suite).count("note:") == 1

@@ -67,7 +67,7 @@ def test_the_library_refuses_without_cli_words_and_takes_overwrite(tmp_path, oth
     assert "--" not in str(info.value) and str(info.value).endswith(
         "; give another folder, or allow the replacement (overwrite=True).")
     result = gapbench.run(str(other_task), "bm25", measures=["nDCG@10"], output=out, overwrite=True)
-    assert result.manifest["task"]["name"] == str(other_task) == _manifest(out)["task"]["name"]
+    assert result.manifest.task.name == str(other_task) == _manifest(out)["task"]["name"]
 
 
 def test_check_replace_by_hand(tmp_path):

@@ -54,9 +54,9 @@ def test_run_directory_and_manifest(beir_folder, tmp_path, capsys):
 def test_same_manifest_same_numbers(beir_folder, tmp_path):
     a = gapbench.run(str(beir_folder), "bm25", measures=["nDCG@10"], output=tmp_path / "a")
     b = gapbench.run(str(beir_folder), "bm25", measures=["nDCG@10"], output=tmp_path / "b")
-    assert a.results.per_query == b.results.per_query
+    assert a.per_query == b.per_query
     assert (tmp_path / "a" / "run.trec.gz").read_bytes() == (tmp_path / "b" / "run.trec.gz").read_bytes()
-    assert a.manifest["fingerprints"] == b.manifest["fingerprints"]
+    assert a.manifest.fingerprints == b.manifest.fingerprints
 
 
 def test_compare_run_directories(beir_folder, tmp_path, capsys):

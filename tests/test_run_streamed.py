@@ -46,7 +46,7 @@ def streamed(tmp_path_factory):
 @pytest.mark.slow
 def test_streamed_run_dir_is_the_one_written_at_the_end(streamed, tmp_path):
     root, small, _ = streamed
-    save_run_dir(tmp_path / "old", small.run, small.results, small.manifest)
+    save_run_dir(tmp_path / "old", small.run, small, small.manifest.model_dump(mode="json", by_alias=True, exclude_unset=True))
     assert _files(root / "small") == _files(tmp_path / "old")
     write_trec_run(small.run, tmp_path / "run.trec.gz")
     assert (root / "small" / "run.trec.gz").read_bytes() == (tmp_path / "run.trec.gz").read_bytes()
@@ -60,11 +60,11 @@ def test_streamed_run_dir_is_the_one_written_at_the_end(streamed, tmp_path):
 def test_batches_change_no_result(streamed):
     root, small, whole = streamed
     assert list(small.run.items()) == list(whole.run.items())
-    assert small.results.means == whole.results.means
+    assert small.means == whole.means
     for name in ("run.trec.gz", "metrics.tsv", "results.json"):
         assert (root / "small" / name).read_bytes() == (root / "whole" / name).read_bytes()
-    assert small.manifest["memory_budget"] == SMALL
-    assert whole.manifest["memory_budget"] == 2 * 1024**3
+    assert small.manifest.memory_budget == SMALL
+    assert whole.manifest.memory_budget == 2 * 1024**3
 
 
 class _Crashing:
@@ -94,7 +94,7 @@ class _Crashing:
 def test_crash_mid_search_keeps_the_earlier_run_dir(streamed, tmp_path):
     root, small, _ = streamed
     out = tmp_path / "out"
-    save_run_dir(out, small.run, small.results, small.manifest)
+    save_run_dir(out, small.run, small, small.manifest.model_dump(mode="json", by_alias=True, exclude_unset=True))
     before = _files(out)
     crashing = _Crashing(out)
     with pytest.raises(RuntimeError, match="killed mid-search"):

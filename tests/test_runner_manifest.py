@@ -29,4 +29,4 @@ def test_a_reranked_run_reads_back(tmp_path, monkeypatch):
     assert manifest["reranker"]["task_defaults"] == {"promote": 2, "max_final": 16}
     assert manifest["reranker"]["llm"]["model"] == "judge" and manifest["reranker"]["answers"]["rankings"] > 0
     assert list(manifest["timings"]) == ["index_s", "search_s", "rerank_s"]
-    assert load_results(tmp_path / "run").means == result.results.means
+    assert load_results(tmp_path / "run").means == result.means

@@ -235,7 +235,7 @@ same = {
             == {d: " ".join(x.full_text.split()) for d, x in smart.corpus.items()},
     "qrels": irds.qrels.to_dict() == smart.qrels.to_dict(),
 }
-a, b = (run(t, "bm25", measures=["AP", "nDCG@10"]).results for t in ("irds:cranfield", sys.argv[1]))
+a, b = (run(t, "bm25", measures=["AP", "nDCG@10"]) for t in ("irds:cranfield", sys.argv[1]))
 same["per_query"] = {m: a.per_query[m] == b.per_query[m] for m in ("AP", "nDCG@10")}
 print(json.dumps(same))
 '''

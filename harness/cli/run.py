@@ -59,7 +59,7 @@ def run_cmd(
                  f"{extra[0]} (`gapbench tasks` lists them).")
         with _replace_refused():
             suite_result = run_suite(task, retriever, options)
-        doc = suite_result.to_dict()
+        doc = suite_result.model_dump(mode="json", exclude_unset=True)
         if "notes" in doc:
             doc["notes"] = [flagged(n) for n in doc["notes"]]
         typer.echo(json.dumps(doc) if as_json else flagged(str(suite_result)))
@@ -67,8 +67,7 @@ def run_cmd(
     from ..runner import run
 
     with _replace_refused():
-        result = run(task, retriever, options)
-    res = result.results
+        res = run(task, retriever, options)
     if as_json:
         out = {"task": res.task, "system": res.system, "n_queries": res.n_queries,
                "measures": {m: res.means[m] for m in res.measures}}
@@ -77,8 +76,8 @@ def run_cmd(
         typer.echo(json.dumps(out))
     else:
         typer.echo(flagged(str(res)))
-        if result.output:
-            typer.echo(f"run directory: {result.output}")
+        if res.output:
+            typer.echo(f"run directory: {res.output}")
 
 
 def flagged(text: str) -> str:

@@ -1,2 +1,2 @@
-"""Evaluation: measures over a run (``evaluate``, ``Results``), the resampling statistics, paired comparison of runs
+"""Evaluation: measures over a run (``evaluate``), the resampling statistics, paired comparison of runs
 and the re-scoring of stored run directories. Imports only the core."""

@@ -1,28 +1,24 @@
 """Paired comparison of two or more systems on the same queries.
 
-:class:`Comparison` is the model of ``gapbench compare --json`` (:class:`gapbench.schemas.Comparison`: each system's
-means and CIs, the paired tests, the re-score checks), with the per-query :class:`Results` it was computed from kept
-beside it in memory."""
+:func:`compare` returns :class:`gapbench.schemas.Comparison`, the model of ``gapbench compare --json``: each system's
+results (means and CIs; in memory, the per-query values the tests were computed from), the paired tests and the
+re-score checks."""
 
 from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import ConfigError, GapbenchError
-from ..schemas.comparison import Comparison as ComparisonModel
-from ..schemas.comparison import PairTest, RescoreCheck
+from ..schemas.comparison import Comparison, PairTest
 from ..schemas.run import RunResults
-from .evaluation import Results, evaluate, format_table
+from .evaluation import evaluate
 from .stats import holm, paired_t_test, randomization_test
-
-__all__ = ["Comparison", "CompareOptions", "PairTest", "compare", "compare_run_dirs"]
 
 
 class CompareOptions(Options):
@@ -35,75 +31,8 @@ class CompareOptions(Options):
     seed: Seed = Field(0, description="Seed of the sign flips (and of the bootstrap of runs evaluated here).")
 
 
-class Comparison(ComparisonModel):
-    """Means, CIs and Holm-corrected paired tests over every pair of systems, per measure: the file's model, with the
-    per-query :class:`Results` of each system in ``results`` (in memory only; a comparison read from a file has
-    none)."""
-
-    _results: tuple[Results, ...] = PrivateAttr(default=())
-
-    @classmethod
-    def of(cls, results: Sequence[Results], tests: Sequence[PairTest], alpha: float,
-           checks: Sequence[RescoreCheck] = ()) -> "Comparison":
-        made = cls(systems=[RunResults.model_validate(r.to_dict()) for r in results], tests=tuple(tests),
-                   alpha=alpha, correction="holm", checks=tuple(checks))
-        made._results = tuple(results)
-        return made
-
-    @property
-    def results(self) -> tuple[Results, ...]:
-        return self._results
-
-    @property
-    def names(self) -> list[str]:
-        """The systems' names, in the order compared."""
-        return [s.system for s in self.systems]
-
-    def test(self, measure: str, a: str, b: str) -> PairTest:
-        for t in self.tests:
-            if t.measure == measure and {t.a, t.b} == {a, b}:
-                return t
-        raise GapbenchError(f"no test of {a!r} vs {b!r} on {measure!r}; systems: {', '.join(self.names)}.")
-
-    def to_dict(self) -> dict:
-        """The JSON document of ``gapbench compare --json``."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame([t.model_dump() for t in self.tests])
-
-    def __str__(self) -> str:
-        measures = list(self.systems[0].measures)  # measure -> mean, in the order evaluated
-        letters = {r.system: chr(ord("a") + i) for i, r in enumerate(self.systems)}
-        rows = []
-        for r in self.systems:
-            row = [f"({letters[r.system]}) {r.system}"]
-            for m in measures:
-                better = [
-                    letters[o.system]
-                    for o in self.systems
-                    if o.system != r.system
-                    and self.test(m, r.system, o.system).significant(self.alpha)
-                    and r.measures[m] > o.measures[m]
-                ]
-                lo, hi = (r.ci95 or {}).get(m, (float("nan"), float("nan")))
-                row.append(f"{r.measures[m]:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
-            rows.append(row)
-        n = self.systems[0].n_queries
-        note = (
-            f"{n} queries. A letter marks a system significantly better than that system "
-            f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} comparisons, "
-            f"alpha={self.alpha})."
-        )
-        from ..schemas.comparison import rescore_summary
-
-        return "\n".join([format_table(["system", *measures], rows), note, *rescore_summary(self.checks)])
-
-
 def compare(
-    items: Sequence[Results] | Sequence,
+    items: Sequence[RunResults] | Sequence,
     qrels=None,
     measures: Iterable[str] | None = None,
     *,
@@ -111,8 +40,8 @@ def compare(
     alpha: float = 0.05,
     seed: int = 0,
 ) -> Comparison:
-    """Compare systems: pass :class:`Results` or :func:`gapbench.run` results (same task), or runs together with
-    ``qrels``.
+    """Compare systems: pass results of :func:`gapbench.evaluate` or :func:`gapbench.run` (same task), or runs
+    together with ``qrels``.
 
     >>> cmp = compare([gapbench.run(task, "bm25"), gapbench.run(task, "dense")])  # doctest: +SKIP
     >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
@@ -120,15 +49,16 @@ def compare(
     CompareOptions(alpha=alpha, n_permutations=n_permutations, seed=seed)  # refused before any work
     if len(items) < 2:
         raise GapbenchError("compare needs at least two systems.")
-    results: list[Results] = []
+    results: list[RunResults] = []
     for item in items:
-        if isinstance(item, Results):
+        if isinstance(item, RunResults):
+            if not item.per_query:
+                raise GapbenchError(f"{item.system!r}: these results hold no per-query values (a results.json read "
+                                    "on its own); read the run directory with gapbench.store.load_results.")
             results.append(item)
-        elif isinstance(getattr(item, "results", None), Results):  # a RunResult, what gapbench.run returns
-            results.append(item.results)
         else:
             if qrels is None:
-                raise GapbenchError("compare was given runs without qrels; pass qrels=... or Results objects.")
+                raise GapbenchError("compare was given runs without qrels; pass qrels=... or evaluated results.")
             results.append(evaluate(item, qrels, measures, seed=seed))
     names = [r.system for r in results]
     if len(set(names)) != len(names):
@@ -142,8 +72,9 @@ def compare(
                 f"{r.system!r} was evaluated on {r.n_queries} queries and {results[0].system!r} on "
                 f"{results[0].n_queries}; paired tests need the same queries (same task and qrels)."
             )
-        if r.measures != base_m:
-            raise GapbenchError(f"{r.system!r} has measures {r.measures}, {results[0].system!r} has {base_m}.")
+        if list(r.measures) != list(base_m):
+            raise GapbenchError(f"{r.system!r} has measures {list(r.measures)}, {results[0].system!r} has "
+                                f"{list(base_m)}.")
     tests: list[PairTest] = []
     for m in base_m:
         raw = []
@@ -156,7 +87,7 @@ def compare(
         for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
             tests.append(PairTest(measure=m, a=a.system, b=b.system, delta=delta, p_randomization=pr, p_ttest=pt,
                                   p_randomization_holm=hr, p_ttest_holm=ht))
-    return Comparison.of(results, tests, alpha)
+    return Comparison(systems=results, tests=tuple(tests), alpha=alpha, correction="holm", checks=())
 
 
 def compare_run_dirs(
@@ -228,8 +159,10 @@ def compare_run_dirs(
     check = rescorer.check(ids[0].label or str(first_dir), loaded, wanted)
     unused_data(rescorer)
     names = [r.system for _, r in loaded]
-    results = [replace(r, system=f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
-                       measures=tuple(wanted)) for d, r in loaded]
+    results = [r.model_copy(update={
+        "system": f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
+        "measures": {m: r.measures[m] for m in wanted},
+        "ci95": None if r.ci95 is None else {m: r.ci95[m] for m in wanted if m in r.ci95}}) for d, r in loaded]
     return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed).model_copy(update={"checks": (check,)})
 
 

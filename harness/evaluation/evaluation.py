@@ -2,22 +2,21 @@
 
 - A query that has a positive judgement but is absent from the run scores 0 on every measure (trec_eval ``-c``).
 - Queries without any positive judgement are dropped; runs' queries absent from the qrels are ignored. Both counts are
-  reported on the :class:`Results`.
+  reported on the result (:class:`gapbench.schemas.RunResults`).
 - Ties are broken by score descending, then doc_id descending, the same rule as :class:`~gapbench.types.Run`.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, GapbenchError, UnknownIdError
-from ..specs import split_list
+from ..schemas.run import RunResults
 from ..options import Range, parse_float, parse_int
+from ..specs import split_list
 from .. import trec_names
 from .options import EvaluateOptions
 from .stats import bootstrap_cis
@@ -235,104 +234,6 @@ def _checked_measure(measure, text: str, params: Mapping):
     raise _measure_error(text, f"no installed evaluator computes {measure} with these parameters")
 
 
-@dataclass(frozen=True)
-class Results:
-    """Per-query values, means and bootstrap CIs of one system on one task."""
-
-    system: str
-    measures: tuple[str, ...]
-    per_query: Mapping[str, Mapping[str, float]]  # measure -> query_id -> value
-    means: Mapping[str, float]
-    n_queries: int
-    n_missing: int  # judged queries absent from the run, scored 0
-    n_dropped: int  # qrels queries with no positive judgement
-    n_unjudged: int  # run queries absent from the qrels, ignored
-    task: str = ""
-    meta: Mapping[str, object] = field(default_factory=dict)
-    n_resamples: int = 1000
-    seed: int = 0
-    stored_ci: Mapping[str, tuple[float, float]] | None = field(default=None, repr=False)
-    notes: tuple[str, ...] = ()  # what changes the numbers' meaning: measures deeper than the run (depth_notes)
-
-    @functools.cached_property
-    def ci(self) -> Mapping[str, tuple[float, float]]:
-        """95% percentile-bootstrap CIs of the means (resampling queries), computed on first use."""
-        if self.stored_ci is not None and all(m in self.stored_ci for m in self.measures):
-            return self.stored_ci
-        return bootstrap_cis(
-            {m: list(self.per_query[m].values()) for m in self.measures}, n_resamples=self.n_resamples, seed=self.seed
-        )
-
-    @property
-    def query_ids(self) -> list[str]:
-        first = self.measures[0]
-        return list(self.per_query[first])
-
-    def __getitem__(self, measure: str) -> float:
-        return self.means[measure]
-
-    @property
-    def summary(self) -> dict[str, float]:
-        """trec_eval's ``all`` row: the sum over the queries of a count (NumQ, NumRet, NumRel, NumRelRet), the mean
-        of every other measure (the same as :attr:`means`)."""
-        return {m: self.means[m] * self.n_queries if trec_names.is_count(m) else self.means[m] for m in self.measures}
-
-    def trec_eval(self, per_query: bool = False) -> str:
-        """What ``trec_eval [-q] -c -m ...`` prints for these results: trec_eval's measure names, order, columns and
-        number formats (measures trec_eval has no name for are printed under their ir-measures names, last)."""
-        lines = trec_names.trec_eval_lines(self.measures, self.per_query, self.summary, queries=per_query)
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {
-            "task": self.task,
-            "system": self.system,
-            "n_queries": self.n_queries,
-            "n_missing": self.n_missing,
-            "n_dropped": self.n_dropped,
-            "n_unjudged": self.n_unjudged,
-            "measures": {m: self.means[m] for m in self.measures},
-            "ci95": {m: list(self.ci[m]) for m in self.measures},
-            **({"notes": list(self.notes)} if self.notes else {}),
-        }
-
-    def to_frame(self):
-        """Per-query values as a pandas DataFrame (index query_id, one column per measure)."""
-        import pandas as pd
-
-        return pd.DataFrame({m: pd.Series(self.per_query[m]) for m in self.measures}).rename_axis("query_id")
-
-    def __str__(self) -> str:
-        rows = []
-        for m in self.measures:
-            if trec_names.is_count(m):  # a count is summed over the queries, as in trec_eval's summary row
-                n = self.n_queries
-                rows.append([f"{m} (sum)", f"{self.summary[m]:.0f}", f"[{self.ci[m][0] * n:.1f}, {self.ci[m][1] * n:.1f}]"])
-            else:
-                rows.append([m, f"{self.means[m]:.4f}", f"[{self.ci[m][0]:.4f}, {self.ci[m][1]:.4f}]"])
-        head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.n_queries} queries"
-        notes = self.counts
-        table = format_table(["measure", "mean", "95% CI"], rows)
-        said = "".join(f"\nnote: {n}." for n in self.notes)
-        return head + ("\n(" + "; ".join(notes) + ")" if notes else "") + "\n" + table + said
-
-    @property
-    def counts(self) -> list[str]:
-        """What the means leave out or count as 0, in words: judged queries absent from the run, queries without a
-        positive judgement, run queries without judgements (empty when there are none)."""
-        notes = []
-        if self.n_missing:
-            notes.append(f"{self.n_missing} judged queries absent from the run scored 0")
-        if self.n_dropped:
-            notes.append(f"{self.n_dropped} queries without positive judgements dropped")
-        if self.n_unjudged:
-            notes.append(f"{self.n_unjudged} run queries without judgements ignored")
-        return notes
-
-    def _repr_html_(self) -> str:
-        return self.to_frame().describe().T[["mean"]]._repr_html_()
-
-
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Plain-text table (:meth:`gapbench.tables.Table.text`): text columns left-aligned, numeric ones right-aligned."""
     return Table(list(header), [list(r) for r in rows]).text()
@@ -398,9 +299,10 @@ def evaluate(
     n_resamples: int = 1000,
     seed: int = 0,
     depth: int | None = None,
-) -> Results:
-    """Evaluate a run against qrels. Confidence intervals are computed when first read. ``depth``: the k the run was
-    cut at, where known; a measure that reads deeper is named in :attr:`Results.notes` (:func:`depth_notes`).
+) -> RunResults:
+    """Evaluate a run against qrels: the means, their 95% bootstrap intervals (``n_resamples`` resamples of the
+    queries with ``seed``; none with 0) and, in memory, the per-query values. ``depth``: the k the run was cut at,
+    where known; a measure that reads deeper is named in the result's ``notes`` (:func:`depth_notes`).
 
     >>> evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}}, ["RR@10"]).means["RR@10"]
     0.5
@@ -428,20 +330,30 @@ def evaluate(
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
     found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}
     ordered = _per_query_complete(parsed, names, found, positive, judged, run_dict)
-    return Results(
-        system=system,
-        measures=names,
-        per_query=ordered,
-        means={n: (sum(v.values()) / len(v)) for n, v in ordered.items()},
-        n_queries=len(positive),
-        n_missing=len(positive) - len(run_dict),
-        n_dropped=len(qrels) - len(positive),
-        n_unjudged=sum(1 for q in scores if q not in qrels),
-        task=task,
-        n_resamples=n_resamples,
-        seed=seed,
-        notes=notes,
-    )
+    return run_results(system, ordered, task=task, n_missing=len(positive) - len(run_dict),
+                       n_dropped=len(qrels) - len(positive), n_unjudged=sum(1 for q in scores if q not in qrels),
+                       n_resamples=n_resamples, seed=seed, notes=notes)
+
+
+def run_results(system: str, per_query: Mapping[str, Mapping[str, float]], *, task: str = "", n_missing: int = 0,
+                n_dropped: int = 0, n_unjudged: int = 0, n_resamples: int = 1000, seed: int = 0,
+                notes: Sequence[str] = (), ci95: Mapping[str, Sequence[float]] | None = None) -> RunResults:
+    """The result model of per-query values (measure -> query_id -> value, every measure over the same queries): the
+    means in the order evaluation sums them, and 95% percentile-bootstrap intervals resampling the queries with
+    ``seed`` unless ``ci95`` gives them (none with ``n_resamples=0``)."""
+    means = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
+    if ci95 is None and n_resamples:
+        cis = bootstrap_cis({m: list(v.values()) for m, v in per_query.items()}, n_resamples=n_resamples, seed=seed)
+        ci95 = {m: (lo, hi) for m, (lo, hi) in cis.items()}
+    fields: dict[str, Any] = dict(task=task, system=system, n_queries=len(next(iter(per_query.values()))),
+                                  n_missing=n_missing, n_dropped=n_dropped, n_unjudged=n_unjudged, measures=means,
+                                  ci95=None if ci95 is None else {m: [float(lo), float(hi)] for m, (lo, hi) in
+                                                                  ci95.items()})
+    if notes:  # written only when there are some, as results.json always was
+        fields["notes"] = list(notes)
+    made = RunResults(**fields)
+    made._per_query = {m: dict(v) for m, v in per_query.items()}
+    return made
 
 
 def _examples(ids: Iterable[str]) -> str:

@@ -26,7 +26,7 @@ from typing import Sequence
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..schemas.comparison import RescoreCheck
-from .evaluation import Results
+from ..schemas.run import RunResults
 
 MODES = ("auto", "always", "never")
 TOLERANCE = 1e-12
@@ -65,10 +65,10 @@ class Rescorer:
         self._used: set[str] = set()
         self._data: dict[tuple[str, str | None], tuple[object, str]] = {}
         self._local: dict[str, tuple[object, str]] = {}
-        self._scores: dict[tuple, Results] = {}
+        self._scores: dict[tuple, RunResults] = {}
 
-    def check(self, task: str, dirs: Sequence[tuple[Path, Results]], measures: Sequence[str]) -> Check:
-        """Re-score ``dirs`` (run directories of one task, ``task`` its label, with their loaded Results) on
+    def check(self, task: str, dirs: Sequence[tuple[Path, RunResults]], measures: Sequence[str]) -> Check:
+        """Re-score ``dirs`` (run directories of one task, ``task`` its label, with their loaded results) on
         ``measures``, or say why not; raises :class:`DataFormatError` naming the directory, task, measure and first
         differing query."""
         from ..identity import identity_of
@@ -187,7 +187,7 @@ class Rescorer:
         except (GapbenchError, OSError) as exc:
             return None, f"its data cannot be loaded ({_first_sentence(exc)})" + (f"; {offline}" if offline else "")
 
-    def _rescore(self, directory: Path, res: Results, ident, data, measures: Sequence[str], label: str) -> None:
+    def _rescore(self, directory: Path, res: RunResults, ident, data, measures: Sequence[str], label: str) -> None:
         from .evaluation import evaluate
         from ..formats import file_digest, read_trec_run
         from ..store import _run_file
@@ -204,12 +204,13 @@ class Rescorer:
                 path=directory / "manifest.json")
         path = _run_file(directory, directory.resolve(strict=True), "run.trec.gz")
         digest = file_digest(path, "sha256")
-        key = (digest, fingerprint, tuple(measures), ident.seed)
+        key = (digest, fingerprint, tuple(measures))
         fresh = self._scores.get(key)
         if fresh is None:
             run = read_trec_run(path, allow_empty=True)  # a retriever that found nothing wrote no line
             try:
-                fresh = evaluate(run, data.qrels, list(measures), task=res.task, seed=ident.seed)
+                # only the per-query values are compared: no intervals
+                fresh = evaluate(run, data.qrels, list(measures), task=res.task, n_resamples=0)
             except GapbenchError as exc:
                 raise DataFormatError(f"cannot be re-scored on task {label}: {exc}",
                                       path=path) from None

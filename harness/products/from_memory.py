@@ -2,9 +2,10 @@
 :func:`gapbench.run` returns.
 
 The products read run directories, since what they check (the manifest, the run file they re-score, the task's
-identity) lives there. A :class:`~gapbench.runner.RunResult` written with ``output=`` is its directory; one kept in
-memory is written, for the time of the call, to a temporary run directory (removed afterwards), so it goes through
-the same checks and re-scoring as a directory would.
+identity) lives there. A result of :func:`gapbench.run` (a :class:`gapbench.schemas.RunResults` holding its run
+and manifest) written with ``output=`` is its directory; one kept in memory is written, for the time of the call, to
+a temporary run directory (removed afterwards), so it goes through the same checks and re-scoring as a directory
+would.
 
 >>> base = gapbench.run("impliret/multispeaker/wknow", "bm25")                   # doctest: +SKIP
 >>> cand = gapbench.run("impliret/multispeaker/wknow", "bm25:k1=1.2")           # doctest: +SKIP
@@ -22,16 +23,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..schemas.run import RunResults
 
 
 def is_run_result(item: Any) -> bool:
-    """What :func:`gapbench.run` returns (checked by its parts, so the core's class is not imported here)."""
-    return all(hasattr(item, a) for a in ("run", "results", "manifest", "output"))
+    """What :func:`gapbench.run` returns: results that hold their run and its manifest."""
+    return isinstance(item, RunResults) and item.run is not None and item.manifest is not None
 
 
-def _label(item: Any) -> str:
-    res = item.results
-    return str(item.output) if item.output else f"{res.system} on {res.task} (in memory)"
+def _label(item: RunResults) -> str:
+    return str(item.output) if item.output else f"{item.system} on {item.task} (in memory)"
 
 
 def _run_dir(item: Any, stack: ExitStack, name: str | None = None) -> Path:
@@ -41,12 +42,13 @@ def _run_dir(item: Any, stack: ExitStack, name: str | None = None) -> Path:
     if item.output is not None and Path(item.output).is_dir():
         return Path(item.output)
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gapbench-")))
-    return save_run_dir(tmp / (name or "run"), item.run, item.results, item.manifest)
+    manifest = item.manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return save_run_dir(tmp / (name or "run"), item.run, item, manifest)
 
 
 def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike, str]:
-    """(a folder regress reads, its label): a path as given, one RunResult as its run directory, a list of them
-    (one per task) as a temporary folder holding a copy of each one's run directory."""
+    """(a folder regress reads, its label): a path as given, one gapbench.run result as its run directory, a list of
+    them (one per task) as a temporary folder holding a copy of each one's run directory."""
     if is_run_result(given):
         return _run_dir(given, stack), _label(given)
     if isinstance(given, (list, tuple)) and given and all(is_run_result(g) for g in given):
@@ -88,7 +90,7 @@ def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, t
         dirs = [_run_dir(r, stack, f"run{i}") if is_run_result(r) else r for i, r in enumerate(runs)]
         if task is None:
             first = runs[0]
-            task = first.results.task if is_run_result(first) else load_results(first).task
+            task = first.task if is_run_result(first) else load_results(first).task
         built = build_report(task, dirs, analyses, **options)
     labels = {str(d): _label(r) for d, r in zip(dirs, runs) if is_run_result(r)}
     systems = [s.model_copy(update={"run_dir": labels.get(s.run_dir, s.run_dir)}) for s in built.data.systems]

@@ -97,13 +97,13 @@ class RegressOptions(Options):
 
 
 def load_result_set(directory: str | os.PathLike) -> dict:
-    """task -> Results for every run directory under ``directory`` (or ``directory`` itself); a task is its name, or
+    """task -> results for every run directory under ``directory`` (or ``directory`` itself); a task is its name, or
     for a local task its identity key ``local:<hex>`` (:mod:`gapbench.identity`)."""
     return {task: res for task, (_, res) in load_result_dirs(directory).items()}
 
 
 def load_result_dirs(directory: str | os.PathLike) -> dict:
-    """task -> (run directory, Results) for every run directory under ``directory`` (or ``directory`` itself), a task
+    """task -> (run directory, results) for every run directory under ``directory`` (or ``directory`` itself), a task
     being its name or, for a local task, its identity key (the same folder at another path is the same task).
 
     Every visible folder of a result set must be a run directory: a damaged one is an error, never skipped, so a

@@ -9,7 +9,7 @@ writes three renderings of the same content::
 
 The HTML page makes no outside request: CSS is inline, figures are base64 PNG ``data:`` URIs, there is no script.
 
-Sections: headline measures (means with 95% bootstrap CIs, ``Results.ci``) and Holm-corrected paired tests between
+Sections: headline measures (means with 95% bootstrap CIs, ``RunResults.ci``) and Holm-corrected paired tests between
 systems (:func:`gapbench.evaluation.comparison.compare`); per-query distributions of the main measure (box plot,
 histogram, summary table) and per-query win/tie/loss counts for every pair of systems; then one section per analysis
 found.
@@ -153,7 +153,7 @@ def build_report(
     data = ReportData(
         kind="report", task=task, version=REPORT_VERSION, gapbench_version=__version__, main_measure=main,
         measures=measures, alpha=alpha, n_permutations=n_permutations, seed=seed,
-        systems=[ReportSystem(**r.to_dict(), run_dir=str(d)) for d, r in results],
+        systems=[ReportSystem(**r.model_dump(exclude_unset=True), run_dir=str(d)) for d, r in results],
         tests=[ReportTest(**t.__dict__, significant=t.significant(alpha)) for t in (cmp.tests if cmp else ())],
         per_query=per_query,
         analyses=[ReportAnalysis(kind=a.kind, title=sec.title, source=str(a.source),

@@ -23,8 +23,6 @@ def comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
     ``task``, re-scored from the data ``task`` names here. Returns (directory, results) pairs, the shared measures,
     the main one (``measure``, or the first shared) and the other names the runs give the task.
     """
-    from dataclasses import replace
-
     from ..identity import identity_of
     from ..store import load_results
 
@@ -48,13 +46,15 @@ def comparable_runs(task: str, run_dirs: Sequence[str | os.PathLike],
         names[res.system] = names.get(res.system, 0) + 1
         results.append((Path(d), res))
     # two runs of the same retriever (other options) are told apart by their directory
-    results = [(d, replace(r, system=f"{r.system} ({d.name})") if names[r.system] > 1 else r) for d, r in results]
+    results = [(d, r.model_copy(update={"system": f"{r.system} ({d.name})"}) if names[r.system] > 1 else r)
+               for d, r in results]
     measures = [m for m in results[0][1].measures if all(m in r.measures for _, r in results)]
     if not measures:
         raise ConfigError("the run directories share no measure; re-run them with the same measures.")
     if measure is not None and measure not in measures:
         raise ConfigError(f"measure {measure!r} is not stored in every run directory; shared: {', '.join(measures)}.")
-    results = [(d, replace(r, measures=tuple(measures))) for d, r in results]
+    results = [(d, r.model_copy(update={"measures": {m: r.measures[m] for m in measures}, "ci95": None if r.ci95 is None
+                                        else {m: r.ci95[m] for m in measures if m in r.ci95}})) for d, r in results]
     qsets = {frozenset(r.query_ids) for _, r in results}
     if len(qsets) > 1:
         a, b = results[0], next(x for x in results if frozenset(x[1].query_ids) != frozenset(results[0][1].query_ids))

@@ -213,7 +213,7 @@ def run_row(row: MatrixEntry, data: Mapping[str, str], runs_dir: Path) -> Matrix
             family = row.task.split("/", 1)[0]
             fix = f"give a local copy with --data {row.task.split(':', 1)[0]}=DIR (or --data {family}=DIR)"
             return MatrixRow(**{**common, "run_dir": None}, grade="not run", why=f"{exc} ({fix})")
-        measured = result.results.means[row.measure]
+        measured = result.measures[row.measure]
     delta = measured - row.published
     return MatrixRow(**common, measured=measured, delta=delta, grade=grade(delta, row.tolerance), cached=cached)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
 
 from pydantic import ConfigDict, Field, model_validator
 
+from ..errors import GapbenchError
 from ..tables import Table
 from .base import Model, Number, One
 from .run import RunResults
@@ -73,16 +74,51 @@ class PairTest(PairValues):
 
 
 class Comparison(Model):
-    """``gapbench compare --json``: means, CIs and Holm-corrected paired tests.
-
-    :func:`gapbench.compare` returns it (as :class:`gapbench.evaluation.comparison.Comparison`, which adds the
-    per-query results it was computed from and its table)."""
+    """``gapbench compare --json``: means, CIs and Holm-corrected paired tests, and what :func:`gapbench.compare`
+    returns. Each system is its :class:`RunResults`, which in memory holds the per-query values the tests were
+    computed from (a comparison read from a file has none); ``str(comparison)`` is the table the command prints."""
 
     systems: list[RunResults]
     tests: Items[PairTest]
     alpha: Number
     correction: Literal["holm"]
     checks: Items[RescoreCheck]
+
+    @property
+    def names(self) -> list[str]:
+        """The systems' names, in the order compared."""
+        return [s.system for s in self.systems]
+
+    def test(self, measure: str, a: str, b: str) -> PairTest:
+        """The paired tests of systems ``a`` and ``b`` (either order) on ``measure``."""
+        for t in self.tests:
+            if t.measure == measure and {t.a, t.b} == {a, b}:
+                return t
+        raise GapbenchError(f"no test of {a!r} vs {b!r} on {measure!r}; systems: {', '.join(self.names)}.")
+
+    def to_frame(self) -> Any:
+        """The paired tests as a pandas DataFrame, one row per pair and measure."""
+        import pandas as pd
+
+        return pd.DataFrame([t.model_dump() for t in self.tests])
+
+    def __str__(self) -> str:
+        measures = list(self.systems[0].measures)  # measure -> mean, in the order evaluated
+        letters = {r.system: chr(ord("a") + i) for i, r in enumerate(self.systems)}
+        rows = []
+        for r in self.systems:
+            row = [f"({letters[r.system]}) {r.system}"]
+            for m in measures:
+                better = [letters[o.system] for o in self.systems if o.system != r.system
+                          and self.test(m, r.system, o.system).significant(self.alpha)
+                          and r.measures[m] > o.measures[m]]
+                lo, hi = (r.ci95 or {}).get(m, (float("nan"), float("nan")))
+                row.append(f"{r.measures[m]:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
+            rows.append(row)
+        note = (f"{self.systems[0].n_queries} queries. A letter marks a system significantly better than that system "
+                f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} "
+                f"comparisons, alpha={self.alpha}).")
+        return "\n".join([Table(["system", *measures], rows).text(), note, *rescore_summary(self.checks)])
 
 
 class RegressRow(Model):

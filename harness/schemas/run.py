@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
+from .. import trec_names
+from ..errors import GapbenchError
+from ..tables import Table
 from .base import Model, Number, One, Pair
 from .submission import Fingerprints
 
@@ -77,17 +80,29 @@ class RunManifest(Model):
 
 
 class RunResults(Model):
-    """``results.json`` of a run directory (``Results.to_dict``); also each system of a comparison."""
+    """One system's evaluation on one task: ``results.json`` of a run directory, what :func:`gapbench.evaluate` and
+    :func:`gapbench.run` return, and each system of a comparison.
+
+    ``measures`` maps each measure to its mean over the judged queries, ``ci95`` to its 95% percentile-bootstrap
+    interval. In memory the model also holds the per-query values (:attr:`per_query`, from ``evaluate`` or from a run
+    directory's metrics.tsv) and, from ``gapbench.run``, the run, its manifest and its run directory (:attr:`run`,
+    :attr:`manifest`, :attr:`output`); none of them is part of the file.
+    """
 
     task: str = ""
     system: str = Field(min_length=1)
     n_queries: int = Field(ge=1)
-    n_missing: int = Field(default=0, ge=0)
-    n_dropped: int = Field(default=0, ge=0)
-    n_unjudged: int = Field(default=0, ge=0)
+    n_missing: int = Field(default=0, ge=0)  # judged queries absent from the run, scored 0
+    n_dropped: int = Field(default=0, ge=0)  # qrels queries with no positive judgement
+    n_unjudged: int = Field(default=0, ge=0)  # run queries absent from the qrels, ignored
     measures: dict[str, Number] = Field(min_length=1)
     ci95: Optional[dict[str, Pair]] = None
     notes: list[str] = Field(default_factory=list)  # as the manifest's notes (written only when there are some)
+
+    _per_query: dict[str, dict[str, float]] = PrivateAttr(default_factory=dict)  # measure -> query_id -> value
+    _run: Any = PrivateAttr(default=None)
+    _manifest: Optional["RunManifest"] = PrivateAttr(default=None)
+    _output: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _intervals_of_listed_measures(self) -> "RunResults":
@@ -97,3 +112,133 @@ class RunResults(Model):
             if m not in self.measures:
                 raise ValueError(f"'ci95.{m}' is the interval of a measure that 'measures' does not list")
         return self
+
+    @property
+    def per_query(self) -> Mapping[str, Mapping[str, float]]:
+        """measure -> query_id -> value, in the order evaluated (empty for a results.json read on its own)."""
+        return self._per_query
+
+    @property
+    def means(self) -> Mapping[str, float]:
+        """measure -> mean: ``measures`` under the name evaluation code reads best (``results.means["AP"]``)."""
+        return self.measures
+
+    @property
+    def ci(self) -> Mapping[str, tuple[float, float]]:
+        """measure -> (low, high) of the 95% bootstrap interval."""
+        if self.ci95 is None:
+            raise GapbenchError(f"{self.system}: no confidence intervals were computed (n_resamples=0); evaluate "
+                                "again with n_resamples >= 1 to have them.")
+        return {m: (lo, hi) for m, (lo, hi) in self.ci95.items()}
+
+    @property
+    def query_ids(self) -> list[str]:
+        """The judged queries, in the order evaluated."""
+        return list(next(iter(self._per_query.values()), {}))
+
+    @property
+    def run(self) -> Any:
+        """The :class:`~gapbench.types.Run` that ``gapbench.run`` searched (None for other results)."""
+        return self._run
+
+    @property
+    def manifest(self) -> Optional["RunManifest"]:
+        """What produced the run (``manifest.json``), for results ``gapbench.run`` returned; else None."""
+        return self._manifest
+
+    @property
+    def output(self) -> Any:
+        """The run directory ``gapbench.run`` wrote (a Path), or None."""
+        return self._output
+
+    def __getitem__(self, measure: str) -> float:
+        return self.measures[measure]
+
+    @property
+    def summary(self) -> dict[str, float]:
+        """trec_eval's ``all`` row: the sum over the queries of a count (NumQ, NumRet, NumRel, NumRelRet), the mean
+        of every other measure."""
+        return {m: v * self.n_queries if trec_names.is_count(m) else v for m, v in self.measures.items()}
+
+    def trec_eval(self, per_query: bool = False) -> str:
+        """What ``trec_eval [-q] -c -m ...`` prints for these results: trec_eval's measure names, order, columns and
+        number formats (measures trec_eval has no name for are printed under their ir-measures names, last)."""
+        if per_query and not self._per_query:
+            raise GapbenchError(f"{self.system}: these results hold no per-query values (a results.json read on its "
+                                "own); read the run directory with gapbench.store.load_results.")
+        lines = trec_names.trec_eval_lines(list(self.measures), self._per_query, self.summary, queries=per_query)
+        return "\n".join(lines)
+
+    def to_frame(self) -> Any:
+        """Per-query values as a pandas DataFrame (index query_id, one column per measure)."""
+        import pandas as pd
+
+        return pd.DataFrame({m: pd.Series(self._per_query[m]) for m in self.measures}).rename_axis("query_id")
+
+    @property
+    def counts(self) -> list[str]:
+        """What the means leave out or count as 0, in words: judged queries absent from the run, queries without a
+        positive judgement, run queries without judgements (empty when there are none)."""
+        said = []
+        if self.n_missing:
+            said.append(f"{self.n_missing} judged queries absent from the run scored 0")
+        if self.n_dropped:
+            said.append(f"{self.n_dropped} queries without positive judgements dropped")
+        if self.n_unjudged:
+            said.append(f"{self.n_unjudged} run queries without judgements ignored")
+        return said
+
+    def __str__(self) -> str:
+        rows = []
+        for m, mean in self.measures.items():
+            lo, hi = (self.ci95 or {}).get(m, (float("nan"), float("nan")))
+            if trec_names.is_count(m):  # a count is summed over the queries, as in trec_eval's summary row
+                n = self.n_queries
+                rows.append([f"{m} (sum)", f"{self.summary[m]:.0f}", f"[{lo * n:.1f}, {hi * n:.1f}]"])
+            else:
+                rows.append([m, f"{mean:.4f}", f"[{lo:.4f}, {hi:.4f}]"])
+        head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.n_queries} queries"
+        table = Table(["measure", "mean", "95% CI"], rows).text()
+        said = "".join(f"\nnote: {n}." for n in self.notes)
+        return head + ("\n(" + "; ".join(self.counts) + ")" if self.counts else "") + "\n" + table + said
+
+    def _repr_html_(self) -> str:
+        return str(self.to_frame().describe().T[["mean"]]._repr_html_())
+
+
+class SuiteResults(Model):
+    """One retriever over every task of a suite (``gapbench run SUITE --json``): each task's means, and the Full
+    Benchmark Avg. (the unweighted mean over the tasks of each measure every task has). In memory it also holds each
+    task's :class:`RunResults` (:attr:`results`, in suite order)."""
+
+    suite: str = Field(min_length=1)
+    system: str
+    tasks: dict[str, dict[str, Number]]
+    full_benchmark_avg: dict[str, Number]
+    notes: list[str] = Field(default_factory=list)  # the tasks' notes (measures deeper than k), each once
+
+    _results: tuple[RunResults, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def of(cls, suite: str, results: "list[RunResults] | tuple[RunResults, ...]") -> "SuiteResults":
+        """The suite's results from its tasks' (in suite order): the measures every task has, averaged."""
+        common = [m for m in results[0].measures if all(m in r.measures for r in results)] if results else []
+        average = {m: sum(r.measures[m] for r in results) / len(results) for m in common}
+        notes = list(dict.fromkeys(n for r in results for n in r.notes))
+        made = cls(suite=suite, system=results[0].system if results else "",
+                   tasks={r.task: dict(r.measures) for r in results}, full_benchmark_avg=average,
+                   **({"notes": notes} if notes else {}))
+        made._results = tuple(results)
+        return made
+
+    @property
+    def results(self) -> tuple[RunResults, ...]:
+        """Each task's results, in suite order (empty for a document read back)."""
+        return self._results
+
+    def __str__(self) -> str:
+        measures = list(self.full_benchmark_avg)
+        rows = [[task, *[f"{means[m]:.4f}" for m in measures]] for task, means in self.tasks.items()]
+        rows.append(["Full Benchmark Avg.", *[f"{self.full_benchmark_avg[m]:.4f}" for m in measures]])
+        said = "".join(f"\nnote: {n}." for n in self.notes)
+        return f"suite {self.suite}\n" + Table(["task", *measures], rows).text() + said

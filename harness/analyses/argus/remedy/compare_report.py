@@ -27,7 +27,7 @@ KIND = "argus_compare"
 class ArgusComparison(ArgusCompare):
     """The comparison :func:`gapbench.argus_compare` returns: the fields of :class:`gapbench.schemas.ArgusCompare`
     (what ``argus_compare.json`` holds; this class adds none), printed as Markdown tables, and, for a comparison run in
-    this process, each variant's :class:`~gapbench.evaluation.evaluation.Results` (per-query values)."""
+    this process, each variant's :class:`gapbench.schemas.RunResults` (per-query values)."""
 
     _results: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)  # task -> variant -> Results; {} if read
 
