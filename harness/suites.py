@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -77,6 +77,8 @@ class FolderSuite(Suite):
     measure: str = DEFAULT_MEASURE
     entries: tuple[SuiteTask, ...] = ()
     data: tuple[Path, ...] = ()
+    # task name -> its Task, so that a validation resolves each task once (a new read of suite.toml looks again)
+    _found: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def file(self) -> Path:
@@ -92,13 +94,9 @@ class FolderSuite(Suite):
     def task(self, name: str):
         """The task ``name`` of this suite with its data on this machine, found by the rule of :func:`locate`; the
         Task carries the board's name, the fingerprint as its revision and the board's measure as main measure."""
-        key = (self.file.resolve(), name, self.data)
-        if key not in _RESOLVED:
-            _RESOLVED[key] = _resolve(self, self.entry(name))
-        return _RESOLVED[key]
-
-
-_RESOLVED: dict = {}  # (suite file, task name, data folders) -> Task, so a board build loads each task's data once
+        if name not in self._found:
+            self._found[name] = _resolve(self, self.entry(name))
+        return self._found[name]
 
 
 def is_suite_folder(path: str | os.PathLike) -> bool:
@@ -226,7 +224,7 @@ def locate(suite: FolderSuite, entry: SuiteTask) -> tuple[Path | None, str | Non
     fingerprint, among the folders given as data (each, and its sub-folders), then the sub-folders of the folder
     ``path`` names' parent (a copy renamed beside it); the first match wins. No match: why, naming both
     fingerprints when ``path`` holds other data."""
-    recorded = (suite.folder / entry.path).expanduser() if entry.path else None
+    recorded = Path(os.path.normpath(suite.folder / Path(entry.path).expanduser())) if entry.path else None
     found_key = None
     if recorded is not None and recorded.is_dir():
         found_key = _folder_key(recorded)
@@ -266,11 +264,15 @@ def _folder_key(folder: Path) -> str | None:
         return None
 
 
-_DATA: dict = {}  # task spec -> its loaded data, so that finding a task by content and scoring it load it once
+_DATA: dict = {}  # (task spec, its files) -> its loaded data: finding a task by content and scoring it load it once
 
 
 def _load(task):
-    key = (task.spec or task.name, task.revision)
+    folder = Path(task.spec) if task.revision == "local" and task.spec and Path(task.spec).is_dir() else None
+    # a folder's files as they are now (name, size, time), so changed data at the same path is read again
+    files = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()) \
+        if folder is not None else ()
+    key = (task.spec or task.name, task.revision, files)
     if key not in _DATA:
         _DATA[key] = task.load()
     return _DATA[key]
@@ -333,8 +335,8 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
     if not tasks:
         raise ConfigError("no task given; name each task with --task DIR (a folder), a registered name or an irds: id.")
     _check_measure(measure)
-    rows, names, keys = [], {}, {}
-    for spec in tasks:
+    found, names, keys = [], {}, {}
+    for spec in tasks:  # every task named and found before any data is loaded
         path = Path(spec).expanduser()
         is_folder = path.is_dir()
         task = get_task(str(path.resolve()) if is_folder else spec)
@@ -345,13 +347,17 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
         if name in names:
             raise ConfigError(f"--task {spec} and --task {names[name]} would both be named {name!r} on the board; "
                               "give each task once (rename one folder if they are different tasks).")
+        names[name] = spec
+        where = ("path", Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()) if is_folder \
+            else ("task", spec)
+        found.append((spec, task, name, where))
+    rows = []
+    for spec, task, name, where in found:
         key = data_key(_load(task))
         if key in keys:
             raise ConfigError(f"--task {spec} holds the same data as --task {keys[key]} (fingerprint {key}); give each "
                               "task once.")
-        names[name], keys[key] = spec, spec
-        where = ("path", Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()) if is_folder \
-            else ("task", spec)
+        keys[key] = spec
         rows.append((name, where, key))
     out = [f"# A gapbench board of your own tasks, written by `gapbench leaderboard init`. Each task is found by its",
            "# path (relative to this file), else by its fingerprint (the content of its corpus, queries and qrels)",
