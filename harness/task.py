@@ -97,7 +97,7 @@ def get_task(name: str) -> Task:
         return name
     import os
 
-    from .options import build
+    from .settings import build
     from .specs import check_one_line, parse_spec
 
     if isinstance(name, os.PathLike):

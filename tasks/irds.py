@@ -33,7 +33,7 @@ from gapbench.errors import (ConfigError, DatasetUnavailableError, GapbenchError
                              UnknownNameError)
 from gapbench.files import write_text_atomic, write_text_if_changed
 from gapbench.formats import file_digest, parse_json_strict
-from gapbench.options import build
+from gapbench.settings import build
 from gapbench.specs import parse_spec
 from gapbench.progress import progress
 from gapbench.task import TASKS, Task

@@ -250,12 +250,12 @@ def test_task_names_and_options(tmp_path, monkeypatch):
                       "of its folders is named like 'nowhere'.",
         "a\x00b": "task name 'a\\x00b' contains the control character '\\x00' at position 1; write it on one line "
                   "without tabs or control characters.",
-        "bright/biology:instructions=maybe": "option instructions of task 'bright/biology' must be true or false, "
-                                             "got 'maybe'.",
-        "beir/arguana:ignore_identical_ids=2": "option ignore_identical_ids of task 'beir/arguana' must be true or "
-                                               "false, got '2'.",
-        "impliret/multispeaker/wknow:sourse=hub": "task 'impliret/multispeaker/wknow' has no option 'sourse'; "
-                                                  "accepted options: source, revision. Did you mean 'source'?",
+        "bright/biology:instructions=maybe": "task 'bright/biology': instructions must be true or false, got "
+                                             "'maybe'.",
+        "beir/arguana:ignore_identical_ids=2": "task 'beir/arguana': ignore_identical_ids must be true or false, "
+                                               "got '2'.",
+        "impliret/multispeaker/wknow:sourse=hub": "task 'impliret/multispeaker/wknow': sourse is not an option (did "
+                                                  "you mean 'source'?); accepted options: source, revision.",
         "impliret:source=hub": "suite 'impliret' takes no options (got source); options belong to single tasks, for "
                                "example impliret/multispeaker/arithmetic:OPTION=VALUE.",
         "impliret": "'impliret' is a suite of 6 tasks, not a single task; run it with `gapbench run impliret -r "
