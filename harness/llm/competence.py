@@ -123,6 +123,28 @@ def ranking_verdict(prompt: str, text: str) -> str:
     return listwise_verdict(prompt, text) if "[1]" in prompt else "ok"
 
 
+def synthesis_verdict(prompt: str, text: str) -> str:
+    """An ARGUS synthesis answer (the Input Text rewritten with short entity descriptions): ``echo`` when it copies
+    the instructions or the reference passages instead (half of its five-word runs found in the prompt outside the
+    Input Text), ``invalid`` when it is not a rewrite of the Input Text (it keeps under half of that text's distinct
+    words), else ``ok``. A copy of the Input Text itself is a rewrite: leaving it unchanged is allowed. A prompt without
+    the ``### Input Text`` and ``### Augmented Text`` headings (a template of the user's) is judged ``ok``."""
+    before, sep, rest = prompt.partition("### Input Text")
+    document, sep2, _after = rest.partition("### Augmented Text")
+    if not (sep and sep2):
+        return "ok"
+    own = ngrams(words(text))
+    if own and sum(g in ngrams(words(before)) for g in own) >= ECHO_SHARE * len(own):
+        return "echo"
+    doc, kept = set(words(document)), set(words(text))
+    if doc and len(doc & kept) < ECHO_SHARE * len(doc):
+        return "invalid"
+    return "ok"
+
+
+synthesis_verdict.own_echo = True  # type: ignore[attr-defined]  # a rewrite copies its document: no generic check
+
+
 def settings(window: int | None = None, threshold: float | None = None) -> tuple[int, float]:
     """(window, threshold): the ones given, else the environment's, else the defaults; bad values are refused."""
     if window is None:
@@ -187,6 +209,8 @@ class CompetenceWatch:
         return max(1, min(width, self.need - self.bad, self.window - self.seen))
 
     def verdict(self, prompt: str, text: str | None) -> str:
+        if getattr(self.judge, "own_echo", False) and not is_null(text):  # the judge tells a copy from an answer
+            return self.judge(prompt, text or "")
         out = generic_verdict(prompt, text)
         if out == "ok" and self.judge is not None:
             out = self.judge(prompt, text or "")
