@@ -118,7 +118,13 @@ def load_suite(spec: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) 
     if not SUITE_NAME.fullmatch(text) or path.exists() or (os.sep in text or "/" in text):
         raise ConfigError(f"{text!r} is neither a registered suite nor a folder with {SUITE_FILE}; give a folder "
                           "made by `gapbench leaderboard init DIR --task ...` or a suite listed by `gapbench tasks`.")
-    return get_suite(text)
+    from .errors import UnknownNameError
+
+    try:
+        return get_suite(text)
+    except UnknownNameError as exc:
+        raise ConfigError(f"{exc} A board of your own tasks is a folder holding {SUITE_FILE}: make one with "
+                          f"`gapbench leaderboard init DIR --task ...` and give that folder.") from None
 
 
 def read_suite_file(path: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) -> FolderSuite:
@@ -335,7 +341,9 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
     if not tasks:
         raise ConfigError("no task given; name each task with --task DIR (a folder), a registered name or an irds: id.")
     _check_measure(measure)
-    found, names, keys = [], {}, {}
+    found: list = []
+    names: dict[str, str] = {}
+    keys: dict[str, str] = {}
     for spec in tasks:  # every task named and found before any data is loaded
         path = Path(spec).expanduser()
         is_folder = path.is_dir()
@@ -359,7 +367,7 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
                               "task once.")
         keys[key] = spec
         rows.append((name, where, key))
-    out = [f"# A gapbench board of your own tasks, written by `gapbench leaderboard init`. Each task is found by its",
+    out = ["# A gapbench board of your own tasks, written by `gapbench leaderboard init`. Each task is found by its",
            "# path (relative to this file), else by its fingerprint (the content of its corpus, queries and qrels)",
            "# among the folders given with --data and the folders beside its path.",
            f"format_version = {SUITE_FORMAT}", f"name = {json.dumps(folder.resolve().name)}",

@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
-
 from docs_blocks import block, run_block, user_env
+
 from gapbench.cli import main
 from gapbench.identity import content_key
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SMART = ROOT / "tests" / "fixtures" / "smart"
@@ -181,3 +185,21 @@ def test_a_run_of_other_data_is_not_filed_under_the_board(made, tmp_path, capsys
     err = _error(capsys)
     assert "runs/bm25/c1: the run was made on task" in err and "no task of the board 'solo' has it" in err
     assert not (work / "sub").exists()
+
+
+@pytest.mark.parametrize("suite, said", [
+    ("cranfield", "unknown suite 'cranfield'. Available: argus-paper, bright, impliret"),
+    ("boards/none", "'boards/none' is neither a registered suite nor a folder with suite.toml"),
+    ("boards", "boards: the folder holds no suite.toml; make it a board with `gapbench leaderboard init boards"),
+])
+def test_a_suite_that_is_neither_registered_nor_a_board_says_how_to_make_one(tmp_path, capsys, monkeypatch, suite,
+                                                                               said):
+    """The issue's first wall: `submit create --suite cranfield` said only 'unknown suite'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "boards").mkdir()
+    (tmp_path / "runs" / "c1").mkdir(parents=True)
+    (tmp_path / "runs" / "c1" / "manifest.json").write_text("{}")
+    assert main(["submit", "create", "runs/c1", "--suite", suite, "--system", "x", "--description", "x.",
+                 "--contact", "me", "--out", "sub"]) == 2
+    err = _error(capsys)
+    assert said in err and "gapbench leaderboard init" in err

@@ -147,8 +147,8 @@ def board_build(
     profile: misses, unique misses and wins, R@100, the weak-signal AUC) from the scored submissions, for every
     suite folder under the root: a registered suite's, or a board of your own tasks (suite.toml). Invalid
     submissions: a line with the counts, then one error per line under each file's path; exit 2."""
-    from ..products.leaderboard import build_boards
     from ..errors import SubmissionError
+    from ..products.leaderboard import build_boards
 
     options = BUILD.build(ctx.params)
     try:
@@ -210,8 +210,8 @@ def regress_cmd(
                                              "repeatable."),
 ) -> None:
     """CI gate: exit 1 when a task drops significantly by more than --max-drop, 2 on bad input, else 0."""
-    from ..products.regress import regress, write_report
     from ..errors import OptionsError
+    from ..products.regress import regress, write_report
     from .common import fail
 
     options = REGRESS.build(ctx.params)

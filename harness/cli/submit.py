@@ -47,10 +47,8 @@ def run_dirs_of(paths: list[Path]) -> list[Path]:
 
 def suite_of(tasks: list[str], suite: str | None) -> str:
     """The suite the runs belong to: ``suite`` when given, else the suite named by the tasks' first name part."""
-    from ..suites import get_suite, is_suite, load_suite
+    from ..suites import get_suite, is_suite
 
-    if suite is not None:
-        load_suite(suite)  # a path that is not a board folder, or an unknown name: says which and the fix
     if suite is None:
         heads = {t.split("/")[0] for t in tasks}
         if len(heads) != 1 or not is_suite(next(iter(heads))):
@@ -85,7 +83,7 @@ def submit_create(
     sha256 and the retriever's config and models from the manifests. Next: `gapbench submit validate` and `score`."""
     from ..products.submissions.write import submission_from_run_dirs
     from ..store import load_manifest
-    from ..suites import Suite, is_suite_folder, read_suite_file
+    from ..suites import FolderSuite, Suite, load_suite
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not an empty folder; a submission holds only its own files. "
@@ -95,8 +93,10 @@ def submit_create(
     if digits is not None and not 1 <= digits <= 17:
         raise ConfigError(f"--digits {digits}: give 1 to 17 significant digits.")
     dirs = run_dirs_of(run_dirs)
-    if suite is not None and is_suite_folder(suite):
-        board: str | Suite = read_suite_file(suite)  # its tasks are the runs' by fingerprint
+    # a board folder, or a registered suite; anything else says how to make a board, before a run is read
+    found = load_suite(suite) if suite is not None else None
+    if isinstance(found, FolderSuite):
+        board: str | Suite = found  # its tasks are the runs' by fingerprint
     else:
         tasks = [load_manifest(d)["task"]["name"] for d in dirs]
         twice = sorted({t for t in tasks if tasks.count(t) > 1})

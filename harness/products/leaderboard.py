@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
 from ..contract import Alpha, Options, Permutations, Resamples, Seed
+from ..errors import SubmissionError
 from ..evaluation.stats import percentile_interval, resample_blocks
 from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
-from .miss_profile import miss_profiles
 from ..suites import Suite
-from ..errors import SubmissionError
+from .miss_profile import miss_profiles
 
 ALPHA = 0.05
 Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)

@@ -192,7 +192,7 @@ def _submission_suite(meta: dict, report: ValidationReport):
     """The suite of the board the submission is under (``<board>/submissions/<system>/`` beside suite.toml), else
     the registered suite 'suite' names; None when there is none (an error says why)."""
     from ...errors import UnknownNameError
-    from ...suites import SUITE_FILE, is_suite_folder, read_suite_file, get_suite
+    from ...suites import SUITE_FILE, get_suite, is_suite_folder, read_suite_file
 
     board = report.directory.parent.parent
     if report.directory.parent.name == "submissions" and is_suite_folder(board):
