@@ -305,16 +305,16 @@ from gapbench.evaluation.evaluation import ACCEPTED_FORMS, parse_measures, split
 @pytest.mark.parametrize(
     "text, problem",
     [
-        ("nDCG@0", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '0'"),
-        ("nDCG@-1", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '-1'"),
-        ("P@1.5", "cut-off of P must be a whole number from 1 to 1000000000, got '1.5'"),
-        ("R@abc", "cut-off of R must be a whole number from 1 to 1000000000, got 'abc'"),
-        ("R@1_0", "cut-off of R must be a whole number from 1 to 1000000000, got '1_0'"),
-        ("nDCG@1e3", "cut-off of nDCG must be a whole number from 1 to 1000000000, got '1e3'"),
-        ("P@", "cut-off of P must be a whole number from 1 to 1000000000, got ''"),
-        ("Judged@0", "cut-off of Judged must be a whole number from 1 to 1000000000, got '0'"),
+        ("nDCG@0", "cut-off of nDCG must be a whole number from 1 to 1,000,000,000, got '0'"),
+        ("nDCG@-1", "cut-off of nDCG must be a whole number from 1 to 1,000,000,000, got '-1'"),
+        ("P@1.5", "cut-off of P must be a whole number from 1 to 1,000,000,000, got '1.5'"),
+        ("R@abc", "cut-off of R must be a whole number from 1 to 1,000,000,000, got 'abc'"),
+        ("R@1_0", "cut-off of R must be a whole number from 1 to 1,000,000,000, got '1_0'"),
+        ("nDCG@1e3", "cut-off of nDCG must be a whole number from 1 to 1,000,000,000, got '1e3'"),
+        ("P@", "cut-off of P must be a whole number from 1 to 1,000,000,000, got ''"),
+        ("Judged@0", "cut-off of Judged must be a whole number from 1 to 1,000,000,000, got '0'"),
         ("nDCG@99999999999999999999",
-         "cut-off of nDCG must be a whole number from 1 to 1000000000, got '99999999999999999999'"),
+         "cut-off of nDCG must be a whole number from 1 to 1,000,000,000, got '99999999999999999999'"),
         ("IPrec@1.5", "cut-off of IPrec must be a finite number from 0 to 1, got '1.5'"),
         ("nDCG@10@5", "it has more than one '@'"),
         ("nDCG@10)", "it is not written as NAME, NAME@K or NAME(param=value,...)@K"),
@@ -419,7 +419,7 @@ def test_ndcg_at_zero_is_an_error_not_an_abort():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [
-        "measure 'nDCG@0': cut-off of nDCG must be a whole number from 1 to 1000000000, got '0'",
+        "measure 'nDCG@0': cut-off of nDCG must be a whole number from 1 to 1,000,000,000, got '0'",
         "measure 'nDCG@0': cutoff of nDCG has the wrong type or range: 0",
         "measure 'P@0': cutoff of P has the wrong type or range: 0",
     ]

@@ -11,11 +11,13 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Iterable, Mapping, Sequence
+
+from pydantic import Field
 
 from ..errors import ConfigError, GapbenchError, UnknownIdError
 from ..schemas.run import RunResults
-from ..options import Range, parse_float, parse_int
+from ..settings import accepts_type, fits, parse_float, parse_int
 from ..specs import split_list
 from .. import trec_names
 from .options import EvaluateOptions
@@ -31,23 +33,24 @@ CONVENTIONAL_DEPTH = 1000
 # (C longs in trec_eval) exact. Leave the cut-off out to evaluate the whole ranking.
 MAX_CUTOFF = 1_000_000_000
 ACCEPTED_FORMS = (
-    f"accepted forms: NAME, NAME@K or NAME(param=value,...)@K, K a whole number from 1 to {MAX_CUTOFF}, for example "
+    f"accepted forms: NAME, NAME@K or NAME(param=value,...)@K, K a whole number from 1 to {MAX_CUTOFF:,}, for example "
     "nDCG@10, R@100, RR@10, AP, P@10, Judged@10, P(rel=2)@5, nDCG(judged_only=true)@10, or trec_eval's names: "
     + trec_names.EXAMPLES
 )
 _MEASURE = re.compile(r"(?P<name>[^\W\d]\w*)(?:\((?P<params>[^()]*)\))?(?:@(?P<at>[^@()]*))?")
 _MAX_MEASURE_LEN = 200
-# What each ir-measures parameter may be, beyond its type (the same name means the same thing in every measure).
+# What each ir-measures parameter may be, beyond its type (the same name means the same thing in every measure): the
+# bounds of a pydantic field, worded and checked as every setting is (gapbench.settings.accepts_type, fits).
 _PARAM_RANGES = {
-    "cutoff": Range(ge=1, le=MAX_CUTOFF),
-    "rel": Range(ge=1),  # the lowest grade counted relevant: 0 would count judged non-relevant documents
-    "min_rel": Range(ge=0),
-    "max_rel": Range(ge=1),
-    "recall": Range(ge=0, le=1),
-    "p": Range(gt=0, lt=1),
-    "T": Range(gt=0),
-    "alpha": Range(ge=0, le=1),
-    "beta": Range(ge=0),
+    "cutoff": Field(ge=1, le=MAX_CUTOFF),
+    "rel": Field(ge=1),  # the lowest grade counted relevant: 0 would count judged non-relevant documents
+    "min_rel": Field(ge=0),
+    "max_rel": Field(ge=1),
+    "recall": Field(ge=0, le=1),
+    "p": Field(gt=0, lt=1),
+    "T": Field(gt=0),
+    "alpha": Field(ge=0, le=1),
+    "beta": Field(ge=0),
 }
 # Providers that run an external program on temporary files, and need numeric query ids (gdeval is a perl script).
 _EXTERNAL_PROVIDERS = ("gdeval",)
@@ -160,8 +163,9 @@ def _param_value(text: str, name: str, key: str, raw: str, dtype):
     nouns = {int: "a whole number", float: "a finite number", bool: "true or false", dict: "{grade:gain,...}"}
     what = nouns.get(dtype, "a word")
     rng = _PARAM_RANGES.get(key)
-    if rng is not None and dtype in (int, float):
-        what += " " + rng.describe()
+    bounded = Annotated[dtype, rng] if rng is not None and dtype in (int, float) else None
+    if bounded is not None:
+        what = accepts_type(bounded)
     fail = _measure_error(text, f"{label} of {name} must be {what}, got {raw!r}")
     value = raw.strip()
     if dtype is bool:
@@ -170,7 +174,7 @@ def _param_value(text: str, name: str, key: str, raw: str, dtype):
         return value.lower() == "true"
     if dtype in (int, float):
         out = parse_int(value) if dtype is int else parse_float(value)
-        if out is None or (rng is not None and not rng.holds(out)):
+        if out is None or (bounded is not None and not fits(bounded, out)):
             raise fail
         return out
     if dtype is dict:
@@ -207,7 +211,7 @@ def _checked_measure(measure, text: str, params: Mapping):
             else info.dtype is None or isinstance(value, info.dtype)
         )
         rng = _PARAM_RANGES.get(key)
-        if not ok or (rng is not None and info.dtype in (int, float) and not rng.holds(value)):
+        if not ok or (rng is not None and info.dtype in (int, float) and not fits(Annotated[info.dtype, rng], value)):
             raise _measure_error(text, f"{key} of {name} has the wrong type or range: {value!r}")
         if info.choices is not _NOT_PROVIDED and value not in info.choices:
             choices = ", ".join(map(str, info.choices))
