@@ -2,8 +2,9 @@
 
 Four short uncached calls (:func:`probe`): a warm-up, a line answered with one token, a prompt of about
 :data:`PROBE_WORDS` more words answered with one token (the reading speed) and the line answered with up to
-:data:`PROBE_ANSWER_TOKENS` tokens (the writing speed). On the embedded SmolLM2 they take a few seconds; an endpoint
-is probed once per process.
+:data:`PROBE_ANSWER_TOKENS` tokens (the writing speed, its prompt's reading time taken out). On the embedded
+SmolLM2 they take a few seconds; an endpoint is probed once per process. On a busy machine the speeds are noisy: the
+range is a guide, and the progress lines revise it from the calls themselves.
 
     speed = probe(llm)                                   # Speed(prompt_tps=..., answer_tps=..., ...)
     low, high = speed.seconds(28_000, 5_400)             # answers a quarter of their budgets .. all of them
@@ -19,8 +20,8 @@ from typing import Any
 
 from ..errors import GapbenchError
 
-PROBE_WORDS = 300
-PROBE_ANSWER_TOKENS = 48
+PROBE_WORDS = 200
+PROBE_ANSWER_TOKENS = 32
 LOW_ANSWER_SHARE = 0.25  # the low end of a range: answers use a quarter of their token budgets
 _WORDS = ("river stone market letter garden window engine morning silver paper orange bridge winter music doctor "
           "forest number yellow island kitchen").split()
@@ -77,8 +78,8 @@ def probe(llm: Any, *, clock=time.monotonic) -> Speed:
     """The speed of ``llm``'s endpoint and model (an :class:`~gapbench.llm.client.LLMClient`), measured on short
     uncached calls (once per process; they are not counted in ``llm``'s usage): a warm-up (a cold model loads on its
     first call), then a short call writing one token (the time of any call), a long prompt writing one token (the
-    reading speed, from the difference) and a short prompt writing up to :data:`PROBE_ANSWER_TOKENS` (the writing
-    speed, from the difference)."""
+    reading speed, from the difference) and the short prompt writing up to :data:`PROBE_ANSWER_TOKENS` (the writing
+    speed: the tokens written over the call's time less its prompt's reading)."""
     from .client import ChatRequest, LLMClient
 
     with _LOCK:
@@ -94,7 +95,7 @@ def probe(llm: Any, *, clock=time.monotonic) -> Speed:
         out = side.chat(ChatRequest(f"Probe {time.time_ns()}. {prompt}", "speed probe", {"max_tokens": max_tokens}))
         return out, max(clock() - start, 1e-3)
 
-    short = "Write the numbers from one to two hundred in words, separated by commas."
+    short = "Count from 1 to 100, one number a line."
     try:
         timed("Say OK.", 1)
         base, base_s = timed(short, 1)
@@ -104,8 +105,9 @@ def probe(llm: Any, *, clock=time.monotonic) -> Speed:
         side.close()
     extra = max((read.prompt_tokens or PROBE_WORDS * 4 // 3) - (base.prompt_tokens or 20), 1)
     prompt_tps = extra / max(read_s - base_s, 0.05 * read_s)
-    tokens = max(wrote.completion_tokens or len(wrote.text.split()) * 4 // 3, 2)
-    answer_tps = (tokens - 1) / max(wrote_s - base_s, 0.05 * wrote_s)
+    tokens = max(wrote.completion_tokens or len(wrote.text.split()) * 4 // 3, 1)
+    # the writing time: the call's time less its prompt's reading (a call's own overhead stays in: a lower speed)
+    answer_tps = tokens / max(wrote_s - (wrote.prompt_tokens or 20) / prompt_tps, 0.05 * wrote_s)
     speed = Speed(prompt_tps, answer_tps, str(llm.config.model), str(llm.endpoint))
     with _LOCK:
         _KNOWN[_key(llm)] = speed
