@@ -13,22 +13,12 @@ import pytest
 
 from gapbench import cli
 from gapbench.cli.coverage import register
-from gapbench.analyses.coverage import (
-    CoverageOptions,
-    build_strata,
-    bootstrap_win_rates,
-    cluster_entities,
-    copies_title,
-    coverage,
-    coverage_metrics,
-    macro_average,
-    normalise_entity,
-    parse_entity_lines,
-    parse_generated_query,
-    parse_judgement,
-    query_clusters,
-    system_summary,
-)
+from gapbench.analyses.coverage.clusters import DEFAULT_K_CANDIDATES, build_strata, cluster_entities, query_clusters
+from gapbench.analyses.coverage.coverage_options import CoverageOptions
+from gapbench.analyses.coverage.coverage_run import coverage
+from gapbench.analyses.coverage.entities import normalise_entity, parse_entity_lines
+from gapbench.analyses.coverage.metrics import bootstrap_win_rates, coverage_metrics, macro_average, system_summary
+from gapbench.analyses.coverage.synthetic import copies_title, parse_generated_query, parse_judgement
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.evaluation.stats import resample_blocks
 from llm_server import LLMServer
@@ -388,7 +378,7 @@ def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
 
 
 def test_pool_helpers_by_hand():
-    from gapbench.analyses.coverage import judging_pool, pool_counts
+    from gapbench.analyses.coverage.synthetic import judging_pool, pool_counts
 
     assert judging_pool("g", [["a", "b", "c"], ["b", "d"], []], 2) == ["g", "a", "b", "d"]
     counts = pool_counts("g", {"x": ["a", "b"], "y": ["b", "d"], "z": ["g"]}, ["b", "d", "g"])
@@ -406,7 +396,7 @@ def test_judge_depth_and_batch_must_be_positive(capsys):
 
 
 def test_generate_needs_an_llm():
-    from gapbench.analyses.coverage import generate_queries
+    from gapbench.analyses.coverage.synthetic import generate_queries
 
     with pytest.raises(ConfigError, match="generate needs an LLM: give llm_base_url and llm_model"):
         generate_queries([], None, None, None, [], 1, 10, 20, 0, "")
@@ -437,7 +427,7 @@ def test_query_entities_add_clusters(tmp_path):
 
 
 def _hand_report(**extra):
-    from gapbench.analyses.coverage import CoverageReport
+    from gapbench.analyses.coverage.coverage_report import CoverageReport
 
     regime = {"query_strata": "qrels", "label": "qrels", "entity_source": "spacy", "generated_queries": False}
     stats = {"n": 3, "mean": 0.25, "median": 0.0, "q1": 0.0, "q3": 0.375, "min": 0.0, "max": 0.75}
@@ -474,7 +464,7 @@ def _hand_report(**extra):
 def test_report_is_the_schema_model_and_round_trips(tmp_path):
     # one class: what gapbench.coverage returns is the model of coverage.json and of its JSON Schema
     from gapbench import schemas
-    from gapbench.analyses.coverage import CoverageReport, save_coverage
+    from gapbench.analyses.coverage.coverage_report import CoverageReport, save_coverage
 
     assert CoverageReport is schemas.CoverageReport is schemas.SCHEMAS["coverage"]
     rep = _hand_report()
@@ -533,7 +523,7 @@ def test_markdown_tables_by_hand():
 
 
 def test_cli_builds_one_options_object(monkeypatch, capsys):
-    import gapbench.analyses.coverage as mod
+    import gapbench.analyses.coverage.coverage_run as mod
 
     seen = []
 
@@ -548,4 +538,4 @@ def test_cli_builds_one_options_object(monkeypatch, capsys):
         clusters=2, k_candidates=[3, 4], max_chars=None, generate=1, judge_depth=5, llm_model="m"))]
     assert json.loads(capsys.readouterr().out)["task"] == "toy"
     assert cli.main(["coverage", "toy"]) == 0  # the CLI defaults are CoverageOptions' own (k candidates as a list)
-    assert seen[-1][2] == mod.CoverageOptions(k_candidates=list(mod.DEFAULT_K_CANDIDATES))
+    assert seen[-1][2] == mod.CoverageOptions(k_candidates=list(DEFAULT_K_CANDIDATES))

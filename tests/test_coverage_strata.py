@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from gapbench import cli
-from gapbench.analyses.coverage import CoverageOptions, coverage, entity_candidates, parse_entity_choice
+from gapbench.analyses.coverage.coverage_options import CoverageOptions
+from gapbench.analyses.coverage.coverage_run import coverage
+from gapbench.analyses.coverage.strata import entity_candidates, parse_entity_choice
 from gapbench.schemas import validate
 from test_coverage import FIXTURE, CoverageServer
 

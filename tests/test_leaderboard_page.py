@@ -70,7 +70,8 @@ def _brute_auc(weak: np.ndarray, values: np.ndarray) -> float:
 
 
 def test_the_weak_signal_is_the_signals_analysis_on_the_runs_own_scores(board_root, profiled):  # noqa: F811
-    from gapbench.analyses.signals import analyse, compute_signals, weak_labels
+    from gapbench.analyses.signals.definitions import compute_signals, weak_labels
+    from gapbench.analyses.signals.signals_report import analyse
 
     for s in ("bm25", "bm25-lucene"):
         for t in TASKS:

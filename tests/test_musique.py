@@ -146,7 +146,7 @@ def test_signals_on_musique_and_its_beir_copy(slice_data, tmp_path):
     """`gapbench signals musique` end to end with BM25 (no model), and the same slice written as a BEIR folder gives
     the same per-query signals."""
     import gapbench
-    from gapbench.analyses.signals import SignalsOptions
+    from gapbench.analyses.signals.signals_options import SignalsOptions
 
     options = SignalsOptions(n_bootstrap=20, term_extractor=lambda texts: [t.lower().split() for t in texts])
     d = gapbench.signals("musique", ["bm25"], options).to_dict()

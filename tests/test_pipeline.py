@@ -127,7 +127,7 @@ def test_gap_applies_the_instruction_for_retrievers_and_verifier(spy):
 
 
 def test_signals_applies_the_instruction(spy):
-    from gapbench.analyses.signals import SignalsOptions
+    from gapbench.analyses.signals.signals_options import SignalsOptions
 
     gapbench.signals(INSTRUCTED, ["instruction-spy", "bm25"], SignalsOptions(
         window=5, n_bootstrap=10, term_extractor=lambda texts: [t.lower().split() for t in texts]))
@@ -135,7 +135,8 @@ def test_signals_applies_the_instruction(spy):
 
 
 def test_coverage_applies_the_instruction(spy):
-    from gapbench.analyses.coverage import CoverageOptions, coverage
+    from gapbench.analyses.coverage.coverage_options import CoverageOptions
+    from gapbench.analyses.coverage.coverage_run import coverage
 
     with EntityServer() as srv:
         coverage(INSTRUCTED, ["instruction-spy"], CoverageOptions(

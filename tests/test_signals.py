@@ -13,11 +13,14 @@ import pytest
 from gapbench.cli import main
 from gapbench.errors import ConfigError, DataFormatError, GapbenchError
 from gapbench.formats import write_beir_folder
-from gapbench.analyses.signals import (
-    SignalTable, analyse, apply_gate, auc, bootstrap_auc_ci, calibrate_gate, catch_floor, compute_signals,
-    dense_agreement, gate_rates, jaccard, load_signals, population_variance, retriever_divergence, select_signals,
-    separation, spacy_terms, spearman, stratified_split, term_coverage, to_markdown, weak_labels, youden_floor,
-)
+from gapbench.analyses.signals.definitions import (SignalTable, compute_signals, dense_agreement, jaccard,
+                                                   population_variance, retriever_divergence, spacy_terms,
+                                                   term_coverage, weak_labels)
+from gapbench.analyses.signals.gate import (apply_gate, calibrate_gate, catch_floor, gate_rates, stratified_split,
+                                            youden_floor)
+from gapbench.analyses.signals.signal_stats import auc, bootstrap_auc_ci, select_signals, separation, spearman
+from gapbench.analyses.signals.signals_report import analyse, to_markdown
+from gapbench.analyses.signals.stored import load_signals
 from gapbench.task import get_task
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, Run, TaskData
 
@@ -365,7 +368,7 @@ _SIG_TABLE = [
 
 
 def test_signals_markdown_pinned():
-    from gapbench.analyses.signals import to_markdown
+    from gapbench.analyses.signals.signals_report import to_markdown
 
     assert to_markdown(_SIG) == "\n".join([
         "# Weak-retrieval signals: toy", "",
@@ -393,14 +396,16 @@ def _words(texts):
 def _signals(task, retrievers, **settings):
     """``gapbench.signals`` with its settings given as keywords of SignalsOptions."""
     import gapbench
-    from gapbench.analyses.signals import SignalsOptions
+    from gapbench.analyses.signals.signals_options import SignalsOptions
 
     return gapbench.signals(task, retrievers, SignalsOptions(**settings))
 
 
 def test_the_verb_and_run_signals_with_give_one_report(tmp_path):
     import gapbench
-    from gapbench.analyses.signals import SignalsOptions, SignalsReport, run_signals_with
+    from gapbench.analyses.signals.signals_options import SignalsOptions
+    from gapbench.analyses.signals.signals_report import SignalsReport
+    from gapbench.analyses.signals.signals_run import run_signals_with
 
     folder = "tests/fixtures/beir/scifact"
     kw = dict(window=1, n_bootstrap=20, seed=2, term_extractor=_words)
@@ -422,7 +427,8 @@ def test_the_verb_and_run_signals_with_give_one_report(tmp_path):
 
 
 def test_signals_options_check_the_retrievers_before_any_work():
-    from gapbench.analyses.signals import SignalsOptions, run_signals_with
+    from gapbench.analyses.signals.signals_options import SignalsOptions
+    from gapbench.analyses.signals.signals_run import run_signals_with
 
     with pytest.raises(ConfigError, match=r"^give at least one retriever"):
         run_signals_with("no/such/task", [], SignalsOptions())
@@ -446,7 +452,7 @@ def test_signals_options_check_the_retrievers_before_any_work():
     ({"seed": -1}, "seed must be greater than or equal to 0, got -1"),
 ])
 def test_signals_options_refuse_a_value_naming_the_setting(settings, message):
-    from gapbench.analyses.signals import SignalsOptions
+    from gapbench.analyses.signals.signals_options import SignalsOptions
     from gapbench.errors import OptionsError
 
     with pytest.raises(OptionsError) as info:
@@ -462,7 +468,7 @@ def test_the_cli_names_the_flag_of_a_refused_setting(capsys):
 
 
 def test_cli_builds_one_signals_options_object(monkeypatch, capsys):
-    import gapbench.analyses.signals as mod
+    import gapbench.analyses.signals.signals_run as mod
 
     seen = []
     content = {"kind": "signals", "task": "toy", "version": 1, "n_queries": 0, "n_weak": 0, "weak_rate": None,
@@ -502,7 +508,8 @@ def _either_table():
 def test_either_gate_by_hand():
     from scipy.stats import spearmanr
 
-    from gapbench.analyses.signals import apply_either, either_floors, either_pair, to_markdown
+    from gapbench.analyses.signals.gate import apply_either, either_floors, either_pair
+    from gapbench.analyses.signals.signals_report import to_markdown
 
     table, y = _either_table()
     o1, o2 = table.values["max_score"], table.values["evidence_coverage"]
@@ -541,7 +548,8 @@ def test_either_gate_by_hand():
 def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
     """ImpliRet wknow (80 queries): bm25's max_score and the query-word evidence_coverage of its window barely
     correlate (Spearman -0.062) but separate little (0.538, 0.541): no either gate at the article's bar 0.65, one at 0.5."""
-    from gapbench.analyses.signals import apply_either, escalation_rates, save_report
+    from gapbench.analyses.signals.gate import apply_either, escalation_rates
+    from gapbench.analyses.signals.signals_report import save_report
 
     d = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).to_dict()
     assert d["kept"] == [] and d["gate_either"] is None
@@ -565,7 +573,7 @@ def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
 
 
 def test_escalations_of_the_either_gate_have_one_column_per_signal(tmp_path):
-    from gapbench.analyses.signals import write_escalations
+    from gapbench.analyses.signals.stored import write_escalations
 
     path = write_escalations(tmp_path / "esc.tsv", ["a", "b"], np.array([[1.0, 2.0], [3.0, 4.0]]), [1, 0],
                              ["max_score", "evidence_coverage"])
@@ -576,7 +584,7 @@ def test_escalations_of_the_either_gate_have_one_column_per_signal(tmp_path):
 
 
 def test_gate_runs_applies_the_either_gate_by_hand():
-    from gapbench.analyses.signals import gate_runs
+    from gapbench.analyses.signals.stored import gate_runs
 
     corpus = Corpus([Document("d1", "apple pie"), Document("d2", "banana bread"), Document("d3", "cherry tart")])
     queries = Queries([Query("q1", "apple"), Query("q2", "cherry"), Query("q3", "cherry")])
@@ -869,7 +877,7 @@ def test_evidence_warns_on_a_held_out_gate_near_chance_or_on_few_queries_by_hand
 
 
 def test_the_report_holds_the_evidence_warnings_and_old_files_load(tmp_path):
-    from gapbench.analyses.signals import save_report
+    from gapbench.analyses.signals.signals_report import save_report
     from gapbench.analyses.signals.evidence import gate_warnings, signal_warnings
 
     # one good query among 43, a perfect separation (1.0 [1.0, 1.0]): only the class count warns; no gate (the
@@ -921,7 +929,7 @@ def test_the_gate_command_prints_the_gate_evidence_warnings(tmp_path, capsys):
 
 
 def test_the_signals_command_prints_the_evidence_warnings(monkeypatch, capsys):
-    import gapbench.analyses.signals as mod
+    import gapbench.analyses.signals.signals_run as mod
 
     y = np.array([0, 1] * 40)
     noise = {"max_score": np.random.default_rng(1).normal(size=80)}

@@ -49,7 +49,7 @@ def coverage_cmd(
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
     from .common import check_output, split_specs
-    from ..analyses import coverage as analysis
+    from ..analyses.coverage import coverage_run as analysis
 
     out = options.output
     check_output(out, run_dir=False, option="out")

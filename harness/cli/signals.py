@@ -44,7 +44,7 @@ def signals_cmd(
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
     from .common import check_output, split_specs
-    from ..analyses.signals import run_signals_with
+    from ..analyses.signals.signals_run import run_signals_with
 
     output = options.output
     check_output(output, run_dir=False)
@@ -132,7 +132,8 @@ def gate_cmd(
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
     from .common import fail
     from ..analyses.gate_retrievers import match_gate_runs
-    from ..analyses.signals import gate_runs, gate_signals, gate_warning, load_signals, write_escalations
+    from ..analyses.signals.signals_report import gate_warning
+    from ..analyses.signals.stored import gate_runs, gate_signals, load_signals, write_escalations
     from ..store import load_manifest, load_run
 
     stored = load_signals(signals, "gate_either" if either else "gate")

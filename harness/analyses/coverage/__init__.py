@@ -87,31 +87,3 @@ Example::
 
     report = gapbench.coverage("impliret/multispeaker/wknow", ["bm25", "dense"], CoverageOptions(output="out/"))
 """
-
-from __future__ import annotations
-
-from .clusters import DEFAULT_K_CANDIDATES, Clustering, Strata, build_strata, cluster_entities, query_clusters
-from .entities import (ENTITY_LABELS, NORMALISATION_VERSION, SPACY_MODEL, entities_of, llm_entities, normalise_entity,
-                       parse_entity_lines, spacy_entities)
-from .metrics import bootstrap_win_rates, cluster_values, coverage_metrics, macro_average, system_summary
-from .coverage_options import CoverageOptions
-from .coverage_report import (MAX_BOX_CLUSTERS, CoverageReport, build_report, plot_boxplots, plot_density,
-                              save_coverage, to_markdown)
-from .coverage_run import coverage, run_coverage_with
-from .strata import (DEFAULT_ENTITY_CANDIDATES, QUERY_STRATA, QueryStratifier, entity_candidates, llm_query_entities,
-                     parse_entity_choice, query_entity_clusters)
-from .synthetic import (QUERY_LENGTHS, QUERY_SPECIFICITIES, combine_query_types, copies_title, generate_queries,
-                        judging_pool, parse_generated_query, parse_judgement, pool_counts, query_type_description,
-                        title_ngrams, type_counts)
-
-__all__ = [
-    "DEFAULT_ENTITY_CANDIDATES", "DEFAULT_K_CANDIDATES", "ENTITY_LABELS", "MAX_BOX_CLUSTERS", "NORMALISATION_VERSION",
-    "QUERY_LENGTHS", "QUERY_SPECIFICITIES", "QUERY_STRATA", "SPACY_MODEL", "Clustering", "CoverageOptions",
-    "CoverageReport", "QueryStratifier", "Strata", "bootstrap_win_rates", "build_report", "build_strata",
-    "cluster_entities", "cluster_values", "combine_query_types", "copies_title", "coverage", "coverage_metrics",
-    "entities_of", "entity_candidates", "generate_queries", "judging_pool", "llm_entities", "llm_query_entities",
-    "macro_average", "normalise_entity", "parse_entity_choice", "parse_entity_lines", "parse_generated_query",
-    "parse_judgement", "plot_boxplots", "plot_density", "pool_counts", "query_clusters", "query_entity_clusters",
-    "query_type_description", "run_coverage_with", "save_coverage", "spacy_entities", "system_summary",
-    "title_ngrams", "to_markdown", "type_counts",
-]

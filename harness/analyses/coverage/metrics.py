@@ -15,7 +15,7 @@ from .clusters import Strata
 def coverage_metrics(strata: Strata, qclusters: Mapping[str, Iterable[int]], *, min_queries: int = 5) -> dict:
     """MSC, mass-weighted coverage and evaluation density, and ``queries_per_cluster`` (n_c per cluster).
 
-    >>> from gapbench.analyses.coverage import build_strata
+    >>> from gapbench.analyses.coverage.clusters import build_strata
     >>> s = build_strata({"a": ["x"], "b": ["y"], "c": ["z"], "d": ["z"]}, {"x": 0, "y": 1, "z": 2}, 3)
     >>> m = coverage_metrics(s, {"q1": [0], "q2": [1]})
     >>> round(m["msc"], 4), m["mass_weighted"]

@@ -69,38 +69,9 @@ Output directory (written atomically):
 The package, one concept a module: :mod:`.definitions` (the signals and the weak label), :mod:`.signal_stats`
 (AUC, bootstrap CI, Spearman, selection), :mod:`.gate` (calibrating and applying the gates), :mod:`.signals_report`
 (``analyse``, the report and its files), :mod:`.signals_options` (:class:`SignalsOptions`), :mod:`.signals_run` (the
-verb) and :mod:`.stored` (a stored gate applied to runs). Every name is importable from here.
+verb) and :mod:`.stored` (a stored gate applied to runs).
 
 >>> options = SignalsOptions(window=20)
 >>> report = gapbench.signals("impliret/unispeaker/wknow", ["bm25", "dense"], options)  # doctest: +SKIP
 >>> report = analyse(compute_signals(runs, query_ids), weak_labels(runs["bm25"], qrels, query_ids))  # doctest: +SKIP
 """
-
-from __future__ import annotations
-
-
-from ..gate_retrievers import DENSE_NAMES, SPARSE_NAMES, calibrated, retriever_identity, retriever_kind
-from .definitions import (CONTENT_POS, EXPECTED, SIGNALS, TERM_RULE, SignalTable, TermExtractor, compute_signals,
-                          dense_agreement, jaccard, population_variance, retriever_divergence, spacy_terms,
-                          term_coverage, weak_labels)
-from .gate import (EITHER_MAX_CORR, apply_either, apply_gate, calibrate_either, calibrate_gate, candidate_floors,
-                   catch_floor, either_floors, either_pair, escalation_rates, gate_rates, stratified_split,
-                   youden_floor)
-from .signals_options import SignalsOptions
-from .signals_report import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, analyse, gate_table, gate_warning, plot_auc,
-                            plot_gate, save_report, signal_table, to_markdown)
-from .signals_run import run_signals_with, signals
-from .signal_stats import auc, bootstrap_auc_ci, oriented, select_signals, separation, spearman
-from .stored import gate_runs, gate_signals, load_signals, write_escalations
-
-__all__ = [
-    "CONTENT_POS", "DENSE_NAMES", "EITHER_MAX_CORR", "EXPECTED", "GATE_HEADER", "SIGNALS", "SIGNAL_HEADER",
-    "SPARSE_NAMES", "SignalTable", "SignalsOptions", "SignalsReport", "TERM_RULE", "TermExtractor", "analyse",
-    "apply_either", "apply_gate", "auc", "bootstrap_auc_ci", "calibrate_either", "calibrate_gate", "calibrated",
-    "candidate_floors", "catch_floor", "compute_signals", "dense_agreement", "either_floors", "either_pair",
-    "escalation_rates", "gate_rates", "gate_runs", "gate_signals", "gate_table", "gate_warning", "jaccard",
-    "load_signals", "oriented", "plot_auc", "plot_gate", "population_variance", "retriever_divergence",
-    "retriever_identity", "retriever_kind", "run_signals_with", "save_report", "select_signals", "separation",
-    "signal_table", "signals", "spacy_terms", "spearman", "stratified_split", "term_coverage", "to_markdown",
-    "weak_labels", "write_escalations", "youden_floor",
-]
