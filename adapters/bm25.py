@@ -108,7 +108,7 @@ STOPWORDS = (
 )
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
-Stopwords = Optional[Literal[STOPWORDS]]  # type: ignore[valid-type]
+Stopwords = Literal[STOPWORDS] | None  # type: ignore[valid-type]
 
 
 def _known_stemmer(name: Optional[str]) -> Optional[str]:

@@ -27,8 +27,9 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
@@ -63,12 +64,13 @@ class Settings(Options):
         except ValidationError as exc:
             problems = []
             for error in exc.errors():
-                key = error["loc"][0] if error.get("loc") else None
+                found: dict[str, Any] = dict(error)
+                key = str(error["loc"][0]) if error.get("loc") else None
                 if key is None:  # a check across settings names them itself; the input would be all of them
-                    error = {k: v for k, v in error.items() if k != "input"}
+                    found.pop("input", None)
                 elif given is not None and key in given:
-                    error = {**error, "input": given[key]}
-                problems.append(problem(error))
+                    found["input"] = given[key]
+                problems.append(problem(found))
             raise OptionsError(owner, problems) from None
 
     @classmethod
@@ -85,10 +87,6 @@ class Settings(Options):
         if problems:
             raise OptionsError(owner, problems)
         return cls.check(owner, values, given=options)
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """``{field: value}`` of every setting, as keywords of the adapter that declared them."""
-        return {name: getattr(self, name) for name in type(self).model_fields}
 
 
 def _refuse_unknown(model: type[BaseModel], owner: str, values: Mapping[str, Any]) -> None:
@@ -188,7 +186,7 @@ def fits(annotation: Any, value: Any) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter(annotation: Any) -> TypeAdapter:
     return TypeAdapter(annotation)
 
@@ -205,7 +203,7 @@ def _accepts(prop: dict) -> str:
     kind = prop.get("type")
     if kind == "boolean":
         return "true or false"
-    noun = {"integer": "a whole number", "number": "a finite number"}.get(kind, "text")
+    noun = {"integer": "a whole number", "number": "a finite number"}.get(str(kind), "text")
     low, high = prop.get("minimum"), prop.get("maximum")
     if high is not None and high >= 2**53:  # a seed's int64 bound is no help to a reader
         high = None
@@ -216,7 +214,7 @@ def _accepts(prop: dict) -> str:
     return f"{noun} {said}" if said else noun
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(model: type[BaseModel]) -> dict:
     return model.model_json_schema()
 
