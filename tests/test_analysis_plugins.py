@@ -145,3 +145,36 @@ def test_tiny_task_is_a_task_every_verb_takes(tmp_path):
     assert list(data.corpus) == list(expected.corpus) and len(data.corpus) == 33
     assert list(data.queries) == [q for q in expected.queries if q in expected.qrels]  # judged queries only
     assert {q: dict(j) for q, j in data.qrels.items()} == expected.qrels
+
+
+def test_one_broken_registration_leaves_the_others_usable(monkeypatch, capsys):
+    """The command line loads what it can: a plugin that fails to import, or a name registered twice, is one
+    warning line, and every other analysis and command still works."""
+    import gapbench.cli as cli
+    import gapbench.plugins as plugins
+
+    good = Analysis("novelty", "How novel.")
+    eps = [_EntryPoint("novelty", "pkg.plugin:ANALYSIS", good),
+           _EntryPoint("novelty", "other.plugin:ANALYSIS", good),
+           _EntryPoint("broken", "gone.plugin:ANALYSIS", ModuleNotFoundError("No module named 'gone'"))]
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(plugins, "_entry_points", lambda: eps)
+            plugins.forget()
+            found, problems = plugins.usable_analyses()
+            assert list(found) == ["novelty"]
+            assert problems == [
+                "analysis 'novelty' is registered twice, as 'pkg.plugin:ANALYSIS' and 'other.plugin:ANALYSIS'; "
+                "uninstall one of the distributions.",
+                "entry point 'broken' = 'gone.plugin:ANALYSIS' of group 'gapbench.analyses' cannot be imported "
+                "(ModuleNotFoundError: No module named 'gone'); reinstall the distribution that declares it, or "
+                "uninstall it."]
+            with pytest.raises(GapbenchError, match="registered twice"):
+                plugins.analyses()  # from Python, the first problem is raised
+    finally:
+        plugins.forget()
+    assert list(analyses()) == ["argus", "coverage", "gap", "obliq", "signals"]
+    monkeypatch.setattr(cli, "PLUGIN_PROBLEMS", [problems[1]])
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("gapbench ") and out.err == f"gapbench: warning: {problems[1]}\n"
