@@ -163,7 +163,8 @@ def test_argus_probe_verb_trains_on_the_audit_it_runs():
 
     # one labelled set, the audited targets (the default trains the directed and the undirected set)
     options = gapbench.ArgusProbeOptions(k=50, n=300, seed=3, families=["ridge"], datasets=("directed",))
-    probe, report = gapbench.argus_probe(retriever="random", options=options)
+    report = gapbench.argus_probe(retriever="random", options=options)
+    probe = report.probe
     # the same as auditing, then training on the audited targets, by hand
     result = audit(None, "random", k=50, n=300, seed=3)
     targets, emb = result.target_embeddings()

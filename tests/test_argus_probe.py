@@ -290,7 +290,8 @@ def test_the_probe_verb_trains_each_labelled_set_and_keeps_the_largest():
     from gapbench.analyses.argus.verbs import argus_probe
     from gapbench.schemas import ArgusProbe
 
-    probe, report = argus_probe(None, "random", ArgusProbeOptions(k=50, n=300, seed=3, families=("ridge",)))
+    report = argus_probe(None, "random", ArgusProbeOptions(k=50, n=300, seed=3, families=("ridge",)))
+    probe = report.probe
     assert isinstance(report, ArgusProbe)
     assert [d.name for d in report.datasets] == ["directed (audited targets)",
                                                  "undirected (every entity with an edge)"]

@@ -158,7 +158,8 @@ def probe_cmd(
 
     check_output(out, run_dir=False, option="out")
     data = load_audit_data(entities, relations, "directed", dataset)  # each labelled set is read from its edges
-    probe, report = argus_probe(data, retriever, options)
+    report = argus_probe(data, retriever, options)
+    probe = report.probe
     probe_dir = probe.save(out / "probe")  # the probe of the largest labelled set, kept for augmentation
     report = report.model_copy(update={"saved_probe": SavedProbe(path=str(probe_dir),
                                                                  dataset=report.saved_probe.dataset)})

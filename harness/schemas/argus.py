@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from .base import Model, Number, One
 
@@ -218,7 +218,8 @@ class SavedProbe(Model):
 
 class ArgusProbe(Model):
     """``argus_probe.json``: the RPS probes trained on entity embeddings, selected on validation RMSE; the top level
-    repeats the labelled set whose probe was saved (the one with the most entities), ``datasets`` holds every set."""
+    repeats the labelled set whose probe was saved (the one with the most entities), ``datasets`` holds every set.
+    :func:`gapbench.argus_probe` returns it holding that set's trained probe in memory (:attr:`probe`)."""
 
     kind: Literal["argus_probe"]
     task: str
@@ -237,6 +238,14 @@ class ArgusProbe(Model):
     baselines: dict[str, ProbeMetrics]
     test: ProbeMetrics
     datasets: list[ProbeDataset]
+
+    _probe: Any = PrivateAttr(default=None)
+
+    @property
+    def probe(self) -> Any:
+        """The trained probe of the labelled set ``saved_probe`` names (``.save(folder)`` writes it), as
+        :func:`gapbench.argus_probe` returned it; None for a report read from a file."""
+        return self._probe
 
 
 # ---------------------------------------------------------------- the sweep (sweep.json)

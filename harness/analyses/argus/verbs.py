@@ -1,7 +1,7 @@
 """The ARGUS audit, probe and sweep as ``gapbench`` verbs, each taking its options (:mod:`.argus_options`)::
 
     result = argus_audit(None, "dense", ArgusAuditOptions(k=50, n=800))       # AuditResult; .report is argus_audit.json
-    probe, report = argus_probe(None, "dense", ArgusProbeOptions(families=("ridge",)))  # report: ArgusProbe
+    report = argus_probe(None, "dense", ArgusProbeOptions(families=("ridge",)))  # ArgusProbe; .probe the probe
     swept = argus_sweep(None, ["dense", "random"], ArgusSweepOptions(ns=(100, 800)))   # SweepResult; .report
 
 ``data`` None is the slice shipped with gapbench; otherwise an :class:`~.audit.inputs.AuditData` (``load_jsonl``,
@@ -54,12 +54,12 @@ def probe_labelled_set(data: AuditData, mode: str, retriever: Any,
 
 
 def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
-                options: ArgusProbeOptions | None = None) -> tuple[Probe, ArgusProbe]:
+                options: ArgusProbeOptions | None = None) -> ArgusProbe:
     """Audit each labelled set of ``options.datasets`` and train the RPS probes on its entities' embeddings.
 
-    Returns the probe of the set with the most labelled entities (the one ``gapbench argus probe`` saves) and the
-    report (:class:`~gapbench.schemas.ArgusProbe`, ``argus_probe.json``): its top level is that set's, ``datasets``
-    holds every set's; ``saved_probe.path`` stays None until the probe is saved."""
+    Returns the report (:class:`~gapbench.schemas.ArgusProbe`, ``argus_probe.json``) holding in memory the probe of
+    the set with the most labelled entities (``report.probe``, the one ``gapbench argus probe`` saves): its top level
+    is that set's, ``datasets`` holds every set's; ``saved_probe.path`` stays None until the probe is saved."""
     o = options or ArgusProbeOptions()
     data = data if data is not None else load_shipped()
     runs = [probe_labelled_set(data, mode, retriever, o) for mode in o.datasets]
@@ -71,7 +71,8 @@ def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
         dim=enc.dim, seed=o.seed, k=o.k, n_requested=o.n, saved_probe=SavedProbe(dataset=best.name),
         split=best.split, selection=best.selection, selected=best.selected, families=best.families,
         baselines=best.baselines, test=best.test, datasets=[rep for _, rep, _ in runs])
-    return probe, report
+    report._probe = probe
+    return report
 
 
 def argus_sweep(data: AuditData | None = None, retrievers: Sequence[Any] = ("dense",),
