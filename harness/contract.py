@@ -24,12 +24,16 @@ got -1" whichever verb is given it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import OptionsError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # pydantic's wording -> gapbench's ("Input should be greater than or equal to 1" -> "must be greater than or equal to 1")
 _REWORD = (("Input should be ", "must be "), ("Value error, ", ""), ("Assertion failed, ", ""),
@@ -109,7 +113,7 @@ ModelName = Text
 """A model: a hub name, a local folder or an endpoint's model id; never empty."""
 
 
-def problem(error: dict) -> tuple[str, str]:
+def problem(error: Mapping[str, Any]) -> tuple[str, str]:
     """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given."""
     field = ".".join(str(p) for p in error.get("loc", ()))
     message = error.get("msg", "")
@@ -138,6 +142,6 @@ class Options(BaseModel):
         except ValidationError as exc:
             raise OptionsError(type(self).__name__, [problem(e) for e in exc.errors()]) from None
 
-    def replace(self, **changes: Any):
+    def replace(self, **changes: Any) -> Self:
         """A copy with ``changes``, checked as a new object is (pydantic's ``model_copy`` would not check them)."""
         return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields}, **changes})

@@ -118,7 +118,7 @@ class Registry(Generic[T]):
                 if ep.name not in self._entries:
                     self._entries[ep.name] = ep.value
 
-    def register(self, name: str, obj: T | str | None = None, *, replace: bool = False):
+    def register(self, name: str, obj: T | Callable[..., T] | str | None = None, *, replace: bool = False):
         """Register ``obj`` under ``name``; without ``obj`` this is a decorator.
 
         ``obj`` may be a lazy ``"module:attr"`` string.

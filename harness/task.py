@@ -6,7 +6,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from .errors import ConfigError
 from .registry import Registry, provides, resolve_lazy
@@ -70,7 +70,7 @@ class Task:
         why = self.data_on_disk()
         return not why, why
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
@@ -108,15 +108,18 @@ def get_task(name: str) -> Task:
         raise ConfigError("empty task name; name a task (list them with `gapbench tasks`) or a BEIR folder.")
     if name.strip().startswith("irds:"):
         # an ir_datasets id holds '/' (irds:beir/scifact/test:fields=title+text): its plugin parses the whole spec
-        return resolve_lazy("gapbench.tasks.irds:from_spec")(name)
+        task: Task = _plugin("gapbench.tasks.irds:from_spec")(name)
+        return task
     path = _as_path(name)
     if path is not None and path.is_dir():
         # a lazy "module:attr" string, as the registry keeps plugins: the core never imports a plugin statically;
         # a folder of SMART files (Cranfield, CACM) is told from a BEIR folder by its content
-        return resolve_lazy(_SMART_TASK)(path) or resolve_lazy(_FOLDER_TASK)(path)
+        folder_task: Task = _plugin(_SMART_TASK)(path) or _plugin(_FOLDER_TASK)(path)
+        return folder_task
     folder = _folder_with_options(name)
     if folder is not None:
-        return build(resolve_lazy(_FOLDER_OPTIONS)(folder[0]), folder[1], f"BEIR folder {folder[0]}")
+        with_options: Task = build(_plugin(_FOLDER_OPTIONS)(folder[0]), folder[1], f"BEIR folder {folder[0]}")
+        return with_options
     _ensure_builtin()
     from .suites import SUITES
 
@@ -139,7 +142,13 @@ def get_task(name: str) -> Task:
                 f"task {base!r} takes no options (got {', '.join(options)}); write it as {base!r} alone."
             )
         return entry
-    return build(entry, options, f"task {base!r}")
+    made: Task = build(entry, options, f"task {base!r}")
+    return made
+
+
+def _plugin(target: str) -> Callable[..., Any]:
+    """The plugin function a lazy ``"module:attr"`` string names (the core imports no plugin statically)."""
+    return cast("Callable[..., Any]", resolve_lazy(target))
 
 
 _FOLDER_TASK = "gapbench.tasks.local:beir_folder_task"
@@ -147,12 +156,12 @@ _FOLDER_OPTIONS = "gapbench.tasks.local:folder_options"
 _SMART_TASK = "gapbench.tasks.smart:smart_folder_task"
 
 
-def _parent_exists(path) -> bool:
+def _parent_exists(path: Path) -> bool:
     """A name such as ``data/cranfeld`` whose first folder ``data`` exists is a mistyped path, not an unknown task."""
     return len(path.parts) > 1 and path.parts[0] not in (".", "") and path.parents[len(path.parts) - 2].is_dir()
 
 
-def _folder_with_options(name: str):
+def _folder_with_options(name: str) -> tuple[Path, dict[str, str]] | None:
     """(folder, options) for ``DIR:key=value,...`` where ``DIR`` is an existing folder, else None. A path may hold
     ':' itself, so each ':' is tried from the right: the longest folder before a ``key=value`` list wins."""
     from .specs import parse_spec
@@ -167,10 +176,8 @@ def _folder_with_options(name: str):
     return None
 
 
-def _as_path(name: str):
+def _as_path(name: str) -> Path | None:
     """``name`` as a local path, or None when it cannot be one (a null byte, an unknown ~user, a name too long)."""
-    from pathlib import Path
-
     try:
         path = Path(name).expanduser()
         path.exists()
@@ -185,7 +192,7 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "~")) or "\\" in name or ".." in parts or "." in parts
 
 
-def _reject_suite(base: str, options: dict) -> None:
+def _reject_suite(base: str, options: dict[str, str]) -> None:
     """A suite names several tasks: it is run whole by ``gapbench run SUITE`` and takes no options."""
     from .suites import SUITES
 
@@ -228,7 +235,7 @@ def confined(path: Path, folder: Path, what: str) -> Path:
     return real
 
 
-def register_task(name: str, obj=None, *, replace: bool = False):
+def register_task(name: str, obj: Task | Callable[..., Task] | str | None = None, *, replace: bool = False) -> Any:
     """Register a :class:`Task` or a factory ``f(**options) -> Task`` (decorator without ``obj``)."""
     return TASKS.register(name, obj, replace=replace)
 

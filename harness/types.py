@@ -14,7 +14,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from .errors import DataFormatError, DuplicateIdError, GapbenchError, UnknownIdError
 
@@ -79,7 +79,7 @@ def show_id(value: object) -> str:
 
 def _check_id(value: object, what: str, source: str | None = None) -> str:
     problem = id_problem(value)
-    if problem is not None:
+    if problem is not None or not isinstance(value, str):
         raise DataFormatError(f"{what} {show_id(value)} {problem}; give a valid id.", path=source)
     return value
 
@@ -93,17 +93,20 @@ def grade_problem(value: object) -> str | None:
     return None
 
 
-class _Records(Mapping):
+R = TypeVar("R", bound="Document | Query")
+
+
+class _Records(Mapping[str, R], Generic[R]):
     """Ordered, immutable id -> record mapping with a content fingerprint."""
 
     _kind = "record"
     _id_attr = "id"
 
-    def __init__(self, records: Iterable, *, source: str | None = None) -> None:
+    def __init__(self, records: Iterable[R], *, source: str | None = None) -> None:
         recs = list(records)
-        ids = list(map(attrgetter(self._id_attr), recs))
+        ids: list[str] = list(map(attrgetter(self._id_attr), recs))
         # checked at C speed; one by one only to name the culprit
-        data = dict(zip(ids, recs)) if ids_clean(ids) else {}
+        data: dict[str, R] = dict(zip(ids, recs)) if ids_clean(ids) else {}
         if len(data) != len(recs):
             data = {}
             for rid, rec in zip(ids, recs):
@@ -113,10 +116,10 @@ class _Records(Mapping):
                     raise DuplicateIdError(
                         f"duplicate {self._kind} id {rid!r}{where}; every {self._kind} id must be unique.")
                 data[rid] = rec
-        self._data = data
+        self._data: dict[str, R] = data
         self._fingerprint: str | None = None
 
-    def __getitem__(self, key: str):
+    def __getitem__(self, key: str) -> R:
         try:
             return self._data[key]
         except KeyError:
@@ -137,7 +140,7 @@ class _Records(Mapping):
     def ids(self) -> list[str]:
         return list(self._data)
 
-    def _fields(self, rec) -> Sequence[str]:
+    def _fields(self, rec: R) -> Sequence[str]:
         raise NotImplementedError
 
     @property
@@ -157,7 +160,7 @@ class _Records(Mapping):
         return f"{type(self).__name__}({len(self)} {self._kind}s, fingerprint={self.fingerprint[:12]})"
 
 
-class Corpus(_Records):
+class Corpus(_Records["Document"]):
     """doc_id -> Document, in corpus order."""
 
     _kind = "document"
@@ -208,7 +211,7 @@ class Corpus(_Records):
         data = self._data
         return [d for d in doc_ids if d not in data]
 
-    def tie_keys(self):
+    def tie_keys(self) -> Any:
         """int64 key per corpus position, the rank of its id in sorted order: a larger key wins a score tie."""
         from .topk import tie_keys
 
@@ -232,7 +235,7 @@ class Corpus(_Records):
         return cls(docs)
 
 
-class Queries(_Records):
+class Queries(_Records["Query"]):
     """query_id -> Query, in query order."""
 
     _kind = "query"
@@ -249,7 +252,7 @@ class Queries(_Records):
         return Queries(Query(q.query_id, q.text, instruction) for q in self.values())
 
 
-class Qrels(Mapping):
+class Qrels(Mapping[str, Mapping[str, int]]):
     """query_id -> doc_id -> graded relevance (int). Negative and zero grades are kept: they are judgements."""
 
     def __init__(self, data: Mapping[str, Mapping[str, int]], *, source: str | None = None) -> None:
@@ -334,7 +337,7 @@ def sort_ranking(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float],
 _RANK_KEY = itemgetter(1, 0)
 
 
-def ids_clean(ids) -> bool:
+def ids_clean(ids: Iterable[str]) -> bool:
     """True when every id passes :func:`id_problem`, checked at C speed; False means "check one by one"."""
     try:
         joined = "".join(ids)
@@ -345,11 +348,11 @@ def ids_clean(ids) -> bool:
     return not ids or (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_LENGTH)
 
 
-def _grades_clean(grades) -> bool:
+def _grades_clean(grades: Iterable[int]) -> bool:
     return set(map(type, grades)) == {int} and -MAX_GRADE <= min(grades) and max(grades) <= MAX_GRADE
 
 
-def clean_scores(ranking: Mapping) -> Mapping[str, float] | None:
+def clean_scores(ranking: Mapping[str, Any]) -> Mapping[str, float] | None:
     """``ranking`` with float scores when its ids and scores are all valid, else None (take the checking path)."""
     if not ranking:
         return ranking
@@ -366,14 +369,14 @@ def clean_scores(ranking: Mapping) -> Mapping[str, float] | None:
     return {d: float(v) for d, v in ranking.items()}
 
 
-def _fast_ranking(ranking: Mapping) -> tuple[tuple[str, float], ...] | None:
+def _fast_ranking(ranking: Mapping[str, Any]) -> tuple[tuple[str, float], ...] | None:
     clean = clean_scores(ranking)
     if clean is None:
         return None
     return tuple(sorted(clean.items(), key=_RANK_KEY, reverse=True))
 
 
-class Run(Mapping):
+class Run(Mapping[str, tuple[tuple[str, float], ...]]):
     """query_id -> ranked tuple of (doc_id, score), sorted by :func:`rank_key`.
 
     Scores must be finite. ``name`` labels the system in tables.
@@ -464,7 +467,7 @@ class Run(Mapping):
         return f"Run({self.name!r}, {len(self)} queries)"
 
 
-class OtherRowsExcluded(Mapping):
+class OtherRowsExcluded(Mapping[str, frozenset[str]]):
     """A multiple-choice task's exclusions: query id -> the candidates of every other row, built when asked for, so memory stays linear in the corpus."""
 
     def __init__(self, own: Mapping[str, tuple[str, ...]], all_ids: frozenset[str]) -> None:
@@ -474,7 +477,7 @@ class OtherRowsExcluded(Mapping):
     def __getitem__(self, qid: str) -> frozenset[str]:
         return self._all.difference(self._own[qid])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._own)
 
     def __len__(self) -> int:
