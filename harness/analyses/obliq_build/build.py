@@ -38,7 +38,7 @@ from .context import CHECKPOINTS, Context
 from .estimate import estimate, with_time
 from .llmio import Prompts, structured_style
 from .options import ObliqBuildError, ObliqBuildOptions
-from .report import ObliqBuildReport, StageIO
+from ...schemas.obliq_build import ObliqBuildReport, StageIO
 from .write import FILES, write_card, write_task
 
 UNITS = {"annotate": "documents with a value", "collapse": "clusters", "queries": "queries", "recollect": "queries",
@@ -123,7 +123,7 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
     out = Path(options.out)
     if not options.dry_run:
         _check_out(out)
-    client, est = _timed(options, est)
+    client, est = _timed(options, est, printed=on_estimate is not None)
     if on_estimate is not None:
         on_estimate(est)
     if options.dry_run:
@@ -140,11 +140,11 @@ def build_obliq(corpus: Any, options: ObliqBuildOptions,
         raise
 
 
-def _timed(options: ObliqBuildOptions, est: dict) -> tuple[Any, dict]:
-    """(the build's LLM client, or None when it asks no LLM; the estimate with its time): with ``dry_run`` or on the
-    embedded server, the model's speed is measured on a short probe (:mod:`gapbench.llm.speed`) and the estimate
-    gets a time range; a dry run whose endpoint cannot be reached says why instead."""
-    from ...llm.estimate import is_embedded
+def _timed(options: ObliqBuildOptions, est: dict, printed: bool) -> tuple[Any, dict]:
+    """(the build's LLM client, or None when it asks no LLM; the estimate with its time): with ``dry_run``, or when
+    the estimate is ``printed`` before the build, the model's speed is measured on a short probe
+    (:mod:`gapbench.llm.speed`) and the estimate gets a time range; a dry run whose endpoint cannot be reached says
+    why instead."""
     from ...llm.speed import try_probe
 
     if options.labels is not None and options.labels_as == "documents":  # relevance is the label: no LLM
@@ -155,7 +155,7 @@ def _timed(options: ObliqBuildOptions, est: dict) -> tuple[Any, dict]:
         if not options.dry_run:
             raise
         return None, with_time(est, None, str(exc))
-    if options.dry_run or is_embedded(client):
+    if options.dry_run or printed:
         speed, why = try_probe(client)
         est = with_time(est, speed, why)
     return client, est
