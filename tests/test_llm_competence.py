@@ -19,7 +19,8 @@ from gapbench.analyses.obliq_build.context import judge_answer
 from gapbench.errors import ConfigError
 from gapbench.llm.client import ChatRequest, LLMClient
 from gapbench.llm.competence import (ModelTooWeakError, copied, generic_verdict, listwise_verdict, settings,
-                                     values_verdict, watching)
+                                     synthesis_verdict, values_verdict, watching)
+from gapbench.types import Corpus, Document
 from llm_server import LLMServer
 from obliq_server import ObliqServer
 from test_obliq_build import DOCS, LENS, client, options, world
@@ -56,6 +57,15 @@ def test_verdicts_by_hand():
     assert values_verdict(prompt, [None, "...", 3]) == "ok"
     assert [listwise_verdict("", t) for t in ("[2] > [1]", "2, 1, 3", "2 > 1", "It opened in 80 AD.")] == [
         "ok", "ok", "ok", "invalid"]
+    # a synthesis answer keeps its document (a rewrite, even unchanged) and copies neither instructions nor passages
+    from gapbench.analyses.argus.remedy.views import synthesis_prompt
+
+    doc = "We trained near Soyu Stadium every day."
+    synth = synthesis_prompt(doc, {"Soyu Stadium": ["Soyu Stadium is a stadium in Akita, Japan."]})
+    assert [synthesis_verdict(synth, t) for t in (
+        "We trained near Soyu Stadium, Soyu Stadium is a stadium, every day.", doc, "echo 0123456789abcdef",
+        "Read the Input Text. Read the Candidate Entities, each given with reference passages about it.")] == [
+        "ok", "ok", "invalid", "echo"]
 
 
 def test_settings_default_environment_and_refusals(monkeypatch):
@@ -113,7 +123,8 @@ class CopyServer(ObliqServer):
 
 
 @pytest.mark.parametrize("make,kind", [(NullServer, "null"), (CopyServer, "echo"),
-                                       (lambda w: ObliqServer(w, garble={"annotate"}), "invalid")])
+                                       (lambda w: ObliqServer(w, garble={"annotate"}), "invalid")],
+                         ids=["null", "echo", "invalid"])
 def test_obliq_build_stops_in_its_first_annotation_calls(make, kind, tmp_path):
     with make(world()) as srv:
         with pytest.raises(ModelTooWeakError) as err:
@@ -140,9 +151,11 @@ def test_obliq_build_cli_exits_2_naming_the_flags(tmp_path, capsys):
     with ObliqServer(world(), garble={"annotate"}) as srv:
         code = main(["obliq", "build", str(corpus_file(tmp_path)), "--lens", LENS, "--out", str(tmp_path / "t"),
                      "--batch-size", "4", "--llm-base-url", srv.base_url, "--llm-model", "judge"])
-        assert srv.counts["chat"] == 3
+        assert srv.kinds == ["annotate"] * 3  # and the probe's 4 calls that timed the printed estimate
+        assert srv.counts["chat"] == 3 + 4
     err = capsys.readouterr().err
     assert code == 2 and "obliq build: annotate: the model 'judge'" in err and "--llm-base-url and --llm-model" in err
+    assert "\ntime: about " in err  # the estimate printed before the calls has its time range
 
 
 def _cached(home: Path) -> int:
@@ -217,3 +230,4 @@ def test_coverage_stops_when_the_model_names_no_entity(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "coverage: LLM entities: the model 'cov-weak'" in err and "3 could not be read" in err
     assert "stopped with 12 requests of the stage not sent" in err
+
