@@ -13,17 +13,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from llm_server import LLMServer
+from obliq_server import ObliqServer
+from test_obliq_build import DOCS, LENS, client, options, world
 
 from gapbench.analyses.obliq_build.build import build_obliq
 from gapbench.analyses.obliq_build.context import judge_answer
 from gapbench.errors import ConfigError
 from gapbench.llm.client import ChatRequest, LLMClient
-from gapbench.llm.competence import (ModelTooWeakError, copied, generic_verdict, listwise_verdict, settings,
-                                     synthesis_verdict, values_verdict, watching)
-from gapbench.types import Corpus, Document
-from llm_server import LLMServer
-from obliq_server import ObliqServer
-from test_obliq_build import DOCS, LENS, client, options, world
+from gapbench.llm.competence import (
+    ModelTooWeakError,
+    copied,
+    generic_verdict,
+    listwise_verdict,
+    settings,
+    synthesis_verdict,
+    values_verdict,
+    watching,
+)
 
 # SmolLM2-135M's real first annotation answer to the build below (llama.cpp, json_object grammar): a placeholder, a
 # null and two documents copied back as their "values"
@@ -106,7 +113,8 @@ def test_chat_many_under_a_watch_stops_within_the_first_answers(kind, tmp_path):
     text = str(err.value)
     assert text.startswith("test stage: the model 'm' at http://127.0.0.1:")
     said = "copied the prompt back" if kind == "echo" else "could not be read"
-    assert f"of its first 3 answers, 3 {said} (e.g. '" in text and "stopped with 9 requests of the stage not sent" in text
+    assert f"of its first 3 answers, 3 {said} (e.g. '" in text
+    assert "stopped with 9 requests of the stage not sent" in text
     assert "--llm-base-url and --llm-model" in text and "7B parameters or more" in text
     assert err.value.counts == {kind: 3}
     assert llm.watch is None  # the watch ends with its block
@@ -214,8 +222,9 @@ def test_gap_stops_when_the_verifier_cannot_rank(style, tmp_path, capsys, monkey
 
 
 def test_coverage_stops_when_the_model_names_no_entity(tmp_path, capsys):
-    from gapbench.cli import main
     from test_coverage import FIXTURE, CoverageServer
+
+    from gapbench.cli import main
 
     class Chatty(CoverageServer):
         def answer(self, prompt: str) -> tuple[str, str]:
