@@ -558,7 +558,10 @@ def test_python_api_exports_the_build(corpus, tmp_path):
     import gapbench
 
     assert gapbench.build_obliq is build_obliq and gapbench.ObliqBuildOptions is ObliqBuildOptions
-    report = gapbench.build_obliq(str(corpus), gapbench.ObliqBuildOptions(lens=LENS, out=tmp_path / "t", dry_run=True))
-    from gapbench.analyses.obliq_build.report import ObliqBuildReport
+    with ObliqServer(world()) as srv:  # the dry run times the model on its endpoint
+        report = gapbench.build_obliq(str(corpus), gapbench.ObliqBuildOptions(
+            lens=LENS, out=tmp_path / "t", dry_run=True, llm_base_url=srv.base_url, llm_model="judge"))
+    assert report.estimate["time"]["high_s"] >= report.estimate["time"]["low_s"] > 0
+    from gapbench.schemas import ObliqBuildReport
 
     assert isinstance(report, ObliqBuildReport) and report.estimate["stages"]["annotate"]["calls"] == 3
