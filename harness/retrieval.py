@@ -19,7 +19,7 @@ from .types import Corpus, Queries, Run
 # ``f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (augmented retriever, manifest dict)``. The augmenters
 # live above the core (ARGUS' argus-expand and argus-synth): an analysis declares them in its plugin registration
 # (gapbench.plugins), so the run reaches them by name, never through an import.
-RUN_AUGMENTERS: Registry = Registry(
+RUN_AUGMENTERS: Registry[Any] = Registry(
     "augmenter", hint="ARGUS augments with argus-expand:... or argus-synth:....", expects=callable,
     expected="a function f(spec, retriever, corpus, *, llm_base_url, llm_model) -> (retriever, manifest)",
 )
@@ -80,7 +80,7 @@ class Augmenter(Protocol):
 
     name: str
 
-    def augment(self, corpus: Corpus) -> list: ...
+    def augment(self, corpus: Corpus) -> list[Any]: ...
 
 
 @runtime_checkable
@@ -112,26 +112,27 @@ class TokenEncoder(Encoder, Protocol):
 
 
 # typed by the protocols above; entries are usually classes built with the user's options, or factory functions
-RETRIEVERS: Registry = Registry(
+RETRIEVERS: Registry[Any] = Registry(
     "retriever", hint="Pass options as NAME:key=value,...; a sentence-transformers model works as dense:model=NAME.",
     expects=provides(Retriever, factories=True),
     expected="a retriever (a class or object with index(corpus) and search(queries, k), or a function making one)",
 )
 
-RERANKERS: Registry = Registry(
+RERANKERS: Registry[Any] = Registry(
     "reranker", hint="Pass options as NAME:key=value,...; the LLM endpoint comes from --llm-base-url and --llm-model.",
     expects=provides(Reranker, factories=True),
     expected="a reranker (a class or object with rerank(queries, run, corpus), or a function making one)",
 )
 
 
-def llm_manifest_of(component: Any) -> dict | None:
+def llm_manifest_of(component: Any) -> dict[str, Any] | None:
     """What an LLM-backed component reports about its model and calls (``llm_manifest()``), or None."""
     report = getattr(component, "llm_manifest", None)
-    return report() if callable(report) else None
+    manifest: dict[str, Any] | None = report() if callable(report) else None
+    return manifest
 
 
-def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]]) -> tuple[str | Any, dict]:
+def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]]) -> tuple[str | Any, dict[str, Any]]:
     """``spec`` with the task's defaults for that reranker added where it leaves them out, and the ones added.
 
     >>> with_task_defaults("tournament:batch_size=3", {"tournament": {"batch_size": 6, "promote": 2}})
@@ -148,7 +149,7 @@ def with_task_defaults(spec: str | Any, defaults: Mapping[str, Mapping[str, Any]
     return f"{name}:" + ",".join([f"{k}={quote(v)}" for k, v in applied.items()] + ([rest] if rest else [])), applied
 
 
-def register_retriever(name: str, obj: Any = None, *, replace: bool = False):
+def register_retriever(name: str, obj: Any = None, *, replace: bool = False) -> Any:
     """Register a retriever class (decorator) or a lazy ``"module:attr"`` entry.
 
     >>> @register_retriever("my-bm25")  # doctest: +SKIP
@@ -266,15 +267,15 @@ def doc_positions(doc_ids: Sequence[str]) -> tuple[Any, dict[str, int]]:
     return tie_keys(doc_ids), {d: i for i, d in enumerate(doc_ids)}
 
 
-def rank_each(name: str, qids: Sequence[str], analysed: Iterable, excluded: Iterable,
-              rank: Callable[[Any, Any], list]) -> tuple[Run, tuple[str, ...]]:
+def rank_each(name: str, qids: Sequence[str], analysed: Iterable[Any], excluded: Iterable[Any],
+              rank: Callable[[Any, Any], list[tuple[str, float]]]) -> tuple[Run, tuple[str, ...]]:
     """A retriever's search loop, with a progress bar: ``rank(tokens, exclusion)`` for each query id, its analysed
     tokens and its exclusion taken in step. A query with no token left after analysis (empty, stopwords,
     punctuation) has nothing to match: it gets an empty ranking and its id is in the second value, the retriever's
     ``empty_queries``."""
     from .progress import progress
 
-    out: dict[str, list] = {}
+    out: dict[str, list[tuple[str, float]]] = {}
     empty: list[str] = []
     with progress(len(qids), f"{name}: searching", unit="queries") as advance:
         for qid, toks, ex in zip(qids, analysed, excluded):
@@ -331,8 +332,8 @@ def search_in_batches(
         parts = [queries]
     else:
         parts = [Queries(queries[q] for q in ids[i:i + size]) for i in range(0, len(ids), size)]
-    rankings: dict[str, tuple] = {}
-    name = None
+    rankings: dict[str, tuple[tuple[str, float], ...]] = {}
+    name = "run"
     for part in parts:
         found = search_with(retriever, part, k, exclude)
         if on_batch is not None:
