@@ -239,7 +239,11 @@ def locate(suite: FolderSuite, entry: SuiteTask) -> tuple[Path | None, str | Non
     seen = {recorded.resolve()} if recorded is not None and recorded.is_dir() else set()
     candidates: list[Path] = []
     for root in [*suite.data, *([recorded.parent] if recorded is not None else [])]:
-        for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
+        try:
+            inner = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        except OSError:  # a folder that cannot be listed holds no candidate
+            inner = []
+        for folder in [root, *inner] if root.is_dir() else []:
             if folder.resolve() not in seen:
                 seen.add(folder.resolve())
                 candidates.append(folder)
