@@ -12,7 +12,7 @@ import platform
 import re
 import shutil
 import stat
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -49,7 +49,7 @@ def utc_now() -> str:
 RUN_FILES = ("run.trec.gz", "metrics.tsv", "results.json", "manifest.json")
 
 
-def check_run_dir_target(directory: str | os.PathLike) -> Path:
+def check_run_dir_target(directory: str | os.PathLike[str]) -> Path:
     """Where a run directory named ``directory`` goes (symbolic links followed); refused when writing it there would
     replace a file or a folder that is not a run directory, since a run directory replaces its folder as a whole."""
     path = Path(os.path.realpath(directory))
@@ -85,7 +85,7 @@ def run_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
             "reranker": (manifest.get("reranker") or {}).get("name"), "augment": (manifest.get("augment") or {}).get("spec")}
 
 
-def check_replace(directory: str | os.PathLike, new: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:
+def check_replace(directory: str | os.PathLike[str], new: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:
     """Refuse (:class:`RunDirInUse`) to replace the run directory ``directory`` when it holds a run of another task
     or retriever than ``new`` (a :func:`run_identity`, or a function giving one, called only when there is a run to
     compare with). A run of the same task and retriever may replace it: that is a re-run. The same task is, for a local
@@ -95,7 +95,7 @@ def check_replace(directory: str | os.PathLike, new: Mapping[str, Any] | Callabl
     if not os.path.lexists(path / "manifest.json"):
         return
     try:
-        old = run_identity(read_manifest(path))
+        old = run_identity(read_manifest(path) or {})
     except DataFormatError as exc:
         raise RunDirInUse(f"{directory} holds a run directory whose manifest cannot be read ({exc}), so whether it is "
                           "a run of this task and retriever is unknown") from None
@@ -134,7 +134,7 @@ def _described(x: Mapping[str, Any]) -> str:
     return out
 
 
-def save_run_dir(directory: str | os.PathLike, run: Run, results: RunResults, manifest: dict) -> Path:
+def save_run_dir(directory: str | os.PathLike[str], run: Run, results: RunResults, manifest: dict[str, Any]) -> Path:
     """Write the run directory into a hidden sibling and rename it into place. An interrupted or failed write (SIGINT
     and SIGTERM arrive as exceptions) removes its sibling; stale ones of dead processes go at the next write."""
     with RunDirWriter(directory) as writer:
@@ -153,7 +153,7 @@ class RunDirWriter:
     ...     writer.finish(results, manifest)
     """
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = directory
         self.target = check_run_dir_target(directory)
         self.tmp = self.target.with_name(f".{self.target.name}.tmp{os.getpid()}")
@@ -167,16 +167,15 @@ class RunDirWriter:
             self.tmp.mkdir()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)  # gone already once finished
-        return False
 
-    def run_file(self, tag: str | None = None):
+    def run_file(self, tag: str | None = None) -> AbstractContextManager[Callable[[Run], None]]:
         """A context giving ``append(run_part)``; run.trec.gz is complete only once the block ends."""
         self._streamed = True
         return trec_run_appender(self.tmp / "run.trec.gz", tag)
 
-    def finish(self, results: RunResults, manifest: dict, run: Run | None = None) -> Path:
+    def finish(self, results: RunResults, manifest: dict[str, Any], run: Run | None = None) -> Path:
         """Write the files not yet written (``run`` only when it was not streamed) and rename the folder into place."""
         if run is None and not self._streamed:
             raise ValueError("finish() needs the run when run_file() did not write it")
@@ -195,7 +194,7 @@ class RunDirWriter:
                 from None
 
 
-def _write_run_files(folder: Path, run: Run | None, results: RunResults, manifest: dict) -> None:
+def _write_run_files(folder: Path, run: Run | None, results: RunResults, manifest: dict[str, Any]) -> None:
     if run is not None:
         write_trec_run(run, folder / "run.trec.gz")
     with atomic_writer(folder / "metrics.tsv") as fh:
@@ -319,7 +318,7 @@ def _read_json(path: Path) -> object:
         raise DataFormatError(f"{str(exc).rstrip('.')}; {_REMAKE}.", path=path, line=exc.line) from None
 
 
-def _read_checked(path: Path, schema: str, fields: str) -> dict:
+def _read_checked(path: Path, schema: str, fields: str) -> dict[str, Any]:
     """The JSON object in ``path``, read strictly and checked against the ``schema`` of :mod:`gapbench.schemas`;
     ``fields`` names what the object holds, for the error when the document is not an object."""
     from .schemas import read_back
@@ -332,13 +331,13 @@ def _read_checked(path: Path, schema: str, fields: str) -> dict:
     return doc
 
 
-def _read_results_json(path: Path) -> dict:
+def _read_results_json(path: Path) -> dict[str, Any]:
     """results.json checked against :class:`gapbench.schemas.RunResults` (keys, types, ranges, intervals of listed
     measures); the document itself is returned."""
     return _read_checked(path, "run_results", "system, task, n_queries, measures and ci95")
 
 
-def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple[float, int]]], list[str]]:
+def _read_metrics(path: Path, measures: dict[str, Any]) -> tuple[dict[str, dict[str, tuple[float, int]]], list[str]]:
     """(measure -> query_id -> (value, line number), query ids in order of first appearance); every value checked
     against its measure's range."""
     values: dict[str, dict[str, tuple[float, int]]] = {m: {} for m in measures}
@@ -392,7 +391,7 @@ def _read_metrics(path: Path, measures: dict) -> tuple[dict[str, dict[str, tuple
     return values, list(seen)
 
 
-def load_results(directory: str | os.PathLike) -> RunResults:
+def load_results(directory: str | os.PathLike[str]) -> RunResults:
     """The results stored in a run directory (with their per-query values), checked so that a damaged or edited one
     is bad input.
 
@@ -442,7 +441,7 @@ def load_results(directory: str | os.PathLike) -> RunResults:
                        ci95=ci if all(m in ci for m in stored) else None, notes=res.get("notes", ()))
 
 
-def read_manifest(directory: str | os.PathLike) -> dict | None:
+def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A run directory's manifest.json read as strictly as results.json and checked against
     :class:`gapbench.schemas.RunManifest`, or None when the directory has none (one written by hand or by an old
     gapbench); never a file outside the directory."""
@@ -453,12 +452,12 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
     return _read_checked(path, "run_manifest", "task, fingerprints and seed")
 
 
-def load_run(directory: str | os.PathLike) -> Run:
+def load_run(directory: str | os.PathLike[str]) -> Run:
     """A run directory's ranking; empty when the retriever found nothing for any query (its results say so)."""
     return read_trec_run(Path(directory) / "run.trec.gz", allow_empty=True)
 
 
-def load_manifest(directory: str | os.PathLike) -> dict:
+def load_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """A run directory's manifest.json, read and checked by :func:`read_manifest`; one is required here."""
     doc = read_manifest(directory)
     if doc is None:
