@@ -49,5 +49,5 @@ OBLIQ = Analysis(
     "obliq", "OBLIQ-style tasks built from your own corpus (lens, annotation, collapse, queries, pool).",
     verbs=(Verb("build_obliq", _A + "obliq_build.build:build_obliq",
                 options=_A + "obliq_build.options:ObliqBuildOptions",
-                report=_A + "obliq_build.report:ObliqBuildReport"),),
+                report="gapbench.schemas.obliq_build:ObliqBuildReport"),),
     cli=("gapbench.cli.obliq:register",))

@@ -28,7 +28,7 @@ FIXTURES = {
     "compare.json": "compare", "regress.json": "regress", "gap.json": "gap", "signals.json": "signals",
     "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
     "argus_compare.json": "argus_compare", "sweep.json": "argus_sweep", "argus_dataset.json": "argus_dataset",
-    "report.json": "report", "leaderboard.json": "leaderboard", "matrix.json": "reproduce",
+    "report.json": "report", "leaderboard.json": "leaderboard", "matrix.json": "reproduce", "card.json": "obliq_build",
     "submissions/bm25/submission.json": "submission", "submissions/bm25-lucene/submission.json": "submission",
     "submissions/dense/submission.json": "submission", "submissions/bm25/scores.json.gz": "scores",
 }

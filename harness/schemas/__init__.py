@@ -19,7 +19,7 @@ scores against the registry and the runs.
 The package is part of the core (it imports only ``errors``, ``files`` and ``tables``), so every layer can validate
 what it reads back: :func:`read_back` for a file of a run directory (``gapbench.store``), :func:`validate_analysis`
 for an analysis' JSON by its ``kind``. One module per family of files (``run``, ``submission``, ``comparison``, ``gap``,
-``signals``, ``coverage``, ``argus``, ``leaderboard``, ``report``), ``base`` for the rules and types they share; every
+``signals``, ``coverage``, ``argus``, ``leaderboard``, ``report``, ``obliq_build``), ``base`` for the rules and types they share; every
 name is importable from ``gapbench.schemas``.
 """
 
@@ -60,6 +60,7 @@ from .argus_compare import (CompareConfig, LabelPriorMethod, AuditMethod, ProbeM
 from .leaderboard import (BoardTest, BoardTaskScore, BoardEntry, Leaderboard)
 from .reproduce import (MatrixEntry, MatrixRow, ReproduceCounts, ReproduceReport)
 from .report import (ReportSystem, ReportTest, Distribution, WinTieLoss, PerQuery, ReportAnalysis, Ignored, ReportData)
+from .obliq_build import (StageIO, Dropped, QueryPool, ObliqBuildReport)
 
 # ---------------------------------------------------------------- lookup, validation, export
 
@@ -69,7 +70,7 @@ SCHEMAS: dict[str, type[Model]] = {
     "run_results": RunResults, "compare": Comparison, "regress": RegressReport, "gap": GapReport,
     "signals": SignalsReport, "coverage": CoverageReport, "argus_audit": ArgusAudit, "argus_probe": ArgusProbe,
     "argus_compare": ArgusCompare, "argus_sweep": ArgusSweep, "argus_dataset": ArgusDataset,
-    "leaderboard": Leaderboard, "report": ReportData, "reproduce": ReproduceReport,
+    "leaderboard": Leaderboard, "report": ReportData, "reproduce": ReproduceReport, "obliq_build": ObliqBuildReport,
 }
 _BY_KIND = {"submission_scores": "scores", "gap": "gap", "signals": "signals", "coverage": "coverage",
             "argus_audit": "argus_audit", "argus_probe": "argus_probe", "argus_compare": "argus_compare",
@@ -80,7 +81,7 @@ _BY_FILE = {"submission.json": "submission", "scores.json": "scores", "manifest.
             "coverage.json": "coverage", "argus_audit.json": "argus_audit", "argus_probe.json": "argus_probe",
             "argus_compare.json": "argus_compare", "sweep.json": "argus_sweep",
             "argus_dataset.json": "argus_dataset", "leaderboard.json": "leaderboard", "report.json": "report",
-            "matrix.json": "reproduce"}
+            "matrix.json": "reproduce", "card.json": "obliq_build"}
 
 
 def _where(loc: tuple) -> str:

@@ -1,16 +1,19 @@
-"""The result of a build: :class:`ObliqBuildReport` is the object in memory and ``card.json`` on disk."""
+"""``gapbench obliq build``'s result: :class:`ObliqBuildReport` is what :func:`gapbench.build_obliq` returns, the
+task folder's ``card.json`` and its JSON Schema (``docs/schemas/obliq_build.schema.json``)."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from .base import Model, Number
 
 FORMAT = "gapbench.obliq_build/1"
 
 
-class StageIO(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StageIO(Model):
+    """What one stage of the build took in and gave out (``unit`` names what is counted)."""
 
     stage: str
     unit: str
@@ -18,7 +21,9 @@ class StageIO(BaseModel):
     n_out: int
 
 
-class Dropped(BaseModel):
+class Dropped(Model):
+    """One item a stage dropped, with the reason; the stage's own fields about the item are kept beside them."""
+
     model_config = ConfigDict(extra="allow")
 
     stage: str
@@ -26,8 +31,8 @@ class Dropped(BaseModel):
     reason: str
 
 
-class PoolCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class QueryPool(Model):
+    """One query's judging pool: documents pooled, sent to the judge, judged, and added as judgements."""
 
     pooled: int
     to_judge: int
@@ -35,13 +40,11 @@ class PoolCounts(BaseModel):
     added: int
 
 
-class ObliqBuildReport(BaseModel):
+class ObliqBuildReport(Model):
     """What was built from what, and how: the card of the task folder.
 
     ``counts``: per stage, the answers (clean, repaired, unparseable), the ids invented or repeated, the documents
     asked again and everything dropped, by reason; ``dropped``: each dropped item with its stage and reason."""
-
-    model_config = ConfigDict(extra="forbid")
 
     format: str = FORMAT
     date: str
@@ -64,12 +67,13 @@ class ObliqBuildReport(BaseModel):
     n_gold: int
     n_pooled: int
     n_excluded: int
-    per_query_pool: dict[str, PoolCounts]
+    per_query_pool: dict[str, QueryPool]
     llm_usage: Optional[dict[str, Any]] = None
     files: list[str]
-    seconds: float
+    seconds: Number
 
     def summary(self) -> str:
+        """What the command prints: the folder and its sizes, each stage's counts, what was dropped and why."""
         lines = [f"OBLIQ-style task built in {self.folder}: {self.n_queries} queries, {self.n_gold} gold and "
                  f"{self.n_pooled} pooled judgements over {self.corpus['documents']:,} documents "
                  f"({self.seconds:.0f} s)."]

@@ -3,7 +3,7 @@
 from .build import build_obliq
 from .estimate import estimate, render as render_estimate
 from .options import ObliqBuildError, ObliqBuildOptions, read_lens
-from .report import ObliqBuildReport
+from ...schemas.obliq_build import ObliqBuildReport
 
 __all__ = ["ObliqBuildError", "ObliqBuildOptions", "ObliqBuildReport", "build_obliq", "estimate", "read_lens",
            "render_estimate"]

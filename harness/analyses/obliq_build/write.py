@@ -6,7 +6,7 @@
     qrels/pooled.tsv                pooled (P) judgements: G plus the positives the pool stage added
     per_query_excluded_ids.json     per query, documents masked before the top-k cut (OBLIQ's file of that name)
     clusters.jsonl                  per query, the cluster or target it came from, its description and tries
-    card.json                       the build's card (:class:`~.report.ObliqBuildReport`)
+    card.json                       the build's card (:class:`gapbench.schemas.ObliqBuildReport`)
     .obliq_build/                   per-stage checkpoints a re-run reuses
 
 Every file is written atomically; the card last, so a folder with a card is a finished build.
