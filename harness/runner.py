@@ -143,7 +143,7 @@ def run(
         data, queries = prepared.data, prepared.queries
         if output and not overwrite and not augment:  # before minutes of work, which would be lost at the end
             check_replace(output, lambda: _identity(prepared, retr, rr, augment))
-        timings = {}
+        timings: dict[str, float] = {}
         augment_info = None
         if augment:
             with _timed(timings, "augment_s"):
@@ -170,15 +170,14 @@ def run(
         if writer is not None:
             out = writer.finish(results, manifest)
         else:
-            out = save_run_dir(output, result_run, results, manifest) if output else None
+            out: Path | None = save_run_dir(output, result_run, results, manifest) if output else None
     # the manifest as the file holds it (a config's tuples as lists, paths as text), read by the file's model
-    results._manifest = RunManifest.model_validate_json(
-        json.dumps({"manifest_version": MANIFEST_VERSION, **manifest}, default=str))
-    results._run, results._output = result_run, out
-    return results
+    recorded = RunManifest.model_validate_json(json.dumps({"manifest_version": MANIFEST_VERSION, **manifest},
+                                                          default=str))
+    return results.holding(run=result_run, manifest=recorded, output=out)
 
 
-def _identity(prepared: Prepared, retr: Any, rr: Any, augment: str | None) -> dict:
+def _identity(prepared: Prepared, retr: Any, rr: Any, augment: str | None) -> dict[str, Any]:
     """The :func:`gapbench.store.run_identity` of the run about to be made."""
     return {"task": prepared.task.name, "revision": prepared.task.revision, "corpus": prepared.data.corpus.fingerprint,
             "queries": prepared.queries.fingerprint, "qrels": prepared.data.qrels.fingerprint,
@@ -188,14 +187,15 @@ def _identity(prepared: Prepared, retr: Any, rr: Any, augment: str | None) -> di
 
 
 @contextmanager
-def _timed(timings: dict, key: str) -> Iterator[None]:
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
     """Record the seconds the block took as ``timings[key]`` (rounded as the manifest keeps them)."""
     t0 = time.perf_counter()
     yield
     timings[key] = round(time.perf_counter() - t0, 4)
 
 
-def _reranker(spec: str | Any, task: Task, llm_base_url: str | None, llm_model: str | None) -> tuple[Any, dict]:
+def _reranker(spec: str | Any, task: Task, llm_base_url: str | None,
+              llm_model: str | None) -> tuple[Any, dict[str, Any]]:
     """(the reranker, the task's defaults it took): a reranker named by a spec takes the task's defaults for it
     (OBLIQ's tournament settings), as gapbench gap takes them."""
     from .retrieval import get_reranker, with_task_defaults
@@ -205,16 +205,18 @@ def _reranker(spec: str | Any, task: Task, llm_base_url: str | None, llm_model: 
 
 
 def _augmented(retr: Any, augment: str, data: TaskData, llm_base_url: str | None,
-               llm_model: str | None) -> tuple[Any, dict]:
+               llm_model: str | None) -> tuple[Any, dict[str, Any]]:
     """(the retriever over the augmented corpus, what the augmenter records), through the RUN_AUGMENTERS registry."""
     from .specs import parse_spec
     from .retrieval import RUN_AUGMENTERS
 
     augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])
-    return augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url, llm_model=llm_model)
+    augmented: tuple[Any, dict[str, Any]] = augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url,
+                                                         llm_model=llm_model)
+    return augmented
 
 
-def _rerank_entry(rr: Any, applied: dict) -> dict:
+def _rerank_entry(rr: Any, applied: dict[str, Any]) -> dict[str, Any]:
     """The manifest's ``reranker``: name, config, task defaults used, and the LLM's settings and answers if any."""
     entry = {"name": getattr(rr, "name", type(rr).__name__), "config": config_of(rr), "task_defaults": applied}
     llm = llm_manifest_of(rr)
@@ -226,7 +228,8 @@ def _rerank_entry(rr: Any, applied: dict) -> dict:
 
 
 def _manifest(prepared: Prepared, retr: Any, name: str, results: RunResults, *, k: int, seed: int,
-              reranker: dict | None, augment: dict | None, timings: dict) -> dict:
+              reranker: dict[str, Any] | None, augment: dict[str, Any] | None,
+              timings: dict[str, float]) -> dict[str, Any]:
     """What produced the run (``manifest.json``, :class:`gapbench.schemas.RunManifest`)."""
     data = prepared.data
     return {
@@ -257,7 +260,7 @@ def _manifest(prepared: Prepared, retr: Any, name: str, results: RunResults, *, 
     }
 
 
-def _options(options: RunOptions | None, settings: dict) -> RunOptions:
+def _options(options: RunOptions | None, settings: dict[str, Any]) -> RunOptions:
     """The run's options: ``options`` with ``settings`` replaced, or ``settings`` alone."""
     if options is not None and not isinstance(options, RunOptions):
         raise ConfigError(f"options must be a RunOptions, got {type(options).__name__}; give "
@@ -267,7 +270,7 @@ def _options(options: RunOptions | None, settings: dict) -> RunOptions:
     return options.replace(**settings) if settings else options
 
 
-def _say_degenerate(result_run: Run, name: str, manifest: dict) -> None:
+def _say_degenerate(result_run: Run, name: str, manifest: dict[str, Any]) -> None:
     """A ranking that ignores the query (the same for every query, or every score tied) is said on the terminal and
     kept in the manifest's notes (:mod:`gapbench.degenerate`)."""
     from .degenerate import degenerate_notes

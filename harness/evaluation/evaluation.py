@@ -355,9 +355,7 @@ def run_results(system: str, per_query: Mapping[str, Mapping[str, float]], *, ta
                                                                   ci95.items()})
     if notes:  # written only when there are some, as results.json always was
         fields["notes"] = list(notes)
-    made = RunResults(**fields)
-    made._per_query = {m: dict(v) for m, v in per_query.items()}
-    return made
+    return RunResults(**fields).holding(per_query=per_query)
 
 
 def _examples(ids: Iterable[str]) -> str:

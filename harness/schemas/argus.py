@@ -241,6 +241,11 @@ class ArgusProbe(Model):
 
     _probe: Any = PrivateAttr(default=None)
 
+    def holding(self, probe: Any) -> "ArgusProbe":
+        """This report with its trained probe kept in memory (not part of the file); returns the same object."""
+        self._probe = probe
+        return self
+
     @property
     def probe(self) -> Any:
         """The trained probe of the labelled set ``saved_probe`` names (``.save(folder)`` writes it), as

@@ -113,6 +113,21 @@ class RunResults(Model):
                 raise ValueError(f"'ci95.{m}' is the interval of a measure that 'measures' does not list")
         return self
 
+    def holding(self, *, per_query: Optional[Mapping[str, Mapping[str, float]]] = None, run: Any = None,
+                manifest: Optional["RunManifest"] = None, output: Any = None) -> "RunResults":
+        """These results with their in-memory extras (none is part of the file): the per-query values and, for
+        ``gapbench.run``, the run, its manifest and its run directory. Returns the same object, for the verbs that
+        make it."""
+        if per_query is not None:
+            self._per_query = {m: dict(v) for m, v in per_query.items()}
+        if run is not None:
+            self._run = run
+        if manifest is not None:
+            self._manifest = manifest
+        if output is not None:
+            self._output = output
+        return self
+
     @property
     def per_query(self) -> Mapping[str, Mapping[str, float]]:
         """measure -> query_id -> value, in the order evaluated (empty for a results.json read on its own)."""
@@ -228,8 +243,12 @@ class SuiteResults(Model):
         made = cls(suite=suite, system=results[0].system if results else "",
                    tasks={r.task: dict(r.measures) for r in results}, full_benchmark_avg=average,
                    **({"notes": notes} if notes else {}))
-        made._results = tuple(results)
-        return made
+        return made.holding(results)
+
+    def holding(self, results: "list[RunResults] | tuple[RunResults, ...]") -> "SuiteResults":
+        """These results with each task's :class:`RunResults` kept in memory; returns the same object."""
+        self._results = tuple(results)
+        return self
 
     @property
     def results(self) -> tuple[RunResults, ...]:

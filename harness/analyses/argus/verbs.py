@@ -71,8 +71,7 @@ def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
         dim=enc.dim, seed=o.seed, k=o.k, n_requested=o.n, saved_probe=SavedProbe(dataset=best.name),
         split=best.split, selection=best.selection, selected=best.selected, families=best.families,
         baselines=best.baselines, test=best.test, datasets=[rep for _, rep, _ in runs])
-    report._probe = probe
-    return report
+    return report.holding(probe)
 
 
 def argus_sweep(data: AuditData | None = None, retrievers: Sequence[Any] = ("dense",),
