@@ -209,8 +209,8 @@ class CompetenceWatch:
         return max(1, min(width, self.need - self.bad, self.window - self.seen))
 
     def verdict(self, prompt: str, text: str | None) -> str:
-        if getattr(self.judge, "own_echo", False) and not is_null(text):  # the judge tells a copy from an answer
-            return self.judge(prompt, text or "")
+        if self.judge is not None and getattr(self.judge, "own_echo", False) and not is_null(text):
+            return self.judge(prompt, text or "")  # the judge tells a copy from an answer itself
         out = generic_verdict(prompt, text)
         if out == "ok" and self.judge is not None:
             out = self.judge(prompt, text or "")
