@@ -84,7 +84,7 @@ def help_text(description: str | None) -> str | None:
 
 
 def _is_text(kind: Any) -> bool:
-    return kind is str or (get_origin(kind) is Union and str in get_args(kind))
+    return kind is str or (get_origin(kind) in (Union, types.UnionType) and str in get_args(kind))
 
 
 @dataclass(frozen=True)
