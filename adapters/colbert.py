@@ -38,7 +38,7 @@ from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import Field
 
-from gapbench.cache import ChunkedCache, cache_dir, text_fingerprint
+from gapbench.cache import BatchPlan, ChunkedCache, cache_dir, text_fingerprint
 from gapbench.contract import BatchSize, ModelName, NonNegativeInt, Positive, Seed, Text
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.files import atomic_writer, output_folder, write_text_atomic
@@ -393,7 +393,12 @@ class ColBERT:
                 return out
 
             if store is not None:
-                mats = store.get(batched)
+                # each chunk batch by batch, finished batches saved in pieces by time (a Ctrl-C keeps them)
+                store.what = "queries' token vectors" if is_query else "documents' token vectors"
+                store.fill_pieces(lambda chunk: BatchPlan.consecutive(
+                    chunk, self.batch_size, encode, "pylate", lambda mats: [mats[j] for j in range(len(mats))]),
+                    advance)
+                mats = store.get(batched)  # every chunk is there now: read, not encoded
             else:
                 mats = TokenMatrices.from_list(batched(sorted_texts), dtype=np.dtype(self.precision))
         where = {text: j for j, text in enumerate(sorted_texts)}

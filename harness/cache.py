@@ -133,11 +133,12 @@ class BatchPlan:
 
     @classmethod
     def consecutive(cls, texts: Sequence[str], batch_size: int, encode: Callable[[list[str]], Any],
-                    key: str) -> "BatchPlan":
+                    key: str, assemble: Callable[[Any], Any] | None = None) -> "BatchPlan":
         """Batches of ``batch_size`` consecutive texts, each given to ``encode`` as a list."""
         bounds = [(lo, min(len(texts), lo + batch_size)) for lo in range(0, len(texts), batch_size)]
         sizes = [hi - lo for lo, hi in bounds]
-        return cls(sizes, sizes, lambda b: encode(list(texts[bounds[b][0]:bounds[b][1]])), f"{key}/b{batch_size}")
+        return cls(sizes, sizes, lambda b: encode(list(texts[bounds[b][0]:bounds[b][1]])), f"{key}/b{batch_size}",
+                   assemble)
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from gapbench import stopping
+from gapbench.adapters.colbert import ColBERT
 from gapbench.adapters.dense import Dense, offline_minilm_path
 from gapbench.cache import BatchPlan, EmbeddingCache, save_every
 from gapbench.errors import ConfigError
@@ -186,3 +187,55 @@ def test_a_torn_piece_is_redone_from_where_it_starts(tmp_path, monkeypatch):
     assert calls == [1, 2]
     assert chunk[:, 0].tolist() == [0.0] * 4 + [1.0] * 4 + [2.0] * 2
     assert sorted(p.name for p in cache.dir.iterdir()) == ["chunk-00000.npy", "meta.json"]
+
+
+class CountingColBERT(ColBERT):
+    """ColBERT whose document encoder counts its batches and raises KeyboardInterrupt before batch ``stop_before``."""
+
+    stop_before: int | None = None
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.batches: list[int] = []
+
+    def _encoder(self, is_query: bool):
+        real = super()._encoder(is_query)
+
+        def encode(texts):
+            if not is_query:
+                if self.stop_before is not None and len(self.batches) == self.stop_before:
+                    raise KeyboardInterrupt
+                self.batches.append(len(texts))
+            return real(texts)
+
+        return encode
+
+
+def test_colbert_token_vectors_resume_from_pieces(tmp_path, monkeypatch):
+    pytest.importorskip("pylate")
+    docs = list(_corpus().values())
+    corpus = Corpus(docs[:37] + docs[100:103])  # 37 distinct texts: a copy each of the first three
+    monkeypatch.setenv("GAPBENCH_SAVE_EVERY", "0")
+    settings = {"batch_size": 8, "chunk_size": 24, "index": "exact"}
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "fresh"))
+    fresh = ColBERT(**settings)
+    fresh.index(corpus)
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    stopping.take_kept()
+    first = CountingColBERT(**settings)
+    first._model = fresh._model  # the same seeded model, loaded once
+    first.stop_before = 2
+    with pytest.raises(KeyboardInterrupt):
+        first.index(corpus)
+    [note] = stopping.take_kept()
+    pieces = list((tmp_path / "home").rglob("piece-*.npz"))
+    assert len(pieces) == 2 and note == f"kept 16 of 37 documents' token vectors in {pieces[0].parent}"
+
+    resumed = CountingColBERT(**settings)
+    resumed._model = fresh._model
+    resumed.index(corpus)
+    assert resumed.batches == [8] + [8, 5]  # chunk 0 (24 texts) from its third batch, then chunk 1 (13 texts)
+    np.testing.assert_array_equal(resumed._docs.flat, fresh._docs.flat)  # bit for bit
+    np.testing.assert_array_equal(resumed._docs.offsets, fresh._docs.offsets)
+    assert not list((tmp_path / "home").rglob("piece-*"))
