@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gapbench.errors import ConfigError, DataFormatError
-from gapbench.products.report import KNOWN_ANALYSES, build_report
+from gapbench.products.report_analyses import KNOWN_ANALYSES
+from gapbench.products.report_build import build_report
 
 TASK = "impliret/multispeaker/wknow"
 GAP_QUERIES = 8

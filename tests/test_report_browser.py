@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gapbench.products.report import build_report
+from gapbench.products.report_build import build_report
 
 from test_report import TASK, build_inputs
 

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         """A self-contained HTML gap report (plus Markdown and JSON): measures with CIs, significance, per-query
         distributions, and every analysis that has been run for the task."""
         from .common import check_output
-        from ..products.report import build_report
+        from ..products.report_build import build_report
 
         check_output(out, run_dir=False, option="out")
         run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
@@ -52,7 +52,7 @@ def split_analysis_folders(paths: List[Path], analyses: List[Path]) -> tuple[Lis
 
 
 def _holds_analyses(path: Path) -> bool:
-    from ..products.report import KNOWN_ANALYSES
+    from ..products.report_analyses import KNOWN_ANALYSES
 
     if not path.is_dir() or (path / "results.json").exists():
         return False

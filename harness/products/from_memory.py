@@ -76,10 +76,10 @@ def regress(baseline: Any, candidate: Any, options: Any = None, *, data: Sequenc
 
 def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, task: str | None = None,
            **options: Any):
-    """:func:`gapbench.products.report.build_report` (same options) over run directories or :func:`gapbench.run`
+    """:func:`gapbench.products.report_build.build_report` (same options) over run directories or :func:`gapbench.run`
     results of one task; ``task`` defaults to the task the first run names."""
     from ..store import load_results
-    from .report import build_report
+    from .report_build import build_report
 
     if isinstance(runs, (str, os.PathLike)) or is_run_result(runs):
         runs = [runs]

@@ -1,5 +1,5 @@
 """The blocks of a report page (text, tables, figures), the figures drawn for it (matplotlib, Agg) and the number
-formatting its tables share. :mod:`gapbench.products.report` puts them together."""
+formatting its tables share. :mod:`gapbench.products.report_build` puts them together."""
 
 from __future__ import annotations
 

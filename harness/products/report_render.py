@@ -39,7 +39,7 @@ def title(report: Any) -> str:
 
 
 def to_html(report: Any) -> str:
-    """A :class:`~gapbench.products.report.Report` as one page: a title, the systems, a contents list and every
+    """A :class:`~gapbench.products.report_build.Report` as one page: a title, the systems, a contents list and every
     section."""
     e = html.escape
     d = report.data

@@ -1,4 +1,4 @@
-"""report.json: the data behind a gap report (:mod:`gapbench.products.report`).
+"""report.json: the data behind a gap report (:mod:`gapbench.products.report_build`).
 
 :class:`ReportData` is at once ``Report.data`` in memory, the file ``report.json`` beside report.html and report.md
 (``model_dump(mode="json", by_alias=True)``) and its JSON Schema (``docs/schemas/report.schema.json``). Only an
