@@ -36,7 +36,7 @@ def _every_options_class() -> list[type]:
     import gapbench.analyses.gap  # noqa: F401
     import gapbench.analyses.obliq_build.options  # noqa: F401
     import gapbench.analyses.signals.signals_options  # noqa: F401
-    import gapbench.evaluation.options  # noqa: F401
+    import gapbench.evaluation.evaluate_options  # noqa: F401
     import gapbench.products.leaderboard  # noqa: F401
     import gapbench.products.regress  # noqa: F401
     import gapbench.runner  # noqa: F401

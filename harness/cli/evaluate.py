@@ -11,9 +11,9 @@ import typer
 from .common import fail, measure_list
 from .from_options import FromOptions, add_command, command
 
-# --n-resamples, --seed and --depth are EvaluateOptions' fields (gapbench.evaluation.options); what is evaluated and
+# --n-resamples, --seed and --depth are EvaluateOptions' fields (gapbench.evaluation.evaluate_options); what is evaluated and
 # how it is printed are the command's own
-FLAGS = FromOptions("evaluate", "gapbench.evaluation.options:EvaluateOptions")
+FLAGS = FromOptions("evaluate", "gapbench.evaluation.evaluate_options:EvaluateOptions")
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from ..schemas.run import RunResults
 from ..settings import accepts_type, fits, parse_float, parse_int
 from ..specs import split_list
 from .. import trec_names
-from .options import EvaluateOptions
+from .evaluate_options import EvaluateOptions
 from .stats import bootstrap_cis
 from ..types import Qrels, Run, clean_scores
 from ..tables import Table
