@@ -167,10 +167,11 @@ def run(
         manifest = _manifest(prepared, retr, name, results, k=k, seed=seed, reranker=rerank_info,
                              augment=augment_info, timings=timings)
         _say_degenerate(result_run, name, manifest)
+        out: Path | None
         if writer is not None:
             out = writer.finish(results, manifest)
         else:
-            out: Path | None = save_run_dir(output, result_run, results, manifest) if output else None
+            out = save_run_dir(output, result_run, results, manifest) if output else None
     # the manifest as the file holds it (a config's tuples as lists, paths as text), read by the file's model
     recorded = RunManifest.model_validate_json(json.dumps({"manifest_version": MANIFEST_VERSION, **manifest},
                                                           default=str))
