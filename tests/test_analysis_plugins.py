@@ -66,11 +66,13 @@ class TestCoverage(AnalysisContract):
 
 class TestArgus(AnalysisContract):
     analysis = "argus"
-    # argus_audit, argus_probe and argus_sweep return AuditResult, a (Probe, ArgusProbe) tuple and SweepResult until
-    # issue 25 part 3 makes every verb return its report model; their declarations are checked by check_analysis
-    verbs = ("argus_compare",)
+    # argus_audit and argus_sweep return AuditResult and SweepResult until issue 25 part 3 makes every verb return its
+    # report model; their declarations are checked by check_analysis
+    verbs = ("argus_probe", "argus_compare")
 
     def call(self, verb, function, options, task):
+        if verb == "argus_probe":  # the shipped slice, seeded random vectors as the encoder
+            return function(None, "random", options(families=("ridge",)))
         return function(task, "bm25", options(kb="landmarks-oracle", diagnosis="label-prior",
                                               variants=("original", "expansion"), measures=("nDCG@10",), k=10))
 
