@@ -15,7 +15,7 @@ from typing import Annotated, Any, Iterable, Mapping, Sequence
 
 from pydantic import Field
 
-from ..errors import ConfigError, GapbenchError, UnknownIdError
+from ..errors import ConfigError, GapbenchError, TrecNameError, UnknownIdError
 from ..schemas.run import RunResults
 from ..settings import accepts_type, fits, parse_float, parse_int
 from ..specs import split_list
@@ -62,7 +62,7 @@ def split_measures(text: str) -> list[str]:
     return trec_names.join_lists(parts)  # trec_eval's -m P.5,10: P at 5 and at 10
 
 
-def parse_measures(measures: str | Iterable[str] | None) -> list:
+def parse_measures(measures: str | Iterable[str] | None) -> list[Any]:
     """Measure names as ir-measures writes them (``nDCG@10``, ``R@100``, ``RR@10``, ``AP``, ``P@10``), each checked
     before any backend sees it: the name, every parameter's type and range, and that an installed backend computes it.
 
@@ -86,7 +86,7 @@ def _measure_error(text: str, problem: str) -> ConfigError:
     return ConfigError(f"measure {text!r}: {problem}; {ACCEPTED_FORMS}.")
 
 
-def _parse_measure(item):
+def _parse_measure(item: object) -> Any:
     import ir_measures
 
     if isinstance(item, ir_measures.Measure):
@@ -122,7 +122,7 @@ def _parse_measure(item):
         raise ConfigError(f"unknown measure {text!r}: no measure is named {name!r}.{hint} {forms}.")
     base = registry[name]
     supported = base.SUPPORTED_PARAMS
-    params: dict = {}
+    params: dict[str, Any] = {}
     if m.group("params") is not None:
         for piece in split_measures(m.group("params").replace(" ", "")):
             key, eq, raw = piece.partition("=")
@@ -142,11 +142,11 @@ def _parse_measure(item):
     return _checked_measure(base(**params), text, {**base.params, **params})
 
 
-def _from_trec(text: str):
+def _from_trec(text: str) -> Any:
     """The measure trec_eval names ``text`` (``map``, ``P.10``, ``ndcg_cut_10``), or None when it names none."""
     try:
         ir_text = trec_names.from_trec(text)
-    except trec_names.TrecNameError as exc:
+    except TrecNameError as exc:
         raise _measure_error(text, str(exc)) from None
     if ir_text is None:
         return None
@@ -156,7 +156,7 @@ def _from_trec(text: str):
         raise ConfigError(str(exc).replace(repr(ir_text), f"{text!r} (trec_eval's name for {ir_text})", 1)) from None
 
 
-def _param_value(text: str, name: str, key: str, raw: str, dtype):
+def _param_value(text: str, name: str, key: str, raw: str, dtype: type) -> Any:
     """One parameter value parsed by its declared type: digits for int, a finite decimal for float, true/false for
     bool, a bare or quoted word for str, ``{grade:gain,...}`` for dict. Nothing is evaluated as Python."""
     label = "cut-off" if key in ("cutoff", "recall") else key
@@ -189,7 +189,7 @@ def _param_value(text: str, name: str, key: str, raw: str, dtype):
     return value
 
 
-def _checked_measure(measure, text: str, params: Mapping):
+def _checked_measure(measure: Any, text: str, params: Mapping[str, Any]) -> Any:
     """``measure`` once every parameter has the declared type and range and an installed backend computes it."""
     import ir_measures
     from ir_measures.measures.base import _NOT_PROVIDED
@@ -248,7 +248,7 @@ def _descending_ranks(n: int) -> list[float]:
     return [float(i) for i in range(n, 0, -1)]
 
 
-def _as_qrels(qrels) -> Qrels:
+def _as_qrels(qrels: object) -> Qrels:
     if isinstance(qrels, Qrels):
         return qrels
     if isinstance(qrels, Mapping):
@@ -278,7 +278,7 @@ def _trec_request(name: str) -> tuple[str, str] | None:
     return (without, without) if without else None
 
 
-def _run_scores(run) -> tuple[str, dict[str, Mapping[str, float]], Run | None]:
+def _run_scores(run: object) -> tuple[str, dict[str, Mapping[str, float]], Run | None]:
     """(system name, query -> doc -> score, the Run if one was built). Dicts are checked without being sorted."""
     if isinstance(run, Run):
         return run.name, {q: dict(r) for q, r in run.items()}, run
@@ -295,8 +295,8 @@ def _run_scores(run) -> tuple[str, dict[str, Mapping[str, float]], Run | None]:
 
 
 def evaluate(
-    run: Run | Mapping,
-    qrels: Qrels | Mapping,
+    run: Run | Mapping[str, Mapping[str, float]],
+    qrels: Qrels | Mapping[str, Mapping[str, int]],
     measures: str | Iterable[str] | None = None,
     *,
     task: str = "",
@@ -376,7 +376,7 @@ def depth_notes(measures: str | Iterable[str] | None, k: int, rerun: str = "k=")
     return _depth_notes(parsed, names, k, rerun)
 
 
-def _depth_notes(parsed: Sequence, names: Sequence[str], k: int, rerun: str = "k=") -> list[str]:
+def _depth_notes(parsed: Sequence[Any], names: Sequence[str], k: int, rerun: str = "k=") -> list[str]:
     notes = []
     for measure, name in zip(parsed, names):
         if measure.NAME in ("NumQ", "NumRel"):  # counts of the judgements, whatever the run holds
@@ -393,16 +393,16 @@ def _depth_notes(parsed: Sequence, names: Sequence[str], k: int, rerun: str = "k
     return notes
 
 
-def _read_depth(parsed: Sequence) -> int | None:
+def _read_depth(parsed: Sequence[Any]) -> int | None:
     """How many ranks the measures read: the largest cutoff when every measure has one, else None (all of them).
     A judged-only measure drops the unjudged documents before its cutoff, so it reads the whole ranking."""
     params = [getattr(m, "params", None) or {} for m in parsed]
     if not params or any(p.get("cutoff") is None or p.get("judged_only") for p in params):
         return None
-    return max(p["cutoff"] for p in params)
+    return int(max(p["cutoff"] for p in params))
 
 
-def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list, tuple[str, ...]]:
+def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list[Any], tuple[str, ...]]:
     """(parsed measures, their names); a ConfigError when a measure is listed twice."""
     parsed = parse_measures(measures)
     names = tuple(str(m) for m in parsed)
@@ -411,8 +411,8 @@ def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list, tupl
     return parsed, names
 
 
-def _measured(parsed: Sequence, names: Sequence[str], judged: Mapping, run_dict: Mapping[str, Mapping[str, float]],
-              built: Run | None) -> dict[str, dict[str, float]]:
+def _measured(parsed: Sequence[Any], names: Sequence[str], judged: Mapping[str, Mapping[str, int]],
+              run_dict: Mapping[str, Mapping[str, float]], built: Run | None) -> dict[str, dict[str, float]]:
     """measure name -> query -> value for the queries the run ranks: trec_eval's measures through pytrec_eval with
     the run's own scores, the others through ir-measures with rank-derived scores (see ``_TREC_MEASURE``)."""
     direct = {n: _trec_request(n) for n in names}
@@ -423,24 +423,25 @@ def _measured(parsed: Sequence, names: Sequence[str], judged: Mapping, run_dict:
     return out
 
 
-def _trec_eval_values(direct: Mapping[str, tuple[str, str] | None], judged: Mapping,
+def _trec_eval_values(direct: Mapping[str, tuple[str, str] | None], judged: Mapping[str, Mapping[str, int]],
                       run_dict: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """measure name -> query -> value for the measures with a pytrec_eval request in ``direct``."""
-    requests = {r[0]: n for n, r in direct.items() if r}
+    wanted = {n: r for n, r in direct.items() if r}
+    requests = {r[0]: n for n, r in wanted.items()}
     if not requests:
         return {}
     import pytrec_eval
 
     out: dict[str, dict[str, float]] = {n: {} for n in requests.values()}
-    keys = {direct[n][1]: out[n] for n in requests.values()}
+    keys = {wanted[n][1]: out[n] for n in requests.values()}
     for qid, values in pytrec_eval.RelevanceEvaluator(judged, set(requests)).evaluate(run_dict).items():
         for key, target in keys.items():
             target[qid] = values[key]
     return out
 
 
-def _ir_measures_values(rest: Sequence, judged: Mapping, run_dict: Mapping[str, Mapping[str, float]],
-                        built: Run | None) -> dict[str, dict[str, float]]:
+def _ir_measures_values(rest: Sequence[Any], judged: Mapping[str, Mapping[str, int]],
+                        run_dict: Mapping[str, Mapping[str, float]], built: Run | None) -> dict[str, dict[str, float]]:
     """measure name -> query -> value through ir-measures, each ranking scored by its ranks (n, n-1, ..., 1)."""
     import ir_measures
 
@@ -458,7 +459,7 @@ def _ir_measures_values(rest: Sequence, judged: Mapping, run_dict: Mapping[str, 
     return out
 
 
-def _unranked_value(measure, judgements: Mapping[str, int]) -> float:
+def _unranked_value(measure: Any, judgements: Mapping[str, int]) -> float:
     """A measure's value for a judged query the run does not rank (trec_eval ``-c``): NumQ counts the query and
     NumRel its relevant documents, as neither depends on the run; every other measure is 0."""
     if measure.NAME == "NumQ":
@@ -469,7 +470,7 @@ def _unranked_value(measure, judgements: Mapping[str, int]) -> float:
     return 0.0
 
 
-def _per_query_complete(parsed: Sequence, names: Sequence[str], found: Mapping[str, Mapping[str, float]],
+def _per_query_complete(parsed: Sequence[Any], names: Sequence[str], found: Mapping[str, Mapping[str, float]],
                         positive: Sequence[str], judged: Mapping[str, Mapping[str, int]],
                         ranked: Mapping[str, object]) -> dict[str, dict[str, float]]:
     """measure name -> every positive query -> value, :func:`_unranked_value` for a query the run does not rank

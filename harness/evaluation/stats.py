@@ -20,7 +20,7 @@ def check_count(name: str, value: object, low: int, high: int) -> int:
     """``value`` as an int in [low, high] (bools, floats and strings are refused), else a :class:`ConfigError`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
-    if not low <= value <= high:
+    if not low <= int(value) <= high:
         raise ConfigError(f"{name} is {value:,}; give a whole number from {low:,} to {high:,}.")
     return int(value)
 
@@ -57,7 +57,8 @@ def _paired(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     va, vb = _finite(a, "a"), _finite(b, "b")
     if va.size != vb.size:
         raise GapbenchError(f"paired values need the same queries: a has {va.size} values and b has {vb.size}.")
-    return va - vb
+    diff: np.ndarray = va - vb
+    return diff
 
 
 def resample_blocks(n: int, n_resamples: int, rng: np.random.Generator, *,
@@ -165,4 +166,4 @@ def holm(p_values: Sequence[float]) -> list[float]:
         value = min(1.0, (m - rank) * p[i])
         running = max(running, value)
         adjusted[i] = running
-    return adjusted.tolist()
+    return [float(v) for v in adjusted]
