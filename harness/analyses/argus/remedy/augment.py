@@ -57,7 +57,7 @@ class ArgusAugmenter:
 
     def __init__(self, spec: str, retriever: Any, *, llm_base_url: str | None = None,
                  llm_model: str | None = None) -> None:
-        from ....options import build
+        from ....settings import build
         from ....specs import parse_spec
 
         name, options = parse_spec(spec)
