@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from pydantic import Field
 
@@ -32,8 +32,8 @@ class CompareOptions(Options):
 
 
 def compare(
-    items: Sequence[RunResults] | Sequence,
-    qrels=None,
+    items: Sequence[RunResults] | Sequence[Any],
+    qrels: Any = None,
     measures: Iterable[str] | None = None,
     *,
     n_permutations: int = 10_000,
@@ -91,7 +91,7 @@ def compare(
 
 
 def compare_run_dirs(
-    run_dirs: Sequence[str | os.PathLike],
+    run_dirs: Sequence[str | os.PathLike[str]],
     measures: Sequence[str] | None = None,
     *,
     n_permutations: int = 10_000,
@@ -166,7 +166,7 @@ def compare_run_dirs(
     return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed).model_copy(update={"checks": (check,)})
 
 
-def unused_data(rescorer) -> None:
+def unused_data(rescorer: Any) -> None:
     """Refuse ``--data`` that no run directory was made on: a wrong folder must not pass unnoticed."""
     unused = rescorer.unused_data()
     if unused:

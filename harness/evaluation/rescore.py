@@ -22,11 +22,14 @@ manifests that names loadable data, so one side cannot opt out by naming a task 
 from __future__ import annotations
 
 from pathlib import Path, PurePath
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..schemas.comparison import RescoreCheck
 from ..schemas.run import RunResults
+
+if TYPE_CHECKING:
+    from ..identity import RunIdentity
 
 MODES = ("auto", "always", "never")
 TOLERANCE = 1e-12
@@ -65,7 +68,7 @@ class Rescorer:
         self._used: set[str] = set()
         self._data: dict[tuple[str, str | None], tuple[object, str]] = {}
         self._local: dict[str, tuple[object, str]] = {}
-        self._scores: dict[tuple, RunResults] = {}
+        self._scores: dict[tuple[str, str, tuple[str, ...]], RunResults] = {}
 
     def check(self, task: str, dirs: Sequence[tuple[Path, RunResults]], measures: Sequence[str]) -> Check:
         """Re-score ``dirs`` (run directories of one task, ``task`` its label, with their loaded results) on
@@ -92,7 +95,7 @@ class Rescorer:
             return []
         return [spec for spec, (_, key) in self._given_data().items() if key not in self._used]
 
-    def _named_data(self, ids):
+    def _named_data(self, ids: Sequence[RunIdentity]) -> tuple[Any, str]:
         reasons = []
         for ident in dict.fromkeys((i.name, i.revision) for i in ids):
             data, why = self._task_data(*ident)
@@ -101,7 +104,7 @@ class Rescorer:
             reasons.append(why)
         return None, "; ".join(dict.fromkeys(reasons))
 
-    def _local_data(self, ids):
+    def _local_data(self, ids: Sequence[RunIdentity]) -> tuple[Any, str]:
         """(TaskData, "") of the local task whose identity ``ids`` share, else (None, why not and how to give it)."""
         key = ids[0].key
         for data, given_key in self._given_data().values():
@@ -121,7 +124,7 @@ class Rescorer:
             reasons.append("its manifest does not record where its data was")
         return None, f"{'; '.join(dict.fromkeys(reasons))}; {_data_hint(recorded)}"
 
-    def _load_local(self, spec: str):
+    def _load_local(self, spec: str) -> tuple[Any, str]:
         """(TaskData, its identity key) of the local task ``spec``, or (None, why it cannot be had here)."""
         from ..identity import data_key
         from ..task import get_task
@@ -156,14 +159,14 @@ class Rescorer:
                 self._given[spec] = (data, data_key(data))
         return self._given
 
-    def _task_data(self, name: str, revision: str | None):
+    def _task_data(self, name: str, revision: str | None) -> tuple[Any, str]:
         """(TaskData, "") when the task's data can be had in this mode, else (None, why not)."""
         key = (name, revision)
         if key not in self._data:
             self._data[key] = self._load(name, revision)
         return self._data[key]
 
-    def _load(self, name: str, revision: str | None):
+    def _load(self, name: str, revision: str | None) -> tuple[Any, str]:
         from ..task import get_task
 
         if not name:
@@ -187,7 +190,8 @@ class Rescorer:
         except (GapbenchError, OSError) as exc:
             return None, f"its data cannot be loaded ({_first_sentence(exc)})" + (f"; {offline}" if offline else "")
 
-    def _rescore(self, directory: Path, res: RunResults, ident, data, measures: Sequence[str], label: str) -> None:
+    def _rescore(self, directory: Path, res: RunResults, ident: RunIdentity, data: Any, measures: Sequence[str],
+                 label: str) -> None:
         from .evaluation import evaluate
         from ..formats import file_digest, read_trec_run
         from ..store import _run_file
@@ -220,7 +224,7 @@ class Rescorer:
                      fresh.per_query[name])
 
 
-def _compare(directory: Path, task: str, measure: str, stored: dict, fresh: dict) -> None:
+def _compare(directory: Path, task: str, measure: str, stored: Mapping[str, float], fresh: Mapping[str, float]) -> None:
     where = directory / "metrics.tsv"
     head = f"task {task}, {measure}:"
     if stored.keys() != fresh.keys():
