@@ -84,6 +84,10 @@ CASES = [
     run("dense-batch-zero", "dense:batch_size=0", ["retriever dense: batch_size", "'0'"]),
     run("dense-device", "dense:device=quantum", ["retriever dense: device must be cpu, cuda", "'quantum'"]),
     run("dense-max-length", "dense:max_length=-5", ["retriever dense: max_length", "'-5'"]),
+    run("dense-batch-huge", "dense:batch_size=99999999", ["retriever dense: batch_size must be at most 1,000,000"]),
+    # ---- a seed is refused in the same words by a retriever and by every verb (gapbench run --seed -1)
+    run("colbert-seed-negative", "colbert:seed=-1",
+        ["retriever colbert: seed must be greater than or equal to 0, got '-1'"]),
     # ---- fusion specs
     run("rrf-no-members", "rrf:", ["rrf needs the retrievers to fuse"]),
     run("rrf-stray-plus", "rrf:bm25+", ["retriever number 2", "is empty"]),
