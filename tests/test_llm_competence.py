@@ -31,6 +31,7 @@ from gapbench.llm.competence import (
     values_verdict,
     watching,
 )
+from gapbench.types import Corpus, Document
 
 # SmolLM2-135M's real first annotation answer to the build below (llama.cpp, json_object grammar): a placeholder, a
 # null and two documents copied back as their "values"
@@ -240,3 +241,35 @@ def test_coverage_stops_when_the_model_names_no_entity(tmp_path, capsys):
     assert "coverage: LLM entities: the model 'cov-weak'" in err and "3 could not be read" in err
     assert "stopped with 12 requests of the stage not sent" in err
 
+
+
+@pytest.mark.parametrize("answer", ["copy", "chat", "rewrite"])
+def test_argus_synthesis_stops_when_the_model_does_not_rewrite(answer, tmp_path):
+    from test_argus_augment import SynthServer, _diag
+
+    from gapbench.analyses.argus.remedy.kb import ReferenceKB
+    from gapbench.analyses.argus.remedy.views import synthesis_views
+
+    class Weak(SynthServer):
+        def answer(self, prompt: str) -> tuple[str, str]:
+            if answer == "copy":  # the instructions back
+                return prompt.split("### Instructions\n", 1)[1].split("\n\n", 1)[0], "synthesis"
+            if answer == "chat":  # not a rewrite of the document
+                return "Sure! Stadiums are large venues for sport and concerts.", "synthesis"
+            return super().answer(prompt)  # the careful editor
+
+    corpus = Corpus([Document(str(i), f"Team {i} trained near Soyu Stadium every day.") for i in range(8)])
+    kb = ReferenceKB.packaged("landmarks-oracle")
+    diag = _diag(corpus, {str(i): [("Soyu Stadium", "FAC")] for i in range(8)})
+    hits = {str(i): {"Soyu Stadium": ("Q4701236",)} for i in range(8)}
+    with Weak() as srv:
+        llm = LLMClient(base_url=srv.base_url, model="judge", cache=tmp_path / "llm.sqlite", concurrency=1)
+        if answer == "rewrite":
+            views = synthesis_views(corpus, diag, kb, llm, 2, hits=hits)
+            assert len(views) == 8 and srv.counts["chat"] == 8
+            return
+        with pytest.raises(ModelTooWeakError) as err:
+            synthesis_views(corpus, diag, kb, llm, 2, hits=hits)
+        assert srv.counts["chat"] == 3  # of 8
+    kind = "echo" if answer == "copy" else "invalid"
+    assert err.value.counts == {kind: 3} and str(err.value).startswith("argus synthesis: the model 'judge'")

@@ -27,12 +27,15 @@ WORDS = {"a": 50, "b": 150, "c": 300}
 
 
 class LongServer(LLMServer):
-    """Answers a synthesis prompt with ``WORDS[doc]`` words, cut at the request's budget (``enforce_max_tokens``)."""
+    """Answers a synthesis prompt with ``WORDS[doc]`` words (the document's, then filler), cut at the request's budget
+    (``enforce_max_tokens``)."""
 
     def answer(self, prompt: str) -> tuple[str, str]:
         text = prompt.split("### Input Text\n", 1)[1].rsplit("\n\n### Augmented Text", 1)[0]
         doc = next(d for d, t in DOCS.items() if t == text)
-        return " ".join(f"{doc}{i}" for i in range(WORDS[doc])), "synthesis"
+        # the document's words first, as a rewrite keeps them (else the LLM watch stops a model that rewrites nothing)
+        words = text.split()
+        return " ".join(words + [f"{doc}{i}" for i in range(WORDS[doc] - len(words))]), "synthesis"
 
 
 def _setup(docs=tuple(DOCS)):

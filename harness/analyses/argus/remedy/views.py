@@ -134,8 +134,11 @@ def synthesis_views(corpus: Corpus, diagnosis: Diagnosis, kb: ReferenceKB, llm: 
                         params={"max_tokens": b})
             for d, b in zip(docs, budgets)]
     expected = [(b - SYNTH_MARGIN_TOKENS) // 2 for b in budgets]  # the answer length a budget was sized for
-    answers = (chat_many_reporting(llm, reqs, "argus synthesis", answer_tokens=expected, progress=progress)
-               if reqs else [])
+    from ....llm.competence import synthesis_verdict
+
+    # a model whose first answers are not rewrites of their documents stops here (gapbench.llm.competence)
+    answers = (chat_many_reporting(llm, reqs, "argus synthesis", answer_tokens=expected, progress=progress,
+                                   judge=synthesis_verdict) if reqs else [])
     views = []
     empty = truncated = dropped = 0
     for did, ans in zip(docs, answers):
