@@ -48,7 +48,8 @@ from gapbench.settings import Settings
 from gapbench.topk import Allowed, DuplicateGroups, apply_mask, exclusion_indices, select_topk
 from gapbench.types import Corpus, Queries, Run
 
-from .dense import Device, _quiet_transformers, model_files, resolve_model
+from .dense import _quiet_transformers, model_files, resolve_model
+from .dense_settings import Device
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -90,7 +91,8 @@ class TokenMatrices:
         np.cumsum(lengths, out=offsets[1:])
         if dim is None:
             dim = next((m.shape[1] for m in mats if m.ndim == 2), 0)
-        flat = np.concatenate([np.asarray(m, dtype=dtype).reshape(-1, dim) for m in mats]) if mats else np.zeros((0, dim), dtype)
+        flat = (np.concatenate([np.asarray(m, dtype=dtype).reshape(-1, dim) for m in mats]) if mats
+                else np.zeros((0, dim), dtype))
         return cls(np.ascontiguousarray(flat, dtype=dtype), offsets)
 
     @classmethod
@@ -303,7 +305,8 @@ class ColBERT:
 
     def config(self) -> dict:
         return {
-            **self._model_config(), "index": self.index_kind, "exact": self.exact, "exact_max_docs": self.exact_max_docs,
+            **self._model_config(), "index": self.index_kind, "exact": self.exact,
+            "exact_max_docs": self.exact_max_docs,
             "k_token": self.k_token, "candidates": self.candidates, "use_title": self.use_title,
             "precision": self.precision,
         }

@@ -22,37 +22,21 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Mapping, Optional
+from typing import Any, Callable, Mapping
 
 import numpy as np
-from pydantic import AfterValidator, Field
 
 from gapbench import budget, distributed
 from gapbench.cache import BatchPlan, EmbeddingCache, text_fingerprint
-from gapbench.contract import BatchSize, ModelName, Positive, Text
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
-from gapbench.settings import Settings
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 from ._dense_corpus import CorpusMemo, SortedTexts, batch_plan, length_order, text_layout  # noqa: F401
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-DEVICES = r"(cpu|cuda|mps|xpu)(:[0-9]+)?"
-
-
-def _device(value: str) -> str:
-    import re
-
-    if not re.fullmatch(DEVICES, value):
-        raise ValueError("must be cpu, cuda, cuda:N, mps or xpu")
-    return value
-
-
-Device = Annotated[str, AfterValidator(_device), Field(json_schema_extra={"accepts": "cpu, cuda, cuda:N, mps or xpu"})]
-"""A torch device: cpu, cuda, cuda:N, mps or xpu."""
+from .dense_settings import DEFAULT_MODEL, DenseSettings, Device  # noqa: F401  (Device: colbert's too)
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 
 
@@ -195,7 +179,8 @@ class FastEncoder:
         pieces = [texts[i : i + step] for i in range(0, len(texts), step)]
 
         def run(piece: list[str]) -> list[list[int]]:
-            enc = self.tokenizer(piece, padding=False, truncation="longest_first", max_length=self.module.max_seq_length,
+            enc = self.tokenizer(piece, padding=False, truncation="longest_first",
+                                 max_length=self.module.max_seq_length,
                                  return_attention_mask=False, return_token_type_ids=False)
             return enc["input_ids"]
 
@@ -290,29 +275,6 @@ class _SortedIndex(Mapping):
 
     def __len__(self) -> int:
         return len(self.corpus)
-
-
-class DenseSettings(Settings):
-    """The settings of ``dense`` (``dense:model=NAME,batch_size=32``)."""
-
-    model: ModelName = Field(DEFAULT_MODEL, description="A sentence-transformers model: a hub name or a local "
-                                                        "folder (minilm: the offline MiniLM).")
-    revision: Optional[Text] = Field(None, description="The model's pinned hub revision; none: the latest.")
-    query_prompt: str = Field("", description="Text put before each query.")
-    doc_prompt: str = Field("", description="Text put before each document.")
-    batch_size: BatchSize = Field(64, description="Texts encoded at once.")
-    max_length: Optional[Positive] = Field(None, description="Tokens kept per text; none: the model's own limit.")
-    device: Device = Field("cpu", description="The torch device that encodes.")
-    normalize: bool = Field(True, description="L2-normalise the vectors (cosine similarity).")
-    use_title: bool = Field(True, description="Encode the title before the text.")
-    chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")
-    cache: bool = Field(True, description="Keep the vectors in gapbench's cache for the next run.")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
-        "auto", description="Weights' precision; auto: float16 on CUDA, float32 elsewhere.")
-    encoder: Literal["auto", "fast", "sentence-transformers"] = Field(
-        "auto", description="The encoding loop: gapbench's length-sorted one (fast) or sentence-transformers'.")
-    batch_tokens: Optional[BatchSize] = Field(None, description="Padded tokens per batch of the fast encoder; none: "
-                                                                "65,536 on CUDA, 16,384 elsewhere.")
 
 
 class Dense:

@@ -1,0 +1,47 @@
+"""The settings of the ``dense`` retriever (``dense:model=NAME,batch_size=32``), and the torch device type that
+``colbert`` shares: one pydantic model on the verbs' contract (:class:`gapbench.settings.Settings`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from gapbench.contract import BatchSize, ModelName, Positive, Text
+from gapbench.settings import Settings
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEVICES = r"(cpu|cuda|mps|xpu)(:[0-9]+)?"
+
+
+def _device(value: str) -> str:
+    if not re.fullmatch(DEVICES, value):
+        raise ValueError("must be cpu, cuda, cuda:N, mps or xpu")
+    return value
+
+
+Device = Annotated[str, AfterValidator(_device), Field(json_schema_extra={"accepts": "cpu, cuda, cuda:N, mps or xpu"})]
+"""A torch device: cpu, cuda, cuda:N, mps or xpu."""
+
+class DenseSettings(Settings):
+    """The settings of ``dense`` (``dense:model=NAME,batch_size=32``)."""
+
+    model: ModelName = Field(DEFAULT_MODEL, description="A sentence-transformers model: a hub name or a local "
+                                                        "folder (minilm: the offline MiniLM).")
+    revision: Text | None = Field(None, description="The model's pinned hub revision; none: the latest.")
+    query_prompt: str = Field("", description="Text put before each query.")
+    doc_prompt: str = Field("", description="Text put before each document.")
+    batch_size: BatchSize = Field(64, description="Texts encoded at once.")
+    max_length: Positive | None = Field(None, description="Tokens kept per text; none: the model's own limit.")
+    device: Device = Field("cpu", description="The torch device that encodes.")
+    normalize: bool = Field(True, description="L2-normalise the vectors (cosine similarity).")
+    use_title: bool = Field(True, description="Encode the title before the text.")
+    chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")
+    cache: bool = Field(True, description="Keep the vectors in gapbench's cache for the next run.")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="Weights' precision; auto: float16 on CUDA, float32 elsewhere.")
+    encoder: Literal["auto", "fast", "sentence-transformers"] = Field(
+        "auto", description="The encoding loop: gapbench's length-sorted one (fast) or sentence-transformers'.")
+    batch_tokens: BatchSize | None = Field(None, description="Padded tokens per batch of the fast encoder; none: "
+                                                                "65,536 on CUDA, 16,384 elsewhere.")
