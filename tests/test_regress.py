@@ -165,7 +165,7 @@ def test_a_regress_json_of_gapbench_0_1_loads_and_renders():
     report = load_file(old)
     assert isinstance(report, RegressReport) and report.passed and report.exit_code == 0
     assert report.warnings == () and report.rows[0].n_queries == 1500
-    assert json.loads(old.read_text()) == {k: v for k, v in report.to_dict().items() if k != "warnings"}
+    assert json.loads(old.read_text()) == {k: v for k, v in report.model_dump(mode="json").items() if k != "warnings"}
     assert "| impliret/multispeaker/wknow | 1500 | 0.1518 | 0.1498 | +0.0020 | 0.6464 | 0.6464 | pass |" in str(report)
 
 

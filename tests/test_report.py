@@ -247,7 +247,7 @@ def test_report_json_is_the_report_data(full):
     loaded = load_file(paths["json"])
     assert type(loaded) is ReportData and loaded == report.data
     assert [s.system for s in loaded.systems] == ["bm25", "bm25-lucene"]
-    assert loaded.figures == report.to_dict()["figures"] == [f.name for f in report.figures]
+    assert loaded.figures == report.data.figures == [f.name for f in report.figures]
     old = load_file(FIXTURES / "report.json")
     assert old.per_query.distribution["bm25"].n == 1500 and old.per_query.win_tie_loss[0].wins == 278
     assert [(a.kind, a.renderer, a.figures) for a in old.analyses] == [("gap", "gap", ["fig03-gap-pool-scaling.png"])]
@@ -272,7 +272,7 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     assert r1.data.ignored[0].source.endswith("signals.json")
     assert "not run" in r1.to_markdown() and "impliret/unispeaker/wknow" in r1.to_markdown()
     r2 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert r1.to_markdown() == r2.to_markdown() and r1.to_dict() == r2.to_dict()
+    assert r1.to_markdown() == r2.to_markdown() and r1.data == r2.data
     assert [f.png for f in r1.figures] == [f.png for f in r2.figures]
     # a probe saved by `gapbench argus probe` (kind argus_probe_model, no task) beside it is no analysis of this task
     import shutil
@@ -280,7 +280,7 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     shutil.copytree(Path("tasks/data/argus/probe_minilm"), other / "probe")
     r3 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
     assert [a.kind for a in r3.data.analyses] == ["gap"]
-    assert r3.to_dict()["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
+    assert r3.data.model_dump(mode="json")["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
                                           "reason": "kind 'argus_probe_model' with no task: not an analysis of a task"}
 
 

@@ -306,7 +306,8 @@ def write_report(report: RegressReport, *, junit: str | os.PathLike | None = Non
     if junit:
         targets.append((Path(junit), report.to_junit(), "the JUnit XML"))
     if output:
-        targets.append((Path(output) / "regress.json", json.dumps(report.to_dict(), indent=2) + "\n", "regress.json"))
+        targets.append((Path(output) / "regress.json", json.dumps(report.model_dump(mode="json"), indent=2) + "\n",
+                        "regress.json"))
         targets.append((Path(output) / "regress.md", report.to_markdown(), "regress.md"))
     # Checked before anything is written, so a bad path never leaves part of the reports behind.
     for path, what in [(p, w) for p, _, w in targets] + ([(Path(summary), "the Markdown summary")] if summary else []):

@@ -90,10 +90,6 @@ class Report:
     def figures(self) -> list[Figure]:
         return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]
 
-    def to_dict(self) -> dict:
-        """The content of report.json."""
-        return self.data.model_dump(mode="json", by_alias=True)
-
     def to_markdown(self) -> str:
         return to_markdown(self)
 
@@ -111,7 +107,7 @@ class Report:
             write_bytes_atomic(out / fig.name, fig.png)
         paths["html"] = write_text_atomic(out / "report.html", self.to_html())
         paths["md"] = write_text_atomic(out / "report.md", self.to_markdown())
-        paths["json"] = write_text_atomic(out / "report.json", json.dumps(self.to_dict(), indent=2))
+        paths["json"] = write_text_atomic(out / "report.json", json.dumps(self.data.model_dump(mode="json", by_alias=True), indent=2))
         return paths
 
 

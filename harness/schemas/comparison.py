@@ -189,10 +189,6 @@ class RegressReport(Model):
         """``gapbench regress``'s exit code: 0 passed, 1 a task failed."""
         return 0 if self.passed else 1
 
-    def to_dict(self) -> dict:
-        """The content of regress.json."""
-        return self.model_dump(mode="json")
-
     def to_markdown(self) -> str:
         """The summary CI shows (``--summary``, regress.md): the verdict, the rule, a row per task and the notes."""
         verdict = "PASSED" if self.passed else f"FAILED ({len(self.failures)} of {len(self.rows)} tasks regressed)"
