@@ -176,7 +176,8 @@ def _tokenized(docs: Iterable[list[int]], progress: Callable[[int], None] | None
 
 
 def _triples(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One batch's token id lists as sorted (document, term) pairs: terms, frequencies, pairs and tokens per document."""
+    """One batch's token id lists as sorted (document, term) pairs: terms, frequencies, pairs and tokens per
+    document."""
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
     docs = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)

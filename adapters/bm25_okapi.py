@@ -18,13 +18,13 @@ stopwords, no stemming, punctuation kept on its word ("rome," and "rome" are dif
 keeps case; ``tokenizer=words`` takes bm25s' ``\\w\\w+`` tokens instead of whitespace-separated ones.
 
 Tokens and vocabulary come from bm25s' tokenizer; each (document, term) weight above is computed once, in float64, into
-a sparse documents x vocabulary matrix, and a query adds its terms' columns. The operations are rank-bm25's, in its order
-(idf by ``math.log``, the mean idf summed left to right, query terms added one by one), so the scores are rank-bm25's bit
-for bit and ties fall the same way (the tests compare whole rankings on an ImpliRet cut); a query touches only the
-documents holding its terms, where rank-bm25 loops over every document. Ranking is exact over the whole corpus, with the
-exclusion mask and gapbench's tie rule applied before the cut; ``keep_zero=false`` ranks only positive scores.
-As in the rest of the BM25 family, a query without any token gets an empty ranking (rank-bm25 would score every document
-0), and a corpus without any token scores 0 everywhere (rank-bm25 divides by zero).
+a sparse documents x vocabulary matrix, and a query adds its terms' columns. The operations are rank-bm25's, in its
+order (idf by ``math.log``, the mean idf summed left to right, query terms added one by one), so the scores are
+rank-bm25's bit for bit and ties fall the same way (the tests compare whole rankings on an ImpliRet cut); a query
+touches only the documents holding its terms, where rank-bm25 loops over every document. Ranking is exact over the whole
+corpus, with the exclusion mask and gapbench's tie rule applied before the cut; ``keep_zero=false`` ranks only positive
+scores. As in the rest of the BM25 family, a query without any token gets an empty ranking (rank-bm25 would score every
+document 0), and a corpus without any token scores 0 everywhere (rank-bm25 divides by zero).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ class BM25Okapi:
     @property
     def fingerprint(self) -> str:
         bm25s = _bm25s()
-        payload = {"adapter": self.name, "formula": FORMULA, "bm25s": getattr(bm25s, "__version__", "?"), **self.config()}
+        payload = {"adapter": self.name, "formula": FORMULA, "bm25s": getattr(bm25s, "__version__", "?"),
+                   **self.config()}
         return payload_fingerprint(payload)
 
     def _tokenize(self, texts: Sequence[str], ids: bool):

@@ -19,10 +19,10 @@ the option ``variant`` picks them:
   one token (Lucene's ``sumTotalTermFreq / docCount``).
 
 Analysis is bm25s' tokenizer with Lucene's 33 English stopwords and the Porter stemmer (PyStemmer), lower-cased
-``\\w\\w+`` tokens. Lucene's StandardTokenizer also keeps one-character tokens and splits some punctuation differently, and
-Pyserini's prebuilt indexes store quantised (one-byte) document lengths, so scores are close to, not bit-identical with,
-either published run. Scores are float32, as in gensim's similarity index. Ranking is exact over the whole corpus, with
-gapbench's tie rule and the exclusion mask applied before the cut.
+``\\w\\w+`` tokens. Lucene's StandardTokenizer also keeps one-character tokens and splits some punctuation differently,
+and Pyserini's prebuilt indexes store quantised (one-byte) document lengths, so scores are close to, not bit-identical
+with, either published run. Scores are float32, as in gensim's similarity index. Ranking is exact over the whole corpus,
+with gapbench's tie rule and the exclusion mask applied before the cut.
 """
 
 from __future__ import annotations

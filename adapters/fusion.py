@@ -218,7 +218,8 @@ class _Fusion:
             "method": self.method,
             **self._params(),
             "components": [
-                {"name": getattr(r, "name", None) or type(r).__name__, "class": f"{type(r).__module__}.{type(r).__qualname__}",
+                {"name": getattr(r, "name", None) or type(r).__name__,
+                 "class": f"{type(r).__module__}.{type(r).__qualname__}",
                  "config": config_of(r)}
                 for r in self.retrievers
             ],

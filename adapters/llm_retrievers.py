@@ -21,8 +21,8 @@ documents in selection order (hop by hop, each document once), then the other re
 Malformed answers are handled and counted per query (``fallbacks`` in the manifest's retriever config): an empty
 rewrite or search query falls back to the original query (``empty_rewrite``, ``empty_search``); a selection answer
 without a ``Selected:`` line selects nothing (``unparsed_selection``); identifiers outside the hop's documents are
-dropped (``unknown_ids``). Every call goes through :class:`gapbench.llm.client.LLMClient`, so it is cached and counted per
-query; the fingerprint covers the model and its sampling, the prompt texts, the options and the inner retriever.
+dropped (``unknown_ids``). Every call goes through :class:`gapbench.llm.client.LLMClient`, so it is cached and counted
+per query; the fingerprint covers the model and its sampling, the prompt texts, the options and the inner retriever.
 
 The LLM endpoint and model come from the bracket, else ``--llm-base-url`` / ``--llm-model`` (``gapbench.run``'s
 ``llm_base_url`` / ``llm_model``), else ``$OPENAI_BASE_URL``.
@@ -273,7 +273,8 @@ class QueryRewrite(_LLMRetriever):
 
 
 class MultiHopAgent(_LLMRetriever):
-    """OBLIQ-Bench's multi-hop agent: ``hops`` rounds of search query, top ``per_hop`` documents, selection and notes."""
+    """OBLIQ-Bench's multi-hop agent: ``hops`` rounds of search query, top ``per_hop`` documents, selection and
+    notes."""
 
     method = "agent"
     prompts = ("agent_search", "agent_select")

@@ -122,7 +122,8 @@ class OpenAIEmbed:
         self._doc_emb = self.embed([self.doc_prompt + (d.full_text if self.use_title else d.text) for d in docs])
 
     def query_texts(self, queries: Queries) -> list[str]:
-        return [self.query_prompt + (f"{q.instruction} {q.text}" if q.instruction else q.text) for q in queries.values()]
+        return [self.query_prompt + (f"{q.instruction} {q.text}" if q.instruction else q.text)
+                for q in queries.values()]
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
         if self._doc_emb is None:

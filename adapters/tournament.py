@@ -63,7 +63,8 @@ class TournamentConfig:
             raise ConfigError(f"tournament batch size must be at least 2, got {self.batch_size}.")
         if not 1 <= self.promote < self.batch_size:
             raise ConfigError(
-                f"tournament promote P={self.promote} must satisfy 1 <= P < B={self.batch_size}, or rounds never shrink."
+                f"tournament promote P={self.promote} must satisfy 1 <= P < B={self.batch_size}, or rounds never "
+                f"shrink."
             )
         if self.max_final < 1:
             raise ConfigError(f"tournament max_final must be at least 1, got {self.max_final}.")

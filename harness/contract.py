@@ -35,7 +35,8 @@ from .errors import OptionsError
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-# pydantic's wording -> gapbench's ("Input should be greater than or equal to 1" -> "must be greater than or equal to 1")
+# pydantic's wording -> gapbench's ("Input should be greater than or equal to 1" -> "must be greater than or equal to
+# 1")
 _REWORD = (("Input should be ", "must be "), ("Value error, ", ""), ("Assertion failed, ", ""),
            ("Extra inputs are not permitted", "is not a setting of this analysis"),
            ("Field required", "must be given"))
@@ -76,7 +77,8 @@ def not_blank(value: Any) -> Any:
 Seed = Annotated[int, Field(ge=0, strict=True, json_schema_extra={"maximum": MAX_SEED}), _at_most(MAX_SEED)]
 """A random seed: a whole number, 0 or more (bools and text refused)."""
 Alpha = Annotated[float, Field(strict=True, allow_inf_nan=False,
-                               json_schema_extra={"exclusiveMinimum": 0, "exclusiveMaximum": 1}), AfterValidator(_level)]
+                               json_schema_extra={"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+                  AfterValidator(_level)]
 """A significance level, strictly between 0 and 1."""
 Resamples = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum": MAX_RESAMPLES}),
                       _at_most(MAX_RESAMPLES)]

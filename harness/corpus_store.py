@@ -573,7 +573,8 @@ def _folder_exclusions(path: Path, queries, corpus) -> dict:
 
 def _find(folder: Path, name: str) -> Path:
     if not folder.is_dir():
-        raise DataFormatError("not a directory; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/.", path=folder)
+        raise DataFormatError("not a directory; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/.",
+                              path=folder)
     for cand in (folder / name, folder / (name + ".gz")):
         if cand.exists():
             return cand

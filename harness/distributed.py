@@ -1,4 +1,5 @@
-"""Ray as the scale-out engine: corpus encoding over every GPU (or CPU) of a cluster, and search over sharded embeddings.
+"""Ray as the scale-out engine: corpus encoding over every GPU (or CPU) of a cluster, and search over sharded
+embeddings.
 
 ``gapbench run ... --ray local|auto|ADDRESS`` (``gapbench.run(..., ray=...)``) runs inside :func:`connect`. While it is
 active, a dense retriever's missing cache chunks are encoded on Ray actors (:func:`fill_cache`) and a document matrix
@@ -326,7 +327,8 @@ def sharded_topk(
     group = max(1, (block_rows or search_block_rows(cache.dim(), cache.chunk_size)) // cache.chunk_size)
     shards = _load_shards(ray, cache, group)
     q_ref = ray.put(np.ascontiguousarray(query_emb, dtype=np.float32))
-    futures = [actor.topk.remote(q_ref, k, keys[lo:hi], [_local_mask(m, lo, hi) for m in excluded] if excluded else None,
+    futures = [actor.topk.remote(q_ref, k, keys[lo:hi],
+                                 [_local_mask(m, lo, hi) for m in excluded] if excluded else None,
                                  group * cache.chunk_size)
                for actor, lo, hi in shards]
     parts = [[(idx + lo, sc) for idx, sc in hits] for (_, lo, _), hits in zip(shards, ray.get(futures))]

@@ -1,5 +1,5 @@
-"""Atomic output files: every JSON, Markdown, TREC, PNG or cache file gapbench writes goes through :class:`atomic_writer`,
-so a killed process leaves either the old file or the new one, never half of one."""
+"""Atomic output files: every JSON, Markdown, TREC, PNG or cache file gapbench writes goes through
+:class:`atomic_writer`, so a killed process leaves either the old file or the new one, never half of one."""
 
 from __future__ import annotations
 

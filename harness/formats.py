@@ -140,7 +140,8 @@ def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
         if not parts:
             continue
         if len(parts) != 4:
-            raise _columns_error(line, "query_id iteration doc_id relevance", (6, "a run; give it as the run, not the qrels"), path, n)
+            raise _columns_error(line, "query_id iteration doc_id relevance", (6, "a run; give it as the run, not the "
+                                                                                  "qrels"), path, n)
         qid, _, did, rel = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
             _too_long_id(qid, did, path, n)
@@ -185,7 +186,8 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
         if not parts:
             continue
         if len(parts) != 6:
-            raise _columns_error(line, "query_id Q0 doc_id rank score tag", (4, "qrels; give them as the qrels, not the run"),
+            raise _columns_error(line, "query_id Q0 doc_id rank score tag", (4, "qrels; give them as the qrels, not "
+                                                                                "the run"),
                                  path, n)
         qid, _, did, rank, score, tag = parts
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
@@ -319,7 +321,8 @@ def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
         if len(parts) != 3:
             raise DataFormatError(
                 f"expected 3 tab-separated columns 'query-id corpus-id score' (or TREC's 4), found {len(parts)}"
-                + (" (this looks like a run; give it as the run, not the qrels)." if len(parts) == 6 else "."), path=path, line=n,
+                + (" (this looks like a run; give it as the run, not the qrels)." if len(parts) == 6 else "."),
+                path=path, line=n,
             )
         qid, did, score = parts
         for what, value in (("query id", qid), ("document id", did)):
@@ -361,7 +364,8 @@ def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[
 def write_beir_folder(data, folder: PathLike, split: str = "test") -> None:
     folder = Path(folder)
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    write_jsonl(({"_id": d.doc_id, "title": d.title, "text": d.text} for d in data.corpus.values()), folder / "corpus.jsonl")
+    write_jsonl(({"_id": d.doc_id, "title": d.title, "text": d.text} for d in data.corpus.values()),
+                folder / "corpus.jsonl")
     write_jsonl(({"_id": q.query_id, "text": q.text} for q in data.queries.values()), folder / "queries.jsonl")
     with atomic_writer(folder / "qrels" / f"{split}.tsv") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")

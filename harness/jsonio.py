@@ -59,7 +59,8 @@ def parse_json_strict(data: bytes, *, max_depth: int = 32):
         value = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_strict_constant,
                            parse_float=_strict_float)
     except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.", exc.lineno) from None
+        raise StrictJSONError(f"malformed JSON ({exc.msg} at column {exc.colno}); fix the syntax.",
+                              exc.lineno) from None
     except RecursionError:
         raise StrictJSONError(f"is nested too deeply; at most {max_depth} levels are accepted.") from None
     except StrictJSONError:

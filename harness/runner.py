@@ -41,7 +41,9 @@ class RunOptions(Options):
     output: Optional[Folder] = Field(None, description="Write a run directory here (run.trec.gz, results, manifest).")
     overwrite: bool = Field(False, description="Let output replace a run directory of another task or retriever.")
     seed: Seed = Field(0, description="Seed of the bootstrap CIs, recorded in the manifest.")
-    reranker: Annotated[Any, BeforeValidator(not_blank)] = Field(None, description="A reranker spec (tournament, sliding-window, with NAME:key=value "
+    reranker: Annotated[Any, BeforeValidator(not_blank)] = Field(None, description="A reranker spec (tournament, "
+                                                                                   "sliding-window, with "
+                                                                                   "NAME:key=value "
                                             "options) or a reranker object; None: no reranking.")
     llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint of LLM rerankers, retrievers "
                                                            "and augmenters (else $OPENAI_BASE_URL).")

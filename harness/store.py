@@ -82,7 +82,8 @@ def run_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"task": task.get("name"), "revision": task.get("revision"), "corpus": fps.get("corpus"),
             "queries": fps.get("queries"), "qrels": fps.get("qrels"),
             "retriever": retriever.get("name") or manifest.get("system"), "fingerprint": retriever.get("fingerprint"),
-            "reranker": (manifest.get("reranker") or {}).get("name"), "augment": (manifest.get("augment") or {}).get("spec")}
+            "reranker": (manifest.get("reranker") or {}).get("name"),
+            "augment": (manifest.get("augment") or {}).get("spec")}
 
 
 def check_replace(directory: str | os.PathLike[str], new: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:

@@ -115,7 +115,8 @@ class Table:
         right = self.right_aligned()
 
         def line(row: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if right[j] else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths))).rstrip()
+            cells = (c.rjust(w) if right[j] else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths)))
+            return "  ".join(cells).rstrip()
 
         out = [self.caption] if caption and self.caption else []
         out += [line(self.header), "  ".join("-" * w for w in widths), *map(line, cells)]

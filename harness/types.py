@@ -175,7 +175,8 @@ class Corpus(_Records["Document"]):
         return list(self._data)
 
     def iter_texts(self, *, use_title: bool = True, batch_size: int = 8192) -> Iterator[list[str]]:
-        """Texts in corpus order, ``batch_size`` at a time: ``full_text`` (title and text) or, without titles, ``text``."""
+        """Texts in corpus order, ``batch_size`` at a time: ``full_text`` (title and text) or, without titles,
+        ``text``."""
         batch: list[str] = []
         for doc in self._data.values():
             batch.append(doc.full_text if use_title else doc.text)
@@ -411,7 +412,8 @@ class Run(Mapping[str, tuple[tuple[str, float], ...]]):
                 _check_id(did, "doc id", source)
                 if did in seen:
                     raise DuplicateIdError(
-                        f"document {did!r} is ranked twice for query {qid!r}; a run lists each document once per query.",
+                        f"document {did!r} is ranked twice for query {qid!r}; a run lists each document once per "
+                        "query.",
                         path=source,
                     )
                 seen.add(did)
@@ -468,7 +470,8 @@ class Run(Mapping[str, tuple[tuple[str, float], ...]]):
 
 
 class OtherRowsExcluded(Mapping[str, frozenset[str]]):
-    """A multiple-choice task's exclusions: query id -> the candidates of every other row, built when asked for, so memory stays linear in the corpus."""
+    """A multiple-choice task's exclusions: query id -> the candidates of every other row, built when asked for, so
+    memory stays linear in the corpus."""
 
     def __init__(self, own: Mapping[str, tuple[str, ...]], all_ids: frozenset[str]) -> None:
         self._own = own

@@ -101,6 +101,7 @@ def _parquet_rows(path: Path) -> Iterator[dict]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ConfigError("reading parquet files needs 'pyarrow' (installed with 'datasets': pip install 'gapbench[hub]').") from None
+        raise ConfigError("reading parquet files needs 'pyarrow' (installed with 'datasets': pip install "
+                          "'gapbench[hub]').") from None
     table = pq.read_table(path)
     yield from table.to_pylist()

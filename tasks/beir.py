@@ -7,7 +7,8 @@ Three sources, tried in this order:
   the environment variable ``GAPBENCH_DATA_BEIR=DIR``;
 * ``source=zip`` (default): the official zip from BEIR's server, downloaded once into gapbench's cache, checked against
   the md5 BEIR publishes, and extracted there;
-* ``source=hf``: the Hugging Face datasets ``BeIR/<name>`` (configs ``corpus`` and ``queries``) and ``BeIR/<name>-qrels``.
+* ``source=hf``: the Hugging Face datasets ``BeIR/<name>`` (configs ``corpus`` and ``queries``) and
+``BeIR/<name>-qrels``.
 
 From a local copy or the zip, a corpus of 20 MB or more is converted once into an Arrow file in the cache and
 memory-mapped (:mod:`gapbench.corpus_store`; ``GAPBENCH_COMPACT_CORPUS=always|never|auto``), so MS MARCO's 8.8 million

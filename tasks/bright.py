@@ -1,8 +1,10 @@
-"""BRIGHT (Su et al., 2024): reasoning-intensive retrieval, 12 domains, from the Hugging Face dataset ``xlangai/BRIGHT``.
+"""BRIGHT (Su et al., 2024): reasoning-intensive retrieval, 12 domains, from the Hugging Face dataset
+``xlangai/BRIGHT``.
 
 Tasks:
 
-- ``bright/<domain>`` for the 12 domains: the ``examples`` config gives the queries (``query``), the qrels (``gold_ids``,
+- ``bright/<domain>`` for the 12 domains: the ``examples`` config gives the queries (``query``), the qrels
+(``gold_ids``,
   grade 1) and the per-query ``excluded_ids``; the ``documents`` config gives the corpus (``id``, ``content``). The
   split is the domain.
 - ``bright/<domain>/long`` for the long-document setting (the seven StackExchange domains and pony): qrels from

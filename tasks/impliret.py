@@ -1,7 +1,7 @@
 """ImpliRet (Taghavi et al., 2025): implicit fact retrieval, six sets.
 
-``impliret/{multispeaker,unispeaker}/{arithmetic,wknow,temporal}``. Protocol as the authors' retrieval code: the corpus of
-a set is its 1,500 ``pos_document`` texts, query i is ``question`` i, and its one gold document is document i.
+``impliret/{multispeaker,unispeaker}/{arithmetic,wknow,temporal}``. Protocol as the authors' retrieval code: the corpus
+of a set is its 1,500 ``pos_document`` texts, query i is ``question`` i, and its one gold document is document i.
 
 ``source=packaged`` (default) reads the copy shipped inside gapbench (GitHub jsonl, pinned commit, offline);
 ``source=hub`` reads the Hugging Face dataset ``zeinabTaghavi/ImpliRet`` at a pinned revision through ``datasets``.

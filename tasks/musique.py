@@ -14,8 +14,9 @@
 
 Sources (task options): ``source=packaged`` (default) reads the slice shipped inside gapbench (100 real dev questions,
 see ``tasks/data/musique/PROVENANCE.md``); ``path=FILE`` (or ``GAPBENCH_DATA_MUSIQUE=FILE``) reads a local copy of the
-published file (``.jsonl`` or ``.jsonl.gz``), e.g. ``musique_ans_v1.0_dev.jsonl`` from the authors' ``musique_v1.0.zip``;
-``source=hub`` reads the Hugging Face mirror ``dgslibisey/MuSiQue`` (split ``validation``) through ``datasets``.
+published file (``.jsonl`` or ``.jsonl.gz``), e.g. ``musique_ans_v1.0_dev.jsonl`` from the authors'
+``musique_v1.0.zip``; ``source=hub`` reads the Hugging Face mirror ``dgslibisey/MuSiQue`` (split ``validation``) through
+``datasets``.
 
 >>> get_task("musique").load()  # doctest: +SKIP
 >>> get_task("musique:path=/data/musique/musique_ans_v1.0_dev.jsonl")  # doctest: +SKIP
@@ -84,7 +85,8 @@ def build(rows: Iterable[tuple[int, dict]], source: str) -> TaskData:
             continue
         qid = str(row["id"])
         if qid in seen:
-            raise DuplicateIdError(f"duplicate MuSiQue id {qid!r} (first seen on line {seen[qid]}).", path=source, line=n)
+            raise DuplicateIdError(f"duplicate MuSiQue id {qid!r} (first seen on line {seen[qid]}).", path=source,
+                                   line=n)
         seen[qid] = n
         gold = {}
         for p in _paragraphs(row, source, n):

@@ -105,7 +105,8 @@ def repo_files(name: str) -> dict[str, str]:
     """Paths inside the dataset repository of each file the task reads."""
     spec = _check(name)
     qq = f"{spec.folder}/queries+qrels"
-    files = {"corpus": f"{spec.folder}/corpus/corpus.jsonl", "queries": f"{qq}/queries.jsonl", "gold": f"{qq}/qrels.tsv"}
+    files = {"corpus": f"{spec.folder}/corpus/corpus.jsonl", "queries": f"{qq}/queries.jsonl",
+             "gold": f"{qq}/qrels.tsv"}
     if spec.has_pool:
         files["pool"] = f"{qq}/qrels_pool.tsv"
     if spec.has_exclusions:
@@ -148,7 +149,8 @@ def read_exclusions(path: Path) -> dict[str, frozenset[str]]:
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"malformed JSON ({exc.msg}).", path=path, line=exc.lineno) from None
     if not isinstance(raw, dict):
-        raise DataFormatError(f"expected a JSON object query id -> list of doc ids, found {type(raw).__name__}.", path=path)
+        raise DataFormatError(f"expected a JSON object query id -> list of doc ids, found {type(raw).__name__}.",
+                              path=path)
     out: dict[str, frozenset[str]] = {}
     for qid, ids in raw.items():
         if not isinstance(ids, list) or not all(isinstance(d, (str, int)) for d in ids):

@@ -12,8 +12,8 @@ variable ``GAPBENCH_DATA_RARB=DIR`` (``huggingface-cli download RAR-b/<task> --r
 Multiple-choice retrieval, ``rarb-mcr/<task>``: the authors' ``mcr/*.csv`` files (shipped with gapbench, see
 ``data/rarb_mcr/PROVENANCE.md``); each row is a question, its candidate answers and the index of the correct one. A row
 becomes one query whose ranking may only hold that row's own candidates: the corpus is the union of all candidates
-(doc ids ``<row>-<j>``) and every other row's candidates are in the query's ``excluded`` set. The main measure ``P@1`` is
-then the MCR accuracy (top-1 candidate is correct); ``RR`` is the reciprocal rank of the correct candidate.
+(doc ids ``<row>-<j>``) and every other row's candidates are in the query's ``excluded`` set. The main measure ``P@1``
+is then the MCR accuracy (top-1 candidate is correct); ``RR`` is the reciprocal rank of the correct candidate.
 ``gapbench.analyses.mcr.mcr_accuracy`` computes the same numbers without the per-query masks, which is what whole files
 need.
 
@@ -130,7 +130,8 @@ def _hub_folder(task: str, revision: str, files: tuple[str, ...]) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise ConfigError(f"reading {repo} from the hub needs 'huggingface_hub': pip install 'gapbench[hub]'.") from None
+        raise ConfigError(
+            f"reading {repo} from the hub needs 'huggingface_hub': pip install 'gapbench[hub]'.") from None
     try:
         return Path(snapshot_download(repo, repo_type="dataset", revision=revision, allow_patterns=list(files)))
     except Exception as exc:  # the hub client raises many types (connection, offline mode, missing revision)
@@ -232,7 +233,8 @@ def mcr_file(task: str):
 
 
 def iter_mcr_csv(path: Path | str) -> Iterator[MCRRow]:
-    """Rows of an MCR csv (plain or gzipped), validated. Candidate lists are Python literals: parsed, never evaluated."""
+    """Rows of an MCR csv (plain or gzipped), validated. Candidate lists are Python literals: parsed, never
+    evaluated."""
     with open_text(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -265,7 +267,8 @@ def _parse_row(fields: list[str], col: Mapping[str, int], row_no: int, line: int
         raise DataFormatError(f"documents {raw[:60]!r} is not a Python list literal of strings.",
                               path=path, line=line) from None
     if not isinstance(candidates, (list, tuple)) or not candidates or not all(isinstance(c, str) for c in candidates):
-        raise DataFormatError(f"documents must be a non-empty list of strings, found {raw[:60]!r}.", path=path, line=line)
+        raise DataFormatError(f"documents must be a non-empty list of strings, found {raw[:60]!r}.", path=path,
+                              line=line)
     label_text = fields[col["labels"]].strip()
     try:
         label = int(label_text)

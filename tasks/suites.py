@@ -8,7 +8,8 @@ BRIGHT_DOMAINS = (
     "biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow", "sustainable_living",
     "leetcode", "pony", "aops", "theoremqa_questions", "theoremqa_theorems",
 )
-IMPLIRET = tuple(f"impliret/{c}/{s}" for c in ("multispeaker", "unispeaker") for s in ("arithmetic", "wknow", "temporal"))
+IMPLIRET = tuple(f"impliret/{c}/{s}" for c in ("multispeaker", "unispeaker")
+                 for s in ("arithmetic", "wknow", "temporal"))
 RARB = (
     "alphanli", "hellaswag", "piqa", "siqa", "quail", "ARC-Challenge", "winogrande", "spartqa", "math-pooled",
     "humanevalpack-mbpp-pooled", "TempReason-l1", "TempReason-l2-pure", "TempReason-l2-fact", "TempReason-l2-context",
@@ -26,7 +27,8 @@ _SUITES = [
         # Table 5 of the paper: Biology Earth Econ Pony Psych Robot Stack Sust TheoQ TheoT (no LeetCode, no AoPS)
         tuple(f"bright/{d}" for d in BRIGHT_DOMAINS if d not in ("leetcode", "aops"))
         + ("impliret/multispeaker/wknow", "impliret/unispeaker/wknow")
-        + tuple(f"rarb/{t}" for t in ("ARC-Challenge", "alphanli", "piqa", "siqa", "spartqa", "hellaswag", "winogrande")),
+        + tuple(f"rarb/{t}" for t in ("ARC-Challenge", "alphanli", "piqa", "siqa", "spartqa", "hellaswag",
+                                      "winogrande")),
         "The selection evaluated in 'With Argus Eyes' (BRIGHT 10 domains, ImpliRet wknow, seven RAR-b tasks).",
     ),
 ]

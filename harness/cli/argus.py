@@ -2,7 +2,8 @@
 
 Commands live on the sub-app ``app``; :func:`register` adds it to the main CLI as ``gapbench argus``. To add a command
 from another module, decorate a function with ``@gapbench.cli.argus.app.command("name")`` in that module and list the
-module in :data:`COMMAND_MODULES` (``register`` imports it), reusing :func:`load_audit_data` for the shared data options.
+module in :data:`COMMAND_MODULES` (``register`` imports it), reusing :func:`load_audit_data` for the shared data
+options.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""CLI: ``gapbench submit validate|score``, ``gapbench leaderboard build|export-mteb|export-trec``, ``gapbench regress``.
+"""CLI: ``gapbench submit validate|score``, ``gapbench leaderboard build|export-mteb|export-trec``, ``gapbench
+regress``.
 
 ``register(app)`` adds them to the main typer app. Exit codes: 0 fine, 1 a regression was found (regress only),
 2 bad input (an invalid submission, unreadable result sets).
@@ -20,7 +21,8 @@ def register(app: typer.Typer) -> None:
     names = {g.name for g in app.registered_groups} | {c.name for c in app.registered_commands}
     if {"submit", "leaderboard", "regress"} & names:
         return
-    submit_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Check and score leaderboard submissions.")
+    submit_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                             help="Check and score leaderboard submissions.")
     board_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Render leaderboards and export results.")
     app.add_typer(submit_app, name="submit")
     app.add_typer(board_app, name="leaderboard")
@@ -120,7 +122,7 @@ def board_init(
     """Make a board of your own tasks: write <folder>/suite.toml naming each task with the content fingerprint of its
     data, so that another machine's copy is found by content. Then: `gapbench submit create RUN_DIR... --suite
     <folder> ... --out <folder>/submissions/<system>`, `gapbench submit score`, `gapbench leaderboard build`."""
-    from ..suites import init_suite
+    from ..products.board_suites import init_suite
 
     written = init_suite(folder, task, measure=measure, description=description, force=force)
     typer.echo(f"wrote {written} ({len(task)} tasks, measure {measure})")
@@ -136,7 +138,8 @@ BUILD = Flags("leaderboard build", "gapbench.products.leaderboard:LeaderboardOpt
 def board_build(
     ctx: typer.Context,
     root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap and of the paired tests' sign flips (0 or more)."),
+    seed: int = typer.Option(0, "--seed",
+                             help="Seed of the bootstrap and of the paired tests' sign flips (0 or more)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the paired tests after Holm correction."),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of the average's CI and of rank "
                                   "stability."),
@@ -187,12 +190,14 @@ def board_export_trec(
 
 
 # the gate's settings are RegressOptions' fields; the result sets, the data and the report paths are inputs
-REGRESS = Flags("regress", "gapbench.products.regress:RegressOptions", cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
+REGRESS = Flags("regress", "gapbench.products.regress:RegressOptions",
+                cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
 
 
 def regress_cmd(
     ctx: typer.Context,
-    baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored baseline."),
+    baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored "
+                                                          "baseline."),
     candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
     measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
     max_drop: float = typer.Option(0.01, "--max-drop", help="Tolerated drop of the mean (absolute)."),
@@ -201,7 +206,8 @@ def regress_cmd(
                                        "enough for a Holm p below --alpha)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sign flips (0 or more)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
-    summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
+    summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. "
+                                                                   "$GITHUB_STEP_SUMMARY)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
     rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
                                 "its data is on this machine), always (or exit 2) or never."),

@@ -11,8 +11,8 @@ import typer
 from .common import fail, measure_list
 from .from_options import FromOptions, add_command, command
 
-# --n-resamples, --seed and --depth are EvaluateOptions' fields (gapbench.evaluation.evaluate_options); what is evaluated and
-# how it is printed are the command's own
+# --n-resamples, --seed and --depth are EvaluateOptions' fields (gapbench.evaluation.evaluate_options); what is
+# evaluated and how it is printed are the command's own
 FLAGS = FromOptions("evaluate", "gapbench.evaluation.evaluate_options:EvaluateOptions")
 
 
@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
 def evaluate_cmd(
     run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
-    task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against its corpus."),
+    task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against "
+                                                            "its corpus."),
     measures: Optional[List[str]] = typer.Option(
         None, "--measures", "-m",
         help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank).",

@@ -45,7 +45,8 @@ def build_cmd(
     labels: Optional[Path] = typer.Option(None, "--labels",
                                           help="doc_id<TAB>label (or JSONL) file: skips annotation and collapse."),
     labels_as: str = typer.Option("queries", "--labels-as",
-                                  help="queries (each label verbalised) or documents (a label's documents are queries)."),
+                                  help="queries (each label verbalised) or documents (a label's documents are "
+                                       "queries)."),
     label_queries: int = typer.Option(1, "--label-queries", help="--labels-as documents: queries per label."),
     max_docs: Optional[int] = typer.Option(None, "--max-docs", help="Build from the first N documents."),
     sample: Optional[int] = typer.Option(None, "--sample", help="Build from N documents drawn with --seed."),
@@ -66,7 +67,8 @@ def build_cmd(
                                     help="A query whose BM25 top-n holds this share of its n documents is leaky."),
     leak_df: float = typer.Option(0.05, "--leak-df", help="A word in at most this share of the corpus is rare."),
     leak_share: float = typer.Option(0.5, "--leak-share",
-                                     help="A rare word in this share of a cluster's documents must not be in its query."),
+                                     help="A rare word in this share of a cluster's documents must not be in its "
+                                          "query."),
     anchors: int = typer.Option(3, "--anchors", help="Gold documents shown to the pool judge as reference."),
     pool_retrievers: str = typer.Option("bm25,dense", "--pool-retrievers",
                                         help="Retrievers pooled in stage 5 ('' for none)."),

@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
         run_dirs: List[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
         analyses: Optional[List[Path]] = typer.Option(
             None, "--analyses", "-a",
-            help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses B."),
+            help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses "
+                 "B."),
         out: Path = typer.Option(Path("report"), "--out", "-o", help="Write report.html, report.md, report.json here."),
         measure: Optional[str] = typer.Option(None, "--measure", help="Main measure (default: the first stored one)."),
         alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Holm-corrected tests."),

@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
 @command(FLAGS)
 def run_cmd(
     task: str = typer.Argument(..., help="Task name (see `gapbench tasks`) or a BEIR-format folder."),
-    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` lists them).",
+    retriever: str = typer.Option(..., "--retriever", "-r", help="NAME or NAME:key=value,... (`gapbench run --help` "
+                                                                 "lists them).",
                                    autocompletion=completion("retriever")),
     options=None,  # RunOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),

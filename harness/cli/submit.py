@@ -8,7 +8,6 @@ that module's. Exit codes: 0 written, 2 bad input (no run directory, a task outs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -63,27 +62,29 @@ def suite_of(tasks: list[str], suite: str | None) -> str:
 
 
 def submit_create(
-    run_dirs: List[Path] = typer.Argument(..., help="Run directories (gapbench run ... -o DIR), or a suite run's "
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (gapbench run ... -o DIR), or a suite run's "
                                           "folder holding one per task."),
     out: Path = typer.Option(..., "--out", help="The submission folder to write, e.g. "
                              "leaderboards/impliret/submissions/NAME; must be new or empty."),
     system: str = typer.Option(..., "--system", help="System name on the board: 1-64 letters, digits and . _ + -."),
     description: str = typer.Option(..., "--description", help="One or two sentences: what the system is."),
     contact: str = typer.Option(..., "--contact", help="Who answers questions, e.g. 'Name <name@example.org>'."),
-    suite: Optional[str] = typer.Option(None, "--suite", help="The board's suite: a registered suite, or a board folder "
+    suite: str | None = typer.Option(None, "--suite", help="The board's suite: a registered suite, or a board "
+                                                              "folder "
                                         "holding suite.toml (`gapbench leaderboard init`); default: from the task "
                                         "names."),
-    k: Optional[int] = typer.Option(None, "--k", help="Keep the top k per query (100 is enough for nDCG@10 and "
+    k: int | None = typer.Option(None, "--k", help="Keep the top k per query (100 is enough for nDCG@10 and "
                                     "R@100; at most 1000)."),
-    url: Optional[str] = typer.Option(None, "--url", help="A link to code or paper."),
-    digits: Optional[int] = typer.Option(None, "--digits", help="Round scores to this many significant digits "
+    url: str | None = typer.Option(None, "--url", help="A link to code or paper."),
+    digits: int | None = typer.Option(None, "--digits", help="Round scores to this many significant digits "
                                          "(smaller files; the rounded scores are what is scored)."),
 ) -> None:
     """Write submission.json and runs/<task>.trec.gz from run directories, with the tasks' revisions, the run files'
     sha256 and the retriever's config and models from the manifests. Next: `gapbench submit validate` and `score`."""
+    from ..products.board_suites import FolderSuite, load_suite
     from ..products.submissions.write import submission_from_run_dirs
     from ..store import load_manifest
-    from ..suites import FolderSuite, Suite, load_suite
+    from ..suites import Suite
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not an empty folder; a submission holds only its own files. "

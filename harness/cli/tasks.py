@@ -19,7 +19,8 @@ def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
     from ..task import list_tasks
 
     infos = [t.info() for t in list_tasks()]
-    suites = [{"name": n, "tasks": list(SUITES.get(n).tasks), "description": SUITES.get(n).description} for n in SUITES.names()]
+    suites = [{"name": n, "tasks": list(SUITES.get(n).tasks), "description": SUITES.get(n).description}
+              for n in SUITES.names()]
     if as_json:
         typer.echo(json.dumps({"suites": suites, "tasks": infos}, indent=2))
         return
@@ -27,6 +28,7 @@ def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
     typer.echo("Suites (run one with `gapbench run SUITE -r RETRIEVER`):")
     typer.echo(format_table(["suite", "tasks", "description"], rows))
     typer.echo("")
-    rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]] for i in infos]
+    rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]]
+            for i in infos]
     typer.echo("Tasks:")
     typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], rows))

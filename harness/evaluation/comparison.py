@@ -81,7 +81,8 @@ def compare(
         for a, b in itertools.combinations(results, 2):
             va = [a.per_query[m][q] for q in base_q]
             vb = [b.per_query[m][q] for q in base_q]
-            raw.append((a, b, a.means[m] - b.means[m], randomization_test(va, vb, n_permutations, seed), paired_t_test(va, vb)))
+            raw.append((a, b, a.means[m] - b.means[m], randomization_test(va, vb, n_permutations, seed),
+                        paired_t_test(va, vb)))
         adj_r = holm([x[3] for x in raw])
         adj_t = holm([x[4] if x[4] == x[4] else 1.0 for x in raw])
         for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
@@ -163,7 +164,8 @@ def compare_run_dirs(
         "system": f"{r.system} ({_folder_label(d, dirs)})" if names.count(r.system) > 1 else r.system,
         "measures": {m: r.measures[m] for m in wanted},
         "ci95": None if r.ci95 is None else {m: r.ci95[m] for m in wanted if m in r.ci95}}) for d, r in loaded]
-    return compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed).model_copy(update={"checks": (check,)})
+    compared = compare(results, n_permutations=n_permutations, alpha=alpha, seed=seed)
+    return compared.model_copy(update={"checks": (check,)})
 
 
 def unused_data(rescorer: Any) -> None:

@@ -253,7 +253,8 @@ def _as_qrels(qrels: object) -> Qrels:
         return qrels
     if isinstance(qrels, Mapping):
         return Qrels(qrels)
-    raise GapbenchError(f"qrels must be a gapbench Qrels or a dict query_id -> doc_id -> grade, got {type(qrels).__name__}.")
+    raise GapbenchError(f"qrels must be a gapbench Qrels or a dict query_id -> doc_id -> grade, got "
+                        f"{type(qrels).__name__}.")
 
 
 # Measures with default parameters that map one-to-one onto trec_eval measures. These are computed by pytrec_eval
@@ -283,7 +284,8 @@ def _run_scores(run: object) -> tuple[str, dict[str, Mapping[str, float]], Run |
     if isinstance(run, Run):
         return run.name, {q: dict(r) for q, r in run.items()}, run
     if not isinstance(run, Mapping):
-        raise GapbenchError(f"run must be a gapbench Run or a dict query_id -> doc_id -> score, got {type(run).__name__}.")
+        raise GapbenchError(f"run must be a gapbench Run or a dict query_id -> doc_id -> score, got "
+                            f"{type(run).__name__}.")
     scores = {}
     for qid, ranking in run.items():
         clean = clean_scores(ranking) if isinstance(qid, str) and isinstance(ranking, Mapping) else None

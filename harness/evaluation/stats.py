@@ -109,7 +109,8 @@ def bootstrap_cis(
     return {k: (float(lo[j]), float(hi[j])) for j, k in enumerate(arrays)}
 
 
-def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95,
+                 seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean over queries."""
     return bootstrap_cis({"x": values}, n_resamples, confidence, seed)["x"]
 

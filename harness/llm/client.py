@@ -432,7 +432,8 @@ class LLMClient:
         refused = self._refusals.said()
         return {"endpoint": self.endpoint, "model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens,
                 "seed": c.seed, "top_p": c.top_p, "stop": list(c.stop) if c.stop else None, "extra": dict(c.extra),
-                "max_tokens_cap": c.max_tokens_cap, "sent": self._refusals.as_sent(self._sampling()), "refused": refused,
+                "max_tokens_cap": c.max_tokens_cap, "sent": self._refusals.as_sent(self._sampling()),
+                "refused": refused,
                 "retry": self._retrier.describe(), "preflight_timeout": c.preflight_timeout,
                 "concurrency": c.concurrency, "adaptive": c.adaptive, "api_key_env": c.api_key_env,
                 "cache": str(self.cache.path) if self.cache else None}

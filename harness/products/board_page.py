@@ -75,7 +75,8 @@ def _summary(board: Leaderboard, e: BoardEntry, p: BoardMissProfile) -> str:
         if e.average is not None and e.average_ci95 else f"rank {e.rank}")
     items = [
         f"<li><b>Standing:</b> {esc(standing)}.</li>",
-        f"<li><b>Misses@10:</b> {p.misses:.1%} of {p.n_queries:,} queries have no relevant document in its top 10.</li>",
+        f"<li><b>Misses@10:</b> {p.misses:.1%} of {p.n_queries:,} queries have no relevant document in its top "
+        "10.</li>",
         f"<li><b>Only it misses / only it gets:</b> {_count(p.unique_misses)} / {_count(p.unique_wins)} queries "
         "(among the ranked systems).</li>",
         f"<li><b>Depth:</b> R@100 {p.recall_100:.3f}; {p.never_found:.1%} of the queries have no relevant document "

@@ -38,7 +38,8 @@ DEPTH = 100
 SNIPPET = 280  # characters of a document or query shown in an example
 N_BINS = 10
 COVERAGE_NOTE = ("not computed at build time: the coverage analysis' query strata need entity extraction (spaCy) and "
-                 "entity embeddings over each task's corpus; the coverage command (gapbench coverage TASK -r RETRIEVER) gives "
+                 "entity embeddings over each task's corpus; the coverage command (gapbench coverage TASK -r "
+                 "RETRIEVER) gives "
                  "them per task.")
 GAP_NOTE = "not computed: the verification gap needs an LLM endpoint, and boards are built without one."
 
@@ -241,8 +242,8 @@ def miss_profiles(scored: Sequence[dict], tasks: Sequence[str], main: Mapping[st
         signal = None
         if mine:
             weak = np.concatenate([np.array(v.facts["weak"], dtype=np.int64) for v in mine.values()])
-            pct = np.concatenate([np.array([np.nan if x is None else x for x in v.facts["percentile"]], dtype=np.float64)
-                                  for v in mine.values()])
+            pct = np.concatenate([np.array([np.nan if x is None else x for x in v.facts["percentile"]],
+                                           dtype=np.float64) for v in mine.values()])
             signal = _signal(weak, pct, n_resamples, seed)
         out[system] = {
             "n_queries": n,

@@ -19,8 +19,8 @@ scores against the registry and the runs.
 The package is part of the core (it imports only ``errors``, ``files`` and ``tables``), so every layer can validate
 what it reads back: :func:`read_back` for a file of a run directory (``gapbench.store``), :func:`validate_analysis`
 for an analysis' JSON by its ``kind``. One module per family of files (``run``, ``submission``, ``comparison``, ``gap``,
-``signals``, ``coverage``, ``argus``, ``leaderboard``, ``report``, ``obliq_build``), ``base`` for the rules and types they share; every
-name is importable from ``gapbench.schemas``.
+``signals``, ``coverage``, ``argus``, ``leaderboard``, ``report``, ``obliq_build``), ``base`` for the rules and types
+they share; every name is importable from ``gapbench.schemas``.
 """
 
 from __future__ import annotations

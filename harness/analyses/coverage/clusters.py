@@ -143,7 +143,8 @@ def query_clusters(qrels: Qrels | Mapping[str, Mapping[str, int]], strata: Strat
                    query_ids: Iterable[str] | None = None,
                    extra: Mapping[str, Iterable[int]] | None = None) -> dict[str, frozenset[int]]:
     """query -> clusters of its relevant documents (grade >= 1), plus ``extra`` clusters (e.g. of its own entities)."""
-    qids = list(query_ids) if query_ids is not None else [q for q, d in qrels.items() if any(g >= 1 for g in d.values())]
+    qids = (list(query_ids) if query_ids is not None
+            else [q for q, d in qrels.items() if any(g >= 1 for g in d.values())])
     out = {}
     for q in qids:
         cs: set[int] = set()

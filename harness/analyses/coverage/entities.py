@@ -84,7 +84,8 @@ def _store_cached(path: Path, data: Any) -> None:
 def spacy_entities(texts: Mapping[str, str], *, max_chars: int | None = 1000, fingerprint: str | None = None,
                    labels: Sequence[str] = ENTITY_LABELS, cache: bool = True) -> dict[str, list[str]]:
     """id -> normalised entity mentions (repeats kept, text order) found by spaCy NER; cached on disk by fingerprint."""
-    fingerprint = fingerprint or hashlib.sha256("\x00".join(f"{k}\x01{v}" for k, v in texts.items()).encode()).hexdigest()
+    fingerprint = fingerprint or hashlib.sha256(
+        "\x00".join(f"{k}\x01{v}" for k, v in texts.items()).encode()).hexdigest()
     path = None
     if cache:
         version = getattr(_spacy_module(), "__version__", "")
@@ -127,7 +128,8 @@ def parse_entity_lines(answer: str) -> list[dict[str, str]]:
 
 
 def llm_entities(texts: Mapping[str, str], client: Any, *, max_chars: int | None = 1000) -> dict[str, list[str]]:
-    """id -> normalised entity names extracted by the LLM (``prompts/coverage_entities.txt``, cached by the LLM layer)."""
+    """id -> normalised entity names extracted by the LLM (``prompts/coverage_entities.txt``, cached by the LLM
+    layer)."""
     from ...llm.client import ChatRequest, render
     from ...llm.estimate import chat_many_reporting
 

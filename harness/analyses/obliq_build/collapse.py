@@ -77,7 +77,8 @@ def collapse(ctx: Context, values: Mapping[str, str | None]) -> list[Cluster]:
     if not big:
         return finish(ctx, clusters, STAGE)
     # only clusters that could make the max_queries cut are worth a call (merging rarely lifts one past 3 times it)
-    big, unnamed = big[:CONSOLIDATE_FACTOR * ctx.options.max_queries], big[CONSOLIDATE_FACTOR * ctx.options.max_queries:]
+    cut = CONSOLIDATE_FACTOR * ctx.options.max_queries
+    big, unnamed = big[:cut], big[cut:]
     ctx.tally.add(STAGE, f"clusters beyond {CONSOLIDATE_FACTOR} x max_queries named by their most frequent value",
                   len(unnamed))
     _consolidate(ctx, big, docs_of)

@@ -174,7 +174,8 @@ class Tally:
 
 def id_answers(obj: dict | None, key: str, ids: Sequence[str], field: str, tally: Tally, stage: str) -> dict[str, Any]:
     """short id -> ``item[field]`` from ``obj[key]``, a list of ``{"id": ..., field: ...}``: an id the prompt did not
-    show (invented) or given again (repeated, the first kept) is counted and ignored, as is an item that is no object."""
+    show (invented) or given again (repeated, the first kept) is counted and ignored, as is an item that is no
+    object."""
     out: dict[str, Any] = {}
     items = obj.get(key) if isinstance(obj, dict) else None
     if not isinstance(items, list):

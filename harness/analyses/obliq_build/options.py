@@ -31,8 +31,9 @@ class ObliqBuildOptions(Options):
     ``labels``: a file of document id -> latent label (JSONL ``{"doc_id", "label"}`` or TSV ``doc_id<TAB>label``),
     which replaces annotation and collapse; ``labels_as``: ``queries`` (each label verbalised as a query, as a
     collapsed cluster would be) or ``documents`` (OBLIQ's Writing-Style: ``label_queries`` documents of each label serve
-    as queries, the label's other documents are their gold, and the query document is excluded from its own ranking). ``mode``: ``descriptive`` (one query per cluster of documents sharing an
-    attribute value) or ``recollection`` (one query per target passage, tip-of-the-tongue, opening styles varied).
+    as queries, the label's other documents are their gold, and the query document is excluded from its own ranking).
+    ``mode``: ``descriptive`` (one query per cluster of documents sharing an attribute value) or ``recollection`` (one
+    query per target passage, tip-of-the-tongue, opening styles varied).
     """
 
     lens: str

@@ -52,4 +52,5 @@ def main(src: str) -> None:
 
 if __name__ == "__main__":
     # default: the vendored copy of the landmarks' Wikidata facts (tasks/data/argus/, with its provenance)
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[1] / "argus" / "impliret_wknow_landmarks_wikidata.jsonl"))
+    default = Path(__file__).parents[1] / "argus" / "impliret_wknow_landmarks_wikidata.jsonl"
+    main(sys.argv[1] if len(sys.argv) > 1 else str(default))

@@ -73,7 +73,8 @@ def parse_split(text: str) -> tuple[float, float, float]:
 
 
 def split_indices(n: int, seed: int = 0, fractions: Sequence[float] = DEFAULT_SPLIT[:2]) -> dict[str, np.ndarray]:
-    """Seeded train/validation/test split (70/15/15 by default; test gets the rest); each part gets at least one item."""
+    """Seeded train/validation/test split (70/15/15 by default; test gets the rest); each part gets at least one
+    item."""
     if n < 5:
         raise GapbenchError(f"a probe needs at least 5 labelled entities (train/validation/test), got {n}.")
     order = np.random.default_rng(seed).permutation(n)
@@ -92,10 +93,10 @@ def rps_bins(values: np.ndarray, bins: int) -> np.ndarray:
 def rebalance_indices(y: np.ndarray, bins: int, seed: int = 0) -> np.ndarray:
     """Indices into ``y`` (RPS in [0, 1]) that oversample every non-empty bin to the size of the largest one.
 
-    Bin ``b`` of ``bins`` equal-width bins holds ``b/bins <= y < (b+1)/bins`` (1.0 falls in the last bin). Each bin keeps
-    all its items and draws the missing ones from itself with replacement (numpy's seeded generator); empty bins stay
-    empty. Returned sorted, so a training set keeps its order. ``rebalance_indices([0, 0, 0, .5], 2)`` -> [0, 1, 2, 3,
-    3, 3].
+    Bin ``b`` of ``bins`` equal-width bins holds ``b/bins <= y < (b+1)/bins`` (1.0 falls in the last bin). Each bin
+    keeps all its items and draws the missing ones from itself with replacement (numpy's seeded generator); empty bins
+    stay empty. Returned sorted, so a training set keeps its order. ``rebalance_indices([0, 0, 0, .5], 2)`` -> [0, 1, 2,
+    3, 3, 3].
     """
     y = np.asarray(y, dtype=float)
     if bins < 1:
@@ -112,8 +113,8 @@ def rebalance_indices(y: np.ndarray, bins: int, seed: int = 0) -> np.ndarray:
 
 def calibration(y: np.ndarray, pred: np.ndarray, bins: int = 10) -> dict:
     """Figure 7's data on ``bins`` equal-width RPS bins: a joint histogram ``density[i][j]`` (empirical bin i, predicted
-    bin j), the mean empirical RPS per predicted bin (the reliability curve; None where a bin is empty) and the residuals
-    (empirical - predicted): mean, median, std and a histogram on 2*bins bins over [-1, 1]."""
+    bin j), the mean empirical RPS per predicted bin (the reliability curve; None where a bin is empty) and the
+    residuals (empirical - predicted): mean, median, std and a histogram on 2*bins bins over [-1, 1]."""
     y = np.asarray(y, dtype=float)
     p = np.asarray(pred, dtype=float)
 

@@ -5,9 +5,9 @@ boosted trees (xgboost, package ``xgboost-cpu``) and an MLP (sklearn ``MLPRegres
 70/15/15 into train/validation/test (the authors' protocol as issue 14 reports it; the paper's text says only "a
 standard train/validation/test split"; ``split=(60, 20, 20)`` was gapbench's earlier default). The training split can
 be rebalanced over RPS bins (``rebalance_bins=100``, issue 14's account of the authors' code; not in the paper's text;
-see :func:`rebalance_indices`). Hyper-parameters **and** the family are chosen by validation RMSE over ``GRIDS`` (a reduced
-sweep, the default) or ``PAPER_GRIDS`` (appendix C.1); the test split is touched once, to report. (The authors' code
-selects the best configuration on the test split; gapbench does not.) Trivial baselines (all-zero, all-one, mean of
+see :func:`rebalance_indices`). Hyper-parameters **and** the family are chosen by validation RMSE over ``GRIDS`` (a
+reduced sweep, the default) or ``PAPER_GRIDS`` (appendix C.1); the test split is touched once, to report. (The authors'
+code selects the best configuration on the test split; gapbench does not.) Trivial baselines (all-zero, all-one, mean of
 train) are scored on the same test split.
 
 Metrics on test (Tables 1 and 3): RMSE, MAE, Pearson r, Spearman rho (null when a prediction is constant); the
@@ -162,7 +162,8 @@ class Probe:
             m = side.get("meta", {})
             raise ProbeMismatchError(
                 f"{side_path}: this probe was trained on embeddings of retriever {m.get('retriever', '?')!r} "
-                f"(pooling {m.get('pooling', '?')}, fingerprint {side['fingerprint'][:12]}), but the given retriever has "
+                f"(pooling {m.get('pooling', '?')}, fingerprint {side['fingerprint'][:12]}), but the given retriever "
+                f"has "
                 f"fingerprint {given[:12]}. A probe only reads the embedding space it was trained on: train one for "
                 "this retriever with `gapbench argus probe --retriever SPEC --out DIR`."
             )
