@@ -10,7 +10,8 @@ import random
 import numpy as np
 import pytest
 
-from gapbench.evaluation.comparison import Comparison, compare
+from gapbench.evaluation.comparison import compare
+from gapbench.schemas.comparison import Comparison
 from gapbench.errors import ConfigError, GapbenchError
 from gapbench.evaluation.evaluation import evaluate
 from gapbench.evaluation.stats import bootstrap_ci, holm, paired_t_test, randomization_test
