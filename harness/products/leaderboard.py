@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | N
     """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
     and refused when its scores.json disagrees; the board shows only the recomputed numbers. ``suite``: a registered
     suite's name or a :class:`gapbench.suites.Suite` (a board of your own tasks); default the submissions'.
-    ``data``: folders searched for a board's own tasks (:func:`gapbench.suites.locate`).
+    ``data``: folders searched for a board's own tasks (:func:`gapbench.products.board_suites.locate`).
 
     Invalid submissions are refused together: the :class:`SubmissionError` lists every problem of every one (its
     ``reports`` attribute holds their validation reports)."""
@@ -288,7 +289,8 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
     registered suite's (``leaderboards/impliret``) or a board of your own tasks (it holds suite.toml, written by
     ``gapbench leaderboard init``); ``data``: folders searched for such a board's tasks. Nothing is written unless
     every board builds; the invalid submissions of all boards are refused together."""
-    from ..suites import SUITE_FILE, is_suite, is_suite_folder, read_suite_file
+    from ..suites import is_suite
+    from .board_suites import SUITE_FILE, is_suite_folder, read_suite_file
 
     root = Path(root)
     if not root.is_dir():

@@ -40,7 +40,7 @@ class ValidationReport:
     data: dict[str, Any] = field(default_factory=dict, repr=False)  # task -> its loaded TaskData
     suite: Any = field(default=None, repr=False)  # the Suite the submission is checked against, once known
     tasks: dict[str, Any] = field(default_factory=dict, repr=False)  # task name -> its Task (a folder suite's own)
-    data_dirs: tuple = ()  # folders searched for a folder suite's tasks (gapbench.suites.locate)
+    data_dirs: tuple = ()  # folders searched for a folder suite's tasks (gapbench.products.board_suites.locate)
 
     def task(self, name: str):
         """The Task an entry of 'tasks' names: the suite's own (a folder suite) or the registered one."""

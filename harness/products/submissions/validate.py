@@ -11,13 +11,23 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...errors import GapbenchError, SubmissionError
 from ...schemas import (
-    FIELDS, FINGERPRINT, MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE, MAX_TASKS, MODEL_NAME, REVISION, SYSTEM_NAME,
-    TEXT_RULES, run_file_name, text_problem,
+    FIELDS,
+    FINGERPRINT,
+    MAX_PER_QUERY,
+    MAX_PROBLEMS_PER_FILE,
+    MAX_TASKS,
+    MODEL_NAME,
+    REVISION,
+    SYSTEM_NAME,
+    TEXT_RULES,
+    run_file_name,
+    text_problem,
 )
 from .files import MAX_JSON_BYTES, MAX_RUN_BYTES, RUN_SUFFIXES, Refused, check_tree, inside, json_type, read_json
 from .report import ValidationReport, registered_task
@@ -39,7 +49,7 @@ def validate_submission(
     With ``check_scores`` a present ``scores.json`` is recomputed from the runs and must match
     (``report.scores`` then holds the recomputation). A submission under a board of your own tasks
     (``<board>/submissions/<system>/`` beside ``<board>/suite.toml``) is checked against that suite; ``data``: folders
-    searched for its tasks' data (:func:`gapbench.suites.locate`).
+    searched for its tasks' data (:func:`gapbench.products.board_suites.locate`).
     """
     directory = Path(directory)
     report = ValidationReport(directory, data_dirs=tuple(Path(d) for d in data))
@@ -192,7 +202,8 @@ def _submission_suite(meta: dict, report: ValidationReport):
     """The suite of the board the submission is under (``<board>/submissions/<system>/`` beside suite.toml), else
     the registered suite 'suite' names; None when there is none (an error says why)."""
     from ...errors import UnknownNameError
-    from ...suites import SUITE_FILE, get_suite, is_suite_folder, read_suite_file
+    from ...suites import get_suite
+    from ..board_suites import SUITE_FILE, is_suite_folder, read_suite_file
 
     board = report.directory.parent.parent
     if report.directory.parent.name == "submissions" and is_suite_folder(board):
@@ -258,7 +269,7 @@ def _check_task_entry(directory: Path, name: str, entry: Any, suite, files: set[
 def _entry_task(name: str, suite, report: ValidationReport):
     """The task an entry names (the suite's own for a folder suite, else the registered one), or None (an error says
     why); an error too when it is not in the suite."""
-    from ...suites import FolderSuite
+    from ..board_suites import FolderSuite
 
     task = None
     if isinstance(suite, FolderSuite):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ...errors import ConfigError, SubmissionError
 from ...schemas import FIELDS, SYSTEM_NAME, run_file_name, text_problem
-from ...suites import FolderSuite, Suite
+from ...suites import Suite
+from ..board_suites import FolderSuite
 from .files import sha256_file
 from .score import check_bootstrap, compute_scores
 from .validate import FORMAT_VERSION, check_submission
@@ -25,7 +27,7 @@ def write_submission(
 
     ``k`` keeps the top k per query; ``digits`` rounds scores to that many significant digits (smaller files; the
     submitted, rounded scores are what gets scored). ``suite``: a registered suite's name, or a :class:`Suite` (a
-    board of your own tasks, :class:`gapbench.suites.FolderSuite`, whose tasks ``runs`` names).
+    board of your own tasks, :class:`gapbench.products.board_suites.FolderSuite`, whose tasks ``runs`` names).
     """
     import gapbench
 
@@ -74,8 +76,8 @@ def submission_from_run_dirs(
 
     Each run directory's manifest is checked against the task it names (its corpus and queries fingerprints, where
     that task's data is on this machine) before anything is written: a run of another task that shares its ids is
-    not filed under this one. For a board of your own tasks (a :class:`gapbench.suites.FolderSuite`) each run is
-    filed under the suite's task whose fingerprint its manifest records (:func:`task_of_run`)."""
+    not filed under this one. For a board of your own tasks (a
+    :class:`gapbench.products.board_suites.FolderSuite`) each run is filed under the suite's task whose fingerprint its manifest records (:func:`task_of_run`)."""
     from ...identity import check_run_data
     from ...store import load_manifest, load_run
     from ...task import get_task
@@ -143,7 +145,8 @@ def _jsonable(value: Any) -> Any:
 def score_submission(directory: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0,
                      data: Iterable[str | os.PathLike] = ()) -> dict:
     """Validate, evaluate every run with its task's measures, and write ``scores.json`` beside submission.json.
-    ``data``: folders searched for the tasks of a board of your own tasks (:func:`gapbench.suites.locate`)."""
+    ``data``: folders searched for the tasks of a board of your own tasks
+    (:func:`gapbench.products.board_suites.locate`)."""
     import gapbench
 
     from ...files import atomic_writer
