@@ -269,7 +269,11 @@ def test_submit_validate_a_shipped_submission(installed):
     run.write_bytes(run.read_bytes() + b"\0")
     bad = gapbench("submit", "validate", "sub", expect=2)
     assert "sha256 mismatch for runs/impliret__multispeaker__wknow.trec.gz" in bad.stderr
-    assert bad.stderr.startswith("gapbench: error: ") and bad.stderr.count("\n") == 1
+    # submit validate's layout: one summary line, then each file as a heading and one indented line per error
+    lines = bad.stderr.splitlines()
+    assert lines[0] == "gapbench: error: invalid submission sub: 1 error in 1 file (exit 2)"
+    assert lines[1] == "sub/submission.json:" and lines[2].startswith("  task 'impliret/multispeaker/wknow': sha256")
+    assert len(lines) == 3
 
 
 @pytest.mark.slow
