@@ -218,8 +218,8 @@ def test_compare_str(comparison):
     assert re.search(r"\][a-c]", bad_line) is None  # bad beats nobody
 
 
-def test_compare_to_dict(comparison):
-    d = comparison.to_dict()
+def test_compare_json(comparison):
+    d = comparison.model_dump(mode="json", exclude_unset=True)  # gapbench compare --json
     assert d["correction"] == "holm"
     assert [s["system"] for s in d["systems"]] == ["good", "mid", "bad"]
     assert len(d["tests"]) == 6
