@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,12 +92,10 @@ TASKS: Registry[Task] = Registry(
 )
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str | Task | os.PathLike[str]) -> Task:
     """A registered task by name (``NAME`` or ``NAME:key=value,...``), or a local BEIR-format folder given as a path."""
     if isinstance(name, Task):
         return name
-    import os
-
     from .settings import build
     from .specs import check_one_line, parse_spec
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from gapbench.formats import write_text_atomic
+from gapbench.files import write_text_atomic
 
 OUT = Path(__file__).with_name("landmarks_kb.jsonl")
 
