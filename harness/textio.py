@@ -10,7 +10,7 @@ import io
 import os
 import zlib
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Generator
 
 from .errors import DataFormatError
 from .files import GZIP_LEVEL
@@ -103,7 +103,7 @@ def open_text(path: PathLike, mode: str = "rt") -> IO[str]:
 
 
 def text_lines(path: PathLike, max_bytes: int = MAX_JSONL_LINE_BYTES, *,
-               columns: bool = False) -> Iterator[tuple[int, str]]:
+               columns: bool = False) -> Generator[tuple[int, str], None, None]:
     """(line number, text) of every line, without its line end, decoded from UTF-8 in one pass over the file.
 
     The file is read and decoded in blocks, which keeps the per-line cost to a split; CRLF ends become LF. With

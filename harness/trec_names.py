@@ -72,7 +72,7 @@ def from_trec(text: str) -> str | None:
         raise TrecNameError(f"trec_eval's {_UNSUPPORTED.get(family, family)} has no ir-measures equivalent, so "
                             f"gapbench does not compute it; its trec_eval measures are {', '.join(NAMES)}")
     found = _BY_NAME.get(family) if m else None
-    if found is None:
+    if m is None or found is None:
         return _ir_case(text)
     param = m.group("param")
     name, template, takes = found
