@@ -144,7 +144,7 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     if not dirs:
         raise RegressionInputError(f"{directory}: holds no run directory (no */results.json); write one with "
                                    "`gapbench run TASK -r RETRIEVER --output DIR/NAME`.")
-    out = {}
+    out: dict[str, tuple[Path, Any]] = {}  # task key -> (run directory, its results)
     for d in dirs:
         res = load_results(d)
         ident = identity_of(d, res, check_name=False)
