@@ -383,6 +383,8 @@ def _judging_lines(j: QueryJudging | None, whose: str) -> list[str]:
 def _synthetic_lines(r: CoverageReport) -> list[str]:
     """The ``Synthetic queries`` section: counts, how they were judged, each query, the augmented metrics."""
     sy = r.synthetic
+    if sy is None:
+        return []
     lines = ["", "## Synthetic queries", "",
              f"Requested {sy.requested}, generated {sy.generated}, rejected for copying the title "
              f"{sy.rejected_copy}, rejected by the judge {sy.rejected_judge}, accepted {sy.accepted}.", ""]
