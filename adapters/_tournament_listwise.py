@@ -213,7 +213,7 @@ def answers_summary(total: dict, per_query: dict | None = None) -> dict:
     """JSON-ready outcome counts: the four outcomes, ``rankings`` (their sum), ``fallback_rate`` (fallback share,
     0 without rankings), ``reask_calls``, ``fallback_ids``, and ``per_query`` rows of the same shape."""
     def row(r: dict) -> dict:
-        out = {k: int(r.get(k, 0)) for k in _OUTCOMES + ("reask_calls", "fallback_ids")}
+        out: dict[str, float] = {k: int(r.get(k, 0)) for k in _OUTCOMES + ("reask_calls", "fallback_ids")}
         out["rankings"] = sum(out[k] for k in _OUTCOMES)
         out["fallback_rate"] = out["fallback"] / out["rankings"] if out["rankings"] else 0.0
         return out

@@ -65,7 +65,7 @@ class OpenAIEmbed:
         self.max_retries, self.timeout = max_retries, timeout
         self._client = None
         self._client_lock = threading.Lock()
-        self._doc_emb = None
+        self._doc_emb: np.ndarray | None = None
         from gapbench.llm.client import LLMConfig
 
         # checked now (URL, time limits from $GAPBENCH_LLM_*), so a wrong endpoint is reported before any work

@@ -16,6 +16,7 @@ their manifest recorded (:func:`recorded_spec`).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -80,7 +81,7 @@ def task_label(name: str, key: str) -> str:
     return f"{base or name} [{key}]"
 
 
-def identity_of(directory: str | Path, results, *, check_name: bool = True) -> RunIdentity:
+def identity_of(directory: str | os.PathLike[str], results, *, check_name: bool = True) -> RunIdentity:
     """The :class:`RunIdentity` of the run directory ``directory`` whose Results are ``results`` (its manifest is
     read and checked by :func:`gapbench.store.read_manifest`). A manifest naming another task than results.json is an
     error, or with ``check_name=False`` (pairing directories, before the costly checks that report it) left to them."""

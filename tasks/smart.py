@@ -165,7 +165,7 @@ def parse_records(path: str | Path) -> list[dict]:
                 raise DataFormatError(f"text in record {current['id']!r} before any field line such as '.W': "
                                       f"{line.strip()[:60]!r}.", path=path, line=n)
             current[field].append(line)
-        elif field is not None:
+        elif field is not None and current is not None:  # a field line has a record
             current[field].append(line)
     if not out:
         raise DataFormatError("no SMART records ('.I ID' lines) found.", path=path)
