@@ -2,7 +2,8 @@
 
 from .build import build_obliq
 from .estimate import estimate, render as render_estimate
-from .options import ObliqBuildError, ObliqBuildOptions, read_lens
+from ...errors import ObliqBuildError
+from .options import ObliqBuildOptions, read_lens
 from ...schemas.obliq_build import ObliqBuildReport
 
 __all__ = ["ObliqBuildError", "ObliqBuildOptions", "ObliqBuildReport", "build_obliq", "estimate", "read_lens",

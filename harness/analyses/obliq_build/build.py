@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ...errors import ConfigError, DataFormatError, GapbenchError
+from ...errors import ConfigError, DataFormatError, GapbenchError, ObliqBuildError
 from ...types import Corpus, Document
 from . import annotate as st_annotate
 from . import collapse as st_collapse
@@ -37,7 +37,7 @@ from . import recollect as st_recollect
 from .context import CHECKPOINTS, Context
 from .estimate import estimate, with_time
 from .llmio import Prompts, structured_style
-from .options import ObliqBuildError, ObliqBuildOptions
+from .options import ObliqBuildOptions
 from ...schemas.obliq_build import ObliqBuildReport, StageIO
 from .write import FILES, write_card, write_task
 

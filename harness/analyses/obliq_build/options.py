@@ -15,7 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import field_validator, model_validator
 
 from ...contract import Options, Seed
-from ...errors import ConfigError, ObliqBuildError
+from ...errors import ConfigError
 
 MODES = ("descriptive", "recollection")
 LENS_FILE_SUFFIXES = (".txt", ".md")
