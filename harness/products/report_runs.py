@@ -167,16 +167,16 @@ def distribution(values: Sequence[float]) -> Distribution:
 
 def win_tie_loss(a: Any, b: Any, measure: str, qids: Sequence[str]) -> WinTieLoss:
     """The queries on which ``a`` scores above, equal to (within 1e-12) and below ``b``."""
-    w = t = l = 0
+    wins = ties = losses = 0
     for q in qids:
         diff = a.per_query[measure][q] - b.per_query[measure][q]
         if abs(diff) <= _TIE:
-            t += 1
+            ties += 1
         elif diff > 0:
-            w += 1
+            wins += 1
         else:
-            l += 1
-    return WinTieLoss(measure=measure, a=a.system, b=b.system, wins=w, ties=t, losses=l)
+            losses += 1
+    return WinTieLoss(measure=measure, a=a.system, b=b.system, wins=wins, ties=ties, losses=losses)
 
 
 def per_query_section(results: Sequence[Any], main: str, measures: Sequence[str]) -> tuple[PerQuery, Section]:
