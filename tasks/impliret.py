@@ -36,7 +36,7 @@ PUBLISHED_BM25_NDCG10 = {
 
 
 def packaged_file(config: str, split: str):
-    return resources.files("gapbench.tasks").joinpath("data", "impliret", f"{SPLITS[split]}_{CONFIGS[config]}.jsonl.gz")
+    return resources.files("gapbench.tasks") / "data" / "impliret" / f"{SPLITS[split]}_{CONFIGS[config]}.jsonl.gz"
 
 
 def _build(rows: list[tuple[int, dict]], source: str) -> TaskData:

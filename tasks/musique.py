@@ -29,7 +29,7 @@ import hashlib
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
 from gapbench.formats import read_jsonl
@@ -132,6 +132,7 @@ def make_task(source: str = "packaged", path: str | None = None, revision: str =
         raise ConfigError(f"musique source {source!r}: choose source=packaged (shipped slice), source=hub "
                           f"({HF_DATASET}), or give a local file with path=FILE.")
     path = path or os.environ.get(ENV_VAR)
+    loader: Callable[[], TaskData]
     if path:
         loader, src, rev, n_queries = functools.partial(load_file, path), f"local file {path}", "local", None
     elif source == "hub":

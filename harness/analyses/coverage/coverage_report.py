@@ -61,9 +61,9 @@ def sample_docs(strata: Strata, corpus: Corpus, c: int, n: int = 3) -> list[dict
     return out
 
 
-def missing_strata(strata: Strata, corpus: Corpus, counts: Sequence[int]) -> list[dict]:
+def missing_strata(strata: Strata, corpus: Corpus, counts: Sequence[int]) -> list[dict[str, Any]]:
     """Clusters no query touches, heaviest first, each with sample documents."""
-    missing = [{"cluster_id": c, "label": strata.label(c), "mass": strata.mass(c),
+    missing: list[dict[str, Any]] = [{"cluster_id": c, "label": strata.label(c), "mass": strata.mass(c),
                 "sample_docs": sample_docs(strata, corpus, c)} for c in range(strata.k) if counts[c] == 0]
     missing.sort(key=lambda m: (-m["mass"], m["cluster_id"]))
     return missing
