@@ -133,7 +133,7 @@ class BatchPlan:
 
     @classmethod
     def consecutive(cls, texts: Sequence[str], batch_size: int, encode: Callable[[list[str]], Any],
-                    key: str, assemble: Callable[[Any], Any] | None = None) -> "BatchPlan":
+                    key: str, assemble: Callable[[Any], Any] | None = None) -> BatchPlan:
         """Batches of ``batch_size`` consecutive texts, each given to ``encode`` as a list."""
         bounds = [(lo, min(len(texts), lo + batch_size)) for lo in range(0, len(texts), batch_size)]
         sizes = [hi - lo for lo, hi in bounds]
