@@ -41,6 +41,7 @@ CLI_ONLY = {
     "argus probe": {"retriever", "entities", "relations", "dataset", "out", "as_json"},
     "argus sweep": {"retriever", "entities", "relations", "dataset", "out", "no_plot"},
     "argus compare": {"task", "retriever", "as_json", *SAMPLING},
+    "regress": {"baseline", "candidate", "junit", "summary", "output", "data"},
 }
 
 

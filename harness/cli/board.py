@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from .contract import Flags
+from .from_options import FromOptions, add_command, command
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
     board_app.command("build")(board_build)
     board_app.command("export-mteb")(board_export_mteb)
     board_app.command("export-trec")(board_export_trec)
-    app.command("regress")(regress_cmd)
+    add_command(app, "regress", regress_cmd)
 
 
 DATA_HELP = ("A folder searched for the data of a board's own tasks (suite.toml) by fingerprint, when it is not at "
@@ -189,28 +190,21 @@ def board_export_trec(
         typer.echo(f"wrote {path}")
 
 
-# the gate's settings are RegressOptions' fields; the result sets, the data and the report paths are inputs
-REGRESS = Flags("regress", "gapbench.products.regress:RegressOptions",
-                cli_only={"baseline", "candidate", "junit", "summary", "output", "data"})
+# the gate's settings are RegressOptions' fields (--permutations sets n_permutations); the result sets, the data and
+# the report paths are the command's own
+REGRESS = FromOptions("regress", "gapbench.products.regress:RegressOptions", renamed={"permutations": "n_permutations"})
 
 
+@command(REGRESS)
 def regress_cmd(
-    ctx: typer.Context,
     baseline: Path = typer.Option(..., "--baseline", help="Folder of run directories (one per task): the stored "
                                                           "baseline."),
     candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
-    measure: str = typer.Option("nDCG@10", "--measure", help="Stored measure to gate on."),
-    max_drop: float = typer.Option(0.01, "--max-drop", help="Tolerated drop of the mean (absolute)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level after Holm correction over tasks."),
-    n_permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of the paired test (1 to 10,000,000; "
-                                       "enough for a Holm p below --alpha)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sign flips (0 or more)."),
+    options=None,  # RegressOptions, from its fields' flags
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. "
                                                                    "$GITHUB_STEP_SUMMARY)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
-    rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
-                                "its data is on this machine), always (or exit 2) or never."),
     data: Optional[List[str]] = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
                                              "or local/trec:... files) for runs made on it at another path; "
                                              "repeatable."),
@@ -220,7 +214,6 @@ def regress_cmd(
     from ..products.regress import regress, write_report
     from .common import fail
 
-    options = REGRESS.build(ctx.params)
     # the report paths, checked before the gate runs (write_report checks them too, naming no flag)
     for flag, path in (("--junit", junit), ("--summary", summary), ("--output", output and output / "regress.json"),
                        ("--output", output and output / "regress.md")):

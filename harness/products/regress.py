@@ -57,9 +57,9 @@ class RegressOptions(Options):
     max_drop: float = Field(0.01, ge=0, allow_inf_nan=False, strict=True,
                             description="The tolerated drop of the mean (absolute, baseline - candidate).")
     alpha: Alpha = Field(0.05, description="The significance level, after Holm's correction over the tasks.")
-    n_permutations: Permutations = Field(10_000, description="Sign flips of the paired randomization test (at most "
-                                                             "10,000,000).")
-    seed: Seed = Field(0, description="Seed of the sign flips.")
+    n_permutations: Permutations = Field(10_000, description="Sign flips of the paired randomization test (1 to "
+                                                             "10,000,000; enough for a Holm p below alpha).")
+    seed: Seed = Field(0, description="Seed of the sign flips (0 or more).")
     rescore: Literal["auto", "always", "never"] = Field(
         "auto", description="Re-score run.trec.gz against the task's qrels: auto (when its data is on this machine), "
                             "always (or refuse) or never (check consistency only).")
