@@ -57,7 +57,7 @@ def _register_commands() -> None:
     other command still works."""
     from ..plugins import usable_analyses
     from . import board as cli_board
-    from . import cache as cli_cache
+    from . import cache_command as cli_cache
     from . import compare as cli_compare
     from . import evaluate as cli_evaluate
     from . import local_llm as cli_local_llm

@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 from ..errors import (ConfigError, GapbenchError, LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError,
                       MissingDependencyError, UnknownNameError)
-from .cache import ResponseCache, cache_key
+from .response_cache import ResponseCache, cache_key
 from .competence import CompetenceWatch, prompt_text
 from .competence import active as active_watch
 from .config import DEFAULT_BASE_URL, _MAX_TOKENS_CAP, _RESERVED, LLMConfig, command_settings, parse_extra, redact_url

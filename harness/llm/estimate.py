@@ -38,7 +38,7 @@ def is_embedded(llm: Any) -> bool:
 
 def uncached(llm: Any, requests: Sequence[Any]) -> list[Any]:
     """The requests whose answers are not in ``llm``'s cache yet (those cost a call)."""
-    from .cache import cache_key
+    from .response_cache import cache_key
 
     cache = getattr(llm, "cache", None)
     if cache is None:

@@ -112,8 +112,8 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
     submissions cache under the run's sha256, the task data and this code, so a rebuild parses only new runs."""
     from ..analyses.signals.definitions import compute_signals, weak_labels
     from ..types import Run
-    from .submissions.cache import cache_path, cache_read, cache_write
-    from .submissions.report import ValidationReport, task_data
+    from .submissions.score_cache import cache_path, cache_read, cache_write
+    from .submissions.validation_report import ValidationReport, task_data
     from .submissions.runs import check_run_file
 
     t = report.task(task)

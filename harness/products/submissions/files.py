@@ -23,7 +23,7 @@ from ...formats import StrictJSONError, file_digest, parse_json_strict
 from ...schemas import MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE
 
 if TYPE_CHECKING:
-    from .report import ValidationReport
+    from .validation_report import ValidationReport
 
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
 MAX_RUN_TEXT_BYTES = 100_000_000  # per run file once gunzipped

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...schemas import ISO_DATETIME, MAX_RESAMPLES, PACKAGE, VERSION, text_problem
-from .cache import cache_path, cache_read, cache_write
+from .score_cache import cache_path, cache_read, cache_write
 from .files import MAX_SCORES_BYTES, Refused, json_type, read_json
-from .report import ValidationReport, task_data
+from .validation_report import ValidationReport, task_data
 from .runs import check_run_file
 
 SHOWN_DIFFERENCES = 5  # between scores.json and its recomputation; the rest are counted
