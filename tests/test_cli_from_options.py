@@ -42,6 +42,7 @@ CLI_ONLY = {
     "argus sweep": {"retriever", "entities", "relations", "dataset", "out", "no_plot"},
     "argus compare": {"task", "retriever", "as_json", *SAMPLING},
     "regress": {"baseline", "candidate", "junit", "summary", "output", "data"},
+    "leaderboard build": {"root", "data"},
 }
 
 

@@ -13,7 +13,6 @@ from typing import List, Optional
 
 import typer
 
-from .contract import Flags
 from .from_options import FromOptions, add_command, command
 
 
@@ -30,7 +29,7 @@ def register(app: typer.Typer) -> None:
     submit_app.command("validate")(submit_validate)
     submit_app.command("score")(submit_score)
     board_app.command("init")(board_init)
-    board_app.command("build")(board_build)
+    add_command(board_app, "build", board_build)
     board_app.command("export-mteb")(board_export_mteb)
     board_app.command("export-trec")(board_export_trec)
     add_command(app, "regress", regress_cmd)
@@ -131,20 +130,16 @@ def board_init(
                f"... --out {folder / 'submissions' / 'NAME'}")
 
 
-# the flags of `leaderboard build` onto LeaderboardOptions; the root folder is where the boards are, not a setting
-BUILD = Flags("leaderboard build", "gapbench.products.leaderboard:LeaderboardOptions", cli_only={"root", "data"},
-              renamed={"resamples": "n_resamples", "permutations": "n_permutations"})
+# the flags of `leaderboard build` are LeaderboardOptions' fields (--resamples and --permutations set n_resamples and
+# n_permutations); the root folder is where the boards are and --data where their data is, not settings
+BUILD = FromOptions("leaderboard build", "gapbench.products.leaderboard:LeaderboardOptions",
+                    renamed={"resamples": "n_resamples", "permutations": "n_permutations"})
 
 
+@command(BUILD)
 def board_build(
-    ctx: typer.Context,
     root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
-    seed: int = typer.Option(0, "--seed",
-                             help="Seed of the bootstrap and of the paired tests' sign flips (0 or more)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the paired tests after Holm correction."),
-    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of the average's CI and of rank "
-                                  "stability."),
-    permutations: int = typer.Option(10_000, "--permutations", help="Sign flips of each paired test."),
+    options=None,  # LeaderboardOptions, from its fields' flags
     data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Render <root>/<suite>/README.md, index.html, leaderboard.json and systems/<system>.html (each row's miss
@@ -154,7 +149,6 @@ def board_build(
     from ..errors import SubmissionError
     from ..products.leaderboard import build_boards
 
-    options = BUILD.build(ctx.params)
     try:
         written = build_boards(root, options, data=data or ())
     except SubmissionError as exc:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..errors import SubmissionError
@@ -54,10 +55,10 @@ class LeaderboardOptions(Options):
     it. ``n_resamples``: bootstrap resamples of the Full Benchmark Avg.'s CI and of rank stability. ``n_permutations``:
     sign flips of each paired test. ``seed``: of both."""
 
-    alpha: Alpha = ALPHA
-    n_resamples: Resamples = 1000
-    n_permutations: Permutations = 10_000
-    seed: Seed = 0
+    alpha: Alpha = Field(ALPHA, description="Significance level of the paired tests after Holm correction.")
+    n_resamples: Resamples = Field(1000, description="Bootstrap resamples of the average's CI and of rank stability.")
+    n_permutations: Permutations = Field(10_000, description="Sign flips of each paired test.")
+    seed: Seed = Field(0, description="Seed of the bootstrap and of the paired tests' sign flips (0 or more).")
 
 
 # ---------------------------------------------------------------- building
