@@ -7,38 +7,45 @@ from typing import List, Optional
 
 import typer
 
+from .from_options import FromOptions, add_command, command
+
+
+# --measure, --alpha, --n-permutations and --seed are ReportOptions' fields (gapbench.products.report_build); the task,
+# the run directories, the analysis folders and the output folder are the command's own
+FLAGS = FromOptions("report", "gapbench.products.report_build:ReportOptions")
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to the main app."""
+    add_command(app, "report", report_cmd)
 
-    @app.command("report")
-    def report_cmd(
-        task: str = typer.Argument(..., help="The task the run directories were made on."),
-        run_dirs: List[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
-        analyses: Optional[List[Path]] = typer.Option(
-            None, "--analyses", "-a",
-            help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses "
-                 "B."),
-        out: Path = typer.Option(Path("report"), "--out", "-o", help="Write report.html, report.md, report.json here."),
-        measure: Optional[str] = typer.Option(None, "--measure", help="Main measure (default: the first stored one)."),
-        alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Holm-corrected tests."),
-        seed: int = typer.Option(0, "--seed"),
-    ) -> None:
-        """A self-contained HTML gap report (plus Markdown and JSON): measures with CIs, significance, per-query
-        distributions, and every analysis that has been run for the task."""
-        from .common import check_output
-        from ..products.report_build import build_report
 
-        check_output(out, run_dir=False, option="out")
-        run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
-        report = build_report(task, run_dirs, analyses, measure=measure, alpha=alpha, seed=seed)
-        paths = report.save(out)
-        data = report.data
-        shown = ", ".join(a.kind for a in data.analyses) or "none"
-        typer.echo(f"{task}: {len(data.systems)} systems, analyses: {shown}; not run: "
-                   f"{', '.join(data.not_run) or 'none'}")
-        for kind in ("html", "md", "json"):
-            typer.echo(f"  {paths[kind]}")
+@command(FLAGS)
+def report_cmd(
+    task: str = typer.Argument(..., help="The task the run directories were made on."),
+    run_dirs: List[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
+    analyses: Optional[List[Path]] = typer.Option(
+        None, "--analyses", "-a",
+        help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses "
+             "B."),
+    out: Path = typer.Option(Path("report"), "--out", "-o", help="Write report.html, report.md, report.json here."),
+    options=None,  # ReportOptions, from its fields' flags
+) -> None:
+    """A self-contained HTML gap report (plus Markdown and JSON): measures with CIs, significance, per-query
+    distributions, and every analysis that has been run for the task."""
+    from .common import check_output
+    from ..products.report_build import build_report
+
+    check_output(out, run_dir=False, option="out")
+    run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
+    report = build_report(task, run_dirs, analyses, options)
+    paths = report.save(out)
+    data = report.data
+    shown = ", ".join(a.kind for a in data.analyses) or "none"
+    typer.echo(f"{task}: {len(data.systems)} systems, analyses: {shown}; not run: "
+               f"{', '.join(data.not_run) or 'none'}")
+    for kind in ("html", "md", "json"):
+        typer.echo(f"  {paths[kind]}")
 
 
 def split_analysis_folders(paths: List[Path], analyses: List[Path]) -> tuple[List[Path], List[Path]]:

@@ -74,10 +74,11 @@ def regress(baseline: Any, candidate: Any, options: Any = None, *, data: Sequenc
     return report.model_copy(update={"baseline": base_label, "candidate": cand_label})
 
 
-def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, task: str | None = None,
-           **options: Any):
-    """:func:`gapbench.products.report_build.build_report` (same options) over run directories or :func:`gapbench.run`
-    results of one task; ``task`` defaults to the task the first run names."""
+def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), options: Any = None, *,
+           task: str | None = None, **settings: Any):
+    """:func:`gapbench.products.report_build.build_report` (same :class:`~gapbench.products.report_build.ReportOptions`
+    and settings) over run directories or :func:`gapbench.run` results of one task; ``task`` defaults to the task the
+    first run names."""
     from ..store import load_results
     from .report_build import build_report
 
@@ -91,7 +92,7 @@ def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), *, t
         if task is None:
             first = runs[0]
             task = first.task if is_run_result(first) else load_results(first).task
-        built = build_report(task, dirs, analyses, **options)
+        built = build_report(task, dirs, analyses, options, **settings)
     labels = {str(d): _label(r) for d, r in zip(dirs, runs) if is_run_result(r)}
     systems = [s.model_copy(update={"run_dir": labels.get(s.run_dir, s.run_dir)}) for s in built.data.systems]
     built.data = built.data.model_copy(update={"systems": systems})

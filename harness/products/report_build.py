@@ -64,9 +64,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Optional, Sequence
 
-from ..errors import ConfigError
+from pydantic import Field
+
+from ..contract import Alpha, Options, Permutations, Seed, Text
+from ..errors import ConfigError, OptionsError
 from ..files import output_folder, write_bytes_atomic, write_text_atomic
 from ..schemas.report import ReportAnalysis, ReportData, ReportSystem, ReportTest
 from .report_analyses import KNOWN_ANALYSES, find_analyses
@@ -111,24 +114,41 @@ class Report:
         return paths
 
 
+class ReportOptions(Options):
+    """The settings of a gap report: its main measure and the paired tests between its systems.
+
+    >>> ReportOptions(measure="R@100", alpha=0.01)  # doctest: +SKIP
+    """
+
+    measure: Optional[Text] = Field(None, description="Main measure (default: the first stored one).")
+    alpha: Alpha = Field(0.05, description="Significance level of the Holm-corrected tests.")
+    n_permutations: Permutations = Field(10_000, description="Sign flips of each paired randomization test.")
+    seed: Seed = Field(0, description="Seed of the bootstrap CIs and of the paired tests' sign flips (0 or more).")
+
+
 def build_report(
     task: str,
     run_dirs: Sequence[str | os.PathLike],
     analyses: Sequence[str | os.PathLike] = (),
-    *,
-    measure: str | None = None,
-    alpha: float = 0.05,
-    n_permutations: int = 10_000,
-    seed: int = 0,
+    options: ReportOptions | None = None,
+    **settings: Any,
 ) -> Report:
-    """Read run directories and analyses of one task into a :class:`Report` (nothing is written)."""
+    """Read run directories and analyses of one task into a :class:`Report` (nothing is written), with ``options``
+    (or the defaults, changed by ``settings``: ``build_report(task, dirs, alpha=0.01)``); a setting no report can be
+    built with raises :class:`~gapbench.errors.OptionsError` before anything is read."""
     from .. import __version__
     from ..evaluation.comparison import compare
 
+    if options is None:
+        options = ReportOptions()
+    elif not isinstance(options, ReportOptions):
+        raise OptionsError("report", [("options", f"must be a ReportOptions, got {type(options).__name__}; give "
+                                                  "ReportOptions(...) or the settings as keywords (alpha=0.01)")])
+    if settings:
+        options = options.replace(**settings)
     if not run_dirs:
         raise ConfigError("a report needs at least one run directory (made by `gapbench run TASK -r NAME -o DIR`).")
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha must be between 0 and 1, got {alpha}.")
+    measure, alpha, n_permutations, seed = options.measure, options.alpha, options.n_permutations, options.seed
     results, measures, main, aliases = comparable_runs(task, run_dirs, measure)
     res_list = [r for _, r in results]
     cmp = compare(res_list, alpha=alpha, n_permutations=n_permutations, seed=seed) if len(res_list) > 1 else None
