@@ -43,7 +43,12 @@ CLI_ONLY = {
     "argus compare": {"task", "retriever", "as_json", *SAMPLING},
     "regress": {"baseline", "candidate", "junit", "summary", "output", "data"},
     "leaderboard build": {"root", "data"},
+    "report": {"task", "run_dirs", "analyses", "out"},
+    "obliq build": {"corpus", "as_json", *SAMPLING},
 }
+
+# the required settings' values a command's options are built with when its defaults are checked
+REQUIRED = {"obliq build": {"lens": "the stance a tweet implies", "out": Path("task")}}
 
 
 def _command(path: str):
@@ -76,13 +81,18 @@ def test_parameters_are_the_fields_plus_the_cli_only_ones(name):
 def test_each_generated_flag_is_its_field(name):
     flags = REGISTRY[name]
     params = {p.name: p for p in _command(name).params}
+    required = REQUIRED.get(name, {})
     for param, field, info in flags.settings():
         p = params[param]
         assert p.help == help_text(info.description) and p.help, (name, param)
         assert f"--{param.replace('_', '-')}" in p.opts + p.secondary_opts, (name, param, p.opts)
+        if info.is_required():  # a required setting is a required flag (obliq build's --lens and --out)
+            assert p.required, (name, param)
+            continue
         # the flag's default, read as a value given on the command line is, builds the field's default
         value = _collection(p, p.default)
-        assert flags.options(**flags.values({param: value})) == flags.options(), (name, param, p.default)
+        assert flags.options(**required, **flags.values({param: value})) == flags.options(**required), \
+            (name, param, p.default)
 
 
 @pytest.mark.parametrize("name", sorted(CLI_ONLY))

@@ -209,14 +209,14 @@ def test_a_refused_setting_names_the_flag_on_the_command_line(corpus, tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and not (tmp_path / "t").exists()
     # every refused setting, in the order ObliqBuildOptions declares them
-    assert err == ("gapbench: error: --leak-df must be a share in (0, 1], got 1.5; --pool-depth must be 1 or more, "
-                   "got 0.\n")
+    assert err == ("gapbench: error: --leak-df must be a share in (0, 1], got 1.5; --pool-depth must be greater than "
+                   "or equal to 1, got 0.\n")
 
 
 def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
     with pytest.raises(ConfigError, match="ObliqBuildOptions: lens is empty; describe the latent attribute"):
         ObliqBuildOptions(lens="  ", out=tmp_path / "t")
-    with pytest.raises(ConfigError, match="ObliqBuildOptions: pool_depth must be 1 or more, got 0"):
+    with pytest.raises(ConfigError, match="ObliqBuildOptions: pool_depth must be greater than or equal to 1, got 0"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", pool_depth=0)
     with pytest.raises(ConfigError, match="min_cluster 5 is above max_cluster 2"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", min_cluster=5, max_cluster=2)

@@ -1,8 +1,10 @@
-"""The one settings object of ``gapbench obliq build`` (:class:`ObliqBuildOptions`) and its error.
+"""The one settings object of ``gapbench obliq build`` (:class:`ObliqBuildOptions`).
 
-Every field is checked when the object is made (:class:`gapbench.contract.Options`); an error names the field
-(``ObliqBuildOptions: pool_depth must be 1 or more, got 0``), never a command-line flag: the CLI maps its flags onto
-these fields in one place (:mod:`gapbench.cli.contract`).
+Every field is checked when the object is made (:class:`gapbench.contract.Options`; the counts by the contract's shared
+types, :data:`~gapbench.contract.Positive`, :data:`~gapbench.contract.BatchSize`, :data:`~gapbench.contract.Depth`); an
+error names the field (``ObliqBuildOptions: pool_depth must be greater than or equal to 1, got 0``), never a
+command-line flag: the command line's flags are generated from these fields (:mod:`gapbench.cli.from_options`), each
+field's description being its flag's help.
 
     options = ObliqBuildOptions(lens="the failure mode the assistant shows", out="my-task", sample=500, seed=1)
 """
@@ -12,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ...contract import Options, Seed
+from ...contract import BatchSize, Depth, Options, Positive, Seed
 from ...errors import ConfigError
 
 MODES = ("descriptive", "recollection")
@@ -36,38 +38,44 @@ class ObliqBuildOptions(Options):
     query per target passage, tip-of-the-tongue, opening styles varied).
     """
 
-    lens: str
-    out: Path
-    mode: Literal["descriptive", "recollection"] = "descriptive"
-    labels: Optional[Path] = None
-    labels_as: Literal["queries", "documents"] = "queries"
-    label_queries: int = 1
-    max_docs: Optional[int] = None
-    sample: Optional[int] = None
-    seed: Seed = 0
-    max_chars: int = 1500
-    batch_size: int = 8
-    judge_batch: int = 10
-    embedder: str = "dense"
-    cluster_threshold: float = 0.35
-    merge_threshold: float = 0.6
-    min_cluster: int = 3
-    max_cluster: int = 200
-    max_queries: int = 200
-    regenerate: int = 2
-    leak_df: float = 0.05
-    leak_share: float = 0.5
-    leak_bm25: float = 0.5
-    anchors: int = 3
-    pool_retrievers: tuple[str, ...] = ("bm25", "dense")
-    pool_depth: int = 20
-    targets: int = 50
-    prompts: Optional[Path] = None
-    structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
-    dry_run: bool = False
-    llm_base_url: Optional[str] = None
-    llm_model: Optional[str] = None
-    llm_client: Any = None
+    lens: str = Field(description="The latent attribute, in words, or a .txt/.md file holding it.")
+    out: Path = Field(description="The task folder to write (an earlier build's is resumed).")
+    mode: Literal["descriptive", "recollection"] = Field(
+        "descriptive", description="descriptive (a query per cluster) or recollection (a query per target passage).")
+    labels: Optional[Path] = Field(None, description="doc_id<TAB>label (or JSONL) file: skips annotation and collapse.")
+    labels_as: Literal["queries", "documents"] = Field(
+        "queries", description="queries (each label verbalised) or documents (a label's documents are queries).")
+    label_queries: Positive = Field(1, description="With labels_as documents: queries per label.")
+    max_docs: Optional[int] = Field(None, description="Build from the first N documents.")
+    sample: Optional[int] = Field(None, description="Build from N documents drawn with the seed.")
+    seed: Seed = Field(0, description="Seed of the document sample, the recollection targets and the LLM calls.")
+    max_chars: Positive = Field(1500, description="Characters of a document shown to the LLM.")
+    batch_size: BatchSize = Field(8, description="Documents per annotation call.")
+    judge_batch: BatchSize = Field(10, description="Documents per judging call.")
+    embedder: str = Field("dense", description="Dense adapter that embeds the values.")
+    cluster_threshold: float = Field(0.35, description="Cosine distance joining values.")
+    merge_threshold: float = Field(0.6, description="Cosine distance under which the LLM is asked to merge clusters.")
+    min_cluster: Positive = Field(3, description="Fewest documents a cluster needs.")
+    max_cluster: Positive = Field(200, description="Most documents a cluster may have.")
+    max_queries: Positive = Field(200, description="Keep the N largest clusters.")
+    regenerate: int = Field(2, description="Rewrites of a leaky query before it is dropped.")
+    leak_df: float = Field(0.05, description="A word in at most this share of the corpus is rare.")
+    leak_share: float = Field(0.5, description="A rare word in this share of a cluster's documents must not be in "
+                                               "its query.")
+    leak_bm25: float = Field(0.5, description="A query whose BM25 top-n holds this share of its n documents is "
+                                              "leaky.")
+    anchors: Positive = Field(3, description="Gold documents shown to the pool judge as reference.")
+    pool_retrievers: tuple[str, ...] = Field(("bm25", "dense"), description="Retrievers pooled in stage 5 ('' for "
+                                                                            "none).")
+    pool_depth: Depth = Field(20, description="Each pool retriever's top k judged.")
+    targets: Positive = Field(50, description="With mode recollection: target passages.")
+    prompts: Optional[Path] = Field(None, description="Folder of .txt templates overriding ours.")
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="auto, json_schema, json_object (llama-cpp-python) or off.")
+    dry_run: bool = Field(False, description="Print the cost and time estimate and exit (short probe calls time it).")
+    llm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint.")
+    llm_model: Optional[str] = Field(None, description="Model name the endpoint serves.")
+    llm_client: Any = Field(None, description="An LLM client object to use instead of an endpoint (Python only).")
 
     @field_validator("lens")
     @classmethod
@@ -85,14 +93,6 @@ class ObliqBuildOptions(Options):
     def _positive_or_none(cls, value: Optional[int]) -> Optional[int]:
         if value is not None and value < 1:
             raise ValueError(f"must be 1 or more documents, or unset for all, got {value}")
-        return value
-
-    @field_validator("max_chars", "batch_size", "judge_batch", "min_cluster", "max_cluster", "max_queries",
-                     "pool_depth", "targets", "anchors", "label_queries")
-    @classmethod
-    def _at_least_one(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"must be 1 or more, got {value}")
         return value
 
     @field_validator("regenerate")
