@@ -14,13 +14,13 @@ reads no text (see ``_bm25_index``).
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
-
-from gapbench.adapters._bm25_index import IndexSpec, open_index
 from pydantic import AfterValidator, Field
 
+from gapbench.adapters._bm25_index import IndexSpec, open_index
 from gapbench.budget import rows_within
 from gapbench.cache import cache_dir
 from gapbench.contract import Fraction, NonNegative
@@ -111,7 +111,7 @@ Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
 Stopwords = Literal[STOPWORDS] | None  # type: ignore[valid-type]
 
 
-def _known_stemmer(name: Optional[str]) -> Optional[str]:
+def _known_stemmer(name: str | None) -> str | None:
     if name is None or name in ("none", ""):
         return name
     try:
@@ -123,7 +123,7 @@ def _known_stemmer(name: Optional[str]) -> Optional[str]:
     return name
 
 
-StemmerName = Annotated[Optional[str], AfterValidator(_known_stemmer),
+StemmerName = Annotated[str | None, AfterValidator(_known_stemmer),
                         Field(json_schema_extra={"accepts": "a PyStemmer algorithm (porter, english, ...)"})]
 
 

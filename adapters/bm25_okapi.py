@@ -30,7 +30,8 @@ document 0), and a corpus without any token scores 0 everywhere (rank-bm25 divid
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field

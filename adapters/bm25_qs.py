@@ -27,15 +27,16 @@ with gapbench's tie rule and the exclusion mask applied before the cut.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from gapbench.adapters.bm25 import StemmerName, Stopwords, _bm25s, _query_text, analysis, term_counts, tokenize
+from gapbench.contract import Fraction, NonNegative
 from gapbench.errors import GapbenchError
 from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, top_positions
-from gapbench.contract import Fraction, NonNegative
 from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run

@@ -32,8 +32,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -85,7 +86,7 @@ class TokenMatrices:
         self.offsets = offsets
 
     @classmethod
-    def from_list(cls, mats: Sequence[np.ndarray], dim: int | None = None, dtype=np.float32) -> "TokenMatrices":
+    def from_list(cls, mats: Sequence[np.ndarray], dim: int | None = None, dtype=np.float32) -> TokenMatrices:
         lengths = np.fromiter((m.shape[0] for m in mats), dtype=np.int64, count=len(mats))
         offsets = np.zeros(len(mats) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -96,7 +97,7 @@ class TokenMatrices:
         return cls(np.ascontiguousarray(flat, dtype=dtype), offsets)
 
     @classmethod
-    def concat(cls, parts: Sequence["TokenMatrices"]) -> "TokenMatrices":
+    def concat(cls, parts: Sequence[TokenMatrices]) -> TokenMatrices:
         if not parts:
             return cls(np.zeros((0, 0), np.float32), np.zeros(1, np.int64))
         flat = np.concatenate([p.flat for p in parts])
@@ -113,10 +114,10 @@ class TokenMatrices:
     def __getitem__(self, i: int) -> np.ndarray:
         return self.flat[self.offsets[i] : self.offsets[i + 1]]
 
-    def take(self, idx: Sequence[int]) -> "TokenMatrices":
+    def take(self, idx: Sequence[int]) -> TokenMatrices:
         return TokenMatrices.from_list([self[int(i)] for i in idx], dim=self.flat.shape[1], dtype=self.flat.dtype)
 
-    def reorder(self, order: np.ndarray) -> "TokenMatrices":
+    def reorder(self, order: np.ndarray) -> TokenMatrices:
         """Matrices in the order ``order`` (``new[j] = old[order[j]]``)."""
         return self.take(order)
 
@@ -237,7 +238,7 @@ class ColBERTSettings(Settings):
     """The settings of ``colbert`` (``colbert:model=NAME,index=plaid``)."""
 
     model: ModelName = Field(DEFAULT_MODEL, description="A PyLate ColBERT model: a hub name or a local folder.")
-    revision: Optional[Text] = Field(None, description="The model's pinned hub revision; none: the latest.")
+    revision: Text | None = Field(None, description="The model's pinned hub revision; none: the latest.")
     seed: Seed = Field(0, description="Seed of the freshly initialised projection of a model that is not a ColBERT.")
     index: Literal["auto", "exact", "plaid", "voyager"] = Field(
         "auto", description="exact MaxSim over every document, PyLate's PLAID or a Voyager HNSW for candidates; auto: "
@@ -246,8 +247,8 @@ class ColBERTSettings(Settings):
     exact_max_docs: NonNegativeInt = Field(20_000, description="The largest corpus that index=auto scores exactly.")
     k_token: Positive = Field(256, description="Voyager: nearest document tokens per query token.")
     candidates: Positive = Field(1000, description="PLAID: candidate documents per query, reranked by MaxSim.")
-    query_length: Optional[Positive] = Field(None, description="Tokens per query; none: the model's own.")
-    document_length: Optional[Positive] = Field(None, description="Tokens per document; none: the model's own.")
+    query_length: Positive | None = Field(None, description="Tokens per query; none: the model's own.")
+    document_length: Positive | None = Field(None, description="Tokens per document; none: the model's own.")
     batch_size: BatchSize = Field(32, description="Texts encoded at once.")
     device: Device = Field("cpu", description="The torch device that encodes.")
     use_title: bool = Field(True, description="Encode the title before the text.")

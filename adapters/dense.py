@@ -21,22 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from gapbench import budget, distributed
 from gapbench.cache import BatchPlan, EmbeddingCache, text_fingerprint
+from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.progress import progress
 from gapbench.retrieval import payload_fingerprint
-from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 from ._dense_corpus import CorpusMemo, SortedTexts, batch_plan, length_order, text_layout  # noqa: F401
-
 from .dense_settings import DEFAULT_MODEL, DenseSettings, Device  # noqa: F401  (Device: colbert's too)
+
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
 
 
@@ -161,7 +162,7 @@ class FastEncoder:
         return None
 
     @classmethod
-    def for_model(cls, model, batch_tokens: int | None = None) -> "FastEncoder | None":
+    def for_model(cls, model, batch_tokens: int | None = None) -> FastEncoder | None:
         """The fast encoder for ``model``, or None when it is not a plain Transformer + Pooling [+ Normalize] model."""
         if cls.unsupported(model):
             return None

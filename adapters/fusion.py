@@ -37,7 +37,8 @@ Fused ties are broken by gapbench's one rule (score descending, then doc_id desc
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
@@ -62,7 +63,7 @@ def _weights(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-Weights = Annotated[Optional[tuple[NonNegative, ...]], BeforeValidator(_weights),
+Weights = Annotated[tuple[NonNegative, ...] | None, BeforeValidator(_weights),
                     Field(json_schema_extra={"accepts": "numbers >= 0 separated by ';', one per retriever"})]
 
 
@@ -157,7 +158,7 @@ class _Fusion:
 
     # -- spec parsing
     @classmethod
-    def from_spec(cls, rest: str, *, llm_base_url: str | None = None, llm_model: str | None = None) -> "_Fusion":
+    def from_spec(cls, rest: str, *, llm_base_url: str | None = None, llm_model: str | None = None) -> _Fusion:
         """Build from the part of a spec after ``NAME:``, e.g. ``"[k=60,depth=100]bm25+dense:model=NAME"``."""
         text = rest.strip()
         usage = f"write {cls.method}:bm25+dense or {cls.method}:[{cls._example_options()}]bm25+dense"

@@ -33,8 +33,9 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from pydantic import Field
 
@@ -88,9 +89,9 @@ def parse_selection(answer: str, n: int) -> tuple[list[int] | None, int, str]:
 class LLMRetrieverSettings(Settings):
     """The settings of ``rewrite:R`` (in its bracket: ``rewrite:[llm_model=NAME]bm25``)."""
 
-    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint; none: --llm-base-url, else "
+    llm_base_url: Text | None = Field(None, description="OpenAI-compatible endpoint; none: --llm-base-url, else "
                                                            "$OPENAI_BASE_URL.")
-    llm_model: Optional[ModelName] = Field(None, description="The model at that endpoint; none: --llm-model.")
+    llm_model: ModelName | None = Field(None, description="The model at that endpoint; none: --llm-model.")
     concurrency: Positive = Field(8, description="LLM calls in flight at once.")
     client: Any = Field(None, description="An LLM client to use (Python only); none: one is made from the endpoint.")
 
@@ -136,7 +137,7 @@ class _LLMRetriever:
     # -- spec parsing
     @classmethod
     def from_spec(cls, rest: str, *, llm_base_url: str | None = None,
-                  llm_model: str | None = None) -> "_LLMRetriever":
+                  llm_model: str | None = None) -> _LLMRetriever:
         """Build from the part of a spec after ``NAME:``, e.g. ``"[hops=2]bm25"``; the bracket's llm_* win."""
         usage = f"write {cls.method}:bm25 or {cls.method}:[{cls._example()}]bm25"
         raw, text = option_bracket(cls.method, rest, list(cls.options), usage=usage)

@@ -10,7 +10,8 @@ L2-normalised (cosine similarity); an empty text gets a zero vector without a ca
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -29,9 +30,9 @@ class OpenAIEmbedSettings(Settings):
     """The settings of ``openai-embed`` (``openai-embed:model=NAME,base_url=URL``)."""
 
     model: ModelName = Field("text-embedding-3-small", description="The embedding model at the endpoint.")
-    base_url: Optional[Text] = Field(None, description="The OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
+    base_url: Text | None = Field(None, description="The OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
                                                        "OpenAI's.")
-    dimensions: Optional[Positive] = Field(None, description="Vector size asked of models that can shorten theirs; "
+    dimensions: Positive | None = Field(None, description="Vector size asked of models that can shorten theirs; "
                                                              "none: the model's own.")
     api_key_env: Text = Field("OPENAI_API_KEY", description="The environment variable holding the API key.")
     batch_size: BatchSize = Field(128, description="Texts per request.")
@@ -41,7 +42,7 @@ class OpenAIEmbedSettings(Settings):
     use_title: bool = Field(True, description="Embed the title before the text.")
     chunk_size: BatchSize = Field(2048, description="Documents per cached chunk of vectors.")
     max_retries: NonNegativeInt = Field(6, description="Retries of a failed request after the first attempt.")
-    timeout: Optional[Seconds] = Field(None, description="Seconds per attempt; none: $GAPBENCH_LLM_TIMEOUT, else the "
+    timeout: Seconds | None = Field(None, description="Seconds per attempt; none: $GAPBENCH_LLM_TIMEOUT, else the "
                                                        "LLM client's default.")
 
 

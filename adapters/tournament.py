@@ -22,9 +22,10 @@ import math
 import numbers
 import random
 import threading
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Callable, Optional, Sequence
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -35,8 +36,17 @@ from gapbench.settings import Settings
 from gapbench.types import Run
 
 # reading listwise answers and asking for them live in their own module; every name stays importable from here
-from ._tournament_listwise import (PASSAGE_TOKENS, LLMListwise, _completed, _cut_option, answers_summary,
-                                   count_tokens, parse_permutation, read_ranking, truncate_tokens)
+from ._tournament_listwise import (
+    PASSAGE_TOKENS,
+    LLMListwise,
+    _completed,
+    _cut_option,
+    answers_summary,
+    count_tokens,
+    parse_permutation,
+    read_ranking,
+    truncate_tokens,
+)
 
 __all__ = ["LLMListwise", "PASSAGE_TOKENS", "RankBatch", "SlidingWindow", "Tournament", "TournamentConfig",
            "answers_summary", "count_tokens", "parse_permutation", "parse_seeds", "read_ranking", "sliding_window",
@@ -156,7 +166,7 @@ class _PoolReranker:
 
     name = "llm-reranker"
 
-    def __init__(self, o: "ListwiseSettings") -> None:
+    def __init__(self, o: ListwiseSettings) -> None:
         depth, llm_base_url, llm_model, concurrency = o.depth, o.llm_base_url, o.llm_model, o.concurrency
         max_chars, max_tokens_per_passage, reasks, client = o.max_chars, o.max_tokens_per_passage, o.reasks, o.client
         temperature = getattr(o, "temperature", None)
@@ -351,12 +361,12 @@ class ListwiseSettings(Settings):
     """What the listwise LLM rerankers share: the depth reranked, the LLM and how passages are cut."""
 
     depth: Depth = Field(100, description="Documents of each query's run (or pool) reranked.")
-    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
+    llm_base_url: Text | None = Field(None, description="OpenAI-compatible endpoint; none: $OPENAI_BASE_URL, else "
                                                            "the embedded server.")
-    llm_model: Optional[ModelName] = Field(None, description="The model at that endpoint.")
+    llm_model: ModelName | None = Field(None, description="The model at that endpoint.")
     concurrency: Positive = Field(8, description="LLM calls in flight at once.")
-    max_chars: Optional[NonNegativeInt] = Field(None, description="Characters kept per passage; none or 0: no cut.")
-    max_tokens_per_passage: Optional[NonNegativeInt] = Field(
+    max_chars: NonNegativeInt | None = Field(None, description="Characters kept per passage; none or 0: no cut.")
+    max_tokens_per_passage: NonNegativeInt | None = Field(
         500, description="Tokens kept per passage (RankGPT's cut); none or 0: no cut.")
     reasks: NonNegativeInt = Field(3, description="Times an unreadable ranking is asked again before the fallback.")
     client: Any = Field(None, description="An LLM client to use (Python only); none: one is made from the endpoint.")
@@ -369,15 +379,15 @@ class TournamentSettings(ListwiseSettings):
     promote: Positive = Field(4, description="Candidates each batch promotes to the next round (P < B).")
     max_final: Positive = Field(20, description="The pool size ranked directly in the final call.")
     seed: Seed = Field(0, description="Seed of the per-query shuffles.")
-    temperature: Optional[NonNegative] = Field(
+    temperature: NonNegative | None = Field(
         None, description="Sampling temperature of the client it makes (OBLIQ-Bench sampled at 1.0); none: the "
                           "LLM's default.")
-    seeds: Annotated[Optional[tuple[int, ...]], BeforeValidator(_seeds_or_none),
+    seeds: Annotated[tuple[int, ...] | None, BeforeValidator(_seeds_or_none),
                      Field(json_schema_extra={"accepts": "a count (3) or seeds (0,4,7)"})] = Field(
         None, description="Repeat the tournament: a count (3: seeds 0, 1, 2) or the seeds (0,4,7); none: seed alone.")
 
     @model_validator(mode="after")
-    def _rounds_shrink(self) -> "TournamentSettings":
+    def _rounds_shrink(self) -> TournamentSettings:
         if not self.promote < self.batch_size:
             raise ValueError(f"promote must be less than batch_size ({self.promote} >= {self.batch_size}), or rounds "
                              "never shrink")
@@ -395,7 +405,7 @@ class SlidingWindowSettings(ListwiseSettings):
     stride: Positive = Field(10, description="How far the window moves up after each call (at most window).")
 
     @model_validator(mode="after")
-    def _stride_fits(self) -> "SlidingWindowSettings":
+    def _stride_fits(self) -> SlidingWindowSettings:
         if self.stride > self.window:
             raise ValueError(f"stride must be at most window ({self.stride} > {self.window})")
         return self

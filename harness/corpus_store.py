@@ -19,9 +19,8 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import ItemsView, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, ValuesView
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -129,7 +128,7 @@ def source_key(path: str | os.PathLike) -> tuple[str, str]:
 
 
 def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str, str]] | None = None,
-                 *, root: str | os.PathLike | None = None) -> "CompactCorpus":
+                 *, root: str | os.PathLike | None = None) -> CompactCorpus:
     """The corpus file at ``path`` memory-mapped from the cache, converted first when no valid copy is there.
 
     ``records`` yields (line, doc_id, title, text) for the conversion, validated as the in-memory reader validates them
@@ -170,7 +169,7 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     return corpus
 
 
-def _open_valid(folder: Path) -> "CompactCorpus | None":
+def _open_valid(folder: Path) -> CompactCorpus | None:
     """The corpus in ``folder``, or None when it is missing, torn or from another format version (then redo it)."""
     if not (folder / "meta.json").is_file():
         return None

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

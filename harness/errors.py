@@ -11,7 +11,7 @@ name the setting as the library calls it (``depth``, ``pool_sizes``); the CLI sa
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class GapbenchError(Exception):

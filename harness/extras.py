@@ -3,7 +3,7 @@ install (``pip install gapbench`` alone has no matplotlib, scikit-learn, torch, 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import MissingDependencyError
 

@@ -23,23 +23,23 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import closing, contextmanager
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import IO, Callable, Container, Iterable, Iterator
-
-from .errors import DataFormatError, DuplicateIdError
-from .files import atomic_writer
-from .jsonio import write_jsonl
-from .textio import MAX_TREC_LINE_BYTES, PathLike, text_lines
-from .types import MAX_GRADE, MAX_ID_LENGTH, Qrels, Run, id_problem, ids_clean, show_id
+from typing import IO
 
 # what this module was before text and JSON files got their own modules: every name stays importable from here
-from .errors import StrictJSONError  # noqa: F401
-from .jsonio import (collect_records, corpus_records, parse_json_strict, read_jsonl,  # noqa: F401
-                     read_jsonl_queries)
-from .textio import GZIP_MAGIC, MAX_JSONL_LINE_BYTES, open_binary, open_text  # noqa: F401
+from .errors import (
+    DataFormatError,
+    DuplicateIdError,
+    StrictJSONError,  # noqa: F401
+)
+from .files import atomic_writer
+from .jsonio import collect_records, corpus_records, parse_json_strict, read_jsonl, read_jsonl_queries, write_jsonl  # noqa: F401
+from .textio import GZIP_MAGIC, MAX_JSONL_LINE_BYTES, MAX_TREC_LINE_BYTES, PathLike, open_binary, open_text, text_lines  # noqa: F401
+from .types import MAX_GRADE, MAX_ID_LENGTH, Qrels, Run, id_problem, ids_clean, show_id
 
 
 def _too_long_id(qid: str, did: str, path: PathLike, n: int) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from contextlib import closing
-from typing import Iterable, Iterator
 
 from .errors import DataFormatError, DuplicateIdError, StrictJSONError
 from .files import atomic_writer
 from .textio import PathLike, text_lines
 from .types import Queries, Query, id_problem, show_id
-
 
 # ---------------------------------------------------------------- strict JSON documents
 

@@ -10,8 +10,9 @@ the instruction or sample queries its own way.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .errors import ConfigError, GapbenchError
 from .retrieval import get_retriever, search_in_batches

@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO, Callable, Iterator
+from typing import IO
 
 from .errors import ConfigError
 
@@ -203,7 +204,13 @@ def _lines(total: int | None, description: str, unit: str) -> Iterator[Callable[
 def _rich_progress():
     from rich.console import Console
     from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
     )
     from rich.text import Text
 

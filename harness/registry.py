@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import unicodedata
-from typing import Callable, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Generic, TypeVar
 
 from .errors import ConfigError, DuplicateNameError, UnknownNameError
 

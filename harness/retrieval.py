@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-
 import hashlib
+import importlib
 import inspect
 import json
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError, GapbenchError
-from .specs import check_one_line, parse_spec, quote
 from .registry import Registry, provides
 from .settings import build
+from .specs import check_one_line, parse_spec, quote
 from .types import Corpus, Queries, Run
 
 # ``gapbench run --augment SPEC``: the name before ":" picks the entry, a function

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator, Optional
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -19,8 +20,15 @@ from .evaluation.evaluation import _distinct_measures, depth_notes, evaluate, sp
 from .pipeline import Prepared, prepare
 from .retrieval import config_of, fingerprint_of, get_retriever, llm_manifest_of
 from .schemas.run import RunManifest, RunResults, SuiteResults
-from .store import (MANIFEST_VERSION, RunDirWriter, check_replace, check_run_dir_target, package_versions, save_run_dir,
-                    utc_now)
+from .store import (
+    MANIFEST_VERSION,
+    RunDirWriter,
+    check_replace,
+    check_run_dir_target,
+    package_versions,
+    save_run_dir,
+    utc_now,
+)
 from .suites import Suite, get_suite
 from .task import Task, get_task
 from .types import Run, TaskData
@@ -34,25 +42,25 @@ class RunOptions(Options):
         result = gapbench.run("impliret/multispeaker/wknow", "bm25", k=100)  # the same: keywords build the options
     """
 
-    measures: Optional[tuple[str, ...]] = Field(
+    measures: tuple[str, ...] | None = Field(
         None, description="Measures as ir-measures (nDCG@10, R@100, AP) or trec_eval (map, P_10) names them; None: "
                           "the task's own.")
     k: Depth = Field(1000, description="Documents retrieved per query.")
-    output: Optional[Folder] = Field(None, description="Write a run directory here (run.trec.gz, results, manifest).")
+    output: Folder | None = Field(None, description="Write a run directory here (run.trec.gz, results, manifest).")
     overwrite: bool = Field(False, description="Let output replace a run directory of another task or retriever.")
     seed: Seed = Field(0, description="Seed of the bootstrap CIs, recorded in the manifest.")
     reranker: Annotated[Any, BeforeValidator(not_blank)] = Field(None, description="A reranker spec (tournament, "
                                                                                    "sliding-window, with "
                                                                                    "NAME:key=value "
                                             "options) or a reranker object; None: no reranking.")
-    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint of LLM rerankers, retrievers "
+    llm_base_url: Text | None = Field(None, description="OpenAI-compatible endpoint of LLM rerankers, retrievers "
                                                            "and augmenters (else $OPENAI_BASE_URL).")
-    llm_model: Optional[Text] = Field(None, description="The model at that endpoint.")
-    augment: Optional[Text] = Field(None, description="argus-expand or argus-synth (ARGUS views), with options.")
-    memory_budget: Optional[int] = Field(
+    llm_model: Text | None = Field(None, description="The model at that endpoint.")
+    augment: Text | None = Field(None, description="argus-expand or argus-synth (ARGUS views), with options.")
+    memory_budget: int | None = Field(
         None, description="Working memory of the large-corpus paths in bytes (a size such as '4GB' is read); None: "
                           "$GAPBENCH_MEMORY_BUDGET, else 2 GiB.")
-    ray: Optional[Text] = Field(None, description="Encode and search on Ray: local, auto, HOST:PORT or "
+    ray: Text | None = Field(None, description="Encode and search on Ray: local, auto, HOST:PORT or "
                                                   "ray://HOST:PORT; None: in this process.")
 
     @field_validator("measures", mode="before")
@@ -88,7 +96,7 @@ class RunOptions(Options):
 
     @field_validator("ray")
     @classmethod
-    def _ray(cls, value: Optional[str]) -> Optional[str]:
+    def _ray(cls, value: str | None) -> str | None:
         if value is not None:
             try:
                 distributed.address_kind(value)
@@ -210,8 +218,8 @@ def _reranker(spec: str | Any, task: Task, llm_base_url: str | None,
 def _augmented(retr: Any, augment: str, data: TaskData, llm_base_url: str | None,
                llm_model: str | None) -> tuple[Any, dict[str, Any]]:
     """(the retriever over the augmented corpus, what the augmenter records), through the RUN_AUGMENTERS registry."""
-    from .specs import parse_spec
     from .retrieval import RUN_AUGMENTERS
+    from .specs import parse_spec
 
     augment_with = RUN_AUGMENTERS.get(parse_spec(augment, "augmenter")[0])
     augmented: tuple[Any, dict[str, Any]] = augment_with(augment, retr, data.corpus, llm_base_url=llm_base_url,

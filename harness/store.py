@@ -12,17 +12,18 @@ import platform
 import re
 import shutil
 import stat
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from .errors import ConfigError, DataFormatError, RunDirInUse
 from .evaluation.evaluation import run_results
-from .schemas.run import RunResults
 from .files import atomic_writer
 from .formats import StrictJSONError, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run
+from .schemas.run import RunResults
 from .types import Run
 
 MANIFEST_VERSION = 1
@@ -160,7 +161,7 @@ class RunDirWriter:
         self.tmp = self.target.with_name(f".{self.target.name}.tmp{os.getpid()}")
         self._streamed = False
 
-    def __enter__(self) -> "RunDirWriter":
+    def __enter__(self) -> RunDirWriter:
         with self._os_errors():
             self.target.parent.mkdir(parents=True, exist_ok=True)
             atomic_writer.remove_stale(self.target.parent)

@@ -17,8 +17,8 @@ right-aligned columns and ``---`` otherwise, which renderers show left-aligned.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 __all__ = ["Table", "is_numeric", "md_cell"]
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, cast
+from typing import Any, cast
 
 from .errors import ConfigError
 from .registry import Registry, provides, resolve_lazy

@@ -40,10 +40,10 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import astuple, dataclass, fields
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from .errors import GapbenchError, MissingDependencyError
 

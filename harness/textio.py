@@ -9,8 +9,9 @@ import gzip
 import io
 import os
 import zlib
+from collections.abc import Generator
 from pathlib import Path
-from typing import IO, Generator
+from typing import IO
 
 from .errors import DataFormatError
 from .files import GZIP_LEVEL

@@ -6,7 +6,7 @@ allows. Dense search runs over chunks of the corpus so memory stays bounded.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class DuplicateGroups:
         self.members, self.group, self.reps, self.vectors = members, group, reps, vectors
 
     @classmethod
-    def from_labels(cls, positions: np.ndarray, labels: np.ndarray) -> "DuplicateGroups | None":
+    def from_labels(cls, positions: np.ndarray, labels: np.ndarray) -> DuplicateGroups | None:
         """Groups of the ``positions`` that share a label (equal labels: identical documents); None when none do."""
         positions = np.asarray(positions, dtype=np.int64).ravel()
         if positions.size < 2:
@@ -145,7 +145,7 @@ class DuplicateGroups:
         np.minimum.at(reps, group, members)
         return cls(members, group, reps)
 
-    def with_vectors(self, vectors: np.ndarray) -> "DuplicateGroups":
+    def with_vectors(self, vectors: np.ndarray) -> DuplicateGroups:
         return DuplicateGroups(self.members, self.group, self.reps, np.ascontiguousarray(vectors, dtype=np.float32))
 
     def representatives(self, positions: np.ndarray) -> np.ndarray:
@@ -334,7 +334,7 @@ class DeviceDocs:
             self._held = [(d0, d32, None) for d0, d32, _ in self._held]
 
     @classmethod
-    def load(cls, source, keys: np.ndarray, device: str, **options) -> "DeviceDocs":
+    def load(cls, source, keys: np.ndarray, device: str, **options) -> DeviceDocs:
         return cls(source, keys, device, **options)
 
     @staticmethod

@@ -14,10 +14,10 @@ measures (``prefs_*``, ``*_avgjg``).
 
 from __future__ import annotations
 
-from .errors import TrecNameError
-
 import re
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+
+from .errors import TrecNameError
 
 # trec_eval's measures in the order it prints them (the table in its measures.c), each with the ir-measures measure
 # it is: a format string taking the measure's parameter ({0}) or a plain name, and whether it needs the parameter.

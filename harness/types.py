@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import math
 import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter, itemgetter
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .errors import DataFormatError, DuplicateIdError, GapbenchError, UnknownIdError
 
@@ -225,7 +226,7 @@ class Corpus(_Records["Document"]):
         return self._ids
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, str | Mapping[str, str]]) -> "Corpus":
+    def from_dict(cls, data: Mapping[str, str | Mapping[str, str]]) -> Corpus:
         """``{"d1": "text"}`` or ``{"d1": {"text": ..., "title": ...}}``."""
         docs = []
         for did, val in data.items():
@@ -246,10 +247,10 @@ class Queries(_Records["Query"]):
         return (rec.instruction, rec.text)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, str]) -> "Queries":
+    def from_dict(cls, data: Mapping[str, str]) -> Queries:
         return cls(Query(qid, text) for qid, text in data.items())
 
-    def with_instruction(self, instruction: str) -> "Queries":
+    def with_instruction(self, instruction: str) -> Queries:
         return Queries(Query(q.query_id, q.text, instruction) for q in self.values())
 
 
@@ -277,7 +278,7 @@ class Qrels(Mapping[str, Mapping[str, int]]):
         self.source = source
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> "Qrels":
+    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> Qrels:
         return cls(data)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
@@ -300,7 +301,7 @@ class Qrels(Mapping[str, Mapping[str, int]]):
         """Queries with at least one judgement >= min_rel (the ones that are evaluated)."""
         return [q for q, d in self._data.items() if any(r >= min_rel for r in d.values())]
 
-    def restrict(self, query_ids: Iterable[str]) -> "Qrels":
+    def restrict(self, query_ids: Iterable[str]) -> Qrels:
         keep = set(query_ids)
         return Qrels({q: d for q, d in self._data.items() if q in keep})
 
@@ -430,7 +431,7 @@ class Run(Mapping[str, tuple[tuple[str, float], ...]]):
         self.name = name
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Mapping[str, float]], name: str = "run") -> "Run":
+    def from_dict(cls, data: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
         return cls(data, name)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
@@ -445,10 +446,10 @@ class Run(Mapping[str, tuple[tuple[str, float], ...]]):
     def __len__(self) -> int:
         return len(self._data)
 
-    def top(self, k: int) -> "Run":
+    def top(self, k: int) -> Run:
         return Run({q: r[:k] for q, r in self._data.items()}, self.name, _sorted=True)
 
-    def renamed(self, name: str) -> "Run":
+    def renamed(self, name: str) -> Run:
         return Run(self._data, name, _sorted=True)
 
     def check_against(self, corpus: Corpus, source: str | None = None) -> None:

@@ -9,8 +9,8 @@ provide a copy.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.formats import read_jsonl

@@ -33,8 +33,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.corpus_store import read_beir_folder
+from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.files import atomic_writer
 from gapbench.formats import file_digest
 from gapbench.task import TASKS, Task

@@ -56,12 +56,12 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Iterable
+from collections.abc import Iterable
 
 from gapbench.errors import ConfigError, DataFormatError
 from gapbench.task import TASKS, Task
-from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 from gapbench.tasks import _hub
+from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 HF_DATASET = "xlangai/BRIGHT"
 # The revision MTEB pins for its BRIGHT tasks (mteb/tasks/retrieval/eng/BrightRetrieval.py), a full commit of the

@@ -24,18 +24,24 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from gapbench.cache import cache_dir
 from gapbench.corpus_store import compact_mode, load_compact
-from gapbench.errors import (ConfigError, DatasetUnavailableError, GapbenchError, MissingDependencyError,
-                             UnknownNameError)
+from gapbench.errors import (
+    ConfigError,
+    DatasetUnavailableError,
+    GapbenchError,
+    MissingDependencyError,
+    UnknownNameError,
+)
 from gapbench.files import write_text_atomic, write_text_if_changed
 from gapbench.formats import file_digest, parse_json_strict
+from gapbench.progress import progress
 from gapbench.settings import build
 from gapbench.specs import parse_spec
-from gapbench.progress import progress
 from gapbench.task import TASKS, Task
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable
 
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError
 from gapbench.formats import read_jsonl
@@ -53,7 +53,7 @@ CITATION = (
 
 def paragraph_id(title: str, text: str) -> str:
     """The corpus id of a paragraph: 16 hex digits of SHA-256 over ``title + "\\n" + text``."""
-    return hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()[:16]
 
 
 def _paragraphs(row: dict, source: str, n: int) -> list[dict]:

@@ -29,8 +29,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.corpus_store import read_jsonl_corpus
+from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.formats import read_beir_qrels, read_jsonl, read_jsonl_queries
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import first_line

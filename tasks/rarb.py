@@ -28,17 +28,17 @@ import ast
 import csv
 import functools
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Mapping
 
+from gapbench.corpus_store import read_beir_folder
 from gapbench.errors import (
     ConfigError,
     DataFormatError,
     DatasetUnavailableError,
 )
-from gapbench.corpus_store import read_beir_folder
 from gapbench.formats import open_text
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder, first_line

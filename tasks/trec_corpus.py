@@ -19,8 +19,8 @@ import json
 import re
 import stat
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from gapbench.cache import cache_dir
 from gapbench.corpus_store import AUTO_MIN_BYTES, compact_mode, load_compact, read_jsonl_corpus

@@ -26,9 +26,10 @@ import hashlib
 import json
 import random
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -37,8 +38,21 @@ from ..errors import ConfigError, GapbenchError
 from ..evaluation.evaluation import evaluate, parse_measures
 from ..files import output_folder, pyplot, write_figure, write_text_atomic
 from ..retrieval import llm_manifest_of, with_task_defaults
-from ..schemas.gap import (Answers, GapMeta, GapReport, NamedValue, OtherQrels, PoolScalingRow, RetrieverEntry,
-                           RetrieverLLM, Spread, Value, VerifierAnswers, VerifierInfo, VerifierSeeds)
+from ..schemas.gap import (
+    Answers,
+    GapMeta,
+    GapReport,
+    NamedValue,
+    OtherQrels,
+    PoolScalingRow,
+    RetrieverEntry,
+    RetrieverLLM,
+    Spread,
+    Value,
+    VerifierAnswers,
+    VerifierInfo,
+    VerifierSeeds,
+)
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
 # rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
@@ -155,21 +169,21 @@ class GapOptions(Options):
         report = gapbench.gap("obliq/math", ["bm25", "dense"], GapOptions(depth=50, pool_sizes=(50, 100)))
     """
 
-    verifier: Union[str, PoolVerifier] = Field(
+    verifier: str | PoolVerifier = Field(
         "tournament", description="The verifier: a reranker spec (tournament:batch_size=6) or an object with "
                                   "rerank_pools(queries, pools, corpus).")
     depth: Depth = Field(100, description="Top-d of each retriever in the standard pool.")
     pool_sizes: tuple[Depth, ...] = Field((50, 100, 200, 500), description="Pool budgets of the scaling curve; none "
                                                                          "(empty): no curve.")
-    measure: Optional[Text] = Field(None, description="The measure of the gap; None: the task's main measure.")
-    max_queries: Optional[int] = Field(None, description="A seeded sample of this many queries, to bound cost; None: "
+    measure: Text | None = Field(None, description="The measure of the gap; None: the task's main measure.")
+    max_queries: int | None = Field(None, description="A seeded sample of this many queries, to bound cost; None: "
                                                          "every judged query.")
     seed: Seed = Field(0, description="Seeds the query sample and where gold documents are infused.")
-    llm_base_url: Optional[Text] = Field(None, description="The verifier's (and LLM retrievers') OpenAI-compatible "
+    llm_base_url: Text | None = Field(None, description="The verifier's (and LLM retrievers') OpenAI-compatible "
                                                           "endpoint, where their specs give none.")
-    llm_model: Optional[Text] = Field(None, description="The model at that endpoint, where the specs give none.")
-    output: Optional[Folder] = Field(None, description="A folder for gap.json and pool_scaling.png; None: not written.")
-    qrels_variants: Optional[dict[str, Qrels]] = Field(
+    llm_model: Text | None = Field(None, description="The model at that endpoint, where the specs give none.")
+    output: Folder | None = Field(None, description="A folder for gap.json and pool_scaling.png; None: not written.")
+    qrels_variants: dict[str, Qrels] | None = Field(
         None, description="Other judgements to score the same rankings with, by label (OBLIQ's pooled 'P'); None: "
                           "the task's own, if it has any.")
     scaling_measure: str = Field("R@10", description="The measure of the pool-scaling curve (Figure 3: Recall@10).")

@@ -14,7 +14,8 @@ calibrated ones. Files written before fingerprints were recorded match by name (
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from ..types import Run

@@ -9,7 +9,8 @@ grows with rows x corpus size, and adds two tie conventions that matter when mos
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 

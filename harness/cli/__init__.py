@@ -10,8 +10,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
 
 import typer
 
@@ -250,7 +250,7 @@ def _click_classes(name: str) -> tuple[type, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _given_value(argv: list[str], exc) -> Optional[str]:
+def _given_value(argv: list[str], exc) -> str | None:
     """What the user gave for the option a BadParameter is about (click does not keep it)."""
     opts = list(getattr(getattr(exc, "param", None), "opts", None) or [])
     value = None
@@ -324,7 +324,7 @@ def _usage_message(exc, argv: list[str]) -> str:
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 
-def _completion_for_named_shell(args: list[str]) -> Optional[int]:
+def _completion_for_named_shell(args: list[str]) -> int | None:
     """``--install-completion SHELL`` / ``--show-completion SHELL`` done for the shell named (exit 0), an unknown
     shell refused before anything is written; None when no shell is named (typer then uses the detected one). typer
     reads both as flags when it can detect the shell, so it would install for that shell whatever name followed."""
@@ -356,7 +356,7 @@ def _completion_for_named_shell(args: list[str]) -> Optional[int]:
     return None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """The command line: 0 done, 1 a significant regression (regress), 2 bad input, 128+N ended by signal N."""
     args = list(sys.argv[1:] if argv is None else argv)
     for problem in PLUGIN_PROBLEMS:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -24,7 +23,7 @@ def _variant_list(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def _measures(values: List[str]) -> list[str]:
+def _measures(values: list[str]) -> list[str]:
     from .common import measure_list
 
     return measure_list(values)
@@ -34,7 +33,7 @@ def _measures(values: List[str]) -> list[str]:
 # --variants is a comma list, -m/--measures may repeat and hold commas
 FLAGS = FromOptions("argus compare", "gapbench.analyses.argus.remedy.remedy_compare:ArgusCompareOptions",
                     short={"measures": ("-m",), "output": ("-o",)},
-                    kinds={"probe": Optional[Path], "variants": Optional[str], "measures": List[str]},
+                    kinds={"probe": Path | None, "variants": str | None, "measures": list[str]},
                     parse={"variants": _variant_list, "measures": _measures}, library_only={"llm"})
 
 

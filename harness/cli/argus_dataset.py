@@ -4,7 +4,6 @@ and probe in :mod:`gapbench.cli.argus`). Registered through :data:`gapbench.cli.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -23,7 +22,7 @@ def dataset_build_cmd(
     paragraphs: Path = typer.Option(..., "--paragraphs", help="Wikipedia first paragraphs JSONL {qid, text}."),
     out: Path = typer.Option(..., "--out", "-o",
                              help="Write entities/relations/candidates JSONL + argus_dataset.json (manifest) here."),
-    targets: Optional[int] = typer.Option(None, "--targets", help="Sample this many targets (seeded); default all."),
+    targets: int | None = typer.Option(None, "--targets", help="Sample this many targets (seeded); default all."),
     candidates: int = typer.Option(800, "--candidates", help="N: candidate-set size (the target + N-1 neutrals)."),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -74,7 +73,7 @@ def _refuse(reports) -> None:
 def submit_validate(
     directory: Path = typer.Argument(..., help="Submission folder: submission.json and runs/<task>.trec[.gz]."),
     as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
-    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
+    data: list[Path] | None = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Check a submission (schema, names, task names, ids, duplicates, scores, sizes, paths, hashes, and a present
     scores.json against a recomputation from the runs); exit 2 if invalid, printing a line with the counts, then one
@@ -93,7 +92,7 @@ def submit_validate(
 def submit_score(
     directory: Path = typer.Argument(..., help="A valid submission folder."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap CIs."),
-    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
+    data: list[Path] | None = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Evaluate every run with its task's measures and write scores.json beside submission.json."""
     from ..evaluation.evaluation import format_table
@@ -113,7 +112,7 @@ def submit_score(
 def board_init(
     folder: Path = typer.Argument(..., help="The board's folder (named after it); suite.toml goes there and "
                                   "submissions under <folder>/submissions/<system>/."),
-    task: List[str] = typer.Option(..., "--task", help="A task of the board: a folder of data (BEIR, SMART, TREC), "
+    task: list[str] = typer.Option(..., "--task", help="A task of the board: a folder of data (BEIR, SMART, TREC), "
                                    "a registered task name or an irds: id. Repeatable."),
     measure: str = typer.Option("nDCG@10", "--measure", help="The board's measure: every task is ranked by it."),
     description: str = typer.Option("", "--description", help="One line on what the board compares."),
@@ -140,7 +139,7 @@ BUILD = FromOptions("leaderboard build", "gapbench.products.leaderboard:Leaderbo
 def board_build(
     root: Path = typer.Option(Path("leaderboards"), "--root", help="Folder holding <suite>/submissions/<system>/."),
     options=None,  # LeaderboardOptions, from its fields' flags
-    data: Optional[List[Path]] = typer.Option(None, "--data", help=DATA_HELP),
+    data: list[Path] | None = typer.Option(None, "--data", help=DATA_HELP),
 ) -> None:
     """Render <root>/<suite>/README.md, index.html, leaderboard.json and systems/<system>.html (each row's miss
     profile: misses, unique misses and wins, R@100, the weak-signal AUC) from the scored submissions, for every
@@ -162,7 +161,7 @@ def board_build(
 def board_export_mteb(
     directory: Path = typer.Argument(..., help="A scored submission folder."),
     out: Path = typer.Option(..., "--out", help="MTEB results folder; files go to <out>/<org__model>/<revision>/."),
-    run_dir: Optional[List[Path]] = typer.Option(None, "--run-dir", help="A `gapbench run` folder the submission was "
+    run_dir: list[Path] | None = typer.Option(None, "--run-dir", help="A `gapbench run` folder the submission was "
                                                  "made from; its manifest's timings give the task's evaluation_time. "
                                                  "Repeatable."),
 ) -> None:
@@ -195,11 +194,11 @@ def regress_cmd(
                                                           "baseline."),
     candidate: Path = typer.Option(..., "--candidate", help="Folder of run directories of the candidate."),
     options=None,  # RegressOptions, from its fields' flags
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
-    summary: Optional[Path] = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. "
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    summary: Path | None = typer.Option(None, "--summary", help="Append the Markdown summary here (e.g. "
                                                                    "$GITHUB_STEP_SUMMARY)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
-    data: Optional[List[str]] = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write regress.json and regress.md here."),
+    data: list[str] | None = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
                                              "or local/trec:... files) for runs made on it at another path; "
                                              "repeatable."),
 ) -> None:

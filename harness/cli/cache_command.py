@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -34,7 +33,7 @@ def cache_info(as_json: bool = typer.Option(False, "--json")) -> None:
         typer.echo(f"  {kind}: {v['files']} files, {v['bytes'] / 1e6:.1f} MB  {v['path']}")
 
 
-def cache_clear(kind: Optional[str] = typer.Argument(None, help="Only this kind (e.g. embeddings).")) -> None:
+def cache_clear(kind: str | None = typer.Argument(None, help="Only this kind (e.g. embeddings).")) -> None:
     """Delete the caches (or one kind)."""
     from .. import cache
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import List, Optional
 
 import typer
-
 
 # Characters that would break the one-line message or drive the terminal (user input is echoed in messages).
 _UNPRINTABLE = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029] if c != 0x09}
@@ -39,7 +37,7 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def measure_list(values: Optional[List[str]]) -> Optional[list[str]]:
+def measure_list(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     from ..evaluation.evaluation import split_measures  # keeps the commas inside brackets: SetF(rel=2,beta=0.5)
@@ -65,7 +63,7 @@ def check_count(option: str, value: int, what: str) -> int:
     return value
 
 
-def check_output(output: Optional[Path], *, run_dir: bool, option: str = "output") -> None:
+def check_output(output: Path | None, *, run_dir: bool, option: str = "output") -> None:
     """Refuse an --output that cannot become a folder before any work is done (the run would be lost at the end)."""
     if output is None:
         return

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -23,13 +22,13 @@ def register(app: typer.Typer) -> None:
 
 @command(FLAGS)
 def compare_cmd(
-    run_dirs: List[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
-    measures: Optional[List[str]] = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
+    run_dirs: list[Path] = typer.Argument(..., help="Two or more run directories made by `gapbench run --output`."),
+    measures: list[str] | None = typer.Option(None, "--measures", "-m", help="Subset of the stored measures."),
     options=None,  # CompareOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json"),
     rescore: str = typer.Option("auto", "--rescore", help="Re-score run.trec.gz against the task's qrels: auto (when "
                                 "its data is on this machine), always (or exit 2) or never."),
-    data: Optional[List[str]] = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
+    data: list[str] | None = typer.Option(None, "--data", help="A local task's data on this machine (a BEIR folder, "
                                              "or local/trec:... files) for runs made on it at another path."),
 ) -> None:
     """Means, 95% CIs and paired significance (randomization and t-test, Holm-corrected)."""

@@ -23,14 +23,15 @@ message names the flag the user typed (``--depth must be at least 1, got 0``), n
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import OptionsError
 from .common import fail
 
 # every command whose flags build an analysis' options: command path ("argus audit") -> its Flags
-REGISTRY: dict[str, "Flags"] = {}
+REGISTRY: dict[str, Flags] = {}
 SAMPLING = ("llm_temperature", "llm_top_p", "llm_max_tokens", "llm_seed", "llm_stop", "llm_extra")
 
 
@@ -39,7 +40,7 @@ class Flags:
     """How the flags of ``command`` become ``options``; registered in :data:`REGISTRY` when made."""
 
     command: str
-    options_class: "type | str"  # the class, or "module:Class" to import it only when the command runs
+    options_class: type | str  # the class, or "module:Class" to import it only when the command runs
     cli_only: frozenset[str] = frozenset()
     renamed: Mapping[str, str] = field(default_factory=dict)  # parameter -> options field, where they differ
     parse: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)  # parameter -> its text read as the field

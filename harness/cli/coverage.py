@@ -48,8 +48,8 @@ def coverage_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print coverage.json's object."),
 ) -> None:
     """Semantic coverage: entity clusters of the corpus, which ones the queries touch, macro vs mean, win rates."""
-    from .common import check_output, split_specs
     from ..analyses.coverage import coverage_run as analysis
+    from .common import check_output, split_specs
 
     out = options.output
     check_output(out, run_dir=False, option="out")

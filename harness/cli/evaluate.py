@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -24,10 +23,10 @@ def register(app: typer.Typer) -> None:
 @command(FLAGS)
 def evaluate_cmd(
     run_file: Path = typer.Option(..., "--run", help="TREC run file (gzip accepted)."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
-    task: Optional[str] = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against "
+    qrels: Path | None = typer.Option(None, "--qrels", help="TREC qrels or BEIR qrels .tsv (gzip accepted)."),
+    task: str | None = typer.Option(None, "--task", help="Take qrels from this task and check the run's ids against "
                                                             "its corpus."),
-    measures: Optional[List[str]] = typer.Option(
+    measures: list[str] | None = typer.Option(
         None, "--measures", "-m",
         help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank).",
     ),

@@ -7,7 +7,7 @@ help once named three of twelve retrievers).
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from typer.core import TyperCommand
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any
 
 import typer
 
@@ -19,8 +20,8 @@ EXTRA = typer.Option(None, "--llm-extra", help="Another request field, key=value
 
 
 @contextmanager
-def llm_settings(temperature: Optional[float], top_p: Optional[float], max_tokens: Optional[int], seed: Optional[int],
-                 stop: Optional[List[str]], extra: Optional[List[str]]) -> Iterator[None]:
+def llm_settings(temperature: float | None, top_p: float | None, max_tokens: int | None, seed: int | None,
+                 stop: list[str] | None, extra: list[str] | None) -> Iterator[None]:
     """The --llm-* sampling options, given to every LLM client the command builds (checked before any work); an
     embedded LLM server the command starts (no endpoint given) is stopped when it ends, however it ends."""
     from ..llm.client import command_settings, parse_extra
@@ -38,9 +39,9 @@ def _option(field: str) -> str:
 
 
 # (parameter name, typer option, annotation) of the sampling options, in the order --help lists them
-_SAMPLING = (("llm_temperature", TEMPERATURE, Optional[float]), ("llm_top_p", TOP_P, Optional[float]),
-             ("llm_max_tokens", MAX_TOKENS, Optional[int]), ("llm_seed", SEED, Optional[int]),
-             ("llm_stop", STOP, Optional[List[str]]), ("llm_extra", EXTRA, Optional[List[str]]))
+_SAMPLING = (("llm_temperature", TEMPERATURE, float | None), ("llm_top_p", TOP_P, float | None),
+             ("llm_max_tokens", MAX_TOKENS, int | None), ("llm_seed", SEED, int | None),
+             ("llm_stop", STOP, list[str] | None), ("llm_extra", EXTRA, list[str] | None))
 
 
 def sampling_options(command: Callable[..., Any]) -> Callable[..., Any]:

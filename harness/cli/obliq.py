@@ -7,6 +7,7 @@ are generated from the fields of :class:`~gapbench.analyses.obliq_build.ObliqBui
 from __future__ import annotations
 
 import json
+
 import typer
 
 from . import llm_options as cli_llm
@@ -41,12 +42,13 @@ def build_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print card.json's object."),
 ) -> None:
     """Build an OBLIQ-style task: queries whose relevance is a latent attribute of the documents."""
-    from .common import check_output
     from ..analyses.obliq_build import build_obliq, render_estimate
+    from .common import check_output
 
     check_output(options.out, run_dir=False, option="out")
     report = build_obliq(corpus, options,
-                         on_estimate=None if options.dry_run else lambda est: typer.echo(render_estimate(est), err=True))
+                         on_estimate=None if options.dry_run
+                         else lambda est: typer.echo(render_estimate(est), err=True))
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json")))
     elif options.dry_run:

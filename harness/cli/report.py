@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from .from_options import FromOptions, add_command, command
-
 
 # --measure, --alpha, --n-permutations and --seed are ReportOptions' fields (gapbench.products.report_build); the task,
 # the run directories, the analysis folders and the output folder are the command's own
@@ -23,8 +21,8 @@ def register(app: typer.Typer) -> None:
 @command(FLAGS)
 def report_cmd(
     task: str = typer.Argument(..., help="The task the run directories were made on."),
-    run_dirs: List[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
-    analyses: Optional[List[Path]] = typer.Option(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `gapbench run TASK -r NAME -o DIR`."),
+    analyses: list[Path] | None = typer.Option(
         None, "--analyses", "-a",
         help="Folders holding analysis outputs (<kind>.json and PNGs): --analyses A B, or --analyses A --analyses "
              "B."),
@@ -33,8 +31,8 @@ def report_cmd(
 ) -> None:
     """A self-contained HTML gap report (plus Markdown and JSON): measures with CIs, significance, per-query
     distributions, and every analysis that has been run for the task."""
-    from .common import check_output
     from ..products.report_build import build_report
+    from .common import check_output
 
     check_output(out, run_dir=False, option="out")
     run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
@@ -48,7 +46,7 @@ def report_cmd(
         typer.echo(f"  {paths[kind]}")
 
 
-def split_analysis_folders(paths: List[Path], analyses: List[Path]) -> tuple[List[Path], List[Path]]:
+def split_analysis_folders(paths: list[Path], analyses: list[Path]) -> tuple[list[Path], list[Path]]:
     """(run directories, analysis folders). An option takes one value, so in `--analyses A B` B arrives among the run
     directories: given --analyses at all, a folder there that holds analysis outputs and no results.json is an
     analysis folder. Without --analyses such a folder stays where it was given, and reading it as a run directory

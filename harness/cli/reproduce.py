@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 import typer
 
 from .from_options import FromOptions, add_command, command
@@ -26,7 +24,7 @@ def _data(items: list[str]) -> dict[str, str]:
 # --only, --offline, --data, --output and --matrix are ReproduceOptions' fields (gapbench.products.reproduce); --list
 # and --json are the command's own
 REPRODUCE = FromOptions("reproduce", "gapbench.products.reproduce:ReproduceOptions", short={"output": ("-o",)},
-                        decls={"offline": ("--offline",)}, kinds={"data": List[str]}, parse={"data": _data})
+                        decls={"offline": ("--offline",)}, kinds={"data": list[str]}, parse={"data": _data})
 
 
 def register(app: typer.Typer) -> None:

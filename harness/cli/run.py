@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, List, Optional
 
 import typer
 
 from . import llm_options as cli_llm
-from .listing import completion
 from .common import check_output, fail, measure_list
 from .from_options import FromOptions, add_command, command, help_text
+from .listing import completion
 
 # the flags of `gapbench run` are RunOptions' fields (gapbench.runner); the task, the retriever and --json are the
 # command's own
 FLAGS = FromOptions("run", "gapbench.runner:RunOptions",
                     short={"measures": ("-m",), "output": ("-o",)}, decls={"overwrite": ("--overwrite",)},
-                    kinds={"measures": Optional[List[str]], "memory_budget": Optional[str], "reranker": Optional[str]},
+                    kinds={"measures": list[str] | None, "memory_budget": str | None, "reranker": str | None},
                     parse={"measures": measure_list}, completion={"reranker": completion("reranker")})
 
 
@@ -43,7 +43,7 @@ def run_cmd(
                                    autocompletion=completion("retriever")),
     options=None,  # RunOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    llm_sampling: Optional[dict] = None,  # the --llm-* sampling options given (cli_llm.sampling_options)
+    llm_sampling: dict | None = None,  # the --llm-* sampling options given (cli_llm.sampling_options)
 ) -> None:
     """Run a retriever on a task or a suite, evaluate it and print a table."""
     from ..suites import is_suite

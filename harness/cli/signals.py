@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -22,7 +21,7 @@ DEFAULT_RETRIEVERS = "bm25,dense"
 # and --json are the command's own
 FLAGS = FromOptions("signals", "gapbench.analyses.signals.signals_options:SignalsOptions",
                     renamed={"bootstrap": "n_bootstrap"}, short={"window": ("-k",), "output": ("-o",)},
-                    kinds={"output": Optional[Path]}, library_only={"term_extractor"})
+                    kinds={"output": Path | None}, library_only={"term_extractor"})
 
 
 def register(app: typer.Typer) -> None:
@@ -43,8 +42,8 @@ def signals_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print signals.json's content."),
 ) -> None:
     """Cheap weak-retrieval signals: AUC per signal, pruning, and a calibrated escalation gate."""
-    from .common import check_output, split_specs
     from ..analyses.signals.signals_run import run_signals_with
+    from .common import check_output, split_specs
 
     output = options.output
     check_output(output, run_dir=False)
@@ -62,8 +61,8 @@ def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, s
     """The task of the runs so far: every run directory must be of one task, the one the gate was calibrated on (query
     ids such as 0..1499 recur across tasks, so a mixed set would be gated silently). A local task is compared by its
     content when signals.json records it (``task_key``), so runs of the same folder at another path pass."""
-    from .common import fail
     from ..identity import LOCAL_REVISION, content_key, task_label
+    from .common import fail
 
     task, fps = manifest.get("task") or {}, manifest.get("fingerprints") or {}
     name = task.get("name")
@@ -121,20 +120,20 @@ def _signals_command(task: dict) -> str:
 
 
 def gate_cmd(
-    run_dirs: List[Path] = typer.Argument(
+    run_dirs: list[Path] = typer.Argument(
         ..., help="Run directories (gapbench run --output) holding the signal's ingredients."),
     signals: Path = typer.Option(..., "--signals", help="signals.json (or its directory) from `gapbench signals`."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
+    output: Path | None = typer.Option(None, "--output", "-o",
                                           help="Directory for escalate.tsv (default: the first run directory)."),
     either: bool = typer.Option(False, "--either",
                                 help="Apply the gate on either of two signals firing (gate_either)."),
 ) -> None:
     """Mark the queries of a run to escalate with a calibrated gate (writes escalate.tsv)."""
-    from .common import fail
     from ..analyses.gate_retrievers import match_gate_runs
     from ..analyses.signals.signals_report import gate_warning
     from ..analyses.signals.stored import gate_runs, gate_signals, load_signals, write_escalations
     from ..store import load_manifest, load_run
+    from .common import fail
 
     stored = load_signals(signals, "gate_either" if either else "gate")
     runs = {}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -108,9 +109,9 @@ def compare_run_dirs(
     re-scored from the data found where a manifest recorded it or given in ``data`` (folders or task strings).
     Systems stored under the same name (one retriever with other options) are told apart by their folder's name.
     """
-    from .rescore import Rescorer, check_mode
     from ..identity import identity_of
     from ..store import load_results
+    from .rescore import Rescorer, check_mode
 
     CompareOptions(alpha=alpha, n_permutations=n_permutations, seed=seed)  # refused before any run directory is read
     check_mode(rescore)

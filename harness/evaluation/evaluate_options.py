@@ -4,8 +4,6 @@ words every options class uses, not later when a confidence interval is first re
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from ..contract import Depth, OptionalResamples, Options, Seed
@@ -21,5 +19,5 @@ class EvaluateOptions(Options):
     n_resamples: OptionalResamples = Field(1000, description="Bootstrap resamples of the queries for the 95% "
                                                              "CIs; 0: the means only.")
     seed: Seed = Field(0, description="Seed of the bootstrap.")
-    depth: Optional[Depth] = Field(None, description="The k the run was cut at, where known: a measure that reads "
+    depth: Depth | None = Field(None, description="The k the run was cut at, where known: a measure that reads "
                                                      "deeper is named in the results' notes.")

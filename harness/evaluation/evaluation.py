@@ -11,19 +11,20 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Annotated, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from .. import trec_names
 from ..errors import ConfigError, GapbenchError, TrecNameError, UnknownIdError
 from ..schemas.run import RunResults
 from ..settings import accepts_type, fits, parse_float, parse_int
 from ..specs import split_list
-from .. import trec_names
+from ..tables import Table
+from ..types import Qrels, Run, clean_scores
 from .evaluate_options import EvaluateOptions
 from .stats import bootstrap_cis
-from ..types import Qrels, Run, clean_scores
-from ..tables import Table
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "RR@10")
 # What a measure without a cut-off (AP, Rprec, nDCG) reads by convention: trec_eval's runs hold 1,000 per query.

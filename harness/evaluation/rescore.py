@@ -21,8 +21,9 @@ manifests that names loadable data, so one side cannot opt out by naming a task 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DataFormatError, GapbenchError
 from ..schemas.comparison import RescoreCheck
@@ -192,11 +193,10 @@ class Rescorer:
 
     def _rescore(self, directory: Path, res: RunResults, ident: RunIdentity, data: Any, measures: Sequence[str],
                  label: str) -> None:
-        from .evaluation import evaluate
         from ..formats import file_digest, read_trec_run
-        from ..store import _run_file
-
         from ..identity import check_run_data
+        from ..store import _run_file
+        from .evaluation import evaluate
 
         check_run_data(directory, data)  # the corpus and queries the manifest records are the task's own
         fingerprint = data.qrels.fingerprint

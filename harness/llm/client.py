@@ -39,20 +39,29 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import fields, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import (ConfigError, GapbenchError, LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError,
-                      MissingDependencyError, UnknownNameError)
-from .response_cache import ResponseCache, cache_key
+from ..errors import (
+    ConfigError,
+    GapbenchError,
+    LLMError,
+    LLMRequestError,
+    LLMResponseError,
+    LLMUnavailableError,
+    MissingDependencyError,
+    UnknownNameError,
+)
 from .competence import CompetenceWatch, prompt_text
 from .competence import active as active_watch
-from .config import DEFAULT_BASE_URL, _MAX_TOKENS_CAP, _RESERVED, LLMConfig, command_settings, parse_extra, redact_url
+from .config import _MAX_TOKENS_CAP, _RESERVED, DEFAULT_BASE_URL, LLMConfig, command_settings, parse_extra, redact_url
 from .pacing import _Pacer, prompt_tokens
 from .records import ChatRequest, ChatResponse, Message, _messages
-from .refusals import Refusals, _Rejected, _refused_param
+from .refusals import Refusals, _refused_param, _Rejected
+from .response_cache import ResponseCache, cache_key
 from .retries import _BATCH, RetryPolicy, _Cancelled
 from .templates import PROMPTS_DIR, available_prompts, listwise_prompt, load_prompt, prompt_fields, prompt_path, render
 from .text import one_line
@@ -382,7 +391,7 @@ class LLMClient:
         api = self._api()
         extra = {"dimensions": dimensions} if dimensions is not None else {}
 
-        def one(batch: list[str]) -> "np.ndarray":
+        def one(batch: list[str]) -> np.ndarray:
             def call(seconds: float):
                 data = post(api.embeddings, seconds, self.config.max_response_bytes, input=batch, model=model,
                             encoding_format="float", extra_body=extra)
@@ -450,7 +459,7 @@ class LLMClient:
         if self.cache is not None:
             self.cache.close()
 
-    def __enter__(self) -> "LLMClient":
+    def __enter__(self) -> LLMClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -477,7 +486,7 @@ class LazyClient:
 
     @classmethod
     def of(cls, client: LLMClient | None = None, *, cache: bool | str | os.PathLike = True,
-           **options: Any) -> "LazyClient":
+           **options: Any) -> LazyClient:
         """``client`` when given, else one made later from the ``options`` (LLMConfig fields) that are not None."""
         if client is not None:
             return cls(client=client)

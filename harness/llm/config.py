@@ -19,9 +19,10 @@ import math
 import os
 import re
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
@@ -145,14 +146,14 @@ class LLMConfig:
         if self.retry_wait < 0 or self.retry_wait_max < 0:
             raise bad("retry_wait" if self.retry_wait < 0 else "retry_wait_max", "a number of seconds >= 0")
 
-    def resolved(self) -> "LLMConfig":
+    def resolved(self) -> LLMConfig:
         """This config with the command's settings (:func:`command_settings`) over its own, the base URL filled in
         (argument, else ``$OPENAI_BASE_URL``, else OpenAI) and checked."""
         with _COMMAND_LOCK:
             command = dict(_COMMAND)
         return replace(self, **command)._resolved() if command else self._resolved()
 
-    def _resolved(self) -> "LLMConfig":
+    def _resolved(self) -> LLMConfig:
         if not (self.base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(self.api_key_env)):
             # no endpoint, and no key that would mean OpenAI's: the embedded llama.cpp server (gapbench[local-llm])
             from .local import embedded_config

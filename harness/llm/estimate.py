@@ -15,9 +15,10 @@ prints, when ``llm`` talks to the embedded server (no endpoint configured) and t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..progress import format_duration, progress, say
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 from .text import one_line
 from .transport import _Garbage, _NoAnswer, _openai_module, _Slow

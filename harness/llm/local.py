@@ -26,10 +26,11 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..cache import cache_dir
 from ..errors import ConfigError, LocalLLMError, MissingDependencyError
@@ -98,7 +99,7 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "LocalServer":
+    def start(self) -> LocalServer:
         _check_server_installed()
         self.port = self.port or _free_port()
         folder = cache_dir("local-llm")
@@ -181,7 +182,7 @@ class LocalServer:
             if proc.stdin and not proc.stdin.closed:
                 proc.stdin.close()
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self.start() if self.proc is None else self
 
     def __exit__(self, *exc: Any) -> None:

@@ -12,8 +12,9 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 _CHARS_PER_TOKEN = 4  # English text in the BPE vocabularies of GPT, Llama and SmolLM: about 4 characters a token
 _QUEUED = 2.0  # an answer more than this many times slower than the fastest of its size, sent among others: a queue

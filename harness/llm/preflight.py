@@ -14,11 +14,10 @@ endpoint that answered is not checked again in this process.
 from __future__ import annotations
 
 import http.client
-import socket
 import threading
 import urllib.error
 import urllib.request
-from typing import Mapping
+from collections.abc import Mapping
 
 _ANSWERED: set[str] = set()  # base URLs that answered the check in this process
 _LOCK = threading.Lock()
@@ -38,7 +37,7 @@ def check(base_url: str, seconds: float, headers: Mapping[str, str] | None = Non
         pass  # an HTTP status: the server answers
     except urllib.error.URLError:
         return None  # no connection (refused, unknown host, no TCP within the time): the call names it at once
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return f"accepted the connection but sent no answer to GET /models within {seconds:g} s"
     except (OSError, http.client.HTTPException):
         return None  # hung up or garbled: the call meets it too, and names it

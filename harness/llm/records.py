@@ -3,8 +3,9 @@ and :class:`ChatResponse` (the answer, its token counts, and whether it came fro
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -50,6 +51,6 @@ class ChatResponse:
                 "completion_tokens": self.completion_tokens, "model": self.model, "truncated": self.truncated}
 
     @classmethod
-    def from_cache(cls, data: Mapping[str, Any]) -> "ChatResponse":
+    def from_cache(cls, data: Mapping[str, Any]) -> ChatResponse:
         return cls(data["text"], data.get("finish_reason"), int(data.get("prompt_tokens", 0)),
                    int(data.get("completion_tokens", 0)), True, data.get("model", ""), bool(data.get("truncated")))

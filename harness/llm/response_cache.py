@@ -11,12 +11,14 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..cache import cache_dir
 from ..errors import GapbenchError
 from .text import one_line
+
 
 def cache_key(payload: Mapping[str, Any]) -> str:
     """sha256 over the model, the messages and every other request parameter (canonical JSON)."""

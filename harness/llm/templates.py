@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import string
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
 from .text import one_line

@@ -16,7 +16,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import MissingDependencyError
 from .records import ChatResponse

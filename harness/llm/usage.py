@@ -4,7 +4,8 @@ and per tag (query id), for the run manifest."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _COUNTERS = ("requests", "calls", "retries", "cache_hits", "failures", "prompt_tokens", "completion_tokens",
              "resent", "length_reasks", "truncated")

@@ -9,7 +9,6 @@ self-contained (inline CSS and SVG, no scripts, no external requests) and every 
 from __future__ import annotations
 
 import html
-from typing import Optional
 
 from ..schemas.leaderboard import BOARD_CSS, BoardDistribution, BoardEntry, BoardMissProfile, BoardSignal, Leaderboard
 
@@ -57,14 +56,14 @@ def distribution_svg(d: BoardDistribution, label: str) -> str:
             f'aria-label="{html.escape(label)}">{"".join(bars)}{axis}{box}</svg>')
 
 
-def _signal(sig: Optional[BoardSignal], note: Optional[str] = None) -> str:
+def _signal(sig: BoardSignal | None, note: str | None = None) -> str:
     if sig is None:
         return "-" if not note else f'<span title="{html.escape(note)}">-</span>'
     ci = f" [{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]" if sig.ci95 else ""
     return f"{sig.separation:.3f}{ci}"
 
 
-def _count(value: Optional[int]) -> str:
+def _count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 

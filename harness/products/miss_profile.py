@@ -26,7 +26,8 @@ build time; the profile says why.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,8 @@ def _code_key() -> str:
     import hashlib
     from pathlib import Path
 
-    from ..analyses.signals import definitions, signal_stats as stats
+    from ..analyses.signals import definitions
+    from ..analyses.signals import signal_stats as stats
 
     h = hashlib.sha256()
     for path in (Path(__file__), Path(definitions.__file__), Path(stats.__file__)):
@@ -112,9 +114,9 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
     submissions cache under the run's sha256, the task data and this code, so a rebuild parses only new runs."""
     from ..analyses.signals.definitions import compute_signals, weak_labels
     from ..types import Run
+    from .submissions.runs import check_run_file
     from .submissions.score_cache import cache_path, cache_read, cache_write
     from .submissions.validation_report import ValidationReport, task_data
-    from .submissions.runs import check_run_file
 
     t = report.task(task)
     data = task_data(t, report)

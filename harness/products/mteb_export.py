@@ -31,11 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import SubmissionError
+from ..schemas.base import MODEL_NAME, SYSTEM_NAME
 from .exports import _out_path, _path_part, file_stem
 from .model_files import COMMIT, ModelFacts, find_model_folder, read_model_facts
 from .mteb_tasks import NOT_IN_MTEB, mteb_task
-from ..errors import SubmissionError
-from ..schemas.base import MODEL_NAME, SYSTEM_NAME
 from .submissions.validate import scored_submission
 
 NO_REVISION = "no_revision_available"  # MTEB's revision folder for a model without a pinned revision

@@ -9,9 +9,10 @@ with the strict reader of every file gapbench writes (no NaN, no key twice).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..errors import ConfigError, DataFormatError
 from ..formats import StrictJSONError, parse_json_strict

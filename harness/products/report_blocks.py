@@ -6,8 +6,9 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, Union
+from typing import Any
 
 from ..files import pyplot
 from ..tables import Table
@@ -22,7 +23,7 @@ class Figure:
     caption: str = ""
 
 
-Block = Union[str, Table, Figure]
+Block = str | Table | Figure
 
 
 @dataclass

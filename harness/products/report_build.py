@@ -62,9 +62,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -110,7 +111,8 @@ class Report:
             write_bytes_atomic(out / fig.name, fig.png)
         paths["html"] = write_text_atomic(out / "report.html", self.to_html())
         paths["md"] = write_text_atomic(out / "report.md", self.to_markdown())
-        paths["json"] = write_text_atomic(out / "report.json", json.dumps(self.data.model_dump(mode="json", by_alias=True), indent=2))
+        paths["json"] = write_text_atomic(out / "report.json",
+                                          json.dumps(self.data.model_dump(mode="json", by_alias=True), indent=2))
         return paths
 
 
@@ -120,7 +122,7 @@ class ReportOptions(Options):
     >>> ReportOptions(measure="R@100", alpha=0.01)  # doctest: +SKIP
     """
 
-    measure: Optional[Text] = Field(None, description="Main measure (default: the first stored one).")
+    measure: Text | None = Field(None, description="Main measure (default: the first stored one).")
     alpha: Alpha = Field(0.05, description="Significance level of the Holm-corrected tests.")
     n_permutations: Permutations = Field(10_000, description="Sign flips of each paired randomization test.")
     seed: Seed = Field(0, description="Seed of the bootstrap CIs and of the paired tests' sign flips (0 or more).")

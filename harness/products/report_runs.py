@@ -4,8 +4,9 @@ sections made from them, the headline measures with their significance and the p
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ConfigError, GapbenchError
 from ..schemas.report import Distribution, PerQuery, WinTieLoss

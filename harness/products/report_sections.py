@@ -3,7 +3,8 @@ structure (:func:`generic_section`), and the list of analyses run and not run.""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..tables import Table
 from .report_analyses import KNOWN_ANALYSES, Analysis

@@ -16,10 +16,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional
 
 try:
     import tomllib
@@ -48,8 +48,8 @@ class ReproduceOptions(Options):
     offline: bool = Field(False, description="Run only the rows whose data is on this machine.")
     data: dict[str, str] = Field(default_factory=dict, description="TASK=DIR: a local copy of a task's data "
                                  "(a task name such as beir/scifact, or a family such as beir).")
-    output: Optional[Path] = Field(None, description="Folder for matrix.json, matrix.md, matrix.html and runs/.")
-    matrix: Optional[Path] = Field(None, description="Another matrix file (default: the one gapbench ships).")
+    output: Path | None = Field(None, description="Folder for matrix.json, matrix.md, matrix.html and runs/.")
+    matrix: Path | None = Field(None, description="Another matrix file (default: the one gapbench ships).")
 
     @field_validator("only")
     @classmethod
@@ -122,8 +122,8 @@ def select(rows: list[MatrixEntry], only: list[str]) -> list[MatrixEntry]:
 def check_specs(rows: Iterable[MatrixEntry], matrix: object = None) -> None:
     """Every row's retriever and reranker is a registered name: a row that names another is refused before any run."""
     from ..errors import UnknownNameError
-    from ..specs import parse_spec
     from ..retrieval import RERANKERS, RETRIEVERS, _ensure_builtin
+    from ..specs import parse_spec
 
     _ensure_builtin()
     for row in rows:

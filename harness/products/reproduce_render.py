@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..schemas.reproduce import MatrixRow, ReproduceReport
 

@@ -33,34 +33,157 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import DataFormatError, SchemaError
-from .base import (AdapterFingerprint, AdapterName, FIELDS, FINGERPRINT, ISO_DATE, ISO_DATETIME, MAX_PER_QUERY,
-                   MAX_PROBLEMS_PER_FILE, MAX_RESAMPLES, MAX_TASKS, MODEL_NAME, Model, ModelName, ModelRevision, Number,
-                   One, PACKAGE, PackageName, PackageVersion, Pair, REVISION, SYSTEM_NAME, ScoringDate, ScoringVersion,
-                   TEXT_RULES, URL, VERSION, _rule, _text, run_file_name, text_problem)
-from .run import (TaskInfo, RetrieverInfo, RerankerInfo, RayInfo, RunManifest, RunResults)
-from .submission import (SubmissionModelRef, SubmissionAdapter, SubmissionTask, Submission, Fingerprints,
-                         ScoresManifest, TaskScores, Scores)
-from .comparison import (RescoreCheck, PairValues, PairTest, Comparison, RegressRow, RegressReport)
-from .gap import (Value, NamedValue, Spread, PoolScalingRow, AnswerCounts, Answers, VerifierAnswers, OtherQrels,
-                  RetrieverLLM, RetrieverEntry, VerifierInfo, VerifierSeeds, GapMeta, GapReport)
-from .signals import (CalibratedRetriever, AvailableSignal, UnavailableSignal, EscalationRates, GateSplit, Gate,
-                      EitherGate, SignalsReport)
-from .coverage import (CoverageConfig, EntitiesSummary, ClusteringSummary, ClusterRow, Regime, Density, QueryJudging,
-                       CoverageBlock, ClusterStats, SystemSummary, StatRates, WinRates, Bootstrap, QueryRow, SampleDoc,
-                       MissingStratum, TypeCounts, PoolSize, PoolCounts, Judging, SyntheticQuery, Synthetic, Augmented,
-                       Timings, CoverageReport)
-from .argus import (AuditEncoder, PoolSizes, BandCounts, Terciles, Grounding, AuditEntity, ArgusAudit, ClassMetrics,
-                    BlindSpotMetrics, ProbeMetrics, ProbeFamily, ProbeSelected, ProbeSplit, ProbeProtocol,
-                    CalibrationBin, Residuals, Calibration, ProbeAuditSummary, ProbeDataset, SavedProbe, ArgusProbe,
-                    SweepCell, SweepEntity, SweepRetriever, ArgusSweep, DatasetInputs, DatasetSettings, DatasetCounts,
-                    DatasetDropped, ArgusDataset)
-from .argus_compare import (CompareConfig, LabelPriorMethod, AuditMethod, ProbeMethod, DiagnosisSeconds,
-                            CompareDiagnosis, SynthesisCheck, ViewGrowth, VariantSeconds, CompareVariant, VariantDelta,
-                            MaxRpsGroup, MaxRpsDelta, ArgusCompareTask, ArgusCompare)
-from .leaderboard import (BoardTest, BoardTaskScore, BoardEntry, Leaderboard)
-from .reproduce import (MatrixEntry, MatrixRow, ReproduceCounts, ReproduceReport)
-from .report import (ReportSystem, ReportTest, Distribution, WinTieLoss, PerQuery, ReportAnalysis, Ignored, ReportData)
-from .obliq_build import (StageIO, Dropped, QueryPool, ObliqBuildReport)
+from .argus import (
+    ArgusAudit,
+    ArgusDataset,
+    ArgusProbe,
+    ArgusSweep,
+    AuditEncoder,
+    AuditEntity,
+    BandCounts,
+    BlindSpotMetrics,
+    Calibration,
+    CalibrationBin,
+    ClassMetrics,
+    DatasetCounts,
+    DatasetDropped,
+    DatasetInputs,
+    DatasetSettings,
+    Grounding,
+    PoolSizes,
+    ProbeAuditSummary,
+    ProbeDataset,
+    ProbeFamily,
+    ProbeMetrics,
+    ProbeProtocol,
+    ProbeSelected,
+    ProbeSplit,
+    Residuals,
+    SavedProbe,
+    SweepCell,
+    SweepEntity,
+    SweepRetriever,
+    Terciles,
+)
+from .argus_compare import (
+    ArgusCompare,
+    ArgusCompareTask,
+    AuditMethod,
+    CompareConfig,
+    CompareDiagnosis,
+    CompareVariant,
+    DiagnosisSeconds,
+    LabelPriorMethod,
+    MaxRpsDelta,
+    MaxRpsGroup,
+    ProbeMethod,
+    SynthesisCheck,
+    VariantDelta,
+    VariantSeconds,
+    ViewGrowth,
+)
+from .base import (
+    FIELDS,
+    FINGERPRINT,
+    ISO_DATE,
+    ISO_DATETIME,
+    MAX_PER_QUERY,
+    MAX_PROBLEMS_PER_FILE,
+    MAX_RESAMPLES,
+    MAX_TASKS,
+    MODEL_NAME,
+    PACKAGE,
+    REVISION,
+    SYSTEM_NAME,
+    TEXT_RULES,
+    URL,
+    VERSION,
+    AdapterFingerprint,
+    AdapterName,
+    Model,
+    ModelName,
+    ModelRevision,
+    Number,
+    One,
+    PackageName,
+    PackageVersion,
+    Pair,
+    ScoringDate,
+    ScoringVersion,
+    _rule,
+    _text,
+    run_file_name,
+    text_problem,
+)
+from .comparison import Comparison, PairTest, PairValues, RegressReport, RegressRow, RescoreCheck
+from .coverage import (
+    Augmented,
+    Bootstrap,
+    ClusteringSummary,
+    ClusterRow,
+    ClusterStats,
+    CoverageBlock,
+    CoverageConfig,
+    CoverageReport,
+    Density,
+    EntitiesSummary,
+    Judging,
+    MissingStratum,
+    PoolCounts,
+    PoolSize,
+    QueryJudging,
+    QueryRow,
+    Regime,
+    SampleDoc,
+    StatRates,
+    Synthetic,
+    SyntheticQuery,
+    SystemSummary,
+    Timings,
+    TypeCounts,
+    WinRates,
+)
+from .gap import (
+    AnswerCounts,
+    Answers,
+    GapMeta,
+    GapReport,
+    NamedValue,
+    OtherQrels,
+    PoolScalingRow,
+    RetrieverEntry,
+    RetrieverLLM,
+    Spread,
+    Value,
+    VerifierAnswers,
+    VerifierInfo,
+    VerifierSeeds,
+)
+from .leaderboard import BoardEntry, BoardTaskScore, BoardTest, Leaderboard
+from .obliq_build import Dropped, ObliqBuildReport, QueryPool, StageIO
+from .report import Distribution, Ignored, PerQuery, ReportAnalysis, ReportData, ReportSystem, ReportTest, WinTieLoss
+from .reproduce import MatrixEntry, MatrixRow, ReproduceCounts, ReproduceReport
+from .run import RayInfo, RerankerInfo, RetrieverInfo, RunManifest, RunResults, TaskInfo
+from .signals import (
+    AvailableSignal,
+    CalibratedRetriever,
+    EitherGate,
+    EscalationRates,
+    Gate,
+    GateSplit,
+    SignalsReport,
+    UnavailableSignal,
+)
+from .submission import (
+    Fingerprints,
+    Scores,
+    ScoresManifest,
+    Submission,
+    SubmissionAdapter,
+    SubmissionModelRef,
+    SubmissionTask,
+    TaskScores,
+)
 
 # ---------------------------------------------------------------- lookup, validation, export
 

@@ -9,7 +9,7 @@ earlier versions lack are optional and stay absent when such a file is read back
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -29,15 +29,15 @@ class CompareConfig(Model):
     ner: str
     kb: str  # the Reference KB's name (a packaged name or the JSONL file's stem)
     kb_fingerprint: str
-    pipeline_check: Optional[bool] = None  # the KB states the answers (landmarks-oracle); absent in early files
+    pipeline_check: bool | None = None  # the KB states the answers (landmarks-oracle); absent in early files
     k: int = Field(ge=1)  # retrieval depth
     measures: list[str]
     seed: int
-    diagnosis: Optional[Diagnosis] = None  # absent in files written before the setting existed
-    diagnosis_method: Optional[DiagnosisMethod] = None
-    probe: Optional[str]  # the probe's folder (``shipped:<folder>`` for the shipped one), ``given``, or null
+    diagnosis: Diagnosis | None = None  # absent in files written before the setting existed
+    diagnosis_method: DiagnosisMethod | None = None
+    probe: str | None  # the probe's folder (``shipped:<folder>`` for the shipped one), ``given``, or null
     retriever_fingerprint: str
-    llm: Optional[dict[str, Any]]  # the synthesis LLM client's settings (LLMClient.describe()), null without synthesis
+    llm: dict[str, Any] | None  # the synthesis LLM client's settings (LLMClient.describe()), null without synthesis
     variants: list[Variant]
 
 
@@ -61,9 +61,9 @@ class AuditMethod(Model):
     k_aug: int
     queries: str
     unaudited_rps: Number
-    n_entities: Optional[int] = None  # counted once the mentions are scored
-    n_audited_entities: Optional[int] = None
-    n_queries: Optional[int] = None
+    n_entities: int | None = None  # counted once the mentions are scored
+    n_audited_entities: int | None = None
+    n_queries: int | None = None
 
 
 class ProbeMethod(Model):
@@ -71,7 +71,7 @@ class ProbeMethod(Model):
 
     method: Literal["probe"]
     probe: str  # the probe's class name
-    probe_fingerprint: Optional[str]
+    probe_fingerprint: str | None
     embedding: Literal["span", "document"]
     n_truncated: int  # mentions past the model's token limit, pooled over the whole document
 
@@ -80,7 +80,7 @@ class DiagnosisSeconds(Model):
     ner: Number
     embed: Number
     probe: Number
-    audit: Optional[Number] = None  # absent in files written before the audit diagnosis
+    audit: Number | None = None  # absent in files written before the audit diagnosis
 
 
 class CompareDiagnosis(Model):
@@ -91,7 +91,7 @@ class CompareDiagnosis(Model):
     n_flagged_entities: int
     n_docs_flagged: int
     tau: Number
-    method: Annotated[Union[LabelPriorMethod, AuditMethod, ProbeMethod], Field(discriminator="method")]
+    method: Annotated[LabelPriorMethod | AuditMethod | ProbeMethod, Field(discriminator="method")]
     seconds: DiagnosisSeconds
 
 
@@ -106,7 +106,7 @@ class SynthesisCheck(Model):
     truncated: int
     dropped_truncated: int
     keep_truncated: bool
-    max_tokens: Optional[Annotated[list[int], Field(min_length=2, max_length=2)]]  # [lowest, highest] budget
+    max_tokens: Annotated[list[int], Field(min_length=2, max_length=2)] | None  # [lowest, highest] budget
 
 
 class ViewGrowth(Model):
@@ -119,7 +119,7 @@ class ViewGrowth(Model):
     docs_with_views: int
     max_views_per_doc: int
     index_growth: Number  # indexed / n_docs
-    synthesis: Optional[SynthesisCheck] = None  # synthesis views only
+    synthesis: SynthesisCheck | None = None  # synthesis views only
 
 
 class VariantSeconds(Model):
@@ -149,7 +149,7 @@ class VariantDelta(Model):
 # ---------------------------------------------------------------- Table 4
 class MaxRpsGroup(Model):
     n: int = Field(ge=0)
-    mean_max_rps: Optional[Number]  # null when the group is empty
+    mean_max_rps: Number | None  # null when the group is empty
 
 
 class MaxRpsDelta(Model):
@@ -159,7 +159,7 @@ class MaxRpsDelta(Model):
     no_entities: int = Field(ge=0)
     retrieved: MaxRpsGroup
     unretrieved: MaxRpsGroup
-    delta: Optional[Number]  # retrieved - unretrieved; null when either group is empty
+    delta: Number | None  # retrieved - unretrieved; null when either group is empty
 
 
 # ---------------------------------------------------------------- the comparison
@@ -171,8 +171,8 @@ class ArgusCompareTask(Model):
     kb_seconds: Number
     variants: dict[Variant, CompareVariant]
     deltas: dict[Variant, dict[str, VariantDelta]]  # every variant but original -> measure -> delta
-    max_rps_delta: Optional[dict[str, MaxRpsDelta]] = None  # k -> Table 4; absent in files written before it
-    llm: Optional[dict[str, int]]  # the synthesis LLM's counters (requests, calls, tokens, ...); null without synthesis
+    max_rps_delta: dict[str, MaxRpsDelta] | None = None  # k -> Table 4; absent in files written before it
+    llm: dict[str, int] | None  # the synthesis LLM's counters (requests, calls, tokens, ...); null without synthesis
     notes: list[str]
 
 
@@ -182,7 +182,7 @@ class ArgusCompare(Model):
     kind: Literal["argus_compare"]
     task: str  # the task, or the suite's name
     version: One
-    suite: Optional[str]
+    suite: str | None
     retriever: str
     config: CompareConfig
     tasks: dict[str, ArgusCompareTask]

@@ -10,7 +10,8 @@ with its rows is refused. Files written before ``warnings`` existed keep loading
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -170,7 +171,7 @@ class RegressReport(Model):
         return {"kind": "regress", "version": 1, "task": f"{len(rows)} tasks", "passed": not any(failed), **data}
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RegressReport":
+    def _consistent(self) -> RegressReport:
         if self.passed != (not self.failures):
             raise ValueError(f"'passed' is {self.passed}, but {len(self.failures)} of the {len(self.rows)} rows "
                              "failed; a report passes exactly when no row failed")

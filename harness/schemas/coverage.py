@@ -10,7 +10,7 @@ types) are optional, so the files 0.1 wrote keep loading.
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, PrivateAttr
 
@@ -30,7 +30,7 @@ class CoverageConfig(Model):
 
     entities: EntitySource = _d("how entities were extracted: spaCy NER or the LLM")
     embedder: str = _d("the dense adapter spec (or class name) that embedded the entity forms and queries")
-    clusters: Optional[int] = _d("k as given; null when chosen by the silhouette over k_candidates")
+    clusters: int | None = _d("k as given; null when chosen by the silhouette over k_candidates")
     k_candidates: list[int] = _d("the k tried by the silhouette criterion")
     seed: int = _d("seed of KMeans, the silhouette sample, the bootstrap and the judging order")
     n_resamples: int = _d("bootstrap resamples of the queries")
@@ -41,11 +41,11 @@ class CoverageConfig(Model):
     generate: int = _d("LLM queries asked for per missing cluster (0: none)")
     judge_depth: int = _d("each system's top k pooled to judge a generated query")
     judge_batch: int = _d("at most this many pooled documents per judge prompt")
-    query_strata: Optional[QueryStrata] = Field(None, description="how queries got their clusters (absent in 0.1 "
+    query_strata: QueryStrata | None = Field(None, description="how queries got their clusters (absent in 0.1 "
                                                                   "files, which used qrels)")
-    entity_candidates: Optional[int] = Field(None, description="llm-entities: the nearest corpus entities offered "
+    entity_candidates: int | None = Field(None, description="llm-entities: the nearest corpus entities offered "
                                                                "per query (absent in 0.1 files)")
-    query_types: Optional[list[str]] = Field(None, description="the generated queries' length-specificity types, in "
+    query_types: list[str] | None = Field(None, description="the generated queries' length-specificity types, in "
                                                                "the order generation cycles them (absent in 0.1)")
 
 
@@ -53,7 +53,7 @@ class EntitiesSummary(Model):
     """The entities found in the corpus."""
 
     method: EntitySource = _d("spacy or llm")
-    model: Optional[str] = _d("the spaCy model or the LLM that found them")
+    model: str | None = _d("the spaCy model or the LLM that found them")
     n_docs: int = _d("documents in the corpus")
     n_docs_with_entities: int = _d("documents with at least one entity")
     n_mentions: int = _d("entity mentions, repeats included")
@@ -122,8 +122,8 @@ class CoverageBlock(Model):
     n_queries: int = _d("queries evaluated")
     n_queries_unassigned: int = _d("queries in no cluster")
     density: Density
-    regime: Optional[Regime] = Field(None, description="the queries' regime (absent in 0.1 files)")
-    query_judging: Optional[QueryJudging] = Field(None, description="llm-entities only; null otherwise")
+    regime: Regime | None = Field(None, description="the queries' regime (absent in 0.1 files)")
+    query_judging: QueryJudging | None = Field(None, description="llm-entities only; null otherwise")
 
 
 class ClusterStats(Model):
@@ -170,7 +170,7 @@ class Bootstrap(Model):
     win_rate: WinRates
     rank_stability: StatRates = _d("fraction of resamples whose ranking equals the full set's")
     mean_macro_agreement: Number = _d("fraction of resamples where the mean and the macro pick the same winner")
-    regime: Optional[Regime] = Field(None, description="the queries' regime (absent in 0.1 files)")
+    regime: Regime | None = Field(None, description="the queries' regime (absent in 0.1 files)")
 
 
 class QueryRow(Model):
@@ -226,7 +226,7 @@ class Judging(Model):
     prompts: int
     judged: int = _d("documents judged, over all pools")
     judged_relevant: int
-    pool_size: Optional[PoolSize] = _d("null when no query was judged")
+    pool_size: PoolSize | None = _d("null when no query was judged")
     systems: dict[str, PoolCounts]
 
 
@@ -235,7 +235,7 @@ class SyntheticQuery(Model):
 
     query_id: str = _d("syn-<cluster>-<n>")
     cluster_id: int = _d("the missing cluster it was written for")
-    query_type: Optional[str] = Field(None, description="length-specificity (absent in 0.1 files)")
+    query_type: str | None = Field(None, description="length-specificity (absent in 0.1 files)")
     text: str = _d("the query ('' when the answer was empty)")
     grounded_in: str = _d("the document it was written from")
     relevant: list[str] = _d("its pool's documents judged relevant (its qrels, grade 1)")
@@ -253,9 +253,9 @@ class Synthetic(Model):
     rejected_copy: int = _d("queries repeating a word 4-gram of their document's title")
     rejected_judge: int = _d("queries whose grounding document was not judged relevant")
     accepted: int
-    by_type: Optional[dict[str, TypeCounts]] = Field(None, description="per query type (absent in 0.1 files)")
+    by_type: dict[str, TypeCounts] | None = Field(None, description="per query type (absent in 0.1 files)")
     judging: Judging
-    query_judging: Optional[QueryJudging] = Field(None, description="the accepted queries' LLM entity judging "
+    query_judging: QueryJudging | None = Field(None, description="the accepted queries' LLM entity judging "
                                                                     "(llm-entities only)")
     queries: list[SyntheticQuery]
 
@@ -263,7 +263,7 @@ class Synthetic(Model):
 class Augmented(Model):
     """The metrics recomputed with the accepted generated queries."""
 
-    regime: Optional[Regime] = Field(None, description="the queries' regime (absent in 0.1 files)")
+    regime: Regime | None = Field(None, description="the queries' regime (absent in 0.1 files)")
     coverage: CoverageBlock
     systems: dict[str, SystemSummary]
 
@@ -297,8 +297,8 @@ class CoverageReport(Model):
     bootstrap: Bootstrap
     queries: list[QueryRow] = _d("every evaluated query (and accepted generated one) with its clusters")
     missing: list[MissingStratum] = _d("the clusters no query touches, heaviest first")
-    synthetic: Optional[Synthetic] = _d("null unless queries were generated")
-    augmented: Optional[Augmented] = _d("null unless a generated query was accepted")
+    synthetic: Synthetic | None = _d("null unless queries were generated")
+    augmented: Augmented | None = _d("null unless a generated query was accepted")
     timings: Timings
 
     _per_query: dict = PrivateAttr(default_factory=dict)

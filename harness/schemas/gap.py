@@ -9,7 +9,8 @@ seed has no spread) are left out of the file rather than written as null, as gap
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_serializer
 
@@ -60,12 +61,12 @@ class PoolScalingRow(_Sparse):
     retrievers: dict[str, Number]
     retrievers_gold_infused: dict[str, Number]
     # written since pool scaling follows Figure 3 (absent from the first gap.json files):
-    measure: Optional[str] = None  # the pool-scaling measure (Recall@10 by default)
+    measure: str | None = None  # the pool-scaling measure (Recall@10 by default)
     # each retriever's pool: with its top k or not
-    retriever_pools: Optional[dict[str, Literal["own", "others"]]] = None
-    retriever_pool_recall: Optional[dict[str, Number]] = None  # the recall of the pool each retriever was scored on
-    verifier_standard_spread: Optional[Spread] = None  # repeated tournaments over seeds
-    verifier_gold_infused_spread: Optional[Spread] = None
+    retriever_pools: dict[str, Literal["own", "others"]] | None = None
+    retriever_pool_recall: dict[str, Number] | None = None  # the recall of the pool each retriever was scored on
+    verifier_standard_spread: Spread | None = None  # repeated tournaments over seeds
+    verifier_gold_infused_spread: Spread | None = None
 
 
 class AnswerCounts(Model):
@@ -95,7 +96,7 @@ class VerifierAnswers(AnswerCounts):
     mostly_fallbacks: bool
 
     @classmethod
-    def of(cls, answers: Answers | Mapping[str, Any] | None) -> "VerifierAnswers | None":
+    def of(cls, answers: Answers | Mapping[str, Any] | None) -> VerifierAnswers | None:
         """The totals of a verifier's answer counts (None without counts)."""
         if answers is None:
             return None
@@ -116,16 +117,16 @@ class RetrieverLLM(Model):
     """The LLM work of a retriever that calls one (``rewrite:``, ``agent:``): totals of its client's usage (None where
     the client does not count it) and the answers it could not use, by kind."""
 
-    model: Optional[str]
-    calls: Optional[int]
-    requests: Optional[int]
-    cache_hits: Optional[int]
-    failures: Optional[int]
-    prompt_tokens: Optional[int]
-    completion_tokens: Optional[int]
-    truncated: Optional[int]
-    cost: Optional[Number]
-    fallbacks: Optional[dict[str, int]] = None
+    model: str | None
+    calls: int | None
+    requests: int | None
+    cache_hits: int | None
+    failures: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    truncated: int | None
+    cost: Number | None
+    fallbacks: dict[str, int] | None = None
 
     def line(self, name: str) -> str:
         """One line of the printed summary."""
@@ -151,8 +152,8 @@ class VerifierInfo(_Sparse):
 
     name: str
     config: dict[str, Any]
-    task_defaults: Optional[dict[str, Union[bool, int, float, str]]] = None
-    reads_verifier_view: Optional[bool] = None
+    task_defaults: dict[str, bool | int | float | str] | None = None
+    reads_verifier_view: bool | None = None
 
 
 class VerifierSeeds(Model):
@@ -169,12 +170,12 @@ class GapMeta(_Sparse):
     its answer counts and its spread over seeds."""
 
     seed: int
-    retrievers: list[Union[str, RetrieverEntry]]
-    pool_scaling_measure: Optional[str] = None
-    verifier: Optional[VerifierInfo] = None
-    llm: Optional[dict[str, Any]] = None
-    answers: Optional[Answers] = None
-    verifier_seeds: Optional[VerifierSeeds] = None
+    retrievers: list[str | RetrieverEntry]
+    pool_scaling_measure: str | None = None
+    verifier: VerifierInfo | None = None
+    llm: dict[str, Any] | None = None
+    answers: Answers | None = None
+    verifier_seeds: VerifierSeeds | None = None
 
 
 def _kind_and_version_required(schema: dict) -> None:
@@ -204,10 +205,10 @@ class GapReport(Model):
     pool_depth: int
     n_queries: int
     llm_calls: int
-    verifier_answers: Optional[VerifierAnswers]
+    verifier_answers: VerifierAnswers | None
     pool_scaling: list[PoolScalingRow]
     # the LLM work (calls, tokens, fallbacks) of rewrite:/agent: retrievers by name; absent in files before it
-    retriever_llm: Optional[dict[str, RetrieverLLM]] = None
+    retriever_llm: dict[str, RetrieverLLM] | None = None
     other_qrels: dict[str, OtherQrels]
     meta: GapMeta
 

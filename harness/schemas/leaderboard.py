@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Callable, Literal, Optional
+from collections.abc import Callable
+from typing import Literal
 from urllib.parse import quote
 
 from ..errors import GapbenchError
@@ -53,7 +54,7 @@ class BoardSignal(Model):
     signal: str
     separation: Number
     orientation: Literal["lower_is_weaker", "higher_is_weaker"]
-    ci95: Optional[Pair]
+    ci95: Pair | None
     n: int
     n_weak: int
 
@@ -69,11 +70,11 @@ class BoardMisses(Model):
 
     n_queries: int
     misses: Number
-    unique_misses: Optional[int]
-    unique_wins: Optional[int]
+    unique_misses: int | None
+    unique_wins: int | None
     recall_100: Number
     never_found: Number
-    signal: Optional[BoardSignal]
+    signal: BoardSignal | None
 
 
 class BoardTaskProfile(BoardMisses):
@@ -88,8 +89,8 @@ class BoardDoc(Model):
     """A document of a miss example: its rank in the system's run (null when not retrieved), score and text (cut)."""
 
     doc_id: str
-    rank: Optional[int]
-    score: Optional[Number]
+    rank: int | None
+    score: Number | None
     text: str
 
 
@@ -109,7 +110,7 @@ class BoardMissProfile(BoardMisses):
     unique misses and wins summed over tasks, R@100 as the unweighted mean over tasks, the pooled signal, per task the
     same, and miss examples. Coverage strata and the verification gap carry a note saying why they are absent."""
 
-    signal_note: Optional[str]
+    signal_note: str | None
     coverage_note: str
     gap_note: str
     tasks: dict[str, BoardTaskProfile]
@@ -123,18 +124,18 @@ class BoardEntry(Model):
     system: str
     description: str
     contact: str
-    url: Optional[str]
+    url: str | None
     models: list[SubmissionModelRef]
     adapter: SubmissionAdapter
     gapbench_version: str
     date: str
     tasks: dict[str, BoardTaskScore]
-    average: Optional[Number]
-    average_ci95: Optional[Pair]
-    rank: Optional[int]
-    position: Optional[int]
-    rank_stability: Optional[Number]
-    profile: Optional[BoardMissProfile] = None
+    average: Number | None
+    average_ci95: Pair | None
+    rank: int | None
+    position: int | None
+    rank_stability: Number | None
+    profile: BoardMissProfile | None = None
 
 
 class Leaderboard(Model):
@@ -361,7 +362,7 @@ BOARD_CSS = (
 )
 
 
-def _profile_cells(p: Optional[BoardMissProfile]) -> list[str]:
+def _profile_cells(p: BoardMissProfile | None) -> list[str]:
     """The miss profile's Markdown cells (``-`` for a row without one)."""
     if p is None:
         return ["-"] * len(PROFILE_HEADS)
@@ -372,7 +373,7 @@ def _profile_cells(p: Optional[BoardMissProfile]) -> list[str]:
     return [f"{p.misses:.1%}", uniq, f"{p.recall_100:.3f} ({p.never_found:.1%})", auc]
 
 
-def _profile_html(p: Optional[BoardMissProfile]) -> list[str]:
+def _profile_html(p: BoardMissProfile | None) -> list[str]:
     """The miss profile's HTML cells: a number and, on a second line, what qualifies it."""
     if p is None:
         return ['<td class="num">-</td>'] * len(PROFILE_HEADS)

@@ -3,7 +3,7 @@ task folder's ``card.json`` and its JSON Schema (``docs/schemas/obliq_build.sche
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ConfigDict
 
@@ -53,9 +53,9 @@ class ObliqBuildReport(Model):
     corpus: dict[str, Any]
     lens: str
     mode: str
-    labels: Optional[str] = None
+    labels: str | None = None
     settings: dict[str, Any]
-    model: Optional[dict[str, Any]] = None
+    model: dict[str, Any] | None = None
     prompts: dict[str, dict[str, str]]
     structured_output: str
     estimate: dict[str, Any]
@@ -68,7 +68,7 @@ class ObliqBuildReport(Model):
     n_pooled: int
     n_excluded: int
     per_query_pool: dict[str, QueryPool]
-    llm_usage: Optional[dict[str, Any]] = None
+    llm_usage: dict[str, Any] | None = None
     files: list[str]
     seconds: Number
 

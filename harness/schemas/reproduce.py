@@ -8,7 +8,7 @@ the row's data is not on this machine (``why`` says how to put it there).
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -24,7 +24,7 @@ class MatrixEntry(Model):
     id: str = Field(min_length=1, max_length=200, description="Row id: <task>/<retriever label>.")
     task: str = Field(min_length=1, max_length=300, description="Task spec, as `gapbench run` takes it.")
     retriever: str = Field(min_length=1, max_length=300, description="Retriever spec (NAME or NAME:key=value,...).")
-    reranker: Optional[str] = Field(None, description="Reranker spec where the source used one.")
+    reranker: str | None = Field(None, description="Reranker spec where the source used one.")
     measure: str = Field(min_length=1, max_length=60, description="ir-measures name, e.g. nDCG@10.")
     published: Number = Field(description="The published value, on the 0-1 scale.")
     tolerance: Number = Field(gt=0, description="|measured - published| at most this is OK, at most twice OKish.")
@@ -37,11 +37,11 @@ class MatrixRow(MatrixEntry):
     """A row as ``gapbench reproduce`` reports it."""
 
     data_here: bool = Field(description="Whether the task's data is on this machine (nothing to download).")
-    measured: Optional[Number] = Field(None, description="gapbench's value; null when the row was not run.")
-    delta: Optional[Number] = Field(None, description="measured - published.")
+    measured: Number | None = Field(None, description="gapbench's value; null when the row was not run.")
+    delta: Number | None = Field(None, description="measured - published.")
     grade: Grade = Field(description="OK, OKish, FAIL, or not run.")
     why: str = Field("", description="Why the row was not run, and how to give it its data.")
-    run_dir: Optional[str] = Field(None, description="The run directory that holds the run (and caches it).")
+    run_dir: str | None = Field(None, description="The run directory that holds the run (and caches it).")
     cached: bool = Field(False, description="Whether the run was read back from run_dir rather than made now.")
 
 

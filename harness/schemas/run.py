@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -23,11 +24,11 @@ class TaskInfo(Model):
     license: str
     citation: str
     main_measure: str
-    n_docs: Optional[int] = Field(ge=0)
-    n_queries: Optional[int] = Field(ge=0)
+    n_docs: int | None = Field(ge=0)
+    n_queries: int | None = Field(ge=0)
     # the task string that makes this task again (a local task's folder or files and its options); manifests written
     # before it existed lack it
-    spec: Optional[str] = None
+    spec: str | None = None
 
 
 class RetrieverInfo(Model):
@@ -40,9 +41,9 @@ class RetrieverInfo(Model):
 class RerankerInfo(Model):
     name: str
     config: dict[str, Any]
-    llm: Optional[dict[str, Any]] = None  # the LLM client's settings and what was sent
-    answers: Optional[dict[str, Any]] = None  # how the model's answers were read
-    task_defaults: Optional[dict[str, Any]] = None  # the task's reranker defaults the spec left out and the run used
+    llm: dict[str, Any] | None = None  # the LLM client's settings and what was sent
+    answers: dict[str, Any] | None = None  # how the model's answers were read
+    task_defaults: dict[str, Any] | None = None  # the task's reranker defaults the spec left out and the run used
 
 
 class RayInfo(Model):
@@ -64,13 +65,13 @@ class RunManifest(Model):
     system: str
     retriever: RetrieverInfo
     fingerprints: Fingerprints
-    reranker: Optional[RerankerInfo] = None
-    augment: Optional[dict[str, Any]] = None  # {"spec", ...view statistics}
+    reranker: RerankerInfo | None = None
+    augment: dict[str, Any] | None = None  # {"spec", ...view statistics}
     k: int = Field(ge=1)
     measures: list[str]
     seed: int = Field(ge=0)
-    memory_budget: Optional[int] = Field(default=None, ge=0)  # bytes
-    ray: Optional[RayInfo] = None
+    memory_budget: int | None = Field(default=None, ge=0)  # bytes
+    ray: RayInfo | None = None
     date: str
     versions: dict[str, str]
     timings: dict[str, Number]
@@ -96,16 +97,16 @@ class RunResults(Model):
     n_dropped: int = Field(default=0, ge=0)  # qrels queries with no positive judgement
     n_unjudged: int = Field(default=0, ge=0)  # run queries absent from the qrels, ignored
     measures: dict[str, Number] = Field(min_length=1)
-    ci95: Optional[dict[str, Pair]] = None
+    ci95: dict[str, Pair] | None = None
     notes: list[str] = Field(default_factory=list)  # as the manifest's notes (written only when there are some)
 
     _per_query: dict[str, dict[str, float]] = PrivateAttr(default_factory=dict)  # measure -> query_id -> value
     _run: Any = PrivateAttr(default=None)
-    _manifest: Optional["RunManifest"] = PrivateAttr(default=None)
+    _manifest: RunManifest | None = PrivateAttr(default=None)
     _output: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _intervals_of_listed_measures(self) -> "RunResults":
+    def _intervals_of_listed_measures(self) -> RunResults:
         if "" in self.measures:
             raise ValueError("'measures' names a measure with an empty name")
         for m in self.ci95 or {}:
@@ -113,8 +114,8 @@ class RunResults(Model):
                 raise ValueError(f"'ci95.{m}' is the interval of a measure that 'measures' does not list")
         return self
 
-    def holding(self, *, per_query: Optional[Mapping[str, Mapping[str, float]]] = None, run: Any = None,
-                manifest: Optional["RunManifest"] = None, output: Any = None) -> "RunResults":
+    def holding(self, *, per_query: Mapping[str, Mapping[str, float]] | None = None, run: Any = None,
+                manifest: RunManifest | None = None, output: Any = None) -> RunResults:
         """These results with their in-memory extras (none is part of the file): the per-query values and, for
         ``gapbench.run``, the run, its manifest and its run directory. Returns the same object, for the verbs that
         make it."""
@@ -157,7 +158,7 @@ class RunResults(Model):
         return self._run
 
     @property
-    def manifest(self) -> Optional["RunManifest"]:
+    def manifest(self) -> RunManifest | None:
         """What produced the run (``manifest.json``), for results ``gapbench.run`` returned; else None."""
         return self._manifest
 
@@ -235,7 +236,7 @@ class SuiteResults(Model):
     _results: tuple[RunResults, ...] = PrivateAttr(default=())
 
     @classmethod
-    def of(cls, suite: str, results: "list[RunResults] | tuple[RunResults, ...]") -> "SuiteResults":
+    def of(cls, suite: str, results: list[RunResults] | tuple[RunResults, ...]) -> SuiteResults:
         """The suite's results from its tasks' (in suite order): the measures every task has, averaged."""
         common = [m for m in results[0].measures if all(m in r.measures for r in results)] if results else []
         average = {m: sum(r.measures[m] for r in results) / len(results) for m in common}
@@ -245,7 +246,7 @@ class SuiteResults(Model):
                    **({"notes": notes} if notes else {}))
         return made.holding(results)
 
-    def holding(self, results: "list[RunResults] | tuple[RunResults, ...]") -> "SuiteResults":
+    def holding(self, results: list[RunResults] | tuple[RunResults, ...]) -> SuiteResults:
         """These results with each task's :class:`RunResults` kept in memory; returns the same object."""
         self._results = tuple(results)
         return self

@@ -9,7 +9,8 @@ A report computed in this session also holds the per-query values it was compute
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr
 
@@ -20,14 +21,14 @@ Orientation = Literal["lower_is_weaker", "higher_is_weaker"]
 Method = Literal["youden", "catch_rate"]
 
 
-def _ordered(pair: list[Optional[float]]) -> list[Optional[float]]:
+def _ordered(pair: list[float | None]) -> list[float | None]:
     if pair[0] is not None and pair[1] is not None and pair[0] > pair[1]:
         raise ValueError("its low end is above its high end (an interval is [low, high])")
     return pair
 
 
 # a bootstrap interval [low, high]; an end that cannot be computed (one class only) is null
-Interval = Annotated[list[Optional[Number]], Field(min_length=2, max_length=2), AfterValidator(_ordered)]
+Interval = Annotated[list[Number | None], Field(min_length=2, max_length=2), AfterValidator(_ordered)]
 Two = Field(min_length=2, max_length=2)
 
 
@@ -37,9 +38,9 @@ class CalibratedRetriever(Model):
 
     spec: str
     kind: Literal["dense", "sparse", "other"]
-    name: Optional[str] = None
-    fingerprint: Optional[str] = None
-    config: Optional[dict[str, Any]] = None  # the adapter's own settings: their keys differ by adapter
+    name: str | None = None
+    fingerprint: str | None = None
+    config: dict[str, Any] | None = None  # the adapter's own settings: their keys differ by adapter
 
 
 class AvailableSignal(Model):
@@ -49,14 +50,14 @@ class AvailableSignal(Model):
     reason: str  # what it was read from
     expected: Orientation
     n: int  # queries with a finite value
-    auc: Optional[Number]  # P(weak value > good value); null with one class only
-    separation: Optional[Number]  # max(AUC, 1 - AUC)
+    auc: Number | None  # P(weak value > good value); null with one class only
+    separation: Number | None  # max(AUC, 1 - AUC)
     orientation: Orientation
     ci95: Interval
-    mean_good: Optional[Number]
-    mean_weak: Optional[Number]
+    mean_good: Number | None
+    mean_weak: Number | None
     kept: bool
-    dropped: Optional[str]  # why it was not kept
+    dropped: str | None  # why it was not kept
 
 
 class UnavailableSignal(Model):
@@ -69,7 +70,7 @@ class UnavailableSignal(Model):
     dropped: str
 
 
-Signal = Annotated[Union[AvailableSignal, UnavailableSignal], Field(discriminator="available")]
+Signal = Annotated[AvailableSignal | UnavailableSignal, Field(discriminator="available")]
 
 
 class EscalationRates(Model):
@@ -77,14 +78,14 @@ class EscalationRates(Model):
 
     n: int
     n_weak: int
-    catch_rate: Optional[Number]  # recall of weak retrievals
-    false_alarm_rate: Optional[Number]  # share of good retrievals escalated
-    escalated_share: Optional[Number]
-    youden_j: Optional[Number]
+    catch_rate: Number | None  # recall of weak retrievals
+    false_alarm_rate: Number | None  # share of good retrievals escalated
+    escalated_share: Number | None
+    youden_j: Number | None
 
 
 class GateSplit(EscalationRates):
-    separation: Optional[Number]  # the gate signal's oriented AUC on the split
+    separation: Number | None  # the gate signal's oriented AUC on the split
 
 
 class Gate(Model):
@@ -93,7 +94,7 @@ class Gate(Model):
     signal: str
     orientation: Orientation
     method: Method
-    target_catch: Optional[Number]
+    target_catch: Number | None
     floor: Number  # oriented units (lower is weaker)
     threshold: Number  # raw units
     rule: str
@@ -103,7 +104,7 @@ class Gate(Model):
     held_out: GateSplit
     # why the held-out split cannot support the gate (few weak or good queries, Youden J near 0); absent in files
     # written before these warnings, [] when there is nothing to say
-    evidence_warnings: Optional[list[str]] = None
+    evidence_warnings: list[str] | None = None
 
 
 class EitherGate(Model):
@@ -112,7 +113,7 @@ class EitherGate(Model):
     signals: Annotated[list[str], Two]
     orientations: Annotated[list[Orientation], Two]
     method: Method
-    target_catch: Optional[Number]
+    target_catch: Number | None
     floors: Annotated[list[Number], Two]  # oriented units
     thresholds: Annotated[list[Number], Two]  # raw units
     rule: str
@@ -122,7 +123,7 @@ class EitherGate(Model):
     max_corr: Number  # the bound it is below
     calibration: EscalationRates
     held_out: EscalationRates
-    evidence_warnings: Optional[list[str]] = None  # as the single gate's
+    evidence_warnings: list[str] | None = None  # as the single gate's
 
 
 class SignalsReport(Model):
@@ -132,32 +133,32 @@ class SignalsReport(Model):
     task: str
     version: One
     # written by `gapbench signals` (absent when ``analyse`` is called without them)
-    retrievers: Optional[list[CalibratedRetriever]] = None
-    task_key: Optional[str] = None  # a local task's content key (gapbench.identity), which the gate compares
-    primary: Optional[str] = None
-    window: Optional[int] = None
-    min_rel: Optional[int] = None
-    term_rule: Optional[str] = None
-    calib_fraction: Optional[Number] = None
+    retrievers: list[CalibratedRetriever] | None = None
+    task_key: str | None = None  # a local task's content key (gapbench.identity), which the gate compares
+    primary: str | None = None
+    window: int | None = None
+    min_rel: int | None = None
+    term_rule: str | None = None
+    calib_fraction: Number | None = None
     n_queries: int
     n_weak: int
-    weak_rate: Optional[Number]
+    weak_rate: Number | None
     bar: Number
     max_corr: Number
     n_bootstrap: int
     seed: int
     signals: dict[str, Signal]
-    spearman: dict[str, dict[str, Optional[Number]]]
+    spearman: dict[str, dict[str, Number | None]]
     kept: list[str]
-    gate: Optional[Gate]
-    gate_note: Optional[str] = None
+    gate: Gate | None
+    gate_note: str | None = None
     # the gate on either of two barely correlated kept signals firing (absent in files written before it)
-    either_max_corr: Optional[Number] = None
-    gate_either: Optional[EitherGate] = None
-    gate_either_note: Optional[str] = None
+    either_max_corr: Number | None = None
+    gate_either: EitherGate | None = None
+    gate_either_note: str | None = None
     # why the queries cannot support the separations (few weak or good retrievals, an interval as wide as the effect);
     # absent in files written before these warnings, [] when there is nothing to say
-    evidence_warnings: Optional[list[str]] = None
+    evidence_warnings: list[str] | None = None
 
     # the per-query values the report was computed from (a gapbench.analyses.signals.SignalTable and the 0/1 weak
     # labels); not part of the file, so None for a report read back from signals.json
@@ -165,7 +166,7 @@ class SignalsReport(Model):
     _labels: Any = PrivateAttr(default=None)
 
     @classmethod
-    def computed(cls, content: Mapping[str, Any], table: Any, labels: Any) -> "SignalsReport":
+    def computed(cls, content: Mapping[str, Any], table: Any, labels: Any) -> SignalsReport:
         """The report of ``content`` (signals.json's keys) with the per-query ``table`` and ``labels`` beside it."""
         report = cls.model_validate(dict(content))
         report._table, report._labels = table, labels

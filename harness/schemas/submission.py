@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -36,7 +36,7 @@ class SubmissionModelRef(Model):
 class SubmissionAdapter(Model):
     name: AdapterName
     config: dict[str, Any]
-    fingerprint: Optional[AdapterFingerprint] = None
+    fingerprint: AdapterFingerprint | None = None
 
 
 class SubmissionTask(Model):
@@ -57,12 +57,12 @@ class Submission(Model):
     adapter: SubmissionAdapter
     contact: _rule("contact")
     tasks: dict[str, SubmissionTask] = Field(min_length=1, max_length=MAX_TASKS)
-    url: Optional[_rule("url")] = None
-    date: Optional[_rule("date")] = None
-    k: Optional[int] = Field(default=None, ge=1, le=MAX_PER_QUERY)
+    url: _rule("url") | None = None
+    date: _rule("date") | None = None
+    k: int | None = Field(default=None, ge=1, le=MAX_PER_QUERY)
 
     @model_validator(mode="after")
-    def _runs_named_after_tasks(self) -> "Submission":
+    def _runs_named_after_tasks(self) -> Submission:
         for name, entry in self.tasks.items():
             stem = f"runs/{run_file_name(name)}"
             if entry.run not in (stem + ".trec", stem + ".trec.gz"):
@@ -111,4 +111,4 @@ class Scores(Model):
     suite: str
     manifest: ScoresManifest
     tasks: dict[str, TaskScores]
-    full_benchmark_avg: Optional[dict[str, Number]] = None
+    full_benchmark_avg: dict[str, Number] | None = None

@@ -10,13 +10,13 @@ greater than or equal to 1, got 0.``).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from ...contract import Depth, Options, Seed
-from .probe.probe_metrics import DEFAULT_SPLIT, TAU
 from .audit.rps import DEFAULT_K, DEFAULT_N
+from .probe.probe_metrics import DEFAULT_SPLIT, TAU
 
 Pooling = Literal["auto", "span", "sentence"]
 Family = Literal["ridge", "xgboost", "mlp"]
@@ -54,7 +54,7 @@ class ArgusProbeOptions(ArgusAuditOptions):
                     "edges read both ways); the probe of the largest set is the one kept.")
     split: tuple[float, float, float] = Field(DEFAULT_SPLIT, description="Train, validation and test shares (the "
                                                                          "paper's 70/15/15).")
-    rebalance_bins: Optional[int] = Field(None, ge=1, description="Oversample the training split to the largest of "
+    rebalance_bins: int | None = Field(None, ge=1, description="Oversample the training split to the largest of "
                                                                   "this many RPS bins (the authors' code: 100); None: "
                                                                   "off.")
     grid_set: Literal["reduced", "paper"] = Field("reduced", description="Hyper-parameter grids: reduced (a cheap "

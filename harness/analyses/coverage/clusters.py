@@ -4,8 +4,8 @@ to the clusters of their entities, and queries to the clusters of their relevant
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 

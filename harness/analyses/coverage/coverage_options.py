@@ -5,7 +5,7 @@ naming the field (``CoverageOptions: clusters must be greater than or equal to 1
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -28,7 +28,7 @@ class CoverageOptions(Options):
         "spacy", description="Entity extraction: spaCy NER (offline) or the LLM's JSON lines.")
     embedder: Any = Field("dense", description="The dense adapter spec (or an object with .embed(texts)) that embeds "
                                                "entity forms and queries.")
-    clusters: Optional[int] = Field(None, ge=1, description="Number of clusters k; None: the best silhouette over "
+    clusters: int | None = Field(None, ge=1, description="Number of clusters k; None: the best silhouette over "
                                                             "k_candidates.")
     k_candidates: tuple[int, ...] = Field(DEFAULT_K_CANDIDATES, min_length=1,
                                           description="The k tried by the silhouette criterion, each 2 or more.")
@@ -54,11 +54,11 @@ class CoverageOptions(Options):
                                                                            "through: one or more of short, long.")
     query_specificity: tuple[str, ...] = Field(tuple(QUERY_SPECIFICITIES), description="Specificities of generated "
                                                "queries: one or more of ambiguous, specific.")
-    llm_base_url: Optional[Text] = Field(None, description="OpenAI-compatible endpoint (entities llm, generate, "
+    llm_base_url: Text | None = Field(None, description="OpenAI-compatible endpoint (entities llm, generate, "
                                                            "llm-entities); default $OPENAI_BASE_URL.")
-    llm_model: Optional[Text] = Field(None, description="The LLM's model name.")
+    llm_model: Text | None = Field(None, description="The LLM's model name.")
     llm_client: Any = Field(None, description="An LLM client to use instead of one built from llm_base_url.")
-    output: Optional[Path] = Field(None, description="Write coverage.json, coverage.md and the PNGs here.")
+    output: Path | None = Field(None, description="Write coverage.json, coverage.md and the PNGs here.")
 
     @field_validator("k_candidates")
     @classmethod

@@ -4,17 +4,25 @@ optional generated queries, one :class:`~gapbench.schemas.coverage.CoverageRepor
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...errors import ConfigError
 from .clusters import build_strata, cluster_entities
+from .coverage_options import CoverageOptions
+from .coverage_report import (
+    CoverageReport,
+    build_report,
+    cluster_rows,
+    entities_summary,
+    missing_strata,
+    query_rows,
+    save_coverage,
+)
 from .entities import entities_of
 from .metrics import bootstrap_win_rates, coverage_metrics, system_summary
-from .coverage_options import CoverageOptions
-from .coverage_report import (CoverageReport, build_report, cluster_rows, entities_summary, missing_strata, query_rows,
-                             save_coverage)
 from .strata import QueryStratifier
 from .synthetic import generate_queries
 

@@ -4,12 +4,13 @@ normalised to a canonical form (:func:`normalise_entity`; definitions in :mod:`g
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
-import json
 import unicodedata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ...errors import MissingDependencyError
 

@@ -3,7 +3,8 @@ average, and the bootstrap win rates (definitions in :mod:`gapbench.analyses.cov
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

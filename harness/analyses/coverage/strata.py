@@ -5,8 +5,9 @@ relevant (``llm-entities``); definitions in :mod:`gapbench.analyses.coverage`.""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

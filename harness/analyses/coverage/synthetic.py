@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ...errors import ConfigError
 from ...types import Corpus, Qrels, Queries, Query

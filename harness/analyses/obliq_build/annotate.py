@@ -8,7 +8,7 @@ is dropped and counted. Values ``""``, ``"null"``, ``"none"`` and ``"n/a"`` mean
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .context import Context
 from .llmio import id_answers, id_schema, numbered

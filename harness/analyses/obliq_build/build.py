@@ -22,12 +22,14 @@ import json
 import random
 import shutil
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import ConfigError, DataFormatError, GapbenchError, ObliqBuildError
+from ...schemas.obliq_build import ObliqBuildReport, StageIO
 from ...types import Corpus, Document
 from . import annotate as st_annotate
 from . import collapse as st_collapse
@@ -38,7 +40,6 @@ from .context import CHECKPOINTS, Context
 from .estimate import estimate, with_time
 from .llmio import Prompts, structured_style
 from .options import ObliqBuildOptions
-from ...schemas.obliq_build import ObliqBuildReport, StageIO
 from .write import FILES, write_card, write_task
 
 UNITS = {"annotate": "documents with a value", "collapse": "clusters", "queries": "queries", "recollect": "queries",

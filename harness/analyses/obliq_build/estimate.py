@@ -7,7 +7,7 @@ its rewrites, every cluster to be as large as ``max_cluster`` allows, and every 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from .annotate import TOKENS_PER_VALUE
 from .collapse import CONSOLIDATE_FACTOR, MAX_MERGE_GROUP, MAX_VALUES_SHOWN

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 STOPWORDS = frozenset("""

@@ -9,8 +9,9 @@ import json
 import re
 import string
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ...errors import ConfigError
 

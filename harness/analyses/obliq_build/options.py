@@ -12,7 +12,7 @@ field's description being its flag's help.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -42,12 +42,12 @@ class ObliqBuildOptions(Options):
     out: Path = Field(description="The task folder to write (an earlier build's is resumed).")
     mode: Literal["descriptive", "recollection"] = Field(
         "descriptive", description="descriptive (a query per cluster) or recollection (a query per target passage).")
-    labels: Optional[Path] = Field(None, description="doc_id<TAB>label (or JSONL) file: skips annotation and collapse.")
+    labels: Path | None = Field(None, description="doc_id<TAB>label (or JSONL) file: skips annotation and collapse.")
     labels_as: Literal["queries", "documents"] = Field(
         "queries", description="queries (each label verbalised) or documents (a label's documents are queries).")
     label_queries: Positive = Field(1, description="With labels_as documents: queries per label.")
-    max_docs: Optional[int] = Field(None, description="Build from the first N documents.")
-    sample: Optional[int] = Field(None, description="Build from N documents drawn with the seed.")
+    max_docs: int | None = Field(None, description="Build from the first N documents.")
+    sample: int | None = Field(None, description="Build from N documents drawn with the seed.")
     seed: Seed = Field(0, description="Seed of the document sample, the recollection targets and the LLM calls.")
     max_chars: Positive = Field(1500, description="Characters of a document shown to the LLM.")
     batch_size: BatchSize = Field(8, description="Documents per annotation call.")
@@ -69,12 +69,12 @@ class ObliqBuildOptions(Options):
                                                                             "none).")
     pool_depth: Depth = Field(20, description="Each pool retriever's top k judged.")
     targets: Positive = Field(50, description="With mode recollection: target passages.")
-    prompts: Optional[Path] = Field(None, description="Folder of .txt templates overriding ours.")
+    prompts: Path | None = Field(None, description="Folder of .txt templates overriding ours.")
     structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto", description="auto, json_schema, json_object (llama-cpp-python) or off.")
     dry_run: bool = Field(False, description="Print the cost and time estimate and exit (short probe calls time it).")
-    llm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint.")
-    llm_model: Optional[str] = Field(None, description="Model name the endpoint serves.")
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint.")
+    llm_model: str | None = Field(None, description="Model name the endpoint serves.")
     llm_client: Any = Field(None, description="An LLM client object to use instead of an endpoint (Python only).")
 
     @field_validator("lens")
@@ -90,7 +90,7 @@ class ObliqBuildOptions(Options):
 
     @field_validator("max_docs", "sample")
     @classmethod
-    def _positive_or_none(cls, value: Optional[int]) -> Optional[int]:
+    def _positive_or_none(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError(f"must be 1 or more documents, or unset for all, got {value}")
         return value
@@ -132,7 +132,7 @@ class ObliqBuildOptions(Options):
         return value.strip()
 
     @model_validator(mode="after")
-    def _together(self) -> "ObliqBuildOptions":
+    def _together(self) -> ObliqBuildOptions:
         if self.min_cluster > self.max_cluster:
             raise ValueError(f"min_cluster {self.min_cluster} is above max_cluster {self.max_cluster}; a cluster "
                              "must be able to pass both")

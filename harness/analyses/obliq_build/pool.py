@@ -5,7 +5,7 @@ pooled (P) judgements, which hold the gold ones too. Per query: how many candida
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ...types import Queries, Query
 from .context import Context

@@ -8,8 +8,8 @@ are dropped, each counted with its reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ...types import Queries, Query
 from .context import Context

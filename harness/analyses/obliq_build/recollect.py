@@ -7,8 +7,8 @@ target as the cluster; the target is the query's one gold document."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from functools import partial
-from typing import Sequence
 
 from .context import Context
 from .llmio import cut

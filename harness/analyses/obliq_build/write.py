@@ -15,8 +15,8 @@ Every file is written atomically; the card last, so a folder with a card is a fi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ...files import atomic_writer, write_text_atomic
 from ...formats import write_jsonl

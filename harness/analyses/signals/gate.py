@@ -5,14 +5,16 @@ rules applied to new values."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...errors import ConfigError, GapbenchError
 from .definitions import EXPECTED
 from .signal_stats import auc, oriented, separation
+
 
 def stratified_split(labels: Sequence[int], fraction: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Indices of a seeded stratified split: (calibration, held-out); each class contributes round(fraction * n)."""

@@ -4,7 +4,7 @@ two signals, and the selection of the signals to keep (the bar, then pruning of 
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -25,10 +26,10 @@ class SignalsOptions(Options):
 
     window: int = Field(10, ge=1, description="A retrieval is weak when a relevant document is missing from the "
                                               "primary retriever's top-`window`.")
-    primary: Optional[str] = Field(None, description="The retriever whose window is labelled and whose "
+    primary: str | None = Field(None, description="The retriever whose window is labelled and whose "
                                                                    "scores max_score reads (None: the first).")
     min_rel: int = Field(1, ge=1, description="Lowest grade that counts as relevant.")
-    max_queries: Optional[int] = Field(None, ge=1, description="A seeded sample of this many judged queries (None: "
+    max_queries: int | None = Field(None, ge=1, description="A seeded sample of this many judged queries (None: "
                                                                "every query with a relevant document).")
     bar: float = Field(0.65, ge=0.0, le=1.0, description="Keep the signals whose separation max(AUC, 1-AUC), at least "
                                                          "0.5, reaches this.")
@@ -39,20 +40,20 @@ class SignalsOptions(Options):
     seed: Seed = Field(0, description="Seed of the query sample, the bootstrap and the calibration split.")
     calib_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="Share of the queries in the gate's calibration "
                                                                    "split (the rest is held out).")
-    target_catch: Optional[float] = Field(None, gt=0.0, le=1.0, description="The gate's floor is the lowest reaching "
+    target_catch: float | None = Field(None, gt=0.0, le=1.0, description="The gate's floor is the lowest reaching "
                                                                             "this catch rate (None: the Youden point).")
-    gate_signal: Optional[str] = Field(None, description="Gate on this signal (None: the kept signal that separates "
+    gate_signal: str | None = Field(None, description="Gate on this signal (None: the kept signal that separates "
                                                          "best on the calibration split).")
     either_max_corr: float = Field(EITHER_MAX_CORR, ge=0.0, le=1.0, description="Also gate on either of the two "
                                    "strongest kept signals firing when their |Spearman| is below this.")
-    output: Optional[Union[str, Path]] = Field(None, description="Folder for signals.json, signals.md, "
+    output: str | Path | None = Field(None, description="Folder for signals.json, signals.md, "
                                                                  "signals_per_query.tsv and the figures.")
-    term_extractor: Optional[TermExtractor] = Field(None, description="texts -> term lists for evidence_coverage "
+    term_extractor: TermExtractor | None = Field(None, description="texts -> term lists for evidence_coverage "
                                                                       "(None: spaCy, as TERM_RULE says).")
 
     @field_validator("gate_signal")
     @classmethod
-    def _known_signal(cls, value: Optional[str]) -> Optional[str]:
+    def _known_signal(cls, value: str | None) -> str | None:
         if value is not None and value not in SIGNALS:
             raise ValueError(f"must be one of {', '.join(SIGNALS)}, got {value!r}")
         return value

@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...errors import ConfigError, GapbenchError
 from ...files import atomic_writer, output_folder, pyplot, write_figure
-from ...schemas.signals import (GATE_HEADER, SIGNAL_HEADER, SignalsReport, gate_table, gate_warning,  # noqa: F401
-                                signal_table, to_markdown)
+from ...schemas.signals import (  # noqa: F401
+    GATE_HEADER,
+    SIGNAL_HEADER,
+    SignalsReport,
+    gate_table,
+    gate_warning,
+    signal_table,
+    to_markdown,
+)
 from .definitions import EXPECTED, SignalTable
 from .evidence import gate_warnings, signal_warnings
 from .gate import EITHER_MAX_CORR, calibrate_either, calibrate_gate, either_pair, stratified_split
 from .signal_stats import bootstrap_auc_ci, select_signals, separation, spearman
+
 
 def _clean(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ...schemas import MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE
-from .score_cache import cache_path, cache_read, cache_write
 from .files import MAX_LINE_BYTES, Refused, open_regular, read_run
+from .score_cache import cache_path, cache_read, cache_write
 from .validation_report import ValidationReport, task_data
 
 SHOWN_UNKNOWN_IDS = 3  # unknown ids reported one by one (with a suggestion); the rest are counted

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ...schemas import ISO_DATETIME, MAX_RESAMPLES, PACKAGE, VERSION, text_problem
-from .score_cache import cache_path, cache_read, cache_write
 from .files import MAX_SCORES_BYTES, Refused, json_type, read_json
-from .validation_report import ValidationReport, task_data
 from .runs import check_run_file
+from .score_cache import cache_path, cache_read, cache_write
+from .validation_report import ValidationReport, task_data
 
 SHOWN_DIFFERENCES = 5  # between scores.json and its recomputation; the rest are counted
 SCORE_TOLERANCE = 1e-9  # recomputed vs stored values; pytrec_eval is deterministic, this only absorbs libm noise

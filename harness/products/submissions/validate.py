@@ -30,9 +30,9 @@ from ...schemas import (
     text_problem,
 )
 from .files import MAX_JSON_BYTES, MAX_RUN_BYTES, RUN_SUFFIXES, Refused, check_tree, inside, json_type, read_json
-from .validation_report import ValidationReport, registered_task
 from .runs import check_run_file
 from .score import check_stored_scores
+from .validation_report import ValidationReport, registered_task
 
 FORMAT_VERSION = 1
 

@@ -76,8 +76,8 @@ def submission_from_run_dirs(
 
     Each run directory's manifest is checked against the task it names (its corpus and queries fingerprints, where
     that task's data is on this machine) before anything is written: a run of another task that shares its ids is
-    not filed under this one. For a board of your own tasks (a
-    :class:`gapbench.products.board_suites.FolderSuite`) each run is filed under the suite's task whose fingerprint its manifest records (:func:`task_of_run`)."""
+    not filed under this one. For a board of your own tasks (a :class:`gapbench.products.board_suites.FolderSuite`)
+    each run is filed under the suite's task whose fingerprint its manifest records (:func:`task_of_run`)."""
     from ...identity import check_run_data
     from ...store import load_manifest, load_run
     from ...task import get_task

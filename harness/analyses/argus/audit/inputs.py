@@ -3,10 +3,11 @@ slice vendored with gapbench (:func:`load_shipped`); the accepted file forms are
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ....errors import ConfigError, DataFormatError
 from ....formats import read_jsonl
@@ -40,7 +41,7 @@ class AuditData:
     # the usable edges (source, target) in file order, from which ``with_relations`` reads the other view
     edges: tuple[tuple[str, str], ...] = ()
 
-    def with_relations(self, relations: str) -> "AuditData":
+    def with_relations(self, relations: str) -> AuditData:
         """The same entities and edges read ``directed`` (the edges' sources are audited) or ``undirected`` (every
         entity with an edge, edges read both ways), as loading the files with that mode gives; the source, the drop
         counts and the stored candidates are kept."""

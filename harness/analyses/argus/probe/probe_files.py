@@ -4,8 +4,9 @@ versions (without the classification views or calibration) render too."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from ....schemas.base import Model
 from ....tables import Table
 from ..audit.audit_files import write_json
 from .probe_metrics import CLASS_KEYS
+
 
 def _fmt(v: Any) -> str:
     return "n/a" if v is None else f"{v:.3f}"

@@ -55,24 +55,53 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ....errors import ConfigError, GapbenchError, ProbeMismatchError
 from ....files import atomic_writer, output_folder, write_bytes_atomic
-from ....schemas.argus import (Calibration, ProbeDataset, ProbeFamily, ProbeMetrics, ProbeProtocol, ProbeSelected,
-                              ProbeSplit)
+from ....schemas.argus import (
+    Calibration,
+    ProbeDataset,
+    ProbeFamily,
+    ProbeMetrics,
+    ProbeProtocol,
+    ProbeSelected,
+    ProbeSplit,
+)
 from ..audit.audit_files import write_json
-# the probe is split by concept (probe_metrics, probe_fit, probe_files); every name it defined is importable from here
-from .probe_files import (CLASS_HEADER, PROBE_HEADER, VIEWS, calibration_figure, classification_table, max_rps_table,
-                          probe_markdown, probe_table, write_probe_report)
-from .families import GRID_SETS, GRIDS, PAPER_GRIDS, _configs, _fit, _fit_mlp, _fit_ridge, _fit_xgb, _Fitted
-from .probe_metrics import (CLASS_KEYS, DEFAULT_SPLIT, TAU, calibration, classification_metrics, max_rps_delta,
-                            parse_split, rebalance_indices, regression_metrics, rps_bins, split_indices)
 from ..audit.rps import band_of
+from .families import GRID_SETS, GRIDS, PAPER_GRIDS, _configs, _fit, _fit_mlp, _fit_ridge, _fit_xgb, _Fitted
+
+# the probe is split by concept (probe_metrics, probe_fit, probe_files); every name it defined is importable from here
+from .probe_files import (
+    CLASS_HEADER,
+    PROBE_HEADER,
+    VIEWS,
+    calibration_figure,
+    classification_table,
+    max_rps_table,
+    probe_markdown,
+    probe_table,
+    write_probe_report,
+)
+from .probe_metrics import (
+    CLASS_KEYS,
+    DEFAULT_SPLIT,
+    TAU,
+    calibration,
+    classification_metrics,
+    max_rps_delta,
+    parse_split,
+    rebalance_indices,
+    regression_metrics,
+    rps_bins,
+    split_indices,
+)
 
 __all__ = ["CLASS_HEADER", "CLASS_KEYS", "DEFAULT_SPLIT", "FORMAT_VERSION", "GRIDS", "GRID_SETS", "KIND",
            "PAPER_GRIDS", "PROBE_HEADER", "Probe", "ProbeMismatchError", "TAU", "VIEWS", "_Fitted", "_configs", "_fit",
@@ -136,7 +165,7 @@ class Probe:
         return d
 
     @classmethod
-    def load(cls, path: str | Path, retriever: Any) -> "Probe":
+    def load(cls, path: str | Path, retriever: Any) -> Probe:
         """Load a saved probe for ``retriever`` (a fingerprint string, an entity encoder or a retriever object).
 
         The JSON sidecar is read first; a probe trained on another retriever or pooling is refused before any weights

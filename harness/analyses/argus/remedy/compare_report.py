@@ -9,8 +9,9 @@ The rendering reads the file's layout (a mapping), so a file written by an earli
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import PrivateAttr
 
@@ -18,8 +19,8 @@ from ....errors import GapbenchError
 from ....files import output_folder, write_figure, write_text_atomic
 from ....schemas import ArgusCompare, SchemaError, read_back
 from ....tables import Table
-from .kb import PIPELINE_CHECK_NOTE
 from ..probe.probe_files import max_rps_table
+from .kb import PIPELINE_CHECK_NOTE
 
 KIND = "argus_compare"
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ....cache import cache_dir
 from ....errors import ConfigError, GapbenchError
@@ -142,7 +143,7 @@ class MentionAudit:
     distinct entity and passage serves every document that mentions the entity.
     """
 
-    def __init__(self, retriever: Any, corpus: Corpus, kb: "ReferenceKB", k_aug: int = DEFAULT_K_AUG, *,
+    def __init__(self, retriever: Any, corpus: Corpus, kb: ReferenceKB, k_aug: int = DEFAULT_K_AUG, *,
                  k: int | None = None, n: int | None = None) -> None:
         from ..audit.rps import DEFAULT_K, DEFAULT_N
 

@@ -39,13 +39,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional
 
-from ....errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from .... import formats
+from ....errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from ....files import atomic_writer
 from ....types import Corpus, Document, Queries, id_problem, show_id
 
@@ -78,7 +78,7 @@ class KBEntry:
     text: str
     source: str
     where: str
-    line: Optional[int] = None  # the line of a JSONL source
+    line: int | None = None  # the line of a JSONL source
 
     def to_json(self) -> str:
         # the fields read_jsonl reads
@@ -229,7 +229,7 @@ def check_id(entry: KBEntry) -> None:
 
 
 def build_kb(sources: Iterable[PathLike], out: PathLike, fmt: str = "auto",
-             max_n: Optional[int] = None) -> KBBuildStats:
+             max_n: int | None = None) -> KBBuildStats:
     """Write the KB JSONL at ``out`` (atomically) from ``sources``: empty paragraphs and repeated ids are skipped and
     counted; at most ``max_n`` records are written."""
     sources = tuple(str(s) for s in sources)
@@ -277,7 +277,7 @@ class ReferenceKB:
         self._bm25 = None
 
     @classmethod
-    def from_jsonl(cls, path: PathLike, name: str | None = None) -> "ReferenceKB":
+    def from_jsonl(cls, path: PathLike, name: str | None = None) -> ReferenceKB:
         """The KB in a JSONL file of the format (the module's docstring), used as it is: an empty text or a repeated
         id is refused, naming its line."""
         path = Path(path)
@@ -301,7 +301,7 @@ class ReferenceKB:
         return cls(out, name or path.stem)
 
     @classmethod
-    def packaged(cls, name: str = DEFAULT_KB) -> "ReferenceKB":
+    def packaged(cls, name: str = DEFAULT_KB) -> ReferenceKB:
         if name not in PACKAGED_KBS:
             from ....errors import UnknownNameError
 
@@ -311,7 +311,7 @@ class ReferenceKB:
             return cls.from_jsonl(real, name)
 
     @classmethod
-    def resolve(cls, spec: PathLike | "ReferenceKB") -> "ReferenceKB":
+    def resolve(cls, spec: PathLike | ReferenceKB) -> ReferenceKB:
         """A KB object as it is, a packaged KB by name, else the JSONL file at ``spec``."""
         if isinstance(spec, ReferenceKB):
             return spec

@@ -126,7 +126,7 @@ def diagnosis_for(mode: str, retriever: Any, probe: Any = None) -> tuple[str, An
     return "audit", None, None
 
 
-def mention_scorer(method: str, retriever: Any, corpus: Corpus, kb: "ReferenceKB", k_aug: int = DEFAULT_K_AUG) -> Any:
+def mention_scorer(method: str, retriever: Any, corpus: Corpus, kb: ReferenceKB, k_aug: int = DEFAULT_K_AUG) -> Any:
     """The ``fallback`` scorer :func:`diagnose` needs for a method of :func:`diagnosis_for` (None for a probe)."""
     if method == "audit":
         return MentionAudit(retriever, corpus, kb, k_aug)

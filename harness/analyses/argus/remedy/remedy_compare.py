@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, ValidationInfo, field_validator
 
@@ -43,13 +44,21 @@ from ....progress import say
 from ....schemas import ArgusCompareTask
 from ..probe.probe_metrics import max_rps_delta
 from .augment import synthesis_client
+from .compare_report import (
+    KIND,
+    ArgusComparison,
+    average_table,
+    comparison_markdown,
+    plot,
+    read_outputs,
+    variant_table,
+    write_outputs,
+)
 from .diagnosis import DEFAULT_TAU, diagnose, entity_rps
 from .kb import DEFAULT_K_AUG, DEFAULT_KB, ORACLE_KBS, PIPELINE_CHECK_NOTE, ReferenceKB
 from .ner import SPACY_DEFAULT
 from .probe_binding import diagnosis_for, mention_scorer
 from .views import Augmented, expansion_views, kb_hits, synthesis_note, synthesis_views, view_stats
-from .compare_report import (KIND, ArgusComparison, average_table, comparison_markdown, plot, read_outputs,
-                             variant_table, write_outputs)
 
 if TYPE_CHECKING:
     from ....schemas.run import RunResults
@@ -89,7 +98,7 @@ class ArgusCompareOptions(Options):
     probe: Any = None
     """A probe saved by ``gapbench argus probe`` (its folder), or a probe object (``predict(embeddings)``); None: the
     probe bound to the retriever's fingerprint, if any (``diagnosis="auto"``)."""
-    kb: Union[str, ReferenceKB] = DEFAULT_KB
+    kb: str | ReferenceKB = DEFAULT_KB
     """The Reference KB: a packaged name (``wikipedia-slice``, the default; ``landmarks-oracle`` states ImpliRet's
     wknow answers, a pipeline check), a JSONL file (:mod:`gapbench.analyses.argus.remedy.kb` says its records) or a
     :class:`~gapbench.analyses.argus.remedy.kb.ReferenceKB`."""
@@ -100,7 +109,7 @@ class ArgusCompareOptions(Options):
     ner: str = SPACY_DEFAULT
     """``spacy`` (offline default), ``auto`` (the paper's dslim/bert-base-NER when it is on disk, a folder or in the HF
     cache; else spacy) or a transformers NER model name or folder."""
-    variants: Optional[tuple[Literal["original", "expansion", "synthesis"], ...]] = None
+    variants: tuple[Literal["original", "expansion", "synthesis"], ...] | None = None
     """The indexings to compare, always with ``original``; None: all three with an LLM endpoint (or ``llm``,
     ``llm_model``) given, else Original and Expansion (Synthesis on the embedded model is slow: ask for it by name)."""
     measures: tuple[str, ...] = DEFAULT_MEASURES
@@ -109,13 +118,13 @@ class ArgusCompareOptions(Options):
     """Documents retrieved per query (the retrieval depth)."""
     seed: Seed = 0
     """Seed of the query sample, the bootstrap and the paired tests."""
-    llm_base_url: Optional[Text] = None
+    llm_base_url: Text | None = None
     """OpenAI-compatible endpoint for Synthesis; None: ``$OPENAI_BASE_URL``, else the embedded LLM."""
-    llm_model: Optional[Text] = None
+    llm_model: Text | None = None
     """Model for Synthesis, as the endpoint names it (or a .gguf file for the embedded LLM; default SmolLM2)."""
     llm: Any = None
     """An LLM client (:class:`gapbench.llm.client.LLMClient`) for Synthesis, instead of an endpoint (Python only)."""
-    output: Optional[Path] = None
+    output: Path | None = None
     """Write ``argus_compare.json``, ``.md`` and ``.png`` into this folder."""
 
     @field_validator("tau")
@@ -280,7 +289,7 @@ def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABL
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
 
-def _deltas(results: Mapping[str, "RunResults"], comparison: Any) -> dict[str, dict[str, dict]]:
+def _deltas(results: Mapping[str, RunResults], comparison: Any) -> dict[str, dict[str, dict]]:
     """Every variant but Original: per measure, its delta vs Original and the Holm-corrected paired tests."""
     out: dict[str, dict[str, dict]] = {}
     for v, res in results.items():
@@ -296,7 +305,7 @@ def _deltas(results: Mapping[str, "RunResults"], comparison: Any) -> dict[str, d
 
 
 def compare_task(task: str, retriever: Any,
-                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, "RunResults"]]:
+                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, RunResults]]:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking:
     ``(task name, its ArgusCompareTask, variant -> evaluation results)``.
 

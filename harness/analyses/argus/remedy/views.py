@@ -18,8 +18,9 @@ entities, and :class:`Augmented`, the retriever that indexes them beside the ori
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ....errors import GapbenchError
 from ....types import Corpus, Document, Queries, Run
@@ -228,7 +229,7 @@ class Augmented:
         self._n_indexed = len(docs)
         self.base.index(Corpus(docs))
 
-    def indexed(self, corpus: Corpus) -> "Augmented":
+    def indexed(self, corpus: Corpus) -> Augmented:
         self.index(corpus)
         return self
 

@@ -54,9 +54,9 @@ from __future__ import annotations
 import bz2
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
