@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import typer
 
@@ -39,8 +39,8 @@ def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="argus")
 
 
-def load_audit_data(entities: Optional[Path], relations: Optional[Path], relation_mode: str = "directed",
-                    dataset: Optional[Path] = None):
+def load_audit_data(entities: Path | None, relations: Path | None, relation_mode: str = "directed",
+                    dataset: Path | None = None):
     """The shipped slice, a user's export given as entities + relations JSONL files, or a built dataset folder."""
     from ..analyses.argus.audit.inputs import load_jsonl, load_shipped
 
@@ -112,9 +112,9 @@ def _echo_audit(d: dict) -> None:
 def audit_cmd(
     retriever: str = typer.Option("dense", "--retriever", "-r",
                                   help="dense, dense:model=NAME, or random[:dim=,seed=]."),
-    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
-    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
+    entities: Path | None = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Path | None = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Path | None = typer.Option(None, "--dataset", help=DATASET_HELP),
     relation_mode: str = typer.Option("directed", "--relation-mode", help="How the relations are read: directed "
                                                                           "(audit their sources) or undirected (every "
                                                                           "entity with an edge)."),
@@ -143,16 +143,16 @@ def audit_cmd(
 @command(PROBE)
 def probe_cmd(
     retriever: str = typer.Option("dense", "--retriever", "-r", help="dense, dense:model=NAME, or random."),
-    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
-    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help=DATASET_HELP),
+    entities: Path | None = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Path | None = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Path | None = typer.Option(None, "--dataset", help=DATASET_HELP),
     options=None,  # ArgusProbeOptions, from its fields' flags
     out: Path = typer.Option(..., "--out", "-o", help="Write argus_probe.json/.md/_calibration.png and probe/ here."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Train RPS probes (ridge, xgboost, MLP) on entity embeddings; select on validation RMSE, report on test."""
-    from ..analyses.argus.remedy.probe_binding import bind_probe
     from ..analyses.argus.probe.probe_files import write_probe_report
+    from ..analyses.argus.remedy.probe_binding import bind_probe
     from ..analyses.argus.verbs import argus_probe
     from ..schemas.argus import SavedProbe
     from .common import check_output
@@ -178,9 +178,9 @@ def probe_cmd(
 def sweep_cmd(
     retriever: list[str] = typer.Option(["dense"], "--retriever", "-r", help="Repeatable: dense, dense:model=NAME, "
                                                                               "random[:dim=,seed=]."),
-    entities: Optional[Path] = typer.Option(None, "--entities", help=ENTITIES_HELP),
-    relations: Optional[Path] = typer.Option(None, "--relations", help=RELATIONS_HELP),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help="A folder from `argus dataset build` (its stored "
+    entities: Path | None = typer.Option(None, "--entities", help=ENTITIES_HELP),
+    relations: Path | None = typer.Option(None, "--relations", help=RELATIONS_HELP),
+    dataset: Path | None = typer.Option(None, "--dataset", help="A folder from `argus dataset build` (its stored "
                                                                    "candidates are used)."),
     options=None,  # ArgusSweepOptions, from its fields' flags
     out: Path = typer.Option(..., "--out", "-o", help="Write sweep.json/.md and the figures here."),
@@ -224,7 +224,7 @@ def kb_build_cmd(
                                                    "wikimedia/wikipedia parquet files."),
     out: Path = typer.Option(..., "--out", "-o", help="The KB JSONL to write (what --kb PATH reads)."),
     fmt: str = typer.Option("auto", "--format", help="auto (from each file's name), jsonl, abstracts-xml or parquet."),
-    max_n: Optional[int] = typer.Option(None, "--max", help="Write at most this many records."),
+    max_n: int | None = typer.Option(None, "--max", help="Write at most this many records."),
 ) -> None:
     """Build a reference KB of Wikipedia first paragraphs, read as a stream from files you have."""
     from ..analyses.argus.remedy.kb import build_kb

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr
 
 from .base import Model, Number, One
 
-
 # ---------------------------------------------------------------- the audit (argus_audit.json)
 BandName = Literal["low", "mid", "high"]
 # a probe family's hyper-parameters, as the grids give them (``hidden`` is a list of layer widths)
-Params = dict[str, Union[bool, int, float, str, list[int]]]
+Params = dict[str, bool | int | float | str | list[int]]
 
 
 class AuditEncoder(Model):
@@ -22,7 +21,7 @@ class AuditEncoder(Model):
     pooling: str
     fingerprint: str
     dim: int
-    retriever_fingerprint: Optional[str] = None  # the retriever's own; absent in sweeps and files written before it
+    retriever_fingerprint: str | None = None  # the retriever's own; absent in sweeps and files written before it
 
 
 class PoolSizes(Model):
@@ -55,7 +54,7 @@ class Grounding(Model):
 
 class AuditEntity(Model):
     qid: str
-    label: Optional[str]
+    label: str | None
     rps: Number
     hits: int
     n_queries: int
@@ -125,12 +124,12 @@ class ProbeMetrics(Model):
     n: int
     rmse: Number
     mae: Number
-    pearson: Optional[Number]  # null when a prediction or the truth is constant
-    spearman: Optional[Number]
+    pearson: Number | None  # null when a prediction or the truth is constant
+    spearman: Number | None
     band_accuracy: Number
     band_macro_f1: Number
-    bands: Optional[ClassMetrics] = None  # absent in files written before the classification views
-    blind_spot: Optional[BlindSpotMetrics] = None
+    bands: ClassMetrics | None = None  # absent in files written before the classification views
+    blind_spot: BlindSpotMetrics | None = None
 
 
 class ProbeFamily(Model):
@@ -156,7 +155,7 @@ class ProbeSplit(Model):
 
 class ProbeProtocol(Model):
     split: list[Number]  # train, validation, test shares, summing to 1
-    rebalance_bins: Optional[int]
+    rebalance_bins: int | None
     n_train_rows: int  # after rebalancing
     grids: Literal["reduced", "paper"]
     tau: Number
@@ -164,8 +163,8 @@ class ProbeProtocol(Model):
 
 class CalibrationBin(Model):
     n: int
-    mean_predicted: Optional[Number]  # null where the bin is empty
-    mean_empirical: Optional[Number]
+    mean_predicted: Number | None  # null where the bin is empty
+    mean_empirical: Number | None
 
 
 class Residuals(Model):
@@ -201,18 +200,18 @@ class ProbeDataset(Model):
     rps_mean: Number
     split: ProbeSplit
     selection: str
-    protocol: Optional[ProbeProtocol] = None  # absent in files written before it
+    protocol: ProbeProtocol | None = None  # absent in files written before it
     selected: ProbeSelected
     families: dict[str, ProbeFamily]
     baselines: dict[str, ProbeMetrics]
     test: ProbeMetrics
-    calibration: Optional[Calibration] = None
-    name: Optional[str] = None
-    audit: Optional[ProbeAuditSummary] = None
+    calibration: Calibration | None = None
+    name: str | None = None
+    audit: ProbeAuditSummary | None = None
 
 
 class SavedProbe(Model):
-    path: Optional[str] = None  # where the command saved it; None in memory until the probe is saved
+    path: str | None = None  # where the command saved it; None in memory until the probe is saved
     dataset: str  # the name of the labelled set it was trained on
 
 
@@ -241,7 +240,7 @@ class ArgusProbe(Model):
 
     _probe: Any = PrivateAttr(default=None)
 
-    def holding(self, probe: Any) -> "ArgusProbe":
+    def holding(self, probe: Any) -> ArgusProbe:
         """This report with its trained probe kept in memory (not part of the file); returns the same object."""
         self._probe = probe
         return self
@@ -266,7 +265,7 @@ class SweepCell(Model):
 
 class SweepEntity(Model):
     qid: str
-    label: Optional[str]
+    label: str | None
     rps: list[list[Number]]  # [index of N][index of k]
 
 
@@ -299,7 +298,7 @@ class DatasetInputs(Model):
 
 
 class DatasetSettings(Model):
-    targets: Optional[int] = Field(ge=1)  # targets sampled (seeded); null: every eligible target
+    targets: int | None = Field(ge=1)  # targets sampled (seeded); null: every eligible target
     candidates: int = Field(ge=2)  # N: the target and N-1 neutrals per (target, related tag)
     seed: int
     neutral_rule: str

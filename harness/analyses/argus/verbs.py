@@ -10,14 +10,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...schemas.argus import ArgusProbe, ProbeAuditSummary, ProbeDataset, SavedProbe
-from .audit.retrievability import AuditResult, audit
-from .audit.inputs import AuditData, load_shipped
 from .argus_options import ArgusAuditOptions, ArgusEncodingOptions, ArgusProbeOptions, ArgusSweepOptions
-from .probe.training import Probe, train_probe
+from .audit.inputs import AuditData, load_shipped
+from .audit.retrievability import AuditResult, audit
 from .audit.sweep import SweepResult, sweep
+from .probe.training import Probe, train_probe
 
 __all__ = ["ArgusAuditOptions", "ArgusEncodingOptions", "ArgusProbeOptions", "ArgusSweepOptions", "argus_audit",
            "argus_probe", "argus_sweep", "probe_labelled_set"]

@@ -74,17 +74,54 @@ from typing import Any
 
 import numpy as np
 
-from ....schemas.argus import (ArgusAudit, AuditEncoder, AuditEntity, BandCounts, Grounding, PoolSizes, Terciles)
-# the audit is split by concept (entities, encoders, rps, audit_files); every name it defined is importable from here
-from .audit_files import (audit_markdown, blind_spot_table, lda_projection, plot_lda, summary_table, write_audit,
-                          write_json)
-from .encoders import (EncodedEntities, RandomEncoder, SentenceEncoder, SpanEncoder, _base_fingerprint, embed_entities,
-                       find_mention, get_encoder)
-from .inputs import (AuditData, Entity, build_data, data_dir, load_jsonl, load_shipped, read_entities,
-                       read_relations, shipped_contriever_ranks)
+from ....schemas.argus import ArgusAudit, AuditEncoder, AuditEntity, BandCounts, Grounding, PoolSizes, Terciles
 from ..argus_options import ArgusAuditOptions
-from .rps import (BANDS, DEFAULT_K, DEFAULT_N, _seed_from, band_of, chance_level, compute_ranks, draw_neutrals,
-                  hit_probability, mention_rps, rps_from_ranks, terciles)
+
+# the audit is split by concept (entities, encoders, rps, audit_files); every name it defined is importable from here
+from .audit_files import (
+    audit_markdown,
+    blind_spot_table,
+    lda_projection,
+    plot_lda,
+    summary_table,
+    write_audit,
+    write_json,
+)
+from .encoders import (
+    EncodedEntities,
+    RandomEncoder,
+    SentenceEncoder,
+    SpanEncoder,
+    _base_fingerprint,
+    embed_entities,
+    find_mention,
+    get_encoder,
+)
+from .inputs import (
+    AuditData,
+    Entity,
+    build_data,
+    data_dir,
+    load_jsonl,
+    load_shipped,
+    read_entities,
+    read_relations,
+    shipped_contriever_ranks,
+)
+from .rps import (
+    BANDS,
+    DEFAULT_K,
+    DEFAULT_N,
+    _seed_from,
+    band_of,
+    chance_level,
+    compute_ranks,
+    draw_neutrals,
+    hit_probability,
+    mention_rps,
+    rps_from_ranks,
+    terciles,
+)
 
 __all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "AuditResult", "EncodedEntities", "Entity",
            "RandomEncoder", "SentenceEncoder", "SpanEncoder", "_base_fingerprint", "_seed_from", "audit",

@@ -18,20 +18,21 @@ effective N (reported per cell as ``n_effective_min``), so cells above that cap 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ....errors import ConfigError
 from ....files import output_folder, pyplot, write_figure, write_text_atomic
-from ....schemas.argus import AuditEncoder, ArgusSweep, SweepCell, SweepEntity, SweepRetriever
+from ....schemas.argus import ArgusSweep, AuditEncoder, SweepCell, SweepEntity, SweepRetriever
 from ....tables import Table
+from ..argus_options import ArgusSweepOptions
 from .audit_files import lda_projection, write_json
 from .encoders import embed_entities
 from .inputs import AuditData
-from ..argus_options import ArgusSweepOptions
 from .rps import band_of, chance_level, compute_ranks, rps_from_ranks, terciles
 
 KIND = "argus_sweep"
