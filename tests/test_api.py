@@ -168,7 +168,7 @@ def test_argus_probe_verb_trains_on_the_audit_it_runs():
     # the same as auditing, then training on the audited targets, by hand
     result = audit(None, "random", k=50, n=300, seed=3)
     targets, emb = result.target_embeddings()
-    _, by_hand = train_probe(emb, [result.rps()[q] for q in targets], result.encoder["fingerprint"], seed=3,
+    _, by_hand = train_probe(emb, [result.rps()[q] for q in targets], result.encoder.fingerprint, seed=3,
                              families=("ridge",))
     [got] = report.datasets
     assert got.selected == by_hand.selected and got.test == by_hand.test

@@ -106,13 +106,13 @@ def test_hand_computed_ranks():
     # target a for query t: a at 5 deg; neutrals u, b, c, d (x is linked to t): rank 1
     assert res.ranks["a"] == [1]
     assert res.rps() == {"x": 0.5, "a": 1.0}
-    assert res.chance() == pytest.approx(((1 / 5 + 1 / 6) / 2 + 1 / 5) / 2)
+    assert res.chance == pytest.approx(((1 / 5 + 1 / 6) / 2 + 1 / 5) / 2)
     # the warning and the sweep give the same chance level (RPS averages per target, so chance does too; pooling the
     # three pairs would give (1/5 + 1/6 + 1/5) / 3 = 0.189)
     assert any("chance level 0.192 here" in w for w in res.warnings), res.warnings
     from gapbench.analyses.argus.audit import sweep as sw
-    cell = sw.sweep(data, [enc], ns=[800], ks=[1]).report.retrievers[0].cells[0]
-    assert cell.chance == pytest.approx(res.chance()) and cell.mean_rps == pytest.approx(0.75)
+    cell = sw.sweep(data, [enc], ns=[800], ks=[1]).retrievers[0].cells[0]
+    assert cell.chance == pytest.approx(res.chance) and cell.mean_rps == pytest.approx(0.75)
     # with k=4, query u is a hit too
     assert aa.audit(data, enc, k=4, n=800).rps()["x"] == 1.0
     # N=3: two neutrals sampled per pair, seeded
@@ -133,7 +133,7 @@ def _binomial_se(result) -> float:
 def test_random_encoder_gives_chance(relations, n):
     data = aa.load_shipped(relations=relations)
     res = aa.audit(data, "random:dim=64,seed=3", k=50, n=n)
-    d = res.to_dict()
+    d = res.model_dump(mode="json")
     se = _binomial_se(res)
     assert abs(d["mean_rps"] - d["chance"]) < 4 * se, (d["mean_rps"], d["chance"], se)
     if n == 200:
@@ -149,7 +149,7 @@ def test_same_seed_same_result(shipped):
     a = aa.audit(shipped, "random", k=50, n=300, seed=7)
     b = aa.audit(shipped, "random", k=50, n=300, seed=7)
     c = aa.audit(shipped, "random", k=50, n=300, seed=8)
-    assert a.ranks == b.ranks and a.to_dict() == b.to_dict()
+    assert a.ranks == b.ranks and a.model_dump(mode="json") == b.model_dump(mode="json")
     assert a.ranks != c.ranks  # the neutral sample depends on the seed
     # sampling is keyed by (seed, x, t): reordering the targets changes nothing
     rev = aa.AuditData(shipped.entities, dict(reversed(list(shipped.related.items()))), shipped.neighbours, "rev")
@@ -286,13 +286,18 @@ def test_the_report_is_the_file(tmp_path, shipped):
     from gapbench.schemas import ArgusAudit, load_file
 
     res = aa.audit(shipped, "random", k=50, n=300, seed=7)
-    assert isinstance(res.report, ArgusAudit) and res.report.k == 50 and res.report.n_targets == 103
+    assert isinstance(res, ArgusAudit) and res.k == 50 and res.n_targets == 103
     aa.write_audit(res, tmp_path, plot=False)
-    assert load_file(tmp_path / "argus_audit.json") == res.report
-    # the in-memory views read the report: ranks per target, and RPS from them
-    assert res.ranks == {e.qid: e.ranks for e in res.report.entities}
-    assert res.rps() == {e.qid: e.rps for e in res.report.entities}
-    assert res.report.mean_rps == pytest.approx(np.mean(list(res.rps().values())))
+    back = load_file(tmp_path / "argus_audit.json")
+    assert back.model_dump() == res.model_dump()  # the file is the report; the embeddings stay in memory
+    assert back.embeddings is None and back.qids == [] and res.embeddings.shape == (620, res.encoder.dim)
+    assert res.qids == list(shipped.entities) and res.data is shipped
+    # the in-memory views read the report: ranks per target, and RPS from them (rank <= k)
+    assert res.ranks == {e.qid: e.ranks for e in res.entities}
+    assert res.rps() == {q: aa.rps_from_ranks(r, 50) for q, r in res.ranks.items()}
+    assert res.mean_rps == pytest.approx(np.mean(list(res.rps().values())))
+    with pytest.raises(ConfigError, match="holds no embeddings"):
+        back.target_embeddings()
 
 
 @pytest.mark.parametrize("args, message", [

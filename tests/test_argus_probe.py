@@ -303,9 +303,9 @@ def test_the_probe_verb_trains_each_labelled_set_and_keeps_the_largest():
     # the directed set: the same as auditing and training by hand
     result = audit(load_shipped(), "random", k=50, n=300, seed=3)
     targets, emb = result.target_embeddings()
-    _, by_hand = ap.train_probe(emb, [result.rps()[q] for q in targets], result.encoder["fingerprint"], seed=3,
+    _, by_hand = ap.train_probe(emb, [result.rps()[q] for q in targets], result.encoder.fingerprint, seed=3,
                                 families=("ridge",))
     directed = report.datasets[0]
     assert directed.selected == by_hand.selected and directed.test == by_hand.test
-    assert directed.audit.mean_rps == pytest.approx(result.report.mean_rps)
-    assert directed.audit.n_effective_min == result.report.n_effective.min
+    assert directed.audit.mean_rps == pytest.approx(result.mean_rps)
+    assert directed.audit.n_effective_min == result.n_effective.min

@@ -32,7 +32,7 @@ def test_cells_equal_audit(shipped):
         for k in (1, 50):
             ref = aa.audit(shipped, "random", k=k, n=n, seed=3).rps()
             assert run.rps[(n, k)] == ref
-    d = res.report
+    d = res
     cell = next(c for c in d.retrievers[0].cells if (c.n, c.k) == (100, 50))
     assert cell.n_effective_min == 100  # 100 of >= 500 eligible neutrals per query
     assert cell.chance == pytest.approx(0.5)
@@ -44,7 +44,7 @@ def test_cells_equal_audit(shipped):
 
 
 def test_report_shape_is_validated(shipped):
-    d = sw.sweep(shipped, ["random"], ns=[50], ks=[5], fig_k=50).report.model_dump(mode="json")
+    d = sw.sweep(shipped, ["random"], ns=[50], ks=[5], fig_k=50).model_dump(mode="json")
     assert d["kind"] == "argus_sweep" and d["fig_k"] == 5  # the nearest listed k
     with pytest.raises(SchemaError, match=r"unknown field extra"):
         validate("argus_sweep", {**d, "extra": 1}, "sweep.json")

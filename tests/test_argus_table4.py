@@ -117,7 +117,7 @@ def test_cli_audit_with_dataset_equals_the_api_on_load_dataset(tmp_path, shipped
     assert argus_main(["argus", "audit", "-r", "random", "--dataset", str(shipped_dataset), "--k", "5", "--n", "20",
                        "--no-plot", "-o", str(out)]) == 0
     got = json.loads((out / "argus_audit.json").read_text())
-    want = audit(load_dataset(shipped_dataset), "random", k=5, n=20).to_dict()
+    want = audit(load_dataset(shipped_dataset), "random", k=5, n=20).model_dump(mode="json")
     assert got == json.loads(json.dumps(want))
     # the stored candidates are what ranked: 103 targets, each pair against its 19 neutrals plus the target
     assert got["n_targets"] == 103 and got["n_effective"]["min"] == got["n_effective"]["max"] == 20

@@ -132,7 +132,7 @@ def audit_cmd(
     data = load_audit_data(entities, relations, relation_mode, dataset)
     result = argus_audit(data, retriever, options)
     write_audit(result, out, plot=not no_plot)
-    d = result.report.model_dump(mode="json")
+    d = result.model_dump(mode="json")
     if as_json:
         typer.echo(json.dumps({key: v for key, v in d.items() if key != "entities"}))
     else:
@@ -195,7 +195,7 @@ def sweep_cmd(
     check_output(out, run_dir=False, option="out")
     result = argus_sweep(data, retriever, options)
     paths = write_sweep(result, out, plot=not no_plot)
-    typer.echo(f"ARGUS sweep {data.source}: {len(result.runs)} retriever(s) x N {result.ns} x k {result.ks}; "
+    typer.echo(f"ARGUS sweep {data.source}: {len(result.runs)} retriever(s) x N {result.n} x k {result.k}; "
                f"written {', '.join(p.name for p in paths.values())} to {out}")
 
 

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr
 
+from ..errors import ConfigError
 from .base import Model, Number, One
 
 # ---------------------------------------------------------------- the audit (argus_audit.json)
@@ -65,7 +66,8 @@ class AuditEntity(Model):
 
 class ArgusAudit(Model):
     """``argus_audit.json``: rank-probability scores (RPS) of entities, ARGUS' blind-spot audit (the report
-    :func:`gapbench.argus_audit` returns in memory as ``AuditResult.report``)."""
+    :func:`gapbench.argus_audit` returns, holding in memory what the file leaves out: the data audited and every
+    entity's embedding, rows in :attr:`qids` order, written as ``argus_embeddings.npz``)."""
 
     kind: Literal["argus_audit"]
     task: str
@@ -90,6 +92,55 @@ class ArgusAudit(Model):
     bands: BandCounts  # fixed bands [0, .33), [.33, .66), [.66, 1]
     warnings: list[str]
     entities: list[AuditEntity]
+
+    _data: Any = PrivateAttr(default=None)
+    _qids: list[str] = PrivateAttr(default_factory=list)
+    _embeddings: Any = PrivateAttr(default=None)
+
+    def holding(self, data: Any, qids: list[str], embeddings: Any) -> ArgusAudit:
+        """This report with the data audited and every entity's embedding (an array, rows in ``qids`` order) kept in
+        memory (not part of the file); returns the same object."""
+        self._data, self._qids, self._embeddings = data, list(qids), embeddings
+        return self
+
+    @property
+    def data(self) -> Any:
+        """The :class:`~gapbench.analyses.argus.audit.inputs.AuditData` audited; None for a report read from a file."""
+        return self._data
+
+    @property
+    def qids(self) -> list[str]:
+        """The entities whose embeddings :attr:`embeddings` holds, in row order (empty for a report read from a
+        file)."""
+        return self._qids
+
+    @property
+    def embeddings(self) -> Any:
+        """Every entity's embedding (a numpy array, rows in :attr:`qids` order); None for a report read from a file."""
+        return self._embeddings
+
+    @property
+    def ranks(self) -> dict[str, list[int]]:
+        """Target -> the target's rank for each of its queries (related entities), in relation order."""
+        return {e.qid: list(e.ranks) for e in self.entities}
+
+    @property
+    def n_candidates(self) -> dict[str, list[int]]:
+        """Target -> the candidate-set size (the target and its neutrals) ranked for each of its queries."""
+        return {e.qid: list(e.n_candidates) for e in self.entities}
+
+    def rps(self) -> dict[str, float]:
+        """Target -> its RPS_k (``hit_rule``: rank <= k)."""
+        return {e.qid: e.rps for e in self.entities}
+
+    def target_embeddings(self) -> tuple[list[str], Any]:
+        """The targets, in report order, and their embeddings' rows (needs the report the audit returned)."""
+        if self._embeddings is None:
+            raise ConfigError(f"this {self.task} audit report holds no embeddings (it was read from a file): use the "
+                              "report gapbench.argus_audit returns, or read argus_embeddings.npz.")
+        idx = {q: i for i, q in enumerate(self._qids)}
+        targets = [e.qid for e in self.entities]
+        return targets, self._embeddings[[idx[q] for q in targets]]
 
 
 # ---------------------------------------------------------------- the probe (argus_probe.json)
@@ -289,6 +340,25 @@ class ArgusSweep(Model):
     hit_rule: Literal["rank <= k"]
     bands: dict[str, list[Number]]
     retrievers: list[SweepRetriever]
+
+    _data: Any = PrivateAttr(default=None)
+    _runs: list[Any] = PrivateAttr(default_factory=list)
+
+    def holding(self, data: Any, runs: list[Any]) -> ArgusSweep:
+        """This report with the data swept and each retriever's ranks and embeddings (``RetrieverSweep``, in the
+        report's order) kept in memory (not part of the file); returns the same object."""
+        self._data, self._runs = data, list(runs)
+        return self
+
+    @property
+    def data(self) -> Any:
+        """The :class:`~gapbench.analyses.argus.audit.inputs.AuditData` swept; None for a report read from a file."""
+        return self._data
+
+    @property
+    def runs(self) -> list[Any]:
+        """Each retriever's ranks and embeddings, in :attr:`retrievers` order (empty for a report read from a file)."""
+        return self._runs
 
 
 class DatasetInputs(Model):

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ....files import atomic_writer, output_folder, write_figure, write_text_atomic
+from ....schemas.argus import ArgusAudit
 from ....tables import Table
 from .rps import terciles
 
@@ -40,8 +41,8 @@ def lda_projection(emb: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, tup
     return np.column_stack([z[:, 0], res @ vt[0]]), ("LD 1", "residual PC 1")
 
 
-def plot_lda(result: Any, path: Path) -> None:
-    """The LDA figure of an :class:`~.retrievability.AuditResult` (not imported here: the audit imports this module)."""
+def plot_lda(result: ArgusAudit, path: Path) -> None:
+    """The LDA figure of an audit report holding its embeddings (as :func:`~.retrievability.audit` returns it)."""
     from ....files import pyplot
 
     plt = pyplot()
@@ -102,16 +103,16 @@ def audit_markdown(d: dict) -> str:
     return "\n".join(lines)
 
 
-def write_audit(result: Any, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
+def write_audit(result: ArgusAudit, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write argus_audit.json/.md, argus_lda.png and argus_embeddings.npz into ``out``; returns their paths."""
     out = output_folder(out)
-    d = result.report.model_dump(mode="json")
+    d = result.model_dump(mode="json")
     paths = {"json": out / "argus_audit.json", "md": out / "argus_audit.md", "embeddings": out / "argus_embeddings.npz"}
     write_json(paths["json"], d)
     write_text_atomic(paths["md"], audit_markdown(d))
     with atomic_writer(paths["embeddings"], binary=True) as fh:
         np.savez(fh, qids=np.array(result.qids), embeddings=result.embeddings,
-                 fingerprint=np.array(result.report.encoder.fingerprint))
+                 fingerprint=np.array(result.encoder.fingerprint))
     if plot:
         paths["lda"] = out / "argus_lda.png"
         plot_lda(result, paths["lda"])

@@ -46,8 +46,8 @@ Input data
 
 Output (``write_audit(result, out)``)
 -------------------------------------
-``argus_audit.json`` (:class:`gapbench.schemas.ArgusAudit`, the report the audit returns as
-``AuditResult.report``)::
+``argus_audit.json`` (:class:`gapbench.schemas.ArgusAudit`, the report the audit returns, holding the data and the
+embeddings in memory)::
 
     {"kind": "argus_audit", "task": SOURCE, "version": 1,
      "retriever": SPEC, "encoder": {"name", "pooling", "fingerprint", "dim"},
@@ -69,7 +69,6 @@ plus ``argus_audit.md`` (summary), ``argus_lda.png`` (2-D LDA of entity embeddin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -123,7 +122,7 @@ from .rps import (
     terciles,
 )
 
-__all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "AuditResult", "EncodedEntities", "Entity",
+__all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "EncodedEntities", "Entity",
            "RandomEncoder", "SentenceEncoder", "SpanEncoder", "_base_fingerprint", "_seed_from", "audit",
            "audit_markdown", "audit_report", "band_of", "blind_spot_table", "build_data", "chance_level",
            "check_budget", "compute_ranks", "data_dir", "draw_neutrals", "embed_entities", "find_mention",
@@ -133,79 +132,6 @@ __all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "AuditResult"
 
 KIND = "argus_audit"
 _NAMES = ("low", "mid", "high")
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """An audit in memory: its ``report`` (:class:`~gapbench.schemas.ArgusAudit`, written as ``argus_audit.json``) and
-    what the file leaves out, the data audited and every entity's embedding (rows in ``qids`` order, written as
-    ``argus_embeddings.npz``). The report's settings and per-target ranks read through as attributes."""
-
-    report: ArgusAudit
-    data: AuditData
-    qids: list[str]  # order of rows in ``embeddings``
-    embeddings: np.ndarray
-
-    @property
-    def k(self) -> int:
-        return self.report.k
-
-    @property
-    def n_requested(self) -> int:
-        return self.report.n_requested
-
-    @property
-    def seed(self) -> int:
-        return self.report.seed
-
-    @property
-    def retriever(self) -> str:
-        return self.report.retriever
-
-    @property
-    def relations(self) -> str:
-        return self.report.relations
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.report.warnings
-
-    @property
-    def encoder(self) -> dict[str, Any]:
-        """name, pooling, fingerprint, dim and retriever_fingerprint of the entity encoder."""
-        return self.report.encoder.model_dump()
-
-    @property
-    def grounding(self) -> dict[str, int]:
-        return self.report.grounding.model_dump()
-
-    @property
-    def ranks(self) -> dict[str, list[int]]:
-        """Target -> the target's rank for each of its queries (related entities), in relation order."""
-        return {e.qid: list(e.ranks) for e in self.report.entities}
-
-    @property
-    def n_candidates(self) -> dict[str, list[int]]:
-        """Target -> the candidate-set size (the target and its neutrals) ranked for each of its queries."""
-        return {e.qid: list(e.n_candidates) for e in self.report.entities}
-
-    def rps(self, rule: str = "paper") -> dict[str, float]:
-        return {q: rps_from_ranks(r, self.k, rule) for q, r in self.ranks.items()}
-
-    def chance(self) -> float:
-        return self.report.chance
-
-    def target_embeddings(self) -> tuple[list[str], np.ndarray]:
-        idx = {q: i for i, q in enumerate(self.qids)}
-        targets = [e.qid for e in self.report.entities]
-        return targets, self.embeddings[[idx[q] for q in targets]]
-
-    def to_dict(self) -> dict:
-        """The report as JSON data (``argus_audit.json``'s content)."""
-        return self.report.model_dump(mode="json")
-
-    def __str__(self) -> str:
-        return audit_markdown(self.to_dict())
 
 
 def audit_report(data: AuditData, enc: EncodedEntities, ranks: dict[str, list[int]], sizes: dict[str, list[int]], *,
@@ -258,18 +184,18 @@ def pool_warnings(sizes: dict[str, list[int]], k: int, n: int) -> list[str]:
 
 
 def audit(data: AuditData | None = None, retriever: Any = "dense", *, k: int = DEFAULT_K, n: int = DEFAULT_N,
-          seed: int = 0, pooling: str = "auto") -> AuditResult:
+          seed: int = 0, pooling: str = "auto") -> ArgusAudit:
     """Compute RPS_k for every target of ``data`` (default: the shipped slice) with ``retriever``'s encoder.
 
     >>> result = audit(load_shipped(), "dense", k=50, n=800)  # doctest: +SKIP
-    >>> result.report.mean_rps                                  # doctest: +SKIP
+    >>> result.mean_rps                                         # doctest: +SKIP
     """
     ArgusAuditOptions(k=k, n=n, seed=seed, pooling=pooling)  # every setting checked, named as a field
     data = data if data is not None else load_shipped()
     enc = embed_entities(data, retriever, pooling)
     ranks, sizes = compute_ranks(enc.embeddings, enc.index, data, n, seed)
     report = audit_report(data, enc, ranks, sizes, k=k, n=n, seed=seed, warnings=pool_warnings(sizes, k, n))
-    return AuditResult(report=report, data=data, qids=enc.qids, embeddings=enc.embeddings)
+    return report.holding(data, enc.qids, enc.embeddings)
 
 
 def _is_undirected(data: AuditData) -> bool:

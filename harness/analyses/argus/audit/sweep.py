@@ -62,35 +62,6 @@ class RetrieverSweep:
     sizes: dict[int, dict[str, list[int]]]  # N -> target -> candidate-set sizes
 
 
-@dataclass(frozen=True)
-class SweepResult:
-    """A sweep in memory: its ``report`` (:class:`~gapbench.schemas.ArgusSweep`, written as ``sweep.json``), the data
-    swept and each retriever's ranks and embeddings (``runs``, in the report's order)."""
-
-    report: ArgusSweep
-    data: AuditData
-    runs: list[RetrieverSweep]
-
-    @property
-    def ns(self) -> list[int]:
-        return self.report.n
-
-    @property
-    def ks(self) -> list[int]:
-        return self.report.k
-
-    @property
-    def seed(self) -> int:
-        return self.report.seed
-
-    @property
-    def fig_k(self) -> int:
-        return self.report.fig_k
-
-    def __str__(self) -> str:
-        return sweep_markdown(self.report.model_dump(mode="json"))
-
-
 def sweep_one(data: AuditData, retriever: Any, ns: list[int], ks: list[int], seed: int, pooling: str) -> RetrieverSweep:
     enc = embed_entities(data, retriever, pooling)
     rps: dict[tuple[int, int], dict[str, float]] = {}
@@ -104,7 +75,7 @@ def sweep_one(data: AuditData, retriever: Any, ns: list[int], ks: list[int], see
 
 def sweep(data: AuditData, retrievers: Sequence[Any], *, ns: Sequence[int] = (100, 200, 400, 800),
           ks: Sequence[int] = (1, 5, 10, 20, 50, 100), seed: int = 0, pooling: str = "auto",
-          fig_k: int = 50) -> SweepResult:
+          fig_k: int = 50) -> ArgusSweep:
     """RPS per target for every (retriever, N, k); ``fig_k`` is the k of the vs-N and LDA figures (the paper's 50).
     The settings are checked as ``ArgusSweepOptions`` checks them (``ns`` and ``ks`` sorted, once)."""
     o = ArgusSweepOptions(ns=tuple(ns), ks=tuple(ks), seed=seed, pooling=pooling, fig_k=fig_k)
@@ -113,7 +84,7 @@ def sweep(data: AuditData, retrievers: Sequence[Any], *, ns: Sequence[int] = (10
     ns, ks = list(o.ns), list(o.ks)
     fig_k = o.fig_k if o.fig_k in ks else min(ks, key=lambda k: (abs(k - o.fig_k), k))
     runs = [sweep_one(data, r, ns, ks, seed, pooling) for r in retrievers]
-    return SweepResult(sweep_report(data, runs, ns, ks, seed, fig_k), data, runs)
+    return sweep_report(data, runs, ns, ks, seed, fig_k).holding(data, runs)
 
 
 def _cell(run: RetrieverSweep, n: int, k: int) -> SweepCell:
@@ -189,15 +160,15 @@ def plot_curves(d: dict, path: Path, along: str) -> None:
     write_figure(fig, path, dpi=120)
 
 
-def plot_lda_grid(result: SweepResult, path: Path) -> None:
+def plot_lda_grid(result: ArgusSweep, path: Path) -> None:
     """LDA of target embeddings by RPS tercile at k=fig_k: a row per retriever, a column per N."""
     plt = pyplot()
-    rows, cols = len(result.runs), len(result.ns)
+    rows, cols = len(result.runs), len(result.n)
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
     colours = ("#d62728", "#7f7f7f", "#1f77b4")
     for r, run in enumerate(result.runs):
         idx = {q: i for i, q in enumerate(run.qids)}
-        for c, n in enumerate(result.ns):
+        for c, n in enumerate(result.n):
             rps = run.rps[(n, result.fig_k)]
             terc, _ = terciles(np.array(list(rps.values())))
             z, _ = lda_projection(run.embeddings[[idx[q] for q in rps]], terc)
@@ -214,10 +185,10 @@ def plot_lda_grid(result: SweepResult, path: Path) -> None:
     write_figure(fig, path, dpi=100)
 
 
-def write_sweep(result: SweepResult, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
+def write_sweep(result: ArgusSweep, out: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write sweep.json, sweep.md and (with ``plot``) sweep_vs_n.png, sweep_vs_k.png, sweep_lda.png into ``out``."""
     out = output_folder(out)
-    d = result.report.model_dump(mode="json")
+    d = result.model_dump(mode="json")
     paths = {"json": out / "sweep.json", "md": out / "sweep.md"}
     write_json(paths["json"], d)
     write_text_atomic(paths["md"], sweep_markdown(d))
