@@ -1,7 +1,7 @@
 """``gapbench obliq build CORPUS --lens TEXT|FILE --out DIR``: an OBLIQ-style task from your own corpus.
 
 Register on the main app with ``register(app)``; the stages are in :mod:`gapbench.analyses.obliq_build`. The flags
-are generated from the fields of :class:`~gapbench.analyses.obliq_build.ObliqBuildOptions` (:data:`FLAGS`).
+are generated from the fields of :class:`~gapbench.analyses.obliq_build.options.ObliqBuildOptions` (:data:`FLAGS`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="OBLIQ-style tasks: build one from your own corpus (lens, annotation, collapse, queries, pool).")
 
 def _lens(text_or_file: str) -> str:
-    from ..analyses.obliq_build import read_lens
+    from ..analyses.obliq_build.options import read_lens
 
     return read_lens(text_or_file)
 
@@ -42,7 +42,8 @@ def build_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print card.json's object."),
 ) -> None:
     """Build an OBLIQ-style task: queries whose relevance is a latent attribute of the documents."""
-    from ..analyses.obliq_build import build_obliq, render_estimate
+    from ..analyses.obliq_build.build import build_obliq
+    from ..analyses.obliq_build.estimate import render as render_estimate
     from .common import check_output
 
     check_output(options.out, run_dir=False, option="out")
