@@ -168,7 +168,7 @@ def test_a_killed_writers_temporary_is_swept_by_the_next_save_and_a_live_ones_is
     report = _gap_report("impliret/multispeaker/wknow")
     paths = save_report(report, out)
     assert sorted(os.listdir(out)) == sorted(["gap.json", "pool_scaling.png", live.name])
-    assert json.loads(paths["json"].read_text()) == report.to_dict()
+    assert json.loads(paths["json"].read_text()) == report.model_dump(mode="json")
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert live.read_bytes() == b"\x89PNG half"
 
@@ -296,7 +296,7 @@ def test_outputs_keep_their_bytes(tmp_path):
     # gap.json keeps its layout: two-space indent, no trailing newline
     report = _gap_report("impliret/unispeaker/wknow")
     path = save_report(report, tmp_path / "gap")["json"]
-    assert path.read_text() == json.dumps(report.to_dict(), indent=2)
+    assert path.read_text() == json.dumps(report.model_dump(mode="json"), indent=2)
 
 
 def test_xgboost_probe_weights_are_the_bytes_xgboost_saves(tmp_path):

@@ -344,7 +344,7 @@ def test_synthetic_queries_are_judged_over_every_systems_pooled_top_k():
                       llm_base_url=srv.base_url, llm_model="cov-pool")  # a model of its own: no answer cached
         rep = coverage(str(FIXTURE), systems, CoverageOptions(**common))
         assert srv.counts["chat"] == 15 + 1 + 1  # extractions, one generation, one judge prompt of 4 documents
-        syn = rep.to_dict()["synthetic"]
+        syn = rep.model_dump(mode="json")["synthetic"]
         [row] = syn["queries"]
         assert (row["text"], row["status"], row["pool_size"]) == ("what did Mozart do", "accepted", 4)
         assert row["relevant"] == ["m1", "m2"]

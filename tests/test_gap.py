@@ -223,8 +223,8 @@ def test_measure_gap_with_by_hand():
     assert row.retriever_pools == {"bm25": "own"} and row.retriever_pool_recall == {"bm25": 0.5}
     # no verifier seeds: no spread, and the file leaves those keys out as it always did
     assert row.verifier_standard_spread is None
-    assert "verifier_standard_spread" not in report.to_dict()["pool_scaling"][0]
-    assert report.to_dict()["meta"] == {"seed": 0, "retrievers": ["bm25"], "pool_scaling_measure": "R@10"}
+    assert "verifier_standard_spread" not in report.model_dump(mode="json")["pool_scaling"][0]
+    assert report.model_dump(mode="json")["meta"] == {"seed": 0, "retrievers": ["bm25"], "pool_scaling_measure": "R@10"}
     # the qrels variants of the options score the same rankings: here one that judges d1 relevant for q1
     variant = Qrels({"q1": {"d1": 1}})
     other = measure_gap_with("tiny", data, [run], oracle.rerank_pools,
@@ -379,8 +379,8 @@ def test_gap_json_of_gapbench_0_1_loads_and_writes_back_the_same():
     assert isinstance(report, GapReport) and report.meta.answers.per_query["82"].clean == 16
     assert report.verifier_answers.mostly_fallbacks is False and report.meta.verifier.name == "tournament"
     # the file as read, with the one key added since (null: no retriever called an LLM)
-    assert report.to_dict() == {**json.loads(path.read_text()), "retriever_llm": None}
-    assert GapReport.model_validate(report.to_dict()) == report
+    assert report.model_dump(mode="json") == {**json.loads(path.read_text()), "retriever_llm": None}
+    assert GapReport.model_validate(report.model_dump(mode="json")) == report
 
 
 def test_gap_json_carries_the_llm_work_of_rewrite_retrievers(tmp_path, monkeypatch):

@@ -89,7 +89,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     assert gapbench.regress(written[0], written[1], measure="nDCG@10").baseline == str(tmp_path / "a")
 
     # the gap: six queries judged by the server, whose verifier knows the qrels, so it ranks at least as well
-    gap = ns["gap"].to_dict()
+    gap = ns["gap"].model_dump(mode="json")
     assert calls > 0 and gap["n_queries"] == 6
     # signals, coverage, audit, probe, comparison: their reports, with the numbers the options asked for
     assert ns["signals"].n_queries == 300

@@ -227,13 +227,13 @@ def test_tournament_counts_outcomes_per_query_and_the_gap_report_warns():
     text = str(report)
     assert "verifier answers: 3 rankings: 0 clean, 0 repaired, 0 re-asked, 3 completed by fallback (100%)" in text
     assert "WARNING: most verifier answers did not rank their passages" in text
-    data = report.to_dict()["verifier_answers"]
+    data = report.model_dump(mode="json")["verifier_answers"]
     assert data["fallback"] == 3 and data["rankings"] == 3 and data["mostly_fallbacks"] is True
-    assert "per_query" not in data and report.to_dict()["meta"]["answers"]["per_query"]["q1"]["fallback"] == 3
+    assert "per_query" not in data and report.model_dump(mode="json")["meta"]["answers"]["per_query"]["q1"]["fallback"] == 3
     half = dict(rr.answers, clean=3, fallback=3, rankings=6, fallback_rate=0.5)
     quiet = _gap_report(half)
-    assert "WARNING" not in str(quiet) and quiet.to_dict()["verifier_answers"]["mostly_fallbacks"] is False
-    assert _gap_report(None).to_dict()["verifier_answers"] is None
+    assert "WARNING" not in str(quiet) and quiet.model_dump(mode="json")["verifier_answers"]["mostly_fallbacks"] is False
+    assert _gap_report(None).model_dump(mode="json")["verifier_answers"] is None
 
 
 def _gap_report(answers):

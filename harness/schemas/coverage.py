@@ -313,10 +313,6 @@ class CoverageReport(Model):
         """query -> its clusters (the ``queries`` rows)."""
         return {q.query_id: frozenset(q.clusters) for q in self.queries}
 
-    def to_dict(self) -> dict:
-        """coverage.json's object."""
-        return self.model_dump(mode="json")
-
     def __str__(self) -> str:
         return to_markdown(self)
 

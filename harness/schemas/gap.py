@@ -212,10 +212,6 @@ class GapReport(Model):
     other_qrels: dict[str, OtherQrels]
     meta: GapMeta
 
-    def to_dict(self) -> dict:
-        """The JSON object of gap.json (as gapbench 0.1's report returned it)."""
-        return self.model_dump(mode="json")
-
     def __str__(self) -> str:
         head = (f"{self.task}: retrieval-verification gap on {self.measure} ({self.n_queries} queries, pool depth "
                 f"{self.pool_depth}, pool recall {self.pool_recall:.3f}, {self.llm_calls} LLM calls)")
