@@ -100,10 +100,10 @@ def test_init_refuses_a_missing_folder(tmp_path, capsys, monkeypatch):
 def test_init_refuses_a_task_given_twice(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(_data(tmp_path))
     assert main(["leaderboard", "init", "boards/x", "--task", "data/cranfield", "--task", "data/cranfield/"]) == 2
-    assert "--task data/cranfield/ and --task data/cranfield would both be named 'cranfield'" in _error(capsys)
+    assert "tasks data/cranfield/ and data/cranfield would both be named 'cranfield'" in _error(capsys)
     shutil.copytree(tmp_path / "data" / "cranfield", tmp_path / "data" / "cran2")
     assert main(["leaderboard", "init", "boards/x", "--task", "data/cranfield", "--task", "data/cran2"]) == 2
-    assert "--task data/cran2 holds the same data as --task data/cranfield (fingerprint local:" in _error(capsys)
+    assert "task data/cran2 holds the same data as task data/cranfield (fingerprint local:" in _error(capsys)
 
 
 def test_init_refuses_an_existing_suite_file_unless_forced(tmp_path, capsys, monkeypatch):
@@ -111,7 +111,7 @@ def test_init_refuses_an_existing_suite_file_unless_forced(tmp_path, capsys, mon
     (tmp_path / "boards" / "x").mkdir(parents=True)
     (tmp_path / "boards" / "x" / "suite.toml").write_text("# mine\n")
     assert main(["leaderboard", "init", "boards/x", "--task", "data/cacm"]) == 2
-    assert "boards/x/suite.toml exists; give --force" in _error(capsys)
+    assert "boards/x/suite.toml exists; write it again with force (`gapbench leaderboard init boards/x --task ... --force`" in _error(capsys)
     assert (tmp_path / "boards" / "x" / "suite.toml").read_text() == "# mine\n"
     assert main(["leaderboard", "init", "boards/x", "--task", "data/cacm", "--measure", "AP", "--force"]) == 0
     suite = tomllib.loads((tmp_path / "boards" / "x" / "suite.toml").read_text())

@@ -312,10 +312,12 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
         raise ConfigError(f"{folder}: the board is named after its folder, and {folder.resolve().name!r} is not 1-64 "
                           "letters, digits and . _ + -; rename the folder.")
     if (file.exists() or file.is_symlink()) and not force:
-        raise ConfigError(f"{file} exists; give --force to write it again (submissions scored on other data must "
-                          "then be re-scored), or choose another folder.")
+        raise ConfigError(f"{file} exists; write it again with force (`gapbench leaderboard init {folder} --task ... "
+                          "--force`; submissions scored on other data must then be re-scored), or choose another "
+                          "folder.")
     if not tasks:
-        raise ConfigError("no task given; name each task with --task DIR (a folder), a registered name or an irds: id.")
+        raise ConfigError("no task given; name each task (`gapbench leaderboard init DIR --task T ...`): a folder, a "
+                          "registered name or an irds: id.")
     _check_measure(measure)
     found: list = []
     names: dict[str, str] = {}
@@ -326,10 +328,10 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
         task = get_task(str(path.resolve()) if is_folder else spec)
         name = path.resolve().name if is_folder else (spec[5:] if spec.startswith("irds:") else task.name)
         if not TASK_NAME.fullmatch(name):
-            raise ConfigError(f"--task {spec}: its name on the board would be {name!r}, which is not letters, digits "
+            raise ConfigError(f"task {spec}: its name on the board would be {name!r}, which is not letters, digits "
                               "and . _ + - (with '/' between parts); rename the folder.")
         if name in names:
-            raise ConfigError(f"--task {spec} and --task {names[name]} would both be named {name!r} on the board; "
+            raise ConfigError(f"tasks {spec} and {names[name]} would both be named {name!r} on the board; "
                               "give each task once (rename one folder if they are different tasks).")
         names[name] = spec
         where = ("path", Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()) if is_folder \
@@ -339,7 +341,7 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
     for spec, task, name, where in found:
         key = data_key(_load(task))
         if key in keys:
-            raise ConfigError(f"--task {spec} holds the same data as --task {keys[key]} (fingerprint {key}); give each "
+            raise ConfigError(f"task {spec} holds the same data as task {keys[key]} (fingerprint {key}); give each "
                               "task once.")
         keys[key] = spec
         rows.append((name, where, key))
