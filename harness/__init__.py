@@ -43,7 +43,7 @@ _API = {
     "ArgusAuditOptions": "gapbench.analyses.argus.argus_options",
     "ArgusProbeOptions": "gapbench.analyses.argus.argus_options",
     "ArgusCompareOptions": "gapbench.analyses.argus.remedy.remedy_compare",
-    "ObliqBuildOptions": "gapbench.analyses.obliq_build.options",
+    "ObliqBuildOptions": "gapbench.analyses.obliq_build.obliq_options",
     # core types and tasks
     "Corpus": "gapbench.types",
     "Queries": "gapbench.types",

@@ -48,6 +48,6 @@ ARGUS = Analysis(
 OBLIQ = Analysis(
     "obliq", "OBLIQ-style tasks built from your own corpus (lens, annotation, collapse, queries, pool).",
     verbs=(Verb("build_obliq", _A + "obliq_build.build:build_obliq",
-                options=_A + "obliq_build.options:ObliqBuildOptions",
+                options=_A + "obliq_build.obliq_options:ObliqBuildOptions",
                 report="gapbench.schemas.obliq_build:ObliqBuildReport"),),
     cli=("gapbench.cli.obliq:register",))

@@ -122,7 +122,7 @@ class RegressionInputError(GapbenchError):
     """The result sets cannot be compared (missing task, different queries, missing measure, unreadable)."""
 
 
-# raised by gapbench.analyses.obliq_build.options
+# raised by gapbench.analyses.obliq_build.obliq_options
 class ObliqBuildError(GapbenchError):
     """A build that cannot go on: every cluster (or query) was lost at ``stage``, or a stage's input is unusable."""
 

@@ -34,7 +34,7 @@ def _every_options_class() -> list[type]:
     import gapbench.analyses.argus.remedy.remedy_compare  # noqa: F401
     import gapbench.analyses.coverage.coverage_options  # noqa: F401
     import gapbench.analyses.gap  # noqa: F401
-    import gapbench.analyses.obliq_build.options  # noqa: F401
+    import gapbench.analyses.obliq_build.obliq_options  # noqa: F401
     import gapbench.analyses.signals.signals_options  # noqa: F401
     import gapbench.evaluation.evaluate_options  # noqa: F401
     import gapbench.products.leaderboard  # noqa: F401

@@ -81,7 +81,7 @@ def test_unknown_label_ids_are_counted_not_dropped_silently(tmp_path, capsys):
 
 
 def test_the_lens_is_bounded_and_read_as_checked_text(tmp_path):
-    from gapbench.analyses.obliq_build.options import ObliqBuildOptions, read_lens
+    from gapbench.analyses.obliq_build.obliq_options import ObliqBuildOptions, read_lens
     from gapbench.errors import DataFormatError
 
     assert ObliqBuildOptions(lens="x" * 2000, out=tmp_path / "t").lens == "x" * 2000

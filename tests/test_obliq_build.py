@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.analyses.obliq_build.build import build_obliq
-from gapbench.analyses.obliq_build.options import ObliqBuildOptions
+from gapbench.analyses.obliq_build.obliq_options import ObliqBuildOptions
 from gapbench.errors import ConfigError, ObliqBuildError
 from gapbench.llm.client import LLMClient, LLMError
 from obliq_server import Attribute, ObliqServer, World
@@ -221,7 +221,7 @@ def test_bad_input_is_refused_before_any_call(corpus, tmp_path):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", pool_depth=0)
     with pytest.raises(ConfigError, match="min_cluster 5 is above max_cluster 2"):
         ObliqBuildOptions(lens=LENS, out=tmp_path / "t", min_cluster=5, max_cluster=2)
-    from gapbench.analyses.obliq_build.options import read_lens
+    from gapbench.analyses.obliq_build.obliq_options import read_lens
 
     with pytest.raises(ConfigError, match="lens file 'no-such-lens.txt' does not exist"):
         read_lens("no-such-lens.txt")

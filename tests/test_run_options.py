@@ -26,7 +26,7 @@ def _every_options_class() -> list[type]:
     import gapbench.analyses.argus.argus_options  # noqa: F401
     import gapbench.analyses.coverage.coverage_options  # noqa: F401
     import gapbench.analyses.gap  # noqa: F401
-    import gapbench.analyses.obliq_build.options  # noqa: F401
+    import gapbench.analyses.obliq_build.obliq_options  # noqa: F401
     import gapbench.analyses.signals.signals_options  # noqa: F401
     import gapbench.evaluation.comparison  # noqa: F401
     import gapbench.products.leaderboard  # noqa: F401

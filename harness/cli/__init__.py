@@ -61,7 +61,7 @@ def _register_commands() -> None:
     from . import compare as cli_compare
     from . import evaluate as cli_evaluate
     from . import local_llm as cli_local_llm
-    from . import report as cli_report
+    from . import report_command as cli_report
     from . import reproduce as cli_reproduce
     from . import run as cli_run
     from . import submit as cli_submit

@@ -1,7 +1,8 @@
 """``gapbench obliq build CORPUS --lens TEXT|FILE --out DIR``: an OBLIQ-style task from your own corpus.
 
 Register on the main app with ``register(app)``; the stages are in :mod:`gapbench.analyses.obliq_build`. The flags
-are generated from the fields of :class:`~gapbench.analyses.obliq_build.options.ObliqBuildOptions` (:data:`FLAGS`).
+are generated from the fields of
+:class:`~gapbench.analyses.obliq_build.obliq_options.ObliqBuildOptions` (:data:`FLAGS`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="OBLIQ-style tasks: build one from your own corpus (lens, annotation, collapse, queries, pool).")
 
 def _lens(text_or_file: str) -> str:
-    from ..analyses.obliq_build.options import read_lens
+    from ..analyses.obliq_build.obliq_options import read_lens
 
     return read_lens(text_or_file)
 
@@ -28,7 +29,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 # the flags of `obliq build` are ObliqBuildOptions' fields (the lens may be a file, --pool-retrievers is read from its
 # comma text); the corpus and --json are the command's own, the LLM client object is set from Python only
-FLAGS = FromOptions("obliq build", "gapbench.analyses.obliq_build.options:ObliqBuildOptions",
+FLAGS = FromOptions("obliq build", "gapbench.analyses.obliq_build.obliq_options:ObliqBuildOptions",
                     short={"out": ("-o",)}, decls={"dry_run": ("--dry-run",)},
                     kinds={"lens": str, "pool_retrievers": str},
                     parse={"lens": _lens, "pool_retrievers": _names}, library_only={"llm_client"})

@@ -39,7 +39,7 @@ from . import recollect as st_recollect
 from .context import CHECKPOINTS, Context
 from .estimate import estimate, with_time
 from .llmio import Prompts, structured_style
-from .options import ObliqBuildOptions
+from .obliq_options import ObliqBuildOptions
 from .write import FILES, write_card, write_task
 
 UNITS = {"annotate": "documents with a value", "collapse": "clusters", "queries": "queries", "recollect": "queries",

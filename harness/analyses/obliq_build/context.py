@@ -18,7 +18,7 @@ from ...llm.competence import values_verdict, watching
 from ...progress import progress
 from ...types import Corpus
 from .llmio import Prompts, Tally, parse_object, response_format
-from .options import ObliqBuildOptions
+from .obliq_options import ObliqBuildOptions
 
 CHECKPOINTS = ".obliq_build"  # per-stage results inside the output folder, reused by a re-run
 

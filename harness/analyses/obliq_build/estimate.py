@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .annotate import TOKENS_PER_VALUE
 from .collapse import CONSOLIDATE_FACTOR, MAX_MERGE_GROUP, MAX_VALUES_SHOWN
 from .llmio import Prompts
-from .options import ObliqBuildOptions
+from .obliq_options import ObliqBuildOptions
 
 CHARS_PER_TOKEN = 4
 ID_TOKENS = 12  # a document's id and its wrapping tags
