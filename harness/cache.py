@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import stopping
-from .errors import ConfigError, GapbenchError
+from .errors import GapbenchError
 from .files import atomic_writer, output_folder, write_text_atomic
 
 DEFAULT_SAVE_EVERY = 30.0
@@ -28,17 +27,9 @@ DEFAULT_SAVE_EVERY = 30.0
 def save_every() -> float:
     """Seconds of encoding between two saved pieces of a chunk (``GAPBENCH_SAVE_EVERY``, default 30; ``0`` saves
     after every batch): what a Ctrl-C or a crash can lose at most."""
-    raw = os.environ.get("GAPBENCH_SAVE_EVERY")
-    if raw is None or not raw.strip():
-        return DEFAULT_SAVE_EVERY
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"GAPBENCH_SAVE_EVERY={raw!r} is not a number of seconds >= 0 "
-                          f"(default {DEFAULT_SAVE_EVERY:g}; 0 saves after every batch).")
-    return value
+    from .progress import env_seconds
+
+    return env_seconds("GAPBENCH_SAVE_EVERY", DEFAULT_SAVE_EVERY, "saves after every batch")
 
 
 def home() -> Path:

@@ -50,19 +50,24 @@ def mode() -> str:
     return value
 
 
-def interval() -> float:
-    """Seconds between two plain progress lines (``GAPBENCH_PROGRESS_INTERVAL``, default 30)."""
-    raw = os.environ.get("GAPBENCH_PROGRESS_INTERVAL")
+def env_seconds(name: str, default: float, zero: str) -> float:
+    """A number of seconds >= 0 from the environment variable ``name`` (``default`` when unset or blank); anything
+    else is a ConfigError naming the variable, the default and what ``zero`` (0) does."""
+    raw = os.environ.get(name)
     if raw is None or not raw.strip():
-        return DEFAULT_INTERVAL
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"GAPBENCH_PROGRESS_INTERVAL={raw!r} is not a number of seconds >= 0 "
-                          f"(default {DEFAULT_INTERVAL:g}; 0 prints a line at every step).")
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds >= 0 (default {default:g}; 0 {zero}).")
     return value
+
+
+def interval() -> float:
+    """Seconds between two plain progress lines (``GAPBENCH_PROGRESS_INTERVAL``, default 30)."""
+    return env_seconds("GAPBENCH_PROGRESS_INTERVAL", DEFAULT_INTERVAL, "prints a line at every step")
 
 
 def format_duration(seconds: float) -> str:
