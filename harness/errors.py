@@ -112,6 +112,17 @@ class LocalLLMError(GapbenchError):
     """The embedded llama.cpp server could not start, or died."""
 
 
+# raised by gapbench.llm.competence
+class ModelTooWeakError(GapbenchError):
+    """The model's first answers were mostly null, echoed or unreadable: it cannot do the job asked of it.
+    ``stage``: the work stopped; ``counts``: verdict -> answers among those watched."""
+
+    def __init__(self, message: str, *, stage: str, counts: dict[str, int]) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.counts = counts
+
+
 # raised by gapbench.products.submissions
 class SubmissionError(GapbenchError):
     """A submission is invalid; the message lists every problem found."""

@@ -19,10 +19,9 @@ from test_obliq_build import DOCS, LENS, client, options, world
 
 from gapbench.analyses.obliq_build.build import build_obliq
 from gapbench.analyses.obliq_build.context import judge_answer
-from gapbench.errors import ConfigError
+from gapbench.errors import ConfigError, GapbenchError, ModelTooWeakError
 from gapbench.llm.client import ChatRequest, LLMClient
 from gapbench.llm.competence import (
-    ModelTooWeakError,
     copied,
     generic_verdict,
     listwise_verdict,
@@ -119,6 +118,18 @@ def test_chat_many_under_a_watch_stops_within_the_first_answers(kind, tmp_path):
     assert "--llm-base-url and --llm-model" in text and "7B parameters or more" in text
     assert err.value.counts == {kind: 3}
     assert llm.watch is None  # the watch ends with its block
+
+
+def test_model_too_weak_is_an_error_of_the_error_family():
+    # it lives in gapbench.errors beside the others (issue 25), so the CLI exits 2 with its one line, as for any
+    # GapbenchError; the watch raises that very class
+    import gapbench.errors
+    import gapbench.llm.competence
+
+    assert ModelTooWeakError.__module__ == "gapbench.errors" and issubclass(ModelTooWeakError, GapbenchError)
+    assert gapbench.llm.competence.ModelTooWeakError is gapbench.errors.ModelTooWeakError
+    err = ModelTooWeakError("stage: weak", stage="stage", counts={"null": 3})
+    assert (str(err), err.stage, err.counts) == ("stage: weak", "stage", {"null": 3})
 
 
 class NullServer(ObliqServer):

@@ -245,7 +245,7 @@ class LLMClient:
         raised once the calls in flight end (their answers are cached; calls not yet sent are not made), unless
         ``return_exceptions`` puts each request's error in its slot instead. While a watch is set
         (:func:`.competence.watching`), its first answers are judged and a model too weak for the job raises
-        :class:`~.competence.ModelTooWeakError`.
+        :class:`~gapbench.errors.ModelTooWeakError`.
         """
         reqs = [r if isinstance(r, ChatRequest) else ChatRequest(r) for r in requests]
         watch = self.watch or active_watch()

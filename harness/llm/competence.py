@@ -3,9 +3,9 @@ the whole stage.
 
 Each answer is judged once: ``ok``, ``null`` (empty, ``null``, or only placeholders), ``echo`` (it copies the prompt,
 or the documents shown in it, back) or ``invalid`` (the stage cannot read it). The first ``window`` answers are
-watched; as soon as ``threshold`` of them (rounded up) are not ``ok``, :class:`ModelTooWeakError` stops the command,
-naming the stage, the counts with an example of each, ``--llm-base-url`` / ``--llm-model`` and what model can do the
-job. Answers already given stay in the LLM cache, so a re-run costs no call for them.
+watched; as soon as ``threshold`` of them (rounded up) are not ``ok``, :class:`~gapbench.errors.ModelTooWeakError`
+stops the command, naming the stage, the counts with an example of each, ``--llm-base-url`` / ``--llm-model`` and
+what model can do the job. Answers already given stay in the LLM cache, so a re-run costs no call for them.
 
     with watching(llm, "obliq build: annotate", judge=annotation_judge):
         answers = llm.chat_many(requests)        # the first answers in small groups, each judged as it comes
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigError, GapbenchError
+from ..errors import ConfigError, ModelTooWeakError
 from .text import one_line
 
 DEFAULT_WINDOW = 5  # answers watched
@@ -41,16 +41,6 @@ ECHO_NGRAM = 5  # words in a row copied from the prompt
 ECHO_SHARE = 0.5  # share of an answer's word runs found in the prompt that makes it a copy
 
 Judge = Callable[[str, str], str]  # (prompt, answer text) -> a verdict
-
-
-class ModelTooWeakError(GapbenchError):
-    """The model's first answers were mostly null, echoed or unreadable: it cannot do the job asked of it.
-    ``stage``: the work stopped; ``counts``: verdict -> answers among those watched."""
-
-    def __init__(self, message: str, *, stage: str, counts: dict[str, int]) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.counts = counts
 
 
 def words(text: str) -> list[str]:
@@ -171,8 +161,9 @@ def settings(window: int | None = None, threshold: float | None = None) -> tuple
 
 
 class CompetenceWatch:
-    """The verdicts on the first ``window`` answers of one stage; raises :class:`ModelTooWeakError` once
-    ``ceil(threshold * window)`` of them are not ``ok``. Thread-safe: answers may come from several threads."""
+    """The verdicts on the first ``window`` answers of one stage; raises
+    :class:`~gapbench.errors.ModelTooWeakError` once ``ceil(threshold * window)`` of them are not ``ok``. Thread-safe:
+    answers may come from several threads."""
 
     def __init__(self, stage: str, judge: Judge | None = None, *, window: int | None = None,
                  threshold: float | None = None, model: str = "", endpoint: str = "") -> None:
