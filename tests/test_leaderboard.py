@@ -401,7 +401,7 @@ def test_a_written_board_loads_and_writes_back_the_same_bytes(path):
 
     text = path.read_text(encoding="utf-8")
     board = Board.model_validate(json.loads(text))
-    assert json.dumps(board.to_dict(), indent=2) + "\n" == text
+    assert json.dumps(board.model_dump(mode="json", exclude_unset=True), indent=2) + "\n" == text
     bm25 = next(e for e in json.loads(text)["entries"] if e["system"] == "bm25")
     assert board.entry("bm25").average == bm25["average"]
     assert board.entry("bm25").adapter.config == bm25["adapter"]["config"]

@@ -148,7 +148,7 @@ def test_an_old_board_without_profiles_renders_without_their_columns():
     assert all(e.profile is None for e in board.entries)
     page = board.to_html()
     assert "Misses@10" not in page and "systems/" not in page and "**" not in page
-    assert json.dumps(board.to_dict(), indent=2) + "\n" == text
+    assert json.dumps(board.model_dump(mode="json", exclude_unset=True), indent=2) + "\n" == text
 
 
 def test_the_committed_board_has_a_profile_and_a_page_per_system():

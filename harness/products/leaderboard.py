@@ -262,8 +262,10 @@ def write_board(board: Board, directory: str | os.PathLike, references: Sequence
     page = board.to_html()
     if references:
         page = page.replace("</body>", reference_html(references) + "</body>", 1)
+    # exclude_unset: an adapter keeps only the fields its submission gave
+    document = board.model_dump(mode="json", exclude_unset=True)
     files = [("README.md", board.to_markdown() + ("\n" + reference_markdown(references) if references else "")),
-             ("index.html", page), ("leaderboard.json", json.dumps(board.to_dict(), indent=2) + "\n")]
+             ("index.html", page), ("leaderboard.json", json.dumps(document, indent=2) + "\n")]
     pages = {f"{e.system}.html": system_page(board, e) for e in board.entries if e.profile is not None}
     systems = directory / "systems"
     if systems.is_symlink():

@@ -1,8 +1,9 @@
 """leaderboard.json: a suite's board, as built in memory and as written; it renders itself as Markdown and HTML.
 
 The one model of a board (:class:`Leaderboard`; ``gapbench.products.leaderboard.Board`` is the same class): the build
-returns it, ``leaderboard.json`` is its ``model_dump(mode="json")`` and its JSON Schema is exported from it. Every
-text taken from a submission is escaped when it is rendered (:func:`md` for Markdown, ``html.escape`` for HTML).
+returns it, ``leaderboard.json`` is its ``model_dump(mode="json", exclude_unset=True)`` (a submission's adapter
+keeps only the fields it gave) and its JSON Schema is exported from it. Every text taken from a submission is escaped
+when it is rendered (:func:`md` for Markdown, ``html.escape`` for HTML).
 """
 
 from __future__ import annotations
@@ -161,10 +162,6 @@ class Leaderboard(Model):
                 return e
         raise GapbenchError(f"no system {system!r} on the {self.suite} board; systems: "
                             f"{', '.join(e.system for e in self.entries)}.")
-
-    def to_dict(self) -> dict:
-        """The ``leaderboard.json`` document (adapters keep only the fields their submission gave)."""
-        return self.model_dump(mode="json", exclude_unset=True)
 
     # ------------------------------------------------------------ rendering
     def _measure_label(self) -> str:
