@@ -16,12 +16,14 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# At most 30 names (issue 25): the verbs, their options, the core types a retriever speaks and GapbenchError. Every
-# other name is imported from the module that defines it (``gapbench.evaluation.evaluation.evaluate``,
-# ``gapbench.retrieval.register_retriever``, ``gapbench.types.Document``, ...); report models from ``gapbench.schemas``.
+# At most 30 names (issue 25): the 13 verbs, their 12 options, the core types a verb takes or gives and
+# GapbenchError. Every other name is imported from the module that defines it
+# (``gapbench.evaluation.evaluation.evaluate``, ``gapbench.retrieval.register_retriever``, ``gapbench.types.Document``,
+# ...); report models from ``gapbench.schemas``.
 _API = {
     # verbs: each returns one report model of gapbench.schemas
     "run": "gapbench.runner",
+    "run_suite": "gapbench.runner",
     "evaluate": "gapbench.evaluation.evaluation",
     "compare": "gapbench.evaluation.comparison",
     "report": "gapbench.products.from_memory",
@@ -35,6 +37,8 @@ _API = {
     "build_obliq": "gapbench.analyses.obliq_build.build",
     # their options
     "RunOptions": "gapbench.runner",
+    "EvaluateOptions": "gapbench.evaluation.evaluate_options",
+    "ReportOptions": "gapbench.products.report_build",
     "CompareOptions": "gapbench.evaluation.comparison",
     "RegressOptions": "gapbench.products.regress",
     "GapOptions": "gapbench.analyses.gap",
@@ -44,14 +48,12 @@ _API = {
     "ArgusProbeOptions": "gapbench.analyses.argus.argus_options",
     "ArgusCompareOptions": "gapbench.analyses.argus.remedy.remedy_compare",
     "ObliqBuildOptions": "gapbench.analyses.obliq_build.obliq_options",
-    # core types and tasks
-    "Corpus": "gapbench.types",
-    "Queries": "gapbench.types",
+    # the core types a verb takes or gives (a retriever's Corpus, Queries and Document are in gapbench.types; the
+    # task registry's list_tasks and register_task in gapbench.task)
     "Qrels": "gapbench.types",
     "Run": "gapbench.types",
     "Task": "gapbench.task",
     "get_task": "gapbench.task",
-    "list_tasks": "gapbench.task",
     # errors
     "GapbenchError": "gapbench.errors",
 }

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .errors import OptionsError
+from .errors import ConfigError, OptionsError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 # pydantic's wording -> gapbench's ("Input should be greater than or equal to 1" -> "must be greater than or equal to
 # 1")
 _REWORD = (("Input should be ", "must be "), ("Value error, ", ""), ("Assertion failed, ", ""),
-           ("Extra inputs are not permitted", "is not a setting of this analysis"),
            ("Field required", "must be given"))
+_ANALYSIS = "this analysis"  # what an unknown setting is not a setting of, unless the options name their verb
 
 
 # The bounds of the shared types. The statistics check the same numbers when called directly
@@ -115,10 +115,11 @@ ModelName = Text
 """A model: a hub name, a local folder or an endpoint's model id; never empty."""
 
 
-def problem(error: Mapping[str, Any]) -> tuple[str, str]:
-    """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given."""
+def problem(error: Mapping[str, Any], of: str = _ANALYSIS) -> tuple[str, str]:
+    """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given. ``of``:
+    what an unknown setting is not a setting of (``gapbench.run``, or this analysis)."""
     field = ".".join(str(p) for p in error.get("loc", ()))
-    message = error.get("msg", "")
+    message = error.get("msg", "").replace("Extra inputs are not permitted", f"is not a setting of {of}")
     for old, new in _REWORD:
         message = message.replace(old, new)
     # "is empty" already says what was given, and so does a message that quotes the text given
@@ -137,13 +138,29 @@ class Options(BaseModel):
     field that does not fit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # the verb whose settings these are (``gapbench.run``), named by an unknown setting's error; an analysis' options
+    # leave it None and the error says "this analysis"
+    verb: ClassVar[str | None] = None
 
     def __init__(self, /, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise OptionsError(type(self).__name__, [problem(e) for e in exc.errors()]) from None
+            of = type(self).verb or _ANALYSIS
+            raise OptionsError(type(self).__name__, [problem(e, of) for e in exc.errors()]) from None
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes``, checked as a new object is (pydantic's ``model_copy`` would not check them)."""
         return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields}, **changes})
+
+    @classmethod
+    def of(cls, options: Self | None, settings: Mapping[str, Any]) -> Self:
+        """What a verb runs with: ``options`` with ``settings`` (its keywords) replaced, or ``settings`` alone, so that
+        ``run(task, "bm25", RunOptions(k=10))`` and ``run(task, "bm25", k=10)`` are one call; an object of another
+        class is refused, naming the class the verb takes."""
+        if options is not None and not isinstance(options, cls):
+            raise ConfigError(f"options must be a {cls.__name__}, got {type(options).__name__}; give "
+                              f"{cls.__name__}(...) or the settings as keywords.")
+        if options is None:
+            return cls(**settings)
+        return options.replace(**settings) if settings else options

@@ -42,6 +42,8 @@ class RunOptions(Options):
         result = gapbench.run("impliret/multispeaker/wknow", "bm25", k=100)  # the same: keywords build the options
     """
 
+    verb = "gapbench.run"  # named by the error of a setting it does not have
+
     measures: tuple[str, ...] | None = Field(
         None, description="Measures as ir-measures (nDCG@10, R@100, AP) or trec_eval (map, P_10) names them; None: "
                           "the task's own.")
@@ -135,7 +137,7 @@ def run(
     A measure that reads deeper than ``k`` (R@100 with k=10; AP, which reads the whole ranking, under k=1000) is
     named in the manifest's ``notes`` and the results' notes.
     """
-    o = _options(options, settings)
+    o = RunOptions.of(options, settings)
     measures, k, output, seed, overwrite = o.measures, o.k, o.output, o.seed, o.overwrite
     reranker, llm_base_url, llm_model, augment = o.reranker, o.llm_base_url, o.llm_model, o.augment
     memory_budget, ray = o.memory_budget, o.ray
@@ -271,16 +273,6 @@ def _manifest(prepared: Prepared, retr: Any, name: str, results: RunResults, *, 
     }
 
 
-def _options(options: RunOptions | None, settings: dict[str, Any]) -> RunOptions:
-    """The run's options: ``options`` with ``settings`` replaced, or ``settings`` alone."""
-    if options is not None and not isinstance(options, RunOptions):
-        raise ConfigError(f"options must be a RunOptions, got {type(options).__name__}; give "
-                          "RunOptions(k=..., ...) or the settings as keywords (k=100).")
-    if options is None:
-        return RunOptions(**settings)
-    return options.replace(**settings) if settings else options
-
-
 def _say_degenerate(result_run: Run, name: str, manifest: dict[str, Any]) -> None:
     """A ranking that ignores the query (the same for every query, or every score tied) is said on the terminal and
     kept in the manifest's notes (:mod:`gapbench.degenerate`)."""
@@ -306,7 +298,7 @@ def run_suite(suite: str | Suite, retriever: str | Any, options: RunOptions | No
     ``output`` each task gets ``output/<task name>`` (a run of another retriever there is refused unless
     ``overwrite``, as :func:`run` does). A suite run takes no reranker, augmenter or LLM endpoint: run its tasks one
     by one for those."""
-    o = _options(options, settings)
+    o = RunOptions.of(options, settings)
     given = [f for f in ("reranker", "augment", "llm_base_url", "llm_model") if getattr(o, f) is not None]
     if given:
         raise OptionsError("RunOptions", [(given[0], "is not taken by a suite run; run the suite's tasks one by one "

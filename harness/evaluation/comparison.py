@@ -27,6 +27,8 @@ class CompareOptions(Options):
     names the field, in the words every options class uses); :func:`compare` and :func:`compare_run_dirs` build one
     from their keywords."""
 
+    verb = "gapbench.compare"  # named by the error of a setting it does not have
+
     alpha: Alpha = Field(0.05, description="A difference is significant when its Holm-corrected p is below this.")
     n_permutations: Permutations = Field(10_000, description="Sign flips of each paired randomization test.")
     seed: Seed = Field(0, description="Seed of the sign flips (and of the bootstrap of runs evaluated here).")
@@ -36,10 +38,8 @@ def compare(
     items: Sequence[RunResults] | Sequence[Any],
     qrels: Any = None,
     measures: Iterable[str] | None = None,
-    *,
-    n_permutations: int = 10_000,
-    alpha: float = 0.05,
-    seed: int = 0,
+    options: CompareOptions | None = None,
+    **settings: Any,
 ) -> Comparison:
     """Compare systems: pass results of :func:`gapbench.evaluate` or :func:`gapbench.run` (same task), or runs
     together with ``qrels``.
@@ -47,7 +47,8 @@ def compare(
     >>> cmp = compare([gapbench.run(task, "bm25"), gapbench.run(task, "dense")])  # doctest: +SKIP
     >>> cmp = compare([run_a, run_b], qrels, ["nDCG@10"])  # doctest: +SKIP
     """
-    CompareOptions(alpha=alpha, n_permutations=n_permutations, seed=seed)  # refused before any work
+    o = CompareOptions.of(options, settings)  # refused before any work
+    alpha, n_permutations, seed = o.alpha, o.n_permutations, o.seed
     if len(items) < 2:
         raise GapbenchError("compare needs at least two systems.")
     results: list[RunResults] = []

@@ -301,15 +301,16 @@ def evaluate(
     run: Run | Mapping[str, Mapping[str, float]],
     qrels: Qrels | Mapping[str, Mapping[str, int]],
     measures: str | Iterable[str] | None = None,
+    options: EvaluateOptions | None = None,
     *,
     task: str = "",
-    n_resamples: int = 1000,
-    seed: int = 0,
-    depth: int | None = None,
+    **settings: Any,
 ) -> RunResults:
     """Evaluate a run against qrels: the means, their 95% bootstrap intervals (``n_resamples`` resamples of the
     queries with ``seed``; none with 0) and, in memory, the per-query values. ``depth``: the k the run was cut at,
-    where known; a measure that reads deeper is named in the result's ``notes`` (:func:`depth_notes`).
+    where known; a measure that reads deeper is named in the result's ``notes`` (:func:`depth_notes`). The settings
+    are :class:`EvaluateOptions`' (``options``, or keywords: ``evaluate(run, qrels, seed=1)``); ``task`` labels the
+    results.
 
     >>> evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}}, ["RR@10"]).means["RR@10"]
     0.5
@@ -317,7 +318,8 @@ def evaluate(
     A run none of whose queries is judged (a run of another collection, or other query ids) is refused with an
     :class:`~gapbench.errors.UnknownIdError`: every mean would be a 0 that says nothing.
     """
-    EvaluateOptions(n_resamples=n_resamples, seed=seed, depth=depth)  # refused now, not when a CI is first read
+    o = EvaluateOptions.of(options, settings)  # refused now, not when a CI is first read
+    n_resamples, seed, depth = o.n_resamples, o.seed, o.depth
     qrels = _as_qrels(qrels)
     parsed, names = _distinct_measures(measures)
     notes = tuple(_depth_notes(parsed, names, depth)) if depth is not None else ()
