@@ -279,7 +279,7 @@ def test_a_damaged_baseline_task_is_never_skipped(sets, tmp_path, capsys):
     ({"seed": -3}, "seed must be greater than or equal to 0, got -3"),
     ({"measure": ""}, "measure is ''; name a stored measure, e.g. nDCG@10"),
     ({"rescore": "sometimes"}, "rescore must be 'auto', 'always' or 'never', got 'sometimes'"),
-    ({"max_dorp": 0.1}, "max_dorp is not a setting of this analysis"),
+    ({"max_dorp": 0.1}, "max_dorp is not a setting of gapbench.regress"),
 ])
 def test_options_that_would_switch_the_gate_off(sets, kwargs, message):
     """Refused when the options are made, before any result set is read, naming the setting."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import gapbench
+from gapbench.analyses.gap import GapOptions
 from gapbench.cli import main
 from gapbench.contract import MAX_PERMUTATIONS, MAX_RESAMPLES, Options
 from gapbench.errors import OptionsError
@@ -124,7 +125,7 @@ def test_resamples_and_permutations_are_bounded_as_the_statistics_are():
                         "out for the task's own."),
     (dict(measures=["nDCG@10", "nDCG@10"]), "RunOptions: measures must be measures gapbench reads; a measure is listed "
                                             "twice in nDCG@10, nDCG@10, got ['nDCG@10', 'nDCG@10']."),
-    (dict(depth=3), "RunOptions: depth is not a setting of this analysis."),
+    (dict(depth=3), "RunOptions: depth is not a setting of gapbench.run."),
 ])
 def test_run_options_name_the_setting(given, message):
     with pytest.raises(OptionsError) as caught:
@@ -146,8 +147,11 @@ def test_gapbench_run_refuses_k_0_from_python_before_any_work():
     assert caught.value.problems == [("k", "must be greater than or equal to 1, got 0")]
     with pytest.raises(OptionsError, match=r"^RunOptions: seed must be greater than or equal to 0, got -1\.$"):
         gapbench.run(TASK, "bm25", RunOptions(k=5), seed=-1)
-    with pytest.raises(OptionsError, match=r"^RunOptions: kk is not a setting of this analysis\.$"):
+    # run is a verb, not an analysis: the error names it (an analysis' options keep "this analysis")
+    with pytest.raises(OptionsError, match=r"^RunOptions: kk is not a setting of gapbench\.run\.$"):
         gapbench.run(TASK, "bm25", kk=10)
+    with pytest.raises(OptionsError, match=r"^GapOptions: no_such is not a setting of this analysis\.$"):
+        GapOptions(no_such=1)
 
 
 def test_the_command_line_refuses_k_0_in_its_flags_words(capsys):

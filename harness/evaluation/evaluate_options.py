@@ -15,6 +15,8 @@ class EvaluateOptions(Options):
         EvaluateOptions(n_resamples=2000, seed=1, depth=100)
     """
 
+    verb = "gapbench.evaluate"  # named by the error of a setting it does not have
+
     # 0: the means only (a caller that never reads a CI); reading one then is an error
     n_resamples: OptionalResamples = Field(1000, description="Bootstrap resamples of the queries for the 95% "
                                                              "CIs; 0: the means only.")

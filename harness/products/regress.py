@@ -54,6 +54,8 @@ class RegressOptions(Options):
     >>> RegressOptions(measure="R@100", max_drop=0.02)  # doctest: +SKIP
     """
 
+    verb = "gapbench.regress"  # named by the error of a setting it does not have
+
     measure: str = Field("nDCG@10", description="The stored measure to gate on (each run directory must hold it).")
     max_drop: float = Field(0.01, ge=0, allow_inf_nan=False, strict=True,
                             description="The tolerated drop of the mean (absolute, baseline - candidate).")

@@ -122,6 +122,8 @@ class ReportOptions(Options):
     >>> ReportOptions(measure="R@100", alpha=0.01)  # doctest: +SKIP
     """
 
+    verb = "gapbench.report"  # named by the error of a setting it does not have
+
     measure: Text | None = Field(None, description="Main measure (default: the first stored one).")
     alpha: Alpha = Field(0.05, description="Significance level of the Holm-corrected tests.")
     n_permutations: Permutations = Field(10_000, description="Sign flips of each paired randomization test.")
