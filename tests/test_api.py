@@ -137,9 +137,9 @@ def test_regress_and_report_take_run_results_as_run_directories_would(two_runs, 
         [r.__dict__ for r in gate.rows]
     report = gapbench.report([a, b], n_permutations=200)
     assert report.task == a.task
-    assert [s.system for s in report.data.systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
-    assert [s.run_dir for s in report.data.systems] == [f"bm25 on {a.task} (in memory)",
-                                                         f"bm25:k1=0.9,b=0.4 on {a.task} (in memory)"]
+    assert [s.system for s in report.systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
+    assert [s.run_dir for s in report.systems] == [f"bm25 on {a.task} (in memory)",
+                                                    f"bm25:k1=0.9,b=0.4 on {a.task} (in memory)"]
 
 
 def test_a_result_set_of_other_things_is_refused():

@@ -75,8 +75,12 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     assert f"map                   \tall\t{base.means['AP']:.4f}" in out
 
     # report and regress over the in-memory results: the same rows as over run directories written by run
-    assert [s.system for s in ns["report"].data.systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
-    assert all(s.run_dir.endswith("(in memory)") for s in ns["report"].data.systems)
+    assert [s.system for s in ns["report"].systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
+    assert all(s.run_dir.endswith("(in memory)") for s in ns["report"].systems)
+    # the report is the model of report.json (a ReportData) that also renders itself
+    from gapbench.schemas.report import ReportData
+    assert isinstance(ns["report"], ReportData) and str(ns["report"]) == ns["report"].to_markdown()
+    assert f"{ns['report'].main_measure} ['bm25', 'bm25:k1=0.9,b=0.4'] " in out
     written = [gapbench.run(TASK, spec, measures=["nDCG@10"], output=tmp_path / name)
                for spec, name in (("bm25", "a"), ("bm25:k1=0.9,b=0.4", "b"))]
     from gapbench.products.regress import regress as regress_dirs

@@ -234,20 +234,27 @@ def test_generic_sections(full):
     assert any(f.endswith("-queries-clusters.png") for f in figs["coverage"])
     assert any("coverage-clusters" in f for f in figs["coverage"])
     html = paths["html"].read_text()
-    assert html.count('src="data:image/png;base64,') == len(report.figures) == len(data["figures"])
+    assert html.count('src="data:image/png;base64,') == len(report.figure_blocks()) == len(data["figures"])
     for name in data["figures"]:
         assert (paths["md"].parent / name).stat().st_size > 1000 and f"]({name})" in md
 
 
 def test_report_json_is_the_report_data(full):
-    """report.json is Report.data written out: it loads back as the same ReportData; one of gapbench 0.1 loads too."""
-    from gapbench.schemas import ReportData, load_file
+    """report.json is the report's model written out: what build_report returns is a ReportData (its subclass adds
+    no field), and the file loads back as a ReportData with the same fields; one of gapbench 0.1 loads too."""
+    from gapbench.products.report_build import RenderedReport
+    from gapbench.schemas import load_file
+    from gapbench.schemas.report import ReportData
 
     report, paths, _ = full
+    assert isinstance(report, ReportData) and RenderedReport.model_fields.keys() == ReportData.model_fields.keys()
+    assert json.loads(paths["json"].read_text()) == report.model_dump(mode="json", by_alias=True)
     loaded = load_file(paths["json"])
-    assert type(loaded) is ReportData and loaded == report.data
+    assert type(loaded) is ReportData and loaded.model_dump() == report.model_dump()
+    assert loaded == ReportData.model_validate(report.model_dump(by_alias=True))
     assert [s.system for s in loaded.systems] == ["bm25", "bm25-lucene"]
-    assert loaded.figures == report.data.figures == [f.name for f in report.figures]
+    assert loaded.figures == report.figures == [f.name for f in report.figure_blocks()]
+    assert str(report) == report.to_markdown() == paths["md"].read_text()
     old = load_file(FIXTURES / "report.json")
     assert old.per_query.distribution["bm25"].n == 1500 and old.per_query.win_tie_loss[0].wins == 278
     assert [(a.kind, a.renderer, a.figures) for a in old.analyses] == [("gap", "gap", ["fig03-gap-pool-scaling.png"])]
@@ -268,27 +275,27 @@ def test_not_run_and_other_task_and_reproducible(inputs, tmp_path):
     # the real signals.json (schema-valid: every file read is validated, whatever its task), of another task
     (other / "signals.json").write_text(json.dumps(_real("signals", "impliret/unispeaker/wknow")))
     r1 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert r1.data.not_run == ["coverage", "argus_audit", "argus_compare", "signals"]
-    assert r1.data.ignored[0].source.endswith("signals.json")
+    assert r1.not_run == ["coverage", "argus_audit", "argus_compare", "signals"]
+    assert r1.ignored[0].source.endswith("signals.json")
     assert "not run" in r1.to_markdown() and "impliret/unispeaker/wknow" in r1.to_markdown()
     r2 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert r1.to_markdown() == r2.to_markdown() and r1.data == r2.data
-    assert [f.png for f in r1.figures] == [f.png for f in r2.figures]
+    assert r1.to_markdown() == r2.to_markdown() and r1.model_dump() == r2.model_dump()
+    assert [f.png for f in r1.figure_blocks()] == [f.png for f in r2.figure_blocks()]
     # a probe saved by `gapbench argus probe` (kind argus_probe_model, no task) beside it is no analysis of this task
     import shutil
 
     shutil.copytree(Path("tasks/data/argus/probe_minilm"), other / "probe")
     r3 = build_report(TASK, inputs["runs"], [inputs["gap"], other])
-    assert [a.kind for a in r3.data.analyses] == ["gap"]
-    assert r3.data.model_dump(mode="json")["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
+    assert [a.kind for a in r3.analyses] == ["gap"]
+    assert r3.model_dump(mode="json")["ignored"][1] == {"source": str(other / "probe" / "probe.json"),
                                           "reason": "kind 'argus_probe_model' with no task: not an analysis of a task"}
 
 
 def test_single_system(inputs):
     r = build_report(TASK, inputs["runs"][:1], [])
-    assert r.data.tests == [] and r.data.per_query.win_tie_loss == []
+    assert r.tests == [] and r.per_query.win_tie_loss == []
     assert "One system only" in r.to_markdown()
-    assert r.data.not_run == list(KNOWN_ANALYSES)
+    assert r.not_run == list(KNOWN_ANALYSES)
 
 
 def test_the_title_names_what_the_report_holds(inputs):

@@ -165,7 +165,7 @@ def test_report_page_in_chromium(browser, tmp_path, _gapbench_home):
     assert foreign(browser.requests(), page) == []
     # every figure decoded by the browser, every section laid out
     images = browser.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
-    assert len(images) == len(report.figures) > 5
+    assert len(images) == len(report.figure_blocks()) == len(report.figures) > 5
     assert all(ok and w >= 200 and h >= 100 for ok, w, h in images)
     titles = browser.evaluate("Array.from(document.querySelectorAll('h2')).map(h => h.textContent)")
     assert titles == [s.title for s in report.sections]

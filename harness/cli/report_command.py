@@ -38,10 +38,9 @@ def report_cmd(
     run_dirs, analyses = split_analysis_folders(run_dirs, analyses or [])
     report = build_report(task, run_dirs, analyses, options)
     paths = report.save(out)
-    data = report.data
-    shown = ", ".join(a.kind for a in data.analyses) or "none"
-    typer.echo(f"{task}: {len(data.systems)} systems, analyses: {shown}; not run: "
-               f"{', '.join(data.not_run) or 'none'}")
+    shown = ", ".join(a.kind for a in report.analyses) or "none"
+    typer.echo(f"{task}: {len(report.systems)} systems, analyses: {shown}; not run: "
+               f"{', '.join(report.not_run) or 'none'}")
     for kind in ("html", "md", "json"):
         typer.echo(f"  {paths[kind]}")
 

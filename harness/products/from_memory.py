@@ -21,10 +21,15 @@ import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..schemas.run import RunResults
+
+if TYPE_CHECKING:
+    from ..schemas.comparison import RegressReport
+    from .regress import RegressOptions
+    from .report_build import RenderedReport, ReportOptions
 
 
 def is_run_result(item: Any) -> bool:
@@ -36,18 +41,21 @@ def _label(item: RunResults) -> str:
     return str(item.output) if item.output else f"{item.system} on {item.task} (in memory)"
 
 
-def _run_dir(item: Any, stack: ExitStack, name: str | None = None) -> Path:
+def _run_dir(item: RunResults, stack: ExitStack, name: str | None = None) -> Path:
     """``item``'s run directory: the one it was written to, else a temporary one written now."""
     from ..store import save_run_dir
 
     if item.output is not None and Path(item.output).is_dir():
         return Path(item.output)
+    if item.manifest is None or item.run is None:  # callers pass only what is_run_result accepts
+        raise ConfigError(f"{_label(item)}: results without their run and manifest have no run directory to write; "
+                          "give what gapbench.run returns, or its run directory.")
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gapbench-")))
     manifest = item.manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return save_run_dir(tmp / (name or "run"), item.run, item, manifest)
 
 
-def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike, str]:
+def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike[str], str]:
     """(a folder regress reads, its label): a path as given, one gapbench.run result as its run directory, a list of
     them (one per task) as a temporary folder holding a copy of each one's run directory."""
     if is_run_result(given):
@@ -63,7 +71,8 @@ def _result_set(given: Any, stack: ExitStack) -> tuple[str | os.PathLike, str]:
     return given, str(given)
 
 
-def regress(baseline: Any, candidate: Any, options: Any = None, *, data: Sequence[str] = (), **settings: Any):
+def regress(baseline: Any, candidate: Any, options: RegressOptions | None = None, *, data: Sequence[str] = (),
+            **settings: Any) -> RegressReport:
     """:func:`gapbench.products.regress.regress` (same options and settings), where the baseline and the candidate may
     each be a folder of run directories, one :func:`gapbench.run` result, or a list of them (one per task)."""
     from .regress import regress as regress_dirs
@@ -75,11 +84,13 @@ def regress(baseline: Any, candidate: Any, options: Any = None, *, data: Sequenc
     return report.model_copy(update={"baseline": base_label, "candidate": cand_label})
 
 
-def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), options: Any = None, *,
-           task: str | None = None, **settings: Any):
+def report(runs: Any, analyses: Sequence[str | os.PathLike[str]] = (), options: ReportOptions | None = None, *,
+           task: str | None = None, **settings: Any) -> RenderedReport:
     """:func:`gapbench.products.report_build.build_report` (same :class:`~gapbench.products.report_build.ReportOptions`
     and settings) over run directories or :func:`gapbench.run` results of one task; ``task`` defaults to the task the
-    first run names."""
+    first run names. Returns the :class:`~gapbench.products.report_build.RenderedReport`: the model of report.json
+    (:class:`gapbench.schemas.ReportData`'s fields) with its rendered sections, ``save(out_dir)``, ``to_html()`` and
+    ``str(report)`` (its Markdown)."""
     from ..store import load_results
     from .report_build import build_report
 
@@ -95,6 +106,5 @@ def report(runs: Sequence[Any], analyses: Sequence[str | os.PathLike] = (), opti
             task = first.task if is_run_result(first) else load_results(first).task
         built = build_report(task, dirs, analyses, options, **settings)
     labels = {str(d): _label(r) for d, r in zip(dirs, runs) if is_run_result(r)}
-    systems = [s.model_copy(update={"run_dir": labels.get(s.run_dir, s.run_dir)}) for s in built.data.systems]
-    built.data = built.data.model_copy(update={"systems": systems})
-    return built
+    systems = [s.model_copy(update={"run_dir": labels.get(s.run_dir, s.run_dir)}) for s in built.systems]
+    return built.model_copy(update={"systems": systems})  # the copy keeps the rendered sections

@@ -1,8 +1,8 @@
 """Gap reports per task: one page that says how well each system ranks, and where and why it misses.
 
 ``build_report(task, run_dirs, analyses)`` reads run directories (made by ``gapbench run ... --output DIR``) of one task
-and the analysis outputs found in the ``analyses`` directories, and returns a :class:`Report`; ``Report.save(out)``
-writes three renderings of the same content::
+and the analysis outputs found in the ``analyses`` directories, and returns a :class:`RenderedReport` (the model of
+report.json holding its rendered sections); ``report.save(out)`` writes three renderings of the same content::
 
     report = build_report("impliret/multispeaker/wknow", ["runs/bm25", "runs/lucene"], analyses=["gap/"])
     report.save("report/")   # report.html (self-contained), report.md + PNGs beside it, report.json
@@ -41,7 +41,8 @@ Modules: this one builds the report from :mod:`.report_runs` (the runs, headline
 :mod:`.report_analyses` (the analyses on disk), :mod:`.report_sections` (their sections), :mod:`.report_blocks`
 (figures, formatting) and :mod:`.report_render` (HTML, Markdown); import each name from the module that defines it.
 
-``report.json`` (``version`` 1) is :class:`gapbench.schemas.ReportData`, which is also ``Report.data``::
+``report.json`` (``version`` 1) is :class:`gapbench.schemas.ReportData`, whose fields :class:`RenderedReport` has
+(``report.model_dump(mode="json", by_alias=True)``)::
 
     {"kind": "report", "task": str, "version": 1, "gapbench_version": str,
      "main_measure": str, "measures": [str], "alpha": float, "n_permutations": int, "seed": int,
@@ -63,11 +64,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from ..contract import Alpha, Options, Permutations, Seed, Text
 from ..errors import ConfigError, OptionsError
@@ -82,37 +82,50 @@ from .report_sections import analysis_sections, status_section
 REPORT_VERSION = 1
 
 
-@dataclass
-class Report:
-    """A rendered report: sections (for HTML and Markdown) and ``data``, the content of report.json."""
+class RenderedReport(ReportData):
+    """The report :func:`build_report` and :func:`gapbench.report` return: the fields of
+    :class:`gapbench.schemas.ReportData` (what ``report.json`` holds; this class adds none) and, in memory, the
+    rendered sections (tables and figures) that report.html and report.md show. ``str(report)`` is its Markdown;
+    ``report.model_dump(mode="json", by_alias=True)`` is report.json's content."""
 
-    task: str
-    sections: list[Section]
-    data: ReportData
+    _sections: list[Section] = PrivateAttr(default_factory=list)
+
+    def holding(self, sections: list[Section]) -> RenderedReport:
+        """This report with its rendered sections kept in memory (not part of the file); returns the same object."""
+        self._sections = list(sections)
+        return self
 
     @property
-    def figures(self) -> list[Figure]:
-        return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]
+    def sections(self) -> list[Section]:
+        """The page's sections in order, each with its blocks (text, tables, figures)."""
+        return self._sections
+
+    def figure_blocks(self) -> list[Figure]:
+        """The figures of the page in order, with their PNG bytes (``figures`` holds their file names)."""
+        return [b for s in self._sections for b in s.blocks if isinstance(b, Figure)]
 
     def to_markdown(self) -> str:
-        return to_markdown(self)
+        return to_markdown(self, self._sections)
 
     def to_html(self) -> str:
-        return to_html(self)
+        return to_html(self, self._sections)
 
-    def save(self, out_dir: str | os.PathLike) -> dict[str, Path]:
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    def save(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Write report.html, report.md (PNGs beside it) and report.json into ``out_dir``, each atomically."""
         out = Path(out_dir)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"{out}: the report output must be a directory, and this is a file.")
         output_folder(out)
         paths: dict[str, Path] = {}
-        for fig in self.figures:
+        for fig in self.figure_blocks():
             write_bytes_atomic(out / fig.name, fig.png)
         paths["html"] = write_text_atomic(out / "report.html", self.to_html())
         paths["md"] = write_text_atomic(out / "report.md", self.to_markdown())
         paths["json"] = write_text_atomic(out / "report.json",
-                                          json.dumps(self.data.model_dump(mode="json", by_alias=True), indent=2))
+                                          json.dumps(self.model_dump(mode="json", by_alias=True), indent=2))
         return paths
 
 
@@ -132,14 +145,14 @@ class ReportOptions(Options):
 
 def build_report(
     task: str,
-    run_dirs: Sequence[str | os.PathLike],
-    analyses: Sequence[str | os.PathLike] = (),
+    run_dirs: Sequence[str | os.PathLike[str]],
+    analyses: Sequence[str | os.PathLike[str]] = (),
     options: ReportOptions | None = None,
     **settings: Any,
-) -> Report:
-    """Read run directories and analyses of one task into a :class:`Report` (nothing is written), with ``options``
-    (or the defaults, changed by ``settings``: ``build_report(task, dirs, alpha=0.01)``); a setting no report can be
-    built with raises :class:`~gapbench.errors.OptionsError` before anything is read."""
+) -> RenderedReport:
+    """Read run directories and analyses of one task into a :class:`RenderedReport` (nothing is written), with
+    ``options`` (or the defaults, changed by ``settings``: ``build_report(task, dirs, alpha=0.01)``); a setting no
+    report can be built with raises :class:`~gapbench.errors.OptionsError` before anything is read."""
     from .. import __version__
     from ..evaluation.comparison import compare
 
@@ -163,7 +176,7 @@ def build_report(
     sections = [headline_section(res_list, cmp, measures, alpha, n_permutations), per_query_part, *found_sections,
                 status_section(found, not_run, ignored, analyses)]
     name_figures(sections)
-    data = ReportData(
+    report = RenderedReport(
         kind="report", task=task, version=REPORT_VERSION, gapbench_version=__version__, main_measure=main,
         measures=measures, alpha=alpha, n_permutations=n_permutations, seed=seed,
         systems=[ReportSystem(**r.model_dump(exclude_unset=True), run_dir=str(d)) for d, r in results],
@@ -175,4 +188,4 @@ def build_report(
                   for a, sec in zip(found, found_sections)],
         ignored=ignored, not_run=not_run,
         figures=[b.name for s in sections for b in s.blocks if isinstance(b, Figure)])
-    return Report(task, sections, data)
+    return report.holding(sections)

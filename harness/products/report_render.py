@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Any
+from collections.abc import Sequence
 
+from ..schemas.report import ReportData
 from ..tables import Table, md_cell
+from .report_blocks import Section
 
 _CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -26,34 +28,33 @@ figcaption{font-size:.85em;color:#5b6475}
 """
 
 
-def title(report: Any) -> str:
+def title(d: ReportData) -> str:
     """What the page holds, named: a gap report where the gap analysis is in it, else the evaluation of the runs and
     the analyses found (``Evaluation, coverage and signals: beir/scifact``)."""
-    kinds = list(dict.fromkeys(a.kind for a in report.data.analyses))
+    kinds = list(dict.fromkeys(a.kind for a in d.analyses))
     if "gap" in kinds:
-        return f"Gap report: {report.task}"
+        return f"Gap report: {d.task}"
     if not kinds:
-        return f"Evaluation report: {report.task}"
+        return f"Evaluation report: {d.task}"
     parts = ["Evaluation", *(k.replace("_", " ") for k in kinds)]
-    return f"{', '.join(parts[:-1])} and {parts[-1]}: {report.task}"
+    return f"{', '.join(parts[:-1])} and {parts[-1]}: {d.task}"
 
 
-def to_html(report: Any) -> str:
-    """A :class:`~gapbench.products.report_build.Report` as one page: a title, the systems, a contents list and every
-    section."""
+def to_html(d: ReportData, sections: Sequence[Section]) -> str:
+    """A report (the content of report.json and its rendered sections) as one page: a title, the systems, a contents
+    list and every section."""
     e = html.escape
-    d = report.data
     out = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>gapbench report: {e(report.task)}</title><style>{_CSS}</style></head><body><main>",
-        f"<h1>{e(title(report))}</h1>",
+        f"<title>gapbench report: {e(d.task)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{e(title(d))}</h1>",
         f'<p class="meta">{len(d.systems)} systems: {e(", ".join(s.system for s in d.systems))}. '
         f"Main measure {e(d.main_measure)}. gapbench {e(d.gapbench_version)}.</p>",
-        "<nav><ul>" + "".join(f'<li><a href="#{e(s.id)}">{e(s.title)}</a></li>' for s in report.sections)
+        "<nav><ul>" + "".join(f'<li><a href="#{e(s.id)}">{e(s.title)}</a></li>' for s in sections)
         + "</ul></nav>",
     ]
-    for s in report.sections:
+    for s in sections:
         out.append(f'<section id="{e(s.id)}"><h2>{e(s.title)}</h2>')
         for b in s.blocks:
             if isinstance(b, str):
@@ -69,13 +70,12 @@ def to_html(report: Any) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_markdown(report: Any) -> str:
+def to_markdown(d: ReportData, sections: Sequence[Section]) -> str:
     """The same sections in Markdown; each figure links to its PNG by file name."""
-    d = report.data
-    out = [f"# {title(report)}", "",
+    out = [f"# {title(d)}", "",
            f"{len(d.systems)} systems: {', '.join(s.system for s in d.systems)}. Main measure "
            f"{d.main_measure}. gapbench {d.gapbench_version}.", ""]
-    for s in report.sections:
+    for s in sections:
         out += [f"## {s.title}", ""]
         for b in s.blocks:
             if isinstance(b, str):

@@ -31,8 +31,10 @@ def gap_section(a: Analysis, sec_id: str) -> Section:
     title, about = KNOWN_ANALYSES["gap"]
     sec = Section(sec_id, title)
     m = d["measure"]
-    meta = d.get("meta") if isinstance(d.get("meta"), Mapping) else {}
-    verifier = meta.get("verifier") if isinstance(meta.get("verifier"), Mapping) else {}
+    meta = d.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
+    verifier = meta.get("verifier")
+    verifier = verifier if isinstance(verifier, Mapping) else {}
     sec.blocks.append(about)
     sec.blocks.append(
         f"{d['n_queries']} queries, {m}, pool depth {d['pool_depth']} per retriever, pool recall "

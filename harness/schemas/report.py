@@ -1,6 +1,7 @@
 """report.json: the data behind a gap report (:mod:`gapbench.products.report_build`).
 
-:class:`ReportData` is at once ``Report.data`` in memory, the file ``report.json`` beside report.html and report.md
+:class:`ReportData` is at once the report in memory (what ``gapbench.report`` returns is a subclass that adds no field,
+only the rendered sections), the file ``report.json`` beside report.html and report.md
 (``model_dump(mode="json", by_alias=True)``) and its JSON Schema (``docs/schemas/report.schema.json``). Only an
 analysis' own content (``analyses[].data``, the file as its analysis wrote it, of any kind) is an open object: each
 kind has its own schema, checked when the report reads the file.
