@@ -19,6 +19,14 @@ _KEPT: dict[str, str] = {}  # where -> "kept N of M ... in WHERE", the last word
 _LOCK = threading.Lock()
 
 
+def start_command() -> None:
+    """A command starts: no stop asked for and no note of what an earlier command kept, so that in a process that runs
+    several (a notebook, a test run) one command's interruption line never names another's work."""
+    STOP.clear()
+    with _LOCK:
+        _KEPT.clear()
+
+
 def note_kept(where: str, sentence: str, exc: BaseException | None = None) -> None:
     """Record that an interrupted stage kept ``sentence``'s worth of finished work at ``where`` (a later note for the
     same place replaces it); also added to ``exc``'s notes, so a traceback outside the CLI shows it."""

@@ -149,6 +149,31 @@ def test_abort_and_keyboard_interrupt_are_130_with_a_line(capsys, raised, line):
     assert code == 130 and out == "" and err == line + "\n"
 
 
+def test_a_kept_note_of_one_command_is_not_said_by_the_next(capsys):
+    # two commands in one process (a notebook, a test run): the first records what an interrupted stage kept and ends
+    # without the CLI's interruption line taking the note; the second, interrupted, must not name the first one's work
+    from gapbench import stopping
+
+    def keeps() -> None:
+        stopping.note_kept("/first/cache", "kept 3 of 10 texts in /first/cache")
+
+    def stopped() -> None:
+        raise KeyboardInterrupt()
+
+    app.command("zz-keeps")(keeps)
+    app.command("zz-stopped")(stopped)
+    try:
+        assert main(["zz-keeps"]) == 0
+        code = main(["zz-stopped"])
+    finally:
+        app.registered_commands.pop()
+        app.registered_commands.pop()
+    out, err = capsys.readouterr()
+    assert code == 130 and out == ""
+    assert err == "gapbench: interrupted by SIGINT; nothing half-written was left, and finished work (caches) is kept.\n"
+    assert stopping.take_kept() == []
+
+
 # ---------------------------------------------------------------- help
 
 @pytest.mark.parametrize("argv, usage", [

@@ -363,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"gapbench: warning: {one_line(problem)}")
     # --verbose, anywhere on the line, keeps the libraries' warnings as they print them (quiet.py; read at start-up)
     args = verbose_given(args)[0]
+    stopping.start_command()  # the one place commands start: nothing of an earlier command's interruption is said
     try:
         if (done := _completion_for_named_shell(args)) is not None:
             return done
