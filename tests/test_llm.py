@@ -24,6 +24,7 @@ from gapbench.llm.client import (
     ChatRequest, LLMClient, LLMConfig, LLMRequestError, LLMResponseError, LLMUnavailableError, ResponseCache,
     cache_key, listwise_prompt, prompt_fields, prompt_tokens, render,
 )
+from gapbench.llm.usage import LLMUsage
 from gapbench.task import get_task
 from gapbench.types import Document, Query
 from llm_server import LLMServer, llm_server_fixture, parse_listwise
@@ -157,7 +158,7 @@ def test_retry_after_is_honoured_then_retries_run_out(tmp_path):
     msg = str(err.value)
     assert "HTTP 429 after 3 attempts" in msg and f"{limited.base_url}/chat/completions" in msg
     assert err.value.status == 429
-    assert client.usage.to_dict()["per_query"]["q1"] == {
+    assert client.usage.record().model_dump()["per_query"]["q1"] == {
         "requests": 1, "calls": 3, "retries": 2, "cache_hits": 0, "failures": 1, "prompt_tokens": 0,
         "completion_tokens": 0, "resent": 0, "length_reasks": 0, "truncated": 0, "cost": None}
 
@@ -264,7 +265,7 @@ def test_identical_requests_in_one_batch_are_sent_once(tmp_path):
         out = client.chat_many([ChatRequest("same", tag="a"), ChatRequest("same", tag="b"), "other"], concurrency=3)
         assert srv.calls == 2
     assert out[0].text == out[1].text and not out[0].cached and out[1].cached
-    per = client.usage.to_dict()["per_query"]
+    per = client.usage.record().model_dump()["per_query"]
     assert per["a"]["calls"] == 1 and per["b"]["calls"] == 0 and per["b"]["cache_hits"] == 1
 
 
@@ -306,7 +307,7 @@ def test_counters_add_up_with_cost(tmp_path):
         out = client.chat_many(ps, concurrency=4)
         client.chat_many(ps[:3])  # all cached
         server_calls = srv.calls
-    d = client.usage.to_dict()
+    d = client.usage.record().model_dump()
     assert d["requests"] == len(ps) + 3 and d["cache_hits"] == 3
     assert d["calls"] == server_calls == len(ps) + d["retries"]
     assert d["prompt_tokens"] == sum(r.prompt_tokens for r in out)
@@ -321,6 +322,28 @@ def test_counters_add_up_with_cost(tmp_path):
     json.dumps(client.manifest())  # JSON-ready
 
 
+def test_the_usage_record_keeps_the_manifest_s_keys_and_values():
+    # the manifest's "usage" is UsageRecord.model_dump(): the same keys, in the same order, as the hand-written dict it
+    # replaced (issue 25), with the costs worked by hand: q2 100 tokens in at 1.5 and 7 out at 3.0 per 1M
+    usage = LLMUsage(1.5, 3.0)
+    usage.add("q2", requests=1, calls=2, prompt_tokens=100, completion_tokens=7)
+    usage.add("q1", cache_hits=1, truncated=1)
+    usage.add(None, retries=3)
+    counts = ["requests", "calls", "retries", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "resent",
+              "length_reasks", "truncated", "cost"]
+    d = usage.record().model_dump()
+    assert list(d) == [*counts, "price_in_per_1m", "price_out_per_1m", "per_query"]
+    assert d == {"requests": 1, "calls": 2, "retries": 3, "cache_hits": 1, "failures": 0, "prompt_tokens": 100,
+                 "completion_tokens": 7, "resent": 0, "length_reasks": 0, "truncated": 1, "cost": 0.000171,
+                 "price_in_per_1m": 1.5, "price_out_per_1m": 3.0, "per_query": {
+                     "q1": {**dict.fromkeys(counts, 0), "cache_hits": 1, "truncated": 1, "cost": 0.0},
+                     "q2": {**dict.fromkeys(counts, 0), "requests": 1, "calls": 2, "prompt_tokens": 100,
+                            "completion_tokens": 7, "cost": 0.000171}}}
+    assert list(d["per_query"]) == ["q1", "q2"] and list(d["per_query"]["q2"]) == counts
+    assert usage.total() == {k: d[k] for k in counts}
+    assert LLMUsage().record().model_dump()["cost"] is None  # no price: no cost
+
+
 # ----------------------------------------------------------------------------------------------- embeddings
 def test_embeddings_batched_and_in_order(tmp_path):
     texts = [f"text number {i} with words {i % 3}" for i in range(10)]
@@ -332,7 +355,7 @@ def test_embeddings_batched_and_in_order(tmp_path):
     assert vecs.shape == (10, 64) and vecs.dtype == np.float32
     assert np.allclose(vecs, np.array([LLMServer.embed(t, 64) for t in texts]), atol=1e-6)
     assert small.shape == (2, 16)
-    usage = client.usage.to_dict()["per_query"]["corpus"]
+    usage = client.usage.record().model_dump()["per_query"]["corpus"]
     assert usage["requests"] == 4 and usage["prompt_tokens"] == sum(len(t.split()) for t in texts)
     assert client.embed_many([], "embedder").shape[0] == 0
 
@@ -807,7 +830,7 @@ def test_refused_parameters_are_sent_again_without_them_for_the_rest_of_the_comm
                        {"model": "judge", "max_completion_tokens": 512}]
     assert got[4:] == [{"model": "judge", "max_completion_tokens": 512}] * 3
     assert counts["refused:max_tokens"] == counts["refused:temperature"] == counts["refused:seed"] == 1
-    usage = client.usage.to_dict()
+    usage = client.usage.record().model_dump()
     assert usage["calls"] == 7 and usage["resent"] == 3 and usage["failures"] == 0
     assert usage["per_query"]["q0"]["resent"] == 3 and usage["per_query"]["q1"]["resent"] == 0
     manifest = client.manifest()
@@ -860,7 +883,7 @@ def test_an_answer_cut_by_its_budget_is_asked_again_with_double_the_budget(tmp_p
         budgets = [r["max_tokens"] for r in srv.received]
     assert budgets == [10, 20]
     assert out.text == ranked(srv, prompt) and out.finish_reason == "stop" and not out.truncated
-    assert client.usage.to_dict()["per_query"][qid] | {"cost": None} == {
+    assert client.usage.record().model_dump()["per_query"][qid] | {"cost": None} == {
         "requests": 1, "calls": 2, "retries": 0, "cache_hits": 0, "failures": 0,
         "prompt_tokens": 2 * len(prompt.split()), "completion_tokens": 10 + 15, "resent": 0, "length_reasks": 1, "truncated": 0, "cost": None}
 
@@ -878,7 +901,7 @@ def test_an_answer_cut_again_is_marked_truncated_and_counted_per_query(tmp_path)
     for (q, p), r in zip(ps, out):
         assert r.truncated and r.finish_reason == "length" and r.text == " ".join(ranked(srv, p).split()[:6])
     assert not out[3].truncated
-    usage = client.usage.to_dict()
+    usage = client.usage.record().model_dump()
     assert usage["truncated"] == 3 and usage["length_reasks"] == 3
     assert all(usage["per_query"][q]["truncated"] == 1 for q, _ in ps) and usage["per_query"]["q9"]["truncated"] == 0
     assert all(r.cached and r.truncated for r in cached)

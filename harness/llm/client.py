@@ -450,7 +450,7 @@ class LLMClient:
     def manifest(self) -> dict[str, Any]:
         """Config and counters for a run manifest (JSON-ready; holds no key); ``pacing``: the concurrency the client
         ended at and the lowest it went to."""
-        return {**self.describe(), "usage": self.usage.to_dict(), "pacing": self._pacer.state()}
+        return {**self.describe(), "usage": self.usage.record().model_dump(), "pacing": self._pacer.state()}
 
     def close(self) -> None:
         if self._client is not None:
