@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class GapbenchError(Exception):
@@ -125,7 +126,13 @@ class ModelTooWeakError(GapbenchError):
 
 # raised by gapbench.products.submissions
 class SubmissionError(GapbenchError):
-    """A submission is invalid; the message lists every problem found."""
+    """A submission is invalid; the message lists every problem found. ``reports``: the validation reports of a
+    board's invalid submissions (``gapbench.products.leaderboard.invalid``), which the command line prints one error
+    per line; empty for any other refusal."""
+
+    def __init__(self, message: str, *, reports: Iterable[Any] = ()) -> None:
+        super().__init__(message)
+        self.reports = tuple(reports)
 
 
 # raised by gapbench.products.regress

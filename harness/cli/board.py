@@ -151,7 +151,7 @@ def board_build(
     try:
         written = build_boards(root, options, data=data or ())
     except SubmissionError as exc:
-        if not getattr(exc, "reports", None):
+        if not exc.reports:
             raise
         _refuse(exc.reports)
     for path in written:

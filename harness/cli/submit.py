@@ -16,12 +16,11 @@ from ..errors import ConfigError
 
 def register(app: typer.Typer) -> None:
     """Add ``create`` to the ``submit`` group (once)."""
-    group = next((g for g in app.registered_groups if g.name == "submit"), None)
-    if group is None:
-        group = typer.models.TyperInfo(typer.Typer(add_completion=False, no_args_is_help=True,
-                                                   help="Check and score leaderboard submissions."), name="submit")
-        app.registered_groups.append(group)
-    sub = group.typer_instance
+    sub = next((g.typer_instance for g in app.registered_groups
+                if g.name == "submit" and g.typer_instance is not None), None)
+    if sub is None:
+        sub = typer.Typer(add_completion=False, no_args_is_help=True, help="Check and score leaderboard submissions.")
+        app.registered_groups.append(typer.models.TyperInfo(sub, name="submit"))
     if any(c.name == "create" for c in sub.registered_commands):
         return
     sub.command("create")(submit_create)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,9 +103,9 @@ def load_suite(spec: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) 
 def read_suite_file(path: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) -> FolderSuite:
     """The :class:`FolderSuite` of ``<folder>/suite.toml`` (or of the file itself), every field checked; a problem
     is a :class:`gapbench.errors.DataFormatError` naming the file and line."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
 
     from ..errors import DataFormatError

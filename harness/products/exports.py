@@ -83,7 +83,7 @@ def export_trec(submission: str | os.PathLike, out: str | os.PathLike) -> list[P
     submission = Path(submission)
     report = scored_submission(submission)
     written = []
-    for task, entry in report.meta["tasks"].items():
+    for task, entry in report.submission()["tasks"].items():
         path = _out_path(out, f"{file_stem(task)}.trec")
         try:
             src = open_run_text(inside(submission, entry["run"]))

@@ -41,8 +41,10 @@ from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..errors import SubmissionError
 from ..evaluation.stats import percentile_interval, resample_blocks
 from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
+from ..schemas.reproduce import MatrixRow, ReproduceReport
 from ..suites import Suite
 from .miss_profile import miss_profiles
+from .submissions.validation_report import ValidationReport
 
 ALPHA = 0.05
 Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)
@@ -82,7 +84,7 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | N
     boot = _stratified_bootstrap(mats, tasks, options.n_resamples, options.seed) if complete else np.zeros((0, 0))
     position = [1 + int(np.sum(averages > averages[i])) for i in range(len(complete))]
     stability = [float(np.mean(1 + np.sum(boot > boot[:, [i]], axis=1) == position[i])) for i in range(len(complete))]
-    lo, hi = percentile_interval(boot, 0.95) if complete else ([], [])
+    lo, hi = percentile_interval(boot, 0.95) if complete else (np.zeros(0), np.zeros(0))
     tests, better = _pairwise_tests(complete, mats, tasks, averages, options.alpha, options.n_permutations,
                                     options.seed)
     profiles = miss_profiles(scored, tasks, main, [s["system"] for s in complete], options.n_resamples, options.seed)
@@ -117,7 +119,7 @@ def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | Suite |
         if not report.ok:
             bad.append(report)
             continue
-        scored.append({**report.scores, "_meta": report.meta, "_report": report})
+        scored.append({**report.scored(), "_meta": report.submission(), "_report": report})
     if bad:
         raise invalid(bad)
     if not scored:
@@ -138,19 +140,18 @@ def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | Suite |
     return suite, scored
 
 
-def invalid(reports: Sequence[Any]) -> SubmissionError:
+def invalid(reports: Sequence[ValidationReport]) -> SubmissionError:
     """One error for the invalid submissions of a board: its message is their errors on one line (the library's
     contract); ``reports`` keeps their validation reports, which the command line prints one error per line."""
     text = "; ".join(r.one_line().rstrip(".") for r in reports) + "."
-    error = SubmissionError(text if len(reports) == 1 else f"{len(reports)} invalid submissions: {text}")
-    error.reports = tuple(reports)  # type: ignore[attr-defined]
-    return error
+    return SubmissionError(text if len(reports) == 1 else f"{len(reports)} invalid submissions: {text}",
+                           reports=reports)
 
 
 def _board_tasks(suite: Suite, scored: Sequence[dict]) -> tuple[tuple[str, ...], dict[str, str]]:
     """The suite's tasks that some submission scored, in suite order, and each one's main measure."""
     tasks = tuple(suite.tasks)
-    main = {}
+    main: dict[str, str] = {}
     for t in tasks:
         for s in scored:
             if t in s["tasks"]:
@@ -234,7 +235,7 @@ def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_r
 REFERENCE_FILE = "reference.json"  # a suite's reproduced reference rows: matrix.json of `gapbench reproduce`
 
 
-def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list:
+def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list[MatrixRow]:
     """The reproduced reference rows a board shows beside its submissions: the rows of ``<suite>/reference.json``
     (the ``matrix.json`` that ``gapbench reproduce -o DIR`` writes, validated by its schema) whose task is on the
     board, in the file's order; none when the suite has no such file."""
@@ -247,7 +248,11 @@ def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list:
         raise SubmissionError(f"{path}: is not a regular file; boards read only real files. Replace it with the "
                               "matrix.json of `gapbench reproduce -o DIR`.")
     wanted = set(tasks)
-    return [row for row in load_file(path, "reproduce").rows if row.task in wanted]
+    matrix = load_file(path, "reproduce")
+    if not isinstance(matrix, ReproduceReport):  # load_file validates against the schema named
+        raise SubmissionError(f"{path}: is not a reproduction matrix; replace it with the matrix.json of "
+                              "`gapbench reproduce -o DIR`.")
+    return [row for row in matrix.rows if row.task in wanted]
 
 
 def write_board(board: Board, directory: str | os.PathLike, references: Sequence = ()) -> list[Path]:
@@ -299,7 +304,8 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
     if not root.is_dir():
         raise SubmissionError(f"{root}: no such folder; give the leaderboards folder, which holds "
                               "<suite>/submissions/<system>/.")
-    boards, bad = [], []
+    boards: list[tuple[Path, Board]] = []
+    bad: list[ValidationReport] = []
     for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
         # A link would make the board read submissions, and write its files, outside the root.
         for p in (suite_dir, suite_dir / "submissions"):
@@ -320,7 +326,7 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
         try:
             boards.append((suite_dir, build_board(subs, suite, options, data)))
         except SubmissionError as exc:
-            if not hasattr(exc, "reports"):
+            if not exc.reports:
                 raise
             bad += exc.reports
     if bad:

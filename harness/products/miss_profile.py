@@ -59,11 +59,11 @@ def _histogram(values: np.ndarray) -> list[int]:
     return [int(c) for c in counts]
 
 
-def _distribution(values: Sequence[float]) -> dict:
+def _distribution(values: np.ndarray) -> dict[str, Any]:
     from .report_runs import distribution
 
     v = np.asarray(values, dtype=np.float64)
-    return {**distribution(v).model_dump(mode="json"), "histogram": _histogram(v)}
+    return {**distribution(v.tolist()).model_dump(mode="json"), "histogram": _histogram(v)}
 
 
 def _signal(labels: np.ndarray, values: np.ndarray, n_resamples: int, seed: int) -> dict | None:
@@ -120,7 +120,8 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
 
     t = report.task(task)
     data = task_data(t, report)
-    rel = report.meta["tasks"][task]["run"]
+    meta = report.submission()
+    rel = meta["tasks"][task]["run"]
     kept = cache_path("miss-profile", t, data, report.hashes[rel], _code_key(), list(qids), n_resamples, seed)
     facts = cache_read(kept)
     if isinstance(facts, dict) and facts.get("n") == len(qids):
@@ -131,7 +132,7 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
     if ranking is None:
         raise GapbenchError(f"{report.directory / rel}: the run could not be read again for its miss profile; "
                             f"re-run `gapbench submit validate {report.directory}`.")
-    run = Run(ranking, report.meta["system"])
+    run = Run(ranking, meta["system"])
     hit, recall, missed = [], [], {}
     for q in qids:
         relevant = _relevant(data.qrels, q)

@@ -67,20 +67,19 @@ def model_meta(meta: Mapping[str, Any], facts: ModelFacts | None = None) -> dict
     """The ``model_meta.json`` of a submission (its ``submission.json`` as ``meta``): every field MTEB's ModelMeta
     requires, null where neither the model's files (``facts``) nor the adapter's config say."""
     models = meta.get("models") or []
-    adapter = meta.get("adapter") or {}
-    config = adapter.get("config") or {}
+    adapter: Mapping[str, Any] = meta.get("adapter") or {}
+    config: Mapping[str, Any] = adapter.get("config") or {}
     f = facts or ModelFacts()
     if len(models) == 1:
         name, revision = models[0]["name"], models[0]["revision"]
         if "/" not in name:
             raise SubmissionError(f"model name {name!r:.80} has no organization; MTEB names models "
                                   "'organization/model' (as on the Hugging Face Hub). Fix models[0].name.")
-        frameworks = list(FRAMEWORKS.get(adapter.get("name"), []))
+        frameworks = list(FRAMEWORKS.get(adapter.get("name", ""), []))
         if f.safetensors and frameworks and frameworks != ["API"]:
             frameworks.append("safetensors")
-        normalized = config.get("normalize")
         # the adapter's scoring decides: dense's normalised vectors score by cosine, unnormalised ones by dot product
-        similarity = {True: "cosine", False: "dot"}.get(normalized, f.similarity) if "normalize" in config \
+        similarity = {True: "cosine", False: "dot"}.get(config["normalize"], f.similarity) if "normalize" in config \
             else f.similarity
         prompts = [config[k] for k in ("query_prompt", "doc_prompt", "instruction") if k in config]
         doc = {
@@ -120,10 +119,10 @@ def _timings(run_dirs: Iterable[str | os.PathLike], meta: Mapping[str, Any]) -> 
     for d in run_dirs:
         manifest = load_manifest(d)
         task = (manifest.get("task") or {}).get("name")
-        entry = meta["tasks"].get(task)
-        if entry is None:
+        if not isinstance(task, str) or task not in meta["tasks"]:
             raise SubmissionError(f"{d}: its manifest is a run of {task!r:.80}, which the submission does not hold; "
                                   "give the run folders the submission was made from.")
+        entry = meta["tasks"][task]
         revision = (manifest.get("task") or {}).get("revision")
         run_fp = (manifest.get("retriever") or {}).get("fingerprint")
         if revision != entry["revision"] or (fingerprint and run_fp and run_fp != fingerprint):
@@ -174,7 +173,7 @@ def export_mteb(
     from ..files import atomic_writer
 
     report = scored_submission(submission)
-    scores, meta = report.scores, report.meta
+    scores, meta = report.scored(), report.submission()
     models = meta.get("models") or []
     if len(models) == 1:
         name = models[0]["name"]

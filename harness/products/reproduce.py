@@ -16,14 +16,16 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
+else:  # Python 3.10
     import tomli as tomllib
 
 from pydantic import Field, ValidationError, field_validator
@@ -37,7 +39,7 @@ TASK_PLUGINS_WITH_DATA_DIR = ("beir", "bright", "rarb", "obliq")  # the families
 
 def matrix_path() -> Path:
     """The matrix shipped with gapbench."""
-    return Path(str(resources.files("gapbench.tasks").joinpath("data", "reproduce", "matrix.toml")))
+    return Path(str(resources.files("gapbench.tasks") / "data" / "reproduce" / "matrix.toml"))
 
 
 class ReproduceOptions(Options):
@@ -146,7 +148,7 @@ def task_spec(row: MatrixEntry, data: Mapping[str, str]) -> str:
     return f"{row.task},data_dir={folder}" if ":" in row.task else f"{row.task}:data_dir={folder}"
 
 
-def grade(delta: float, tolerance: float) -> str:
+def grade(delta: float, tolerance: float) -> Literal["OK", "OKish", "FAIL"]:
     """Anserini's grades: OK within the tolerance, OKish within twice it, FAIL beyond (a hair of float slack)."""
     size = abs(delta)
     if size <= tolerance + 1e-12:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..errors import DataFormatError, SchemaError
 from .argus import (
@@ -110,8 +111,6 @@ from .base import (
     Pair,
     ScoringDate,
     ScoringVersion,
-    _rule,
-    _text,
     run_file_name,
     text_problem,
 )
@@ -207,12 +206,12 @@ _BY_FILE = {"submission.json": "submission", "scores.json": "scores", "manifest.
             "matrix.json": "reproduce", "card.json": "obliq_build"}
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[int | str, ...]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc)) \
         or "the document"
 
 
-def _problem(error: dict) -> str:
+def _problem(error: ErrorDetails) -> str:
     """One pydantic error in gapbench's words: where, what was found, what is accepted."""
     where, kind = _where(error["loc"]), error["type"]
     found = repr(error.get("input"))[:60]
@@ -241,7 +240,7 @@ def validate(schema: str | type[Model], data: Any, source: object = None) -> Mod
                           path=source if source is not None else f"<{name}>") from None
 
 
-def _read_problem(error: dict, data: Any) -> str:
+def _read_problem(error: ErrorDetails, data: Any) -> str:
     """The first pydantic error in the words of gapbench's readers: the key in quotes, what was found, what is
     expected."""
     loc, kind = error["loc"], error["type"]

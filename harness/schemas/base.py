@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 # ---------------------------------------------------------------- text rules of submissions (and of what boards show)
 # The submission validator (gapbench.products.submissions) applies these same rules, field by field, with its own
@@ -93,32 +103,55 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-def _text(pattern: re.Pattern | None, cap: int, what: str) -> Any:
-    """Submission text: checked by :func:`text_problem` (as the submission validator checks it), and described in the
-    JSON Schema by its pattern and length cap (the exported schema cannot state "no control characters")."""
+@dataclass(frozen=True)
+class TextRule:
+    """Submission text, as ``Annotated[str, TextRule(pattern, cap, what)]``: checked by :func:`text_problem` (as the
+    submission validator checks it), and described in the JSON Schema by its pattern and length cap (the exported
+    schema cannot state "no control characters"). ``what`` ends each refusal: what to give instead."""
 
-    def check(value: str) -> str:
+    pattern: re.Pattern[str] | None
+    cap: int
+    what: str
+
+    def check(self, value: str) -> str:
         if not value.strip():
-            raise ValueError(f"is empty; give {what}")
-        why = text_problem(value, pattern, cap)
+            raise ValueError(f"is empty; give {self.what}")
+        why = text_problem(value, self.pattern, self.cap)
         if why:
-            raise ValueError(f"{why}; give {what}")
+            raise ValueError(f"{why}; give {self.what}")
         return value
 
-    described = {"maxLength": cap, **({"pattern": f"^(?:{pattern.pattern})$"} if pattern is not None else {})}
-    return Annotated[str, Field(json_schema_extra=described), AfterValidator(check)]
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        described = handler(schema)
+        described["maxLength"] = self.cap
+        if self.pattern is not None:
+            described["pattern"] = f"^(?:{self.pattern.pattern})$"
+        return described
 
 
-def _rule(key: str):
+def _rule(key: str) -> TextRule:
+    """The rule of a submission.json text field (:data:`TEXT_RULES`, described as :data:`FIELDS` describes it)."""
     pattern, cap = TEXT_RULES[key]
-    return _text(pattern, cap, FIELDS[key][2])
+    return TextRule(pattern, cap, FIELDS[key][2])
 
 
-ModelName = _text(MODEL_NAME, 193, "the model identifier such as org/model")
-ModelRevision = _text(REVISION, 256, "the model revision (commit or version)")
-AdapterName = _text(SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")
-AdapterFingerprint = _text(FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")
-ScoringVersion = _text(VERSION, 40, "the gapbench version that scored it")
-ScoringDate = _text(ISO_DATETIME, 40, "an ISO date or date and time")
-PackageName = _text(PACKAGE, 64, "a package name")
-PackageVersion = _text(VERSION, 64, "a version")
+# submission.json's text fields
+SystemText = Annotated[str, _rule("system")]
+DescriptionText = Annotated[str, _rule("description")]
+SuiteText = Annotated[str, _rule("suite")]
+VersionText = Annotated[str, _rule("gapbench_version")]
+ContactText = Annotated[str, _rule("contact")]
+UrlText = Annotated[str, _rule("url")]
+DateText = Annotated[str, _rule("date")]
+# the texts of the models a submission names, of its adapter and of scores.json
+ModelName = Annotated[str, TextRule(MODEL_NAME, 193, "the model identifier such as org/model")]
+ModelRevision = Annotated[str, TextRule(REVISION, 256, "the model revision (commit or version)")]
+AdapterName = Annotated[str, TextRule(SYSTEM_NAME, 64, "letters, digits and . _ + -, at most 64 characters")]
+AdapterFingerprint = Annotated[str, TextRule(FINGERPRINT, 128, "letters, digits and : . _ -, at most 128 characters")]
+ScoringVersion = Annotated[str, TextRule(VERSION, 40, "the gapbench version that scored it")]
+ScoringDate = Annotated[str, TextRule(ISO_DATETIME, 40, "an ISO date or date and time")]
+PackageName = Annotated[str, TextRule(PACKAGE, 64, "a package name")]
+PackageVersion = Annotated[str, TextRule(VERSION, 64, "a version")]

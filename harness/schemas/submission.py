@@ -13,6 +13,9 @@ from .base import (
     MAX_TASKS,
     AdapterFingerprint,
     AdapterName,
+    ContactText,
+    DateText,
+    DescriptionText,
     Model,
     ModelName,
     ModelRevision,
@@ -23,7 +26,10 @@ from .base import (
     Pair,
     ScoringDate,
     ScoringVersion,
-    _rule,
+    SuiteText,
+    SystemText,
+    UrlText,
+    VersionText,
     run_file_name,
 )
 
@@ -49,16 +55,16 @@ class Submission(Model):
     """``submission.json`` of a leaderboard submission (format_version 1)."""
 
     format_version: One
-    system: _rule("system")
-    description: _rule("description")
-    suite: _rule("suite")
-    gapbench_version: _rule("gapbench_version")
+    system: SystemText
+    description: DescriptionText
+    suite: SuiteText
+    gapbench_version: VersionText
     models: list[SubmissionModelRef] = Field(max_length=MAX_PROBLEMS_PER_FILE)
     adapter: SubmissionAdapter
-    contact: _rule("contact")
+    contact: ContactText
     tasks: dict[str, SubmissionTask] = Field(min_length=1, max_length=MAX_TASKS)
-    url: _rule("url") | None = None
-    date: _rule("date") | None = None
+    url: UrlText | None = None
+    date: DateText | None = None
     k: int | None = Field(default=None, ge=1, le=MAX_PER_QUERY)
 
     @model_validator(mode="after")

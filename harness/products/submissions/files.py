@@ -23,6 +23,8 @@ from ...formats import StrictJSONError, file_digest, parse_json_strict
 from ...schemas import MAX_PER_QUERY, MAX_PROBLEMS_PER_FILE
 
 if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
     from .validation_report import ValidationReport
 
 MAX_RUN_BYTES = 25_000_000  # per run file, as stored (gzip or not)
@@ -67,7 +69,7 @@ def inside(directory: Path, rel: str) -> Path:
     return path
 
 
-def open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path) -> io.BufferedReader:
     """Open a regular file without following a link and without blocking on a pipe."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -84,28 +86,28 @@ def open_regular(path: Path) -> BinaryIO:
 class _Capped(io.RawIOBase):
     """A byte stream that refuses to give more than ``cap`` bytes: a gzip bomb stops at the cap, not at its end."""
 
-    def __init__(self, source: BinaryIO, cap: int) -> None:
+    def __init__(self, source: io.BufferedIOBase, cap: int) -> None:
         self.source, self.cap, self.total = source, cap, 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         n = self.source.readinto(buffer)
-        self.total += n or 0
+        self.total += n
         if self.total > self.cap:
             raise Refused(f"inflates to more than {self.cap:,} bytes (the cap on a run's text); keep at most "
                            f"{MAX_PER_QUERY} documents per query.")
         return n
 
 
-def _byte_stream(raw: BinaryIO, cap: int = MAX_RUN_TEXT_BYTES) -> io.BufferedReader:
+def _byte_stream(raw: io.BufferedReader, cap: int = MAX_RUN_TEXT_BYTES) -> io.BufferedReader:
     """An open regular file's content from its start, gunzipped when it starts with the gzip magic (sniffed on the
     same handle), never more than ``cap`` bytes."""
     raw.seek(0)
     magic = raw.read(2)
     raw.seek(0)
-    source: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
     return io.BufferedReader(_Capped(source, cap))
 
 

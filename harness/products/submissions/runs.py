@@ -111,7 +111,7 @@ def check_run_file(
     """
     check = _RunCheck(rel, task, task_data(task, report) if task is not None else None, report)
     digest, content = _run_bytes(path, check)
-    if content is None:
+    if content is None or digest is None:  # unreadable (reported); a read file always has its digest
         return None, digest
     seen = cache_path("valid", task, check.data, digest) if check.data is not None and use_cache else None
     if _replay_cached(seen, rel, report):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...errors import SubmissionError
 from ...schemas import ISO_DATETIME, MAX_RESAMPLES, PACKAGE, VERSION, text_problem
 from .files import MAX_SCORES_BYTES, Refused, json_type, read_json
 from .runs import check_run_file
@@ -35,11 +36,15 @@ def _score_task(report: ValidationReport, name: str, task, data, n_resamples: in
     from ...evaluation.evaluation import evaluate
     from ...types import Run
 
-    rel = report.meta["tasks"][name]["run"]
+    meta = report.submission()
+    rel = meta["tasks"][name]["run"]
     ranking = report.rankings.get(name)
     if ranking is None:  # validated from the cache: parse it again, uncached
-        ranking, _ = check_run_file(report.runs[name], rel, task, ValidationReport(report.directory), use_cache=False)
-    res = evaluate(Run(ranking, report.meta["system"]), data.qrels, task.measures, task=task.name,
+        again = ValidationReport(report.directory)
+        ranking, _ = check_run_file(report.runs[name], rel, task, again, use_cache=False)
+        if ranking is None:  # the file changed since it was validated
+            raise SubmissionError(again.one_line())
+    res = evaluate(Run(ranking, meta["system"]), data.qrels, task.measures, task=task.name,
                    n_resamples=n_resamples, seed=seed)
     return {
         "revision": task.revision,
@@ -63,7 +68,7 @@ def compute_scores(report: ValidationReport, *, n_resamples: int = 1000, seed: i
     before by this same code, on the same task data, is taken from gapbench's cache."""
     from ...suites import get_suite
 
-    meta = report.meta
+    meta = report.submission()
     inputs = {"submission.json": report.hashes["submission.json"]}
     tasks_out: dict[str, dict] = {}
     for name in meta["tasks"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ def _code_key() -> str:
     from ...store import package_versions
 
     h = hashlib.sha256(json.dumps([gapbench.__version__, package_versions()], sort_keys=True).encode())
-    for path in [Path(m.__file__) for m in (evaluation, stats, base)] + sorted(Path(__file__).parent.glob("*.py")):
+    sources = [Path(inspect.getfile(m)) for m in (evaluation, stats, base)]
+    for path in sources + sorted(Path(__file__).parent.glob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()
 

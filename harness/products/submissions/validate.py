@@ -122,7 +122,7 @@ def _check_schema(meta: dict, report: ValidationReport) -> None:
         if isinstance(value, str) and not value.strip():
             report.error(src, f"field {key!r} is empty; give {what}.")
             continue
-        if key in TEXT_RULES:
+        if key in TEXT_RULES and isinstance(value, str):  # every text rule's field is a string
             _check_text(src, key, value, *TEXT_RULES[key], what, report)
     if meta.get("format_version") not in (None, FORMAT_VERSION) and type(meta.get("format_version")) is int:
         report.error(src, f"format_version {meta['format_version']} is not supported; this gapbench reads version "
@@ -360,11 +360,10 @@ def scored_submission(directory: str | os.PathLike, data: Sequence[str | os.Path
     """A valid, scored submission whose scores.json matched a recomputation from its runs (``report.scores``)."""
     directory = Path(directory)
     report = check_submission(directory, data=data)
-    if report.scores is None:
-        raise SubmissionError(f"{directory}: not scored yet (no scores.json); run `gapbench submit score {directory}`.")
+    report.scored()  # refuses a submission without scores.json
     return report
 
 
-def load_scores(directory: str | os.PathLike) -> dict:
+def load_scores(directory: str | os.PathLike) -> dict[str, Any]:
     """The scores of a scored submission, recomputed from its runs; refused unless scores.json matches them."""
-    return scored_submission(directory).scores
+    return scored_submission(directory).scored()

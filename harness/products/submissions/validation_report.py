@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...errors import SubmissionError
+
 MAX_PROBLEMS_SHOWN = 20  # in the one-line error of an invalid submission
 
 @dataclass(frozen=True)
@@ -32,15 +34,30 @@ class Problem:
 class ValidationReport:
     directory: Path
     problems: list[Problem] = field(default_factory=list)
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None  # submission.json, once read as a JSON object
     runs: dict[str, Path] = field(default_factory=dict)  # task -> run file (valid entries only)
     rankings: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict, repr=False)  # task -> q -> d -> s
     hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of the bytes that were read
-    scores: dict | None = field(default=None, repr=False)  # recomputed scores.json, when it matched the stored one
+    scores: dict[str, Any] | None = field(default=None, repr=False)  # recomputed scores.json, when it matched
     data: dict[str, Any] = field(default_factory=dict, repr=False)  # task -> its loaded TaskData
     suite: Any = field(default=None, repr=False)  # the Suite the submission is checked against, once known
     tasks: dict[str, Any] = field(default_factory=dict, repr=False)  # task name -> its Task (a folder suite's own)
     data_dirs: tuple = ()  # folders searched for a folder suite's tasks (gapbench.products.board_suites.locate)
+
+    def submission(self) -> dict[str, Any]:
+        """submission.json as read; refused when it could not be read (validation has reported why)."""
+        if self.meta is None:
+            raise SubmissionError(f"{self.directory}: submission.json could not be read as a JSON object; fix the "
+                                  f"errors `gapbench submit validate {self.directory}` lists.")
+        return self.meta
+
+    def scored(self) -> dict[str, Any]:
+        """The scores recomputed from the runs, which matched scores.json; refused when the submission is not
+        scored."""
+        if self.scores is None:
+            raise SubmissionError(f"{self.directory}: not scored yet (no scores.json); run "
+                                  f"`gapbench submit score {self.directory}`.")
+        return self.scores
 
     def task(self, name: str):
         """The Task an entry of 'tasks' names: the suite's own (a folder suite) or the registered one."""

@@ -82,9 +82,9 @@ def submission_from_run_dirs(
     from ...store import load_manifest, load_run
     from ...task import get_task
 
-    run_dirs = list(run_dirs)
-    names = {}
-    for d in run_dirs:
+    dirs = [Path(d) for d in run_dirs]
+    names: dict[Path, str] = {}
+    for d in dirs:
         if isinstance(suite, FolderSuite):
             names[d] = task_of_run(suite, d)
             continue
@@ -96,7 +96,7 @@ def submission_from_run_dirs(
     if twice:
         raise ConfigError(f"more than one run of task(s) {', '.join(twice)}; give one run directory per task.")
     runs, adapter, models = {}, None, []
-    for d in run_dirs:
+    for d in dirs:
         manifest = load_manifest(d)
         runs[names[d]] = load_run(d)
         retr = manifest.get("retriever", {})
