@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -43,6 +43,9 @@ from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, to
 from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
+
+if TYPE_CHECKING:
+    from scipy.sparse import csc_matrix
 
 # "\S+" finds exactly the pieces str.split() returns (re's \s is str.isspace()), with bm25s' vocabulary building
 TOKEN_PATTERNS = {"whitespace": r"\S+", "words": r"(?u)\b\w\w+\b"}
@@ -82,7 +85,7 @@ class BM25Okapi:
         self.use_title = use_title
         # rank-bm25 scores every document, so the authors' rankings ran to k with zero scores included
         self.keep_zero = keep_zero
-        self._weights = None  # documents x vocabulary, CSC: a query touches only its own columns
+        self._weights: csc_matrix | None = None  # documents x vocabulary, CSC: a query touches only its columns
         self.empty_queries: tuple[str, ...] = ()
 
     def config(self) -> dict:
@@ -148,6 +151,8 @@ class BM25Okapi:
         # one term at a time in query order, repeats added again: rank-bm25's summation order, so equal scores there
         # are equal here and ties break the same way (x + 0.0 == x, so skipping absent documents changes nothing)
         w = self._weights
+        if w is None:  # scores() and search() say it first, naming themselves
+            raise GapbenchError("bm25-okapi: index(corpus) must come before any scoring.")
         scores = np.zeros(len(self._doc_ids), dtype=np.float64)
         for tok in toks:
             tid = self._vocab.get(tok)

@@ -28,7 +28,7 @@ with gapbench's tie rule and the exclusion mask applied before the cut.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -40,6 +40,9 @@ from gapbench.retrieval import doc_positions, payload_fingerprint, rank_each, to
 from gapbench.settings import Settings
 from gapbench.topk import exclusion_indices
 from gapbench.types import Corpus, Queries, Run
+
+if TYPE_CHECKING:
+    from scipy.sparse import csc_matrix
 
 VARIANTS = ("bright", "anserini")
 
@@ -80,7 +83,7 @@ class BM25QS:
         # BRIGHT ranks every document, zero scores included, so each query gets k results where the corpus allows.
         self.keep_zero = keep_zero
         self.variant = variant
-        self._weights = None  # documents x vocabulary, CSC: a query touches only its own columns
+        self._weights: csc_matrix | None = None  # documents x vocabulary, CSC: a query touches only its columns
         self.empty_queries: tuple[str, ...] = ()
 
     def config(self) -> dict:
@@ -155,6 +158,8 @@ class BM25QS:
     def _dot(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         if not ids.size:
             return np.zeros(len(self._doc_ids), dtype=np.float32)
+        if self._weights is None:  # scores() and search() say it first, naming themselves
+            raise GapbenchError("bm25-qs: index(corpus) must come before any scoring.")
         return np.asarray(self._weights[:, ids] @ weights, dtype=np.float32).ravel()
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:

@@ -29,12 +29,13 @@ exact MaxSim computed by gapbench from the stored token vectors; an index only p
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -66,7 +67,7 @@ def _pylate():
 
 def fast_plaid_available() -> bool:
     try:
-        import fast_plaid  # noqa: F401
+        importlib.import_module("fast_plaid")
     except Exception:  # an ABI mismatch with torch raises more than ImportError
         return False
     return True
@@ -114,15 +115,12 @@ class TokenMatrices:
     def __getitem__(self, i: int) -> np.ndarray:
         return self.flat[self.offsets[i] : self.offsets[i + 1]]
 
-    def take(self, idx: Sequence[int]) -> TokenMatrices:
+    def take(self, idx: Sequence[int] | np.ndarray) -> TokenMatrices:
+        """The matrices at positions ``idx``, in that order (``new[j] = old[idx[j]]``)."""
         return TokenMatrices.from_list([self[int(i)] for i in idx], dim=self.flat.shape[1], dtype=self.flat.dtype)
 
-    def reorder(self, order: np.ndarray) -> TokenMatrices:
-        """Matrices in the order ``order`` (``new[j] = old[order[j]]``)."""
-        return self.take(order)
 
-
-class TokenEmbeddingCache(ChunkedCache):
+class TokenEmbeddingCache(ChunkedCache[TokenMatrices]):
     """Token vectors of a list of texts, as numbered ``chunk-NNNNN.npz`` files (flat array + offsets) under one key.
 
     Like :class:`gapbench.cache.EmbeddingCache`: each chunk is written atomically once encoded, an interrupted run
@@ -139,7 +137,8 @@ class TokenEmbeddingCache(ChunkedCache):
         directory = cache_dir("colbert") / fingerprint[:24] / f"{role}-{key[:24]}-c{chunk_size}-{precision}"
         super().__init__(directory, texts, chunk_size)
 
-    def _read(self, path: Path, n: int) -> TokenMatrices | None:
+    def _read(self, path: Path, n: int, mmap: bool = False) -> TokenMatrices | None:
+        # an .npz member is read whole: there is no memory-mapped form, so mmap changes nothing
         try:
             with np.load(path) as z:
                 flat, offsets = z["flat"], z["offsets"]
@@ -157,7 +156,7 @@ class TokenEmbeddingCache(ChunkedCache):
             raise GapbenchError("colbert: the model produced NaN or infinite token vectors.")
         return mats
 
-    def _write(self, fh, chunk: TokenMatrices) -> None:
+    def _write(self, fh: IO[bytes], chunk: TokenMatrices) -> None:
         np.savez(fh, flat=chunk.flat, offsets=chunk.offsets)
 
     def _combine(self, parts: list[TokenMatrices]) -> TokenMatrices:
@@ -294,7 +293,7 @@ class ColBERT:
         self._resolved = resolve_model(self.model_name, self.revision)
         self._docs: TokenMatrices | None = None
         self._dups: DuplicateGroups | None = None
-        self._index = None
+        self._index: Any = None  # a PyLate index (PyLate is untyped): index([query], k=n) gives its hits
         self._backend: str | None = None
 
     # -- identity
@@ -423,7 +422,7 @@ class ColBERT:
         texts = [d.full_text if self.use_title else d.text for d in docs]
         self._doc_ids = [d.doc_id for d in docs]
         self._keys, self._doc_index = doc_positions(self._doc_ids)
-        self._docs = self.embed(texts, is_query=False)
+        self._docs = doc_mats = self.embed(texts, is_query=False)
         where: dict[str, int] = {}
         labels = np.fromiter((where.setdefault(t, len(where)) for t in texts), dtype=np.int64, count=len(texts))
         # identical texts share one token matrix (embed encodes each once); they must share its score too
@@ -431,28 +430,31 @@ class ColBERT:
         self._backend = self._choose_backend(len(docs))
         self._index = None
         if self._backend != "exact":
-            self._index = self._build_index(corpus.fingerprint)
+            self._index = self._build_index(corpus.fingerprint, doc_mats)
 
     def _index_dir(self, corpus_key: str) -> Path:
-        params = f"{self._backend}-k{self.k_token}" if self._backend == "voyager" else self._backend
-        if self._backend == "plaid":
+        backend = self._backend
+        if backend is None:
+            raise GapbenchError("colbert: the index folder is known once index(corpus) has chosen the backend.")
+        params = f"{backend}-k{self.k_token}" if backend == "voyager" else backend
+        if backend == "plaid":
             params += "-fast" if fast_plaid_available() else "-stanford"
         return cache_dir("colbert-index") / self.model_fingerprint[:24] / f"{corpus_key[:24]}-{params}"
 
-    def _build_index(self, corpus_key: str):
+    def _build_index(self, corpus_key: str, docs: TokenMatrices) -> Any:
         _pylate()
         from pylate import indexes
 
         final = self._index_dir(corpus_key)
         done = final / "COMPLETE"
-        dim = self._docs.flat.shape[1]
+        dim = docs.flat.shape[1]
         use_fast = fast_plaid_available()
 
-        def open_index(folder: Path, override: bool):
+        def open_index(folder: Path, override: bool) -> Any:
             if self._backend == "voyager":
                 return indexes.Voyager(index_folder=str(folder), index_name="colbert", override=override,
                                        embedding_size=dim)
-            kwargs = {"use_fast": use_fast, "show_progress": False} if use_fast else {"use_fast": False}
+            kwargs: dict[str, Any] = {"use_fast": use_fast, "show_progress": False} if use_fast else {"use_fast": False}
             return indexes.PLAID(index_folder=str(folder), index_name="colbert", override=override, **kwargs)
 
         if not done.exists():
@@ -465,7 +467,7 @@ class ColBERT:
             try:
                 tmp.mkdir()
                 idx = open_index(tmp, True)
-                mats = [np.asarray(self._docs[i], dtype=np.float32) for i in range(len(self._docs))]
+                mats = [np.asarray(docs[i], dtype=np.float32) for i in range(len(docs))]
                 idx.add_documents(documents_ids=list(self._doc_ids), documents_embeddings=mats)
                 write_text_atomic(tmp / "COMPLETE", json.dumps({"n_docs": len(mats), "backend": self._backend}))
                 del idx
@@ -479,7 +481,8 @@ class ColBERT:
         return [f"{q.instruction} {q.text}" if q.instruction else q.text for q in queries.values()]
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
-        if self._docs is None:
+        docs = self._docs
+        if docs is None:
             raise GapbenchError("colbert: search() was called before index(corpus).")
         qids = list(queries)
         q_mats = self.embed(self.query_texts(queries), is_query=True)
@@ -491,7 +494,7 @@ class ColBERT:
             if self._backend == "exact":
                 step = 64
                 for q0 in range(0, len(qids), step):
-                    scores = maxsim_matrix(q_list[q0 : q0 + step], self._docs, duplicates=self._dups)
+                    scores = maxsim_matrix(q_list[q0 : q0 + step], docs, duplicates=self._dups)
                     for j, row in enumerate(scores):
                         row = apply_mask(row, excluded[q0 + j])
                         top = select_topk(row, k, self._keys)
@@ -500,12 +503,15 @@ class ColBERT:
             else:
                 cands = self._candidates(q_list, k, excluded)
                 for qid, q, cand, ex in zip(qids, q_list, cands, excluded):
-                    out[qid] = self._rerank(q, cand, ex, k)
+                    out[qid] = self._rerank(docs, q, cand, ex, k)
                     advance(1)
         return Run(out, self.name, _sorted=True)
 
-    def _candidates(self, q_list: list[np.ndarray], k: int, excluded) -> list[np.ndarray]:
+    def _candidates(self, q_list: list[np.ndarray], k: int,
+                    excluded: Sequence[np.ndarray | Allowed | None]) -> list[np.ndarray]:
         index = self._index
+        if index is None:
+            raise GapbenchError(f"colbert: no {self._backend} index to ask; index(corpus) builds it first.")
         cands: list[np.ndarray] = []
         if self._backend == "voyager":
             for q in q_list:
@@ -521,7 +527,8 @@ class ColBERT:
             cands.append(np.fromiter((self._doc_index[str(r["id"])] for r in res), dtype=np.int64))
         return cands
 
-    def _rerank(self, q: np.ndarray, cand: np.ndarray, ex, k: int) -> list[tuple[str, float]]:
+    def _rerank(self, docs: TokenMatrices, q: np.ndarray, cand: np.ndarray, ex: np.ndarray | Allowed | None,
+                k: int) -> list[tuple[str, float]]:
         if isinstance(ex, Allowed):
             cand = cand[np.isin(cand, ex.idx)]
         elif ex is not None and ex.size:
@@ -532,7 +539,7 @@ class ColBERT:
         # copies of one text are scored once, through their representative: the same score bit for bit
         reps = self._dups.representatives(cand) if self._dups is not None else cand
         distinct, inverse = np.unique(reps, return_inverse=True)
-        scores = maxsim_matrix([q], self._docs.take(distinct))[0][inverse.ravel()]
+        scores = maxsim_matrix([q], docs.take(distinct))[0][inverse.ravel()]
         top = select_topk(scores, k, self._keys[cand])
         return [(self._doc_ids[cand[i]], float(scores[i])) for i in top]
 

@@ -65,13 +65,16 @@ def _weights(value: Any) -> Any:
 
 Weights = Annotated[tuple[NonNegative, ...] | None, BeforeValidator(_weights),
                     Field(json_schema_extra={"accepts": "numbers >= 0 separated by ';', one per retriever"})]
+# every fusion's depth and weights, described once
+FusedDepth = Annotated[Depth, Field(description="Documents of each retriever's ranking that are fused.")]
+FusedWeights = Annotated[Weights, Field(description="One weight per retriever (2;1); none: 1 each.")]
 
 
 class FusionSettings(Settings):
     """The settings of ``fuse-minmax`` and ``fuse-dbsf`` (``fuse-minmax:[depth=100,weights=1;2]bm25+dense``)."""
 
-    depth: Depth = Field(DEFAULT_DEPTH, description="Documents of each retriever's ranking that are fused.")
-    weights: Weights = Field(None, description="One weight per retriever (2;1); none: 1 each.")
+    depth: FusedDepth = DEFAULT_DEPTH
+    weights: FusedWeights = None
 
 
 class RRFSettings(Settings):
@@ -79,8 +82,8 @@ class RRFSettings(Settings):
 
     k: NonNegative = Field(DEFAULT_RRF_K, description="The RRF constant: a document scores the sum of weight / (k + "
                                                       "rank) over the rankings.")
-    depth: Depth = FusionSettings.model_fields["depth"]
-    weights: Weights = FusionSettings.model_fields["weights"]
+    depth: FusedDepth = DEFAULT_DEPTH
+    weights: FusedWeights = None
 
 
 def _strip_parens(text: str) -> str:
@@ -129,14 +132,14 @@ class _Fusion:
     method = "fusion"
     takes_spec = True
     takes_llm = True  # passed on to components that talk to an LLM (rrf:bm25+rewrite:bm25)
-    settings: type[Settings] = FusionSettings
+    settings: type[FusionSettings] | type[RRFSettings] = FusionSettings
     options: tuple[str, ...] = tuple(FusionSettings.model_fields)
 
     def __init__(self, retrievers: Sequence[Any], **options: Any):
         """``RRF(["bm25", "dense"], k=60)``: the retrievers (specs or objects) and any of :attr:`settings`, checked
         (an ``OptionsError`` names a bad one)."""
         o = self.settings.check(f"retriever {self.method}", options)
-        depth, weights = o.depth, o.weights
+        depth, given = o.depth, o.weights
         for key in type(o).model_fields.keys() - FusionSettings.model_fields.keys():
             setattr(self, key, getattr(o, key))  # rrf's k, before the name is made
         if len(retrievers) < 2:
@@ -146,14 +149,12 @@ class _Fusion:
             )
         self.retrievers = [get_retriever(r) for r in retrievers]
         self.depth = depth
-        if weights is None:
-            weights = [1.0] * len(self.retrievers)
-        weights = [float(w) for w in weights]
+        weights = [1.0] * len(self.retrievers) if given is None else [float(w) for w in given]
         if len(weights) != len(self.retrievers):
             raise OptionsError(f"retriever {self.method}", [("weights", (
                 f"holds {len(weights)} weights for {len(self.retrievers)} retrievers; give one weight per retriever, "
                 f"e.g. weights={';'.join(['1'] * len(self.retrievers))}"))])
-        self.weights = weights
+        self.weights: list[float] = weights
         self.name = self._make_name()
 
     # -- spec parsing
@@ -278,7 +279,7 @@ class RRF(_Fusion):
     def _default_params(cls, n: int) -> dict[str, Any]:
         return {"k": DEFAULT_RRF_K, **super()._default_params(n)}
 
-    def fuse_query(self, lists):
+    def fuse_query(self, lists: Sequence[Sequence[tuple[str, float]]]) -> dict[str, float]:
         scores: dict[str, float] = {}
         for w, ranking in zip(self.weights, lists):
             for rank, (doc, _) in enumerate(ranking, start=1):
@@ -304,7 +305,7 @@ class _ScoreFusion(_Fusion):
         norm = {d: (s - lo) / (hi - lo) for d, s in ranking}
         return norm, min(0.0, min(norm.values()))
 
-    def fuse_query(self, lists):
+    def fuse_query(self, lists: Sequence[Sequence[tuple[str, float]]]) -> dict[str, float]:
         normed = [self.normalise(r) for r in lists]
         docs: dict[str, None] = {}
         for r in lists:
@@ -320,7 +321,7 @@ class MinMaxFusion(_ScoreFusion):
     name = "fuse-minmax"
     method = "fuse-minmax"
 
-    def bounds(self, values):
+    def bounds(self, values: Sequence[float]) -> tuple[float, float] | None:
         if len(values) < 2:
             return None
         return min(values), max(values)
@@ -332,7 +333,7 @@ class DBSFusion(_ScoreFusion):
     name = "fuse-dbsf"
     method = "fuse-dbsf"
 
-    def bounds(self, values):
+    def bounds(self, values: Sequence[float]) -> tuple[float, float] | None:
         n = len(values)
         if n < 2:
             return None

@@ -11,9 +11,9 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Generic, TypedDict, TypeVar
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def text_fingerprint(texts: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def iter_slices(texts: Sequence[str], size: int = 8192):
+def iter_slices(texts: Sequence[str], size: int = 8192) -> Iterator[Sequence[str]]:
     """``texts`` in consecutive slices of ``size``: a list is walked as is, a lazy sequence is sliced."""
     if isinstance(texts, (list, tuple)):
         yield texts
@@ -78,16 +78,31 @@ def _dir_size(path: Path) -> tuple[int, int]:
     return files, size
 
 
-def info() -> dict:
+class KindInfo(TypedDict):
+    """One kind of cache (a folder under ``cache/``): where it is, its files and their bytes."""
+
+    path: str
+    files: int
+    bytes: int
+
+
+class CacheInfo(TypedDict):
+    """What ``gapbench cache info`` shows: the home folder and every kind of cache under it."""
+
+    home: str
+    kinds: dict[str, KindInfo]
+
+
+def info() -> CacheInfo:
     root = home()
-    out = {"home": str(root), "kinds": {}}
+    kinds: dict[str, KindInfo] = {}
     cache_root = root / "cache"
     if cache_root.is_dir():
         for sub in sorted(cache_root.iterdir()):
             if sub.is_dir():
                 files, size = _dir_size(sub)
-                out["kinds"][sub.name] = {"path": str(sub), "files": files, "bytes": size}
-    return out
+                kinds[sub.name] = {"path": str(sub), "files": files, "bytes": size}
+    return {"home": str(root), "kinds": kinds}
 
 
 def clear(kind: str | None = None) -> int:
@@ -136,7 +151,10 @@ class BatchPlan:
         return len(self.rows)
 
 
-class ChunkedCache:
+ChunkT = TypeVar("ChunkT")
+
+
+class ChunkedCache(Generic[ChunkT]):
     """Per-text results of an encoder for a sequence of texts, stored as numbered chunks under one key.
 
     Each chunk is written atomically as soon as it is encoded, so an interrupted encoding resumes at the first missing
@@ -144,7 +162,7 @@ class ChunkedCache:
     lazy sequence (``len`` and slicing are all that is used), so a large corpus is never held as one list. Chunks are
     public so that other processes (a cluster) can fill the same cache: ``missing_chunks()``, ``chunk_texts(i)``,
     ``write_chunk(i, encoded)``. Subclasses say how a chunk is read, made from the encoder's output, written and
-    combined.
+    combined: ``ChunkT`` is the type of a chunk (and of chunks combined).
     """
 
     suffix = ".npy"
@@ -188,16 +206,15 @@ class ChunkedCache:
             write_text_atomic(meta, json.dumps({"n_texts": self.n_texts, "chunk_size": self.chunk_size,
                                                 "key": self.key}))
 
-    def read_chunk(self, i: int, mmap: bool = False):
+    def read_chunk(self, i: int, mmap: bool = False) -> ChunkT | None:
         """Chunk ``i``, or None when it is missing, torn or does not fit (then it is to be redone)."""
         lo, hi = self.chunk_range(i)
         path = self.chunk_path(i)
         if not path.exists():
             return None
-        # subclasses without a memory-mapped form take (path, n) only
-        return self._read(path, hi - lo, mmap=True) if mmap else self._read(path, hi - lo)
+        return self._read(path, hi - lo, mmap=mmap)
 
-    def write_chunk(self, i: int, encoded):
+    def write_chunk(self, i: int, encoded: Any) -> ChunkT:
         """Store the encoder's output for chunk ``i`` atomically (row count and values checked); returns the chunk."""
         lo, hi = self.chunk_range(i)
         chunk = self._make(encoded, hi - lo)
@@ -206,20 +223,6 @@ class ChunkedCache:
             self._write(fh, chunk)
         return chunk
 
-    def fill(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None) -> None:
-        """Encode and write every missing chunk, keeping none of them in memory."""
-        self.prepare()
-        try:
-            for i in range(self.n_chunks):
-                lo, hi = self.chunk_range(i)
-                if self.read_chunk(i, mmap=True) is None:
-                    self.write_chunk(i, encode(self.chunk_texts(i)))
-                if progress:
-                    progress(hi - lo)
-        except BaseException as exc:
-            self._interrupted(exc)
-            raise
-
     # pieces: the finished batches of a chunk being encoded, saved about every save_every() seconds
     what = "texts' vectors"  # what the cache holds, as the interruption line names it
 
@@ -227,15 +230,16 @@ class ChunkedCache:
         """Batches ``lo`` to ``hi - 1`` of chunk ``i``, encoded under ``plan``."""
         return self.dir / f"piece-{i:05d}-{plan.key}-{lo:06d}-{hi:06d}{self.suffix}"
 
-    def _saved_pieces(self, i: int, plan: BatchPlan) -> tuple[list, int]:
+    def _saved_pieces(self, i: int, plan: BatchPlan) -> tuple[list[ChunkT], int]:
         """The readable pieces of chunk ``i`` that follow one another from its first batch: their rows, and the
         first batch still to encode."""
-        spans = {}
+        spans: dict[int, tuple[int, Path]] = {}
         for path in self.dir.glob(f"piece-{i:05d}-{plan.key}-*{self.suffix}"):
-            lo, hi = path.name[: -len(self.suffix)].split("-")[-2:]
-            if lo.isdigit() and hi.isdigit():
-                spans[int(lo)] = (int(hi), path)
-        parts, b = [], 0
+            first, last = path.name[: -len(self.suffix)].split("-")[-2:]
+            if first.isdigit() and last.isdigit():
+                spans[int(first)] = (int(last), path)
+        parts: list[ChunkT] = []
+        b = 0
         while b in spans:
             hi, path = spans[b]
             if not b < hi <= len(plan):
@@ -260,7 +264,7 @@ class ChunkedCache:
         if kept:
             stopping.note_kept(str(self.dir), f"kept {kept:,} of {self.n_texts:,} {self.what} in {self.dir}", exc)
 
-    def encode_chunk(self, i: int, plan: BatchPlan, progress: Callable[[int], None] | None = None):
+    def encode_chunk(self, i: int, plan: BatchPlan, progress: Callable[[int], None] | None = None) -> ChunkT:
         """Encode chunk ``i`` batch by batch under ``plan``, starting after the pieces already saved for it; finished
         batches are saved as a piece (atomically) once :func:`save_every` seconds have passed since the last save.
         Writes the chunk, removes its pieces and returns it. ``progress(n)`` after each batch, with the texts it
@@ -269,7 +273,8 @@ class ChunkedCache:
         saved = sum(plan.covers[:b])
         if progress and saved:
             progress(saved)
-        every, last, since, pending = save_every(), time.monotonic(), b, []
+        every, last, since = save_every(), time.monotonic(), b
+        pending: list[Any] = []
         try:
             while b < len(plan):
                 pending.append(plan.encode(b))
@@ -300,30 +305,32 @@ class ChunkedCache:
             self.encode_chunk(i, plan_for(self.chunk_texts(i)), progress)
 
     # hooks
-    def _join(self, outputs: list):
+    def _join(self, outputs: list[Any]) -> Any:
         """The encoder's outputs of consecutive batches as one output (lists joined, arrays stacked)."""
         if all(isinstance(o, list) for o in outputs):
             return [row for o in outputs for row in o]
         return outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=0)
 
-    def _read(self, path: Path, n: int, mmap: bool = False):
-        """The chunk at ``path`` holding ``n`` texts, or None when it is torn or does not fit (then it is redone)."""
+    def _read(self, path: Path, n: int, mmap: bool = False) -> ChunkT | None:
+        """The chunk at ``path`` holding ``n`` texts, or None when it is torn or does not fit (then it is redone);
+        ``mmap``: memory-mapped where the chunk's form allows (a subclass without one reads it whole)."""
         raise NotImplementedError
 
-    def _make(self, encoded, n: int):
+    def _make(self, encoded: Any, n: int) -> ChunkT:
+        """A chunk of ``n`` texts from the encoder's output for them (rows and values checked)."""
         raise NotImplementedError
 
-    def _write(self, fh, chunk) -> None:
+    def _write(self, fh: IO[bytes], chunk: ChunkT) -> None:
         """Write ``chunk`` into the open binary file ``fh``."""
         raise NotImplementedError
 
-    def _combine(self, parts: list):
+    def _combine(self, parts: list[ChunkT]) -> ChunkT:
         raise NotImplementedError
 
-    def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None):
+    def get(self, encode: Callable[[list[str]], Any], progress: Callable[[int], None] | None = None) -> ChunkT:
         """Every chunk combined in text order, encoding the missing ones (for collections that fit in memory)."""
         self.prepare()
-        parts = []
+        parts: list[ChunkT] = []
         try:
             for i in range(self.n_chunks):
                 lo, hi = self.chunk_range(i)
@@ -339,7 +346,7 @@ class ChunkedCache:
         return self._combine(parts)
 
 
-class EmbeddingCache(ChunkedCache):
+class EmbeddingCache(ChunkedCache[np.ndarray]):
     """One float32 vector per text, stored as ``chunk-NNNNN.npy`` files under (adapter fingerprint, texts' key).
 
     ``key``: the texts' :func:`text_fingerprint` when the caller has it already (it reads every text).
@@ -351,14 +358,14 @@ class EmbeddingCache(ChunkedCache):
         super().__init__(cache_dir(kind) / adapter_fingerprint[:24] / f"{key[:24]}-c{chunk_size}", texts, chunk_size,
                          key=key)
 
-    def _read(self, path: Path, n: int, mmap: bool = False):
+    def _read(self, path: Path, n: int, mmap: bool = False) -> np.ndarray | None:
         try:
             arr = np.load(path, mmap_mode="r" if mmap else None)
         except (ValueError, OSError, EOFError):
             return None  # a torn file from a crash on a filesystem without atomic rename: redo it
         return arr if arr.ndim == 2 and arr.shape[0] == n else None
 
-    def _make(self, encoded, n: int) -> np.ndarray:
+    def _make(self, encoded: Any, n: int) -> np.ndarray:
         arr = np.ascontiguousarray(encoded, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] != n:
             raise GapbenchError(f"encoder returned an array of shape {arr.shape} for {n} texts; "
@@ -368,10 +375,10 @@ class EmbeddingCache(ChunkedCache):
                                 "check the model and its dtype (float16 can overflow), then run again.")
         return arr
 
-    def _write(self, fh, chunk: np.ndarray) -> None:
+    def _write(self, fh: IO[bytes], chunk: np.ndarray) -> None:
         np.save(fh, chunk)
 
-    def _combine(self, parts: list) -> np.ndarray:
+    def _combine(self, parts: list[np.ndarray]) -> np.ndarray:
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.concatenate(parts, axis=0)
@@ -385,7 +392,7 @@ class EmbeddingCache(ChunkedCache):
             raise GapbenchError(f"embedding cache {self.dir} has no readable chunk 0; fill it first.")
         return int(first.shape[1])
 
-    def iter_blocks(self, rows: int):
+    def iter_blocks(self, rows: int) -> Iterator[tuple[int, np.ndarray]]:
         """``(offset, block)`` over the cached vectors, whole chunks joined into blocks of about ``rows`` rows.
 
         Each block is read from disk (not memory-mapped), so memory holds one block at a time however large the cache.

@@ -325,7 +325,7 @@ class CompactCorpus(Corpus):
         if arrow_path.stat().st_size != meta["arrow_bytes"]:
             raise ValueError("torn Arrow file")
         self._table = ipc.open_file(pa.memory_map(str(arrow_path))).read_all()
-        self._ids = self._table.column("id")
+        self._id_column = self._table.column("id")  # an Arrow ChunkedArray (Corpus keeps its list of ids as _ids)
         self._record_batches = self._table.to_batches()  # views of the mapped file, one per record batch
         self._starts = np.cumsum([0] + [b.num_rows for b in self._record_batches[:-1]], dtype=np.int64)
         # plain views of the mapped arrays: np.memmap costs microseconds per scalar access
@@ -336,7 +336,7 @@ class CompactCorpus(Corpus):
         if not (self._table.num_rows == len(self._hashes) == len(self._order) == len(self._keys) == n):
             raise ValueError("row counts disagree")
         self._n = n
-        self._fingerprint = meta["fingerprint"]
+        self._folder_fingerprint: str = meta["fingerprint"]  # computed once, when the folder was written
         self.source = meta["source"]
 
     def __reduce__(self):
@@ -351,7 +351,7 @@ class CompactCorpus(Corpus):
         i = int(self._hashes.searchsorted(h))
         while i < self._n and self._hashes[i] == h:
             pos = int(self._order[i])
-            if self._ids[pos].as_py() == doc_id:
+            if self._id_column[pos].as_py() == doc_id:
                 return pos
             i += 1
         return -1
@@ -383,7 +383,7 @@ class CompactCorpus(Corpus):
         return [doc_ids[i] for i in np.flatnonzero(self.positions(doc_ids) < 0)]
 
     def _document(self, pos: int) -> Document:
-        return Document(self._ids[pos].as_py(), self._table.column("text")[pos].as_py(),
+        return Document(self._id_column[pos].as_py(), self._table.column("text")[pos].as_py(),
                         self._table.column("title")[pos].as_py())
 
     def __getitem__(self, key: str) -> Document:
@@ -399,23 +399,23 @@ class CompactCorpus(Corpus):
         return self._n
 
     def __iter__(self) -> Iterator[str]:
-        for chunk in self._ids.chunks:
+        for chunk in self._id_column.chunks:
             yield from chunk.to_pylist()
 
     def ids(self) -> list[str]:
-        return self._ids.to_pylist()
+        return self._id_column.to_pylist()
 
     doc_ids = ids
 
-    def values(self) -> ValuesView:
+    def values(self) -> ValuesView[Document]:
         return _Values(self)
 
-    def items(self) -> ItemsView:
+    def items(self) -> ItemsView[str, Document]:
         return _Items(self)
 
     @property
     def fingerprint(self) -> str:
-        return self._fingerprint
+        return self._folder_fingerprint
 
     # -- streamed access
     def _batches(self) -> Iterator[pa.RecordBatch]:
@@ -476,7 +476,7 @@ class CompactCorpus(Corpus):
         return np.asarray(self._keys)  # read-only, mapped from the folder
 
     def __repr__(self) -> str:
-        return f"Corpus({self._n} documents, fingerprint={self._fingerprint[:12]}, memory-mapped from {self.folder})"
+        return f"Corpus({self._n} documents, fingerprint={self.fingerprint[:12]}, memory-mapped from {self.folder})"
 
 
 def _texts(titles, texts, use_title: bool) -> list[str]:
@@ -487,14 +487,26 @@ def _texts(titles, texts, use_title: bool) -> list[str]:
     return pc.if_else(pc.equal(titles, ""), texts, joined).to_pylist()
 
 
-class _Values(ValuesView):
+class _Values(ValuesView[Document]):
+    """The documents, streamed from the folder record batch by record batch (not looked up id by id)."""
+
+    def __init__(self, corpus: CompactCorpus) -> None:
+        super().__init__(corpus)
+        self._corpus = corpus
+
     def __iter__(self) -> Iterator[Document]:
-        return self._mapping.iter_documents()
+        return self._corpus.iter_documents()
 
 
-class _Items(ItemsView):
+class _Items(ItemsView[str, Document]):
+    """(id, document) pairs, streamed as :class:`_Values` streams the documents."""
+
+    def __init__(self, corpus: CompactCorpus) -> None:
+        super().__init__(corpus)
+        self._corpus = corpus
+
     def __iter__(self) -> Iterator[tuple[str, Document]]:
-        return ((d.doc_id, d) for d in self._mapping.iter_documents())
+        return ((d.doc_id, d) for d in self._corpus.iter_documents())
 
 
 # ---------------------------------------------------------------- reading a corpus (compact when large)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import ConfigError, GapbenchError, MissingDependencyError
 from .progress import progress
-from .topk import Allowed, blocked_topk, select_topk
+from .topk import Allowed, DeviceDocs, blocked_topk, select_topk, torch_topk
 
 # how often Ray restarts a dead actor and retries the chunk it held, before the run stops (finished chunks are kept)
 RETRIES = 3
@@ -236,7 +236,7 @@ class _ShardActor:
 
     def __init__(self, rows: int, dim: int) -> None:
         self.emb = np.empty((rows, dim), dtype=np.float32)
-        self.device_docs = None
+        self.device_docs: DeviceDocs | None = None
 
     def put(self, offset: int, chunk: np.ndarray) -> None:
         self.emb[offset : offset + chunk.shape[0]] = chunk
@@ -248,8 +248,6 @@ class _ShardActor:
             n = self.emb.shape[0]
             blocks = ((d0, self.emb[d0 : d0 + block_rows]) for d0 in range(0, n, block_rows))
             return blocked_topk(query_emb, blocks, n, k, keys, excluded)
-        from .topk import DeviceDocs, torch_topk
-
         if self.device_docs is None:  # uploaded once: later query batches search the shard where it lies
             self.device_docs = DeviceDocs.load(self.emb, keys, "cuda")
         return torch_topk(query_emb, self.device_docs, k, excluded)

@@ -26,9 +26,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, Task
 
 MODES = ("auto", "bar", "lines", "off")
 _ALIASES = {"": "auto", "1": "auto", "true": "auto", "yes": "auto", "on": "auto",
@@ -131,10 +134,10 @@ class LineReporter:
         if final:
             rate = f", {format_rate(self.done / elapsed)}" if elapsed > 0 else ""
             return f"gapbench: {self.description} {count}{unit} in {format_duration(elapsed)}{rate}"
-        rate = self.rate(now)
-        parts = [format_rate(rate) if rate is not None and self.done else "starting"]
-        if self.total and rate:
-            parts.append(f"ETA {format_duration(max(0, self.total - self.done) / rate)}")
+        per_second = self.rate(now)
+        parts = [format_rate(per_second) if per_second is not None and self.done else "starting"]
+        if self.total and per_second:
+            parts.append(f"ETA {format_duration(max(0, self.total - self.done) / per_second)}")
         elif self.total:
             parts.append(f"{format_duration(elapsed)} elapsed")
         return f"gapbench: {self.description} {count}{unit} ({', '.join(parts)})"
@@ -174,7 +177,16 @@ class LineReporter:
 _stack: list[LineReporter] = []
 _state_lock = threading.Lock()
 _heartbeat: threading.Thread | None = None
-_bar = None  # (rich Progress, number of open stages on it)
+
+
+class _Bar:
+    """The one live rich display the bars share, and the number of stages open on it."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.stages = progress, 0
+
+
+_bar: _Bar | None = None
 
 
 def _beat() -> None:
@@ -206,7 +218,7 @@ def _lines(total: int | None, description: str, unit: str) -> Iterator[Callable[
         reporter.finish()
 
 
-def _rich_progress():
+def _rich_progress() -> Progress:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -220,11 +232,13 @@ def _rich_progress():
     from rich.text import Text
 
     class RateColumn(ProgressColumn):
-        def render(self, task) -> Text:
+        def render(self, task: Task) -> Text:
             unit = task.fields.get("unit") or ""
             speed = task.finished_speed or task.speed
+            if not speed:
+                return Text("", style="progress.data.speed")
             rate = format_rate(speed).replace("/", f" {unit}/", 1) if unit else format_rate(speed)
-            return Text(rate if speed else "", style="progress.data.speed")  # 688 queries/s
+            return Text(rate, style="progress.data.speed")  # 688 queries/s
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
@@ -236,21 +250,29 @@ def _bar_stage(total: int | None, description: str, unit: str) -> Iterator[Calla
     global _bar
     with _state_lock:
         if _bar is None:
-            bar = _rich_progress()
-            bar.start()
-            _bar = [bar, 0]
-        _bar[1] += 1
-        bar = _bar[0]
+            _bar = _Bar(_rich_progress())
+            _bar.progress.start()
+        shared = _bar
+        shared.stages += 1
+    bar = shared.progress
     task = bar.add_task(description, total=total, unit=unit)
+
+    def advance(n: int = 1) -> None:
+        bar.advance(task, n)
+
     try:
-        yield lambda n=1: bar.advance(task, n)
+        yield advance
     finally:
         bar.remove_task(task)
         with _state_lock:
-            _bar[1] -= 1
-            if _bar[1] == 0:
+            shared.stages -= 1
+            if shared.stages == 0:
                 bar.stop()
                 _bar = None
+
+
+def _ignore(n: int = 1) -> None:
+    """``advance`` when nothing shows."""
 
 
 @contextmanager
@@ -261,7 +283,7 @@ def progress(total: int | None, description: str, *, unit: str = "") -> Iterator
     at the end of a large chunk: the bar and the lines are only as fine as the steps."""
     how = mode()
     if how == "off" or total == 0 or (total is not None and total < 0):
-        yield lambda n=1: None
+        yield _ignore
     elif how == "bar":
         with _bar_stage(total, description, unit) as advance:
             yield advance
@@ -273,7 +295,7 @@ def progress(total: int | None, description: str, *, unit: str = "") -> Iterator
 def say(message: str) -> None:
     """One ``gapbench: ...`` line on stderr (through the live bar when one shows): an estimate, a hint."""
     with _state_lock:
-        bar = _bar[0] if _bar is not None else None
+        bar = _bar.progress if _bar is not None else None
     if bar is not None:
         bar.console.print(f"gapbench: {message}", highlight=False, markup=False)
     else:

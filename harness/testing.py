@@ -509,6 +509,7 @@ def check_analysis(name: str) -> Any:
     from importlib.metadata import entry_points
 
     import typer
+    from pydantic import BaseModel
     from typer.testing import CliRunner
 
     from .contract import Options
@@ -528,12 +529,14 @@ def check_analysis(name: str) -> Any:
         if "seed" in options.model_fields:
             with pytest.raises(OptionsError, match="seed"):
                 options(seed=-1)
+        assert issubclass(report, BaseModel), f"{verb.name}: {report.__name__} is not a pydantic model"
         assert report.model_json_schema()["properties"], f"{verb.name}: {report.__name__} has no fields"
     app = typer.Typer()
     analysis.add_commands(app)
     added = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
     assert added, f"analysis {name!r} added no command"
     for command in added:
+        assert command, f"analysis {name!r} added a command without a name; name it: app.command(\"NAME\")"
         done = CliRunner().invoke(app, [command, "--help"])
         assert done.exit_code == 0, (command, done.output)
     return analysis

@@ -11,13 +11,16 @@ import os
 import zlib
 from collections.abc import Generator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .errors import DataFormatError
 from .files import GZIP_LEVEL
 from .types import describe_char
 
-PathLike = str | os.PathLike
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+PathLike = str | os.PathLike[str]
 
 GZIP_MAGIC = b"\x1f\x8b"
 # A TREC or BEIR qrels line is a few ids and numbers; a longer one is not such a file (or is /dev/zero).
@@ -29,17 +32,18 @@ MAX_JSONL_LINE_BYTES = 1 << 28
 class _Replay(io.RawIOBase):
     """``head`` followed by the rest of ``raw``: the bytes read to sniff the format are served again, not lost."""
 
-    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+    def __init__(self, head: bytes, raw: io.RawIOBase) -> None:
         self._head = head
         self._raw = raw
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int | None:
         if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n] = self._head[:n]
+            view = memoryview(buffer)
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
         return self._raw.readinto(buffer)
@@ -52,7 +56,7 @@ class _Replay(io.RawIOBase):
 class _GzipInput(gzip.GzipFile):
     """A gzip reader that also closes the stream it decompresses."""
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: io.BufferedIOBase) -> None:
         super().__init__(fileobj=source, mode="rb")
         self._source = source
 
@@ -63,7 +67,7 @@ class _GzipInput(gzip.GzipFile):
             self._source.close()
 
 
-def open_binary(path: PathLike) -> IO[bytes]:
+def open_binary(path: PathLike) -> io.BufferedReader[_Replay] | gzip.GzipFile:
     """Open ``path`` once for reading, gunzipping on the same stream when it starts with the gzip magic bytes."""
     try:
         raw = open(path, "rb", buffering=0)

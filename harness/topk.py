@@ -175,17 +175,23 @@ class _GroupScores:
     same product of the same operands, so the same bits)."""
 
     def __init__(self, query_emb: np.ndarray, dups: DuplicateGroups) -> None:
-        self.query_emb, self.dups = query_emb, dups
+        if dups.vectors is None:
+            raise ValueError("blocked_topk's duplicates need their representatives' vectors (with_vectors)")
+        self.query_emb, self.dups, self.vectors = query_emb, dups, dups.vectors
         self.keep = query_emb.shape[0] * len(dups.reps) * 4 <= memory_share(0.05)
         self.held: dict[tuple[int, int], np.ndarray] = {}
 
     def rows(self, q0: int, q1: int) -> np.ndarray:
         got = self.held.get((q0, q1))
         if got is None:
-            got = self.query_emb[q0:q1] @ self.dups.vectors.T
+            got = self.query_emb[q0:q1] @ self.vectors.T
             if self.keep:
                 self.held[(q0, q1)] = got
         return got
+
+    def overwrite(self, scores: np.ndarray, d0: int, q0: int, q1: int) -> None:
+        """Give every member in the block ``scores`` (queries ``q0..q1``, documents ``d0..``) its group's score."""
+        self.dups.overwrite(scores, d0, self.rows(q0, q1))
 
 
 def rows_topk(scores: np.ndarray, k: int, keys: np.ndarray) -> np.ndarray:
@@ -237,14 +243,14 @@ def blocked_topk(
             q1 = min(nq, q0 + query_chunk)
             scores = query_emb[q0:q1] @ block.T
             if group_scores is not None:
-                duplicates.overwrite(scores, d0, group_scores.rows(q0, q1))
+                group_scores.overwrite(scores, d0, q0, q1)
             # when k is half the block or more, one sort of the whole block beats a partition and a lexsort per row
             whole = 2 * k >= block.shape[0] and not (excluded and any(m is not None for m in excluded[q0:q1])) \
                 and bool(np.isfinite(scores).all())
             picks = rows_topk(scores, k, keys[d0:d1]) if whole else None
             for r in range(q1 - q0):
                 row = apply_mask(scores[r], excluded[q0 + r] if excluded else None, d0)
-                sel = picks[r] if whole else select_topk(row, k, keys[d0:d1])
+                sel = picks[r] if picks is not None else select_topk(row, k, keys[d0:d1])
                 best[q0 + r] = _merge(best[q0 + r], sel + d0, row[sel], k, keys)
         if progress:
             done = nq * d1 // max(1, n_docs)
@@ -520,7 +526,7 @@ def torch_topk(
     chunk = max(1, tile_bytes // (4 * max(docs.block_rows, (k + 32) * docs.dim)))
     starts = range(0, nq, chunk)
     masks = [_Masks(excluded, q0, min(nq, q0 + chunk), device) for q0 in starts]
-    best: list[tuple] = [None] * len(starts)
+    best: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(starts)
     reported = 0
     flag = getattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", None)
     if flag is not None:  # the float16 error bound assumes float32 accumulation
@@ -530,18 +536,19 @@ def torch_topk(
             tiles = []
             for c, q0 in enumerate(starts):
                 q1 = min(nq, q0 + chunk)
-                low = (d16 is not None and docs._norms_fit(float(norms_host[q0:q1].min()))
+                low = (q16 is not None and d16 is not None and docs._norms_fit(float(norms_host[q0:q1].min()))
                        and docs._norms_fit(float(norms_host[q0:q1].max())))
+                q_low = q16[q0:q1] if low and q16 is not None else None
                 qn = q_norm[q0:q1]
                 eps = (qn * docs.max_norm * 2.0**-8 + docs.dim * 2.0**-24 * (qn + docs.max_norm)) if low else 0.0
-                tiles.append(_tile_candidates(q32[q0:q1], q16[q0:q1] if low else None, eps, d0, d32, d16,
+                tiles.append(_tile_candidates(q32[q0:q1], q_low, eps, d0, d32, d16,
                                               docs.keys, k, masks[c], candidate_margin))
             _redo_flagged_rows(tiles, starts, q32, d0, d32, docs.keys, k, masks, tile_bytes)
             for c, (top, idx, _) in enumerate(tiles):
-                if best[c] is not None:
-                    top, pos = torch.topk(torch.cat([best[c][0], top], 1), min(k, best[c][0].shape[1] + top.shape[1]),
-                                          dim=1)
-                    idx = torch.cat([best[c][1], idx], 1).gather(1, pos)
+                held = best[c]
+                if held is not None:
+                    top, pos = torch.topk(torch.cat([held[0], top], 1), min(k, held[0].shape[1] + top.shape[1]), dim=1)
+                    idx = torch.cat([held[1], idx], 1).gather(1, pos)
                 best[c] = (top, idx)
             if progress:
                 done = nq * (d0 + d32.shape[0]) // docs.n
@@ -551,8 +558,10 @@ def torch_topk(
         if flag is not None:
             torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = flag
     out: list[tuple[np.ndarray, np.ndarray]] = []
-    for top, idx in best:
-        scores, idx = _scores_of(top).cpu().numpy(), idx.cpu().numpy()
+    for held in best:
+        if held is None:
+            raise RuntimeError("torch_topk: a query chunk was given no document block")  # docs.n > 0: not reached
+        scores, idx = _scores_of(held[0]).cpu().numpy(), held[1].cpu().numpy()
         finite = np.isfinite(scores)
         if finite.all():  # the usual case: every row has k entries, no per-row masking needed
             out.extend(zip(idx, scores))

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gapbench.cache import cache_dir
 from gapbench.corpus_store import compact_mode, load_compact
@@ -175,7 +175,13 @@ def _complete(ir, dataset: str) -> bool:
         return False
 
 
-def _fields(value: str | None, cls: type, option: str, dataset: str, what: str) -> tuple[str, ...]:
+class _RecordClass(Protocol):
+    """What :func:`_fields` reads of an ir_datasets record class (a NamedTuple class)."""
+
+    _fields: tuple[str, ...]
+
+
+def _fields(value: str | None, cls: _RecordClass, option: str, dataset: str, what: str) -> tuple[str, ...]:
     """The chosen text fields of ``cls`` (a NamedTuple of ir_datasets), checked; () for ir_datasets' default."""
     if value is None or not value.strip():
         return ()
@@ -278,12 +284,12 @@ def _verbose() -> bool:
 
 
 @contextlib.contextmanager
-def _folded_log(ir):
+def _folded_log(ir: Any) -> Iterator[list[tuple[Any, Any]]]:
     """ir_datasets' own log lines (``[INFO] [starting] https://...``, a multi-line download log before a failure) held
     back while the data is read: printed as they were once it is read, or, when reading fails, folded into
     gapbench's one-line error (:func:`_unavailable`). With ``--verbose`` they are printed as ir_datasets prints them.
     ``said`` collects (handler, record) pairs."""
-    said: list = []
+    said: list[tuple[Any, Any]] = []
     _HELD[:] = [said]  # for _unavailable raised deep in a generator (the documents' stream)
     handler_cls = getattr(getattr(ir, "log", None), "TqdmHandler", None)
     if handler_cls is None or _verbose():

@@ -194,7 +194,7 @@ def local_trec(topics: str | None = None, qrels: str | None = None, corpus: str 
     missing = [k for k, v in (("topics", topics), ("qrels", qrels), ("corpus", corpus)) if not v]
     usage = ("local/trec:topics=PATH,qrels=PATH,corpus=PATH[,field=title|desc|narr][,doc_tags=TEXT+HEADLINE]"
              "[,name=NAME]")
-    if not missing:
+    if topics and qrels and corpus:  # none missing
         return trec_files_task(topics, qrels, corpus, name=name, field=field, doc_tags=doc_tags)
     message = f"local/trec needs the option(s) {', '.join(missing)}: {usage}."
     if len(missing) < 3:

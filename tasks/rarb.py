@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gapbench.corpus_store import read_beir_folder
 from gapbench.errors import (
@@ -43,6 +44,9 @@ from gapbench.formats import open_text
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder, first_line
 from gapbench.types import Corpus, Document, OtherRowsExcluded, Qrels, Queries, Query, TaskData
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 HF_ORG = "RAR-b"
 ENV_VAR = "GAPBENCH_DATA_RARB"
@@ -226,10 +230,10 @@ class MCRRow:
     label: int
 
 
-def mcr_file(task: str):
+def mcr_file(task: str) -> Traversable:
     if task not in MCR_FILES:
         raise ConfigError(f"unknown RAR-b MCR task {task!r}; the tasks are {', '.join(MCR_FILES)}.")
-    return resources.files("gapbench.tasks").joinpath("data", "rarb_mcr", MCR_FILES[task][0])
+    return resources.files("gapbench.tasks") / "data" / "rarb_mcr" / MCR_FILES[task][0]
 
 
 def iter_mcr_csv(path: Path | str) -> Iterator[MCRRow]:
@@ -286,7 +290,7 @@ def _parse_row(fields: list[str], col: Mapping[str, int], row_no: int, line: int
 def read_mcr(task: str, limit: int | None = None) -> list[MCRRow]:
     """The first ``limit`` rows (all when None) of the vendored MCR file of ``task``."""
     with resources.as_file(mcr_file(task)) as path:
-        rows = []
+        rows: list[MCRRow] = []
         for row in iter_mcr_csv(path):
             if limit is not None and len(rows) >= limit:
                 break
@@ -303,7 +307,10 @@ def mcr_instruction(task: str) -> str:
 
 
 def mcr_task_data(rows: list[MCRRow], instruction: bool = False, source: str | None = None) -> TaskData:
-    docs, queries, qrels, own = [], [], {}, {}
+    docs: list[Document] = []
+    queries: list[Query] = []
+    qrels: dict[str, dict[str, int]] = {}
+    own: dict[str, tuple[str, ...]] = {}
     for r in rows:
         qid = str(r.row)
         ids = tuple(f"{r.row}-{j}" for j in range(len(r.candidates)))

@@ -61,7 +61,7 @@ def test_both_backends_agree(name, rows, size, batches, tmp_path, monkeypatch):
     monkeypatch.setattr(store, "BATCH_BYTES", size)
     path = _odd_corpus(tmp_path) if name == "odd" else FIXTURES / name / "corpus.jsonl"
     plain, compact = _both(path, tmp_path)
-    assert compact._ids.num_chunks == batches
+    assert compact._id_column.num_chunks == batches
     assert isinstance(compact, Corpus) and type(plain) is Corpus
     assert compact.fingerprint == plain.fingerprint
     assert len(compact) == len(plain) and list(compact) == list(plain) == compact.ids() == compact.doc_ids()
