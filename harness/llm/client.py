@@ -100,8 +100,8 @@ class LLMClient:
         self.config = config.resolved()
         key = api_key if api_key is not None else os.environ.get(self.config.api_key_env)
         self.__key = key or _NO_KEY
-        self.endpoint = self.redact(redact_url(self.config.base_url))
-        if not key and urlsplit(self.config.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
+        self.endpoint = self.redact(redact_url(self.config.api_root()))
+        if not key and urlsplit(self.config.api_root()).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
             raise ConfigError(f"no API key for {self.endpoint}: set the environment variable "
                               f"${self.config.api_key_env} (or choose another with api_key_env=...).")
         self.usage = LLMUsage(self.config.price_in, self.config.price_out)
@@ -152,7 +152,7 @@ class LLMClient:
             self._preflight_done = True
             return
         key = self.__key if self.__key != _NO_KEY else None
-        problem = check(self.config.base_url, seconds, {"Authorization": f"Bearer {key}"} if key else None)
+        problem = check(self.config.api_root(), seconds, {"Authorization": f"Bearer {key}"} if key else None)
         if problem:
             url = f"{self.endpoint}/models"
             raise LLMUnavailableError(self._line(
@@ -233,7 +233,10 @@ class LLMClient:
              **params: Any) -> ChatResponse:
         """One answer: ``llm.chat("Say hi", tag="q1", max_tokens=5).text``."""
         req = messages if isinstance(messages, ChatRequest) else ChatRequest(messages, tag, params)
-        return self.chat_many([req], concurrency=1)[0]
+        answer = self.chat_many([req], concurrency=1)[0]
+        if isinstance(answer, LLMError):  # not so: without return_exceptions a failure is raised, not returned
+            raise answer
+        return answer
 
     def chat_many(self, requests: Sequence[ChatRequest | str | Sequence[Message]], *, concurrency: int | None = None,
                   return_exceptions: bool = False,
@@ -355,11 +358,11 @@ class LLMClient:
             for fut in as_completed(futures):
                 if fut.cancelled():
                     continue
-                exc = fut.exception()
-                if exc is None or (return_exceptions and isinstance(exc, LLMError)):
-                    settle(futures[fut], fut.result() if exc is None else exc)
-                elif first is None and not isinstance(exc, _Cancelled):
-                    first = exc
+                failure = fut.exception()
+                if failure is None or (return_exceptions and isinstance(failure, LLMError)):
+                    settle(futures[fut], fut.result() if failure is None else failure)
+                elif first is None and not isinstance(failure, _Cancelled):
+                    first = failure
                     cancel.set()
                     for f in futures:
                         f.cancel()
@@ -376,7 +379,10 @@ class LLMClient:
         """
         import numpy as np
 
-        model = model or self.config.model
+        name = model or self.config.model
+        if not name:
+            raise ConfigError("no embedding model given; give model=... (the name the endpoint knows it by) or set "
+                              "the client's model.")
         if batch_size < 1:
             raise ConfigError(f"batch_size={batch_size!r} is not accepted; give an integer >= 1.")
         if dimensions is not None and dimensions < 1:
@@ -393,12 +399,12 @@ class LLMClient:
 
         def one(batch: list[str]) -> np.ndarray:
             def call(seconds: float):
-                data = post(api.embeddings, seconds, self.config.max_response_bytes, input=batch, model=model,
+                data = post(api.embeddings, seconds, self.config.max_response_bytes, input=batch, model=name,
                             encoding_format="float", extra_body=extra)
                 return _embeddings(data, len(batch))
 
             self.usage.add(tag, requests=1)
-            arr, tokens = self._retrier.call("embeddings", model, tag, call, prompt_tokens(batch))
+            arr, tokens = self._retrier.call("embeddings", name, tag, call, prompt_tokens(batch))
             self.usage.add(tag, prompt_tokens=tokens)
             return arr
 
@@ -417,7 +423,7 @@ class LLMClient:
             return np.zeros((0, dimensions or 0), dtype=np.float32)
         if len({p.shape[1] for p in parts}) > 1:
             raise LLMResponseError(f"LLM endpoint {self.endpoint}/embeddings returned vectors of different sizes "
-                                   f"{sorted({p.shape[1] for p in parts})} for model {model!r}.",
+                                   f"{sorted({p.shape[1] for p in parts})} for model {name!r}.",
                                    endpoint=f"{self.endpoint}/embeddings")
         return np.concatenate(parts, axis=0)
 

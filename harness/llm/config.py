@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from .text import short
@@ -36,6 +36,18 @@ _TIME_BOUNDS = (("timeout", "GAPBENCH_LLM_TIMEOUT", 120.0), ("call_timeout", "GA
                 ("outage_timeout", "GAPBENCH_LLM_OUTAGE_TIMEOUT", 300.0),
                 ("startup_timeout", "GAPBENCH_LLM_STARTUP_TIMEOUT", 15.0))
 _PREFLIGHT = ("GAPBENCH_LLM_PREFLIGHT_TIMEOUT", 10.0)  # GET /models before the first call: see .preflight
+
+
+@dataclass(frozen=True)
+class TimeBounds:
+    """A config's time bounds in seconds, each its field, else its environment variable, else its default
+    (:meth:`LLMConfig.bounds`); ``preflight_timeout`` 0 skips the check."""
+
+    timeout: float
+    call_timeout: float
+    outage_timeout: float
+    startup_timeout: float
+    preflight_timeout: float
 
 
 @dataclass(frozen=True)
@@ -180,11 +192,31 @@ class LLMConfig:
         if not self.model:
             raise ConfigError("no LLM model given; set model (LLMConfig(model=...)) to the name the endpoint knows it "
                               "by, e.g. 'gpt-4o-mini' or the name vLLM was started with.")
-        bounds = {name: _env_seconds(env, default) if getattr(self, name) is None else getattr(self, name)
-                  for name, env, default in _TIME_BOUNDS}
-        if self.preflight_timeout is None:
-            bounds["preflight_timeout"] = _env_seconds(*_PREFLIGHT, zero=True)
-        return replace(self, base_url=base, **bounds)
+        b = self.bounds()
+        return replace(self, base_url=base, timeout=b.timeout, call_timeout=b.call_timeout,
+                       outage_timeout=b.outage_timeout, startup_timeout=b.startup_timeout,
+                       preflight_timeout=b.preflight_timeout)
+
+    def bounds(self) -> TimeBounds:
+        """The time bounds: each field, else its environment variable, else its default (a resolved config holds
+        them all, so this reads its fields)."""
+        env = {name: (variable, default) for name, variable, default in _TIME_BOUNDS}
+
+        def pick(value: float | None, name: str) -> float:
+            return _env_seconds(*env[name]) if value is None else value
+
+        preflight = self.preflight_timeout
+        return TimeBounds(timeout=pick(self.timeout, "timeout"), call_timeout=pick(self.call_timeout, "call_timeout"),
+                          outage_timeout=pick(self.outage_timeout, "outage_timeout"),
+                          startup_timeout=pick(self.startup_timeout, "startup_timeout"),
+                          preflight_timeout=_env_seconds(*_PREFLIGHT, zero=True) if preflight is None else preflight)
+
+    def api_root(self) -> str:
+        """The base URL of a resolved config (:meth:`resolved` fills it in from the argument or the environment)."""
+        if self.base_url is None:
+            raise ConfigError("this LLMConfig has no base URL yet; resolve it first (LLMConfig.resolved()), or give "
+                              "base_url.")
+        return self.base_url
 
 
 _RESERVED = ("model", "messages", "stream", "n")
@@ -255,7 +287,7 @@ def parse_extra(items: Sequence[str], option: str = "extra") -> dict[str, Any]:
     return out
 
 
-def _url_problem(parts, raw: str) -> str | None:
+def _url_problem(parts: SplitResult, raw: str) -> str | None:
     """What is wrong with an http(s) URL (``raw``, split into ``parts``) that urlsplit accepted, or None."""
     if any(c.isspace() or ord(c) < 32 for c in raw):  # urlsplit silently drops tabs and newlines
         return "contains spaces or control characters"

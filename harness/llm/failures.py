@@ -83,7 +83,13 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return None
 
 
-def _server_message(exc) -> str:
+def _status(exc: BaseException | None) -> int | None:
+    """The HTTP status of an error answer (openai's ``APIStatusError.status_code``), else None."""
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _server_message(exc: BaseException) -> str:
     """The server's own words from an error answer, on one line: the message of a JSON error, else the text of the
     body (an HTML page reduced to its words)."""
     body = getattr(exc, "body", None)
@@ -92,8 +98,9 @@ def _server_message(exc) -> str:
         if isinstance(err, Mapping):
             return one_line(str(err.get("message") or err))[:300]
         return one_line(str(err))[:300]
+    response = getattr(exc, "response", None)
     try:
-        text = exc.response.text
+        text = response.text if response is not None else ""
     except Exception:  # a streamed or unreadable body
         text = ""
     text = text or getattr(exc, "message", "") or ""

@@ -107,7 +107,8 @@ def main() -> None:
     import llama_cpp
     import llama_cpp.server.app as app_module
 
-    llama_cpp.Llama.create_chat_completion = end_when_gone(llama_cpp.Llama.create_chat_completion)
+    # patched on the class at run time (a method replaced, which a type checker refuses as an assignment)
+    setattr(llama_cpp.Llama, "create_chat_completion", end_when_gone(llama_cpp.Llama.create_chat_completion))
     create_app = app_module.create_app
     app_module.create_app = lambda *a, **k: EndWhenGone(create_app(*a, **k))  # read by llama_cpp.server.__main__
     sys.argv = ["llama_cpp.server", *sys.argv[1:]]

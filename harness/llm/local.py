@@ -91,7 +91,7 @@ class LocalServer:
         self.n_ctx = n_ctx
         self.port = port
         self.start_timeout = start_timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log: Path | None = None
         self._stopping = False
 
@@ -113,16 +113,16 @@ class LocalServer:
                                          stderr=subprocess.STDOUT, start_new_session=True)
         _LIVE.add(self)
         try:
-            self._wait_ready()
+            self._wait_ready(self.proc)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.start_timeout
         while True:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise self.death_error("before it answered")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
@@ -142,7 +142,7 @@ class LocalServer:
         return self.proc is not None and not self._stopping and self.proc.poll() is not None
 
     def death_error(self, when: str = "") -> LocalLLMError:
-        code = self.proc.returncode
+        code = self.proc.returncode if self.proc is not None else None  # None: never started
         if code is not None and code < 0:
             try:
                 how = f"was killed by signal {signal.Signals(-code).name} ({signal.strsignal(-code)})"
@@ -156,6 +156,8 @@ class LocalServer:
                              "GGUF file, or give another endpoint (base_url, or $OPENAI_BASE_URL).")
 
     def last_lines(self, n: int = 3) -> str:
+        if self.log is None:  # not started
+            return "(no log)"
         try:
             text = self.log.read_bytes()[-8192:].decode("utf-8", "replace")
         except OSError:

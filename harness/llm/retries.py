@@ -27,7 +27,7 @@ from tenacity.stop import stop_base
 from .. import stopping
 from ..errors import LLMError, LLMRequestError, LLMResponseError, LLMUnavailableError
 from .config import LLMConfig
-from .failures import _describe, _failure_kind, _port, _retry_after, _server_message
+from .failures import _describe, _failure_kind, _port, _retry_after, _server_message, _status
 from .pacing import _Pacer, _Sent
 from .refusals import _Rejected
 from .text import clause
@@ -100,26 +100,27 @@ class RetryPolicy:
         self._last_failure = ""
         self._gave_up: str | None = None
         cfg = self.config
+        self.bounds = bounds = cfg.bounds()  # the time bounds in seconds (a resolved config holds them)
         # the wait: w/2 + uniform(0, w/2), w = min(retry_wait * 2**(n-1), retry_wait_max); or a longer Retry-After
         half = dict(multiplier=cfg.retry_wait / 2, max=cfg.retry_wait_max / 2)
         self._backoff = tenacity.wait_exponential(**half) + tenacity.wait_random_exponential(**half)
         self.stops = (_Bound("attempts", tenacity.stop_after_attempt(cfg.max_retries + 1))
                       | _Bound("startup", lambda rs: not self._answered and self._only_5xx
-                             and self._failing_for(rs) >= cfg.startup_timeout)
-                      | _Bound("outage", lambda rs: self._failing_for(rs) >= cfg.outage_timeout)
-                      | _Bound("call", lambda rs: self._after_wait(rs) - rs.args[0].start >= cfg.call_timeout))
+                             and self._failing_for(rs) >= bounds.startup_timeout)
+                      | _Bound("outage", lambda rs: self._failing_for(rs) >= bounds.outage_timeout)
+                      | _Bound("call", lambda rs: self._after_wait(rs) - rs.args[0].start >= bounds.call_timeout))
 
     def describe(self) -> dict[str, Any]:
         """The policy as the manifest shows it."""
-        cfg = self.config
+        cfg, b = self.config, self.bounds
         return {"library": f"tenacity {version('tenacity')}",
                 "retry_on": ["HTTP 408", "HTTP 429", "HTTP 5xx", "timeout", "answer still arriving", "dropped "
                              "connection", "refused connection or unknown host after the endpoint answered"],
                 "wait": {"kind": "exponential, drawn from [w/2, w]", "first": cfg.retry_wait, "max": cfg.retry_wait_max,
                          "retry_after_cap": max(cfg.retry_wait_max, _RETRY_AFTER_CAP)},
-                "stop": {"attempts": cfg.max_retries + 1, "call_timeout": cfg.call_timeout,
-                         "outage_timeout": cfg.outage_timeout, "startup_timeout": cfg.startup_timeout},
-                "attempt_timeout": cfg.timeout, "timeout_tokens": cfg.timeout_tokens}
+                "stop": {"attempts": cfg.max_retries + 1, "call_timeout": b.call_timeout,
+                         "outage_timeout": b.outage_timeout, "startup_timeout": b.startup_timeout},
+                "attempt_timeout": b.timeout, "timeout_tokens": cfg.timeout_tokens}
 
     # -- the stop conditions and the wait -------------------------------------------------------------------------
     def _after_wait(self, retry_state: tenacity.RetryCallState) -> float:
@@ -131,7 +132,8 @@ class RetryPolicy:
         return 0.0 if since is None else self._after_wait(retry_state) - since
 
     def _wait(self, retry_state: tenacity.RetryCallState) -> float:
-        after = self._retry_after_s(retry_state.outcome.exception())
+        outcome = retry_state.outcome  # set once an attempt has ended, as it has before any wait
+        after = self._retry_after_s(outcome.exception() if outcome is not None else None)
         return max(self._backoff(retry_state), after or 0.0)
 
     def _retry_after_s(self, exc: BaseException | None) -> float | None:
@@ -142,7 +144,8 @@ class RetryPolicy:
     def retryable(self, exc: BaseException) -> bool:
         kind = _failure_kind(exc)
         if kind == "status":
-            return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+            status = _status(exc)
+            return status is not None and (status in _RETRY_STATUSES or status >= 500)
         if kind in _UNREACHABLE:
             return self._answered  # it answered before: a restart, not a wrong address
         return kind in ("timeout", "slow", "dropped")
@@ -200,12 +203,12 @@ class RetryPolicy:
     def _attempt_time(self, call: _Call) -> tuple[float, float]:
         """(How long the attempt may wait while the server makes no progress: the timeout, or longer for a long
         prompt; its hard bound: the least of the call's and the command's time left)."""
-        cfg, now = self.config, self._clock()
+        b, now = self.bounds, self._clock()
         with self._health_lock:
             failing = 0.0 if self._failing_since is None else now - self._failing_since
-        own = cfg.timeout * max(1.0, call.tokens / cfg.timeout_tokens)
+        own = b.timeout * max(1.0, call.tokens / self.config.timeout_tokens)
         start = call.start if call.start is not None else now
-        return own, min(cfg.call_timeout - (now - start), cfg.outage_timeout - failing)
+        return own, min(b.call_timeout - (now - start), b.outage_timeout - failing)
 
     def _await(self, fn: Callable[[float], Any], sent: _Sent, own: float, hard: float) -> tuple[Any, float]:
         """(``fn(hard)``'s answer, seconds it had). Given up as a timeout once the server has made no progress for
@@ -235,23 +238,26 @@ class RetryPolicy:
         retryable = self.retryable(failure)
         if not retryable and not isinstance(failure, _Rejected) and getattr(_BATCH, "fail_fast", False):
             _BATCH.cancel.set()  # before the place is freed, so no call waiting for it goes out
-        self.pacer.release(sent, _failure_kind(failure), getattr(failure, "status_code", None),
-                           self._retry_after_s(failure))
+        self.pacer.release(sent, _failure_kind(failure), _status(failure), self._retry_after_s(failure))
         call.spent = getattr(failure, "seconds", call.spent)  # the bound that cut it (_NoAnswer, _Slow)
         if retryable:
             with self._health_lock:
                 if self._failing_since is None or sent.at < self._failing_since:
                     self._failing_since = sent.at
-                self._only_5xx &= (getattr(failure, "status_code", None) or 0) >= 500
+                self._only_5xx &= (_status(failure) or 0) >= 500
                 self._last_failure = _describe(failure)
 
     # -- the error of a call that gave up -------------------------------------------------------------------------
     def _final_error(self, call: _Call) -> BaseException:
         """The error a call that gave up raises; an outage or startup stop also makes every later call give up."""
         failure = call.failure
-        error = self._translate(call)
-        if error is None:
-            return failure
+        if call.stop == "final" and failure is not None:
+            refused = self._refused(call, failure)
+            if refused is None:  # none of ours: raised as it came
+                return failure
+            self.usage.add(call.tag, failures=1)
+            return refused
+        error = self._gave_up_error(call)
         if call.stop in ("outage", "startup"):
             with self._health_lock:
                 if self._gave_up is None:
@@ -260,65 +266,72 @@ class RetryPolicy:
         self.usage.add(call.tag, failures=1)
         return error
 
-    def _translate(self, call: _Call) -> LLMError | None:
-        """The one-line error for a call that failed (``call.failure``: its last failure; ``call.stop``: why it
-        stopped)."""
-        cfg, exc, model, seconds = self.config, call.failure, call.model, call.spent
+    def _refused(self, call: _Call, exc: BaseException) -> LLMError | None:
+        """The one-line error for a call whose last failure ``exc`` is not retried, or None for a failure that is
+        none of the endpoint's (raised as it came)."""
+        cfg, model, seconds = self.config, call.model, call.spent
+        url = f"{self.endpoint}/{call.what}"
+        kind = _failure_kind(exc)
+        status = _status(exc) if kind == "status" else None
+        where = "the base URL (base_url, or $OPENAI_BASE_URL)"
+        if status is not None:
+            said = _server_message(exc)
+            hint = {
+                401: f"Check the API key in ${cfg.api_key_env} (the key is read from that variable).",
+                403: f"The key in ${cfg.api_key_env} is not allowed to use this model or endpoint.",
+                404: "Check the model name and that the base URL is the API root ending in /v1, e.g. "
+                     "http://localhost:8000/v1 (base_url, model).",
+            }.get(status, "The endpoint rejected the request; check the model name, max_tokens, temperature and "
+                          "the prompt length for this model.")
+            return LLMRequestError(self._line(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not "
+                                              f"retried: {clause(said)}. {hint}"), endpoint=url, status=status)
+        if kind in _UNREACHABLE:
+            parts = urlsplit(cfg.api_root())
+            detail = {
+                "refused": f"connection refused: nothing listens on {parts.hostname}:{_port(parts)}. Start the "
+                           f"server there, or point {where} at the one that runs",
+                "dns": f"the host name {parts.hostname!r} does not resolve. Check the host in {where}",
+                "connect_timeout": f"no TCP connection within {min(_CONNECT_TIMEOUT, seconds):g} s. Check that "
+                                   f"{parts.hostname} is up and reachable from here and the port in {where}",
+            }.get(kind, f"{clause(_describe(exc))}. Is the server running, and is {where} right?")
+            return LLMUnavailableError(self._line(f"cannot connect to the LLM endpoint {url}: {detail}."),
+                                       endpoint=url)
+        if kind == "garbage":
+            return LLMResponseError(self._line(
+                f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
+                f"{model!r}): {clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible "
+                "server (it ends in /v1), not a proxy or sign-in page."), endpoint=url)
+        if isinstance(exc, _openai_module().OpenAIError):
+            return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): "
+                                               f"{clause(_describe(exc))}."), endpoint=url)
+        return None
+
+    def _gave_up_error(self, call: _Call) -> LLMUnavailableError:
+        """The one-line error for a call that stopped at a bound (``call.stop``) after retries, or with no attempt
+        left (``call.failure``: its last failure, if any)."""
+        b, exc, model, seconds = self.bounds, call.failure, call.model, call.spent
         url = f"{self.endpoint}/{call.what}"
         tries = f"after {call.attempts} attempt{'s' if call.attempts != 1 else ''}"
         kind = _failure_kind(exc) if exc is not None else "none"
-        where = "the base URL (base_url, or $OPENAI_BASE_URL)"
-        status = getattr(exc, "status_code", None) if kind == "status" else None
-        if call.stop == "final":
-            if kind == "status":
-                said = _server_message(exc)
-                hint = {
-                    401: f"Check the API key in ${cfg.api_key_env} (the key is read from that variable).",
-                    403: f"The key in ${cfg.api_key_env} is not allowed to use this model or endpoint.",
-                    404: "Check the model name and that the base URL is the API root ending in /v1, e.g. "
-                         "http://localhost:8000/v1 (base_url, model).",
-                }.get(status, "The endpoint rejected the request; check the model name, max_tokens, temperature and "
-                              "the prompt length for this model.")
-                return LLMRequestError(self._line(f"LLM endpoint {url} answered HTTP {status} (model {model!r}), not "
-                                                  f"retried: {clause(said)}. {hint}"), endpoint=url, status=status)
-            if kind in _UNREACHABLE:
-                parts = urlsplit(cfg.base_url)
-                detail = {
-                    "refused": f"connection refused: nothing listens on {parts.hostname}:{_port(parts)}. Start the "
-                               f"server there, or point {where} at the one that runs",
-                    "dns": f"the host name {parts.hostname!r} does not resolve. Check the host in {where}",
-                    "connect_timeout": f"no TCP connection within {min(_CONNECT_TIMEOUT, seconds):g} s. Check that "
-                                       f"{parts.hostname} is up and reachable from here and the port in {where}",
-                }.get(kind, f"{clause(_describe(exc))}. Is the server running, and is {where} right?")
-                return LLMUnavailableError(self._line(f"cannot connect to the LLM endpoint {url}: {detail}."),
-                                           endpoint=url)
-            if kind == "garbage":
-                return LLMResponseError(self._line(
-                    f"LLM endpoint {url} answered with something that is not an OpenAI-format response (model "
-                    f"{model!r}): {clause(str(exc))}. Check that {where} is the API root of an OpenAI-compatible "
-                    "server (it ends in /v1), not a proxy or sign-in page."), endpoint=url)
-            if isinstance(exc, _openai_module().OpenAIError):
-                return LLMResponseError(self._line(f"LLM endpoint {url} failed (model {model!r}): "
-                                                   f"{clause(_describe(exc))}."), endpoint=url)
-            return None
-        if kind == "status":
+        status = _status(exc) if exc is not None and kind == "status" else None
+        if exc is None:  # other calls used up the time of this one
+            head = f"LLM endpoint {url} gave no usable answer (model {model!r}); last failure: {self._last_failure}"
+        elif kind == "status":
             head = f"LLM endpoint {url} still answers HTTP {status} {tries} (model {model!r}): {_server_message(exc)}"
         elif kind == "timeout":
             head = f"LLM endpoint {url} did not answer within {seconds:g} s, {tries} (model {model!r})"
-        elif kind == "none":  # other calls used up the time of this one
-            head = f"LLM endpoint {url} gave no usable answer (model {model!r}); last failure: {self._last_failure}"
         else:
             head = f"LLM endpoint {url} still fails {tries} (model {model!r}): {_describe(exc)}"
         why = {
             "attempts": "",
-            "call": f"; gave up: one call may take {cfg.call_timeout:g} s with its retries "
+            "call": f"; gave up: one call may take {b.call_timeout:g} s with its retries "
                     "($GAPBENCH_LLM_CALL_TIMEOUT or call_timeout)",
-            "outage": f"; gave up: no usable answer for {cfg.outage_timeout:g} s, the limit for one command "
+            "outage": f"; gave up: no usable answer for {b.outage_timeout:g} s, the limit for one command "
                       "($GAPBENCH_LLM_OUTAGE_TIMEOUT or outage_timeout)",
             "startup": f"; gave up: it has answered nothing but HTTP 5xx since the first call, for "
-                       f"{cfg.startup_timeout:g} s ($GAPBENCH_LLM_STARTUP_TIMEOUT or startup_timeout; raise it for a "
+                       f"{b.startup_timeout:g} s ($GAPBENCH_LLM_STARTUP_TIMEOUT or startup_timeout; raise it for a "
                        "server that is still starting)",
-        }[call.stop]
+        }.get(call.stop, "")
         cached = (f"answers already received are cached in {str(self._cache_path)!r}, so a re-run resumes where this "
                   "one stopped" if self._cache_path is not None else "nothing was cached (cache=False)")
         return LLMUnavailableError(self._line(
