@@ -132,7 +132,7 @@ class _Watch:
         raise _Interrupted(signum)
 
     def nudge(self, signum: int) -> None:
-        if self.closed.is_set() or not hasattr(signal, "pthread_kill"):
+        if self.closed.is_set() or self.main is None or not hasattr(signal, "pthread_kill"):
             return
         with self.lock:
             self.nudged.add(signum)
@@ -387,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
             return 141
         raise
     except Exception as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError" and isinstance(exc, _click_classes("UsageError")):
+        help_text = getattr(exc, "format_message", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and isinstance(exc, _click_classes("UsageError")) \
+                and callable(help_text):
             # `gapbench` or `gapbench cache` alone: the help, as --help gives it (rich printed it already)
-            typer.echo(exc.format_message(), nl=False)
+            typer.echo(help_text(), nl=False)
             return 0
         if isinstance(exc, _click_classes("UsageError") + _click_classes("ClickException")):
             _say(f"gapbench: error: {one_line(_usage_message(exc, args))}")

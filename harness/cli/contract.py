@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import Options
 from ..errors import OptionsError
 from .common import fail
 
@@ -40,7 +41,7 @@ class Flags:
     """How the flags of ``command`` become ``options``; registered in :data:`REGISTRY` when made."""
 
     command: str
-    options_class: type | str  # the class, or "module:Class" to import it only when the command runs
+    options_class: type[Options] | str  # the class, or "module:Class" to import it only when the command runs
     cli_only: frozenset[str] = frozenset()
     renamed: Mapping[str, str] = field(default_factory=dict)  # parameter -> options field, where they differ
     parse: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)  # parameter -> its text read as the field
@@ -52,15 +53,19 @@ class Flags:
         REGISTRY[self.command] = self
 
     @property
-    def options(self) -> type:
+    def options(self) -> type[Options]:
         """The options class (imported on first use when given as ``"module:Class"``, so that ``gapbench --help`` and
         shell completion do not import the analyses)."""
         if isinstance(self.options_class, str):
             import importlib
 
             module, _, name = self.options_class.partition(":")
-            object.__setattr__(self, "options_class", getattr(importlib.import_module(module), name))
-        return self.options_class  # type: ignore[return-value]
+            found = getattr(importlib.import_module(module), name)
+            if not (isinstance(found, type) and issubclass(found, Options)):
+                raise TypeError(f"{self.options_class} is not an options class (contract.Options)")
+            object.__setattr__(self, "options_class", found)
+            return found
+        return self.options_class
 
     def field_of(self, param: str) -> str | None:
         """The options field a parameter sets, or None for a CLI-only or sampling parameter."""

@@ -60,7 +60,7 @@ def evaluate_cmd(
             fail(f"{run_file}: run has query {unknown[0]!r}, which task {task_obj.name} does not have.")
         qrels_obj, label = data.qrels, task_obj.name
         wanted = wanted or list(task_obj.measures)
-    else:
+    elif qrels is not None:  # always, when no task is given (one of the two, checked above)
         qrels_obj, label = read_qrels(qrels), str(qrels)
     if as_json and trec:
         fail("--trec and --json are two output formats; give one of them.")

@@ -150,12 +150,14 @@ class FromOptions(Flags):
         """The field a generated parameter sets; None for the command's own parameters."""
         return self.renamed.get(param, param) if param in self.names() else None
 
-    def command_class(self, after: str | None, base: type = TyperCommand) -> type:
+    def command_class(self, after: str | None, base: type[TyperCommand] = TyperCommand) -> type[TyperCommand]:
         """A ``base`` command whose parameters are its own plus the generated ones (after its parameter ``after``,
         or first), made on first use; the generated values reach the command through ``ctx.params`` only."""
         flags = self
 
-        class OptionsCommand(base):  # type: ignore[misc, valid-type]
+        parent: type = base  # a base chosen at run time, which a type checker cannot follow as a class
+
+        class OptionsCommand(parent):
             @property
             def params(self) -> list:
                 if not self.__dict__.get("_with_fields"):
@@ -197,6 +199,10 @@ def _collection(param: Any, value: Any) -> Any:
     return None if param.default is None and len(value) == 0 else list(value)
 
 
+# each command :func:`command` made -> (its flags, the parameter its generated ones follow), read by add_command
+_MADE: dict[Callable[..., Any], tuple[FromOptions, str | None]] = {}
+
+
 def command(flags: FromOptions) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command that takes ``options``: its flags are generated from ``flags``' options (where the
     ``options`` parameter stands) and ``options`` is built from them before the command runs."""
@@ -218,16 +224,16 @@ def command(flags: FromOptions) -> Callable[[Callable[..., Any]], Callable[..., 
 
         wrapper.__signature__ = sig.replace(parameters=kept)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
-        wrapper.gapbench_options = (flags, before[-1] if before else None)  # type: ignore[attr-defined]
+        _MADE[wrapper] = (flags, before[-1] if before else None)
         return wrapper
 
     return decorate
 
 
-def add_command(app: typer.Typer, name: str, func: Callable[..., Any], base: type = TyperCommand) -> None:
+def add_command(app: typer.Typer, name: str, func: Callable[..., Any], base: type[TyperCommand] = TyperCommand) -> None:
     """Register ``func`` (made by :func:`command`, perhaps wrapped again) as ``name`` on ``app``."""
     found = func
-    while not hasattr(found, "gapbench_options") and hasattr(found, "__wrapped__"):
+    while found not in _MADE and hasattr(found, "__wrapped__"):
         found = found.__wrapped__
-    flags, after = found.gapbench_options
+    flags, after = _MADE[found]
     app.command(name, cls=flags.command_class(after, base))(func)

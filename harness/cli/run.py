@@ -89,7 +89,7 @@ def flagged(text: str) -> str:
 @contextmanager
 def _replace_refused() -> Iterator[None]:
     """A run directory of another task or retriever in the way, named with this command's fix."""
-    from ..store import RunDirInUse
+    from ..errors import RunDirInUse
 
     try:
         yield

@@ -24,11 +24,11 @@ def tasks_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
     if as_json:
         typer.echo(json.dumps({"suites": suites, "tasks": infos}, indent=2))
         return
-    rows = [[s["name"], str(len(s["tasks"])), s["description"][:90]] for s in suites]
+    suite_rows = [[n, str(len(SUITES.get(n).tasks)), SUITES.get(n).description[:90]] for n in SUITES.names()]
     typer.echo("Suites (run one with `gapbench run SUITE -r RETRIEVER`):")
-    typer.echo(format_table(["suite", "tasks", "description"], rows))
+    typer.echo(format_table(["suite", "tasks", "description"], suite_rows))
     typer.echo("")
-    rows = [[i["name"], str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), i["license"], i["citation"][:70]]
-            for i in infos]
+    task_rows = [[str(i["name"]), str(i["n_docs"] or "?"), str(i["n_queries"] or "?"), str(i["license"]),
+                  str(i["citation"])[:70]] for i in infos]
     typer.echo("Tasks:")
-    typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], rows))
+    typer.echo(format_table(["task", "docs", "queries", "licence", "citation"], task_rows))
