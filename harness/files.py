@@ -7,6 +7,7 @@ import gzip
 import io
 import os
 from pathlib import Path
+from typing import Literal
 
 PathLike = str | os.PathLike[str]
 
@@ -60,7 +61,7 @@ class atomic_writer:
             raise
         return self.fh
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> Literal[False]:
         try:
             try:
                 self.fh.close()
