@@ -105,9 +105,11 @@ class RenderedReport(ReportData):
         return [b for s in self._sections for b in s.blocks if isinstance(b, Figure)]
 
     def to_markdown(self) -> str:
+        """report.md: the sections in Markdown, each figure linked by its file name (written beside it by save)."""
         return to_markdown(self, self._sections)
 
     def to_html(self) -> str:
+        """report.html: one self-contained page (inline CSS, figures as data: URIs, no script)."""
         return to_html(self, self._sections)
 
     def __str__(self) -> str:
