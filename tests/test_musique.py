@@ -149,12 +149,12 @@ def test_signals_on_musique_and_its_beir_copy(slice_data, tmp_path):
     from gapbench.analyses.signals.signals_options import SignalsOptions
 
     options = SignalsOptions(n_bootstrap=20, term_extractor=lambda texts: [t.lower().split() for t in texts])
-    d = gapbench.signals("musique", ["bm25"], options).to_dict()
+    d = gapbench.signals("musique", ["bm25"], options).model_dump(mode="json", exclude_unset=True)
     assert d["task"] == "musique" and d["n_queries"] == 100 and 0 < d["n_weak"] < 100
     assert d["signals"]["max_score"]["available"] and not d["signals"]["dense_agreement"]["available"]
     folder = tmp_path / "musique_beir"
     write_beir_folder(slice_data, folder)
-    b = gapbench.signals(str(folder), ["bm25"], options).to_dict()
+    b = gapbench.signals(str(folder), ["bm25"], options).model_dump(mode="json", exclude_unset=True)
     assert (b["n_queries"], b["n_weak"]) == (d["n_queries"], d["n_weak"])
     for name in ("max_score", "evidence_coverage"):
         assert b["signals"][name]["auc"] == pytest.approx(d["signals"][name]["auc"])

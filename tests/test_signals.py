@@ -92,7 +92,7 @@ def test_missing_ingredients_are_unavailable_not_zero():
     assert t.values["dense_variance"] is None
     rep = analyse(SignalTable(("q1", "q2", "q3", "q4"), {"max_score": np.array([1.0, 2, 3, 4]), "dense_agreement": None},
                               {"dense_agreement": "needs two"}), [1, 1, 0, 0], n_bootstrap=50)
-    s = rep.to_dict()["signals"]["dense_agreement"]
+    s = rep.model_dump(mode="json", exclude_unset=True)["signals"]["dense_agreement"]
     assert s["available"] is False and "separation" not in s and s["kept"] is False
 
 
@@ -193,7 +193,7 @@ def test_analyse_prunes_identical_columns_and_keeps_the_stronger():
     weak_twin = strong + rng.normal(scale=0.15, size=120)  # nearly the same ranking, a little noisier
     t = SignalTable(tuple(f"q{i}" for i in range(120)),
                     {"max_score": weak_twin, "dense_variance": strong, "evidence_coverage": strong.copy()})
-    d = analyse(t, y, n_bootstrap=50).to_dict()
+    d = analyse(t, y, n_bootstrap=50).model_dump(mode="json", exclude_unset=True)
     s = d["signals"]
     assert s["dense_variance"]["separation"] > s["max_score"]["separation"]
     assert d["spearman"]["max_score"]["dense_variance"] > 0.85
@@ -412,7 +412,7 @@ def test_the_verb_and_run_signals_with_give_one_report(tmp_path):
     by_verb = gapbench.signals(folder, "bm25", SignalsOptions(**kw))
     by_options = run_signals_with(folder, ["bm25"], SignalsOptions(**kw, output=tmp_path / "sig"))
     assert isinstance(by_verb, SignalsReport) and by_verb == by_options
-    d = by_options.to_dict()
+    d = by_options.model_dump(mode="json", exclude_unset=True)
     assert (d["n_queries"], d["primary"], d["window"], d["min_rel"], d["seed"]) == (4, "bm25", 1, 1, 2)
     assert [{k: r[k] for k in ("spec", "kind", "name")} for r in d["retrievers"]] == \
         [{"spec": "bm25", "kind": "sparse", "name": "bm25"}] and d["term_rule"] == "custom extractor"
@@ -523,7 +523,7 @@ def test_either_gate_by_hand():
     assert either_pair(["max_score", "evidence_coverage"], {"max_score": {"evidence_coverage": -8 / 41}}) == \
         ("max_score", "evidence_coverage")
     assert either_pair(["max_score", "evidence_coverage"], {"max_score": {"evidence_coverage": 0.5}}) is None
-    d = analyse(table, y, n_bootstrap=20).to_dict()
+    d = analyse(table, y, n_bootstrap=20).model_dump(mode="json", exclude_unset=True)
     g = d["gate_either"]
     assert d["kept"] == ["max_score", "evidence_coverage"] and d["either_max_corr"] == 0.3
     assert g["signals"] == ["max_score", "evidence_coverage"] and g["floors"] == [3.0, 3.0]
@@ -540,7 +540,7 @@ def test_either_gate_by_hand():
             "on the calibration split, youden): escalate when `max_score < 3 or evidence_coverage < 3`.") in md
     assert md.endswith("| calibration | 8 | 4 | 1.000 | 0.000 | 0.500 |\n| held_out | 8 | 4 | 1.000 | 0.000 | 0.500 |\n")
     # correlated above the bound: no either gate, and why
-    d = analyse(table, y, n_bootstrap=20, either_max_corr=0.1).to_dict()
+    d = analyse(table, y, n_bootstrap=20, either_max_corr=0.1).model_dump(mode="json", exclude_unset=True)
     assert d["gate_either"] is None and "no two kept signals with |Spearman| < 0.1" in d["gate_either_note"]
     assert "No gate on either firing: no two kept signals" in to_markdown(d)
 
@@ -551,11 +551,12 @@ def test_either_gate_on_real_impliret_data(beir_slice, tmp_path):
     from gapbench.analyses.signals.gate import apply_either, escalation_rates
     from gapbench.analyses.signals.signals_report import save_report
 
-    d = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).to_dict()
+    d = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words).model_dump(mode="json",
+                                                                                          exclude_unset=True)
     assert d["kept"] == [] and d["gate_either"] is None
     assert d["gate_either_note"].startswith("no two kept signals with |Spearman| < 0.3 (kept: none)")
     rep = _signals(str(beir_slice), ["bm25"], n_bootstrap=20, term_extractor=_words, bar=0.5)
-    d = rep.to_dict()
+    d = rep.model_dump(mode="json", exclude_unset=True)
     g = d["gate_either"]
     assert g["signals"] == ["evidence_coverage", "max_score"] and g["spearman"] == pytest.approx(-0.0619, abs=1e-4)
     # the stored rates are those of the stored rule on the stored split, recomputed from the per-query values
@@ -654,7 +655,7 @@ def test_dense_agreement_with_minilm_and_mpnet(beir_slice, mpnet):
     words = lambda texts: [t.lower().split() for t in texts]  # noqa: E731
     second = f"dense:model={mpnet}"
     rep = _signals(str(beir_slice), ["bm25", "dense", second], n_bootstrap=50, term_extractor=words)
-    d = rep.to_dict()
+    d = rep.model_dump(mode="json", exclude_unset=True)
     s = d["signals"]["dense_agreement"]
     assert s["available"] and s["n"] == 80 and 0.5 <= s["separation"] <= 1
     values = rep.table.values["dense_agreement"]
@@ -717,7 +718,7 @@ def bm25_gate(beir_slice, tmp_path):
     folder = str(beir_slice)
     report = _signals(folder, ["bm25", "bm25-lucene"], n_bootstrap=20, term_extractor=_words,
                          gate_signal="max_score", output=tmp_path / "sig")
-    return folder, report.to_dict(), tmp_path / "sig"
+    return folder, report.model_dump(mode="json", exclude_unset=True), tmp_path / "sig"
 
 
 def test_signals_json_records_the_retrievers_as_run_manifests_do(bm25_gate, tmp_path):
@@ -885,7 +886,7 @@ def test_the_report_holds_the_evidence_warnings_and_old_files_load(tmp_path):
     y = np.array([0] + [1] * 42)
     t = SignalTable(tuple(f"q{i}" for i in range(43)), {"max_score": np.concatenate([[0.9], np.linspace(0, 0.8, 42)])})
     rep = analyse(t, y, n_bootstrap=200)
-    d = rep.to_dict()
+    d = rep.model_dump(mode="json", exclude_unset=True)
     assert d["signals"]["max_score"]["separation"] == 1.0 and d["gate"] is None
     assert d["evidence_warnings"] == signal_warnings(43, 42, {}) and len(d["evidence_warnings"]) == 1
     md = str(rep)
@@ -894,7 +895,7 @@ def test_the_report_holds_the_evidence_warnings_and_old_files_load(tmp_path):
     y = np.array([0, 1] * 40)
     noise = {"max_score": np.random.default_rng(1).normal(size=80)}
     rep = analyse(SignalTable(tuple(f"q{i}" for i in range(80)), noise), y, n_bootstrap=200)
-    d = rep.to_dict()
+    d = rep.model_dump(mode="json", exclude_unset=True)
     assert d["evidence_warnings"] == signal_warnings(80, 40, d["signals"]) and len(d["evidence_warnings"]) == 1
     assert d["evidence_warnings"][0].startswith("max_score: its 95% interval")
     g = d["gate"]

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .from_options import FromOptions, add_command, command
+
+if TYPE_CHECKING:
+    from ..types import Run
 
 DEFAULT_RETRIEVERS = "bm25,dense"
 # the flags of `gapbench signals` are SignalsOptions' fields, n_bootstrap as --bootstrap; the task, the retriever list
 # and --json are the command's own
 FLAGS = FromOptions("signals", "gapbench.analyses.signals.signals_options:SignalsOptions",
                     renamed={"bootstrap": "n_bootstrap"}, short={"window": ("-k",), "output": ("-o",)},
-                    kinds={"output": Path | None}, library_only={"term_extractor"})
+                    kinds={"output": Path | None}, library_only=frozenset({"term_extractor"}))
 
 
 def register(app: typer.Typer) -> None:
@@ -48,16 +52,17 @@ def signals_cmd(
     output = options.output
     check_output(output, run_dir=False)
     report = run_signals_with(task, split_specs(retrievers), options)
-    typer.echo(json.dumps(report.to_dict()) if as_json else str(report))
+    d = report.model_dump(mode="json", exclude_unset=True)
+    typer.echo(json.dumps(d) if as_json else str(report))
     if output is not None and not as_json:
         typer.echo(f"written to {output}")
-    d = report.to_dict()
     for warning in [*(d.get("evidence_warnings") or []), *((d.get("gate") or {}).get("evidence_warnings") or []),
                     *((d.get("gate_either") or {}).get("evidence_warnings") or [])]:
         typer.echo(f"gapbench: warning: {warning}", err=True)
 
 
-def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, signals: Path) -> str | None:
+def _same_task(run_dir: Path, manifest: dict[str, Any], first: str | None, stored: dict[str, Any],
+               signals: Path) -> str | None:
     """The task of the runs so far: every run directory must be of one task, the one the gate was calibrated on (query
     ids such as 0..1499 recur across tasks, so a mixed set would be gated silently). A local task is compared by its
     content when signals.json records it (``task_key``), so runs of the same folder at another path pass."""
@@ -82,7 +87,7 @@ def _same_task(run_dir: Path, manifest: dict, first: str | None, stored: dict, s
     return first or key
 
 
-def task_spec(task: dict) -> str | None:
+def task_spec(task: dict[str, Any]) -> str | None:
     """The task string that makes a run's task again: the manifest's ``spec``, else the one a local task's files imply
     (:func:`gapbench.identity.recorded_spec`), else its name when that is one (a registered task or a folder); None
     when none is (``local/trec/topics.txt`` alone names a task no string makes)."""
@@ -91,7 +96,7 @@ def task_spec(task: dict) -> str | None:
     from ..task import get_task
 
     if task.get("spec"):
-        return task["spec"]
+        return str(task["spec"])
     if task.get("revision") == "local":  # a manifest written before the spec was recorded: rebuilt from its files
         try:
             spec = recorded_spec(task)
@@ -100,6 +105,8 @@ def task_spec(task: dict) -> str | None:
         if spec:
             return spec
     name = task.get("name")
+    if not isinstance(name, str):
+        return None
     try:
         get_task(name)
     except (GapbenchError, TypeError, ValueError):
@@ -107,7 +114,7 @@ def task_spec(task: dict) -> str | None:
     return name
 
 
-def _signals_command(task: dict) -> str:
+def _signals_command(task: dict[str, Any]) -> str:
     """A `gapbench signals` command line for a run's task that works, or how to write one."""
     import shlex
 
@@ -136,26 +143,28 @@ def gate_cmd(
     from .common import fail
 
     stored = load_signals(signals, "gate_either" if either else "gate")
-    runs = {}
-    task_name = task = None
+    entries: dict[str, tuple[dict[str, Any], Run]] = {}
+    task_name: str | None = None
+    task: dict[str, Any] = {}
     for d in run_dirs:
         manifest = load_manifest(d)
         task = manifest.get("task") or {}
         task_name = _same_task(d, manifest, task_name, stored, signals)
         entry = manifest.get("retriever") or {"name": manifest.get("system") or d.name}
-        runs[str(d)] = (entry, load_run(d))
+        entries[str(d)] = (entry, load_run(d))
     names = gate_signals(stored, either)
-    runs = match_gate_runs(stored, runs, names, source=signals)
+    runs = match_gate_runs(stored, entries, names, source=signals)
     corpus = queries = None
     if "evidence_coverage" in names:
-        spec = task_spec(task) if task_name else None
-        if not spec:
-            fail(f"{run_dirs[0]}: the manifest names no task that can be loaded again; evidence_coverage needs the "
-                 "task's texts.")
         from ..task import get_task
 
-        data = get_task(spec).load()
-        corpus, queries = data.corpus, data.queries
+        spec = task_spec(task) if task_name else None
+        if spec:
+            data = get_task(spec).load()
+            corpus, queries = data.corpus, data.queries
+        else:
+            fail(f"{run_dirs[0]}: the manifest names no task that can be loaded again; evidence_coverage needs the "
+                 "task's texts.")
     qids, values, flags = gate_runs(runs, stored, corpus=corpus, queries=queries, either=either)
     out_dir = Path(output) if output is not None else Path(run_dirs[0])
     path = write_escalations(out_dir / "escalate.tsv", qids, values, flags, names if either else None)

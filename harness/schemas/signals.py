@@ -1,10 +1,10 @@
 """signals.json: weak-retrieval signals, their separation and the gate calibrated on them.
 
 :class:`SignalsReport` is the one model of the analysis' result: what ``gapbench.signals`` returns, the content of
-``signals.json`` (``report.to_dict()``, keys absent from a file stay absent) and ``docs/schemas/signals.schema.json``.
-A report computed in this session also holds the per-query values it was computed from (``report.table``,
-``report.labels``); one read back from a file does not. ``str(report)`` is signals.md, rendered by :func:`to_markdown`
-(which also renders a signals.json read as a plain dict).
+``signals.json`` (``report.model_dump(mode="json", exclude_unset=True)``: keys absent from a file stay absent) and
+``docs/schemas/signals.schema.json``. A report computed in this session also holds the per-query values it was
+computed from (``report.table``, ``report.labels``); one read back from a file does not. ``str(report)`` is
+signals.md, rendered by :func:`to_markdown` (which also renders a signals.json read as a plain dict).
 """
 
 from __future__ import annotations
@@ -173,26 +173,23 @@ class SignalsReport(Model):
         return report
 
     @property
-    def table(self):
+    def table(self) -> Any:
         """The per-query signal values (``SignalTable``), or None for a report read from a file."""
         return self._table
 
     @property
-    def labels(self):
+    def labels(self) -> Any:
         """The per-query weak labels (0/1 array in ``table.query_ids`` order), or None for a report read from a file."""
         return self._labels
 
-    def to_dict(self) -> dict:
-        """signals.json's content."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
     def __eq__(self, other: object) -> bool:  # the content: per-query arrays do not compare as one truth value
-        return isinstance(other, SignalsReport) and self.to_dict() == other.to_dict()
+        return isinstance(other, SignalsReport) and \
+            self.model_dump(mode="json", exclude_unset=True) == other.model_dump(mode="json", exclude_unset=True)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __str__(self) -> str:
-        return to_markdown(self.to_dict())
+        return to_markdown(self.model_dump(mode="json", exclude_unset=True))
 
 
 # ---------------------------------------------------------------- signals.md

@@ -10,13 +10,14 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ConfigError, GapbenchError
 from .definitions import EXPECTED
 from .signal_stats import auc, oriented, separation
 
 
-def stratified_split(labels: Sequence[int], fraction: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(labels: npt.ArrayLike, fraction: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Indices of a seeded stratified split: (calibration, held-out); each class contributes round(fraction * n)."""
     if not 0 < fraction < 1:
         raise ConfigError(f"calib_fraction (the calibration share) must be between 0 and 1, got {fraction}.")
@@ -32,7 +33,7 @@ def stratified_split(labels: Sequence[int], fraction: float = 0.5, seed: int = 0
     return np.sort(np.concatenate(calib)), np.sort(np.concatenate(held))
 
 
-def candidate_floors(oriented_values: Sequence[float]) -> np.ndarray:
+def candidate_floors(oriented_values: npt.ArrayLike) -> np.ndarray:
     u = np.unique(np.asarray(oriented_values, dtype=np.float64))
     if u.size == 0:
         return np.array([0.0])
@@ -41,12 +42,12 @@ def candidate_floors(oriented_values: Sequence[float]) -> np.ndarray:
     return np.concatenate([[u[0] - step], mids, [u[-1] + step]])
 
 
-def gate_rates(labels: Sequence[int], oriented_values: Sequence[float], floor: float) -> dict[str, float | int | None]:
+def gate_rates(labels: npt.ArrayLike, oriented_values: npt.ArrayLike, floor: float) -> dict[str, float | int | None]:
     """Catch rate (recall of weak), false-alarm rate, escalated share and Youden J when escalating below ``floor``."""
     return escalation_rates(labels, np.asarray(oriented_values, dtype=np.float64) < floor)
 
 
-def escalation_rates(labels: Sequence[int], escalate: Sequence[bool]) -> dict[str, float | int | None]:
+def escalation_rates(labels: npt.ArrayLike, escalate: npt.ArrayLike) -> dict[str, float | int | None]:
     """Catch rate, false-alarm rate, escalated share and Youden J of any 0/1 escalation decision."""
     y = np.asarray(labels, dtype=bool)
     esc = np.asarray(escalate, dtype=bool)
@@ -60,14 +61,15 @@ def escalation_rates(labels: Sequence[int], escalate: Sequence[bool]) -> dict[st
     }
 
 
-def youden_floor(labels: Sequence[int], oriented_values: Sequence[float]) -> float:
+def youden_floor(labels: npt.ArrayLike, oriented_values: npt.ArrayLike) -> float:
     """Floor maximising catch rate minus false-alarm rate (ties: the lowest floor, i.e. fewest escalations)."""
     y = np.asarray(labels, dtype=bool)
     v = np.asarray(oriented_values, dtype=np.float64)
     if y.all() or not y.any():
         raise GapbenchError("the Youden point needs both weak and good retrievals in the calibration split.")
-    best, best_j = None, -math.inf
-    for f in candidate_floors(v):
+    floors = candidate_floors(v)
+    best, best_j = float(floors[0]), -math.inf  # the first candidate's J is finite, so it is always taken
+    for f in floors:
         esc = v < f
         j = (esc & y).sum() / y.sum() - (esc & ~y).sum() / (~y).sum()
         if j > best_j + 1e-12:
@@ -75,7 +77,7 @@ def youden_floor(labels: Sequence[int], oriented_values: Sequence[float]) -> flo
     return best
 
 
-def catch_floor(labels: Sequence[int], oriented_values: Sequence[float], target: float) -> float:
+def catch_floor(labels: npt.ArrayLike, oriented_values: npt.ArrayLike, target: float) -> float:
     """Lowest floor whose catch rate on these queries reaches ``target``."""
     if not 0 < target <= 1:
         raise ConfigError(f"target_catch must be in (0, 1], got {target}.")
@@ -96,7 +98,7 @@ def _rule(signal: str, orientation: str, floor: float) -> tuple[float, str]:
 
 
 def calibrate_gate(
-    labels: Sequence[int], values: Sequence[float], signal: str, *, calib_fraction: float = 0.5, seed: int = 0,
+    labels: npt.ArrayLike, values: npt.ArrayLike, signal: str, *, calib_fraction: float = 0.5, seed: int = 0,
     target_catch: float | None = None, orientation: str | None = None,
 ) -> dict[str, Any]:
     """Orientation and floor from a seeded stratified calibration split; rates on it and on the held-out split."""
@@ -113,7 +115,7 @@ def calibrate_gate(
     else:
         floor, method = catch_floor(y[cal], o[cal], target_catch), "catch_rate"
     threshold, rule = _rule(signal, orientation, floor)
-    out = {
+    out: dict[str, Any] = {
         "signal": signal, "orientation": orientation, "method": method, "target_catch": target_catch,
         "floor": floor, "threshold": threshold, "rule": rule, "calib_fraction": calib_fraction, "seed": seed,
     }
@@ -125,7 +127,7 @@ def calibrate_gate(
     return out
 
 
-def apply_gate(values: Sequence[float], gate: Mapping[str, Any]) -> np.ndarray:
+def apply_gate(values: npt.ArrayLike, gate: Mapping[str, Any]) -> np.ndarray:
     """0/1 escalation flags: escalate when the oriented value is below the floor, or when the value is missing."""
     o = oriented(values, gate["orientation"])
     return np.where(np.isfinite(o), o < float(gate["floor"]), True).astype(np.int64)
@@ -147,7 +149,7 @@ def either_pair(kept: Sequence[str], correlations: Mapping[str, Mapping[str, flo
     return None
 
 
-def either_floors(labels: Sequence[int], o1: Sequence[float], o2: Sequence[float],
+def either_floors(labels: npt.ArrayLike, o1: npt.ArrayLike, o2: npt.ArrayLike,
                   target_catch: float | None = None) -> tuple[float, float]:
     """Floors ``(f1, f2)`` of the gate "escalate when o1 < f1 or o2 < f2", chosen jointly on these queries.
 
@@ -163,7 +165,8 @@ def either_floors(labels: Sequence[int], o1: Sequence[float], o2: Sequence[float
         raise ConfigError(f"target_catch must be in (0, 1], got {target_catch}.")
     c2 = candidate_floors(v2)
     n1, n0 = int(y.sum()), int((~y).sum())
-    best, best_key = None, None
+    best: tuple[float, float] | None = None
+    best_key: tuple[float, float] | None = None
     for f1 in candidate_floors(v1):
         first = v1 < f1
         # for every f2 at once: the queries the first signal leaves, escalated by the second when below f2
@@ -178,11 +181,13 @@ def either_floors(labels: Sequence[int], o1: Sequence[float], o2: Sequence[float
         key = (round(float(keys[j, 0]), 12), float(keys[j, 1]))
         if best_key is None or key > best_key:
             best, best_key = (float(f1), float(c2[j])), key
+    if best is None:  # unreachable: candidate_floors gives at least one floor, and the first pair is always taken
+        raise GapbenchError("the either gate found no candidate floors.")
     return best
 
 
 def calibrate_either(
-    labels: Sequence[int], values1: Sequence[float], values2: Sequence[float], signals: tuple[str, str], *,
+    labels: npt.ArrayLike, values1: npt.ArrayLike, values2: npt.ArrayLike, signals: tuple[str, str], *,
     calib_fraction: float = 0.5, seed: int = 0, target_catch: float | None = None,
 ) -> dict[str, Any]:
     """The gate on either of two signals firing: orientations and joint floors (:func:`either_floors`) from the
@@ -196,7 +201,7 @@ def calibrate_either(
     o = np.stack([oriented(v[i], orient[i]) for i in (0, 1)])
     floors = either_floors(y[cal], o[0][cal], o[1][cal], target_catch)
     rules = [_rule(signals[i], orient[i], floors[i]) for i in (0, 1)]
-    out = {
+    out: dict[str, Any] = {
         "signals": list(signals), "orientations": orient, "method": "youden" if target_catch is None else "catch_rate",
         "target_catch": target_catch, "floors": list(floors), "thresholds": [r[0] for r in rules],
         "rule": " or ".join(r[1] for r in rules), "calib_fraction": calib_fraction, "seed": seed,
@@ -207,7 +212,7 @@ def calibrate_either(
     return out
 
 
-def apply_either(values1: Sequence[float], values2: Sequence[float], gate: Mapping[str, Any]) -> np.ndarray:
+def apply_either(values1: npt.ArrayLike, values2: npt.ArrayLike, gate: Mapping[str, Any]) -> np.ndarray:
     """0/1 flags of the either gate: escalate when either stored gate fires (a missing value fires)."""
     flags = [apply_gate(v, {"orientation": o, "floor": f})
              for v, o, f in zip((values1, values2), gate["orientations"], gate["floors"])]

@@ -4,9 +4,10 @@ two signals, and the selection of the signals to keep (the bar, then pruning of 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ConfigError
 from ...evaluation.stats import percentile_interval, resample_blocks
@@ -18,7 +19,7 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return rankdata(values, axis=-1)
 
 
-def auc(labels: Sequence[int], values: Sequence[float]) -> float:
+def auc(labels: npt.ArrayLike, values: npt.ArrayLike) -> float:
     """P(value of a positive > value of a negative), ties counted half (= sklearn roc_auc_score); nan with one class."""
     y = np.asarray(labels, dtype=bool)
     v = np.asarray(values, dtype=np.float64)
@@ -30,7 +31,7 @@ def auc(labels: Sequence[int], values: Sequence[float]) -> float:
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def separation(labels: Sequence[int], values: Sequence[float],
+def separation(labels: npt.ArrayLike, values: npt.ArrayLike,
                expected: str = "lower_is_weaker") -> tuple[float, str, float]:
     """``(max(AUC, 1-AUC), orientation, raw AUC)`` for weak labels; ties at 0.5 keep ``expected``."""
     a = auc(labels, values)
@@ -41,7 +42,7 @@ def separation(labels: Sequence[int], values: Sequence[float],
     return (1 - a, "lower_is_weaker", a) if a < 0.5 else (a, "higher_is_weaker", a)
 
 
-def oriented(values: Sequence[float], orientation: str) -> np.ndarray:
+def oriented(values: npt.ArrayLike, orientation: str) -> np.ndarray:
     """Values turned so that lower means weaker."""
     v = np.asarray(values, dtype=np.float64)
     if orientation == "lower_is_weaker":
@@ -52,7 +53,7 @@ def oriented(values: Sequence[float], orientation: str) -> np.ndarray:
 
 
 def bootstrap_auc_ci(
-    labels: Sequence[int], values: Sequence[float], orientation: str, *, n_resamples: int = 1000, seed: int = 0,
+    labels: npt.ArrayLike, values: npt.ArrayLike, orientation: str, *, n_resamples: int = 1000, seed: int = 0,
     confidence: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile-bootstrap CI of the AUC with the signal oriented (resampling queries; one-class resamples skipped).
@@ -81,7 +82,7 @@ def bootstrap_auc_ci(
     return float(lo), float(hi)
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+def spearman(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
     """Spearman's rho (Pearson on average ranks); nan when either side is constant or fewer than 3 pairs."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     ok = np.isfinite(x) & np.isfinite(y)

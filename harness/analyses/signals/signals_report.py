@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ConfigError, GapbenchError
 from ...files import atomic_writer, output_folder, pyplot, write_figure
@@ -30,12 +31,12 @@ from .gate import EITHER_MAX_CORR, calibrate_either, calibrate_gate, either_pair
 from .signal_stats import bootstrap_auc_ci, select_signals, separation, spearman
 
 
-def _clean(x: float) -> float | None:
+def _clean(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def analyse(
-    table: SignalTable, labels: Sequence[int], *, task: str = "", bar: float = 0.65, max_corr: float = 0.85,
+    table: SignalTable, labels: npt.ArrayLike, *, task: str = "", bar: float = 0.65, max_corr: float = 0.85,
     n_bootstrap: int = 1000, seed: int = 0, calib_fraction: float = 0.5, target_catch: float | None = None,
     gate_signal: str | None = None, meta: Mapping[str, Any] | None = None, either_max_corr: float = EITHER_MAX_CORR,
 ) -> SignalsReport:
@@ -47,8 +48,9 @@ def analyse(
     y = np.asarray(labels, dtype=np.int64)
     if y.size != len(table.query_ids):
         raise GapbenchError(f"{y.size} labels for {len(table.query_ids)} queries.")
-    sigs: dict[str, dict] = {}
+    sigs: dict[str, dict[str, Any]] = {}
     seps: dict[str, float] = {}
+    available: dict[str, np.ndarray] = {}  # the values of the signals the runs could give
     for i, name in enumerate(table.values):
         vals = table.values[name]
         entry: dict[str, Any] = {"available": vals is not None, "reason": table.reasons.get(name, ""),
@@ -68,27 +70,27 @@ def analyse(
         })
         sigs[name] = entry
         seps[name] = sep
-    avail = list(seps)
-    corr = {a: {b: _clean(spearman(table.values[a], table.values[b])) for b in avail if b != a} for a in avail}
+        available[name] = vals
+    corr = {a: {b: _clean(spearman(available[a], available[b])) for b in available if b != a} for a in available}
     corr_f = {a: {b: (math.nan if v is None else v) for b, v in row.items()} for a, row in corr.items()}
     kept, dropped = select_signals(seps, corr_f, bar=bar, max_corr=max_corr)
     for name in seps:
         sigs[name]["kept"] = name in kept
         sigs[name]["dropped"] = dropped.get(name)
-    gate = None
-    gate_note = None
+    gate: dict[str, Any] | None = None
+    gate_note: str | None = None
     if gate_signal is not None and gate_signal not in table.values:
         raise ConfigError(f"gate_signal {gate_signal!r} is not computed; signals: {', '.join(table.values)}.")
     if gate_signal is not None and table.values[gate_signal] is None:
         raise ConfigError(f"gate_signal {gate_signal!r} is unavailable: {table.reasons.get(gate_signal, '')}.")
     if 0 < int(y.sum()) < y.size and seps:
         try:
-            gate = _choose_gate(table, y, seps, kept, gate_signal, calib_fraction, seed, target_catch)
+            gate = _choose_gate(available, y, seps, kept, gate_signal, calib_fraction, seed, target_catch)
         except GapbenchError as exc:
             gate_note = str(exc)
     else:
         gate_note = "every query is weak or every query is good in the window: nothing to separate"
-    summary = {
+    summary: dict[str, Any] = {
         "n_queries": int(y.size), "n_weak": int(y.sum()), "weak_rate": float(y.mean()) if y.size else None,
         "bar": bar, "max_corr": max_corr, "n_bootstrap": n_bootstrap, "seed": seed,
         "signals": sigs, "spearman": corr, "kept": kept, "gate": gate,
@@ -98,18 +100,23 @@ def analyse(
     if gate_note:
         summary["gate_note"] = gate_note
     summary["either_max_corr"] = either_max_corr
-    summary["gate_either"], either_note = _either_gate(table, y, kept, corr, either_max_corr, calib_fraction, seed,
-                                                       target_catch)
+    gate_either, either_note = _either_gate(available, y, kept, corr, either_max_corr, calib_fraction, seed,
+                                            target_catch)
+    summary["gate_either"] = gate_either
     if either_note:
         summary["gate_either_note"] = either_note
-    if summary["gate_either"] is not None:
-        summary["gate_either"]["evidence_warnings"] = gate_warnings(summary["gate_either"], "the gate on either firing")
+    if gate_either is not None:
+        gate_either["evidence_warnings"] = gate_warnings(gate_either, "the gate on either firing")
     summary["evidence_warnings"] = signal_warnings(int(y.size), int(y.sum()), sigs)
     return SignalsReport.computed({"kind": "signals", "task": task, "version": 1, **(meta or {}), **summary}, table, y)
 
 
-def _either_gate(table, y, kept, corr, max_corr, calib_fraction, seed, target_catch) -> tuple[dict | None, str | None]:
-    """The gate on either firing, or None and why not."""
+def _either_gate(
+    values: Mapping[str, np.ndarray], y: np.ndarray, kept: Sequence[str],
+    corr: Mapping[str, Mapping[str, float | None]], max_corr: float, calib_fraction: float, seed: int,
+    target_catch: float | None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The gate on either firing (``values``: the available signals'), or None and why not."""
     pair = either_pair(kept, corr, max_corr)
     if pair is None:
         return None, (f"no two kept signals with |Spearman| < {max_corr} (kept: {', '.join(kept) or 'none'}); the "
@@ -117,25 +124,30 @@ def _either_gate(table, y, kept, corr, max_corr, calib_fraction, seed, target_ca
     if not 0 < int(y.sum()) < y.size:
         return None, "every query is weak or every query is good in the window: nothing to separate"
     try:
-        g = calibrate_either(y, table.values[pair[0]], table.values[pair[1]], pair, calib_fraction=calib_fraction,
+        g = calibrate_either(y, values[pair[0]], values[pair[1]], pair, calib_fraction=calib_fraction,
                              seed=seed, target_catch=target_catch)
     except GapbenchError as exc:
         return None, str(exc)
     return {**g, "spearman": corr[pair[0]][pair[1]], "max_corr": max_corr}, None
 
 
-def _choose_gate(table, y, seps, kept, gate_signal, calib_fraction, seed, target_catch) -> dict:
+def _choose_gate(
+    values: Mapping[str, np.ndarray], y: np.ndarray, seps: Mapping[str, float], kept: Sequence[str],
+    gate_signal: str | None, calib_fraction: float, seed: int, target_catch: float | None,
+) -> dict[str, Any]:
+    """The gate on ``gate_signal`` or, when None, on the kept signal (else any available one) that separates best on
+    the calibration split (``values``: the available signals')."""
     cal, _ = stratified_split(y, calib_fraction, seed)
     if gate_signal is None:
         pool = kept or list(seps)
         cal_sep = {}
         for s in pool:
-            v = table.values[s]
+            v = values[s]
             ok = np.isfinite(v[cal])
             sep = separation(y[cal][ok], v[cal][ok])[0]
             cal_sep[s] = -1.0 if math.isnan(sep) else sep
         gate_signal = max(pool, key=lambda s: (cal_sep[s], -pool.index(s)))
-    return calibrate_gate(y, table.values[gate_signal], gate_signal, calib_fraction=calib_fraction, seed=seed,
+    return calibrate_gate(y, values[gate_signal], gate_signal, calib_fraction=calib_fraction, seed=seed,
                           target_catch=target_catch)
 
 
@@ -199,7 +211,7 @@ def save_report(report: SignalsReport, out_dir: str | Path) -> dict[str, Path]:
     """Write signals.json, signals.md, signals_per_query.tsv and the PNGs into ``out_dir``; a report read back from
     signals.json has no per-query values, so only signals.json, signals.md and signals_auc.png are written for it."""
     out = output_folder(out_dir)
-    d = report.to_dict()
+    d = report.model_dump(mode="json", exclude_unset=True)  # keys absent from a file read back stay absent
     paths = {"json": out / "signals.json", "md": out / "signals.md"}
     with atomic_writer(paths["json"]) as fh:
         json.dump(d, fh, indent=2)

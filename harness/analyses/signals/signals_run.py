@@ -37,7 +37,7 @@ def run_signals_with(task: str, retrievers: Sequence[str], options: SignalsOptio
 
 
 def _meta(options: SignalsOptions, retrievers: Sequence[str], built: Mapping[str, tuple[Any, Run]],
-          prepared: Any) -> dict:
+          prepared: Any) -> dict[str, Any]:
     """signals.json's settings: the options', each retriever's identity and, for a local task, its content key (the
     gate compares run directories' tasks by it, so the same folder at another path is the same task)."""
     from ...identity import LOCAL_REVISION, data_key

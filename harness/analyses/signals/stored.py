@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ConfigError, DataFormatError
 from ...files import atomic_writer
@@ -20,7 +21,7 @@ from .definitions import TermExtractor, compute_signals
 from .gate import apply_either, apply_gate
 
 
-def load_signals(path: str | Path, gate: str = "gate") -> dict:
+def load_signals(path: str | Path, gate: str = "gate") -> dict[str, Any]:
     """A signals.json (or the directory holding it), checked for the fields the gate needs (``gate``: ``"gate"``, or
     ``"gate_either"`` for the gate on either firing)."""
     path = Path(path)
@@ -69,13 +70,16 @@ def gate_runs(
     qids = list(dict.fromkeys(q for r in runs.values() for q in r))
     table = compute_signals(runs, qids, window=int(signals.get("window") or 10), primary=primary, corpus=corpus,
                             queries=queries, term_extractor=term_extractor, signals=names, kinds=kinds)
+    got: list[np.ndarray] = []
     for name in names:
-        if table.values[name] is None:
+        v = table.values[name]
+        if v is None:
             raise ConfigError(f"the gate's signal {name} cannot be computed from these runs ({', '.join(specs)}): "
                               f"{table.reasons[name]}. Give the run directories it needs.")
+        got.append(v)
     if not either:
-        return qids, table.values[names[0]], apply_gate(table.values[names[0]], signals["gate"])
-    values = np.stack([table.values[n] for n in names], axis=1)
+        return qids, got[0], apply_gate(got[0], signals["gate"])
+    values = np.stack(got, axis=1)
     return qids, values, apply_either(values[:, 0], values[:, 1], signals["gate_either"])
 
 
@@ -84,7 +88,7 @@ def gate_signals(signals: Mapping[str, Any], either: bool = False) -> list[str]:
     return list(signals["gate_either"]["signals"]) if either else [signals["gate"]["signal"]]
 
 
-def write_escalations(path: str | Path, query_ids: Sequence[str], values: Sequence[float], flags: Sequence[int],
+def write_escalations(path: str | Path, query_ids: Sequence[str], values: npt.ArrayLike, flags: npt.ArrayLike,
                       names: Sequence[str] | None = None) -> Path:
     """escalate.tsv: ``query_id<TAB>value<TAB>escalate`` (0/1) with a header line; with ``names`` (the either gate),
     one value column per name, headed by it, from 2-D ``values``."""
@@ -92,6 +96,6 @@ def write_escalations(path: str | Path, query_ids: Sequence[str], values: Sequen
     rows = np.asarray(values, dtype=np.float64).reshape(len(query_ids), -1)
     with atomic_writer(path) as fh:
         fh.write("\t".join(["query_id", *(names or ["value"]), "escalate"]) + "\n")
-        for q, v, f in zip(query_ids, rows, flags):
+        for q, v, f in zip(query_ids, rows, np.asarray(flags).reshape(-1)):
             fh.write("\t".join([q, *(repr(float(x)) for x in v), str(int(f))]) + "\n")
     return path
