@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gapbench.analyses.obliq_build.build import build_obliq
+from gapbench.analyses.obliq_build.context import CHECKPOINTS
 from gapbench.analyses.obliq_build.obliq_options import ObliqBuildOptions
 from gapbench.errors import ConfigError, ObliqBuildError
 from gapbench.llm.client import LLMClient, LLMError
@@ -161,6 +162,42 @@ def test_a_build_killed_mid_stage_resumes_without_repeating_a_call(corpus, tmp_p
         report = build_obliq(str(corpus), options(tmp_path / "task", llm_client=client(srv, cache)))
         assert srv.counts["ok"] == total - answered  # only the calls not answered before
     assert by_attribute(tmp_path / "task", "test") == GOLD
+
+
+def test_checkpoints_keep_their_form_and_a_build_run_again_reads_them(corpus, tmp_path):
+    """The files a build leaves as it has always written them: the collapse checkpoint holds each cluster as its four
+    fields, card.json each stage's counts listed by name. A build run again over the folder reads the checkpoints
+    (it asks nothing, not even the LLM cache), leaves them byte for byte, and cards the same counts, drops and pools."""
+    out = tmp_path / "task"
+    with ObliqServer(world()) as srv:
+        first = build_obliq(str(corpus), options(out, pool_retrievers=("bm25",),
+                                                 llm_client=client(srv, tmp_path / "llm.sqlite")))
+    saved = {p.name: p.read_bytes() for p in sorted((out / CHECKPOINTS).iterdir())}
+    assert list(saved) == ["annotate.json", "collapse.json", "pool.json", "queries.json", "rejudge.json"]
+    clusters = json.loads(saved["collapse.json"])["result"]
+    # the planted clusters, largest first (ties by description), named by the consolidating answer; the annotator's
+    # two phrasings of billing (clustered apart, in the order of the sorted values) joined by the merge
+    assert clusters == [
+        {"cluster_id": "c001", "description": ATTRIBUTES["billing"].description, "doc_ids": sorted(GOLD["billing"]),
+         "values": sorted(ATTRIBUTES["billing"].values)},
+        {"cluster_id": "c002", "description": ATTRIBUTES["staff"].description, "doc_ids": sorted(GOLD["staff"]),
+         "values": ATTRIBUTES["staff"].values},
+        {"cluster_id": "c003", "description": ATTRIBUTES["late"].description, "doc_ids": sorted(GOLD["late"]),
+         "values": ATTRIBUTES["late"].values},
+    ]
+    card = json.loads((out / "card.json").read_text())
+    assert list(card["counts"]) == ["annotate", "collapse", "queries", "rejudge", "pool"]  # in the order run
+    assert all(list(c) == sorted(c) for c in card["counts"].values())
+    assert card["counts"]["collapse"]["clusters kept"] == 3 and card["counts"]["rejudge"]["documents graded 2"] == 14
+    with ObliqServer(world()) as srv:
+        again = build_obliq(str(corpus), options(out, pool_retrievers=("bm25",),
+                                                 llm_client=client(srv, tmp_path / "llm.sqlite")))
+        assert srv.counts["chat"] == 0
+    assert again.llm_usage is not None and again.llm_usage["requests"] == 0
+    assert {p.name: p.read_bytes() for p in sorted((out / CHECKPOINTS).iterdir())} == saved
+    run_bound = {"date", "seconds", "model", "llm_usage"}  # the clock, the server's port and this run's calls
+    assert again.model_dump(exclude=run_bound) == first.model_dump(exclude=run_bound)
+    assert json.loads((out / "card.json").read_text())["counts"] == card["counts"]
 
 
 def test_gapbench_run_takes_the_built_folder(corpus, tmp_path, capsys):

@@ -32,7 +32,7 @@ def _names(text: str) -> tuple[str, ...]:
 FLAGS = FromOptions("obliq build", "gapbench.analyses.obliq_build.obliq_options:ObliqBuildOptions",
                     short={"out": ("-o",)}, decls={"dry_run": ("--dry-run",)},
                     kinds={"lens": str, "pool_retrievers": str},
-                    parse={"lens": _lens, "pool_retrievers": _names}, library_only={"llm_client"})
+                    parse={"lens": _lens, "pool_retrievers": _names}, library_only=frozenset({"llm_client"}))
 
 
 @cli_llm.sampling_options

@@ -3,13 +3,21 @@ task folder's ``card.json`` and its JSON Schema (``docs/schemas/obliq_build.sche
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict
+from pydantic import AfterValidator, ConfigDict
 
 from .base import Model, Number
 
 FORMAT = "gapbench.obliq_build/1"
+
+
+def _by_name(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {stage: dict(sorted(c.items())) for stage, c in counts.items()}
+
+
+# per stage (in the order the build ran them), what was counted and how many, listed by name
+StageCounts = Annotated[dict[str, dict[str, int]], AfterValidator(_by_name)]
 
 
 class StageIO(Model):
@@ -61,7 +69,7 @@ class ObliqBuildReport(Model):
     estimate: dict[str, Any]
     dry_run: bool = False
     stages: list[StageIO]
-    counts: dict[str, dict[str, int]]
+    counts: StageCounts
     dropped: list[Dropped]
     n_queries: int
     n_gold: int

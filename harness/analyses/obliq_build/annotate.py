@@ -45,8 +45,8 @@ def _round(ctx: Context, batches: list[list[str]], got: dict[str, str | None], s
         docs, ids = numbered([ctx.text(d) for d in batch], ctx.options.max_chars)
         prompts.append(ctx.prompts.render("annotate", lens=ctx.lens, documents=docs, ids=", ".join(ids)))
         shown.append(ids)
-    value = GRAMMAR_VALUE if ctx.style == "json_object" else VALUE
-    schemas = [id_schema("annotations", "value", value, ids, ctx.style) for ids in shown]
+    value_schema = GRAMMAR_VALUE if ctx.style == "json_object" else VALUE
+    schemas = [id_schema("annotations", "value", value_schema, ids, ctx.style) for ids in shown]
     answers = ctx.ask(STAGE, prompts, "obliq_annotations", schemas, "annotations",
                       [TOKENS_PER_VALUE * len(b) + 32 for b in batches],
                       step=step)

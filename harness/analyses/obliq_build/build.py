@@ -23,13 +23,14 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, DataFormatError, GapbenchError, ObliqBuildError
-from ...schemas.obliq_build import ObliqBuildReport, StageIO
+from ...schemas.obliq_build import Dropped, ObliqBuildReport, QueryPool, StageIO
 from ...types import Corpus, Document
 from . import annotate as st_annotate
 from . import collapse as st_collapse
@@ -219,7 +220,7 @@ def _clusters(ctx: Context, labels: dict[str, str], n_labels: int = 0):
         saved = ctx.load_checkpoint("collapse", key)
         if saved is None:
             clusters = st_collapse.collapse(ctx, values)
-            ctx.save_checkpoint("collapse", key, [c.to_dict() for c in clusters], ["collapse"])
+            ctx.save_checkpoint("collapse", key, [asdict(c) for c in clusters], ["collapse"])
         else:
             clusters = [st_collapse.Cluster(**c) for c in saved]
     else:
@@ -330,13 +331,13 @@ def _report(options, name, corpus_info, est, prompts: Prompts, ctx: Context | No
         estimate=est,
         dry_run=dry,
         stages=stages,
-        counts=ctx.tally.to_dict() if ctx is not None else {},
-        dropped=ctx.dropped if ctx is not None else [],
+        counts={stage: dict(c) for stage, c in ctx.tally.counts.items()} if ctx is not None else {},
+        dropped=[Dropped(**d) for d in ctx.dropped] if ctx is not None else [],
         n_queries=len(gold or {}),
         n_gold=sum(len(v) for v in (gold or {}).values()),
         n_pooled=sum(len(v) for v in (pooled or {}).values()),
         n_excluded=sum(len(v) for v in (excluded or {}).values()),
-        per_query_pool=ctx.per_query if ctx is not None else {},
+        per_query_pool={q: QueryPool(**p) for q, p in ctx.per_query.items()} if ctx is not None else {},
         llm_usage=client.usage.total() if client is not None and hasattr(client, "usage") else None,
         files=[] if dry else list(FILES),
         seconds=round(time.monotonic() - started, 1),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import DataFormatError
@@ -42,13 +42,13 @@ MERGE_SCHEMA = {"type": "object", "properties": {"groups": {"type": "array", "it
 
 @dataclass
 class Cluster:
+    """One collapsed value: its documents and the values it joins. The collapse checkpoint holds each cluster as
+    ``dataclasses.asdict`` writes it and reads it back with ``Cluster(**saved)``."""
+
     cluster_id: str
     description: str
     doc_ids: list[str]
     values: list[str]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def normalise(value: str) -> str:
@@ -128,7 +128,7 @@ def threshold_clusters(vectors, threshold: float) -> list[list[int]]:
     member; one group per row when there is a single row."""
     import numpy as np
 
-    vecs = np.asarray(vectors, dtype=np.float32)
+    vecs: np.ndarray = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms == 0, 1, norms)
     n = len(vecs)

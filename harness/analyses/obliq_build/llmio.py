@@ -157,10 +157,11 @@ def cut(text: str, max_chars: int) -> str:
 
 
 class Tally:
-    """Counts per stage: ``tally.add("annotate", "repaired")``; ``tally.to_dict()`` for the card."""
+    """Counts per stage: ``tally.add("annotate", "repaired")``; ``tally.counts`` is the card's ``counts`` (whose
+    model lists each stage's counts by name)."""
 
     def __init__(self) -> None:
-        self.counts: dict[str, Counter] = {}
+        self.counts: dict[str, Counter[str]] = {}
 
     def add(self, stage: str, what: str, n: int = 1) -> None:
         if n:
@@ -168,9 +169,6 @@ class Tally:
 
     def get(self, stage: str, what: str) -> int:
         return self.counts.get(stage, Counter())[what]
-
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        return {s: dict(sorted(c.items())) for s, c in self.counts.items()}
 
 
 def id_answers(obj: dict | None, key: str, ids: Sequence[str], field: str, tally: Tally, stage: str) -> dict[str, Any]:

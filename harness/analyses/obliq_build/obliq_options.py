@@ -154,7 +154,7 @@ class ObliqBuildOptions(Options):
     def settings(self) -> dict[str, Any]:
         """The settings the card records (JSON-ready; no client object)."""
         skip = {"llm_client", "out", "dry_run"}
-        out = {}
+        out: dict[str, Any] = {}
         for name in type(self).model_fields:
             if name in skip:
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ...errors import ObliqBuildError
 from ...types import Queries, Query
 from .context import Context
 from .leaks import Vocabulary, bm25_share, word_leaks
@@ -30,12 +31,26 @@ class Draft:
 
     key: str
     doc_ids: list[str]
-    prompt: Callable[[str, str], str]  # (avoid, feedback) -> prompt
+    # (avoid, feedback) -> prompt; None for a draft whose query was written in an earlier run (it is only judged)
+    prompt: Callable[[str, str], str] | None
     avoid: list[str] = field(default_factory=list)
     text: str | None = None
     attempts: int = 0
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, str | None]] = field(default_factory=list)
     opening: str = ""  # the recollection variant's opening style
+
+    def render(self, avoid: str, feedback: str) -> str:
+        """The prompt that writes (or rewrites) this draft's query."""
+        if self.prompt is None:
+            raise ObliqBuildError(f"query {self.key} was written in an earlier run and has no prompt to write it "
+                                  "again.", stage=STAGE)
+        return self.prompt(avoid, feedback)
+
+    def query(self) -> str:
+        """The query written for this draft (a draft is leak-checked and judged only once it has one)."""
+        if self.text is None:
+            raise ObliqBuildError(f"query {self.key} has no text yet: it cannot be checked or judged.", stage=STAGE)
+        return self.text
 
 
 class LeakCheck:
@@ -57,12 +72,12 @@ class LeakCheck:
         """Per draft: why its query leaks, or None."""
         from ...retrieval import search_with
 
-        queries = Queries(Query(d.key, d.text) for d in drafts)
+        queries = Queries(Query(d.key, d.query()) for d in drafts)
         k = max(len(d.doc_ids) for d in drafts)
         run = search_with(self.bm25, queries, k, None)
-        out = []
+        out: list[str | None] = []
         for d in drafts:
-            leaked = word_leaks(d.text, d.avoid)
+            leaked = word_leaks(d.query(), d.avoid)
             share = bm25_share(list(run.get(d.key, [])), d.doc_ids)
             if leaked:
                 out.append(f"uses words its documents use and few others do: {', '.join(leaked)}")
@@ -81,7 +96,7 @@ def write_queries(ctx: Context, drafts: list[Draft], leak: LeakCheck, stage: str
     for attempt in range(ctx.options.regenerate + 1):
         if not pending:
             break
-        prompts = [d.prompt(", ".join(d.avoid[:AVOID_SHOWN]) or "(none)", _feedback(d)) for d in pending]
+        prompts = [d.render(", ".join(d.avoid[:AVOID_SHOWN]) or "(none)", _feedback(d)) for d in pending]
         answers = ctx.ask(stage, prompts, "obliq_query", QUERY_SCHEMA, "query", 160,
                           tags=[f"{stage}:{d.key}" for d in pending], step=f"try {attempt + 1}")
         parsed = []
@@ -180,7 +195,7 @@ def judge(ctx: Context, items: Sequence[tuple[str, str, list[str]]], stage: str,
 
 def gold(ctx: Context, drafts: Sequence[Draft]) -> dict[str, dict[str, int]]:
     """query key -> {doc id: 2} for the cluster documents graded 2; queries with none are dropped (counted)."""
-    grades = judge(ctx, [(d.key, d.text, d.doc_ids) for d in drafts], JUDGE_STAGE)
+    grades = judge(ctx, [(d.key, d.query(), d.doc_ids) for d in drafts], JUDGE_STAGE)
     out = {}
     for d in drafts:
         twos = {doc: 2 for doc, g in grades[d.key].items() if g == 2}
