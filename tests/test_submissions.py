@@ -127,6 +127,22 @@ def test_score_refuses_an_invalid_submission(sub):
     assert not (sub / "scores.json").exists()
 
 
+def test_an_unscored_or_unread_submission_is_refused_by_name(sub, tmp_path):
+    """What scoring, boards and exports read of a report (submission.json, the recomputed scores) is refused, naming
+    the folder and the command that fixes it, when validation could not give it."""
+    report = validate_submission(sub)
+    assert report.ok and report.submission()["system"] == "bm25"
+    with pytest.raises(SubmissionError, match=re.escape(f"{sub}: not scored yet (no scores.json); run "
+                                                        f"`gapbench submit score {sub}`.")):
+        report.scored()
+    (sub / "submission.json").unlink()
+    unread = validate_submission(sub)
+    assert unread.meta is None and not unread.ok
+    with pytest.raises(SubmissionError, match=re.escape(f"{sub}: submission.json could not be read as a JSON "
+                                                        f"object; fix the errors `gapbench submit validate {sub}`")):
+        unread.submission()
+
+
 # ---------------------------------------------------------------- schema
 
 def test_unknown_field_with_suggestion(sub):
