@@ -36,7 +36,7 @@ FLAGS = FromOptions("coverage", "gapbench.analyses.coverage.coverage_options:Cov
                     short={"out": ("-o",), "measure": ("-m",)},
                     kinds={"k_range": str, "query_length": str, "query_specificity": str},
                     parse={"k_range": _ints, "query_length": _words, "query_specificity": _words},
-                    library_only={"llm_client"})
+                    library_only=frozenset({"llm_client"}))
 
 
 @cli_llm.sampling_options

@@ -327,8 +327,8 @@ def _summary_table(r: CoverageReport) -> Table:
     c, d = r.coverage, r.coverage.density
     header = ["clusters", "touched", "MSC", "mass-weighted", "queries", "density min / median / mean",
               f"clusters < {d.min_queries} queries"]
-    row = [c.n_clusters, c.n_touched, _f(c.msc), _f(c.mass_weighted), c.n_queries,
-           f"{d.min} / {_f(d.median, 1)} / {_f(d.mean, 1)}", d.below_min]
+    row = [str(c.n_clusters), str(c.n_touched), _f(c.msc), _f(c.mass_weighted), str(c.n_queries),
+           f"{d.min} / {_f(d.median, 1)} / {_f(d.mean, 1)}", str(d.below_min)]
     return Table(header, [row], align="l" * len(header))
 
 
@@ -343,10 +343,11 @@ def _systems_table(r: CoverageReport) -> Table:
 def _clusters_table(r: CoverageReport) -> Table:
     """Per cluster: id, label, mass, queries and each system's mean over the cluster's queries ('-': none)."""
     header = ["id", "label", "mass", "queries", *r.systems]
-    rows = []
+    rows: list[list[str]] = []
     for cl in r.clusters:
         means = [r.systems[s].per_cluster.get(str(cl.cluster_id)) for s in r.systems]
-        rows.append([cl.cluster_id, cl.label, cl.mass, cl.n_queries, *(_f(st.mean) if st else "-" for st in means)])
+        rows.append([str(cl.cluster_id), cl.label, str(cl.mass), str(cl.n_queries),
+                     *(_f(st.mean) if st else "-" for st in means)])
     return Table(header, rows, align="l" * len(header))
 
 

@@ -4,8 +4,10 @@ to the clusters of their entities, and queries to the clusters of their relevant
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -36,10 +38,11 @@ def cluster_entities(forms: Sequence[str], vectors: np.ndarray, *, k: int | None
         raise GapbenchError(f"only {n} distinct entity found in the corpus; clustering needs at least 2 "
                             "(try entities='llm', or a larger max_chars).")
     X = np.asarray(vectors, dtype=np.float64)
+    scores: dict[int, float] = {}
     if k is not None:
         if not 1 <= k <= n:
             raise ConfigError(f"clusters must be between 1 and {n} (the number of distinct entities), got {k}.")
-        model, criterion, scores = _fit(X, k, seed), "given", {}
+        model, criterion = _fit(X, k, seed), "given"
     else:
         k, model, scores = _best_silhouette(X, k_candidates, seed)
         criterion = "silhouette"
@@ -57,13 +60,13 @@ def cluster_entities(forms: Sequence[str], vectors: np.ndarray, *, k: int | None
                       scores)
 
 
-def _fit(X: np.ndarray, k: int, seed: int):
+def _fit(X: np.ndarray, k: int, seed: int) -> Any:  # a fitted sklearn KMeans
     from sklearn.cluster import KMeans
 
     return KMeans(n_clusters=k, n_init=3, random_state=seed).fit(X)
 
 
-def _best_silhouette(X: np.ndarray, k_candidates: Sequence[int], seed: int) -> tuple[int, object, dict[int, float]]:
+def _best_silhouette(X: np.ndarray, k_candidates: Sequence[int], seed: int) -> tuple[int, Any, dict[int, float]]:
     """The candidate k with the highest silhouette (ties: the smaller), its model, and every candidate's score."""
     from sklearn.metrics import silhouette_score
 
@@ -73,7 +76,7 @@ def _best_silhouette(X: np.ndarray, k_candidates: Sequence[int], seed: int) -> t
     cands = sorted({int(c) for c in k_candidates if 2 <= int(c) < n})
     if not cands:
         cands = [min(2, n)] if n >= 3 else [n]
-    best = None
+    best: tuple[float, int, Any] = (-math.inf, 0, None)  # every silhouette (at least -1) beats it
     scores: dict[int, float] = {}
     with progress(len(cands), f"coverage: KMeans of {n:,} entities, silhouette per k", unit="k") as advance:
         for kk in cands:
@@ -83,7 +86,7 @@ def _best_silhouette(X: np.ndarray, k_candidates: Sequence[int], seed: int) -> t
             else:
                 s = float(silhouette_score(X, m.labels_, sample_size=min(n, 2000), random_state=seed))
             scores[kk] = round(s, 6)
-            if best is None or s > best[0] + 1e-12:
+            if s > best[0] + 1e-12:
                 best = (s, kk, m)
             advance(1)
     return best[1], best[2], scores

@@ -168,9 +168,9 @@ def _augment(missing: list[dict], prepared: Any, stratify: QueryStratifier, retr
     synthetic, syn_qrels, syn_queries = generate_queries(
         missing, prepared.data.corpus, strata, stratify.client, retr_objs, options.generate, options.judge_depth,
         options.judge_batch, options.seed, task.instruction, query_types=options.query_types())
-    if not syn_queries:
-        return synthetic, None, dict(per_query), dict(qcl)
-    all_values = {}
+    if not syn_queries or syn_qrels is None:  # none accepted (the two are None together)
+        return synthetic, None, {s: dict(v) for s, v in per_query.items()}, dict(qcl)
+    all_values: dict[str, dict[str, float]] = {}
     for name, retr in retr_objs:
         run = search_with(retr, syn_queries, 100, None)  # made-up queries: nothing to exclude
         res = evaluate(run, syn_qrels, [options.measure], task=task.name, seed=options.seed)

@@ -121,7 +121,7 @@ def spacy_entities(texts: Mapping[str, str], *, max_chars: int | None = 1000, fi
                 ents = [normalise_entity(e.text) for e in doc.ents if e.label_ in keep]
                 out[doc_id] = [e for e in ents if e]
                 advance(1)
-                if time.monotonic() - last >= every:
+                if partial is not None and time.monotonic() - last >= every:
                     _store_cached(partial, out)
                     last = time.monotonic()
     except BaseException as exc:

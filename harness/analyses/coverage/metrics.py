@@ -40,7 +40,7 @@ def coverage_metrics(strata: Strata, qclusters: Mapping[str, Iterable[int]], *, 
         "n_docs_assigned": len(assigned),
         "n_docs_unassigned": len(strata.doc_clusters) - len(assigned),
         "n_queries": len(qclusters),
-        "n_queries_unassigned": sum(1 for cs in qclusters.values() if not cs),
+        "n_queries_unassigned": len([cs for cs in qclusters.values() if not cs]),
         "density": {
             "min": int(min(counts)), "median": float(np.median(counts)), "mean": float(np.mean(counts)),
             "min_queries": min_queries, "below_min": sum(1 for n in counts if n < min_queries),
@@ -135,8 +135,8 @@ def bootstrap_win_rates(per_query: Mapping[str, Mapping[str, float]], qclusters:
     out: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "n_queries": n, "win_rate": {},
                            "rank_stability": {}}
     winners = {}
-    for stat, V in (("mean", means), ("macro", macros)):
-        V = np.round(np.nan_to_num(V, nan=-np.inf), 12)
+    for stat, raw in (("mean", means), ("macro", macros)):
+        V = np.round(np.nan_to_num(raw, nan=-np.inf), 12)
         best = V.max(axis=1, keepdims=True)
         wins = (V == best).astype(np.float64)
         share = wins / wins.sum(axis=1, keepdims=True)

@@ -91,11 +91,12 @@ def query_entity_clusters(queries: Queries, qids: Sequence[str], clustering: Clu
     qtexts = {q: queries[q].text for q in qids}
     q_ents, _ = entities_of(qtexts, method, client, fingerprint=queries.fingerprint, max_chars=None)
     new = sorted({f for fs in q_ents.values() for f in fs if f not in clustering.assignment})
-    nearest = {}
+    nearest: dict[str, int] = {}
     if new:
         nv = emb.embed(new)
         nearest = {f: int(np.argmax(nv[i] @ clustering.centroids.T)) for i, f in enumerate(new)}
-    return {q: {clustering.assignment.get(f, nearest.get(f)) for f in fs} for q, fs in q_ents.items()}
+    return {q: {clustering.assignment[f] if f in clustering.assignment else nearest[f] for f in fs}
+            for q, fs in q_ents.items()}
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,8 @@ class QueryStratifier:
         if regime == "entities" or self.options.query_entities:
             extra = query_entity_clusters(queries, qids, self.clustering, self.embedder, self.options.entities,
                                           self.client)
-        if regime == "entities":
-            return {q: frozenset(extra.get(q, ())) for q in qids}, None
+            if regime == "entities":
+                return {q: frozenset(extra.get(q, ())) for q in qids}, None
         return query_clusters(qrels, self.strata, query_ids=qids, extra=extra), None
 
     def _judged(self, queries: Queries, qids: Sequence[str]) -> tuple[dict[str, frozenset[int]], dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import ConfigError
@@ -92,7 +92,7 @@ def type_counts(rows: Sequence[Mapping[str, Any]], query_types: Sequence[str]) -
     return out
 
 
-def combine_query_types(lengths: Iterable[str], specificities: Sequence[str]) -> list[str]:
+def combine_query_types(lengths: Iterable[str], specificities: Collection[str]) -> list[str]:
     """Every ``length-specificity`` type, lengths outermost: the order generation cycles through them.
 
     >>> combine_query_types(["short"], ["ambiguous", "specific"])
@@ -150,7 +150,8 @@ def _generation_requests(missing: Sequence[Mapping[str, Any]], corpus: Corpus, s
     ``query_types`` over all prompts (so the mix holds however few per cluster); (cluster, n, doc, type) per prompt."""
     from ...llm.client import ChatRequest, render
 
-    reqs, slots = [], []
+    reqs: list[ChatRequest] = []
+    slots: list[tuple[int, int, str, str]] = []
     for m in missing:
         c = m["cluster_id"]
         docs = strata.docs_by_mentions(c)
@@ -175,14 +176,15 @@ def _candidate_rows(slots: Sequence[tuple[int, int, str, str]], answers: Sequenc
     cand_q: list[tuple[dict, Query]] = []
     for (c, i, did, qtype), ans in zip(slots, answers):
         text = parse_generated_query(ans.text)
-        row = {"query_id": f"syn-{c}-{i}", "cluster_id": c, "query_type": qtype, "text": text, "grounded_in": did,
+        qid = f"syn-{c}-{i}"
+        row = {"query_id": qid, "cluster_id": c, "query_type": qtype, "text": text, "grounded_in": did,
                "relevant": [], "pool_size": 0, "status": "generated", "synthetic": True}
         if not text:
             row["status"] = "rejected_empty"
         elif copies_title(text, corpus[did].title):
             row["status"] = "rejected_copy"
         else:
-            cand_q.append((row, Query(row["query_id"], text, instruction)))
+            cand_q.append((row, Query(qid, text, instruction)))
         rows.append(row)
     return rows, cand_q
 
