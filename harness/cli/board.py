@@ -8,11 +8,16 @@ regress``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .from_options import FromOptions, add_command, command
+
+if TYPE_CHECKING:
+    from ..products.submissions.validation_report import ValidationReport
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +43,7 @@ DATA_HELP = ("A folder searched for the data of a board's own tasks (suite.toml)
              "the path suite.toml names: the folder itself and its sub-folders. Repeatable.")
 
 
-def error_lines(reports) -> list[str]:
+def error_lines(reports: Sequence[ValidationReport]) -> list[str]:
     """The errors of invalid submissions as the command line prints them (``submit validate``, ``leaderboard
     build``): a first line with the counts and the exit code, then each file's path as a heading and one error per
     line under it. Every other command's error is one line; a submission's problems are many, in several files, and
@@ -64,7 +69,7 @@ def error_lines(reports) -> list[str]:
     return lines
 
 
-def _refuse(reports) -> None:
+def _refuse(reports: Sequence[ValidationReport]) -> None:
     for line in error_lines(reports):
         typer.echo(line, err=True)
     raise typer.Exit(2)
