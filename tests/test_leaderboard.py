@@ -396,11 +396,11 @@ def test_options_refuse_by_setting_name():
 @pytest.mark.parametrize("path", [REPO / "leaderboards" / "impliret" / "leaderboard.json",
                                   REPO / "tests" / "fixtures" / "outputs_v0_1" / "leaderboard.json"])
 def test_a_written_board_loads_and_writes_back_the_same_bytes(path):
-    """leaderboard.json is the Board model: a committed or earlier-version file loads, renders, and dumps unchanged."""
-    from gapbench.products.leaderboard import Board
+    """leaderboard.json is the Leaderboard model: a committed or earlier-version file loads, renders, and dumps unchanged."""
+    from gapbench.schemas.leaderboard import Leaderboard
 
     text = path.read_text(encoding="utf-8")
-    board = Board.model_validate(json.loads(text))
+    board = Leaderboard.model_validate(json.loads(text))
     assert json.dumps(board.model_dump(mode="json", exclude_unset=True), indent=2) + "\n" == text
     bm25 = next(e for e in json.loads(text)["entries"] if e["system"] == "bm25")
     assert board.entry("bm25").average == bm25["average"]
@@ -427,14 +427,14 @@ def _entry(system: str, rank, means: dict, average) -> dict:
 
 def test_board_tables_from_a_hand_built_board():
     """Both tables through gapbench.tables: a '|' in a name stays inside its cell; numbers right-aligned."""
-    from gapbench.products.leaderboard import Board
+    from gapbench.schemas.leaderboard import Leaderboard
 
     tasks = ("s/t_1", "other/t2")
     entries = (_entry("bm25", 1, {tasks[0]: 0.1, tasks[1]: 0.3}, 0.2),
                _entry("a|b", 2, {tasks[0]: 0.05, tasks[1]: 0.15}, 0.1),
                _entry("half", None, {tasks[0]: 0.3}, None))
     tests = [{"a": "bm25", "b": "a|b", "delta": 0.1, "p": 0.001, "p_holm": 0.002, "significant": True}]
-    board = Board(kind="leaderboard", task="s", version=1, suite="s", tasks=list(tasks),
+    board = Leaderboard(kind="leaderboard", task="s", version=1, suite="s", tasks=list(tasks),
                   main_measures={t: "nDCG@10" for t in tasks}, alpha=0.05, n_resamples=1000, n_permutations=10_000,
                   seed=0, entries=list(entries), tests=tests)
     md = board.to_markdown().splitlines()

@@ -14,7 +14,8 @@ import pytest
 
 import gapbench
 from gapbench.formats import read_trec_run
-from gapbench.products.leaderboard import Board, build_board, build_boards
+from gapbench.products.leaderboard import build_board, build_boards
+from gapbench.schemas.leaderboard import Leaderboard
 from gapbench.products.submissions.validate import load_scores
 from gapbench.schemas import validate
 
@@ -144,7 +145,7 @@ def test_the_page_puts_the_average_first_and_renders_markup(board_root, tmp_path
 
 def test_an_old_board_without_profiles_renders_without_their_columns():
     text = (REPO / "tests" / "fixtures" / "outputs_v0_1" / "leaderboard.json").read_text()
-    board = Board.model_validate(json.loads(text))
+    board = Leaderboard.model_validate(json.loads(text))
     assert all(e.profile is None for e in board.entries)
     page = board.to_html()
     assert "Misses@10" not in page and "systems/" not in page and "**" not in page

@@ -3,7 +3,7 @@
 
 Layout: ``leaderboards/<suite>/submissions/<system>/`` (see :mod:`gapbench.products.submissions`); :func:`build_boards`
 writes ``leaderboards/<suite>/README.md``, ``index.html`` (self-contained: inline CSS, no scripts, no external
-requests) and ``leaderboard.json``. The board is one model, :class:`gapbench.schemas.Leaderboard` (``Board`` here):
+requests) and ``leaderboard.json``. The board is one model, :class:`gapbench.schemas.Leaderboard`:
 built in memory, written as ``leaderboard.json`` and rendered. Its settings are one :class:`LeaderboardOptions`.
 
 Every number on a board is recomputed from the submission's run files
@@ -40,14 +40,13 @@ from pydantic import Field
 from ..contract import Alpha, Options, Permutations, Resamples, Seed
 from ..errors import SubmissionError
 from ..evaluation.stats import percentile_interval, resample_blocks
-from ..schemas.leaderboard import Leaderboard, md  # noqa: F401  (md: the Markdown escape, imported from here before)
+from ..schemas.leaderboard import Leaderboard
 from ..schemas.reproduce import MatrixRow, ReproduceReport
 from ..suites import Suite
 from .miss_profile import miss_profiles
 from .submissions.validation_report import ValidationReport
 
 ALPHA = 0.05
-Board = Leaderboard  # the board in memory is the model of leaderboard.json (gapbench.schemas.leaderboard)
 
 
 class LeaderboardOptions(Options):
@@ -66,10 +65,10 @@ class LeaderboardOptions(Options):
 # ---------------------------------------------------------------- building
 
 def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | None = None,
-                options: LeaderboardOptions | None = None, data: Sequence[str | os.PathLike] = ()) -> Board:
-    """A :class:`Board` from scored submission directories: every submission is validated and re-scored from its runs,
-    and refused when its scores.json disagrees; the board shows only the recomputed numbers. ``suite``: a registered
-    suite's name or a :class:`gapbench.suites.Suite` (a board of your own tasks); default the submissions'.
+                options: LeaderboardOptions | None = None, data: Sequence[str | os.PathLike] = ()) -> Leaderboard:
+    """A :class:`Leaderboard` from scored submission directories: every submission is validated and re-scored from its
+    runs, and refused when its scores.json disagrees; the board shows only the recomputed numbers. ``suite``: a
+    registered suite's name or a :class:`gapbench.suites.Suite` (a board of your own tasks); default the submissions'.
     ``data``: folders searched for a board's own tasks (:func:`gapbench.products.board_suites.locate`).
 
     Invalid submissions are refused together: the :class:`SubmissionError` lists every problem of every one (its
@@ -98,7 +97,7 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | N
         entries.append(_board_entry(s, tasks, main, standing, profiles.get(s["system"])))
     entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
     tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
-    return Board.model_validate({
+    return Leaderboard.model_validate({
         "kind": "leaderboard", "task": suite.name, "version": 1, "suite": suite.name, "tasks": list(tasks),
         "main_measures": main, "alpha": options.alpha, "n_resamples": options.n_resamples,
         "n_permutations": options.n_permutations, "seed": options.seed, "entries": entries, "tests": tests})
@@ -255,7 +254,7 @@ def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list[M
     return [row for row in matrix.rows if row.task in wanted]
 
 
-def write_board(board: Board, directory: str | os.PathLike, references: Sequence = ()) -> list[Path]:
+def write_board(board: Leaderboard, directory: str | os.PathLike, references: Sequence = ()) -> list[Path]:
     """Write the board's README.md, index.html and leaderboard.json into ``directory``, and a page per profiled
     system, ``systems/<system>.html`` (pages of systems no longer on the board are removed). ``references`` (rows of
     a reproduction matrix, :func:`reference_rows`) are shown after the ranking: the papers' baselines, reproduced."""
@@ -304,7 +303,7 @@ def build_boards(root: str | os.PathLike = "leaderboards", options: LeaderboardO
     if not root.is_dir():
         raise SubmissionError(f"{root}: no such folder; give the leaderboards folder, which holds "
                               "<suite>/submissions/<system>/.")
-    boards: list[tuple[Path, Board]] = []
+    boards: list[tuple[Path, Leaderboard]] = []
     bad: list[ValidationReport] = []
     for suite_dir in sorted(p for p in root.iterdir() if (p / "submissions").is_dir()):
         # A link would make the board read submissions, and write its files, outside the root.

@@ -1,6 +1,6 @@
 """leaderboard.json: a suite's board, as built in memory and as written; it renders itself as Markdown and HTML.
 
-The one model of a board (:class:`Leaderboard`; ``gapbench.products.leaderboard.Board`` is the same class): the build
+The one model of a board (:class:`Leaderboard`): the build
 returns it, ``leaderboard.json`` is its ``model_dump(mode="json", exclude_unset=True)`` (a submission's adapter
 keeps only the fields it gave) and its JSON Schema is exported from it. Every text taken from a submission is escaped
 when it is rendered (:func:`md` for Markdown, ``html.escape`` for HTML).
