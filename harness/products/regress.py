@@ -41,11 +41,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import GapbenchError, OptionsError, RegressionInputError
-from ..schemas.comparison import RegressReport, RegressRow
+from ..schemas.comparison import RegressReport, RegressRow, RescoreCheck
+from ..schemas.run import RunResults
 
 
 class RegressOptions(Options):
@@ -76,7 +77,7 @@ class RegressOptions(Options):
 
     @field_validator("max_drop")
     @classmethod
-    def _can_fail(cls, value: float, info) -> float:
+    def _can_fail(cls, value: float, info: ValidationInfo) -> float:
         """A tolerance at or above the measure's whole range would let every drop pass."""
         from ..store import value_range
 
@@ -99,13 +100,13 @@ class RegressOptions(Options):
                 f"Holm-corrected p below alpha {self.alpha}, so the gate could never fail; give {need:,} or more")])
 
 
-def load_result_set(directory: str | os.PathLike) -> dict:
+def load_result_set(directory: str | os.PathLike[str]) -> dict[str, RunResults]:
     """task -> results for every run directory under ``directory`` (or ``directory`` itself); a task is its name, or
     for a local task its identity key ``local:<hex>`` (:mod:`gapbench.identity`)."""
     return {task: res for task, (_, res) in load_result_dirs(directory).items()}
 
 
-def load_result_dirs(directory: str | os.PathLike) -> dict:
+def load_result_dirs(directory: str | os.PathLike[str]) -> dict[str, tuple[Path, RunResults]]:
     """task -> (run directory, results) for every run directory under ``directory`` (or ``directory`` itself), a task
     being its name or, for a local task, its identity key (the same folder at another path is the same task).
 
@@ -147,7 +148,7 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     if not dirs:
         raise RegressionInputError(f"{directory}: holds no run directory (no */results.json); write one with "
                                    "`gapbench run TASK -r RETRIEVER --output DIR/NAME`.")
-    out: dict[str, tuple[Path, Any]] = {}  # task key -> (run directory, its results)
+    out: dict[str, tuple[Path, RunResults]] = {}  # task key -> (run directory, its results)
     for d in dirs:
         res = load_results(d)
         ident = identity_of(d, res, check_name=False)
@@ -159,8 +160,8 @@ def load_result_dirs(directory: str | os.PathLike) -> dict:
     return out
 
 
-def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: RegressOptions | None = None, *,
-            data: Sequence[str] = (), **settings: Any) -> RegressReport:
+def regress(baseline: str | os.PathLike[str], candidate: str | os.PathLike[str],
+            options: RegressOptions | None = None, *, data: Sequence[str] = (), **settings: Any) -> RegressReport:
     """Gate a candidate result set against a baseline with ``options`` (or the defaults, changed by ``settings``:
     ``regress(base, cand, max_drop=0.02)``); raises :class:`~gapbench.errors.OptionsError` for settings the gate
     cannot run with, :class:`RegressionInputError` for result sets that cannot be compared, and a
@@ -228,19 +229,18 @@ def regress(baseline: str | os.PathLike, candidate: str | os.PathLike, options: 
         raise RegressionInputError(str(exc)) from None
     warnings = tuple(w for w in [_consistency_warning(options.rescore, checks)] if w) + tuple(
         w for t in base if (w := _depth_warning(labels[t], ids[t].k, cand_ids[t].k)))
-    rows, pvals = [], []
+    measured: list[tuple[str, int, float, float, float]] = []  # task, queries, baseline mean, candidate mean, p
     for key, b in base.items():
         c = cand[key]
         # The baseline's query order for both, as `gapbench compare` pairs them, so both give the same p-value.
         qids = list(b.per_query[measure])
         vb = [b.per_query[measure][q] for q in qids]
         vc = [c.per_query[measure][q] for q in qids]
-        mb, mc = b.means[measure], c.means[measure]
         p = randomization_test(vb, vc, n_permutations=options.n_permutations, seed=options.seed)
-        rows.append(dict(task=labels[key], n_queries=len(qids), baseline=mb, candidate=mc, drop=mb - mc, p=p))
-        pvals.append(p)
-    gated = tuple(RegressRow(**row, p_holm=pa, failed=bool(row["drop"] > options.max_drop and pa < options.alpha))
-                  for row, pa in zip(rows, holm(pvals)))
+        measured.append((labels[key], len(qids), b.means[measure], c.means[measure], p))
+    gated = tuple(RegressRow(task=task, n_queries=n, baseline=mb, candidate=mc, drop=mb - mc, p=p, p_holm=pa,
+                             failed=bool(mb - mc > options.max_drop and pa < options.alpha))
+                  for (task, n, mb, mc, p), pa in zip(measured, holm([m[4] for m in measured])))
     extra = tuple(labels[t] for t in cand if t not in base)
     return RegressReport(**options.model_dump(), baseline=str(baseline), candidate=str(candidate), rows=gated,
                          extra_tasks=extra, checks=checks, warnings=warnings)
@@ -277,7 +277,7 @@ def _depth_problem(task: str, measure: str, k_base: int | None, k_cand: int | No
             f"{max(k_base, k_cand)}, or gate on a measure cut at rank {low} or less (e.g. nDCG@{low})")
 
 
-def _consistency_warning(mode: str, checks) -> str:
+def _consistency_warning(mode: str, checks: Sequence[RescoreCheck]) -> str:
     """What ``rescore="auto"`` could not do: tasks checked for consistency only, where a candidate whose values were
     forged consistently (per-query values and means edited together) passes."""
     if mode != "auto":
@@ -299,8 +299,9 @@ def _depth_warning(task: str, k_base: int | None, k_cand: int | None) -> str:
             "with the same --k.")
 
 
-def write_report(report: RegressReport, *, junit: str | os.PathLike | None = None,
-                 summary: str | os.PathLike | None = None, output: str | os.PathLike | None = None) -> list[Path]:
+def write_report(report: RegressReport, *, junit: str | os.PathLike[str] | None = None,
+                 summary: str | os.PathLike[str] | None = None,
+                 output: str | os.PathLike[str] | None = None) -> list[Path]:
     """Write JUnit XML to ``junit``, append the Markdown summary to ``summary``, and/or write
     ``<output>/regress.{json,md}``, each atomically; every path is checked before anything is written."""
     from ..files import atomic_writer
