@@ -11,12 +11,14 @@ sits in memory. The folder has ``bm25s.BM25.save``'s layout, so ``bm25s.BM25.loa
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +61,7 @@ def open_index(folder: Path, batches: Callable[[], Iterable[list[str]]], spec: I
                progress: Callable[[int], None] | None = None):
     """The bm25s model in ``folder``, memory-mapped; built from ``batches()`` (texts in corpus order) when the folder
     is not complete yet, so a re-run reads no text at all. None for a corpus without any term. ``progress(n)`` as
-    documents are tokenized (every :data:`PROGRESS_STEP`)."""
+    each batch of documents is tokenized."""
     folder = Path(folder)
     if not (folder / DONE).is_file():
         try:
@@ -139,50 +141,146 @@ def _tokenizer(spec: IndexSpec):
 def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
            progress: Callable[[int], None] | None = None) -> _Counts:
     """Pass 1: tokenize batch by batch, spill each batch's (term, frequency) pairs, add up frequencies and lengths."""
+    analyser = Analyser(tokenizer)
     df = np.zeros(0, dtype=np.int64)
     per_batch = []
     n_docs = total_len = 0
     with open(spill, "wb") as out:
         for texts in batches:
-            # allow_empty=False: a document without terms stays empty (length 0), as bm25s.tokenize leaves it
-            ids = _tokenized(tokenizer.streaming_tokenize(texts, update_vocab=True, allow_empty=False), progress)
-            terms, tf, per_doc, lengths = _triples(ids)
+            terms, tf, per_doc, lengths = _triples(*analyser.analyse(texts), len(texts))
             out.write(terms.tobytes())
             out.write(tf.tobytes())
             grown = np.bincount(terms, minlength=len(tokenizer.get_vocab_dict())).astype(np.int64)
             grown[: df.size] += df
             df = grown
             per_batch.append((per_doc, lengths))
-            n_docs += len(ids)
+            n_docs += len(texts)
             total_len += int(lengths.sum())
+            if progress is not None:
+                progress(len(texts))
     return _Counts(n_docs, total_len, df, tuple(per_batch))
 
 
-PROGRESS_STEP = 1000  # documents tokenized between two progress steps: a batch can hold a quarter of the memory budget
+def token_pattern() -> str:
+    """The pattern bm25s' Tokenizer splits each lower-cased text with (its ``splitter`` default), read from bm25s so
+    that the two cannot drift apart."""
+    from bm25s.tokenization import Tokenizer
+
+    pattern = inspect.signature(Tokenizer).parameters["splitter"].default
+    if not isinstance(pattern, str):  # pragma: no cover - a bm25s whose default splitter is no pattern
+        raise GapbenchError(f"bm25s' Tokenizer splits with {pattern!r}, not a pattern; pin bm25s 0.3.")
+    return pattern
 
 
-def _tokenized(docs: Iterable[list[int]], progress: Callable[[int], None] | None) -> list[list[int]]:
-    """The token id lists of one batch, reporting every :data:`PROGRESS_STEP` documents as they are tokenized."""
-    if progress is None:
-        return list(docs)
-    ids: list[list[int]] = []
-    for doc in docs:
-        ids.append(doc)
-        if len(ids) % PROGRESS_STEP == 0:
-            progress(PROGRESS_STEP)
-    if len(ids) % PROGRESS_STEP:
-        progress(len(ids) % PROGRESS_STEP)
-    return ids
+# Joins a batch's lower-cased texts, so that one ``findall`` splits the whole batch: "\n" ends a word as the end of
+# a text does, and "QQ" can never be a word of a lower-cased text (no character lower-cases to "Q";
+# tests/test_bm25_scale.py checks every code point), so each of its matches marks the start of the next text.
+SEPARATOR, BOUNDARY_WORD = "\nQQ\n", "QQ"
+_MISSING, _STOPWORD, _BOUNDARY = -3, -1, -2
 
 
-def _triples(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One batch's token id lists as sorted (document, term) pairs: terms, frequencies, pairs and tokens per
-    document."""
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-    docs = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-    keys, tf = np.unique((docs << 32) | flat, return_counts=True)
-    per_doc = np.bincount(keys >> 32, minlength=len(ids))
+class Analyser:
+    """bm25s' ``Tokenizer.streaming_tokenize(texts, update_vocab=True, allow_empty=False)``, a batch at a time.
+
+    bm25s lower-cases and splits each text, then looks every word up in Python. Here a batch's lower-cased texts are
+    joined and split at once, and only a batch's new words (in the order they first occur) go through the bm25s
+    tokenizer itself, as one-word texts: it numbers them, stems them and drops stopwords exactly as it does inside a
+    text. So the term ids, the vocabulary and the tokenizer's state are the ones the per-text path leaves.
+
+    An ASCII batch (``str.isascii``, the common case) is split without a Python object per word: its bytes are cut
+    where word bytes (``[0-9A-Za-z_]``, what the pattern's ``\\w`` matches in ASCII) start and end, and the runs of
+    two or more are dictionary-encoded by Arrow. Any other batch is split by the pattern itself (``re.findall``) and
+    each word looked up in a dict of the words seen so far.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._split = re.compile(token_pattern()).findall
+        self._known: dict[str, int] = {BOUNDARY_WORD: _BOUNDARY}  # word -> term id, or _STOPWORD
+
+    def analyse(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids of every kept word, in text order; the text each one is in), both int64."""
+        joined = SEPARATOR.join([text.lower() for text in texts])
+        if joined.isascii():
+            codes, distinct = _ascii_words(joined)
+            ids = self._ids(distinct)[codes]
+        else:
+            words = self._split(joined)
+            ids = np.fromiter(map(self._known.get, words, repeat(_MISSING)), dtype=np.int64, count=len(words))
+            missed = np.flatnonzero(ids == _MISSING).tolist()
+            if missed:
+                self._learn(list(dict.fromkeys([words[i] for i in missed])))
+                ids[missed] = [self._known[words[i]] for i in missed]
+        doc = np.cumsum(ids == _BOUNDARY)
+        keep = ids >= 0
+        return ids[keep], doc[keep]
+
+    def _ids(self, distinct: list[str]) -> np.ndarray:
+        """The term id (or _STOPWORD, _BOUNDARY) of each of a batch's distinct words, in first-occurrence order."""
+        ids = np.fromiter(map(self._known.get, distinct, repeat(_MISSING)), dtype=np.int64, count=len(distinct))
+        missed = np.flatnonzero(ids == _MISSING).tolist()
+        if missed:
+            self._learn([distinct[i] for i in missed])
+            ids[missed] = [self._known[distinct[i]] for i in missed]
+        return ids
+
+    def _learn(self, new: list[str]) -> None:
+        """Number ``new`` words (distinct, none seen before, in the order they occur) as bm25s numbers them."""
+        # one word per "text": the tokenizer's own lower-casing and splitting leave a word of the pattern as it is
+        with _one_word_texts(self._tokenizer):
+            found = self._tokenizer.streaming_tokenize(new, update_vocab=True, allow_empty=False)
+            for word, term in zip(new, found):
+                self._known[word] = term[0] if term else _STOPWORD
+
+
+_WORD_BYTES = np.zeros(256, dtype=bool)
+_WORD_BYTES[np.frombuffer(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)] = True
+
+
+def _ascii_words(text: str) -> tuple[np.ndarray, list[str]]:
+    """The words of an ASCII ``text`` as the token pattern finds them (maximal runs of two or more word bytes): each
+    word's index into the distinct words, and the distinct words in first-occurrence order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    if not data.size:
+        return np.empty(0, dtype=np.int64), []
+    word = _WORD_BYTES[data]
+    # the text cut into alternating runs of word and other bytes: contiguous pieces, so one Arrow string array
+    offsets = np.concatenate(([0], np.flatnonzero(word[1:] != word[:-1]) + 1, [data.size])).astype(np.int64)
+    pieces = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+    keep = np.diff(offsets) >= 2
+    keep[0 if word[0] else 1::2] &= True
+    keep[1 if word[0] else 0::2] = False
+    encoded = pc.dictionary_encode(pieces.filter(pa.array(keep)))
+    return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+
+
+class _one_word_texts:
+    """Within the block, the tokenizer takes each text as one word: no lower-casing again, no splitting."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def __enter__(self) -> None:
+        self._saved = self._tokenizer.lower, self._tokenizer.splitter
+        self._tokenizer.lower, self._tokenizer.splitter = False, _as_one_word
+
+    def __exit__(self, *exc: object) -> None:
+        self._tokenizer.lower, self._tokenizer.splitter = self._saved
+
+
+def _as_one_word(text: str) -> list[str]:
+    return [text]
+
+
+def _triples(terms: np.ndarray, docs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The words of a batch of ``n`` texts (term ids and the text each is in, texts ascending) as sorted (document,
+    term) pairs: terms, frequencies, pairs and tokens per document."""
+    lengths = np.bincount(docs, minlength=n)
+    keys, tf = np.unique((docs << 32) | terms, return_counts=True)
+    per_doc = np.bincount(keys >> 32, minlength=n)
     return ((keys & 0xFFFFFFFF).astype(np.int32), tf.astype(np.int32), per_doc.astype(np.int32),
             lengths.astype(np.int32))
 
@@ -256,6 +354,28 @@ def _scatter(data, indices, cursor: np.ndarray, terms, scores, docs) -> None:
     data[pos] = scores[order]
     indices[pos] = docs[order]
     cursor[heads] += sizes
+
+
+def query_scores(model, tokens: list[str]) -> np.ndarray:
+    """bm25s' ``model.get_scores(tokens)``, bit for bit, in a fraction of its time.
+
+    bm25s gathers the query terms' postings and sums them with ``np.add.at``, one element at a time through numpy's
+    slow path. Each document occurs at most once in a term's postings, so adding one term's postings at a time with
+    fancy indexing performs the same float32 additions in the same order (a document's scores, term by term in query
+    order) and gives the same bits.
+    """
+    data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
+    ids = np.asarray(model.get_tokens_ids(tokens), dtype=np.dtype(model.int_dtype))
+    if ids.size and int(ids.max()) >= len(indptr) - 1:  # bm25s' own check: "" stands for an empty text, no term
+        raise GapbenchError(f"bm25: a query term has id {int(ids.max())}, past the {len(indptr) - 1} terms of the "
+                            "index; delete the cached index (`gapbench cache clear bm25`) and run again.")
+    out = np.zeros(int(model.scores["num_docs"]), dtype=np.dtype(model.dtype))
+    for term in ids.tolist():
+        lo, hi = int(indptr[term]), int(indptr[term + 1])
+        out[indices[lo:hi]] += data[lo:hi]
+    if model.nonoccurrence_array is not None:
+        out += model.nonoccurrence_array[ids].sum()
+    return out
 
 
 def _params(spec: IndexSpec, n_docs: int) -> dict:
