@@ -72,7 +72,7 @@ def test_noise_free_verifier_bounds_and_call_counts(wknow, tmp_path):
     pools = {q: union_pool([run], q, 50) for q in qids}
     expected = sum(tournament_calls(len(pools[q])) + tournament_calls(len(pools[q]) + (0 if q in pools[q] else 1))
                    for q in qids)
-    usage = client.usage.to_dict()
+    usage = client.usage.record().model_dump()
     for q in qids:
         infused = len(pools[q]) + (0 if q in pools[q] else 1)
         assert usage["per_query"][q]["requests"] == tournament_calls(len(pools[q])) + tournament_calls(infused)

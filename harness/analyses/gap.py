@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -55,8 +55,9 @@ from ..schemas.gap import (
 )
 from ..types import Corpus, Qrels, Queries, Run, TaskData
 
-# rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents
-PoolReranker = Callable[[Queries, Mapping[str, Sequence[str]], Corpus], Run]
+# rerank(queries, pools {qid: [doc ids]}, corpus) -> Run over exactly the pool documents; with verifier seeds it is
+# also called as rerank(queries, pools, corpus, seed=s), which a Callable type cannot say beside the plain form
+PoolReranker = Callable[..., Run]
 
 
 def retriever_llm_usage(retriever: Any) -> RetrieverLLM | None:
@@ -360,7 +361,10 @@ def _scaling_row(runs: Sequence[Run], size: int, inputs: _GapInputs, m: str) -> 
     spools = {q: budget_pool(runs, q, size) for q in inputs.qids}
     std_mean, std_values = inputs.mean(inputs.verify(spools), measure=m)
     gold_mean, gold_values = inputs.mean(inputs.verify(inputs.infused(spools)), measure=m)
-    retrievers, infused, pools, recall = {}, {}, {}, {}
+    retrievers: dict[str, float] = {}
+    infused: dict[str, float] = {}
+    pools: dict[str, Literal["own", "others"]] = {}
+    recall: dict[str, float] = {}
     for r in runs:
         others = [o for o in runs if o is not r]
         rpools = {q: budget_pool(others, q, size) for q in inputs.qids} if others else spools

@@ -117,7 +117,7 @@ def _match(cal: list[dict[str, Any]], label: str, entry: Mapping[str, Any], sour
         return same_name[0]["spec"]
     # the same adapter (bm25, bm25:k1=1.2) with a fingerprint on both sides that differs: another config
     differ = [r for r in cal if fp and r.get("fingerprint") and _head(name) in (_head(r.get("name")), _head(r["spec"]))]
-    if differ:
+    if differ and fp:  # fp is set whenever differ is not empty
         r = differ[0]
         raise ConfigError(f"{label} is a run of {name!r} with another config than the {r['spec']!r} the gate in "
                           f"{source} was calibrated on ({_difference(entry.get('config'), r.get('config'))}; "

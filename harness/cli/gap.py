@@ -13,7 +13,7 @@ from .from_options import FromOptions, add_command, command
 # the flags of `gapbench gap` are GapOptions' fields, --pool-sizes read from its text; the task, the retriever list and
 # --json are the command's own, the qrels variants are set from Python only
 FLAGS = FromOptions("gap", "gapbench.analyses.gap:GapOptions", short={"output": ("-o",)}, kinds={"pool_sizes": str},
-                    parse={"pool_sizes": parse_pool_sizes}, library_only={"qrels_variants"})
+                    parse={"pool_sizes": parse_pool_sizes}, library_only=frozenset({"qrels_variants"}))
 
 
 def register(app: typer.Typer) -> None:
