@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -32,7 +33,7 @@ def as_flags(message: str) -> str:
     return message
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     typer.echo(f"gapbench: error: {one_line(message)}", err=True)
     raise typer.Exit(2)
 
