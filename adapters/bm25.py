@@ -226,25 +226,29 @@ class BM25:
 
     def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""
+        if self._corpus is None:
+            raise GapbenchError("bm25: search() was called before index(corpus).")
         top, scores = top_positions(self._scores(toks), ex, k, self._keys, self.keep_zero)
         return list(zip(self._corpus.ids_at(top.tolist()), scores[top].tolist()))
 
 
-class _Positions:
+class _Positions(Mapping[str, int]):
     """doc id -> corpus position through ``Corpus.position``, for exclusions: no dict of every id is built."""
 
     def __init__(self, corpus: Corpus) -> None:
-        self._position = corpus.position
-
-    def __contains__(self, doc_id: object) -> bool:
-        try:
-            self._position(doc_id)
-        except UnknownIdError:
-            return False
-        return True
+        self._corpus = corpus
 
     def __getitem__(self, doc_id: str) -> int:
-        return self._position(doc_id)
+        try:
+            return self._corpus.position(doc_id)
+        except UnknownIdError:
+            raise KeyError(doc_id) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._corpus)
+
+    def __len__(self) -> int:
+        return len(self._corpus)
 
 
 def _query_text(query) -> str:
