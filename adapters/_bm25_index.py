@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
@@ -140,24 +141,38 @@ def _tokenizer(spec: IndexSpec):
 
 def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
            progress: Callable[[int], None] | None = None) -> _Counts:
-    """Pass 1: tokenize batch by batch, spill each batch's (term, frequency) pairs, add up frequencies and lengths."""
+    """Pass 1: tokenize batch by batch, spill each batch's (term, frequency) pairs, add up frequencies and lengths.
+
+    Two batches are in hand at once: a worker thread splits the next one into words (Arrow and numpy, which let go
+    of the GIL) while this thread numbers the words of the one before, counts and spills them, and reads the corpus.
+    """
     analyser = Analyser(tokenizer)
     df = np.zeros(0, dtype=np.int64)
     per_batch = []
     n_docs = total_len = 0
-    with open(spill, "wb") as out:
-        for texts in batches:
-            terms, tf, per_doc, lengths = _triples(*analyser.analyse(texts), len(texts))
+    with open(spill, "wb") as out, ThreadPoolExecutor(1, thread_name_prefix="bm25-split") as pool:
+        def count(n: int, split) -> None:
+            nonlocal df, n_docs, total_len
+            terms, tf, per_doc, lengths = _triples(*analyser.number(split), n)
             out.write(terms.tobytes())
             out.write(tf.tobytes())
             grown = np.bincount(terms, minlength=len(tokenizer.get_vocab_dict())).astype(np.int64)
             grown[: df.size] += df
             df = grown
             per_batch.append((per_doc, lengths))
-            n_docs += len(texts)
+            n_docs += n
             total_len += int(lengths.sum())
             if progress is not None:
-                progress(len(texts))
+                progress(n)
+
+        pending: tuple[int, Future] | None = None
+        for texts in batches:
+            ahead = (len(texts), pool.submit(analyser.split, texts))
+            if pending is not None:
+                count(pending[0], pending[1].result())
+            pending = ahead
+        if pending is not None:
+            count(pending[0], pending[1].result())
     return _Counts(n_docs, total_len, df, tuple(per_batch))
 
 
@@ -200,12 +215,22 @@ class Analyser:
 
     def analyse(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(term ids of every kept word, in text order; the text each one is in), both int64."""
+        return self.number(self.split(texts))
+
+    def split(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str]] | list[str]:
+        """The words of a batch, before any is numbered: (each word's index into the distinct words, the distinct
+        words in first-occurrence order) for an ASCII batch, else every word. Reads no state of the analyser, so it
+        may run in another thread while :meth:`number` numbers the batch before."""
         joined = SEPARATOR.join([text.lower() for text in texts])
-        if joined.isascii():
-            codes, distinct = _ascii_words(joined)
+        return _ascii_words(joined) if joined.isascii() else self._split(joined)
+
+    def number(self, split: tuple[np.ndarray, list[str]] | list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`analyse` of the batch that :meth:`split` gave ``split``; batches must be numbered in corpus order."""
+        if isinstance(split, tuple):
+            codes, distinct = split
             ids = self._ids(distinct)[codes]
         else:
-            words = self._split(joined)
+            words = split
             ids = np.fromiter(map(self._known.get, words, repeat(_MISSING)), dtype=np.int64, count=len(words))
             missed = np.flatnonzero(ids == _MISSING).tolist()
             if missed:
@@ -344,7 +369,7 @@ def _scores(terms, tf, doc_len, avg, idf, nonoccurrence, spec: IndexSpec) -> np.
 def _scatter(data, indices, cursor: np.ndarray, terms, scores, docs) -> None:
     """Write one batch's triples at their terms' cursors and move the cursors past them (in place: a copy per batch
     would cost a pass over the whole vocabulary each time)."""
-    order = np.argsort(terms, kind="stable")  # stable: documents stay ascending within each term
+    order = _stable_order(terms)  # stable: documents stay ascending within each term
     sorted_terms = terms[order]
     starts = np.flatnonzero(np.r_[True, sorted_terms[1:] != sorted_terms[:-1]])
     sizes = np.diff(np.r_[starts, sorted_terms.size])
@@ -376,6 +401,16 @@ def query_scores(model, tokens: list[str]) -> np.ndarray:
     if model.nonoccurrence_array is not None:
         out += model.nonoccurrence_array[ids].sum()
     return out
+
+
+def _stable_order(terms: np.ndarray) -> np.ndarray:
+    """``np.argsort(terms, kind="stable")``, several times faster: each term packed above its position into one int64
+    and the packed values sorted (numpy's vectorised sort), so equal terms keep their order."""
+    shift = max(1, (terms.size - 1).bit_length())
+    if not terms.size or int(terms.max()) >= 1 << (63 - shift) or int(terms.min()) < 0:
+        return np.argsort(terms, kind="stable")
+    packed = np.sort((terms.astype(np.int64) << shift) | np.arange(terms.size, dtype=np.int64))
+    return packed & ((1 << shift) - 1)
 
 
 def _params(spec: IndexSpec, n_docs: int) -> dict:
