@@ -381,28 +381,6 @@ def _scatter(data, indices, cursor: np.ndarray, terms, scores, docs) -> None:
     cursor[heads] += sizes
 
 
-def query_scores(model, tokens: list[str]) -> np.ndarray:
-    """bm25s' ``model.get_scores(tokens)``, bit for bit, in a fraction of its time.
-
-    bm25s gathers the query terms' postings and sums them with ``np.add.at``, one element at a time through numpy's
-    slow path. Each document occurs at most once in a term's postings, so adding one term's postings at a time with
-    fancy indexing performs the same float32 additions in the same order (a document's scores, term by term in query
-    order) and gives the same bits.
-    """
-    data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
-    ids = np.asarray(model.get_tokens_ids(tokens), dtype=np.dtype(model.int_dtype))
-    if ids.size and int(ids.max()) >= len(indptr) - 1:  # bm25s' own check: "" stands for an empty text, no term
-        raise GapbenchError(f"bm25: a query term has id {int(ids.max())}, past the {len(indptr) - 1} terms of the "
-                            "index; delete the cached index (`gapbench cache clear bm25`) and run again.")
-    out = np.zeros(int(model.scores["num_docs"]), dtype=np.dtype(model.dtype))
-    for term in ids.tolist():
-        lo, hi = int(indptr[term]), int(indptr[term + 1])
-        out[indices[lo:hi]] += data[lo:hi]
-    if model.nonoccurrence_array is not None:
-        out += model.nonoccurrence_array[ids].sum()
-    return out
-
-
 def _stable_order(terms: np.ndarray) -> np.ndarray:
     """``np.argsort(terms, kind="stable")``, several times faster: each term packed above its position into one int64
     and the packed values sorted (numpy's vectorised sort), so equal terms keep their order."""

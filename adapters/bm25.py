@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from gapbench.adapters._bm25_index import IndexSpec, open_index, query_scores
+from gapbench.adapters._bm25_index import IndexSpec, open_index
 from gapbench.budget import rows_within
 from gapbench.cache import cache_dir
 from gapbench.contract import Fraction, NonNegative
@@ -222,7 +222,7 @@ class BM25:
 
     def _scores(self, toks) -> np.ndarray:
         n = len(self._keys)
-        return query_scores(self._model, toks) if self._model is not None else np.zeros(n, dtype=np.float32)
+        return self._model.get_scores(toks) if self._model is not None else np.zeros(n, dtype=np.float32)
 
     def _rank(self, toks, ex, k) -> list[tuple[str, float]]:
         """Exact top-k of one query: all scores from bm25s, exclusions masked, gapbench's tie rule."""

@@ -1,6 +1,5 @@
-"""The fast paths of BM25 at scale give bm25s' own results bit for bit: the batch analyser numbers every word as bm25s'
-``Tokenizer.streaming_tokenize`` does text by text (same ids, same vocabulary, same tokenizer state), and
-``query_scores`` sums a query's scores as ``BM25.get_scores`` does (same float32 bits)."""
+"""The fast path of BM25 indexing gives bm25s' own results: the batch analyser numbers every word as bm25s'
+``Tokenizer.streaming_tokenize`` does text by text (same ids, same vocabulary, same tokenizer state)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
-from gapbench.adapters._bm25_index import BOUNDARY_WORD, SEPARATOR, Analyser, _ascii_words, query_scores
+from gapbench.adapters._bm25_index import BOUNDARY_WORD, SEPARATOR, Analyser, _ascii_words
 from gapbench.task import get_task
 
 # ASCII and not: stopwords, one-letter words, underscores, digits, empty texts, texts without a word, a capital that
@@ -77,18 +76,3 @@ def test_no_character_lower_cases_to_the_separators_letter():
     # the separator's word can never be a word of a lower-cased text, so each of its matches is a text boundary
     assert BOUNDARY_WORD == "QQ"
     assert not [c for c in range(sys.maxunicode + 1) if "Q" in chr(c).lower()]
-
-
-@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-def test_query_scores_are_get_scores_bit_for_bit(texts, method):
-    model = bm25s.BM25(method=method)
-    model.index(bm25s.tokenize(texts, show_progress=False), show_progress=False)
-    queries = [["apple", "meeting", "meeting"], ["zzzunknown"], ["zzzunknown", "friday"], ["the"],
-               [t for t in model.vocab_dict if t][:40]]
-    queries += bm25s.tokenize(texts[:30], return_ids=False, show_progress=False)
-    for tokens in queries:
-        want = model.get_scores(tokens)
-        got = query_scores(model, tokens)
-        assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32)), tokens
-    assert np.array_equal(query_scores(model, []), np.zeros(len(texts), dtype=np.float32) + (
-        0 if model.nonoccurrence_array is None else model.nonoccurrence_array[[]].sum()))
