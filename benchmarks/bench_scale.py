@@ -292,12 +292,15 @@ _, status, usage = os.wait4(proc.pid, 0)
 wall = time.perf_counter() - t0
 proc.returncode = os.waitstatus_to_exitcode(status)
 with open(sys.argv[1], "w") as fh:
-    json.dump({"wall_s": wall, "maxrss_kib": usage.ru_maxrss, "rc": proc.returncode}, fh)
+    json.dump({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kib": usage.ru_maxrss,
+               "rc": proc.returncode}, fh)
 """
 
 
 def measure(cmd: list[str], env: dict[str, str], logs: Path, label: str) -> dict:
-    """Run ``cmd`` to its end: wall seconds, peak RSS (``ru_maxrss`` from ``os.wait4``), exit code, its stdout."""
+    """Run ``cmd`` to its end: wall seconds, CPU seconds (user + system, ``os.wait4``: what the command itself
+    computed, which other processes on a busy machine do not inflate as they do the wall time), peak RSS
+    (``ru_maxrss``), exit code, its stdout."""
     logs.mkdir(parents=True, exist_ok=True)
     out_path, err_path, usage_path = (logs / f"{label}.{ext}" for ext in ("out", "err", "usage.json"))
     usage_path.unlink(missing_ok=True)
@@ -307,7 +310,8 @@ def measure(cmd: list[str], env: dict[str, str], logs: Path, label: str) -> dict
         return {"wall_s": 0.0, "peak_rss_gb": 0.0, "rc": -1, "stdout": "",
                 "stderr_tail": err_path.read_text(errors="replace")[-2000:]}
     usage = json.loads(usage_path.read_text())
-    result = {"wall_s": round(usage["wall_s"], 3), "peak_rss_gb": round(usage["maxrss_kib"] * 1024 / 1e9, 4),
+    result = {"wall_s": round(usage["wall_s"], 3), "cpu_s": round(usage["cpu_s"], 3),
+              "peak_rss_gb": round(usage["maxrss_kib"] * 1024 / 1e9, 4),
               "rc": usage["rc"], "stdout": out_path.read_text(errors="replace")[-4000:]}
     if usage["rc"] != 0:
         result["stderr_tail"] = err_path.read_text(errors="replace")[-2000:]
@@ -419,7 +423,7 @@ class SizeRun:
         else:
             rec = self.ledger.add({**self.base(system), **run(), "date": time.strftime("%Y-%m-%dT%H:%M:%S")})
             status = "" if rec["rc"] == 0 else f"  FAILED rc={rec['rc']}: {rec.get('stderr_tail', '')[-600:]}"
-            print(f"  {system:20s} {rec['wall_s']:9.1f} s {rec['peak_rss_gb']:7.2f} GB{status}", flush=True)
+            print(f"  {system:20s} {rec['wall_s']:9.1f} s {rec['peak_rss_gb']:7.2f} GB {_cpu(rec)}{status}", flush=True)
         self.rows.append(rec)
         return rec
 
@@ -481,13 +485,19 @@ RAW_OF = {"gapbench bm25": "raw bm25s", "gapbench bm25 again": "raw bm25s", "gap
           "gapbench dense again": "raw numpy"}
 
 
+def _cpu(rec: dict) -> str:
+    """The CPU seconds of a record (user + system), or "-" for one measured before they were recorded."""
+    cpu = rec.get("cpu_s")
+    return f"{cpu:9.1f} s CPU" if cpu is not None else "        - s CPU"
+
+
 def _ok(rec: dict | None) -> bool:
     return rec is not None and "skipped" not in rec and rec.get("rc") == 0
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'size':>6}  {'system':20s} {'wall s':>9} {'peak RSS GB':>11} {'wall/raw':>8} {'RSS/raw':>8} "
-            f"{'nDCG@10':>8}")
+    head = (f"{'size':>6}  {'system':20s} {'wall s':>9} {'CPU s':>8} {'peak RSS GB':>11} {'wall/raw':>8} "
+            f"{'RSS/raw':>8} {'nDCG@10':>8}")
     lines = [head, "-" * len(head)]
     by_key = {(r["n_docs"], r["system"]): r for r in rows}
     for r in rows:
@@ -500,7 +510,8 @@ def table(rows: list[dict]) -> str:
         ratios = (f"{r['wall_s'] / raw['wall_s']:8.2f} {r['peak_rss_gb'] / raw['peak_rss_gb']:8.2f}" if _ok(raw)
                   else f"{'-':>8} {'-':>8}")
         ndcg = r.get("ndcg@10")
-        lines.append(f"{size:>6}  {r['system']:20s} {r['wall_s']:9.1f} {r['peak_rss_gb']:11.2f} {ratios} "
+        cpu = f"{r['cpu_s']:8.1f}" if r.get("cpu_s") is not None else f"{'-':>8}"
+        lines.append(f"{size:>6}  {r['system']:20s} {r['wall_s']:9.1f} {cpu} {r['peak_rss_gb']:11.2f} {ratios} "
                      f"{'-' if ndcg is None else f'{ndcg:.4f}':>8}")
     return "\n".join(lines)
 
