@@ -151,7 +151,7 @@ def test_default_compare_uses_the_wikipedia_slice_and_the_audit(wknow120, tmp_pa
 def test_label_prior_on_request_reproduces_the_old_flags(wknow120):
     res = compare_argus(str(wknow120), "bm25", diagnosis="label-prior", variants=["original", "expansion"],
                         measures=["nDCG@10"])
-    row = next(iter(res.to_dict()["tasks"].values()))
+    row = next(iter(res.model_dump(mode="json", exclude_unset=True)["tasks"].values()))
     assert row["diagnosis"]["method"]["method"] == "label-prior"
     # by hand: one flag per (document, case-folded surface) among the FAC/GPE/LOC/ORG mentions
     corpus = gapbench.get_task(str(wknow120)).load().corpus

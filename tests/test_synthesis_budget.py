@@ -112,7 +112,7 @@ def test_argus_compare_reports_the_cut_views_in_its_growth(tmp_path):
         llm = LLMClient(base_url=srv.base_url, model="m", cache=False)
         res = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", llm=llm,
                             measures=["nDCG@10"], k=10)
-    row = next(iter(res.to_dict()["tasks"].values()))
+    row = next(iter(res.model_dump(mode="json", exclude_unset=True)["tasks"].values()))
     growth = row["variants"]["synthesis"]["growth"]
     assert growth["n_views"] == 2 and growth["synthesis"]["dropped_truncated"] == 1
     assert row["llm"]["truncated"] == 1 and row["llm"]["length_reasks"] == 2

@@ -23,7 +23,7 @@ def _variant_list(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def _measures(values: list[str]) -> list[str]:
+def _measures(values: list[str]) -> list[str] | None:
     from .common import measure_list
 
     return measure_list(values)
@@ -34,7 +34,7 @@ def _measures(values: list[str]) -> list[str]:
 FLAGS = FromOptions("argus compare", "gapbench.analyses.argus.remedy.remedy_compare:ArgusCompareOptions",
                     short={"measures": ("-m",), "output": ("-o",)},
                     kinds={"probe": Path | None, "variants": str | None, "measures": list[str]},
-                    parse={"variants": _variant_list, "measures": _measures}, library_only={"llm"})
+                    parse={"variants": _variant_list, "measures": _measures}, library_only=frozenset({"llm"}))
 
 
 @cli_llm.sampling_options
@@ -53,7 +53,7 @@ def compare_cmd(
     output = options.output
     check_output(output, run_dir=False)
     result = argus_compare(task, retriever, options)
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
+    typer.echo(json.dumps(result.model_dump(mode="json", exclude_unset=True), indent=2) if as_json else str(result))
     if output is not None and not as_json:
         typer.echo(f"wrote {output}/argus_compare.json, .md, .png")
 

@@ -11,18 +11,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import PrivateAttr
 
 from ....errors import GapbenchError
 from ....files import output_folder, write_figure, write_text_atomic
 from ....schemas import ArgusCompare, SchemaError, read_back
+from ....schemas.argus_compare import Variant
 from ....tables import Table
 from ..probe.probe_files import max_rps_table
 from .kb import PIPELINE_CHECK_NOTE
 
-KIND = "argus_compare"
+KIND: Final = "argus_compare"
 
 
 class ArgusComparison(ArgusCompare):
@@ -30,13 +31,14 @@ class ArgusComparison(ArgusCompare):
     (what ``argus_compare.json`` holds; this class adds none), printed as Markdown tables, and, for a comparison run in
     this process, each variant's :class:`gapbench.schemas.RunResults` (per-query values)."""
 
-    _results: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)  # task -> variant -> Results; {} if read
+    # task -> variant -> Results; {} when read from a file
+    _results: dict[str, dict[Variant, Any]] = PrivateAttr(default_factory=dict)
 
-    def keep_results(self, results: Mapping[str, Mapping[str, Any]]) -> None:
+    def keep_results(self, results: Mapping[str, Mapping[Variant, Any]]) -> None:
         """Hold each task's evaluation results (task -> variant -> Results); they are not part of the file."""
         self._results = {task: dict(per) for task, per in results.items()}
 
-    def results(self, task: str | None = None) -> dict[str, Any]:
+    def results(self, task: str | None = None) -> dict[Variant, Any]:
         """variant -> Results (per-query values, means, CIs) of ``task`` (default: the first), as evaluated in this
         process; a comparison read from a file has only the means and intervals of its ``tasks``."""
         name = next(iter(self.tasks)) if task is None else task
@@ -47,12 +49,8 @@ class ArgusComparison(ArgusCompare):
                                 "comparison to get them (the file has each variant's means and ci95).")
         return dict(self._results[name])
 
-    def to_dict(self) -> dict:
-        """The JSON document (``argus_compare.json``)."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
     def markdown(self) -> str:
-        return comparison_markdown(self.to_dict())
+        return comparison_markdown(self.model_dump(mode="json", exclude_unset=True))
 
     def __str__(self) -> str:
         return self.markdown()
@@ -190,6 +188,6 @@ def read_comparison(out: str | os.PathLike) -> ArgusComparison:
     return ArgusComparison.model_validate(data)
 
 
-def read_outputs(out: str | os.PathLike) -> dict:
+def read_outputs(out: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``argus_compare.json`` document in ``out`` (checked against its schema), e.g. for ``gapbench report``."""
-    return read_comparison(out).to_dict()
+    return read_comparison(out).model_dump(mode="json", exclude_unset=True)
