@@ -56,7 +56,7 @@ def load_audit_data(entities: Path | None, relations: Path | None, relation_mode
         return load_dataset(dataset, relations=relation_mode)
     if (entities is None) != (relations is None):
         raise ConfigError("give both --entities and --relations (a full export), or neither (the shipped slice).")
-    if entities is None:
+    if entities is None or relations is None:  # both, after the check above
         return load_shipped(relations=relation_mode)
     return load_jsonl(entities, relations, relations=relation_mode)
 
@@ -93,7 +93,7 @@ PROBE = FromOptions("argus probe", OPTIONS + "ArgusProbeOptions", renamed={"grid
                     kinds={"families": str, "datasets": str, "split": str},
                     parse={"families": _names, "datasets": _names, "split": _split,
                            "rebalance_bins": lambda v: v or None},  # 0 reads as off, as None does
-                    library_only={"meta"})
+                    library_only=frozenset({"meta"}))
 SWEEP = FromOptions("argus sweep", OPTIONS + "ArgusSweepOptions", renamed={"n": "ns", "k": "ks"},
                     kinds={"n": str, "k": str},
                     parse={"n": _ints("ArgusSweepOptions", "ns"), "k": _ints("ArgusSweepOptions", "ks")})

@@ -13,6 +13,7 @@ from .base import Model, Number, One
 BandName = Literal["low", "mid", "high"]
 # a probe family's hyper-parameters, as the grids give them (``hidden`` is a list of layer widths)
 Params = dict[str, bool | int | float | str | list[int]]
+GridSet = Literal["reduced", "paper"]  # the probe's hyper-parameter grids: a cheap sweep, or appendix C.1's
 
 
 class AuditEncoder(Model):
@@ -208,7 +209,7 @@ class ProbeProtocol(Model):
     split: list[Number]  # train, validation, test shares, summing to 1
     rebalance_bins: int | None
     n_train_rows: int  # after rebalancing
-    grids: Literal["reduced", "paper"]
+    grids: GridSet
     tau: Number
 
 

@@ -26,6 +26,11 @@ __all__ = ["ArgusAuditOptions", "ArgusEncodingOptions", "ArgusProbeOptions", "Ar
 _SET_NAMES = {"directed": "audited targets", "undirected": "every entity with an edge"}
 
 
+def _set_name(mode: str) -> str:
+    """A labelled set's name in the report: ``directed (audited targets)``."""
+    return f"{mode} ({_SET_NAMES[mode]})"
+
+
 def argus_audit(data: AuditData | None = None, retriever: Any = "dense",
                 options: ArgusAuditOptions | None = None) -> ArgusAudit:
     """RPS of every audited entity with ``retriever``'s encoder (``data`` None: the slice shipped with gapbench)."""
@@ -50,7 +55,7 @@ def probe_labelled_set(data: AuditData, mode: str, retriever: Any,
                              grid_set=o.grid_set, tau=o.tau)
     summary = ProbeAuditSummary(mean_rps=float(sum(rps.values()) / len(rps)), chance=result.chance,
                                 n_effective_min=result.n_effective.min)
-    rep = rep.model_copy(update={"name": f"{mode} ({_SET_NAMES[mode]})", "audit": summary})
+    rep = rep.model_copy(update={"name": _set_name(mode), "audit": summary})
     return probe, rep, result
 
 
@@ -64,12 +69,14 @@ def argus_probe(data: AuditData | None = None, retriever: Any = "dense",
     o = options or ArgusProbeOptions()
     data = data if data is not None else load_shipped()
     runs = [probe_labelled_set(data, mode, retriever, o) for mode in o.datasets]
-    probe, best, _ = max(runs, key=lambda run: run[1].n)  # the first of the largest
+    largest = max(range(len(runs)), key=lambda i: runs[i][1].n)  # the first of the largest
+    probe, best, _ = runs[largest]
     result = runs[-1][2]
     enc = result.encoder
+    saved = SavedProbe(dataset=_set_name(o.datasets[largest]))
     report = ArgusProbe(
         kind="argus_probe", task=data.source, version=1, retriever=result.retriever, fingerprint=enc.fingerprint,
-        dim=enc.dim, seed=o.seed, k=o.k, n_requested=o.n, saved_probe=SavedProbe(dataset=best.name),
+        dim=enc.dim, seed=o.seed, k=o.k, n_requested=o.n, saved_probe=saved,
         split=best.split, selection=best.selection, selected=best.selected, families=best.families,
         baselines=best.baselines, test=best.test, datasets=[rep for _, rep, _ in runs])
     return report.holding(probe)

@@ -106,7 +106,8 @@ class SpanEncoder:
         model = self._model()
         tok = model.tokenizer
         max_len = model.max_seq_length
-        texts, spans = [], []
+        texts: list[str] = []
+        spans: list[tuple[int, int] | None] = []
         stats = {"label_found": 0, "label_prepended": 0, "no_label": 0}
         for e in entities:
             text = model_text(model, e.paragraph)[0]

@@ -15,7 +15,7 @@ from ....formats import read_jsonl
 
 def data_dir() -> Path:
     """The vendored ARGUS slice, found through the installed package: a wheel has no ``tasks/`` beside ``gapbench/``."""
-    return Path(resources.files("gapbench.tasks").joinpath("data", "argus"))
+    return Path(str(resources.files("gapbench.tasks") / "data" / "argus"))
 
 
 
@@ -153,7 +153,7 @@ def build_data(entities: Mapping[str, Entity], edges: Sequence[tuple[str, str]],
 def load_jsonl(entities_path: str | Path, relations_path: str | Path, *, relations: str = "directed") -> AuditData:
     ents = read_entities(Path(entities_path))
     edges = read_relations(Path(relations_path))
-    return build_data(ents, edges, relations=relations, source=str(entities_path), relations_path=relations_path)
+    return build_data(ents, edges, relations=relations, source=str(entities_path), relations_path=Path(relations_path))
 
 
 def load_shipped(*, relations: str = "directed", directory: str | Path | None = None) -> AuditData:

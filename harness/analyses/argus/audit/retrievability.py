@@ -69,11 +69,20 @@ plus ``argus_audit.md`` (summary), ``argus_lda.png`` (2-D LDA of entity embeddin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
-from ....schemas.argus import ArgusAudit, AuditEncoder, AuditEntity, BandCounts, Grounding, PoolSizes, Terciles
+from ....schemas.argus import (
+    ArgusAudit,
+    AuditEncoder,
+    AuditEntity,
+    BandCounts,
+    BandName,
+    Grounding,
+    PoolSizes,
+    Terciles,
+)
 from ..argus_options import ArgusAuditOptions
 
 # the audit is split by concept (entities, encoders, rps, audit_files); every name it defined is importable from here
@@ -130,8 +139,8 @@ __all__ = ["BANDS", "DEFAULT_K", "DEFAULT_N", "KIND", "AuditData", "EncodedEntit
            "plot_lda", "read_entities", "read_relations", "rps_from_ranks", "shipped_contriever_ranks",
            "summary_table", "terciles", "write_audit", "write_json"]
 
-KIND = "argus_audit"
-_NAMES = ("low", "mid", "high")
+KIND: Final = "argus_audit"
+_NAMES: tuple[BandName, ...] = ("low", "mid", "high")
 
 
 def audit_report(data: AuditData, enc: EncodedEntities, ranks: dict[str, list[int]], sizes: dict[str, list[int]], *,

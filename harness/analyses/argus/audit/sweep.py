@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from ....errors import ConfigError
 from ....files import output_folder, pyplot, write_figure, write_text_atomic
-from ....schemas.argus import ArgusSweep, AuditEncoder, SweepCell, SweepEntity, SweepRetriever
+from ....schemas.argus import ArgusSweep, AuditEncoder, BandName, SweepCell, SweepEntity, SweepRetriever
 from ....tables import Table
 from ..argus_options import ArgusSweepOptions
 from .audit_files import lda_projection, write_json
@@ -35,8 +35,8 @@ from .encoders import embed_entities
 from .inputs import AuditData
 from .rps import band_of, chance_level, compute_ranks, rps_from_ranks, terciles
 
-KIND = "argus_sweep"
-BAND_NAMES = ("low", "mid", "high")
+KIND: Final = "argus_sweep"
+BAND_NAMES: tuple[BandName, ...] = ("low", "mid", "high")
 
 
 # ---------------------------------------------------------------- computing
@@ -44,7 +44,7 @@ def band_fractions(scores: Sequence[float]) -> dict[str, float]:
     """Fractions of entities in the fixed RPS bands [0, .33), [.33, .66), [.66, 1] and with RPS > 0.5."""
     s = np.asarray(scores, dtype=float)
     bands = band_of(s)
-    out = {name: float((bands == i).mean()) for i, name in enumerate(BAND_NAMES)}
+    out: dict[str, float] = {name: float((bands == i).mean()) for i, name in enumerate(BAND_NAMES)}
     out["gt_0_5"] = float((s > 0.5).mean())
     return out
 

@@ -89,9 +89,9 @@ def probe_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def max_rps_table(deltas: Mapping[str, dict]) -> Table:
+def max_rps_table(deltas: Mapping[str, Mapping[str, Any]]) -> Table:
     """Table 4's cells, one row per name (e.g. a task): retrieved / unretrieved mean max RPS (delta), times 100."""
-    def cell(d: dict) -> str:
+    def cell(d: Mapping[str, Any]) -> str:
         r, u = d["retrieved"]["mean_max_rps"], d["unretrieved"]["mean_max_rps"]
         if d["delta"] is None:
             return "n/a"

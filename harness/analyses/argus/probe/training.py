@@ -58,14 +58,16 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from ....errors import ConfigError, GapbenchError, ProbeMismatchError
 from ....files import atomic_writer, output_folder, write_bytes_atomic
 from ....schemas.argus import (
     Calibration,
+    GridSet,
     ProbeDataset,
     ProbeFamily,
     ProbeMetrics,
@@ -112,6 +114,7 @@ __all__ = ["CLASS_HEADER", "CLASS_KEYS", "DEFAULT_SPLIT", "FORMAT_VERSION", "GRI
 
 KIND = "argus_probe"
 FORMAT_VERSION = 1
+_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------- the probe
@@ -155,7 +158,8 @@ class Probe:
         else:
             weights = d / "weights.npz"
             with atomic_writer(weights, binary=True) as fh:
-                np.savez(fh, **self.fitted.arrays)
+                # numpy's stubs let **arrays fill savez's allow_pickle (a bool; a keyword only since numpy 2.1)
+                np.savez(fh, **self.fitted.arrays)  # type: ignore[arg-type]
         sidecar = {
             "kind": "argus_probe_model", "format_version": FORMAT_VERSION, "family": self.fitted.family,
             "params": self.fitted.params, "fingerprint": self.fingerprint, "dim": self.dim, "meta": self.meta,
@@ -224,16 +228,27 @@ def _fingerprint_of(retriever: Any) -> str:
 
 
 # ---------------------------------------------------------------- training
-def _best_of_family(fam: str, grid: dict, train, val, seed: int) -> tuple[float, _Fitted, int]:
+def _lowest(scored: Sequence[tuple[float, _T]]) -> tuple[float, _T]:
+    """The lowest-scored of a non-empty ``scored``; within 1e-12 of it, the earlier."""
+    best = scored[0]
+    for item in scored[1:]:
+        if item[0] < best[0] - 1e-12:
+            best = item
+    return best
+
+
+def _best_of_family(fam: str, grid: dict[str, list[Any]], train: tuple[np.ndarray, np.ndarray],
+                    val: tuple[np.ndarray, np.ndarray], seed: int) -> tuple[float, _Fitted, int]:
     """(validation RMSE, fitted, number of configurations) of the family's best configuration on validation."""
-    best: tuple[float, _Fitted] | None = None
     cfgs = _configs(grid)
+    if not cfgs:
+        raise ConfigError(f"the {fam} grid {grid} has no configuration; give each of its parameters a value.")
+    scored: list[tuple[float, _Fitted]] = []
     for cfg in cfgs:
-        fitted = _fit(fam, *train, cfg, seed, *val)
-        rmse = float(np.sqrt(np.mean((np.clip(fitted.predict_raw(val[0]), 0, 1) - val[1]) ** 2)))
-        if best is None or rmse < best[0] - 1e-12:
-            best = (rmse, fitted)
-    return best[0], best[1], len(cfgs)
+        fitted = _fit(fam, train[0], train[1], cfg, seed, val[0], val[1])
+        scored.append((float(np.sqrt(np.mean((np.clip(fitted.predict_raw(val[0]), 0, 1) - val[1]) ** 2))), fitted))
+    rmse, best = _lowest(scored)
+    return rmse, best, len(cfgs)
 
 
 def _check_inputs(x: np.ndarray, y: np.ndarray, families: Sequence[str], grid_set: str) -> None:
@@ -248,10 +263,10 @@ def _check_inputs(x: np.ndarray, y: np.ndarray, families: Sequence[str], grid_se
         raise ConfigError(f"grid_set={grid_set!r}: accepted {', '.join(GRID_SETS)}.")
 
 
-def train_probe(embeddings: np.ndarray, rps: np.ndarray, retriever_fingerprint: str, seed: int = 0, *,
+def train_probe(embeddings: npt.ArrayLike, rps: npt.ArrayLike, retriever_fingerprint: str, seed: int = 0, *,
                 families: Sequence[str] = ("ridge", "xgboost", "mlp"), grids: dict[str, dict] | None = None,
                 meta: dict | None = None, split: Sequence[float] = DEFAULT_SPLIT, rebalance_bins: int | None = None,
-                grid_set: str = "reduced", tau: float = TAU) -> tuple[Probe, ProbeDataset]:
+                grid_set: GridSet = "reduced", tau: float = TAU) -> tuple[Probe, ProbeDataset]:
     """Train every family over its grid, select family and hyper-parameters by validation RMSE, report on test.
 
     ``split``: train/validation/test shares; ``rebalance_bins``: oversample the training split over that many RPS bins
@@ -270,15 +285,14 @@ def train_probe(embeddings: np.ndarray, rps: np.ndarray, retriever_fingerprint: 
     xte, yte = x[sp["test"]], y[sp["test"]]
 
     families_report: dict[str, ProbeFamily] = {}
-    best: tuple[float, str, _Fitted] | None = None
+    scored: list[tuple[float, tuple[str, _Fitted]]] = []
     for fam in families:
         rmse, fitted, n_cfg = _best_of_family(fam, grids[fam], train, val, seed)
         families_report[fam] = ProbeFamily(
             params=_jsonable(fitted.params), validation_rmse=rmse, n_configs=n_cfg,
             test=ProbeMetrics(**regression_metrics(yte, np.clip(fitted.predict_raw(xte), 0, 1), tau)))
-        if best is None or rmse < best[0] - 1e-12:
-            best = (rmse, fam, fitted)
-    rmse, fam, fitted = best
+        scored.append((rmse, (fam, fitted)))
+    rmse, (fam, fitted) = _lowest(scored)  # families is not empty (checked above)
     mean = float(y[sp["train"]].mean())
     baselines = {name: ProbeMetrics(**regression_metrics(yte, np.full(yte.size, v), tau))
                  for name, v in (("all_zero", 0.0), ("all_one", 1.0), ("train_mean", mean))}

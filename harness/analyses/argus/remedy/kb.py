@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .... import formats
 from ....errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
@@ -232,16 +233,16 @@ def build_kb(sources: Iterable[PathLike], out: PathLike, fmt: str = "auto",
              max_n: int | None = None) -> KBBuildStats:
     """Write the KB JSONL at ``out`` (atomically) from ``sources``: empty paragraphs and repeated ids are skipped and
     counted; at most ``max_n`` records are written."""
-    sources = tuple(str(s) for s in sources)
-    if not sources:
+    names = tuple(str(s) for s in sources)
+    if not names:
         raise ConfigError("give at least one KB source file.")
     if max_n is not None and max_n < 1:
         raise ConfigError(f"max_n={max_n}: give the largest number of KB records to write, >= 1.")
-    check_sources(sources, fmt)  # a missing file or unknown format fails before anything is read or written
+    check_sources(names, fmt)  # a missing file or unknown format fails before anything is read or written
     seen: set[str] = set()
     empty = dups = 0
     with atomic_writer(out) as fh:
-        for entry in iter_entries(sources, fmt):
+        for entry in iter_entries(names, fmt):
             if max_n is not None and len(seen) >= max_n:
                 break
             if not entry.text:
@@ -253,9 +254,9 @@ def build_kb(sources: Iterable[PathLike], out: PathLike, fmt: str = "auto",
                 seen.add(entry.id)
                 fh.write(entry.to_json() + "\n")
         if not seen:  # raised inside the writer: an earlier KB at ``out`` is kept, not replaced by an empty one
-            raise DataFormatError(f"no KB record with a non-empty paragraph in {', '.join(sources)} "
+            raise DataFormatError(f"no KB record with a non-empty paragraph in {', '.join(names)} "
                                   f"({empty} empty, {dups} repeated ids); nothing written to {out}.")
-    return KBBuildStats(len(seen), empty, dups, sources, max_n is not None and len(seen) >= max_n)
+    return KBBuildStats(len(seen), empty, dups, names, max_n is not None and len(seen) >= max_n)
 
 
 # ------------------------------------------------------------------------------------------------------ reference KB
@@ -274,7 +275,7 @@ class ReferenceKB:
         if not self.passages:
             raise GapbenchError(f"reference KB {name!r} has no passages.")
         self.name = name
-        self._bm25 = None
+        self._bm25: Any = None  # the registry's bm25, made on the first lookup
 
     @classmethod
     def from_jsonl(cls, path: PathLike, name: str | None = None) -> ReferenceKB:
@@ -306,7 +307,9 @@ class ReferenceKB:
             from ....errors import UnknownNameError
 
             raise UnknownNameError("packaged reference KB", name, PACKAGED_KBS, hint="Or give a JSONL file (kb=PATH).")
-        res = resources.files("gapbench.tasks").joinpath("data", *PACKAGED_KBS[name])
+        res = resources.files("gapbench.tasks") / "data"
+        for part in PACKAGED_KBS[name]:  # one part at a time: Python 3.10's Traversable.joinpath takes one
+            res = res / part
         with resources.as_file(res) as real:
             return cls.from_jsonl(real, name)
 

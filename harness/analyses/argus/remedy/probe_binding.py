@@ -66,7 +66,10 @@ def bind_probe(probe: Any) -> Path:
 def shipped_probe_dir() -> Path:
     """The probe shipped for the offline MiniLM (``dense``), trained by ``gapbench argus probe`` on the shipped slice
     (its PROVENANCE.md says how)."""
-    return Path(resources.files("gapbench.tasks").joinpath("data", *SHIPPED_PROBE))
+    res = resources.files("gapbench.tasks") / "data"
+    for part in SHIPPED_PROBE:  # one part at a time: Python 3.10's Traversable.joinpath takes one
+        res = res / part
+    return Path(str(res))
 
 
 def shipped_probe(retriever: Any) -> tuple[Any, Path] | None:

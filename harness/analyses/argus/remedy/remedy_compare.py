@@ -41,7 +41,15 @@ from pydantic import ConfigDict, ValidationInfo, field_validator
 from ....contract import Depth, Options, Seed, Text
 from ....errors import ConfigError
 from ....progress import say
-from ....schemas import ArgusCompareTask
+from ....schemas.argus_compare import (
+    ArgusCompareTask,
+    CompareConfig,
+    CompareDiagnosis,
+    CompareVariant,
+    MaxRpsDelta,
+    Variant,
+    VariantDelta,
+)
 from ..probe.probe_metrics import max_rps_delta
 from .augment import synthesis_client
 from .compare_report import (
@@ -67,10 +75,10 @@ __all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_a
            "compare_task", "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
            "variant_table", "plot", "KIND"]
 
-VARIANTS = ("original", "expansion", "synthesis")
+VARIANTS: tuple[Variant, ...] = ("original", "expansion", "synthesis")
 DEFAULT_MEASURES = ("nDCG@5", "nDCG@10", "nDCG@20", "nDCG@50", "R@5", "R@10", "R@20", "R@50", "R@100")
 TABLE4_KS = (10, 20, 50)  # the cut-offs of the paper's Table 4
-NO_ENDPOINT_VARIANTS = ("original", "expansion")
+NO_ENDPOINT_VARIANTS: tuple[Variant, ...] = ("original", "expansion")
 ALPHA = 0.05  # a delta is significant when its Holm-corrected randomization p is below this
 # said by the command when Synthesis is left out (a full command line may name its flags)
 SYNTHESIS_SKIPPED = ("Synthesis was skipped: no LLM endpoint is configured, so only Original and Expansion ran. To "
@@ -109,7 +117,7 @@ class ArgusCompareOptions(Options):
     ner: str = SPACY_DEFAULT
     """``spacy`` (offline default), ``auto`` (the paper's dslim/bert-base-NER when it is on disk, a folder or in the HF
     cache; else spacy) or a transformers NER model name or folder."""
-    variants: tuple[Literal["original", "expansion", "synthesis"], ...] | None = None
+    variants: tuple[Variant, ...] | None = None
     """The indexings to compare, always with ``original``; None: all three with an LLM endpoint (or ``llm``,
     ``llm_model``) given, else Original and Expansion (Synthesis on the embedded model is slow: ask for it by name)."""
     measures: tuple[str, ...] = DEFAULT_MEASURES
@@ -244,7 +252,8 @@ def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOpt
               "variants": list(variants)}
     tasks = {name: row for name, row, _ in done}
     result = ArgusComparison(
-        kind=KIND, task=suite or done[0][0], version=1, suite=suite, retriever=spec, config=config, tasks=tasks,
+        kind=KIND, task=suite or done[0][0], version=1, suite=suite, retriever=spec,
+        config=CompareConfig.model_validate(config), tasks=tasks,
         full_benchmark_avg=_full_benchmark_avg(tasks), notes=_notes(config, llm) + ([SYNTHESIS_SKIPPED] if skipped
                                                                                       else []))
     result.keep_results({name: results for name, _, results in done})
@@ -253,10 +262,10 @@ def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOpt
     return result
 
 
-def _full_benchmark_avg(tasks: Mapping[str, ArgusCompareTask]) -> dict[str, dict[str, float]]:
+def _full_benchmark_avg(tasks: Mapping[str, ArgusCompareTask]) -> dict[Variant, dict[str, float]]:
     """Per variant every task ran, the unweighted mean over the tasks of each measure."""
     rows = list(tasks.values())
-    out = {}
+    out: dict[Variant, dict[str, float]] = {}
     for v in VARIANTS:
         if all(v in t.variants for t in rows):
             out[v] = {m: sum(t.variants[v].means[m] for t in rows) / len(rows) for m in rows[0].variants[v].means}
@@ -272,7 +281,7 @@ def _tasks_of(task: str) -> tuple[list[str], str | None]:
 
 
 def _synthesis(corpus: Any, diag: Any, kb: ReferenceKB, llm: Any, k_aug: int,
-               hits: Mapping) -> tuple[list, float, dict]:
+               hits: Mapping[str, Mapping[str, Sequence[str]]]) -> tuple[list[Any], float, dict[str, int]]:
     """The synthesis views, the seconds they took and the LLM usage they added (requests, tokens, cache hits)."""
     before = llm.usage.total()
     t0 = time.perf_counter()
@@ -289,23 +298,23 @@ def table4(run: Any, qrels: Any, diag: Any, depth: int, ks: Sequence[int] = TABL
     return {k: max_rps_delta(run, qrels, rps, k) for k in ks if k <= depth}
 
 
-def _deltas(results: Mapping[str, RunResults], comparison: Any) -> dict[str, dict[str, dict]]:
+def _deltas(results: Mapping[Variant, RunResults], comparison: Any) -> dict[Variant, dict[str, VariantDelta]]:
     """Every variant but Original: per measure, its delta vs Original and the Holm-corrected paired tests."""
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[Variant, dict[str, VariantDelta]] = {}
     for v, res in results.items():
         if v == "original":
             continue
         out[v] = {}
         for m in res.measures:
             t = comparison.test(m, v, "original")
-            out[v][m] = {"delta": res.means[m] - results["original"].means[m],
-                         "p_randomization_holm": t.p_randomization_holm, "p_ttest_holm": t.p_ttest_holm,
-                         "significant": t.p_randomization_holm < ALPHA}
+            out[v][m] = VariantDelta(delta=res.means[m] - results["original"].means[m],
+                                     p_randomization_holm=t.p_randomization_holm, p_ttest_holm=t.p_ttest_holm,
+                                     significant=t.p_randomization_holm < ALPHA)
     return out
 
 
 def compare_task(task: str, retriever: Any,
-                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[str, RunResults]]:
+                 options: ArgusCompareOptions) -> tuple[str, ArgusCompareTask, dict[Variant, RunResults]]:
     """Original vs ARGUS variants on one task, with one retriever object for embedding, diagnosis and ranking:
     ``(task name, its ArgusCompareTask, variant -> evaluation results)``.
 
@@ -317,13 +326,17 @@ def compare_task(task: str, retriever: Any,
     from ....pipeline import prepare
 
     # the prepared queries carry the task's instruction, as `gapbench run` searches them
-    probe, kb_obj, llm, k_aug, k, seed = options.probe, options.kb, options.llm, options.k_aug, options.k, options.seed
+    probe, llm, k_aug, k, seed = options.probe, options.llm, options.k_aug, options.k, options.seed
+    kb_obj = ReferenceKB.resolve(options.kb)  # resolved already: the object itself
+    asked = options.variants if options.variants is not None else _variants(options)[0]
     prepared = prepare(task, seed=seed)
     data, name = prepared.data, prepared.task.name
     notes: list[str] = []
-    results, variants, runs = {}, {}, {}
+    results: dict[Variant, RunResults] = {}
+    variants: dict[Variant, dict[str, Any]] = {}
+    runs: dict[Variant, Any] = {}
 
-    def run_variant(label: str, retr: Any, augment_s: float, views: Sequence = ()) -> None:
+    def run_variant(label: Variant, retr: Any, augment_s: float, views: Sequence[Any] = ()) -> None:
         t0 = time.perf_counter()
         retr.index(data.corpus)
         t1 = time.perf_counter()
@@ -347,12 +360,12 @@ def compare_task(task: str, retriever: Any,
         notes.append(PIPELINE_CHECK_NOTE)
     notes.append(f"{n_hit} of {diag.stats()['n_flagged_entities']} flagged entities found KB passages "
                  f"(BM25 score > 0 in {kb_obj.name}, {len(kb_obj.passages)} passages).")
-    llm_usage = None
-    if "expansion" in options.variants:
+    llm_usage: dict[str, int] | None = None
+    if "expansion" in asked:
         t0 = time.perf_counter()
         views = expansion_views(data.corpus, diag, kb_obj, k_aug, hits=hits)
         run_variant("expansion", Augmented(retriever, views, name="expansion"), time.perf_counter() - t0, views)
-    if "synthesis" in options.variants:
+    if "synthesis" in asked:
         if llm is None:
             notes.append("synthesis skipped: no LLM client given (llm=...).")
         else:
@@ -362,9 +375,11 @@ def compare_task(task: str, retriever: Any,
             if cut:
                 notes.append(cut)
     row = ArgusCompareTask(
-        n_queries=results["original"].n_queries, diagnosis=diag.stats(), kb_seconds=kb_s, variants=variants,
+        n_queries=results["original"].n_queries, diagnosis=CompareDiagnosis.model_validate(diag.stats()),
+        kb_seconds=kb_s, variants={v: CompareVariant.model_validate(d) for v, d in variants.items()},
         deltas=_deltas(results, compare(list(results.values()), seed=seed)),
-        max_rps_delta={str(cut): d for cut, d in rps_delta.items()}, llm=llm_usage, notes=notes)
+        max_rps_delta={str(cut): MaxRpsDelta.model_validate(d) for cut, d in rps_delta.items()}, llm=llm_usage,
+        notes=notes)
     return name, row, results
 
 
@@ -385,7 +400,7 @@ def endpoint_configured(llm_base_url: str | None = None) -> bool:
     return bool(llm_base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(LLMConfig.api_key_env))
 
 
-def _variants(options: ArgusCompareOptions) -> tuple[tuple[str, ...], bool]:
+def _variants(options: ArgusCompareOptions) -> tuple[tuple[Variant, ...], bool]:
     """The variants to run, and whether Synthesis was left out for want of an endpoint. Asked for (``variants``), they
     run as asked (Synthesis without an endpoint on the embedded model); not asked for, Synthesis runs only with an
     LLM client, an endpoint or a model (e.g. a GGUF file for the embedded server) given."""

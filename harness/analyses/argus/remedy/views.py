@@ -173,6 +173,7 @@ def synthesis_note(check: Mapping[str, Any] | None) -> str | None:
 def view_stats(corpus: Corpus, views: Sequence[View]) -> dict:
     """Index growth: views, views per document (mean over the corpus), the share of documents with a view; for
     :class:`SynthesisViews`, ``synthesis``: their ``check`` (answers cut by their budget, dropped, empty)."""
+    check = getattr(views, "check", None)  # SynthesisViews' counts
     per: dict[str, int] = {}
     for v in views:
         per[v.source_id] = per.get(v.source_id, 0) + 1
@@ -180,7 +181,7 @@ def view_stats(corpus: Corpus, views: Sequence[View]) -> dict:
     return {"n_docs": n, "n_views": len(views), "indexed": n + len(views),
             "views_per_doc": len(views) / n if n else 0.0, "docs_with_views": len(per),
             "max_views_per_doc": max(per.values(), default=0), "index_growth": (n + len(views)) / n if n else 1.0,
-            **({"synthesis": dict(views.check)} if getattr(views, "check", None) else {})}
+            **({"synthesis": dict(check)} if check else {})}
 
 
 # --------------------------------------------------------------------------------------------------- the retriever
