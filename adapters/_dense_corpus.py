@@ -94,7 +94,7 @@ class CorpusMemo:
         """:func:`text_layout` of the corpus, read from the memo when it has both parts."""
         path = self._path("length_order")
         dup_path = self._path("duplicates")
-        if path is not None:
+        if path is not None and dup_path is not None:
             try:
                 order = np.load(path.with_suffix(".npy"))
                 dups = np.load(dup_path.with_suffix(".npy"))
@@ -104,7 +104,7 @@ class CorpusMemo:
             except (OSError, ValueError, EOFError):
                 pass  # none yet (a memo from before duplicates were kept), or a damaged one: computed again
         order, dups = text_layout(self.corpus, self.use_title)
-        if path is not None:
+        if path is not None and dup_path is not None:
             for target, arr in ((path, order), (dup_path, dups)):
                 with atomic_writer(target.with_suffix(".npy"), binary=True) as fh:
                     np.save(fh, arr)

@@ -36,6 +36,7 @@ from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_i
 from gapbench.types import Corpus, Queries, Run
 
 from ._dense_corpus import CorpusMemo, SortedTexts, batch_plan, length_order, text_layout  # noqa: F401
+from ._dense_fast import FastEncoder
 from .dense_settings import DEFAULT_MODEL, DenseSettings, Device  # noqa: F401  (Device: colbert's too)
 
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
@@ -106,157 +107,12 @@ def _check_device(device: str) -> None:
     kind, _, index = device.partition(":")
     backend = getattr(torch, kind, None) if kind in ("cuda", "xpu") else getattr(torch.backends, kind, None)
     available = kind == "cpu" or bool(backend is not None and backend.is_available())
-    count = backend.device_count() if available and kind in ("cuda", "xpu") else 1
+    count = backend.device_count() if backend is not None and available and kind in ("cuda", "xpu") else 1
     if not available or (index and int(index) >= count):
         found = "cpu" + (f" and {count} {kind} device(s)" if available and kind != "cpu" else "")
         raise GapbenchError(
             f"dense: device {device!r} is not available on this machine (it has {found}); use dense:device=cpu."
         )
-
-
-def describe_modules(model) -> str:
-    return " + ".join(type(m).__name__ for m in model) or "empty"
-
-
-class FastEncoder:
-    """Encoding of a Transformer + Pooling [+ Normalize] sentence-transformers model without ``encode``'s overheads.
-
-    Texts are tokenised once, in worker threads, without padding; sorted by token count and cut into batches of at
-    most ``batch_tokens`` padded tokens; each batch is padded on its own, put in pinned memory and copied on a side
-    stream while the previous batch computes; the model's own modules (pooling as configured) run under
-    ``torch.inference_mode()`` in the model's dtype, and vectors are normalised on the device. Tokenisation follows
-    the model's Transformer module (stripped, lower-cased when it says so, truncated at ``max_seq_length``).
-    """
-
-    def __init__(self, model, batch_tokens: int) -> None:
-        self.model = model
-        self.module = model[0]
-        self.tokenizer = model[0].tokenizer
-        self.batch_tokens = batch_tokens
-        self.pad_id = self.tokenizer.pad_token_id or 0
-        self.pad_left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        self.with_types = "token_type_ids" in (getattr(self.module, "model_forward_params", None) or ()) and \
-            "token_type_ids" in (getattr(self.tokenizer, "model_input_names", None) or ())
-
-    @staticmethod
-    def unsupported(model) -> str | None:
-        """Why the fast path cannot encode ``model`` exactly as ``encode`` does, or None when it can."""
-        try:
-            from sentence_transformers.models import Normalize, Pooling, Transformer
-        except ImportError:  # pragma: no cover - a sentence-transformers without these modules
-            return "this sentence-transformers has no models.Transformer/Pooling/Normalize"
-        mods = list(model)
-        kinds = [Transformer, Pooling, Normalize][: len(mods)]
-        if len(mods) not in (2, 3) or not all(isinstance(m, t) for m, t in zip(mods, kinds)):
-            return f"its modules are {describe_modules(model)}"
-        cfg = mods[1].get_config_dict()
-        mode = cfg.get("pooling_mode")  # sentence-transformers 6 names the mode; 5 sets one flag per mode
-        modes = ({mode} if isinstance(mode, str) else set(mode)) if mode is not None else \
-            {key[len("pooling_mode_"):] for key, on in cfg.items() if key.startswith("pooling_mode_") and on is True}
-        if modes not in ({"mean"}, {"mean_tokens"}, {"cls"}, {"cls_token"}):
-            return f"its pooling is {sorted(modes) or cfg}"
-        if getattr(model, "default_prompt_name", None) or getattr(model, "truncate_dim", None):
-            return "it has a default prompt or a truncated dimension"
-        if not getattr(getattr(mods[0], "tokenizer", None), "is_fast", False):
-            return f"its tokenizer ({type(getattr(mods[0], 'tokenizer', None)).__name__}) is not a fast tokenizer"
-        return None
-
-    @classmethod
-    def for_model(cls, model, batch_tokens: int | None = None) -> FastEncoder | None:
-        """The fast encoder for ``model``, or None when it is not a plain Transformer + Pooling [+ Normalize] model."""
-        if cls.unsupported(model):
-            return None
-        if batch_tokens is None:
-            batch_tokens = 65_536 if model.device.type == "cuda" else 16_384
-        return cls(model, batch_tokens)
-
-    def tokenize(self, texts: list[str], workers: int | None = None) -> list[list[int]]:
-        """Token ids per text (no padding), tokenised in worker threads (the fast tokenizer releases the GIL)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        lower = getattr(self.module, "do_lower_case", False)
-        texts = [t.strip().lower() if lower else t.strip() for t in texts]
-        step = max(256, -(-len(texts) // 64))
-        pieces = [texts[i : i + step] for i in range(0, len(texts), step)]
-
-        def run(piece: list[str]) -> list[list[int]]:
-            enc = self.tokenizer(piece, padding=False, truncation="longest_first",
-                                 max_length=self.module.max_seq_length,
-                                 return_attention_mask=False, return_token_type_ids=False)
-            return enc["input_ids"]
-
-        workers = workers or min(8, os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return [ids for part in pool.map(run, pieces) for ids in part]
-
-    def batches(self, ids: list[list[int]]) -> list[np.ndarray]:
-        """Positions of the texts per batch: longest first, each batch within ``batch_tokens`` padded tokens."""
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        order = np.argsort(-lengths, kind="stable")
-        out, start = [], 0
-        while start < len(order):
-            rows = max(1, self.batch_tokens // max(1, int(lengths[order[start]])))
-            out.append(order[start : start + rows])
-            start += rows
-        return out
-
-    def _host_batch(self, ids: list[list[int]], rows: np.ndarray) -> dict:
-        import torch
-
-        width = max(len(ids[i]) for i in rows)
-        input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for r, i in enumerate(rows):
-            n = len(ids[i])
-            cols = slice(width - n, width) if self.pad_left else slice(0, n)
-            input_ids[r, cols] = ids[i]
-            mask[r, cols] = 1
-        host = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
-        if self.with_types:
-            host["token_type_ids"] = torch.zeros_like(host["input_ids"])
-        if self.model.device.type == "cuda":
-            host = {key: v.pin_memory() for key, v in host.items()}
-        return host
-
-    def _upload(self, host: dict, stream) -> dict:
-        import torch
-
-        device = self.model.device
-        if stream is None:
-            return {key: v.to(device) for key, v in host.items()}
-        with torch.cuda.stream(stream):
-            return {key: v.to(device, non_blocking=True) for key, v in host.items()}
-
-    def encode(self, texts: list[str], *, normalize: bool = True,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """float32 vectors of ``texts`` in the given order; ``progress(n)`` after each batch is queued."""
-        import torch
-
-        ids = self.tokenize(texts)
-        batches = self.batches(ids)
-        cuda = self.model.device.type == "cuda"
-        stream = torch.cuda.Stream(device=self.model.device) if cuda else None
-        outs = []
-        with torch.inference_mode():
-            pending = self._upload(self._host_batch(ids, batches[0]), stream)
-            for b in range(len(batches)):
-                features = pending
-                if stream is not None:
-                    torch.cuda.current_stream().wait_stream(stream)
-                    for v in features.values():
-                        v.record_stream(torch.cuda.current_stream())
-                emb = self.model(features)["sentence_embedding"]  # queued: the next batch is prepared meanwhile
-                if normalize:
-                    emb = torch.nn.functional.normalize(emb, p=2, dim=1)
-                outs.append(emb)
-                if progress:
-                    progress(len(batches[b]))
-                if b + 1 < len(batches):
-                    pending = self._upload(self._host_batch(ids, batches[b + 1]), stream)
-            flat = torch.cat(outs).float().cpu().numpy()
-        out = np.empty_like(flat)
-        out[np.concatenate(batches)] = flat
-        return out
 
 
 class _SortedIndex(Mapping):
@@ -292,6 +148,8 @@ class Dense:
         batch_size, max_length, device, normalize, use_title = o.batch_size, o.max_length, o.device, o.normalize, \
             o.use_title
         chunk_size, cache, dtype, encoder, batch_tokens = o.chunk_size, o.cache, o.dtype, o.encoder, o.batch_tokens
+        self.backend, self.quantize = o.backend, o.quantize
+        self.exported_now = False  # whether this instance made its ONNX export (the first run's cost)
         self.model_name = model
         self.revision = revision
         self.query_prompt = query_prompt
@@ -306,13 +164,13 @@ class Dense:
         self.dtype = dtype
         self.encoder = encoder
         self.batch_tokens = batch_tokens
-        self._model = None
-        self._fast = None
+        self._model: Any = None  # the SentenceTransformer, once loaded
+        self._fast: FastEncoder | bool | None = None  # None: not decided yet; False: encode's loop
         self.model_loads = 0
         self._resolved = resolve_model(self.model_name, self.revision)
-        self._docs = None
-        self._device_docs = None
-        self._dups = None
+        self._docs: EmbeddingCache | np.ndarray | None = None
+        self._device_docs: Any = None
+        self._dups: DuplicateGroups | None = None
 
     @property
     def resolved_dtype(self) -> str:
@@ -330,6 +188,11 @@ class Dense:
         if self.resolved_dtype != "float32":
             # float32 was the only dtype before: leaving it out keeps every existing fingerprint and cache valid
             cfg["dtype"] = self.resolved_dtype
+        if self.quantize != "none":
+            # int8 vectors differ from float32's well beyond float noise: never reuse one's cache for the other.
+            # backend=onnx in float32 keeps torch's key: its vectors differ from torch's by ~1e-6, as another batch
+            # size's do (which the key leaves out too)
+            cfg["backend"] = f"{self.backend}-{self.quantize}"
         return cfg
 
     def encoder_spec(self) -> dict:
@@ -340,6 +203,7 @@ class Dense:
             "device": self.device, "normalize": self.normalize, "use_title": self.use_title,
             "chunk_size": self.chunk_size, "cache": self.cache, "dtype": self.resolved_dtype,
             "encoder": self.encoder, "batch_tokens": self.batch_tokens,
+            "backend": self.backend, "quantize": self.quantize,
         }
 
     @property
@@ -379,8 +243,10 @@ class Dense:
         """The loaded sentence-transformers model, whose token vectors ARGUS pools over spans (``gapbench.spans``)."""
         return self._load()
 
-    def _fast_encoder(self):
+    def _fast_encoder(self) -> FastEncoder | None:
         """The fast path's encoder when this model and option allow it, else None (``encode`` is used)."""
+        if self._fast is None and self.backend == "onnx":
+            self._fast = self._onnx_encoder()
         if self._fast is None:
             model = self._load()
             wanted = self.encoder == "fast" or (self.encoder == "auto" and not self.device.startswith("cpu"))
@@ -390,7 +256,23 @@ class Dense:
                     f"dense: encoder=fast needs a Transformer + Pooling (mean or cls) [+ Normalize] model with a fast "
                     f"tokenizer; {self.model_name!r} does not qualify: {FastEncoder.unsupported(model)}. "
                     "Use dense:encoder=auto.")
-        return self._fast or None
+        return self._fast if isinstance(self._fast, FastEncoder) else None
+
+    def _onnx_encoder(self) -> FastEncoder:
+        """The ONNX Runtime encoder of this model's export (made now and kept in the cache if it is not there)."""
+        from ._dense_onnx import OnnxEncoder, exported_model, require_onnxruntime
+
+        require_onnxruntime()  # before the model loads: a missing extra is the first thing said
+        model = self._load()
+        why = FastEncoder.unsupported(model)
+        if why:
+            raise GapbenchError(
+                f"dense: backend=onnx exports Transformer + Pooling (mean or cls) [+ Normalize] models with a fast "
+                f"tokenizer; {self.model_name!r} does not qualify: {why}. Use dense:backend=torch.")
+        identity = {"model": self.model_name, "revision": self.revision, "model_files": model_files(self._resolved)}
+        probe = FastEncoder(model, 1)
+        path, self.exported_now = exported_model(model, identity, self.quantize, probe.with_types)
+        return OnnxEncoder(model, path, self.batch_tokens or 16_384)
 
     def encode_texts(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors of ``texts`` in the given order: float32, L2-normalised when ``normalize`` (no cache);
@@ -531,13 +413,24 @@ class Dense:
         """Document vectors at the given sorted positions, read chunk by chunk from the cache."""
         if isinstance(self._docs, np.ndarray):
             return self._docs[positions]
-        size = self._docs.chunk_size
-        out = np.empty((positions.size, self._docs.dim()), dtype=np.float32)
+        docs = self._index_cache()
+        size = docs.chunk_size
+        out = np.empty((positions.size, docs.dim()), dtype=np.float32)
         chunks = positions // size
         for c in np.unique(chunks):
             at = np.flatnonzero(chunks == c)
-            out[at] = self._docs.read_chunk(int(c), mmap=True)[positions[at] - c * size]
+            chunk = docs.read_chunk(int(c), mmap=True)
+            if chunk is None:  # removed or damaged since index() filled it
+                raise GapbenchError(f"dense: chunk {int(c)} of the documents' vectors in {docs.chunk_path(int(c))} "
+                                    "is missing or damaged; run again to encode it anew.")
+            out[at] = chunk[positions[at] - c * size]
         return out
+
+    def _index_cache(self) -> EmbeddingCache:
+        """The cache ``index`` filled (the documents' vectors when they live in chunk files)."""
+        if not isinstance(self._docs, EmbeddingCache):
+            raise GapbenchError("dense: search() was called before index(corpus).")
+        return self._docs
 
     def query_texts(self, queries: Queries) -> list[str]:
         out = []
@@ -551,7 +444,7 @@ class Dense:
         if isinstance(self._docs, np.ndarray):
             return [(0, self._docs)]
         rows = budget.rows_within(4 * (dim + query_rows), share=0.25, at_least=self.chunk_size)
-        return self._docs.iter_blocks(rows)
+        return self._index_cache().iter_blocks(rows)
 
     def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
         if self._docs is None:

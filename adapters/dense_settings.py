@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from gapbench.contract import BatchSize, ModelName, Positive, Text
 from gapbench.settings import Settings
@@ -45,3 +45,21 @@ class DenseSettings(Settings):
         "auto", description="The encoding loop: gapbench's length-sorted one (fast) or sentence-transformers'.")
     batch_tokens: BatchSize | None = Field(None, description="Padded tokens per batch of the fast encoder; none: "
                                                                 "65,536 on CUDA, 16,384 elsewhere.")
+    backend: Literal["torch", "onnx"] = Field(
+        "torch", description="What runs the model: torch, or onnx (exported once to ONNX, kept in the cache, run by "
+                             "ONNX Runtime on the CPU; pip install 'gapbench[onnx]').")
+    quantize: Literal["none", "int8"] = Field(
+        "none", description="With backend=onnx: int8 runs ONNX Runtime's dynamic int8 quantisation of the export "
+                            "(faster, vectors differ: its own cache key).")
+
+    @model_validator(mode="after")
+    def _backend_fits(self) -> DenseSettings:
+        if self.quantize != "none" and self.backend != "onnx":
+            raise ValueError(f"quantize={self.quantize} needs backend=onnx (backend is {self.backend})")
+        if self.backend == "onnx" and not self.device.startswith("cpu"):
+            raise ValueError(f"backend=onnx runs on the CPU (device is {self.device}); use device=cpu, or "
+                             "backend=torch on a GPU")
+        if self.backend == "onnx" and self.dtype not in ("auto", "float32"):
+            raise ValueError(f"backend=onnx exports float32 weights (dtype is {self.dtype}); use quantize=int8 for "
+                             "a smaller, faster model")
+        return self

