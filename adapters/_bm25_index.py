@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,6 +140,10 @@ def _tokenizer(spec: IndexSpec):
     return Tokenizer(stopwords=spec.stopwords, stemmer=stemmer)
 
 
+# threads splitting batches into words ahead of the one numbering them: each holds one more batch in memory
+SPLIT_THREADS = 2
+
+
 def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
            progress: Callable[[int], None] | None = None) -> _Counts:
     """Pass 1: tokenize batch by batch, spill each batch's (term, frequency) pairs, add up frequencies and lengths.
@@ -150,7 +155,7 @@ def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
     df = np.zeros(0, dtype=np.int64)
     per_batch = []
     n_docs = total_len = 0
-    with open(spill, "wb") as out, ThreadPoolExecutor(1, thread_name_prefix="bm25-split") as pool:
+    with open(spill, "wb") as out, ThreadPoolExecutor(SPLIT_THREADS, thread_name_prefix="bm25-split") as pool:
         def count(n: int, split) -> None:
             nonlocal df, n_docs, total_len
             terms, tf, per_doc, lengths = _triples(*analyser.number(split), n)
@@ -165,14 +170,15 @@ def _count(batches: Iterable[list[str]], tokenizer, spill: Path,
             if progress is not None:
                 progress(n)
 
-        pending: tuple[int, Future] | None = None
+        pending: deque[tuple[int, Future]] = deque()
         for texts in batches:
-            ahead = (len(texts), pool.submit(analyser.split, texts))
-            if pending is not None:
-                count(pending[0], pending[1].result())
-            pending = ahead
-        if pending is not None:
-            count(pending[0], pending[1].result())
+            pending.append((len(texts), pool.submit(analyser.split, texts)))
+            if len(pending) > SPLIT_THREADS:
+                n, split = pending.popleft()
+                count(n, split.result())
+        while pending:
+            n, split = pending.popleft()
+            count(n, split.result())
     return _Counts(n_docs, total_len, df, tuple(per_batch))
 
 
