@@ -62,7 +62,7 @@ def test_llm_manifest_is_none_before_the_first_call_and_the_client_once_made():
         assert component.client is client and isinstance(client, LLMClient)
         manifest = component.llm_manifest()
         assert (manifest["model"], manifest["endpoint"]) == ("m", NOWHERE)
-        assert manifest["usage"] == client.usage.to_dict()
+        assert manifest["usage"] == client.usage.record().model_dump()
     assert llm_manifest_of(BM25()) is None  # a component without an LLM reports none
 
 
