@@ -326,22 +326,27 @@ def _write_matrix(folder: Path, counts: _Counts, spec: IndexSpec) -> None:
     if nonoccurrence is not None:
         np.save(folder / NONOCCURRENCE, nonoccurrence)
     nnz = int(indptr[-1])
-    data = np.lib.format.open_memmap(folder / DATA, mode="w+", dtype=np.float32, shape=(nnz,))
-    indices = np.lib.format.open_memmap(folder / INDICES, mode="w+", dtype=np.int32, shape=(nnz,))
-    cursor = indptr[:-1].copy()
-    first = 0
-    with open(folder / SPILL, "rb") as spill:
-        for per_doc, lengths in counts.batches:
-            m = int(per_doc.sum())
-            terms = np.fromfile(spill, dtype=np.int32, count=m)
-            tf = np.fromfile(spill, dtype=np.int32, count=m)
-            docs = np.repeat(np.arange(first, first + per_doc.size, dtype=np.int32), per_doc)
-            scores = _scores(terms, tf, np.repeat(lengths.astype(np.int64), per_doc), avg, idf, nonoccurrence, spec)
-            _scatter(data, indices, cursor, terms, scores, docs)
-            first += per_doc.size
-    data.flush()
-    indices.flush()
-    del data, indices
+    # one array at a time: the pages of a memory-mapped array written so far count in the process' RSS until it is
+    # unmapped, so writing the scores, unmapping them, then writing the documents halves the peak (two reads of the
+    # spill, which the page cache mostly holds, and a second sort per batch are its cost)
+    for name, dtype in ((DATA, np.float32), (INDICES, np.int32)):
+        out = np.lib.format.open_memmap(folder / name, mode="w+", dtype=dtype, shape=(nnz,))
+        cursor = indptr[:-1].copy()
+        first = 0
+        with open(folder / SPILL, "rb") as spill:
+            for per_doc, lengths in counts.batches:
+                m = int(per_doc.sum())
+                terms = np.fromfile(spill, dtype=np.int32, count=m)
+                tf = np.fromfile(spill, dtype=np.int32, count=m)
+                if name == DATA:
+                    values = _scores(terms, tf, np.repeat(lengths.astype(np.int64), per_doc), avg, idf,
+                                     nonoccurrence, spec)
+                else:
+                    values = np.repeat(np.arange(first, first + per_doc.size, dtype=np.int32), per_doc)
+                _scatter(out, cursor, terms, values)
+                first += per_doc.size
+        out.flush()
+        del out
 
 
 def _term_weights(df: np.ndarray, n_docs: int, avg: np.float64, spec: IndexSpec):
@@ -372,9 +377,9 @@ def _scores(terms, tf, doc_len, avg, idf, nonoccurrence, spec: IndexSpec) -> np.
     return scores.astype(np.float32)
 
 
-def _scatter(data, indices, cursor: np.ndarray, terms, scores, docs) -> None:
-    """Write one batch's triples at their terms' cursors and move the cursors past them (in place: a copy per batch
-    would cost a pass over the whole vocabulary each time)."""
+def _scatter(out, cursor: np.ndarray, terms, values) -> None:
+    """Write one batch's values (scores or documents) at their terms' cursors and move the cursors past them (in
+    place: a copy per batch would cost a pass over the whole vocabulary each time)."""
     order = _stable_order(terms)  # stable: documents stay ascending within each term
     sorted_terms = terms[order]
     starts = np.flatnonzero(np.r_[True, sorted_terms[1:] != sorted_terms[:-1]])
@@ -382,8 +387,7 @@ def _scatter(data, indices, cursor: np.ndarray, terms, scores, docs) -> None:
     heads = sorted_terms[starts]
     # the i-th triple of the sorted batch goes to cursor[its term] + (i - where its term's run starts)
     pos = np.repeat(cursor[heads] - starts, sizes) + np.arange(sorted_terms.size)
-    data[pos] = scores[order]
-    indices[pos] = docs[order]
+    out[pos] = values[order]
     cursor[heads] += sizes
 
 
