@@ -11,7 +11,7 @@ import pytest
 
 import gapbench.cli as cli
 from gapbench.analyses.argus.remedy.compare_report import read_outputs
-from gapbench.analyses.argus.remedy.remedy_compare import ArgusCompareOptions, compare_argus
+from gapbench.analyses.argus.remedy.remedy_compare import ArgusCompareOptions, argus_compare
 from gapbench.analyses.argus.remedy.compare_report import read_comparison
 from gapbench.errors import ConfigError, GapbenchError, OptionsError
 from gapbench.schemas import ArgusCompare
@@ -47,7 +47,7 @@ def argus_cli():
 
 def test_expansion_lifts_the_gold_document_behind_a_landmark(tmp_path):
     task = beir_folder(tmp_path / "t")
-    res = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+    res = argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                         variants=["original", "expansion"], measures=["nDCG@10", "RR@10"], k=10)
     name, row = next(iter(res.tasks.items()))
     orig, exp = res.results()["original"], res.results(name)["expansion"]
@@ -155,7 +155,7 @@ def test_suite_reports_full_benchmark_avg(tmp_path):
     a = beir_folder(tmp_path / "a")
     b = beir_folder(tmp_path / "b", queries={"q0": "Who exercised in Japan?"}, qrels={"q0": {"d0": 1}})
     SUITES.register("argus-test-suite", Suite("argus-test-suite", (a, b), "test"), replace=True)
-    res = compare_argus("argus-test-suite", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+    res = argus_compare("argus-test-suite", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                         variants=["original", "expansion"], measures=["nDCG@10"], k=10)
     d = res.model_dump(mode="json", exclude_unset=True)
     assert d["suite"] == "argus-test-suite" and len(d["tasks"]) == 2
@@ -170,7 +170,7 @@ def test_suite_reports_full_benchmark_avg(tmp_path):
 def test_bad_input_errors(tmp_path, argus_cli, capsys):
     task = beir_folder(tmp_path / "t")
     with pytest.raises(ConfigError, match="variants"):
-        compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["expansion"])
+        argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["expansion"])
     rc = argus_cli(["argus", "compare", task, "-r", "bm25", "--kb", "landmarks-oracle", "--probe",
                     str(tmp_path / "missing")])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
@@ -220,7 +220,7 @@ def test_synthesis_without_an_endpoint_or_the_extra_says_how_to_get_either(tmp_p
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if gapbench[local-llm] were not installed
     task = beir_folder(tmp_path / "t")
     with pytest.raises(ConfigError) as err:
-        compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["original", "synthesis"],
+        argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["original", "synthesis"],
                       measures=["nDCG@10"])
     said = str(err.value)
     assert said.startswith("no LLM endpoint given and the embedded LLM is not installed; give an OpenAI-compatible "
@@ -266,7 +266,7 @@ def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_h
     monkeypatch.delenv("OPENAI_API_KEY")
     with SynthServer() as srv:  # through Python, with the endpoint in the environment
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        cmp = compare_argus(beir_folder(tmp_path / "t"), "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+        cmp = argus_compare(beir_folder(tmp_path / "t"), "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                             llm_model="judge", measures=["nDCG@10"], k=10)
     assert cmp.variants == ["original", "expansion", "synthesis"] and SYNTHESIS_SKIPPED not in cmp.notes
     assert next(iter(cmp.tasks.values())).llm["requests"] == 2  # answered by the server or by the LLM cache of an earlier test
@@ -275,7 +275,7 @@ def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_h
 @pytest.mark.slow
 def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
     """The real case: ImpliRet multispeaker wknow, bm25, label-prior diagnosis, the packaged landmarks KB."""
-    res = compare_argus("impliret/multispeaker/wknow", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+    res = argus_compare("impliret/multispeaker/wknow", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                         variants=["original", "expansion"], measures=["nDCG@10", "R@100"], k=100)
     t = res.tasks["impliret/multispeaker/wknow"]
     assert t.variants["original"].means["nDCG@10"] == pytest.approx(0.15176, abs=1e-4)  # published 15.20 (bm25s)

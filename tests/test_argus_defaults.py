@@ -17,7 +17,7 @@ from gapbench.analyses.argus.remedy.kb import PACKAGED_KBS, PIPELINE_CHECK_NOTE,
 from gapbench.analyses.argus.remedy.ner import extract_mentions
 from gapbench.analyses.argus.remedy.probe_binding import bind_probe, diagnosis_for
 from gapbench.analyses.argus.remedy.compare_report import read_outputs
-from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
+from gapbench.analyses.argus.remedy.remedy_compare import argus_compare
 from gapbench.cli import main
 from gapbench.errors import ConfigError, UnknownNameError
 from gapbench.formats import write_beir_folder
@@ -128,7 +128,7 @@ def test_auto_finds_the_probe_bound_to_the_retriever(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------- compare on real ImpliRet
 def test_default_compare_uses_the_wikipedia_slice_and_the_audit(wknow120, tmp_path):
-    res = compare_argus(str(wknow120), "bm25", variants=["original", "expansion"], measures=["nDCG@10"], k=100,
+    res = argus_compare(str(wknow120), "bm25", variants=["original", "expansion"], measures=["nDCG@10"], k=100,
                         output=tmp_path / "out")
     d = read_outputs(tmp_path / "out")
     cfg = d["config"]
@@ -149,7 +149,7 @@ def test_default_compare_uses_the_wikipedia_slice_and_the_audit(wknow120, tmp_pa
 
 
 def test_label_prior_on_request_reproduces_the_old_flags(wknow120):
-    res = compare_argus(str(wknow120), "bm25", diagnosis="label-prior", variants=["original", "expansion"],
+    res = argus_compare(str(wknow120), "bm25", diagnosis="label-prior", variants=["original", "expansion"],
                         measures=["nDCG@10"])
     row = next(iter(res.model_dump(mode="json", exclude_unset=True)["tasks"].values()))
     assert row["diagnosis"]["method"]["method"] == "label-prior"

@@ -10,7 +10,7 @@ import pytest
 from gapbench.analyses.argus.remedy.diagnosis import Diagnosis, entity_rps
 from gapbench.analyses.argus.remedy.ner import Mention
 from gapbench.analyses.argus.remedy.compare_report import read_outputs
-from gapbench.analyses.argus.remedy.remedy_compare import compare_argus, table4
+from gapbench.analyses.argus.remedy.remedy_compare import argus_compare, table4
 from gapbench.schemas import validate_analysis
 
 from test_argus_compare import beir_folder
@@ -59,7 +59,7 @@ QRELS = {"q1": {"g1": 1}, "q2": {"g4": 1, "g2": 1, "g1": 1}, "q3": {"g3": 1}}
 def test_compare_reports_table4_of_the_original_run(tmp_path):
     task = beir_folder(tmp_path / "t", DOCS, QUERIES, QRELS)
     out = tmp_path / "out"
-    compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["original", "expansion"],
+    argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", variants=["original", "expansion"],
                   measures=["nDCG@10"], k=20, output=out)
     d = read_outputs(out)
     t4 = next(iter(d["tasks"].values()))["max_rps_delta"]
@@ -79,7 +79,7 @@ def test_a_result_written_before_table4_stays_valid_and_renders(tmp_path):
     from gapbench.analyses.argus.remedy.compare_report import comparison_markdown
 
     task = beir_folder(tmp_path / "t", DOCS, QUERIES, QRELS)
-    res = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
+    res = argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                         variants=["original", "expansion"], measures=["nDCG@10"], k=5)
     d = res.model_dump(mode="json", exclude_unset=True)
     row = next(iter(d["tasks"].values()))

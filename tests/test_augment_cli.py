@@ -7,7 +7,7 @@ import json
 import pytest
 
 import gapbench
-from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
+from gapbench.analyses.argus.remedy.remedy_compare import argus_compare
 from gapbench.cli import main
 from gapbench.formats import write_beir_folder
 from gapbench.types import Corpus, Qrels, Queries, TaskData
@@ -36,7 +36,7 @@ def test_run_with_argus_expansion(wknow120, tmp_path, capsys, options, kb, diagn
     assert manifest["augment"]["spec"] == "argus-expand" + options and manifest["augment"]["n_views"] > 0
     assert manifest["augment"]["kb"] == kb
     assert manifest["augment"]["diagnosis"] == ("audit" if diagnosis == "auto" else diagnosis)
-    ref = next(iter(compare_argus(str(wknow120), "bm25", kb=kb, diagnosis=diagnosis, variants=["original", "expansion"],
+    ref = next(iter(argus_compare(str(wknow120), "bm25", kb=kb, diagnosis=diagnosis, variants=["original", "expansion"],
                                   measures=["nDCG@10", "R@10"], k=1000).tasks.values()))
     assert out["measures"]["nDCG@10"] == pytest.approx(ref.variants["expansion"].means["nDCG@10"], abs=1e-12)
     assert manifest["augment"]["n_views"] == ref.variants["expansion"].growth.n_views

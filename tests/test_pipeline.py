@@ -147,11 +147,11 @@ def test_coverage_applies_the_instruction(spy):
 
 
 def test_argus_compare_applies_the_instruction(spy, tmp_path):
-    from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
+    from gapbench.analyses.argus.remedy.remedy_compare import argus_compare
 
     kb = tmp_path / "kb.jsonl"
     kb.write_text(json.dumps({"id": "p1", "title": "Insects", "text": "Moths fly towards light at night."}) + "\n")
-    result = compare_argus(INSTRUCTED, "instruction-spy", kb=str(kb), variants=["original", "expansion"], measures=["nDCG@10"],
+    result = argus_compare(INSTRUCTED, "instruction-spy", kb=str(kb), variants=["original", "expansion"], measures=["nDCG@10"],
                            k=5)
     assert _instructions(spy) == {INSTRUCTION}
     assert list(next(iter(result.tasks.values())).variants) == ["original", "expansion"]

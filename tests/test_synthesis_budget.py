@@ -103,14 +103,14 @@ def test_run_augment_manifest_counts_the_cut_views(keep):
 
 
 def test_argus_compare_reports_the_cut_views_in_its_growth(tmp_path):
-    from gapbench.analyses.argus.remedy.remedy_compare import compare_argus
+    from gapbench.analyses.argus.remedy.remedy_compare import argus_compare
 
     from test_argus_compare import beir_folder
 
     task = beir_folder(tmp_path / "t", docs=DOCS, queries={"q": "Who trained in Japan?"}, qrels={"q": {"a": 1}})
     with LongServer(enforce_max_tokens=True) as srv:
         llm = LLMClient(base_url=srv.base_url, model="m", cache=False)
-        res = compare_argus(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", llm=llm,
+        res = argus_compare(task, "bm25", kb="landmarks-oracle", diagnosis="label-prior", llm=llm,
                             measures=["nDCG@10"], k=10)
     row = next(iter(res.model_dump(mode="json", exclude_unset=True)["tasks"].values()))
     growth = row["variants"]["synthesis"]["growth"]

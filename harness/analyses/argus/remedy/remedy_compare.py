@@ -71,8 +71,8 @@ from .views import Augmented, expansion_views, kb_hits, synthesis_note, synthesi
 if TYPE_CHECKING:
     from ....schemas.run import RunResults
 
-__all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_argus", "compare_argus_with",
-           "compare_task", "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
+__all__ = ["ArgusCompareOptions", "ArgusComparison", "argus_compare", "compare_task",
+           "comparison_markdown", "read_outputs", "table4", "write_outputs", "average_table",
            "variant_table", "plot", "KIND"]
 
 VARIANTS: tuple[Variant, ...] = ("original", "expansion", "synthesis")
@@ -216,19 +216,12 @@ class ArgusCompareOptions(Options):
         return Path(value) if isinstance(value, (str, os.PathLike)) else value
 
 
-def argus_compare(task: str, retriever: str | Any, options: ArgusCompareOptions | None = None) -> ArgusComparison:
+def argus_compare(task: str, retriever: str | Any, options: ArgusCompareOptions | None = None,
+                  **settings: Any) -> ArgusComparison:
     """Original vs ARGUS Expansion (and Synthesis with an LLM) on a task or a suite, with one retriever (a spec or an
-    object) for embedding, diagnosis and ranking; writes the files when ``options.output`` is set."""
-    return compare_argus_with(task, retriever, options or ArgusCompareOptions())
-
-
-def compare_argus(task: str, retriever: str | Any, **options: Any) -> ArgusComparison:
-    """:func:`argus_compare` with the settings as keywords (those of :class:`ArgusCompareOptions`)."""
-    return argus_compare(task, retriever, ArgusCompareOptions(**options))
-
-
-def compare_argus_with(task: str, retriever: str | Any, options: ArgusCompareOptions) -> ArgusComparison:
-    """:func:`argus_compare` (kept for callers of its earlier name)."""
+    object) for embedding, diagnosis and ranking; writes the files when ``options.output`` is set. The settings are
+    :class:`ArgusCompareOptions`' (``options``, or keywords: ``argus_compare(task, "bm25", k_aug=2)``)."""
+    options = ArgusCompareOptions.of(options, settings)
     from ....retrieval import fingerprint_of, get_retriever
 
     retr = get_retriever(retriever)
