@@ -1,12 +1,14 @@
 """bm25s indexes built in bounded memory and kept in the cache, where every later run memory-maps them.
 
 ``bm25s.BM25.index`` wants every document's token ids as Python lists at once (tens of GB at 10M documents). Here the
-corpus is read in batches and tokenized by bm25s' own ``Tokenizer``, which keeps one vocabulary across batches and
-analyses text as ``bm25s.tokenize`` does (lowercasing, token pattern, stopwords, stemmer). Each batch shrinks to
-(document, term, frequency) triples in int32 arrays, spilled to a file beside the index, while document frequencies
-and lengths add up. A second pass scores the triples with bm25s' own idf and term-frequency functions and writes them
-straight into the CSC arrays, memory-mapped ``.npy`` files with one write cursor per term, so the full COO matrix never
-sits in memory. The folder has ``bm25s.BM25.save``'s layout, so ``bm25s.BM25.load(folder, mmap=True)`` reads it.
+corpus is read in batches and tokenized as bm25s' own ``Tokenizer`` does (lowercasing, token pattern, stopwords,
+stemmer; one vocabulary across batches), a whole batch at a time (:class:`Analyser`: the same ids, the same
+vocabulary), with worker threads splitting the next batches while the main thread numbers the current one. Each batch
+shrinks to (document, term, frequency) triples in int32 arrays, spilled to a file beside the index, while document
+frequencies and lengths add up. A second pass scores the triples with bm25s' own idf and term-frequency functions and
+writes them straight into the CSC arrays, memory-mapped ``.npy`` files (one at a time) with one write cursor per term,
+so the full COO matrix never sits in memory. The folder has ``bm25s.BM25.save``'s layout, so
+``bm25s.BM25.load(folder, mmap=True)`` reads it; its files are byte for byte those of the per-text path.
 """
 
 from __future__ import annotations
