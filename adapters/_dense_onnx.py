@@ -37,7 +37,7 @@ from gapbench.progress import say
 
 from ._dense_fast import FastEncoder
 
-EXPORT_VERSION = 1  # bump when the exported graph changes, so older exports are not reused
+EXPORT_VERSION = 2  # bump when the exported graph changes, so older exports are not reused
 OPSET = 17
 MODEL_FILE = "model.onnx"
 
@@ -93,9 +93,12 @@ def _export(model: Any, with_types: bool, target: Path) -> None:
     import torch
 
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-    # an example with padding: a mask of ones only could let the attention code leave the mask out of the trace
-    ids = torch.tensor([[101, 7592, 2088, 2003, 1037, 3231, 102], [101, 7592, 102, 0, 0, 0, 0]])
-    mask = (ids != 0).long()
+    # an example with padding (texts of two lengths, by the model's own tokenizer): a mask of ones only could let the
+    # attention code leave the mask out of the trace
+    features = model.tokenize(["a passage of several words to encode", "a word"])
+    ids, mask = features["input_ids"], features["attention_mask"]
+    if bool(mask.all()):
+        raise GapbenchError("dense: backend=onnx needs a tokenizer that pads a batch (this one did not).")
     example = (ids, mask, torch.zeros_like(ids))[: len(names)]
     axes = {name: {0: "batch", 1: "tokens"} for name in names}
     axes["sentence_embedding"] = {0: "batch"}
