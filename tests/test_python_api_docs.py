@@ -73,6 +73,9 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     direct = gapbench.compare([base.run, tuned.run], data.qrels, list(base.measures))
     assert [t.__dict__ for t in ns["comparison"].tests] == [t.__dict__ for t in direct.tests]
     assert f"map                   \tall\t{base.means['AP']:.4f}" in out
+    # evaluate and compare take their options objects: the same means, the alpha asked for
+    assert ns["again"].means["nDCG@10"] == base.means["nDCG@10"] and ns["again"].n_queries == 1500
+    assert ns["strict"].alpha == 0.01 and "True\n0.01\n" in out
 
     # report and regress over the in-memory results: the same rows as over run directories written by run
     assert [s.system for s in ns["report"].systems] == ["bm25", "bm25:k1=0.9,b=0.4"]
