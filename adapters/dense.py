@@ -272,7 +272,7 @@ class Dense:
         identity = {"model": self.model_name, "revision": self.revision, "model_files": model_files(self._resolved)}
         probe = FastEncoder(model, 1)
         path, self.exported_now = exported_model(model, identity, self.quantize, probe.with_types)
-        return OnnxEncoder(model, path, self.batch_tokens or 16_384)
+        return OnnxEncoder(model, path, self.batch_tokens)
 
     def encode_texts(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors of ``texts`` in the given order: float32, L2-normalised when ``normalize`` (no cache);

@@ -44,7 +44,8 @@ class DenseSettings(Settings):
     encoder: Literal["auto", "fast", "sentence-transformers"] = Field(
         "auto", description="The encoding loop: gapbench's length-sorted one (fast) or sentence-transformers'.")
     batch_tokens: BatchSize | None = Field(None, description="Padded tokens per batch of the fast encoder; none: "
-                                                                "65,536 on CUDA, 16,384 elsewhere.")
+                                                                "65,536 on CUDA, 16,384 elsewhere, 4,096 with "
+                                                                "backend=onnx.")
     backend: Literal["torch", "onnx"] = Field(
         "torch", description="What runs the model: torch, or onnx (exported once to ONNX, kept in the cache, run by "
                              "ONNX Runtime on the CPU; pip install 'gapbench[onnx]').")
