@@ -190,10 +190,15 @@ def test_the_readme_command_writes_progress_lines_into_a_log_file(tmp_path):
     got = text.splitlines()
     indexing = [line for line in got if line.startswith("gapbench: bm25: indexing ")]
     searching = [line for line in got if line.startswith("gapbench: bm25: searching ")]
-    # a line per step (tokenizing: every 1,000 documents), then the closing line with every item done
-    assert indexing[0].startswith(f"gapbench: bm25: indexing {min(1000, n_docs):,}/{n_docs:,} docs (")
+    # a line per step (indexing: every batch the memory budget allows, 32,768 documents by default, tokenized whole),
+    # then the closing line with every item done
+    from gapbench.adapters.bm25 import BYTES_PER_DOC
+    from gapbench.budget import rows_within
+
+    batch = rows_within(BYTES_PER_DOC)
+    assert indexing[0].startswith(f"gapbench: bm25: indexing {min(batch, n_docs):,}/{n_docs:,} docs (")
     assert indexing[-1].startswith(f"gapbench: bm25: indexing {n_docs:,}/{n_docs:,} docs in ")
-    assert len(indexing) == -(-n_docs // 1000) + 1
+    assert len(indexing) == -(-n_docs // batch) + 1
     assert searching[0].startswith(f"gapbench: bm25: searching 1/{n_queries:,} queries (")
     assert searching[-1].startswith(f"gapbench: bm25: searching {n_queries:,}/{n_queries:,} queries in ")
     assert (tmp_path / "out" / "manifest.json").is_file()

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..contract import Options
 from ..errors import OptionsError
 from .common import fail
+
+if TYPE_CHECKING:  # imported when a command runs: `gapbench --help` loads no pydantic
+    from ..contract import Options
 
 # every command whose flags build an analysis' options: command path ("argus audit") -> its Flags
 REGISTRY: dict[str, Flags] = {}
@@ -58,6 +60,8 @@ class Flags:
         shell completion do not import the analyses)."""
         if isinstance(self.options_class, str):
             import importlib
+
+            from ..contract import Options
 
             module, _, name = self.options_class.partition(":")
             found = getattr(importlib.import_module(module), name)

@@ -19,7 +19,8 @@ from typing import Mapping
 import numpy as np
 from scipy import sparse
 
-from gapbench import Corpus, GapbenchError, Queries, Run
+from gapbench import GapbenchError, Run
+from gapbench.types import Corpus, Queries
 
 __version__ = "0.1.0"
 _SPACES = re.compile(r"\s\s+")
