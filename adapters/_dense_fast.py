@@ -14,6 +14,20 @@ def describe_modules(model) -> str:
     return " + ".join(type(m).__name__ for m in model) or "empty"
 
 
+def padded(ids: list[list[int]], rows: np.ndarray, pad_id: int, pad_left: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of ``rows`` as one padded batch (as wide as its longest) and its attention mask, padded on the
+    side the tokenizer pads."""
+    width = max(len(ids[i]) for i in rows)
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, i in enumerate(rows):
+        n = len(ids[i])
+        cols = slice(width - n, width) if pad_left else slice(0, n)
+        input_ids[r, cols] = ids[i]
+        mask[r, cols] = 1
+    return input_ids, mask
+
+
 class FastEncoder:
     """Encoding of a Transformer + Pooling [+ Normalize] sentence-transformers model without ``encode``'s overheads.
 
@@ -99,14 +113,7 @@ class FastEncoder:
     def _host_batch(self, ids: list[list[int]], rows: np.ndarray) -> dict:
         import torch
 
-        width = max(len(ids[i]) for i in rows)
-        input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for r, i in enumerate(rows):
-            n = len(ids[i])
-            cols = slice(width - n, width) if self.pad_left else slice(0, n)
-            input_ids[r, cols] = ids[i]
-            mask[r, cols] = 1
+        input_ids, mask = padded(ids, rows, self.pad_id, self.pad_left)
         host = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
         if self.with_types:
             host["token_type_ids"] = torch.zeros_like(host["input_ids"])

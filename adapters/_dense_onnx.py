@@ -40,7 +40,7 @@ from gapbench.cache import cache_dir
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.progress import say
 
-from ._dense_fast import FastEncoder
+from ._dense_fast import FastEncoder, padded
 
 EXPORT_VERSION = 3  # bump when the exported graph changes, so older exports are not reused
 OPSET = 17
@@ -251,14 +251,7 @@ class OnnxEncoder(FastEncoder):
         self.path = path
 
     def _arrays(self, ids: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
-        width = max(len(ids[i]) for i in rows)
-        input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for r, i in enumerate(rows):
-            n = len(ids[i])
-            cols = slice(width - n, width) if self.pad_left else slice(0, n)
-            input_ids[r, cols] = ids[i]
-            mask[r, cols] = 1
+        input_ids, mask = padded(ids, rows, self.pad_id, self.pad_left)
         feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         return {name: feed[name] for name in self.inputs}
 
