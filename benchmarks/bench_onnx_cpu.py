@@ -55,6 +55,40 @@ def ndcg10(dense_vectors, doc_ids, q_vectors, qids, qrels) -> float:
     return float(evaluate(run, qrels, ["nDCG@10"], n_resamples=0).means["nDCG@10"])
 
 
+def model_flops(config, lengths: np.ndarray) -> tuple[float, float]:
+    """(linear, attention) floating-point operations of one forward pass over texts of these token counts.
+
+    Per layer and token the linear layers take 2 x (4 h^2 + 2 h i) (query/key/value, output, the two feed-forward
+    matrices); the attention core 2 x 2 L h for a text of L tokens (scores and the weighted sum). Layer norms,
+    softmax, GELU and pooling are left out: the ceiling below is the matrix multiplies' alone."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    tokens = float(lengths.sum())
+    squares = float((lengths.astype(np.float64) ** 2).sum())
+    return layers * tokens * 2 * (4 * h * h + 2 * h * i), layers * squares * 4 * h
+
+
+def gemm_rate(config, threads: int, rows: int = 4096, seconds: float = 1.0) -> float:
+    """Measured float32 matrix-multiply rate (FLOP/s) of torch on this machine at the model's four linear shapes,
+    ``rows`` tokens a batch, weighted as the model weighs them: the CPU's float32 ceiling for this model."""
+    import torch
+
+    h, i = config.hidden_size, config.intermediate_size
+    torch.set_num_threads(threads)
+    flops = elapsed = 0.0
+    for k, n, count in ((h, 3 * h, 1), (h, h, 1), (h, i, 1), (i, h, 1)):
+        a, b = torch.randn(rows, k), torch.randn(k, n)
+        for _ in range(2):
+            a @ b
+        reps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds / 4:
+            a @ b
+            reps += 1
+        took = (time.perf_counter() - t0) / reps
+        flops += count * 2 * rows * k * n
+        elapsed += count * took
+    return flops / elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--texts", type=int, default=5000, help="passages to encode (default 5000)")
@@ -84,6 +118,20 @@ def main(argv: list[str] | None = None) -> int:
           f"onnxruntime {onnxruntime.__version__}, sentence-transformers {sentence_transformers.__version__}, "
           f"gapbench {gapbench.__version__}, cpus {os.cpu_count()}")
 
+    from sentence_transformers import SentenceTransformer
+
+    probe = SentenceTransformer(offline_minilm_path(), device="cpu")
+    lengths = np.array([len(ids) for ids in probe.tokenizer(texts, truncation=True, max_length=probe.max_seq_length,
+                                                              return_attention_mask=False)["input_ids"]])
+    config = probe[0].auto_model.config
+    linear, attention = model_flops(config, lengths)
+    rate = max(gemm_rate(config, torch.get_num_threads()) for _ in range(3))  # the first call warms the BLAS up
+    ceiling = lengths.sum() / ((linear + attention) / rate)
+    per_token = (linear + attention) / lengths.sum() / 1e6
+    print(f"ceiling: {lengths.sum():,} tokens (mean {lengths.mean():.0f}), {per_token:.1f} "
+          f"MFLOP a token in matrix multiplies; torch float32 GEMM at the model's shapes {rate / 1e9:.0f} GFLOP/s on "
+          f"{torch.get_num_threads()} threads -> at most {ceiling:,.0f} tokens/s in float32")
+    del probe
     n_blocks = max(1, min(args.blocks, len(texts)))
     bounds = np.linspace(0, len(texts), n_blocks + 1).astype(int)
     blocks = [texts[bounds[i] : bounds[i + 1]] for i in range(n_blocks)]
@@ -115,6 +163,16 @@ def main(argv: list[str] | None = None) -> int:
             line += (f"   RATIO torch/{name} wall = {ratios[name]:.3f}, CPU = "
                      f"{sum(cpu['torch']) / sum(cpu[name]):.3f}")
         print(line)
+
+    if n_blocks > 1:  # the blocks after the first: no model load or export, the rate a side keeps up
+        steady_tokens = float(lengths[bounds[1]:].sum())
+        print(f"steady rate (blocks 2-{n_blocks}) against the float32 GEMM ceiling of {ceiling:,.0f} tokens/s:")
+        for name in names:
+            tps = steady_tokens / sum(wall[name][1:])
+            print(f"  {name:10s} {tps:8,.0f} tokens/s  {tps / ceiling:6.1%} of the ceiling")
+        need = SPEED_TARGET * steady_tokens / sum(wall["torch"][1:]) / ceiling
+        print(f"  {SPEED_TARGET}x torch's steady rate is {need:.1%} of the float32 ceiling (layer norms, softmax and "
+              f"GELU, outside the ceiling, also take time)")
 
     print("nDCG@10 per task (the task's encoded documents; queries whose judged documents are all encoded):")
     ndcg: dict[str, dict[str, float]] = {}
