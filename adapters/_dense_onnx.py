@@ -40,7 +40,7 @@ from gapbench.cache import cache_dir
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.progress import say
 
-from ._dense_fast import FastEncoder, padded
+from ._dense_fast import FastEncoder, Tokens, padded
 
 EXPORT_VERSION = 3  # bump when the exported graph changes, so older exports are not reused
 OPSET = 17
@@ -250,7 +250,7 @@ class OnnxEncoder(FastEncoder):
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.path = path
 
-    def _arrays(self, ids: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
+    def _arrays(self, ids: Tokens, rows: np.ndarray) -> dict[str, np.ndarray]:
         input_ids, mask = padded(ids, rows, self.pad_id, self.pad_left)
         feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         return {name: feed[name] for name in self.inputs}

@@ -148,7 +148,7 @@ class Dense:
         batch_size, max_length, device, normalize, use_title = o.batch_size, o.max_length, o.device, o.normalize, \
             o.use_title
         chunk_size, cache, dtype, encoder, batch_tokens = o.chunk_size, o.cache, o.dtype, o.encoder, o.batch_tokens
-        self.backend, self.quantize = o.backend, o.quantize
+        self.backend, self.quantize, self.compile = o.backend, o.quantize, o.compile
         self.exported_now = False  # whether this instance made its ONNX export (the first run's cost)
         self.model_name = model
         self.revision = revision
@@ -203,7 +203,7 @@ class Dense:
             "device": self.device, "normalize": self.normalize, "use_title": self.use_title,
             "chunk_size": self.chunk_size, "cache": self.cache, "dtype": self.resolved_dtype,
             "encoder": self.encoder, "batch_tokens": self.batch_tokens,
-            "backend": self.backend, "quantize": self.quantize,
+            "backend": self.backend, "quantize": self.quantize, "compile": self.compile,
         }
 
     @property
@@ -249,13 +249,16 @@ class Dense:
             self._fast = self._onnx_encoder()
         if self._fast is None:
             model = self._load()
-            wanted = self.encoder == "fast" or (self.encoder == "auto" and not self.device.startswith("cpu"))
-            self._fast = FastEncoder.for_model(model, self.batch_tokens) if wanted else False
-            if self.encoder == "fast" and not self._fast:
+            # compile=true compiles the fast encoder's model: it picks the fast encoder on the CPU too
+            forced = self.encoder == "fast" or self.compile
+            wanted = forced or (self.encoder == "auto" and not self.device.startswith("cpu"))
+            self._fast = FastEncoder.for_model(model, self.batch_tokens, compile=self.compile) if wanted else False
+            if forced and not self._fast:
+                setting = "compile=true" if self.compile else "encoder=fast"
                 raise GapbenchError(
-                    f"dense: encoder=fast needs a Transformer + Pooling (mean or cls) [+ Normalize] model with a fast "
+                    f"dense: {setting} needs a Transformer + Pooling (mean or cls) [+ Normalize] model with a fast "
                     f"tokenizer; {self.model_name!r} does not qualify: {FastEncoder.unsupported(model)}. "
-                    "Use dense:encoder=auto.")
+                    + ("Use dense:compile=false." if self.compile else "Use dense:encoder=auto."))
         return self._fast if isinstance(self._fast, FastEncoder) else None
 
     def _onnx_encoder(self) -> FastEncoder:
