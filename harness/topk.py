@@ -424,21 +424,57 @@ class _Masks:
                 s[r, c] = float("-inf")
 
 
-def _tile_candidates(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int):
+SELECTORS = ("auto", "torch", "triton")
+
+
+def _fusable(kc: int) -> bool:
+    """Whether the Triton kernel holds ``kc`` candidates per row (its registers bound the list)."""
+    from ._topk_triton import MAX_KC, candidate_width
+
+    return candidate_width(kc) <= MAX_KC
+
+
+def _use_triton(selector: str, device) -> bool:
+    """Resolve ``torch_topk``'s ``selector`` for ``device``: True for the fused Triton kernel."""
+    from .errors import ConfigError
+
+    if selector not in SELECTORS:
+        raise ConfigError(f"torch_topk: unknown selector {selector!r}; accepted: {', '.join(map(repr, SELECTORS))}")
+    if selector == "torch" or (selector == "auto" and device.type != "cuda"):
+        return False
+    from ._topk_triton import unavailable
+
+    reason = unavailable(device)
+    if selector == "auto":
+        return reason is None
+    if reason is not None:
+        raise ConfigError(f"torch_topk: selector='triton' cannot run here: {reason}. "
+                          "selector='auto' uses Triton where it can run and torch.topk elsewhere.")
+    return True
+
+
+def _tile_candidates(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int,
+                     fused: bool = False):
     """Top-k of one query chunk against one document block, without waiting on the device.
 
     Returns (combined keys, global indices), both [rows, kk], and a boolean [rows] tensor of the rows whose candidate
     list may miss a document (the float16 error bound, or ties at the boundary), or None when every document was a
-    candidate. Those rows are recomputed exactly by :func:`_exact_rows` once the whole block is done.
+    candidate. Those rows are recomputed exactly by :func:`_exact_rows` once the whole block is done. ``fused``: take
+    the float16 candidates from the Triton kernel (:mod:`gapbench._topk_triton`) where it applies.
     """
     import torch
 
     n = d32.shape[0]
     kk = min(k, n)
-    s = q16 @ d16.T if q16 is not None else q32 @ d32.T
-    masks.apply(s, d0)
     kc = min(n, kk + (max(margin, kk // 2, 1) if q16 is not None else 1))  # one more at least: the line test
-    vals, idx = torch.topk(s, kc, dim=1)
+    if fused and q16 is not None and not masks.any and _fusable(kc):
+        from ._topk_triton import candidates
+
+        vals, idx = candidates(q16, d16, kc)  # float32 values: within the same eps of the exact scores
+    else:
+        s = q16 @ d16.T if q16 is not None else q32 @ d32.T
+        masks.apply(s, d0)
+        vals, idx = torch.topk(s, kc, dim=1)
     bad = None
     if kc > kk:
         # Every document that can beat the k-th must score within 2*eps of it: a row whose list ends above that line
@@ -502,6 +538,7 @@ def torch_topk(
     *,
     tile_bytes: int | None = None,
     candidate_margin: int = CANDIDATE_MARGIN,
+    selector: str = "auto",
     progress: Callable[[int], None] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Exact inner-product top-k on a torch device, with :func:`dense_topk`'s results (indices, scores) and tie rule.
@@ -510,10 +547,22 @@ def torch_topk(
     score and then tie key, so ties are broken as on the CPU. With a float16 copy of the documents, candidates come
     from float16 scores and are re-scored in float32; a row whose candidate list might miss a document (the float16
     error bound, or ties at the boundary) is recomputed exactly. Masks are applied before any cut.
+
+    ``selector`` picks what finds the float16 candidates: ``"torch"`` scores the whole tile and cuts it with
+    ``torch.topk``; ``"triton"`` runs a fused kernel (:mod:`gapbench._topk_triton`) that scores and keeps each row's
+    candidates without writing the score matrix, which is where torch.topk spends most of the time on a GPU;
+    ``"auto"`` (the default) is Triton on a CUDA device where ``triton`` imports, else torch. Query chunks with a mask,
+    documents without a float16 copy (scored in float32) and candidate lists wider than the kernel holds
+    (``_topk_triton.MAX_KC``) take the torch path whatever the selector. The results (indices, scores, tie order) are
+    the same whichever selector runs: both feed the same line test, float32 re-score and tie rule. ``"triton"`` where
+    it cannot run (no triton, a CPU device) raises :class:`~gapbench.errors.ConfigError`::
+
+        torch_topk(q, DeviceDocs(d, keys, "cuda"), 10, selector="triton")
     """
     import torch
 
     nq, device = query_emb.shape[0], docs.device
+    fused = _use_triton(selector, device)
     if not nq or not docs.n or k <= 0:
         return [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in range(nq)]
     q_host = np.ascontiguousarray(query_emb, dtype=np.float32)
@@ -542,7 +591,7 @@ def torch_topk(
                 qn = q_norm[q0:q1]
                 eps = (qn * docs.max_norm * 2.0**-8 + docs.dim * 2.0**-24 * (qn + docs.max_norm)) if low else 0.0
                 tiles.append(_tile_candidates(q32[q0:q1], q_low, eps, d0, d32, d16,
-                                              docs.keys, k, masks[c], candidate_margin))
+                                              docs.keys, k, masks[c], candidate_margin, fused))
             _redo_flagged_rows(tiles, starts, q32, d0, d32, docs.keys, k, masks, tile_bytes)
             for c, (top, idx, _) in enumerate(tiles):
                 held = best[c]
