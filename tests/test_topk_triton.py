@@ -160,6 +160,25 @@ def torch_topk_triton_equals_torch_and_dense_topk():
     assert any(args[1].numel() for args in flagged)  # some rows went through the exact re-selection
 
 
+def compiles_for_a_cuda_gpu():
+    """The kernel compiled as on an H100/H200 (sm_90), down to a cubin: Triton and its bundled ptxas need no GPU for
+    that, so a kernel that the interpreter accepts but the compiler rejects (loop-carried types, shapes) fails here."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from gapbench._topk_triton import BLOCK_DIM, BLOCK_DOCS, BLOCK_QUERIES, MAX_KC, _kernel
+
+    signature = {"q_ptr": "*fp16", "d_ptr": "*fp16", "out_v_ptr": "*fp32", "out_i_ptr": "*i32", **dict.fromkeys(
+        ("n_rows", "n_docs", "dim", "docs_per_split", "n_splits", "stride_q", "stride_d"), "i32"),
+        **dict.fromkeys(("BM", "BN", "BK", "KC"), "constexpr")}
+    for width in (16, 64, MAX_KC):
+        constants = {"BM": BLOCK_QUERIES, "BN": BLOCK_DOCS, "BK": BLOCK_DIM, "KC": width}
+        compiled = triton.compile(ASTSource(fn=_kernel(), signature=signature, constexprs=constants),
+                                  target=GPUTarget("cuda", 90, 32))
+        assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
+
+
 NO_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
                                reason="triton installs with gapbench[dev] on Linux x86-64")
 
@@ -191,16 +210,26 @@ def test_selector_errors_and_auto(monkeypatch):
     assert not fused and [g[0].tolist() for g in got] == [w[0].tolist() for w in dense_topk(q, d, 2, docs.keys.numpy())]
 
 
-@NO_TRITON
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_under_the_interpreter(name):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+def _run_case(name: str, interpret: str) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": interpret, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TRITON_DEFAULT_FP_FUSION": "1"}  # the default of triton 3.9, set to silence its warning
     proc = subprocess.run([sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"case {name} failed:\n{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.strip() == f"ok {name}"
 
 
+@NO_TRITON
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_under_the_interpreter(name):
+    _run_case(name, "1")
+
+
+@NO_TRITON
+def test_the_kernel_compiles_for_a_cuda_gpu_without_one():
+    _run_case("compiles_for_a_cuda_gpu", "0")
+
+
 if __name__ == "__main__":  # one case, in a process that set TRITON_INTERPRET=1 before importing triton
     torch.set_num_threads(1)  # thousands of tiny operations: spinning OpenMP workers slow them on shared cores
-    CASES[sys.argv[1]]()
+    {**CASES, "compiles_for_a_cuda_gpu": compiles_for_a_cuda_gpu}[sys.argv[1]]()
     print("ok", sys.argv[1])
