@@ -193,13 +193,45 @@ def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
 
 def test_bench_gpu_small_runs_on_the_cpu(tmp_path):
     out = tmp_path / "bench.txt"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--skip", "encoding",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = out.read_text()
-    assert "gapbench torch_topk" in text and "raw torch" in text
+    assert text.startswith("bench_gpu: cpu; torch ") and "sentence-transformers " in text and " UTC" in text
+    # encoding: raw, gapbench and the forward-only ceiling, eager and compiled
+    assert "raw SentenceTransformer.encode batch_size=32" in text and "gapbench fast encoder" in text
+    assert "ceiling, forward only (eager): " in text and "gapbench reaches" in text
+    # the ceiling computes the same vectors as gapbench (float32 on the CPU)
+    diff = float(text.split("max |difference| of the ceiling's vectors to gapbench's: ")[1].split(")")[0])
+    assert diff < 1e-5
+    assert "ceiling, forward only (torch.compile, backend eager, dynamic shapes): compile and first pass" in text
+    # search: the matmul ceiling, raw's sweep, gapbench exact
+    assert "ceiling, matmul only (float32, no selection), 16 queries a step" in text
+    assert "raw torch (q @ D.T).topk, float32, 16 queries a step" in text
+    assert "raw torch (q @ D.T).topk, float32, 50 queries a step" in text
+    assert "gapbench torch_topk" in text and "rankings equal to the CPU dense_topk on 50 queries: 1.0000" in text
     assert "top-10 sets equal to raw float32: 1.0000" in text
-    assert "rankings equal to gapbench's CPU dense_topk on the first 50 queries: 1.0000" in text
+    # memory: the blocks made on the device, searched exactly
+    assert "memory: 20 queries over 5,000 x 64 random unit float32 vectors" in text
+    assert "top-10 sets equal to a float32 scan on 16 queries: 1.0000" in text
+    for part in ("encoding", "search", "memory", "compile"):
+        assert f"\n{part}: " in text and "FAILED" not in text
+    assert "PASS search exact: gapbench's rankings equal the CPU dense_topk's" in text
+    assert "encoding >= 75% of the forward-only ceiling (eager, the ceiling the issue names)" in text
+    assert "\ntotal: " in text
+
+
+def test_bench_gpu_msmarco_small_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "msmarco.txt"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--msmarco", "150",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    assert "msmarco: 150 synthetic passages" in text and "-> estimate " in text
+    assert "corpus and 50 queries (12 words of a passage each) built" in text
+    line = next(x for x in text.splitlines() if x.startswith("  single (one process, cache off): index"))
+    # each query is 12 words of one passage: its passage comes first for most of them
+    assert float(line.split("source passage ranked first for ")[1].split(" ")[0]) >= 0.7
 
 
 class RandomDense(HashedDense):
