@@ -32,6 +32,14 @@ PINNED_SLOTS = 3
 COMPILED_WIDTH_MULTIPLE = 8
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
+        return os.cpu_count() or 1
+
+
 def describe_modules(model: Any) -> str:
     return " + ".join(type(m).__name__ for m in model) or "empty"
 
@@ -79,26 +87,36 @@ def padded(tokens: Tokens, rows: np.ndarray, pad_id: int, pad_left: bool, width:
     at least ``len(rows) * width`` elements, e.g. pinned host memory) the batch is written into their first elements
     and views of them are returned."""
     rows = np.asarray(rows, dtype=np.int64)
-    lengths = tokens.offsets[rows + 1] - tokens.offsets[rows]
+    starts = tokens.offsets[rows]
+    lengths = tokens.offsets[rows + 1] - starts
     longest = int(lengths.max())
     width = longest if width is None else width
     if width < longest:
         raise ValueError(f"padded: width {width} is narrower than the longest row ({longest} tokens)")
     shape = (len(rows), width)
+    input_ids: np.ndarray
+    mask: np.ndarray
     if out is None:
         input_ids, mask = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
     else:
         size = shape[0] * shape[1]
         input_ids, mask = out[0][:size].reshape(shape), out[1][:size].reshape(shape)
     cols = np.arange(width, dtype=np.int64)
-    lead = (width - lengths) if pad_left else np.zeros_like(lengths)  # pad tokens before each row's first token
-    src = (tokens.offsets[rows] - lead)[:, None] + cols
-    take = (cols >= lead[:, None]) & (cols < (lead + lengths)[:, None])
+    if pad_left:
+        lead = width - lengths  # pad tokens before each row's first token
+        take = cols >= lead[:, None]
+        src = (starts - lead)[:, None] + cols
+    else:
+        take = cols < lengths[:, None]
+        src = starts[:, None] + cols
     np.copyto(mask, take)
-    input_ids.fill(pad_id)
     if tokens.flat.size:
-        np.clip(src, 0, tokens.flat.size - 1, out=src)  # the padded cells point anywhere valid; masked out below
-        np.copyto(input_ids, tokens.flat[src], where=take)
+        # every cell gathered at once (a padded cell's index is clipped to a valid one, then overwritten): about 5x
+        # faster than the same with a boolean gather, 10x faster than a loop over rows (256 x 256 tokens, 2 cores)
+        np.take(tokens.flat, src, out=input_ids, mode="clip")
+        np.copyto(input_ids, pad_id, where=~take)
+    else:
+        input_ids.fill(pad_id)
     return input_ids, mask
 
 
@@ -174,6 +192,7 @@ class FastEncoder:
         self.compile = compile
         self.width_multiple = COMPILED_WIDTH_MULTIPLE if compile else 1
         self._compiled: Any = None
+        self._backend: Any = None  # None: not checked yet; False: the tokenizer's own call
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.pad_left = getattr(self.tokenizer, "padding_side", "right") == "left"
         self.with_types = "token_type_ids" in (getattr(self.module, "model_forward_params", None) or ()) and \
@@ -217,16 +236,45 @@ class FastEncoder:
         texts = [t.strip().lower() if lower else t.strip() for t in texts]
         step = max(256, -(-len(texts) // 64))
         pieces = [texts[i : i + step] for i in range(0, len(texts), step)]
+        if pieces and self._backend is None:
+            self._backend = self._checked_backend(pieces[0][:64])
+        backend = self._backend
 
         def run(piece: list[str]) -> Tokens:
-            enc = self.tokenizer(piece, padding=False, truncation="longest_first",
-                                 max_length=self.module.max_seq_length,
-                                 return_attention_mask=False, return_token_type_ids=False)
-            return Tokens.from_lists(enc["input_ids"])
+            if backend:
+                return Tokens.from_lists([e.ids for e in backend.encode_batch_fast(piece, add_special_tokens=True)])
+            return Tokens.from_lists(self._reference_ids(piece))
 
-        workers = workers or min(8, os.cpu_count() or 1)
+        workers = workers or min(16, _cores())
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return Tokens.concat(list(pool.map(run, pieces)))
+
+    def _reference_ids(self, texts: list[str]) -> list[list[int]]:
+        """The tokenizer's own call, as sentence-transformers' Transformer makes it (less its padding)."""
+        enc = self.tokenizer(texts, padding=False, truncation="longest_first", max_length=self.module.max_seq_length,
+                             return_attention_mask=False, return_token_type_ids=False)
+        return list(enc["input_ids"])
+
+    def _checked_backend(self, sample: list[str]) -> Any:
+        """A private copy of the fast tokenizer's Rust backend, set to truncate as the tokenizer's call does and never
+        to pad, when it gives that call's ids on ``sample``; else False (the call is used). The backend's
+        ``encode_batch_fast`` skips transformers' per-text conversion (1.5x faster on 8,000 ImpliRet passages),
+        which also holds the GIL that the device loop needs."""
+        source = getattr(self.tokenizer, "backend_tokenizer", None)
+        limit = self.module.max_seq_length
+        if source is None or not limit or not hasattr(source, "encode_batch_fast"):
+            return False
+        try:
+            backend = type(source).from_str(source.to_str())  # a copy: the tokenizer's own settings stay its own
+            backend.no_padding()
+            backend.enable_truncation(int(limit), strategy="longest_first",
+                                      direction=getattr(self.tokenizer, "truncation_side", "right"))
+            probe = sample + ["", "word " * (2 * int(limit))]
+            same = [e.ids for e in backend.encode_batch_fast(probe, add_special_tokens=True)] == \
+                self._reference_ids(probe)
+        except Exception:  # a backend this code does not know how to set up: the tokenizer's own call is exact
+            return False
+        return backend if same else False
 
     def _width(self, longest: int) -> int:
         m = self.width_multiple
@@ -302,7 +350,7 @@ class FastEncoder:
         for rows in batches:
             host, slot = self._host_batch(tokens, rows, ring)
             features = self._upload(host, stream)
-            if stream is not None:
+            if stream is not None and ring is not None:
                 ring.copied(slot, stream)
                 torch.cuda.current_stream().wait_stream(stream)
                 for v in features.values():

@@ -48,8 +48,8 @@ class DenseSettings(Settings):
                                                                 "backend=onnx.")
     compile: bool = Field(
         False, description="Run the fast encoder's model through torch.compile (dynamic shapes, batch widths rounded "
-                           "up to a multiple of 8): faster on GPUs after a compile of tens of seconds; vectors equal "
-                           "the uncompiled ones' within float tolerance. Uses encoder=fast.")
+                           "up to a multiple of 8); the first batches wait for the compile. Vectors equal the "
+                           "uncompiled ones' within float tolerance (the same cache key). Selects encoder=fast.")
     backend: Literal["torch", "onnx"] = Field(
         "torch", description="What runs the model: torch, or onnx (exported once to ONNX, kept in the cache, run by "
                              "ONNX Runtime on the CPU; pip install 'gapbench[onnx]').")

@@ -149,6 +149,12 @@ def test_pipelined_super_chunks_equal_the_one_shot_path_and_encode(minilm):
     # each super-chunk batched on its own: the one-shot path on each slice gives the same bits
     want = np.concatenate([one_shot.encode(texts[lo:hi]) for lo, hi in super_chunks(len(texts), 6, 3)])
     np.testing.assert_array_equal(got, want)
+    # the Rust backend's ids (its own copy, truncating as the call does) are the tokenizer call's
+    assert piped._backend and piped.tokenize(texts).lists() == piped._reference_ids([t.strip() for t in texts])
+    through_call = FastEncoder(minilm, batch_tokens=2048)
+    through_call._backend = False  # the tokenizer's own call: the same bits
+    np.testing.assert_array_equal(through_call.encode(texts), whole)
+    assert piped._backend is not minilm[0].tokenizer.backend_tokenizer  # a copy: the model's tokenizer is left as is
     reference = minilm.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     np.testing.assert_allclose(got, reference, atol=1e-5)
     np.testing.assert_allclose(whole, reference, atol=1e-5)
