@@ -48,3 +48,26 @@ def test_msmarco_like_texts_have_the_lengths_asked_and_are_seeded():
     assert all(t == t.strip() and "  " not in t for t in texts)
     assert bench_gpu.msmarco_texts(2_000, vocab, seed=3) == texts
     assert bench_gpu.msmarco_texts(2_000, vocab, seed=4) != texts
+
+
+def test_site_unzips_the_carried_wheels_only_when_pydantic_is_missing(tmp_path, monkeypatch):
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    for name, file in (("pydantic", "pydantic-2.0-py3-none-any.whl"),
+                       ("pydantic_core", "pydantic_core-2.0-cp39-cp39-manylinux2014_x86_64.whl"),
+                       ("pydantic_core", f"pydantic_core-2.0-{tag}-{tag}-manylinux2014_x86_64.whl")):
+        with zipfile.ZipFile(wheels / file, "w") as zf:
+            zf.writestr(f"{name}/__init__.py", f"WHEEL = {file!r}\n")
+    monkeypatch.setattr(gpu_pack_model, "WHEELS", {"pydantic": "2.0", "pydantic_core": "2.0"})
+    assert gpu_pack_model.fallback_site(wheels, tmp_path / "site") == []  # pydantic 2 imports here: nothing to do
+    assert not (tmp_path / "site").exists()
+    monkeypatch.setattr(gpu_pack_model, "_usable", lambda name: name != "pydantic")
+    done = gpu_pack_model.fallback_site(wheels, tmp_path / "site")
+    assert done == ["pydantic-2.0-py3-none-any.whl", f"pydantic_core-2.0-{tag}-{tag}-manylinux2014_x86_64.whl"]
+    assert tag in (tmp_path / "site" / "pydantic_core" / "__init__.py").read_text()  # this Python's build, not cp39
+    (wheels / f"pydantic_core-2.0-{tag}-{tag}-manylinux2014_x86_64.whl").unlink()
+    with pytest.raises(SystemExit, match=f"no wheel of pydantic_core for {tag}"):
+        gpu_pack_model.fallback_site(wheels, tmp_path / "site2")
