@@ -48,13 +48,17 @@ MSMARCO_WORDS = (55, 8, 200)  # mean, shortest, longest: MS MARCO passages avera
 MSMARCO_PASSAGES = 8_800_000  # 8,841,823 in the collection
 
 
+_FROM_CHECKOUT = False  # whether _import_gapbench loaded gapbench from this checkout (it is not installed)
+
+
 def _import_gapbench() -> None:
     """Make ``gapbench`` importable from this checkout when it is not installed (the GPU machine has no install)."""
+    global _FROM_CHECKOUT
     try:
         import gapbench  # noqa: F401
         return
     except ImportError:
-        pass
+        _FROM_CHECKOUT = True
     for name, folder in (("gapbench", "harness"), ("gapbench.adapters", "adapters")):
         spec = importlib.util.spec_from_file_location(name, ROOT / folder / "__init__.py",
                                                       submodule_search_locations=[str(ROOT / folder)])
@@ -64,6 +68,23 @@ def _import_gapbench() -> None:
             spec.loader.exec_module(module)
     # gapbench.adapters' __init__ registers adapters through the registry; the benchmark needs none of that
     sys.modules["gapbench"].adapters = sys.modules["gapbench.adapters"]
+
+
+def _tree_for_workers() -> str | None:
+    """When gapbench is loaded from the checkout, a temporary folder laid out as the wheel (links to harness/,
+    adapters/, tasks/), put on PYTHONPATH, which Ray's worker processes inherit: they import ``gapbench`` by name to
+    rebuild the encoder. None when gapbench is installed."""
+    import shutil
+
+    if not _FROM_CHECKOUT:
+        return None
+    tree = Path(tempfile.mkdtemp(prefix="gapbench-tree-"))
+    shutil.copytree(ROOT / "harness", tree / "gapbench", copy_function=os.symlink,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("adapters", "tasks"):
+        (tree / "gapbench" / sub).symlink_to(ROOT / sub, target_is_directory=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p)
+    return str(tree)
 
 
 class Out:
@@ -601,6 +622,9 @@ def run_msmarco(args, out: Out) -> int:
             except ImportError:
                 out("  --ray: ray does not import on this machine (pip install 'gapbench[ray]'): not run")
                 return 1
+            tree = _tree_for_workers()
+            if tree:
+                out(f"  (gapbench is not installed: Ray's workers import it from {tree}, links to this checkout)")
         # the Ray path encodes into the embedding cache, so with --ray both runs use one (each its own folder)
         os.environ["GAPBENCH_HOME"] = str(home / mode)
         if cuda:
