@@ -25,6 +25,7 @@ BLOCK_QUERIES = 64  # query rows per program (tl.dot needs 16 or more in every d
 BLOCK_DOCS = 64  # documents per tile
 BLOCK_DIM = 32  # vector components per tl.dot step
 MAX_KC = 256  # the largest candidate list a program holds per row (registers); torch_topk uses torch.topk beyond it
+MIN_CAPABILITY = (8, 0)  # selector="auto" takes the kernel from this CUDA compute capability on
 PROGRAMS_PER_SM = 4  # document splits are chosen so that about this many programs run per multiprocessor
 
 # triton.language, bound by _kernel() when a kernel is first made: the kernel body resolves ``tl`` from this module's
@@ -124,6 +125,14 @@ def unavailable(device: Any) -> str | None:
         return None
     return (f"the documents are on the device {str(device)!r}; Triton kernels run on CUDA devices "
             "(DeviceDocs(..., device='cuda'))")
+
+
+def chosen_by_default(device: Any) -> bool:
+    """Whether ``selector="auto"`` takes the kernel on the CUDA ``device``: Ampere (compute capability 8.0) and later,
+    the GPUs Triton supports; an older card keeps torch.topk unless the kernel is asked for by name."""
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(device)) >= MIN_CAPABILITY
 
 
 def candidate_width(kc: int) -> int:

@@ -442,11 +442,11 @@ def _use_triton(selector: str, device) -> bool:
         raise ConfigError(f"torch_topk: unknown selector {selector!r}; accepted: {', '.join(map(repr, SELECTORS))}")
     if selector == "torch" or (selector == "auto" and device.type != "cuda"):
         return False
-    from ._topk_triton import unavailable
+    from ._topk_triton import chosen_by_default, unavailable
 
     reason = unavailable(device)
     if selector == "auto":
-        return reason is None
+        return reason is None and chosen_by_default(device)
     if reason is not None:
         raise ConfigError(f"torch_topk: selector='triton' cannot run here: {reason}. "
                           "selector='auto' uses Triton where it can run and torch.topk elsewhere.")
@@ -551,7 +551,8 @@ def torch_topk(
     ``selector`` picks what finds the float16 candidates: ``"torch"`` scores the whole tile and cuts it with
     ``torch.topk``; ``"triton"`` runs a fused kernel (:mod:`gapbench._topk_triton`) that scores and keeps each row's
     candidates without writing the score matrix, which is where torch.topk spends most of the time on a GPU;
-    ``"auto"`` (the default) is Triton on a CUDA device where ``triton`` imports, else torch. Query chunks with a mask,
+    ``"auto"`` (the default) is Triton on a CUDA device of compute capability 8.0 or more where ``triton`` imports,
+    else torch. Query chunks with a mask,
     documents without a float16 copy (scored in float32) and candidate lists wider than the kernel holds
     (``_topk_triton.MAX_KC``) take the torch path whatever the selector. The results (indices, scores, tie order) are
     the same whichever selector runs: both feed the same line test, float32 re-score and tie rule. ``"triton"`` where

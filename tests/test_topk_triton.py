@@ -187,6 +187,7 @@ NO_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
 def test_selector_errors_and_auto(monkeypatch):
     from gapbench import _topk_triton
     from gapbench.errors import ConfigError
+    from gapbench.topk import _use_triton
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     rng = np.random.default_rng(5)
@@ -202,9 +203,15 @@ def test_selector_errors_and_auto(monkeypatch):
     with pytest.raises(ConfigError, match="TRITON_INTERPRET=1 was set after triton was imported"):
         torch_topk(q, docs, 2, selector="triton")
     monkeypatch.delenv("TRITON_INTERPRET")
+    cuda = torch.device("cuda")  # resolving the selector reads the card's capability, never its memory
+    for capability, chosen in (((7, 5), False), ((8, 0), True), ((9, 0), True)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device, c=capability: c)
+        assert _use_triton("auto", cuda) is chosen and _use_triton("triton", cuda) and not _use_triton("torch", cuda)
+    assert not _use_triton("auto", torch.device("cpu"))
     monkeypatch.setitem(sys.modules, "triton.language", None)  # as if triton were not installed
     with pytest.raises(ConfigError, match="'triton' is not installed.*pip install triton"):
         torch_topk(q, docs, 2, selector="triton")
+    assert not _use_triton("auto", cuda)
     fused = _spy(monkeypatch, _topk_triton, "candidates")
     got = torch_topk(q, docs, 2)  # auto on the CPU: torch.topk
     assert not fused and [g[0].tolist() for g in got] == [w[0].tolist() for w in dense_topk(q, d, 2, docs.keys.numpy())]
