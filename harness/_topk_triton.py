@@ -112,8 +112,8 @@ def unavailable(device: Any) -> str | None:
     try:
         lang = importlib.import_module("triton.language")
     except ImportError:
-        return ("the package 'triton' is not installed; it comes with torch's CUDA builds on Linux (pip install torch "
-                "--index-url https://download.pytorch.org/whl/cu128, for example), or alone: pip install triton")
+        return ("the package 'triton' is not installed; torch's CUDA builds for Linux bring it, "
+                "or install it alone: pip install triton")
     if device.type == "cuda":
         return None
     if device.type == "cpu" and _interpreting():
@@ -136,7 +136,7 @@ def chosen_by_default(device: Any) -> bool:
 
 
 def candidate_width(kc: int) -> int:
-    """KC: the power of two >= kc that each program holds per row (16 at least, for tl.dot-friendly shapes)."""
+    """KC: the power of two >= kc (tl.arange's sizes are powers of two) that each program holds per row, 16 at least."""
     return max(16, 1 << max(0, kc - 1).bit_length())
 
 
