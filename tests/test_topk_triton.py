@@ -213,7 +213,7 @@ def test_selector_errors_and_auto(monkeypatch):
         torch_topk(q, docs, 2, selector="triton")
     assert not _use_triton("auto", cuda)
     fused = _spy(monkeypatch, _topk_triton, "candidates")
-    got = torch_topk(q, docs, 2)  # auto on the CPU: torch.topk
+    got = torch_topk(q, docs, 2, selector="auto")  # auto on the CPU: torch.topk
     assert not fused and [g[0].tolist() for g in got] == [w[0].tolist() for w in dense_topk(q, d, 2, docs.keys.numpy())]
 
 
