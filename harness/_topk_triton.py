@@ -135,6 +135,31 @@ def chosen_by_default(device: Any) -> bool:
     return tuple(torch.cuda.get_device_capability(device)) >= MIN_CAPABILITY
 
 
+SELECTORS = ("auto", "torch", "triton")  # torch_topk's ``selector`` values
+
+
+def use_kernel(selector: str, device: Any) -> bool:
+    """Resolve :func:`~gapbench.topk.torch_topk`'s ``selector`` for ``device``: True for the fused kernel."""
+    from .errors import ConfigError
+
+    if selector not in SELECTORS:
+        raise ConfigError(f"torch_topk: unknown selector {selector!r}; accepted: {', '.join(map(repr, SELECTORS))}")
+    if selector == "torch" or (selector == "auto" and device.type != "cuda"):
+        return False
+    reason = unavailable(device)
+    if selector == "auto":
+        return reason is None and chosen_by_default(device)
+    if reason is not None:
+        raise ConfigError(f"torch_topk: selector='triton' cannot run here: {reason}. "
+                          "selector='auto' uses Triton where it can run and torch.topk elsewhere.")
+    return True
+
+
+def fits(kc: int) -> bool:
+    """Whether the kernel holds ``kc`` candidates per row (its registers bound the list)."""
+    return candidate_width(kc) <= MAX_KC
+
+
 def candidate_width(kc: int) -> int:
     """KC: the power of two >= kc (tl.arange's sizes are powers of two) that each program holds per row, 16 at least."""
     return max(16, 1 << max(0, kc - 1).bit_length())

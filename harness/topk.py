@@ -424,35 +424,6 @@ class _Masks:
                 s[r, c] = float("-inf")
 
 
-SELECTORS = ("auto", "torch", "triton")
-
-
-def _fusable(kc: int) -> bool:
-    """Whether the Triton kernel holds ``kc`` candidates per row (its registers bound the list)."""
-    from ._topk_triton import MAX_KC, candidate_width
-
-    return candidate_width(kc) <= MAX_KC
-
-
-def _use_triton(selector: str, device) -> bool:
-    """Resolve ``torch_topk``'s ``selector`` for ``device``: True for the fused Triton kernel."""
-    from .errors import ConfigError
-
-    if selector not in SELECTORS:
-        raise ConfigError(f"torch_topk: unknown selector {selector!r}; accepted: {', '.join(map(repr, SELECTORS))}")
-    if selector == "torch" or (selector == "auto" and device.type != "cuda"):
-        return False
-    from ._topk_triton import chosen_by_default, unavailable
-
-    reason = unavailable(device)
-    if selector == "auto":
-        return reason is None and chosen_by_default(device)
-    if reason is not None:
-        raise ConfigError(f"torch_topk: selector='triton' cannot run here: {reason}. "
-                          "selector='auto' uses Triton where it can run and torch.topk elsewhere.")
-    return True
-
-
 def _tile_candidates(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Masks, margin: int,
                      fused: bool = False):
     """Top-k of one query chunk against one document block, without waiting on the device.
@@ -464,12 +435,12 @@ def _tile_candidates(q32, q16, eps, d0: int, d32, d16, keys, k: int, masks: _Mas
     """
     import torch
 
+    from ._topk_triton import candidates, fits
+
     n = d32.shape[0]
     kk = min(k, n)
     kc = min(n, kk + (max(margin, kk // 2, 1) if q16 is not None else 1))  # one more at least: the line test
-    if fused and q16 is not None and not masks.any and _fusable(kc):
-        from ._topk_triton import candidates
-
+    if fused and q16 is not None and not masks.any and fits(kc):
         vals, idx = candidates(q16, d16, kc)  # float32 values: within the same eps of the exact scores
     else:
         s = q16 @ d16.T if q16 is not None else q32 @ d32.T
@@ -565,7 +536,9 @@ def torch_topk(
     import torch
 
     nq, device = query_emb.shape[0], docs.device
-    fused = _use_triton(selector, device)
+    from ._topk_triton import use_kernel
+
+    fused = use_kernel(selector, device)
     if not nq or not docs.n or k <= 0:
         return [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)) for _ in range(nq)]
     q_host = np.ascontiguousarray(query_emb, dtype=np.float32)

@@ -186,8 +186,8 @@ NO_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
 @NO_TRITON
 def test_selector_errors_and_auto(monkeypatch):
     from gapbench import _topk_triton
+    from gapbench._topk_triton import use_kernel as _use_triton
     from gapbench.errors import ConfigError
-    from gapbench.topk import _use_triton
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     rng = np.random.default_rng(5)
