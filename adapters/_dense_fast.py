@@ -32,8 +32,9 @@ PINNED_SLOTS = 3
 COMPILED_WIDTH_MULTIPLE = 8
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity): the tokenising threads, and ONNX Runtime's intra-op
+    threads."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
@@ -245,7 +246,7 @@ class FastEncoder:
                 return Tokens.from_lists([e.ids for e in backend.encode_batch_fast(piece, add_special_tokens=True)])
             return Tokens.from_lists(self._reference_ids(piece))
 
-        workers = workers or min(16, _cores())
+        workers = workers or min(16, cores())
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return Tokens.concat(list(pool.map(run, pieces)))
 

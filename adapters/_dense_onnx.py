@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -40,7 +39,7 @@ from gapbench.cache import cache_dir
 from gapbench.errors import GapbenchError, MissingDependencyError
 from gapbench.progress import say
 
-from ._dense_fast import FastEncoder, Tokens, padded
+from ._dense_fast import FastEncoder, Tokens, cores, padded
 
 EXPORT_VERSION = 3  # bump when the exported graph changes, so older exports are not reused
 OPSET = 17
@@ -63,14 +62,6 @@ def export_key(identity: dict[str, Any], quantize: str) -> str:
     """The cache key of an export: the model's identity (name, revision, files' digest) and the export's settings."""
     payload = {**identity, "quantize": quantize, "opset": OPSET, "export_version": EXPORT_VERSION}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity), the session's intra-op threads."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
-        return os.cpu_count() or 1
 
 
 class _Graph:
