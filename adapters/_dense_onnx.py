@@ -58,10 +58,16 @@ def require_onnxruntime() -> Any:
     return onnxruntime
 
 
-def export_key(identity: dict[str, Any], quantize: str) -> str:
-    """The cache key of an export: the model's identity (name, revision, files' digest) and the export's settings."""
-    payload = {**identity, "quantize": quantize, "opset": OPSET, "export_version": EXPORT_VERSION}
+def export_key(identity: dict[str, Any], quantize: str, fuse: bool = True) -> str:
+    """The cache key of an export: the model's identity (name, revision, files' digest) and the export's settings
+    (the graph as traced, for OpenVINO, has its own key; ONNX Runtime's fused graph keeps the key it always had)."""
+    payload = {**identity, **_settings(quantize, fuse)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _settings(quantize: str, fuse: bool) -> dict[str, Any]:
+    return {"quantize": quantize, "opset": OPSET, "export_version": EXPORT_VERSION, **({} if fuse else
+                                                                                         {"graph": "traced"})}
 
 
 class _Graph:
@@ -176,20 +182,25 @@ class _Drop(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_types: bool) -> tuple[Path, bool]:
+def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_types: bool,
+                   fuse: bool = True) -> tuple[Path, bool]:
     """The export of ``model`` in gapbench's cache, made now if it is not there: ``(path, made_now)``.
 
-    Written into a temporary folder beside its place and renamed into it, so a crash leaves no half export and two
-    processes exporting at once both end with one whole export."""
-    require_onnxruntime()
-    key = export_key(identity, quantize)
+    ``fuse=False`` keeps the graph as traced (standard ONNX operators only, for OpenVINO, which fuses it itself);
+    otherwise BERT-family graphs are fused by ONNX Runtime's optimiser. Written into a temporary folder beside its
+    place and renamed into it, so a crash leaves no half export and two processes exporting at once both end with one
+    whole export."""
+    if fuse or quantize != "none":
+        require_onnxruntime()
+    key = export_key(identity, quantize, fuse)
     folder = cache_dir("onnx") / key
     path = folder / MODEL_FILE
     if path.is_file():
         return path, False
     folder.parent.mkdir(parents=True, exist_ok=True)
     name = identity.get("model", "the model")
-    say(f"dense: exporting {name} to ONNX{' (int8)' if quantize == 'int8' else ''} once; kept in {folder}")
+    flavour = " (int8)" if quantize == "int8" else "" if fuse else " (the graph as traced, for OpenVINO)"
+    say(f"dense: exporting {name} to ONNX{flavour} once; kept in {folder}")
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
     try:
@@ -201,7 +212,8 @@ def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_typ
                 f"dense: cannot export {name!r} to ONNX ({type(exc).__name__}: {(str(exc) or '-').splitlines()[0]}). "
                 "Use dense:backend=torch for this model.") from exc
         fused = work / "fused.onnx"
-        graph = fused if _optimize(plain, fused, getattr(model[0].auto_model, "config", None)) else plain
+        config = getattr(model[0].auto_model, "config", None)
+        graph = fused if fuse and _optimize(plain, fused, config) else plain
         if quantize == "int8":
             _quantize(graph, work / MODEL_FILE)
         else:
@@ -209,8 +221,8 @@ def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_typ
         for extra in work.iterdir():
             if extra.name != MODEL_FILE:
                 extra.unlink()
-        (work / "export.json").write_text(json.dumps({**identity, "quantize": quantize, "opset": OPSET,
-                                                      "export_version": EXPORT_VERSION}, indent=1, sort_keys=True))
+        (work / "export.json").write_text(json.dumps({**identity, **_settings(quantize, fuse)}, indent=1,
+                                                     sort_keys=True))
         try:
             work.rename(folder)
         except OSError:  # another process put its export there first: keep that one
@@ -223,7 +235,29 @@ def exported_model(model: Any, identity: dict[str, Any], quantize: str, with_typ
     return path, True
 
 
-class OnnxEncoder(FastEncoder):
+class GraphEncoder(FastEncoder):
+    """The fast encoder's tokenising and batching feeding an exported graph whose inputs are named ``inputs``:
+    the base of the ONNX Runtime and OpenVINO encoders."""
+
+    inputs: list[str]
+
+    def _arrays(self, ids: Tokens, rows: np.ndarray) -> dict[str, np.ndarray]:
+        input_ids, mask = padded(ids, rows, self.pad_id, self.pad_left)
+        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        return {name: feed[name] for name in self.inputs}
+
+    @staticmethod
+    def _assemble(outs: list[np.ndarray], batches: list[np.ndarray], normalize: bool) -> np.ndarray:
+        """The batches' pooled vectors back in the texts' order, as float32, L2-normalised when ``normalize``."""
+        flat = np.concatenate(outs).astype(np.float32, copy=False)
+        if normalize:
+            flat = flat / np.maximum(np.linalg.norm(flat, axis=1, keepdims=True), 1e-12)
+        out = np.empty_like(flat)
+        out[np.concatenate(batches)] = flat
+        return out
+
+
+class OnnxEncoder(GraphEncoder):
     """The fast encoder's batches run by an ONNX Runtime session of the exported model (CPU)."""
 
     def __init__(self, model: Any, path: Path, batch_tokens: int | None = None, threads: int | None = None) -> None:
@@ -241,11 +275,6 @@ class OnnxEncoder(FastEncoder):
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.path = path
 
-    def _arrays(self, ids: Tokens, rows: np.ndarray) -> dict[str, np.ndarray]:
-        input_ids, mask = padded(ids, rows, self.pad_id, self.pad_left)
-        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
-        return {name: feed[name] for name in self.inputs}
-
     def encode(self, texts: list[str], *, normalize: bool = True,
                progress: Callable[[int], None] | None = None) -> np.ndarray:
         """float32 vectors of ``texts`` in the given order; ``progress(n)`` after each batch."""
@@ -253,13 +282,7 @@ class OnnxEncoder(FastEncoder):
         batches = self.batches(ids)
         outs = []
         for rows in batches:
-            emb = np.asarray(self.session.run(None, self._arrays(ids, rows))[0], dtype=np.float32)
-            if normalize:
-                emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-            outs.append(emb)
+            outs.append(np.asarray(self.session.run(None, self._arrays(ids, rows))[0]))
             if progress:
                 progress(len(rows))
-        flat = np.concatenate(outs)
-        out = np.empty_like(flat)
-        out[np.concatenate(batches)] = flat
-        return out
+        return self._assemble(outs, batches, normalize)

@@ -232,7 +232,8 @@ class Dense:
                 ) from None
             if self.max_length:
                 self._model.max_seq_length = self.max_length
-            if self.resolved_dtype != "float32":
+            if self.resolved_dtype != "float32" and self.backend == "torch":
+                # backend=openvino exports float32 weights and computes in the dtype it is told
                 import torch
 
                 self._model.to(getattr(torch, self.resolved_dtype))
@@ -245,8 +246,8 @@ class Dense:
 
     def _fast_encoder(self) -> FastEncoder | None:
         """The fast path's encoder when this model and option allow it, else None (``encode`` is used)."""
-        if self._fast is None and self.backend == "onnx":
-            self._fast = self._onnx_encoder()
+        if self._fast is None and self.backend != "torch":
+            self._fast = self._graph_encoder()
         if self._fast is None:
             model = self._load()
             # compile=true compiles the fast encoder's model: it picks the fast encoder on the CPU too
@@ -261,20 +262,29 @@ class Dense:
                     + ("Use dense:compile=false." if self.compile else "Use dense:encoder=auto."))
         return self._fast if isinstance(self._fast, FastEncoder) else None
 
-    def _onnx_encoder(self) -> FastEncoder:
-        """The ONNX Runtime encoder of this model's export (made now and kept in the cache if it is not there)."""
+    def _graph_encoder(self) -> FastEncoder:
+        """The ONNX Runtime or OpenVINO encoder of this model's export (made now and kept in the cache if it is not
+        there)."""
         from ._dense_onnx import OnnxEncoder, exported_model, require_onnxruntime
+        from ._dense_openvino import OpenVinoEncoder, require_openvino
 
-        require_onnxruntime()  # before the model loads: a missing extra is the first thing said
+        openvino = self.backend == "openvino"
+        # before the model loads: a missing extra is the first thing said
+        if openvino:
+            require_openvino()
+        else:
+            require_onnxruntime()
         model = self._load()
         why = FastEncoder.unsupported(model)
         if why:
             raise GapbenchError(
-                f"dense: backend=onnx exports Transformer + Pooling (mean or cls) [+ Normalize] models with a fast "
-                f"tokenizer; {self.model_name!r} does not qualify: {why}. Use dense:backend=torch.")
+                f"dense: backend={self.backend} exports Transformer + Pooling (mean or cls) [+ Normalize] models with "
+                f"a fast tokenizer; {self.model_name!r} does not qualify: {why}. Use dense:backend=torch.")
         identity = {"model": self.model_name, "revision": self.revision, "model_files": model_files(self._resolved)}
         probe = FastEncoder(model, 1)
-        path, self.exported_now = exported_model(model, identity, self.quantize, probe.with_types)
+        path, self.exported_now = exported_model(model, identity, self.quantize, probe.with_types, fuse=not openvino)
+        if openvino:
+            return OpenVinoEncoder(model, path, self.resolved_dtype, self.batch_tokens)
         return OnnxEncoder(model, path, self.batch_tokens)
 
     def encode_texts(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
