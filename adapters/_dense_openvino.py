@@ -70,7 +70,7 @@ class OpenVinoEncoder(GraphEncoder):
         requests = max(1, int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
         self._requests = [self.compiled.create_infer_request() for _ in range(requests)]
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
-        self.precision = str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
+        self.precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # f32 or bf16
         self.path = path
 
     def encode(self, texts: list[str], *, normalize: bool = True,
