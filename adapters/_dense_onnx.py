@@ -6,7 +6,8 @@ as on the torch path. It is written under ``cache/onnx/<key>/`` where the key co
 files' digest), the export's settings (opset, quantisation) and this module's export version: a second run, in any
 process, loads it without exporting. For BERT-family models the traced graph (attention traced in its eager form) is
 fused by ONNX Runtime's transformer optimiser (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu)
-before it is kept or quantised. ``quantize=int8`` adds ONNX Runtime's dynamic int8 quantisation of that export
+before it is kept or quantised (``backend=openvino`` keeps the graph as traced instead, under its own key: see
+:mod:`gapbench.adapters._dense_openvino`). ``quantize=int8`` adds ONNX Runtime's dynamic int8 quantisation of that export
 (``onnxruntime.quantization.quantize_dynamic``, weights int8 per channel, activations quantised per batch at run time:
 the method sentence-transformers' ``export_dynamic_quantized_onnx_model`` applies through optimum).
 
