@@ -8,8 +8,8 @@ process, loads it without exporting. For BERT-family models the traced graph (at
 fused by ONNX Runtime's transformer optimiser (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu)
 before it is kept or quantised (``backend=openvino`` keeps the graph as traced instead, under its own key: see
 :mod:`gapbench.adapters._dense_openvino`). ``quantize=int8`` adds ONNX Runtime's dynamic int8 quantisation of that
-export (``onnxruntime.quantization.quantize_dynamic``, weights int8 per channel, activations quantised per batch at run time:
-the method sentence-transformers' ``export_dynamic_quantized_onnx_model`` applies through optimum).
+export (``onnxruntime.quantization.quantize_dynamic``, weights int8 per channel, activations quantised per batch at run
+time: the method sentence-transformers' ``export_dynamic_quantized_onnx_model`` applies through optimum).
 
 Texts go through the same loop as the fast encoder (:class:`~gapbench.adapters._dense_fast.FastEncoder`): tokenised
 once in threads, sorted by token count, cut into batches by padded tokens, and the session runs with one intra-op
