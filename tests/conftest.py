@@ -25,6 +25,16 @@ def _gapbench_home(tmp_path_factory):
         os.environ["GAPBENCH_HOME"] = old
 
 
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory):
+    """A GAPBENCH_HOME of the test module's own: what its first test caches (an export, embeddings) its later tests
+    find there, and no other module does."""
+    path = tmp_path_factory.mktemp("module-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GAPBENCH_HOME", str(path))
+        yield path
+
+
 _CONNECTS: list | None = None  # while a test holds the `connections` fixture: every socket address it tried
 
 

@@ -24,15 +24,6 @@ def wknow():
     return load_packaged("multispeaker", "wknow")
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """One GAPBENCH_HOME for the module, so the exports are made once here and reused by the later tests."""
-    path = tmp_path_factory.mktemp("onnx-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GAPBENCH_HOME", str(path))
-        yield path
-
-
 def _texts(task, n: int) -> list[str]:
     # real passages of every length the corpus has: the longest, the shortest and those between
     docs = sorted((d.full_text for d in task.corpus.values()), key=len)
@@ -46,7 +37,7 @@ def _quiet(err: str) -> None:
     assert lines and all(line.startswith("gapbench: dense: ") for line in lines), lines
 
 
-def test_onnx_float32_vectors_equal_torchs(home, wknow, capsys):
+def test_onnx_float32_vectors_equal_torchs(module_home, wknow, capsys):
     texts = _texts(wknow, 48) + ["where does the speaker live", "a"]
     torch_vectors = Dense(cache=False).encode_texts(texts)
     capsys.readouterr()
@@ -62,7 +53,7 @@ def test_onnx_float32_vectors_equal_torchs(home, wknow, capsys):
     assert Dense(backend="onnx", quantize="int8").fingerprint != Dense().fingerprint
 
 
-def test_the_export_is_reused_by_a_second_load(home, wknow, capsys):
+def test_the_export_is_reused_by_a_second_load(module_home, wknow, capsys):
     first = Dense(backend="onnx", cache=False)
     first.encode_texts(["warm"])  # made by the test above, or now when this test runs alone
     exports = sorted(p.parent.name for p in (cache_dir("onnx")).glob(f"*/{MODEL_FILE}"))
@@ -79,7 +70,7 @@ def test_the_export_is_reused_by_a_second_load(home, wknow, capsys):
     np.testing.assert_allclose(vectors, first.encode_texts(_texts(wknow, 8)), atol=1e-6)
 
 
-def test_int8_differs_but_ranks_within_the_stated_bound(home, wknow, capsys):
+def test_int8_differs_but_ranks_within_the_stated_bound(module_home, wknow, capsys):
     # 100 queries of ImpliRet multispeaker/wknow against 300 of its passages (their 100 gold ones among them)
     qids = list(wknow.queries)[:100]
     gold = {d for q in qids for d in wknow.qrels[q]}

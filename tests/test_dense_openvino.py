@@ -25,15 +25,6 @@ def wknow():
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """One GAPBENCH_HOME for the module: the export is made once here and reused by the later tests."""
-    path = tmp_path_factory.mktemp("openvino-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GAPBENCH_HOME", str(path))
-        yield path
-
-
-@pytest.fixture(scope="module")
 def texts(wknow):
     # real passages of every length the corpus has, then a one-word text and a question
     docs = sorted((d.full_text for d in wknow.corpus.values()), key=len)
@@ -45,7 +36,7 @@ def torch_vectors(texts):
     return Dense(cache=False).encode_texts(texts)
 
 
-def test_float32_vectors_equal_torchs_in_order(home, texts, torch_vectors, capsys):
+def test_float32_vectors_equal_torchs_in_order(module_home, texts, torch_vectors, capsys):
     capsys.readouterr()
     dense = Dense(backend="openvino", cache=False)
     told: list[int] = []
@@ -63,7 +54,7 @@ def test_float32_vectors_equal_torchs_in_order(home, texts, torch_vectors, capsy
     assert dense.fingerprint == Dense().fingerprint
 
 
-def test_one_text_a_batch_comes_back_in_the_texts_order(home, texts, torch_vectors):
+def test_one_text_a_batch_comes_back_in_the_texts_order(module_home, texts, torch_vectors):
     # batch_tokens=8: every text its own batch, the batches spread over the requests and finishing out of order
     dense = Dense(backend="openvino", cache=False, batch_tokens=8)
     told: list[int] = []
@@ -72,7 +63,7 @@ def test_one_text_a_batch_comes_back_in_the_texts_order(home, texts, torch_vecto
     assert np.abs(vectors - torch_vectors).max() < 1e-4
 
 
-def test_the_traced_export_is_kept_beside_onnx_runtimes_and_reused(home, texts, capsys):
+def test_the_traced_export_is_kept_beside_onnx_runtimes_and_reused(module_home, texts, capsys):
     Dense(backend="openvino", cache=False).encode_texts(texts[:2])
     exports = sorted(p.parent.name for p in cache_dir("onnx").glob(f"*/{MODEL_FILE}"))
     capsys.readouterr()
@@ -91,7 +82,7 @@ def test_the_traced_export_is_kept_beside_onnx_runtimes_and_reused(home, texts, 
     assert traced == exports
 
 
-def test_bfloat16_runs_with_its_own_key_or_is_refused(home, texts, torch_vectors):
+def test_bfloat16_runs_with_its_own_key_or_is_refused(module_home, texts, torch_vectors):
     import openvino
 
     dense = Dense(backend="openvino", dtype="bfloat16", cache=False)
