@@ -95,7 +95,6 @@ class OpenVinoEncoder(GraphEncoder):
             finally:
                 free.put(request)
 
-        outs: list[np.ndarray] = []
         with ThreadPoolExecutor(max_workers=len(self._requests)) as pool:
             futures = {pool.submit(run, rows): len(rows) for rows in batches}
             if progress:
