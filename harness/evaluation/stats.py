@@ -168,3 +168,94 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, value)
         adjusted[i] = running
     return [float(v) for v in adjusted]
+
+
+# ---------------------------------------------------------------- the smallest difference a query set can see
+
+POWER = 0.8  # the conventional power of a minimum detectable effect (Cohen 1988)
+
+
+def t_test_power(effect: float, se: float, df: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided t-test at ``alpha`` to find a true mean difference ``effect`` whose estimate has
+    standard error ``se`` on ``df`` degrees of freedom: P(|T'| > t_{1-alpha/2, df}) with T' noncentral t (noncentrality
+    effect / se). A paired test of n queries has se = sd_d / sqrt(n) and df = n - 1.
+
+    >>> round(t_test_power(0.5, 1 / 34 ** 0.5, 33), 4)  # G*Power: dz = 0.5, 34 pairs -> 0.8078
+    0.8078
+    """
+    from scipy import stats
+
+    crit = stats.t.ppf(1.0 - alpha / 2.0, df)
+    ncp = effect / se
+    # P(T' < -crit) as the upper tail at -ncp: scipy's nct.cdf returns NaN far in the lower tail, sf does not
+    lower = float(stats.nct.sf(crit, df, -ncp))
+    return float(stats.nct.sf(crit, df, ncp)) + (0.0 if math.isnan(lower) else lower)
+
+
+def detectable_effect(se: float, df: float, alpha: float = 0.05, power: float = POWER) -> float:
+    """The minimum detectable effect: the true mean difference the two-sided t-test at ``alpha`` finds with
+    probability ``power``, for an estimate with standard error ``se`` on ``df`` degrees of freedom (the root of
+    :func:`t_test_power` = power; for large df it tends to (z_{1-alpha/2} + z_power) * se, 2.80 se at 0.05 and 0.8)."""
+    from scipy import stats
+    from scipy.optimize import brentq
+
+    alpha, power = check_level("alpha", alpha, "0.05"), check_level("power", power, "0.8")
+    if power <= alpha:
+        raise ConfigError(f"power is {power} and alpha {alpha}; a test reaches power alpha at no effect at all, so "
+                          "give a power above alpha (e.g. 0.8).")
+    hi = 2.0 * (stats.norm.ppf(1.0 - alpha / 2.0) + stats.norm.ppf(power)) + 10.0
+    while t_test_power(hi, 1.0, df, alpha) < power:  # small df: the noncentrality needed grows past the z guess
+        hi *= 2.0
+    ncp = brentq(lambda x: t_test_power(x, 1.0, df, alpha) - power, 0.0, hi, xtol=1e-12)
+    return float(ncp * se)
+
+
+def paired_mde(differences: Sequence[Sequence[float]], alpha: float = 0.05, power: float = POWER) -> dict:
+    """The minimum detectable effect of paired comparisons on one query set.
+
+    ``differences``: one row per pair of systems, the per-query differences a - b on the same queries. Their spread
+    is pooled over the pairs: sd_d = sqrt(mean over pairs of each pair's sample variance, ddof 1), the typical
+    spread of a paired difference here; then se = sd_d / sqrt(n), df = n - 1 and the effect is
+    :func:`detectable_effect`. Returns ``{"mde", "sd_diff", "se", "df", "n", "n_pairs", "reason"}``; ``mde`` is None,
+    with the reason, for no pair, fewer than 2 queries, or differences without spread."""
+    rows = [_finite(d, f"differences[{i}]") for i, d in enumerate(differences)]
+    n = rows[0].size if rows else 0
+    if any(r.size != n for r in rows):
+        sizes = sorted({r.size for r in rows})
+        raise GapbenchError(f"paired differences need the same queries for every pair, got {sizes} values.")
+    out: dict = {"mde": None, "sd_diff": None, "se": None, "df": None, "n": int(n), "n_pairs": len(rows),
+                 "reason": None}
+    if not rows:
+        out["reason"] = "fewer than two ranked systems: no pair to compare"
+    elif n < 2:
+        out["reason"] = f"{n} quer{'y' if n == 1 else 'ies'}: a spread of differences needs at least 2"
+    else:
+        sd = math.sqrt(float(np.mean([r.var(ddof=1) for r in rows])))
+        out.update(sd_diff=sd, se=sd / math.sqrt(n), df=float(n - 1))
+        if sd == 0.0:
+            out["reason"] = "the per-query differences do not vary: no spread to scale an effect by"
+        else:
+            out["mde"] = detectable_effect(out["se"], out["df"], alpha, power)
+    return out
+
+
+def averaged_mde(parts: Sequence[Mapping], alpha: float = 0.05, power: float = POWER) -> dict:
+    """The minimum detectable effect of the unweighted mean over tasks of paired differences (a board's Full
+    Benchmark Avg.), from each task's :func:`paired_mde`: se = sqrt(sum_t se_t^2) / T (queries are independent across
+    tasks) on the Welch-Satterthwaite degrees of freedom (sum_t se_t^2)^2 / sum_t (se_t^4 / df_t). None, with the
+    reason, when a task has none."""
+    out: dict = {"mde": None, "sd_diff": None, "se": None, "df": None, "n": int(sum(p["n"] for p in parts)),
+                 "n_pairs": parts[0]["n_pairs"] if parts else 0, "reason": None}
+    missing = [i for i, p in enumerate(parts) if p["se"] is None]
+    if not parts or missing:
+        out["reason"] = parts[missing[0]]["reason"] if parts else "no task"
+        return out
+    var = [p["se"] ** 2 for p in parts]
+    total = sum(var)
+    out["se"] = math.sqrt(total) / len(parts)
+    if total == 0.0:
+        out["reason"] = "the per-query differences do not vary: no spread to scale an effect by"
+        return out
+    out["df"] = total ** 2 / sum(v ** 2 / p["df"] for v, p in zip(var, parts))
+    out["mde"] = detectable_effect(out["se"], out["df"], alpha, power)
+    return out

@@ -18,12 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# fewer weak or good retrievals than this among all queries: a separation and its interval rest on a handful of them
-MIN_PER_CLASS = 10
-# fewer weak or good retrievals than this on the held-out split: its catch and false-alarm rates are a few queries each
-HELD_OUT_MIN_PER_CLASS = 5
-# a held-out Youden J (catch rate - false-alarm rate) below this is near chance (0)
-J_NEAR_ZERO = 0.1
+# the thresholds are the one rule of gapbench.evidence, which the board and compare follow too
+from ...evidence import CHANCE, HELD_OUT_MIN_PER_CLASS, J_NEAR_ZERO, MIN_PER_CLASS, reaches_chance, too_few
 
 
 def _plural(n: int, word: str) -> str:
@@ -36,7 +32,8 @@ def signal_warnings(n_queries: int, n_weak: int, signals: Mapping[str, Mapping[s
     out = []
     n_good = n_queries - n_weak
     for few, many, word, other in ((n_good, n_weak, "good", "weak"), (n_weak, n_good, "weak", "good")):
-        if 0 < few < MIN_PER_CLASS:
+        # an empty class has no separation at all: the analysis says so where it leaves the gate out
+        if few and too_few(few):
             out.append(f"only {_plural(few, word + ' retrieval')} among {n_queries} queries ({many} {other}): every "
                        f"separation and interval rests on {'that query' if few == 1 else 'those queries'}; at least "
                        f"{MIN_PER_CLASS} of each are needed before a separation means much (more queries, or another "
@@ -45,10 +42,10 @@ def signal_warnings(n_queries: int, n_weak: int, signals: Mapping[str, Mapping[s
         sep, ci = s.get("separation"), s.get("ci95") or [None, None]
         if not s.get("available") or sep is None or ci[0] is None or ci[1] is None:
             continue
-        effect, width = sep - 0.5, ci[1] - ci[0]
-        if width >= effect:
+        if reaches_chance(sep, ci[0], ci[1]):
             out.append(f"{name}: its 95% interval {ci[0]:.3f}-{ci[1]:.3f} is as wide as its effect (separation "
-                       f"{sep:.3f}, {effect:.3f} above chance 0.5): these queries cannot tell it from chance.")
+                       f"{sep:.3f}, {sep - CHANCE:.3f} above chance {CHANCE}): these queries cannot tell it from "
+                       "chance.")
     return out
 
 
@@ -56,7 +53,7 @@ def gate_warnings(gate: Mapping[str, Any], name: str = "the gate") -> list[str]:
     """Warnings on a gate's held-out split: few weak or good retrievals there, or a Youden J near zero."""
     h = gate["held_out"]
     n_weak, n_good = h["n_weak"], h["n"] - h["n_weak"]
-    if min(n_weak, n_good) < HELD_OUT_MIN_PER_CLASS:
+    if too_few(min(n_weak, n_good), HELD_OUT_MIN_PER_CLASS):
         return [(f"the held-out split of {name} has {_plural(n_weak, 'weak retrieval')} and {n_good} good: its "
                  f"catch and false-alarm rates rest on too few queries to judge it (at least {HELD_OUT_MIN_PER_CLASS} "
                  "of each are needed).")]
