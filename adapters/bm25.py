@@ -1,12 +1,13 @@
-"""BM25 through bm25s.
+"""BM25: through bm25s, and Anserini's Lucene BM25 without Java.
 
 - ``bm25``: bm25s with its defaults (Lucene-style BM25, k1=1.5, b=0.75, English stopwords, no stemming, lowercased
   ``\\w\\w+`` tokens), which is how the ImpliRet authors ran it.
-- ``bm25-lucene``: the Anserini/Pyserini "flat" setting: k1=0.9, b=0.4, Porter stemming, Lucene's English stopwords,
-  title and text joined.
+- ``bm25-lucene``: Anserini's BM25 (k1=0.9, b=0.4) exactly: Lucene's English analyzer and Lucene 9's scoring, over a
+  flat (title + text) or multifield (title, text) index (``_lucene_analyzer``, ``_lucene_bm25``). The bm25s model it
+  used to be is ``bm25:k1=0.9,b=0.4,stemmer=porter,keep_zero=false``.
 
-Ranking is exact: every document's score is computed by bm25s, then cut with gapbench's tie rule and exclusion mask.
-The index is built in batches sized by the memory budget (``gapbench.budget``) and saved in bm25s' own layout under
+Ranking is exact: every document's score is computed, then cut with gapbench's tie rule and exclusion mask.
+bm25's index is built in batches sized by the memory budget (``gapbench.budget``) and saved in bm25s' own layout under
 the cache (``bm25/<adapter fingerprint>/<corpus fingerprint>``); a later run on the same corpus memory-maps it and
 reads no text (see ``_bm25_index``).
 """
@@ -139,15 +140,6 @@ class BM25Settings(Settings):
     keep_zero: bool = Field(True, description="Rank documents that score 0 after those that match.")
 
 
-class BM25LuceneSettings(BM25Settings):
-    """The settings of ``bm25-lucene``: Anserini's flat BM25 defaults."""
-
-    k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
-    b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
-    stemmer: StemmerName = Field("porter", description="Stem the words before matching them; none: no stemming.")
-    keep_zero: bool = Field(False, description="Rank documents that score 0 after those that match.")
-
-
 # working memory per document while a batch is tokenized (text, token lists, the sort of its pairs); generous for
 # passages of a few hundred words, so that a batch takes at most a quarter of the budget
 BYTES_PER_DOC = 16 * 1024
@@ -255,8 +247,142 @@ def _query_text(query) -> str:
     return f"{query.instruction} {query.text}" if query.instruction else query.text
 
 
-class BM25Lucene(BM25):
-    """Anserini/Pyserini "flat" BM25: k1=0.9, b=0.4, Porter stemming, Lucene English stopwords, title + text."""
+class BM25LuceneSettings(Settings):
+    """The settings of ``bm25-lucene`` (``bm25-lucene:fields=multifield``): Anserini's BM25 defaults."""
+
+    k1: NonNegative = Field(0.9, description="Term-frequency saturation.")
+    b: Fraction = Field(0.4, description="Document-length normalisation: 0 none, 1 full.")
+    fields: Literal["flat", "multifield"] = Field(
+        "flat", description="flat: title and text as one field (Anserini's BEIR flat index); multifield: title and "
+        "text as two fields, each with its own statistics, their BM25 scores summed (Anserini's multifield index).")
+    title_weight: NonNegative = Field(1.0, description="multifield: the weight of the title's score (the text's is "
+                                      "1), as Anserini's -fields contents=1.0 title=1.0.")
+    use_title: bool = Field(True, description="flat: index the title before the text.")
+    stemmer: Literal["porter", "none"] = Field("porter", description="Lucene's Porter stemmer, or none.")
+    stopwords: Literal["lucene", "none"] = Field("lucene", description="Lucene's English stop set (33 words), or "
+                                                 "none to keep every word.")
+    ties: Literal["gapbench", "anserini"] = Field(
+        "gapbench", description="gapbench: Lucene's float scores, equal scores in gapbench's tie order (doc id "
+        "descending); anserini: the scores Anserini's run files hold (rounded to 4 decimals, equal ones in "
+        "doc-id-ascending order kept apart by steps of 1e-6, printed with 6 decimals), which reproduces its runs.")
+    keep_zero: bool = Field(False, description="Rank documents that score 0 after those that match.")
+
+
+class BM25Lucene:
+    """Anserini's BM25 without Java: Lucene's English analyzer and Lucene 9's BM25 (``_lucene_analyzer``,
+    ``_lucene_bm25``), over a flat (title + text) or a multifield (title, text) index."""
 
     name = "bm25-lucene"
     settings = BM25LuceneSettings
+
+    def __init__(self, **options: Any) -> None:
+        """``BM25Lucene(fields="multifield")``: any of :class:`BM25LuceneSettings`, checked (an ``OptionsError``
+        names a bad one)."""
+        self.options = self.settings.check(f"retriever {self.name}", options)
+        self._index: Any = None
+        self._corpus: Corpus | None = None
+        self.empty_queries: tuple[str, ...] = ()
+
+    def config(self) -> dict:
+        return self.options.model_dump()
+
+    @property
+    def fingerprint(self) -> str:
+        from gapbench.adapters._lucene_bm25 import FORMAT
+
+        return payload_fingerprint({"adapter": "lucene-bm25", "format": FORMAT, **self.config()})
+
+    def _analyzer(self):
+        from gapbench.adapters._lucene_analyzer import Analyzer
+
+        return Analyzer(stem=self.options.stemmer == "porter", stopwords=self.options.stopwords == "lucene")
+
+    def index(self, corpus: Corpus) -> None:
+        """Open this corpus' index from the cache (``bm25-lucene/<analysis>/<corpus fingerprint>``), building it there
+        first if needed; k1, b, weights and ties act at search time and share one index."""
+        from gapbench.adapters import _lucene_bm25 as lucene
+
+        o = self.options
+        analysis = {"format": lucene.FORMAT, "fields": o.fields, "use_title": o.use_title or o.fields == "multifield",
+                    "stemmer": o.stemmer, "stopwords": o.stopwords}
+        folder = cache_dir("bm25-lucene") / payload_fingerprint(analysis)[:24] / corpus.fingerprint[:24]
+        index = lucene.load(folder)
+        if index is None:
+            with progress(len(corpus), f"{self.name}: indexing", unit="docs") as advance:
+                index = lucene.build(_title_text(corpus), self._analyzer(), o.fields, o.use_title, advance)
+            try:
+                lucene.save(index, folder)
+            except OSError as exc:
+                raise GapbenchError(f"cannot save the BM25 index in {folder}: {exc.strerror or exc}; free disk space "
+                                    "or set GAPBENCH_HOME to a writable folder.") from None
+        self._index, self._corpus, self._keys = index, corpus, corpus.tie_keys()
+        self._ascending = -self._keys  # a larger key wins a tie: negated, the smaller doc id wins
+
+    def _weights(self) -> dict[str, float]:
+        if self.options.fields == "flat":
+            return {"contents": 1.0}
+        return {"contents": 1.0, "title": self.options.title_weight}
+
+    def _scores(self, terms: list[str]) -> np.ndarray:
+        o = self.options
+        return self._index.scores(terms, self._weights(), o.k1, o.b)
+
+    def search(self, queries: Queries, k: int, exclude: Mapping[str, frozenset[str]] | None = None) -> Run:
+        """Top-k per query. A query with no term left after analysis (empty, stopwords, punctuation) has nothing to
+        match: it gets an empty ranking and its id is listed in ``empty_queries``."""
+        if self._corpus is None:
+            raise GapbenchError("bm25-lucene: search() was called before index(corpus).")
+        qids = list(queries)
+        analyze = self._analyzer()
+        terms = [analyze(_query_text(queries[q])) for q in qids]
+        excluded = exclusion_indices(qids, exclude, _Positions(self._corpus))
+        run, self.empty_queries = rank_each(self.name, qids, terms, excluded, lambda t, ex: self._rank(t, ex, k))
+        return run
+
+    def query_scores(self, queries: Queries) -> Iterator[np.ndarray]:
+        """After ``index``: each query's Lucene score for every indexed document (corpus order, no exclusions, zeros
+        kept), one array at a time in query order; a query with no term left scores 0 everywhere."""
+        if self._corpus is None:
+            raise GapbenchError("bm25-lucene: query_scores() was called before index(corpus).")
+        analyze = self._analyzer()
+        for query in queries.values():
+            yield self._scores(analyze(_query_text(query)))
+
+    def _rank(self, terms: list[str], ex: Any, k: int) -> list[tuple[str, float]]:
+        if self._corpus is None:
+            raise GapbenchError("bm25-lucene: search() was called before index(corpus).")
+        scores = self._scores(terms)
+        if self.options.ties == "gapbench":
+            top, masked = top_positions(scores, ex, k, self._keys, self.options.keep_zero)
+            return list(zip(self._corpus.ids_at(top.tolist()), masked[top].tolist()))
+        # Anserini ranks by score, then doc id ascending (the larger key wins, so the keys are negated), and writes
+        # its ScoreTiesAdjusterReranker's scores with 6 decimals; ranked again by gapbench's rule, which moves only
+        # the scores still equal in print, as trec_eval reads Anserini's file
+        top, masked = top_positions(scores, ex, k, self._ascending, self.options.keep_zero)
+        printed = np.array([float(f"{s:.6f}") for s in anserini_scores(masked[top]).tolist()])
+        order = np.lexsort((-self._keys[top], -printed))
+        top, printed = top[order], printed[order]
+        return list(zip(self._corpus.ids_at(top.tolist()), printed.tolist()))
+
+
+def anserini_scores(scores: np.ndarray) -> np.ndarray:
+    """Anserini's ScoreTiesAdjusterReranker over float scores in its ranking order: each rounded to 4 decimals (in
+    double, stored as float), and each within 1e-4 of the one before lowered by 1e-6 times its place in that run of
+    ties, in float arithmetic."""
+    rounded = (np.floor(scores.astype(np.float64) * 10000.0 + 0.5) / 10000.0).astype(np.float32)
+    out = rounded.copy()
+    step, gap, dup = np.float32(1e-6), np.float32(1e-4), 0
+    for i in range(1, out.size):
+        if out[i - 1] - out[i] > gap:
+            dup = 0
+        else:
+            dup += 1
+            out[i] = out[i] - step * np.float32(dup)
+    return out
+
+
+def _title_text(corpus: Corpus) -> Iterator[tuple[str, str]]:
+    """(title, text) of every document in corpus order; a memory-mapped corpus streams them."""
+    documents = getattr(corpus, "iter_documents", None)
+    for doc in documents() if callable(documents) else corpus.values():
+        yield doc.title, doc.text
