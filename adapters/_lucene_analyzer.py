@@ -3,7 +3,9 @@ unless told otherwise), without Java: StandardTokenizer -> EnglishPossessiveFilt
 (``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET``) -> PorterStemFilter.
 
     >>> analyze("The U.S.A.'s 3.14 state-of-the-art CAFÉS, don't they?")
-    ['u.s.a', '3.14', 'state', 'art', 'café', "don't"]
+    ['u.s.a', 's', '3.14', 'state', 'art', 'café', "don't"]
+
+(``.'`` is two joiners in a row, which break: the ``s`` is a word of its own, and no possessive.)
 
 The tokenizer follows the word boundaries of Unicode UAX #29 as Lucene's StandardTokenizer applies them, with one
 regular expression over character classes taken from ``unicodedata``:

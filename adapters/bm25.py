@@ -15,6 +15,7 @@ reads no text (see ``_bm25_index``).
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -359,26 +360,34 @@ class BM25Lucene:
         # its ScoreTiesAdjusterReranker's scores with 6 decimals; ranked again by gapbench's rule, which moves only
         # the scores still equal in print, as trec_eval reads Anserini's file
         top, masked = top_positions(scores, ex, k, self._ascending, self.options.keep_zero)
-        printed = np.array([float(f"{s:.6f}") for s in anserini_scores(masked[top]).tolist()])
+        printed = np.array([float(f"{s:.6f}") for s in anserini_scores(masked[top])])
         order = np.lexsort((-self._keys[top], -printed))
         top, printed = top[order], printed[order]
         return list(zip(self._corpus.ids_at(top.tolist()), printed.tolist()))
 
 
-def anserini_scores(scores: np.ndarray) -> np.ndarray:
+def anserini_scores(scores: np.ndarray) -> list[float]:
     """Anserini's ScoreTiesAdjusterReranker over float scores in its ranking order: each rounded to 4 decimals (in
     double, stored as float), and each within 1e-4 of the one before lowered by 1e-6 times its place in that run of
-    ties, in float arithmetic."""
-    rounded = (np.floor(scores.astype(np.float64) * 10000.0 + 0.5) / 10000.0).astype(np.float32)
-    out = rounded.copy()
-    step, gap, dup = np.float32(1e-6), np.float32(1e-4), 0
-    for i in range(1, out.size):
-        if out[i - 1] - out[i] > gap:
+    ties, in float arithmetic (emulated on Python floats, exact: each step is exact in double, then rounded)."""
+    rounded = (np.floor(scores.astype(np.float64) * 10000.0 + 0.5) / 10000.0).astype(np.float32).tolist()
+    out = list(rounded)
+    step, gap, dup = _float32(1e-6), _float32(1e-4), 0
+    for i in range(1, len(out)):
+        if _float32(out[i - 1] - rounded[i]) > gap:
             dup = 0
         else:
             dup += 1
-            out[i] = out[i] - step * np.float32(dup)
+            out[i] = _float32(rounded[i] - _float32(step * dup))
     return out
+
+
+_F32 = struct.Struct("f")
+
+
+def _float32(x: float) -> float:
+    """``x`` rounded to the nearest float (binary32), as a Python float."""
+    return _F32.unpack(_F32.pack(x))[0]
 
 
 def _title_text(corpus: Corpus) -> Iterator[tuple[str, str]]:
