@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Generic, TypedDict, TypeVar
 
@@ -20,6 +21,8 @@ import numpy as np
 from . import stopping
 from .errors import GapbenchError
 from .files import atomic_writer, output_folder, write_text_atomic
+from .formats import TrecRunParts, file_digest, trec_run_appender
+from .types import Run
 
 DEFAULT_SAVE_EVERY = 30.0
 
@@ -407,3 +410,121 @@ class EmbeddingCache(ChunkedCache[np.ndarray]):
                                         "run the encoding again to fill it.")
                 parts.append(chunk)
             yield self.chunk_range(first)[0], parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+# ---------------------------------------------------------------- run files
+
+RUN_FILES_KEPT = 32  # run files kept at most (the least recently used go first); one is about 20 MB per 1.5M lines
+
+
+class RunFiles:
+    """Run files already written, kept under ``cache_dir("runs")`` by the digest of what they hold
+    (:meth:`gapbench.formats.TrecRunParts.digest`), each beside its sha256: a run whose ranked lists are those of an
+    earlier run gets that run's file (a hard link where the cache shares the file system, else a byte copy) once its
+    checksum is checked, instead of formatting and compressing millions of lines again. A cache that cannot be read or
+    written costs time, never the run: the file is then written as usual."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else cache_dir("runs")
+
+    def _file(self, digest: str) -> Path:
+        return self.root / f"{digest[:40]}.trec.gz"
+
+    def _entry(self, digest: str) -> Path:
+        return self.root / f"{digest[:40]}.json"
+
+    def _hint(self, hint: str) -> Path:
+        return self.root / "hints" / hashlib.sha256(hint.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+    def expected(self, hint: str | None) -> str | None:
+        """The digest of the run last kept under ``hint`` (what made it: task, retriever, depth), when its file is still
+        kept; a guess that lets the caller hold a run's parts instead of writing them, checked by :meth:`take`."""
+        if hint is None:
+            return None
+        try:
+            digest = self._hint(hint).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return digest if self._entry(digest).is_file() and self._file(digest).is_file() else None
+
+    def take(self, digest: str | None, target: Path) -> bool:
+        """Put the kept file of ``digest`` at ``target`` (atomically) after checking its size and sha256; False when
+        none is kept or it fails the check (then it is removed, and the caller writes the file)."""
+        if digest is None:
+            return False
+        source, entry = self._file(digest), self._entry(digest)
+        try:
+            meta = json.loads(entry.read_text(encoding="utf-8"))
+            if source.stat().st_size != meta["bytes"] or file_digest(source) != meta["sha256"]:
+                raise ValueError("the kept run file was changed")
+            _link_or_copy(source, target)
+            os.utime(entry)  # recently used: pruned last
+        except (OSError, ValueError, KeyError, TypeError):
+            with suppress(OSError):
+                entry.unlink(missing_ok=True)
+                source.unlink(missing_ok=True)
+            return False
+        return True
+
+    def keep(self, digest: str | None, written: Path, hint: str | None = None) -> None:
+        """Keep the file just written at ``written`` as the file of ``digest`` (and the digest as ``hint``'s), then
+        drop the least recently used files beyond :data:`RUN_FILES_KEPT`."""
+        if digest is None:
+            return
+        try:
+            output_folder(self.root / "hints")
+            if not self._entry(digest).is_file():
+                _link_or_copy(written, self._file(digest))
+                write_text_atomic(self._entry(digest), json.dumps({"bytes": written.stat().st_size,
+                                                                   "sha256": file_digest(written)}))
+            if hint is not None:
+                write_text_atomic(self._hint(hint), digest)
+            self._prune()
+        except OSError:
+            pass
+
+    @contextmanager
+    def run_file(self, path: Path, tag: str | None = None, hint: str | None = None) -> Iterator[TrecRunParts]:
+        """``append(run_part)`` for the run file ``path``, complete when the block ends (as
+        :func:`gapbench.formats.trec_run_appender`). When ``hint`` names a run whose file is kept, the parts are held
+        and, if they are that run's (or any kept run's) ranked lists, the kept file is taken; otherwise the lines are
+        written as the parts come. Either way the file is then kept for the next run."""
+        if self.expected(hint) is None:
+            with trec_run_appender(path, tag) as parts:
+                yield parts
+        else:
+            parts = TrecRunParts(path, tag)
+            yield parts
+            if self.take(parts.digest(), path):
+                self.keep(parts.digest(), path, hint)  # the hint may have named another run
+                return
+            parts.write()
+        self.keep(parts.digest(), path, hint)
+
+    def write(self, run: Run, path: Path, tag: str | None = None) -> None:
+        """:func:`gapbench.formats.write_trec_run`, taking the kept file of the same ranked lists when there is one."""
+        parts = TrecRunParts(path, tag)
+        parts(run)
+        if not self.take(parts.digest(), path):
+            parts.write()
+            self.keep(parts.digest(), path)
+
+    def _prune(self) -> None:
+        entries = sorted(self.root.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for entry in entries[RUN_FILES_KEPT:]:
+            entry.unlink(missing_ok=True)
+            entry.with_suffix(".trec.gz").unlink(missing_ok=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` made the same bytes as ``source``, atomically: a hard link, or a copy across file systems."""
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

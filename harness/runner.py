@@ -166,9 +166,10 @@ def run(
         with _timed(timings, "index_s"):
             retr.index(data.corpus)
         with _timed(timings, "search_s"):
-            # Without a reranker the run searched is the run kept, so it is written as it is produced.
+            # Without a reranker the run searched is the run kept, so it is written as it is produced (or, when
+            # the cache holds a file of the same ranked lists, taken from there).
             writer = stack.enter_context(RunDirWriter(output)) if output and rr is None else None
-            result_run = _search(retr, prepared, k, writer)
+            result_run = _search(retr, prepared, k, writer, _identity(prepared, retr, None, augment))
         rerank_info = None
         if rr is not None:
             with _timed(timings, "rerank_s"):
@@ -284,11 +285,13 @@ def _say_degenerate(result_run: Run, name: str, manifest: dict[str, Any]) -> Non
         manifest["notes"] = [*manifest.get("notes", []), note]
 
 
-def _search(retr: Any, prepared: Prepared, k: int, writer: RunDirWriter | None) -> Run:
-    """Search in batches; each batch is checked against the corpus and, given a writer, appended to run.trec.gz."""
+def _search(retr: Any, prepared: Prepared, k: int, writer: RunDirWriter | None, identity: dict[str, Any]) -> Run:
+    """Search in batches; each batch is checked against the corpus and, given a writer, appended to run.trec.gz
+    (the run's ``identity`` and ``k`` are the hint under which its file is kept, :meth:`RunDirWriter.run_file`)."""
     if writer is None:
         return prepared.search(retr, k)
-    with writer.run_file() as append:
+    hint = json.dumps({**identity, "k": k}, sort_keys=True, default=str)
+    with writer.run_file(hint=hint) as append:
         return prepared.search(retr, k, on_batch=append)
 
 

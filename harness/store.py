@@ -19,10 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .cache import RunFiles
 from .errors import ConfigError, DataFormatError, RunDirInUse
 from .evaluation.evaluation import run_results
 from .files import atomic_writer
-from .formats import StrictJSONError, parse_json_strict, read_trec_run, trec_run_appender, write_trec_run
+from .formats import StrictJSONError, parse_json_strict, read_trec_run
 from .schemas.run import RunResults
 from .types import Run
 
@@ -172,10 +173,14 @@ class RunDirWriter:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)  # gone already once finished
 
-    def run_file(self, tag: str | None = None) -> AbstractContextManager[Callable[[Run], None]]:
-        """A context giving ``append(run_part)``; run.trec.gz is complete only once the block ends."""
+    def run_file(self, tag: str | None = None,
+                 hint: str | None = None) -> AbstractContextManager[Callable[[Run], None]]:
+        """A context giving ``append(run_part)``; run.trec.gz is complete only once the block ends. Its bytes are
+        kept in the cache (:class:`gapbench.cache.RunFiles`): when ``hint`` (what makes the run: task, retriever,
+        depth) names a run whose file is kept, the parts are held, and a run with the same ranked lists takes the kept
+        file instead of formatting and compressing its lines again."""
         self._streamed = True
-        return trec_run_appender(self.tmp / "run.trec.gz", tag)
+        return RunFiles().run_file(self.tmp / "run.trec.gz", tag, hint)
 
     def finish(self, results: RunResults, manifest: dict[str, Any], run: Run | None = None) -> Path:
         """Write the files not yet written (``run`` only when it was not streamed) and rename the folder into place."""
@@ -198,7 +203,7 @@ class RunDirWriter:
 
 def _write_run_files(folder: Path, run: Run | None, results: RunResults, manifest: dict[str, Any]) -> None:
     if run is not None:
-        write_trec_run(run, folder / "run.trec.gz")
+        RunFiles().write(run, folder / "run.trec.gz")
     with atomic_writer(folder / "metrics.tsv") as fh:
         fh.write("query_id\tmeasure\tvalue\n")
         for m in results.measures:

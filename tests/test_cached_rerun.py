@@ -171,3 +171,100 @@ def test_cached_dense_rerun_loads_no_model_and_writes_the_same_run(scifact, tmp_
     assert _unzipped(tmp_path / "first") == _unzipped(tmp_path / "again")
     assert read_trec_run(tmp_path / "again" / "run.trec.gz").to_dict() == \
         read_trec_run(tmp_path / "first" / "run.trec.gz").to_dict()
+
+
+# ---------------------------------------------------------------- run files kept in the cache
+
+def _parts_run(seed: int, n: int = 30) -> Run:
+    rng = np.random.default_rng(seed)
+    return Run({f"q{q}": {f"d{d}": float(rng.random()) for d in rng.choice(500, 40, replace=False)} for q in range(n)},
+               "sys")
+
+
+def _halves(run: Run) -> list[Run]:
+    ids = list(run)
+    return [Run({q: run[q] for q in ids[lo:lo + 10]}, run.name, _sorted=True) for lo in range(0, len(ids), 10)]
+
+
+def test_a_run_with_the_ranked_lists_of_a_kept_file_takes_it_unformatted(tmp_path, monkeypatch):
+    import gapbench.formats as formats
+    from gapbench.cache import RunFiles
+
+    files = RunFiles(tmp_path / "runs")
+    run = _parts_run(1)
+    write_trec_run(run, tmp_path / "reference.trec.gz")
+    with files.run_file(tmp_path / "first.trec.gz", hint="task+retriever") as append:  # nothing kept: streamed
+        for part in _halves(run):
+            append(part)
+    assert (tmp_path / "first.trec.gz").read_bytes() == (tmp_path / "reference.trec.gz").read_bytes()
+    monkeypatch.setattr(formats, "_write_trec_lines", lambda *a: pytest.fail("formatted again"))
+    with files.run_file(tmp_path / "again.trec.gz", hint="task+retriever") as append:
+        for part in _halves(run):
+            append(part)
+    assert (tmp_path / "again.trec.gz").read_bytes() == (tmp_path / "reference.trec.gz").read_bytes()
+    files.write(run, tmp_path / "whole.trec.gz")  # the whole run at once (a reranked run) takes it too
+    assert (tmp_path / "whole.trec.gz").read_bytes() == (tmp_path / "reference.trec.gz").read_bytes()
+    assert [p.name for p in (tmp_path / "runs").iterdir() if p.suffix == ".gz"] == \
+        [f"{_digest(run)[:40]}.trec.gz"]
+
+
+def _digest(run: Run) -> str:
+    from gapbench.formats import TrecRunParts
+
+    parts = TrecRunParts("run.trec.gz")
+    parts(run)
+    return parts.digest()
+
+
+def test_other_ranked_lists_under_the_same_hint_are_written_and_kept(tmp_path):
+    from gapbench.cache import RunFiles
+
+    files = RunFiles(tmp_path / "runs")
+    first, other = _parts_run(1), _parts_run(2)
+    for name, run in (("first", first), ("other", other)):
+        with files.run_file(tmp_path / f"{name}.trec.gz", hint="same task and retriever") as append:
+            for part in _halves(run):  # the second: parts held (the hint names a kept file), then written
+                append(part)
+        write_trec_run(run, tmp_path / f"{name}.reference.gz")
+        assert (tmp_path / f"{name}.trec.gz").read_bytes() == (tmp_path / f"{name}.reference.gz").read_bytes()
+    assert files.expected("same task and retriever") == _digest(other)
+
+
+def test_a_changed_kept_file_fails_its_checksum_and_is_written_again(tmp_path):
+    from gapbench.cache import RunFiles
+
+    files = RunFiles(tmp_path / "runs")
+    run = _parts_run(3)
+    files.write(run, tmp_path / "first.trec.gz")
+    kept = tmp_path / "runs" / f"{_digest(run)[:40]}.trec.gz"
+    good = kept.read_bytes()
+    kept.unlink()  # not written in place: the first run's file (a hard link) keeps its bytes
+    kept.write_bytes(good[:-9] + bytes(9))  # a damaged copy of the same size
+    files.write(run, tmp_path / "again.trec.gz")
+    assert (tmp_path / "again.trec.gz").read_bytes() == good == (tmp_path / "first.trec.gz").read_bytes()
+    assert kept.read_bytes() == good  # the damaged file was dropped and the new one kept
+
+
+def test_at_most_the_kept_number_of_run_files(tmp_path, monkeypatch):
+    import gapbench.cache as cache
+
+    monkeypatch.setattr(cache, "RUN_FILES_KEPT", 2)
+    files = cache.RunFiles(tmp_path / "runs")
+    for seed in range(4):
+        files.write(_parts_run(seed, 3), tmp_path / f"r{seed}.trec.gz")
+        entry = tmp_path / "runs" / f"{_digest(_parts_run(seed, 3))[:40]}.json"
+        os.utime(entry, (1000 + seed, 1000 + seed))  # written in this order, one second apart
+    kept = sorted(p.name for p in (tmp_path / "runs").glob("*.trec.gz"))
+    assert kept == sorted(f"{_digest(_parts_run(s, 3))[:40]}.trec.gz" for s in (2, 3))
+
+
+def test_a_cached_rerun_writes_the_run_file_once(scifact, tmp_path, monkeypatch):
+    import gapbench
+    import gapbench.formats as formats
+
+    first = gapbench.run(str(scifact), "bm25", measures=["nDCG@10"], k=100, output=tmp_path / "first")
+    monkeypatch.setattr(formats, "_write_trec_lines", lambda *a: pytest.fail("the run file was formatted again"))
+    again = gapbench.run(str(scifact), "bm25", measures=["nDCG@10"], k=100, output=tmp_path / "again")
+    assert (tmp_path / "again" / "run.trec.gz").read_bytes() == (tmp_path / "first" / "run.trec.gz").read_bytes()
+    assert again.means == first.means
+    assert read_trec_run(tmp_path / "again" / "run.trec.gz").to_dict() == first.run.to_dict()

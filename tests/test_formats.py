@@ -752,3 +752,88 @@ def test_text_lines_numbers_lines_across_blocks(tmp_path):
     p.write_text("\r\n".join(lines))  # no final line end
     got = list(text_lines(p))
     assert got == list(enumerate(lines, 1))
+
+
+# ---------------------------------------------------------------- the column-wise TREC writer
+
+def _reference_trec_text(run: Run, tag: str) -> str:
+    """The writer as it was before the column-wise one (an f-string per line): the bytes it must keep giving."""
+    end = f" {tag}\n"
+    return "".join(f"{qid} Q0 {did} {i} {score!r}{end}" for qid, ranking in run.items()
+                   for i, (did, score) in enumerate(ranking, 1))
+
+
+EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 123.0, 0.1, 1 / 3, 2.5e-7, 1e-4, 9.999999999999999e-05, 1.0001e-4, -1e-4,
+               1e16, 9999999999999998.0, 1e15, 1e22, 1.7976931348623157e308, 5e-324, 2.2250738585072014e-308,
+               float(2**53), 9007199254740993.0, 0.30000000000000004, 12345.678, -2.5e-7, 1e-5, 7.0511e-05]
+
+
+def test_float_words_are_repr_for_every_kind_of_double():
+    import random
+    import struct
+
+    import numpy as np
+
+    from gapbench.formats import float_words
+
+    rng = random.Random(46)
+    bits = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(200_000)]
+    values = [v for v in bits if np.isfinite(v)]  # every exponent, sign and mantissa
+    values += [float(np.float32(rng.uniform(-1, 1))) for _ in range(100_000)]  # dense scores: float32 cosines
+    values += [rng.uniform(0, 40) for _ in range(100_000)]  # BM25-like scores
+    values += [rng.uniform(-1, 1) * 10.0 ** rng.randint(-8, 20) for _ in range(100_000)]  # around the layout bounds
+    values += EDGE_FLOATS
+    assert float_words(values) == [repr(v) for v in values]
+    # not exactly floats: every value through repr, as the f-string writer wrote them
+    mixed = [1.5, 2, np.float64(0.25), True]
+    assert float_words(mixed) == ["1.5", "2", repr(np.float64(0.25)), "True"]
+    assert float_words([]) == []
+
+
+@pytest.mark.parametrize("block", [3, 1 << 18])
+def test_run_file_bytes_equal_the_line_by_line_writers(block, tmp_path, monkeypatch):
+    import random
+
+    import gapbench.formats as formats
+    from gapbench.files import atomic_writer
+
+    monkeypatch.setattr(formats, "TREC_BLOCK_LINES", block)
+    rng = random.Random(7)
+    rankings = {f"q{i}": {f"d{rng.randrange(10_000)}": rng.choice([rng.random() * 30, 1.0, 0.5, 1e-5, 3e16])
+                          for _ in range(rng.randrange(0, 40))} for i in range(60)}
+    rankings["日本-q"] = {"é": 2.0, "ｄ1": 2.0, "\U0001f600": -1e-300}  # ties, non-ASCII ids, a tiny score
+    rankings["q_empty"] = {}
+    run = Run(rankings, "my system")
+    path = tmp_path / "run.trec.gz"
+    write_trec_run(run, path)
+    expected = _reference_trec_text(run, "my_system")
+    assert gzip.decompress(path.read_bytes()).decode("utf-8") == expected
+    with atomic_writer(tmp_path / "reference.trec.gz") as fh:  # the same text written whole: the same gzip bytes
+        fh.write(expected)
+    assert path.read_bytes() == (tmp_path / "reference.trec.gz").read_bytes()
+    # a Run built without checks may hold scores of other types: written as before
+    loose = Run({"q1": (("d1", 3), ("d2", 2.5)), "q2": ()}, "x", _sorted=True)
+    write_trec_run(loose, tmp_path / "loose.trec")
+    assert (tmp_path / "loose.trec").read_text() == "q1 Q0 d1 1 3 x\nq1 Q0 d2 2 2.5 x\n"
+
+
+def test_the_digest_names_the_bytes_whatever_the_parts():
+    from gapbench.formats import TrecRunParts
+
+    run = Run({"q1": {"d1": 0.5, "d2": 0.25}, "q2": {"d3": 1.0}, "q3": {"d4": 2.0, "d1": 1 / 3}}, "sys")
+
+    def digest(parts, tag=None):
+        collect = TrecRunParts("run.trec.gz", tag)
+        for part in parts:
+            collect(part)
+        return collect.digest()
+
+    whole = digest([run])
+    by_query = digest([Run({q: run[q]}, "sys", _sorted=True) for q in run])
+    assert whole == by_query and len(whole) == 64
+    assert digest([run], "other") != whole  # the tag is in every line
+    moved = Run({"q1": {"d1": 0.5, "d2": 0.25}, "q2": {"d3": 1.0, "d4": 2.0}, "q3": {"d1": 1 / 3}}, "sys")
+    assert digest([moved]) != whole  # the same documents and scores under other queries
+    nudged = Run({**run.to_dict(), "q2": {"d3": 1.0000000000000002}}, "sys")
+    assert digest([nudged]) != whole
+    assert digest([Run({"q1": (("d1", 1),)}, "sys", _sorted=True)]) is None  # an int's text is not its value's
