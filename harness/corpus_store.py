@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .corpus_jsonl import NotPlain, plain_records
 from .errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from .files import PathLike, atomic_writer, output_folder
 from .formats import collect_records, corpus_records, judged_ids_check, read_beir_qrels, read_jsonl_queries
@@ -132,7 +133,8 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     """The corpus file at ``path`` memory-mapped from the cache, converted first when no valid copy is there.
 
     ``records`` yields (line, doc_id, title, text) for the conversion, validated as the in-memory reader validates them
-    (default: :func:`gapbench.formats.corpus_records` over ``path``).
+    (default: :func:`gapbench.corpus_jsonl.plain_records` over ``path``, orjson's speed for the same records, else
+    :func:`gapbench.formats.corpus_records`).
     """
     from .cache import cache_dir
 
@@ -147,7 +149,11 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     tmp = root / f".{name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _convert(records if records is not None else corpus_records(path), path, tmp)
+        try:
+            _convert(records if records is not None else plain_records(path), path, tmp)
+        except NotPlain:  # something only the strict reader reads (or names): read it that way
+            shutil.rmtree(tmp, ignore_errors=True)
+            _convert(corpus_records(path), path, tmp)
         shutil.rmtree(folder, ignore_errors=True)  # a torn or stale copy under this name
         try:
             os.rename(tmp, folder)
