@@ -177,6 +177,8 @@ def run(
             rerank_info = _rerank_entry(rr, applied)
             name = result_run.name
         results = evaluate(result_run, data.qrels, measures, task=task_obj.name, seed=seed, depth=k)
+        if data.unjudged:  # queries the loader left out (no judgement): not searched, counted as trec_eval's are
+            results = results.model_copy(update={"n_unjudged": results.n_unjudged + data.unjudged})
         manifest = _manifest(prepared, retr, name, results, k=k, seed=seed, reranker=rerank_info,
                              augment=augment_info, timings=timings)
         _say_degenerate(result_run, name, manifest)
@@ -271,6 +273,8 @@ def _manifest(prepared: Prepared, retr: Any, name: str, results: RunResults, *, 
         "versions": package_versions(),
         "timings": timings,
         "notes": list(results.notes),
+        "queries": {"n_queries": results.n_queries, "n_missing": results.n_missing, "n_dropped": results.n_dropped,
+                    "n_unjudged": results.n_unjudged},
     }
 
 

@@ -20,7 +20,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Table", "is_numeric", "md_cell"]
+__all__ = ["Table", "is_numeric", "md_cell", "md_escape", "number", "plural"]
 
 _PLACEHOLDERS = ("-", "?", "nan", "n/a", "")
 
@@ -36,8 +36,47 @@ def is_numeric(cell: str) -> bool:
 
 
 def md_cell(text: object) -> str:
-    """A Markdown table cell: backslashes and pipes escaped, line breaks folded into spaces."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """A Markdown table cell: backslashes and pipes escaped, line breaks (every one ``str.splitlines`` knows) folded
+    into spaces. Markup in the cell (``**bold**``, a code span) is kept: :class:`Table` renders the cells its builder
+    wrote; text that comes from data goes through :func:`md_escape` first."""
+    out = str(text).replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(out.splitlines()) if any(c in out for c in _BREAKS) else out
+
+
+# what str.splitlines() breaks a line on: a row of a table must stay one line whatever reads it
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+# characters that are markup in Markdown or HTML, written as numeric character references: they show as themselves
+# and mean nothing, in a table cell or in running text, and md_cell leaves them alone (no backslash to double)
+_ENTITIES = {ch: f"&#{ord(ch)};" for ch in "&\\|`<>*_[]#~!"}
+
+
+def md_escape(text: object) -> str:
+    """Text from data (a system name, a source, a note, a description) made safe to place in Markdown, in a table cell
+    or a line: backticks, pipes, backslashes, HTML tags, emphasis, links and headings shown as the characters they are
+    (character references), and line breaks folded into spaces, so that a value can neither start a code span, end a
+    cell, forge a table row nor inject HTML::
+
+        >>> md_escape("a|b `x` <i>\\n| forged |")  # doctest: +SKIP
+        'a&#124;b &#96;x&#96; &#60;i&#62; &#124; forged &#124;'
+
+    For Markdown only: HTML output escapes with ``html.escape``."""
+    out = "".join(_ENTITIES.get(ch, ch) for ch in str(text))
+    return " ".join(out.splitlines()) if any(c in out for c in _BREAKS) else out
+
+
+def number(value: float, places: int = 4) -> str:
+    """``value`` with ``places`` decimals, as every table prints a mean: never ``-0.0000`` (a tiny negative rounds to
+    0 and is printed as 0), ``nan`` for a value that is not one."""
+    text = f"{value:.{places}f}"
+    if text.startswith("-") and float(text) == 0:
+        return text[1:]
+    return text
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``1 query``, ``11 queries``: the count with the word that agrees with it (``many`` defaults to ``one + "s"``,
+    so give it for irregular words: ``plural(n, "query", "queries")``)."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 @dataclass

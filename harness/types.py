@@ -496,12 +496,15 @@ class OtherRowsExcluded(Mapping[str, frozenset[str]]):
 
 @dataclass(frozen=True)
 class TaskData:
-    """What a task's ``load()`` returns. ``excluded`` maps a query id to doc ids never to be ranked for it."""
+    """What a task's ``load()`` returns. ``excluded`` maps a query id to doc ids never to be ranked for it;
+    ``unjudged`` counts the queries of the task's files a loader left out because the qrels judge none of their
+    documents (BEIR's DBpedia: 50 queries, 40 judged), so that results say so (:attr:`RunResults.n_unjudged`)."""
 
     corpus: Corpus
     queries: Queries
     qrels: Qrels
     excluded: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    unjudged: int = 0
 
     def validate(self, name: str = "task") -> None:
         if not len(self.corpus):

@@ -130,7 +130,8 @@ def test_evaluate_json(tmp_path, capsys):
     assert err == ""
     assert out.count("\n") == 1
     obj = json.loads(out)
-    assert set(obj) == {"task", "system", "n_queries", "n_missing", "n_dropped", "n_unjudged", "measures", "summary"}
+    assert set(obj) == {"task", "system", "n_queries", "n_missing", "n_dropped", "n_unjudged", "measures", "ci95",
+                        "summary"}
     assert obj["summary"] == obj["measures"]  # no count among these: trec_eval's `all` row is the mean
     assert obj["task"] == q
     assert obj["system"] == "mysys"

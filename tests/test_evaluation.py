@@ -180,10 +180,10 @@ def test_str(results):
     text = str(results)
     for m in ALL:
         assert m in text
-    assert "toy | run: 3 queries" in text
-    assert "1 judged queries absent from the run scored 0" in text
-    assert "1 queries without positive judgements dropped" in text
-    assert "1 run queries without judgements ignored" in text
+    # 3 scored + 1 judged without a positive grade + 1 searched without judgements: the union of run and qrels
+    assert text.splitlines()[:2] == [
+        "toy | run: 5 queries, 1 without judgements and 1 without a positive judgement (not scored, as trec_eval)",
+        "(1 judged query absent from the run scored 0)"]
     assert f"{results.means['RR']:.4f}" in text
 
 
@@ -491,8 +491,8 @@ def test_counts_are_summed_in_the_summary_row_and_kept_for_an_unranked_query():
 # RR: q1 1, q2 0, q4 0 (absent from the run) -> mean 1/3; one judged query absent, one run query unjudged.
 EVAL_QRELS = "q1 0 d1 1\nq2 0 d2 1\nq4 0 d4 1\n"
 EVAL_RUN = "q1 Q0 d1 1 2.0 sys\nq2 Q0 d9 1 1.0 sys\nq3 Q0 d3 1 1.0 sys\n"
-SAID = ("gapbench: note: 1 judged queries absent from the run scored 0.\n"
-        "gapbench: note: 1 run queries without judgements ignored.\n")
+SAID = ("gapbench: note: 1 judged query absent from the run scored 0.\n"
+        "gapbench: note: 1 run query without judgements not scored.\n")
 
 
 @pytest.fixture
@@ -513,9 +513,8 @@ def test_evaluate_names_unjudged_and_missing_queries_in_every_mode(eval_files, c
     assert main(["evaluate", "--run", str(run), "--qrels", str(qrels), "-m", "RR", *extra]) == 0
     out, err = capsys.readouterr()
     if mode == "table":
-        assert out.splitlines()[:2] == [f"{qrels} | sys: 3 queries",
-                                        "(1 judged queries absent from the run scored 0; 1 run queries without "
-                                        "judgements ignored)"]
+        assert out.splitlines()[:2] == [f"{qrels} | sys: 4 queries, 1 without judgements (not scored, as trec_eval)",
+                                        "(1 judged query absent from the run scored 0)"]
         assert err == ""
     elif mode == "--json":
         doc = json.loads(out)

@@ -275,7 +275,7 @@ def test_ci_example_with_a_folder_at_another_path_runs_as_written(tmp_path):
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", inline], cwd=workspace, env=env, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"{workspace / 'data' / 'scifact'}:split=train | bm25: 1 queries")
+    assert done.stdout.startswith(f"{workspace / 'data' / 'scifact'}:split=train | bm25: 1 query")
     # the workflow file runs the same command for its folder
     workflow = (ROOT / "docs" / "example-workflow.yml").read_text()
     ci_run = next(line for line in blocks["local-ci"].splitlines() if line.startswith("gapbench run"))

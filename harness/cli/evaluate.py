@@ -70,9 +70,8 @@ def evaluate_cmd(
     except UnknownIdError as exc:  # no run query is judged: name both files
         fail(f"{run_file}: " + str(exc).replace("in the qrels,", f"in the qrels {label},", 1))
     if as_json:
-        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries, "n_missing": res.n_missing,
-               "n_dropped": res.n_dropped, "n_unjudged": res.n_unjudged,
-               "measures": {m: res.means[m] for m in res.measures}, "summary": res.summary}
+        # the results model (as a run directory's results.json holds it), and trec_eval's `all` row beside it
+        out = {**res.dump(), "summary": res.summary}
         if per_query:
             out["per_query"] = {m: dict(res.per_query[m]) for m in res.measures}
         typer.echo(json.dumps(out))

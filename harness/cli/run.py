@@ -60,7 +60,7 @@ def run_cmd(
                  f"{extra[0]} (`gapbench tasks` lists them).")
         with _replace_refused():
             suite_result = run_suite(task, retriever, options)
-        doc = suite_result.model_dump(mode="json", exclude_unset=True)
+        doc = suite_result.dump()
         if "notes" in doc:
             doc["notes"] = [flagged(n) for n in doc["notes"]]
         typer.echo(json.dumps(doc) if as_json else flagged(str(suite_result)))
@@ -70,8 +70,7 @@ def run_cmd(
     with _replace_refused():
         res = run(task, retriever, options)
     if as_json:
-        out = {"task": res.task, "system": res.system, "n_queries": res.n_queries,
-               "measures": {m: res.means[m] for m in res.measures}}
+        out = res.dump()  # results.json of the run directory: means, intervals and the counts of queries not scored
         if res.notes:
             out["notes"] = [flagged(n) for n in res.notes]
         typer.echo(json.dumps(out))

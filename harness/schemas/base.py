@@ -102,6 +102,12 @@ class Model(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    def dump(self) -> dict[str, Any]:
+        """The document this model is on disk and on stdout (``--json``): JSON types, fields under their file names
+        (``class``, not ``class_``), and only the fields that were set, so that a file read back is written back the
+        same and a field added later is absent from older documents rather than invented."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
 
 @dataclass(frozen=True)
 class TextRule:

@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from .. import trec_names
 from ..errors import GapbenchError
-from ..tables import Table
+from ..tables import Table, number, plural
 from .base import Model, Number, One, Pair
 from .submission import Fingerprints
 
@@ -57,6 +57,16 @@ class RayInfo(Model):
     search_shards: int
 
 
+class QueryCounts(Model):
+    """Which queries a run's means are over (as :class:`RunResults` counts them): the queries scored, the judged ones
+    absent from the run (scored 0), and those not scored because nothing in them is judged relevant."""
+
+    n_queries: int = Field(ge=0)  # queries scored: every query with a positive judgement
+    n_missing: int = Field(ge=0)  # of them, absent from the run (scored 0, trec_eval -c)
+    n_dropped: int = Field(ge=0)  # judged queries without a positive judgement, not scored
+    n_unjudged: int = Field(ge=0)  # searched queries without any judgement, not scored
+
+
 class RunManifest(Model):
     """``manifest.json`` of a run directory: what produced the run."""
 
@@ -78,6 +88,8 @@ class RunManifest(Model):
     # what changes the numbers' meaning, said where they are printed too: a measure reading deeper than k ("R@100
     # looks at 100 results but the run kept k=5: ..."); manifests written before it existed lack it
     notes: list[str] = Field(default_factory=list)
+    # which queries were scored and which were not (manifests written before it existed lack it)
+    queries: QueryCounts | None = None
 
 
 class RunResults(Model):
@@ -192,31 +204,50 @@ class RunResults(Model):
         return pd.DataFrame({m: pd.Series(self._per_query[m]) for m in self.measures}).rename_axis("query_id")
 
     @property
+    def scope(self) -> str:
+        """Which queries the means are over, in words: every query of the run or the qrels, and those not scored
+        because nothing in them is judged relevant (trec_eval drops them too): ``50 queries, 10 without judgements
+        (not scored, as trec_eval)``."""
+        total = self.n_queries + self.n_dropped + self.n_unjudged
+        left = []
+        if self.n_unjudged:
+            left.append(f"{self.n_unjudged} without judgements")
+        if self.n_dropped:
+            left.append(f"{self.n_dropped} without a positive judgement")
+        said = plural(total, "query", "queries")
+        return said + (f", {' and '.join(left)} (not scored, as trec_eval)" if left else "")
+
+    @property
     def counts(self) -> list[str]:
         """What the means leave out or count as 0, in words: judged queries absent from the run, queries without a
         positive judgement, run queries without judgements (empty when there are none)."""
         said = []
         if self.n_missing:
-            said.append(f"{self.n_missing} judged queries absent from the run scored 0")
+            said.append(f"{plural(self.n_missing, 'judged query', 'judged queries')} absent from the run scored 0")
         if self.n_dropped:
-            said.append(f"{self.n_dropped} queries without positive judgements dropped")
+            said.append(f"{plural(self.n_dropped, 'query', 'queries')} without a positive judgement not scored")
         if self.n_unjudged:
-            said.append(f"{self.n_unjudged} run queries without judgements ignored")
+            said.append(f"{plural(self.n_unjudged, 'run query', 'run queries')} without judgements not scored")
         return said
 
-    def __str__(self) -> str:
+    def rows(self) -> list[list[str]]:
+        """The terminal table's rows (measure, mean, 95% CI), numbers as :func:`gapbench.tables.number` writes them."""
         rows = []
         for m, mean in self.measures.items():
             lo, hi = (self.ci95 or {}).get(m, (float("nan"), float("nan")))
             if trec_names.is_count(m):  # a count is summed over the queries, as in trec_eval's summary row
                 n = self.n_queries
-                rows.append([f"{m} (sum)", f"{self.summary[m]:.0f}", f"[{lo * n:.1f}, {hi * n:.1f}]"])
+                rows.append([f"{m} (sum)", number(self.summary[m], 0), f"[{number(lo * n, 1)}, {number(hi * n, 1)}]"])
             else:
-                rows.append([m, f"{mean:.4f}", f"[{lo:.4f}, {hi:.4f}]"])
-        head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.n_queries} queries"
-        table = Table(["measure", "mean", "95% CI"], rows).text()
+                rows.append([m, number(mean), f"[{number(lo)}, {number(hi)}]"])
+        return rows
+
+    def __str__(self) -> str:
+        head = f"{self.task + ' | ' if self.task else ''}{self.system}: {self.scope}"
+        missing = self.counts[0] if self.n_missing else ""
+        table = Table(["measure", "mean", "95% CI"], self.rows()).text()
         said = "".join(f"\nnote: {n}." for n in self.notes)
-        return head + ("\n(" + "; ".join(self.counts) + ")" if self.counts else "") + "\n" + table + said
+        return head + (f"\n({missing})" if missing else "") + "\n" + table + said
 
     def _repr_html_(self) -> str:
         return str(self.to_frame().describe().T[["mean"]]._repr_html_())
@@ -258,7 +289,7 @@ class SuiteResults(Model):
 
     def __str__(self) -> str:
         measures = list(self.full_benchmark_avg)
-        rows = [[task, *[f"{means[m]:.4f}" for m in measures]] for task, means in self.tasks.items()]
-        rows.append(["Full Benchmark Avg.", *[f"{self.full_benchmark_avg[m]:.4f}" for m in measures]])
+        rows = [[task, *[number(means[m]) for m in measures]] for task, means in self.tasks.items()]
+        rows.append(["Full Benchmark Avg.", *[number(self.full_benchmark_avg[m]) for m in measures]])
         said = "".join(f"\nnote: {n}." for n in self.notes)
         return f"suite {self.suite}\n" + Table(["task", *measures], rows).text() + said
