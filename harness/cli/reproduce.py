@@ -21,10 +21,11 @@ def _data(items: list[str]) -> dict[str, str]:
     return out
 
 
-# --only, --offline, --data, --output and --matrix are ReproduceOptions' fields (gapbench.products.reproduce); --list
-# and --json are the command's own
+# --only, --offline, --data, --output, --matrix and --ungraded are ReproduceOptions' fields
+# (gapbench.products.reproduce); --list and --json are the command's own
 REPRODUCE = FromOptions("reproduce", "gapbench.products.reproduce:ReproduceOptions", short={"output": ("-o",)},
-                        decls={"offline": ("--offline",)}, kinds={"data": list[str]}, parse={"data": _data})
+                        decls={"offline": ("--offline",), "ungraded": ("--ungraded",)}, kinds={"data": list[str]},
+                        parse={"data": _data})
 
 
 def register(app: typer.Typer) -> None:
@@ -39,8 +40,10 @@ def reproduce_cmd(
     options=None,  # ReproduceOptions, from its fields' flags
     as_json: bool = typer.Option(False, "--json", help="Print matrix.json's content."),
 ) -> None:
-    """Re-run published results (BEIR, BRIGHT, ImpliRet, RAR-b, OBLIQ-Bench) and grade each: OK within its
-    tolerance, OKish within twice it, FAIL beyond. Exit 1 on any FAIL, 2 on bad input."""
+    """Re-run published results (BEIR, BRIGHT, ImpliRet, RAR-b, OBLIQ-Bench) and grade each by its rule (gapbench's:
+    OK within its tolerance, OKish within twice it, FAIL beyond; or Anserini's). Exit 1 on a FAIL that counts (floor
+    rows and not comparable ones never do), 2 on bad input, a bad matrix or a --data copy that is not the published
+    set (--ungraded runs it as not comparable)."""
     import json
 
     from .common import check_output
@@ -56,7 +59,7 @@ def reproduce_cmd(
         _print_listing(rows)
         return
     from ..products.reproduce import reproduce
-    from ..products.reproduce_render import markdown_table
+    from ..products.reproduce_render import markdown_table, summary
 
     def progress(i: int, n: int, row) -> None:
         shown = "" if row.measured is None else f" {row.measured:.4f} vs {row.published:.4f} published"
@@ -69,13 +72,14 @@ def reproduce_cmd(
     else:
         c = report.counts
         typer.echo(markdown_table(report.rows, notes=False))
-        typer.echo(f"\n{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not run.")
+        typer.echo(f"\n{len(report.rows)} rows: {summary(c)} (an empty run would not FAIL those; they are not "
+                   "counted).")
         if c.not_run:
             typer.echo(f"{c.not_run} rows not run: their data is not on this machine and could not be fetched; give "
                        "a local copy with --data TASK=DIR (--json and matrix.json say why, row by row).")
         if (output := options.output) is not None:
             typer.echo(f"matrix: {output / 'matrix.json'}, {output / 'matrix.md'}, {output / 'matrix.html'}")
-    if report.counts.FAIL:
+    if report.counts.failing:
         raise typer.Exit(1)
 
 

@@ -237,7 +237,7 @@ REFERENCE_FILE = "reference.json"  # a suite's reproduced reference rows: matrix
 def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list[MatrixRow]:
     """The reproduced reference rows a board shows beside its submissions: the rows of ``<suite>/reference.json``
     (the ``matrix.json`` that ``gapbench reproduce -o DIR`` writes, validated by its schema) whose task is on the
-    board, in the file's order; none when the suite has no such file."""
+    board, in the file's order, except those ``not comparable``; none when the suite has no such file."""
     from ..schemas import load_file
 
     path = Path(suite_dir) / REFERENCE_FILE
@@ -251,7 +251,8 @@ def reference_rows(suite_dir: str | os.PathLike, tasks: Iterable[str]) -> list[M
     if not isinstance(matrix, ReproduceReport):  # load_file validates against the schema named
         raise SubmissionError(f"{path}: is not a reproduction matrix; replace it with the matrix.json of "
                               "`gapbench reproduce -o DIR`.")
-    return [row for row in matrix.rows if row.task in wanted]
+    # a row run on a copy that is not the published set (--ungraded) is no reference for anything
+    return [row for row in matrix.rows if row.task in wanted and row.grade != "not comparable"]
 
 
 def write_board(board: Leaderboard, directory: str | os.PathLike, references: Sequence = ()) -> list[Path]:

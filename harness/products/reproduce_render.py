@@ -10,7 +10,20 @@ from pathlib import Path
 
 from ..schemas.reproduce import MatrixRow, ReproduceReport
 
-_COLOURS = {"OK": "#1a7f37", "OKish": "#9a6700", "FAIL": "#cf222e", "not run": "#57606a"}
+_COLOURS = {"OK": "#1a7f37", "OKish": "#9a6700", "FAIL": "#cf222e", "not run": "#57606a",
+            "not comparable": "#57606a"}
+HEAD = ["row", "retriever", "measure", "published", "gapbench", "delta", "tolerance", "grade", "Anserini's rule"]
+FLOOR = " (floor)"  # marks a row an empty run would not FAIL: it tests nothing and is not counted
+
+
+def _grade(r: MatrixRow) -> str:
+    """The row's grade under its rule (``rule=anserini`` rows say so), ``(floor)`` when it does not discriminate."""
+    shown = r.grade + (" [anserini]" if r.rule == "anserini" and r.grade_anserini is not None else "")
+    return shown + ("" if r.discriminates else FLOOR)
+
+
+def _anserini(r: MatrixRow) -> str:
+    return "-" if r.grade_anserini is None else r.grade_anserini
 
 
 def _value(x: float | None) -> str:
@@ -26,13 +39,14 @@ def _md_cell(text: str) -> str:
 
 
 def markdown_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
-    """One line per row: id, retriever, measure, published, gapbench, delta, tolerance, grade (and the note)."""
-    head = ["row", "retriever", "measure", "published", "gapbench", "delta", "tolerance", "grade"]
-    head += ["note"] if notes else []
+    """One line per row: id, retriever, measure, published, gapbench, delta, tolerance, the grade under the row's
+    rule, the grade under Anserini's (and the note)."""
+    head = HEAD + (["note"] if notes else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"`{r.id}`", f"`{r.retriever}`" + (f" >> `{r.reranker}`" if r.reranker else ""), r.measure,
-                 f"{r.published:.4f}", _value(r.measured), _delta(r.delta), f"{r.tolerance:g}", r.grade]
+                 f"{r.published:.4f}", _value(r.measured), _delta(r.delta), f"{r.tolerance:g}", _grade(r),
+                 _anserini(r)]
         cells += [_md_cell(r.note)] if notes else []
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -43,11 +57,36 @@ def sources_list(rows: Iterable[MatrixRow]) -> str:
     return "\n".join(f"- `{r.id}`: {_md_cell(r.source)}" for r in rows)
 
 
+RULES = ("gapbench's rule (the grade column, unless a row says [anserini]): OK when |delta| <= tolerance, OKish "
+         "up to twice it, FAIL beyond, on either side. Anserini's rule (ReproduceFromDocumentCollection.java): both "
+         "values rounded half-up to four decimals; OK when equal or gapbench's is higher, OKish never for a lexical "
+         "retriever; a dense one is OK within the tolerance and OKish within 1.5 times it. (floor): an empty run "
+         "would not FAIL the row, so it is not counted.")
+
+
+def summary(c) -> str:
+    """The counts in one sentence."""
+    return (f"{c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not run, {c.not_comparable} not comparable; "
+            f"{c.non_discriminating} floor rows")
+
+
+def differing(rows: Iterable[MatrixRow]) -> list[MatrixRow]:
+    """The measured rows whose grade under gapbench's rule differs from their grade under Anserini's."""
+    return [r for r in rows if r.grade_anserini is not None and r.grade_gapbench != r.grade_anserini]
+
+
+def _differing_text(rows: list[MatrixRow]) -> str:
+    diff = differing(rows)
+    if not diff:
+        return "No measured row grades differently under the two rules."
+    return "Measured rows graded differently under the two rules: " + ", ".join(
+        f"`{r.id}` ({r.grade_gapbench} by gapbench's, {r.grade_anserini} by Anserini's)" for r in diff) + "."
+
+
 def to_markdown(report: ReproduceReport) -> str:
-    c = report.counts
-    return (f"# gapbench reproduce\n\n{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, "
-            f"{c.not_run} not run (data not on this machine). OK: |delta| <= tolerance; OKish: up to twice it; "
-            f"FAIL: beyond.\n\n{markdown_table(report.rows)}\n\n## Sources\n\n{sources_list(report.rows)}\n")
+    rows = report.rows
+    return (f"# gapbench reproduce\n\n{len(rows)} rows: {summary(report.counts)}. {RULES}\n\n"
+            f"{_differing_text(rows)}\n\n{markdown_table(rows)}\n\n## Sources\n\n{sources_list(rows)}\n")
 
 
 def _row_html(r: MatrixRow, *, notes: bool) -> str:
@@ -55,7 +94,7 @@ def _row_html(r: MatrixRow, *, notes: bool) -> str:
     colour = _COLOURS[r.grade]
     cells = [f"<code>{e(r.id)}</code>", f"<code>{e(r.retriever)}</code>", e(r.measure), f"{r.published:.4f}",
              _value(r.measured), _delta(r.delta), f"{r.tolerance:g}",
-             f'<span class="grade" style="background:{colour}">{e(r.grade)}</span>']
+             f'<span class="grade" style="background:{colour}">{e(_grade(r))}</span>', e(_anserini(r))]
     if notes:
         cells.append(f'<details><summary>source</summary>{e(r.source)}'
                      + (f"<br><em>{e(r.note)}</em>" if r.note else "") + (f"<br>{e(r.why)}" if r.why else "")
@@ -64,8 +103,7 @@ def _row_html(r: MatrixRow, *, notes: bool) -> str:
 
 
 def html_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
-    head = ["row", "retriever", "measure", "published", "gapbench", "delta", "tolerance", "grade"]
-    head += ["source and note"] if notes else []
+    head = [html.escape(h) for h in HEAD] + (["source and note"] if notes else [])
     body = "\n".join(_row_html(r, notes=notes) for r in rows)
     return ('<table class="gb-repro"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
             + f"</tr></thead><tbody>\n{body}\n</tbody></table>")
@@ -87,14 +125,13 @@ details summary{cursor:pointer;color:#0969da} code{font-size:.8rem}
 
 def to_html(report: ReproduceReport) -> str:
     """One page, no outside file or script: the counts and the graded matrix."""
-    c = report.counts
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>gapbench reproduce</title><style>{_STYLE}</style></head><body>"
             f"<h1>gapbench reproduce: published numbers, re-run</h1>"
-            f"<p class=\"lead\">{len(report.rows)} rows: {c.OK} OK, {c.OKish} OKish, {c.FAIL} FAIL, {c.not_run} not "
-            f"run. OK: |delta| &le; tolerance; OKish: up to twice it; FAIL: beyond. gapbench "
+            f"<p class=\"lead\">{len(report.rows)} rows: {html.escape(summary(report.counts))}. gapbench "
             f"{html.escape(report.gapbench_version)}, {html.escape(report.date)}.</p>"
+            f"<p>{html.escape(RULES)}</p><p>{html.escape(_differing_text(report.rows))}</p>"
             f"{html_table(report.rows)}</body></html>\n")
 
 
@@ -154,7 +191,7 @@ def page_section(rows: Iterable[MatrixRow]) -> str:
     lines = [PAGE_START, "",
              (f"{len(rows)} rows; {runs} measured from data that ships in the repository, the others show the "
               "published value until their data is given with `--data`."), "",
-             markdown_table(rows, notes=False),
+             markdown_table(rows, notes=False), "", _differing_text(rows),
              "", "### Sources and notes", ""]
     for r in rows:
         lines.append(f"- `{r.id}`: {_md_cell(r.source)}." + (f" *{_md_cell(r.note)}*" if r.note else ""))
