@@ -122,7 +122,8 @@ def _pattern() -> re.Pattern[str]:
     L, N, E, X = f"[{_class(letter)}]", f"[{_class(digit)}]", f"[{_class(extend)}]", f"[{re.escape(EXTEND_NUM_LET)}]"
     mid_letter = f"[{re.escape(MID_LETTER + MID_NUM_LET_Q)}]"
     mid_num = f"[{re.escape(MID_NUM + MID_NUM_LET_Q)}]"
-    # a letter may be followed by a MidLetter that a letter follows (WB6/7), a digit by a MidNum before a digit (WB11/12)
+    # a letter may be followed by a MidLetter that a letter follows (WB6/7), a digit by a MidNum before a digit
+    # (WB11/12)
     unit = f"(?:{L}{E}*(?:{mid_letter}{E}*(?={L}))?|{N}{E}*(?:{mid_num}{E}*(?={N}))?)"
     word = f"(?:{X}{E}*)*{unit}(?:{unit}|{X}{E}*)*"
     katakana = f"[{ranges(KATAKANA)}]{E}*(?:[{ranges(KATAKANA)}{re.escape(EXTEND_NUM_LET)}]{E}*)*"

@@ -180,7 +180,8 @@ def test_bm25_lucene_on_a_trec_doc_collection(tmp_path, capsys):
     for ours, theirs in (("AP", "map"), ("P@10", "P_10"), ("nDCG@10", "ndcg_cut_10")):
         assert out["measures"][ours] == pytest.approx(sum(raw[q][theirs] for q in qrels) / 10, abs=1e-12)
     # pinned (bm25-lucene's defaults k1=0.9, b=0.4 on these 471 documents): a change of tokenizer or scoring shows here
-    assert round(out["measures"]["AP"], 4) == 0.7118 and round(out["measures"]["P@10"], 4) == 0.53
+    # (Anserini 0.22.1's own run: AP 0.7124, its doc-id-ascending tie order; bm25-lucene:ties=anserini gives that)
+    assert round(out["measures"]["AP"], 4) == 0.7123 and round(out["measures"]["P@10"], 4) == 0.53
     # doc_tags on the command line: Vaswani's documents have no tags but DOCNO, so asking for <TEXT> is refused
     assert main(["run", spec + ",doc_tags=TEXT", "-r", "bm25-lucene"]) == 2
     assert "no document has any of the tags TEXT" in capsys.readouterr().err
