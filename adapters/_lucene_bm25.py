@@ -237,11 +237,11 @@ def load(folder: Path) -> Index | None:
         return None
     try:
         terms = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-        fields = {
-            name: Field(*(np.load(folder / f"{name}.{a}.npy", mmap_mode="r") for a in ARRAYS),
-                        int(stats["doc_count"]), int(stats["sum_total_term_freq"]))
-            for name, stats in meta["fields"].items()
-        }
+        fields = {}
+        for name, stats in meta["fields"].items():
+            arrays = {a: np.load(folder / f"{name}.{a}.npy", mmap_mode="r") for a in ARRAYS}
+            fields[name] = Field(**arrays, doc_count=int(stats["doc_count"]),
+                                 sum_total_term_freq=int(stats["sum_total_term_freq"]))
     except (OSError, ValueError, KeyError) as exc:
         raise GapbenchError(f"the Lucene BM25 index in {folder} is damaged ({exc}); delete that folder and run again "
                             "to rebuild it.") from None

@@ -49,7 +49,8 @@ SMART = FIXTURES / "smart"
     ("日本語のテキスト ひらがな ไทยภาษา", ["日", "本", "語", "の", "テキスト", "ひ", "ら", "が", "な", "ไทยภาษา"]),
     ("ΣΊΣΥΦΟΣ İstanbul co\u00adoperate naïve 😀👍🏽", ["σίσυφοσ", "istanbul", "co\u00adoper", "naïv", "😀", "👍🏽"]),
     ("x" * 300 + " end", ["x" * 255, "x" * 45, "end"]),  # StandardTokenizer's maxTokenLength
-], ids=['possessives', 'fullwidth', 'stop-words', 'numbers', 'hyphens', 'urls', 'apostrophes', 'cjk-thai', 'unicode', 'long-token'])
+], ids=["possessives", "fullwidth", "stop-words", "numbers", "hyphens", "urls", "apostrophes", "cjk-thai", "unicode",
+        "long-token"])
 def test_analyzer_gives_lucenes_terms(text, terms):
     assert analyze(text) == terms
 
