@@ -454,9 +454,43 @@ def test_board_tables_from_a_hand_built_board():
     # compact CIs: the half-width beside the mean, the interval on hover (and under the average); no profile links
     assert ('<tr><td class="rank">2</td><td class="sys">a|b</td><td class="num avg" title="95% CI [0.0950, 0.1050]">'
             '<b>0.1000</b> <span class="pm">\u00b10.0050</span><div class="sub">[0.0950, 0.1050]</div></td>'
-            '<td class="num">73.4%</td><td class="num" title="95% CI [0.0400, 0.0600]">0.0500 <span class="pm">'
+            '<td class="num" title="share of 1,000 bootstrap resamples">73.4%</td><td class="num" '
+            'title="95% CI [0.0400, 0.0600]">0.0500 <span class="pm">'
             '\u00b10.010</span></td><td class="num" title="95% CI [0.1400, 0.1600]">0.1500 <span class="pm">'
             '\u00b10.010</span></td></tr>') in page
     assert '<tr><td class="rank">-</td><td class="sys">half</td><td class="num avg">-</td><td class="num">-</td>' in page
     assert "**" not in page and "<b>95% CIs:</b>" in page
     assert '<tr><td>bm25</td><td>a|b</td><td class="num">+0.1000</td>' in page
+
+
+def test_a_hand_built_board_shows_its_minimum_detectable_effect_and_who_it_cannot_tell_apart():
+    from gapbench.schemas.leaderboard import Leaderboard
+
+    tasks = ("s/t_1", "other/t2")
+    entries = [_entry("bm25", 1, {tasks[0]: 0.1, tasks[1]: 0.3}, 0.2),
+               _entry("close", 1, {tasks[0]: 0.1, tasks[1]: 0.29}, 0.195)]
+    tests = [{"a": "bm25", "b": "close", "delta": 0.005, "p": 0.3, "p_holm": 0.3, "significant": False}]
+    mde = {"alpha": 0.05, "power": 0.8,
+           "tasks": {tasks[0]: {"mde": 0.0213, "sd_diff": 0.2, "se": 0.0075, "df": 699.0, "n": 700, "n_pairs": 1,
+                                "reason": None},
+                     tasks[1]: {"mde": None, "sd_diff": 0.0, "se": 0.0, "df": 1.0, "n": 2, "n_pairs": 1,
+                                "reason": "the per-query differences do not vary"}},
+           "average": {"mde": None, "sd_diff": None, "se": None, "df": None, "n": 702, "n_pairs": 1,
+                       "reason": "the per-query differences do not vary"}}
+    board = Leaderboard(kind="leaderboard", task="s", version=1, suite="s", tasks=list(tasks),
+                        main_measures={t: "nDCG@10" for t in tasks}, alpha=0.05, n_resamples=1000,
+                        n_permutations=10_000, seed=0, entries=entries, tests=tests, mde=mde)
+    md = board.to_markdown().splitlines()
+    assert ("|  | Minimum detectable effect | the per-query differences do not vary |  | 0.0213 | the per-query "
+            "differences do not vary |") in md
+    assert "| bm25 | close | +0.0050 | 0.3000 | 0.3000 | no |" in md  # no MDE for the average: no verdict on it
+    page = board.to_html()
+    foot = page.split("<tfoot>")[1].split("</tfoot>")[0]
+    assert ('<td class="num" title="paired test, alpha 0.05, power 0.8; sd of per-query differences 0.2000, pooled '
+            'over 1 pair of ranked systems; n = 700 queries">0.0213</td>') in foot
+    assert '<span class="sub">the per-query differences do not vary</span>' in foot
+    # with an average MDE above the difference, the pair the test did not separate is indistinguishable here
+    avg = {**mde, "average": {**mde["tasks"][tasks[0]], "sd_diff": None, "mde": 0.0151, "n": 702}}
+    board = board.model_copy(update={"mde": type(board.mde).model_validate(avg)})
+    assert ("| bm25 | close | +0.0050 | 0.3000 | 0.3000 | no: indistinguishable here (\\|difference\\| < MDE "
+            "0.0151) |") in board.to_markdown().splitlines()

@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from docs_blocks import block, run_block, user_env
 
@@ -203,3 +204,129 @@ def test_a_suite_that_is_neither_registered_nor_a_board_says_how_to_make_one(tmp
                  "--contact", "me", "--out", "sub"]) == 2
     err = _error(capsys)
     assert said in err and "gapbench leaderboard init" in err
+
+
+# ---------------------------------------------------------------- thin evidence and the minimum detectable effect
+
+def _beir_folder(path: Path, n_queries: int, n_docs: int = 60) -> None:
+    """A BEIR folder of made-up data: documents d0..d59, queries q0.., query q<i> judged relevant to d<i> only."""
+    (path / "qrels").mkdir(parents=True)
+    with (path / "corpus.jsonl").open("w") as fh:
+        for i in range(n_docs):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"doc {i}", "text": f"text of document {i}",
+                                 "metadata": {}}) + "\n")
+    with (path / "queries.jsonl").open("w") as fh:
+        for i in range(n_queries):
+            fh.write(json.dumps({"_id": f"q{i}", "text": f"question {i}", "metadata": {}}) + "\n")
+    (path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"q{i}\td{i}\t1\n" for i in range(n_queries)))
+
+
+def _run(n_queries: int, missed, name: str):
+    """Per query its relevant document d<i> first with top-1 score 5 + i/1000 or, for the ``missed`` queries, ranked
+    12th under 11 others (top-1 score 1 + i/1000): every miss has a lower top-1 score than every hit."""
+    from gapbench.types import Run
+
+    ranking = {}
+    for i in range(n_queries):
+        others = [f"d{(i + j) % 60}" for j in range(1, 12)]
+        top = (1.0 if i in missed else 5.0) + i / 1000
+        order = others + [f"d{i}"] if i in missed else [f"d{i}"] + others
+        ranking[f"q{i}"] = {d: top - r * 0.01 for r, d in enumerate(order)}
+    return Run(ranking, name)
+
+
+@pytest.fixture(scope="module")
+def thin(tmp_path_factory) -> Path:
+    """A board of two made-up tasks of 43 and 40 queries (83, as the issue's DBpedia and MS MARCO subsets): "sharp"
+    misses one query on each, "blunt" every odd one."""
+    from gapbench.products.board_suites import init_suite, read_suite_file
+    from gapbench.products.leaderboard import build_boards
+    from gapbench.products.submissions.write import score_submission, write_submission
+
+    work = tmp_path_factory.mktemp("thin")
+    sizes = {"dbp": 43, "marco": 40}
+    for name, n in sizes.items():
+        _beir_folder(work / "data" / name, n)
+    init_suite(work / "boards" / "own", [str(work / "data" / t) for t in sizes])
+    suite = read_suite_file(work / "boards" / "own")
+    for system, missed in (("sharp", {t: {0} for t in sizes}),
+                           ("blunt", {t: set(range(1, n, 2)) for t, n in sizes.items()})):
+        d = write_submission(work / "boards" / "own" / "submissions" / system, system=system,
+                             description=f"{system}.", suite=suite, contact="me@example.org",
+                             runs={t: _run(n, missed[t], system) for t, n in sizes.items()},
+                             adapter={"name": system, "config": {}})
+        score_submission(d)
+    build_boards(work / "boards")
+    return work / "boards" / "own"
+
+
+def test_a_row_with_one_miss_per_task_shows_no_weak_signal_auc_and_says_why(thin):
+    board = json.loads((thin / "leaderboard.json").read_text(encoding="utf-8"))
+    sharp = next(e for e in board["entries"] if e["system"] == "sharp")["profile"]
+    # per task and pooled: no number, the reason with the counts
+    for task, n in (("dbp", 43), ("marco", 40)):
+        sig = sharp["tasks"][task]["signal"]
+        assert (sig["separation"], sig["ci95"], sig["orientation"]) == (None, None, None)
+        assert (sig["n"], sig["n_weak"], sig["reason"]) == (n, 1, f"too few weak retrievals (1 of {n})")
+    pooled = sharp["signal"]
+    assert (pooled["separation"], pooled["n"], pooled["n_weak"]) == (None, 83, 2)
+    assert pooled["reason"] == "too few weak retrievals (2 of 83)"
+    # the other row has 21 + 20 weak retrievals, each with a lower top-1 score than every good one: AUC 1, shown
+    blunt = next(e for e in board["entries"] if e["system"] == "blunt")["profile"]["signal"]
+    assert (blunt["separation"], blunt["ci95"], blunt["n_weak"], blunt["reason"]) == (1.0, [1.0, 1.0], 41, None)
+    page = (thin / "index.html").read_text(encoding="utf-8")
+    row = next(r for r in page.split("<tr>") if '>sharp</a>' in r).split("</tr>")[0]
+    assert ('title="n = 83 queries: 2 weak, 81 good; not shown: too few weak retrievals (2 of 83)"><span '
+            'class="sub">too few weak retrievals (2 of 83)</span></td>') in row
+    assert "1.000" not in row.split("too few")[0].rsplit("<td", 1)[1]
+    system = (thin / "systems" / "sharp.html").read_text(encoding="utf-8")
+    assert "too few weak retrievals (1 of 43)" in system and "too few weak retrievals (1 of 40)" in system
+    readme = (thin / "README.md").read_text(encoding="utf-8")
+    assert "| too few weak retrievals (2 of 83) |" in readme
+
+
+def test_every_statistic_of_a_row_carries_its_n(thin):
+    board = json.loads((thin / "leaderboard.json").read_text(encoding="utf-8"))
+    page = (thin / "index.html").read_text(encoding="utf-8")
+    for e in board["entries"]:
+        assert e["n_queries"] == 83 and e["profile"]["n_queries"] == 83
+        assert {t: s["n"] for t, s in e["tasks"].items()} == {"dbp": 43, "marco": 40}
+        assert {t: p["n_queries"] for t, p in e["profile"]["tasks"].items()} == {"dbp": 43, "marco": 40}
+        assert e["profile"]["signal"]["n"] == 83
+        row = next(r for r in page.split("<tr>") if f">{e['system']}</a>" in r).split("</tr>")[0]
+        cells = re.findall(r"<td[^>]*>", row)[2:]  # after rank and system: every statistic's cell
+        assert all("title=" in c for c in cells), cells
+        assert "n = 83 queries over 2 tasks" in row and "n = 43 queries" in row and "n = 40 queries" in row
+
+
+def test_the_board_holds_and_shows_its_minimum_detectable_effect(thin):
+    from gapbench.evaluation.stats import detectable_effect
+
+    board = json.loads((thin / "leaderboard.json").read_text(encoding="utf-8"))
+    mde = board["mde"]
+    assert (mde["alpha"], mde["power"]) == (0.05, 0.8)
+    per_task = {}
+    for task in ("dbp", "marco"):
+        a, b = (json.loads((thin / "submissions" / s / "scores.json").read_text())["tasks"][task]["per_query"]
+                ["nDCG@10"] for s in ("sharp", "blunt"))
+        d = np.array([a[q] - b[q] for q in a])
+        # one pair of ranked systems: its own spread; se = sd / sqrt(n) on n - 1 degrees of freedom
+        sd = float(np.std(d, ddof=1))
+        m = mde["tasks"][task]
+        assert (m["n"], m["n_pairs"], m["df"], m["reason"]) == (d.size, 1, d.size - 1, None)
+        assert m["sd_diff"] == pytest.approx(sd, abs=1e-12)
+        assert m["mde"] == pytest.approx(detectable_effect(sd / np.sqrt(d.size), d.size - 1), abs=1e-12)
+        per_task[task] = (sd ** 2 / d.size, d.size - 1)
+    se = np.sqrt(sum(v for v, _ in per_task.values())) / 2
+    df = sum(v for v, _ in per_task.values()) ** 2 / sum(v ** 2 / f for v, f in per_task.values())
+    avg = mde["average"]
+    assert (avg["n"], avg["sd_diff"]) == (83, None)
+    assert avg["se"] == pytest.approx(se, abs=1e-12) and avg["df"] == pytest.approx(df, abs=1e-9)
+    assert avg["mde"] == pytest.approx(detectable_effect(se, df), abs=1e-12)
+    page = (thin / "index.html").read_text(encoding="utf-8")
+    foot = page.split("<tfoot>")[1].split("</tfoot>")[0]
+    assert "Min. detectable effect" in foot
+    assert [f"{mde['average']['mde']:.4f}", f"{mde['tasks']['dbp']['mde']:.4f}",
+            f"{mde['tasks']['marco']['mde']:.4f}"] == re.findall(r">(\d\.\d{4})</td>", foot)
+    assert "Minimum detectable effect (MDE):" in page

@@ -16,10 +16,10 @@ from pydantic import Field
 
 from ..contract import Alpha, Options, Permutations, Seed
 from ..errors import ConfigError, GapbenchError
-from ..schemas.comparison import Comparison, PairTest
+from ..schemas.comparison import Comparison, MeasureMDE, PairTest
 from ..schemas.run import RunResults
 from .evaluation import evaluate
-from .stats import holm, paired_t_test, randomization_test
+from .stats import POWER, holm, paired_mde, paired_t_test, randomization_test
 
 
 class CompareOptions(Options):
@@ -78,19 +78,22 @@ def compare(
             raise GapbenchError(f"{r.system!r} has measures {list(r.measures)}, {results[0].system!r} has "
                                 f"{list(base_m)}.")
     tests: list[PairTest] = []
+    mde: list[MeasureMDE] = []
     for m in base_m:
-        raw = []
+        raw, diffs = [], []
         for a, b in itertools.combinations(results, 2):
             va = [a.per_query[m][q] for q in base_q]
             vb = [b.per_query[m][q] for q in base_q]
             raw.append((a, b, a.means[m] - b.means[m], randomization_test(va, vb, n_permutations, seed),
                         paired_t_test(va, vb)))
+            diffs.append([x - y for x, y in zip(va, vb)])
+        mde.append(MeasureMDE(measure=m, power=POWER, **paired_mde(diffs, alpha, POWER)))
         adj_r = holm([x[3] for x in raw])
         adj_t = holm([x[4] if x[4] == x[4] else 1.0 for x in raw])
         for (a, b, delta, pr, pt), hr, ht in zip(raw, adj_r, adj_t):
             tests.append(PairTest(measure=m, a=a.system, b=b.system, delta=delta, p_randomization=pr, p_ttest=pt,
                                   p_randomization_holm=hr, p_ttest_holm=ht))
-    return Comparison(systems=results, tests=tuple(tests), alpha=alpha, correction="holm", checks=())
+    return Comparison(systems=results, tests=tuple(tests), alpha=alpha, correction="holm", checks=(), mde=tuple(mde))
 
 
 def compare_run_dirs(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -210,7 +211,8 @@ def detectable_effect(se: float, df: float, alpha: float = 0.05, power: float = 
     return float(ncp * se)
 
 
-def paired_mde(differences: Sequence[Sequence[float]], alpha: float = 0.05, power: float = POWER) -> dict:
+def paired_mde(differences: Sequence[Sequence[float]], alpha: float = 0.05,
+               power: float = POWER) -> dict[str, Any]:
     """The minimum detectable effect of paired comparisons on one query set.
 
     ``differences``: one row per pair of systems, the per-query differences a - b on the same queries. Their spread
@@ -223,8 +225,8 @@ def paired_mde(differences: Sequence[Sequence[float]], alpha: float = 0.05, powe
     if any(r.size != n for r in rows):
         sizes = sorted({r.size for r in rows})
         raise GapbenchError(f"paired differences need the same queries for every pair, got {sizes} values.")
-    out: dict = {"mde": None, "sd_diff": None, "se": None, "df": None, "n": int(n), "n_pairs": len(rows),
-                 "reason": None}
+    out: dict[str, Any] = {"mde": None, "sd_diff": None, "se": None, "df": None, "n": int(n),
+                           "n_pairs": len(rows), "reason": None}
     if not rows:
         out["reason"] = "fewer than two ranked systems: no pair to compare"
     elif n < 2:
@@ -239,13 +241,15 @@ def paired_mde(differences: Sequence[Sequence[float]], alpha: float = 0.05, powe
     return out
 
 
-def averaged_mde(parts: Sequence[Mapping], alpha: float = 0.05, power: float = POWER) -> dict:
+def averaged_mde(parts: Sequence[Mapping[str, Any]], alpha: float = 0.05,
+                 power: float = POWER) -> dict[str, Any]:
     """The minimum detectable effect of the unweighted mean over tasks of paired differences (a board's Full
     Benchmark Avg.), from each task's :func:`paired_mde`: se = sqrt(sum_t se_t^2) / T (queries are independent across
     tasks) on the Welch-Satterthwaite degrees of freedom (sum_t se_t^2)^2 / sum_t (se_t^4 / df_t). None, with the
     reason, when a task has none."""
-    out: dict = {"mde": None, "sd_diff": None, "se": None, "df": None, "n": int(sum(p["n"] for p in parts)),
-                 "n_pairs": parts[0]["n_pairs"] if parts else 0, "reason": None}
+    out: dict[str, Any] = {"mde": None, "sd_diff": None, "se": None, "df": None,
+                           "n": int(sum(p["n"] for p in parts)),
+                           "n_pairs": parts[0]["n_pairs"] if parts else 0, "reason": None}
     missing = [i for i, p in enumerate(parts) if p["se"] is None]
     if not parts or missing:
         out["reason"] = parts[missing[0]]["reason"] if parts else "no task"

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import html
 
-from ..schemas.leaderboard import BOARD_CSS, BoardDistribution, BoardEntry, BoardMissProfile, BoardSignal, Leaderboard
+from ..schemas.leaderboard import (
+    BOARD_CSS,
+    BoardDistribution,
+    BoardEntry,
+    BoardMissProfile,
+    BoardSignal,
+    Leaderboard,
+    signal_counts,
+    signal_text,
+)
 
 _W, _H = 300, 150  # the SVG of one task's distribution
 _X0, _X1 = 34, 290  # plot area, x
@@ -57,10 +66,10 @@ def distribution_svg(d: BoardDistribution, label: str) -> str:
 
 
 def _signal(sig: BoardSignal | None, note: str | None = None) -> str:
+    """The weak-signal AUC with its counts on hover; where the evidence is too thin, the reason instead of a number."""
     if sig is None:
         return "-" if not note else f'<span title="{html.escape(note)}">-</span>'
-    ci = f" [{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]" if sig.ci95 else ""
-    return f"{sig.separation:.3f}{ci}"
+    return f'<span title="{html.escape(signal_counts(sig))}">{html.escape(signal_text(sig))}</span>'
 
 
 def _count(value: int | None) -> str:
@@ -80,7 +89,8 @@ def _summary(board: Leaderboard, e: BoardEntry, p: BoardMissProfile) -> str:
         "(among the ranked systems).</li>",
         f"<li><b>Depth:</b> R@100 {p.recall_100:.3f}; {p.never_found:.1%} of the queries have no relevant document "
         "in its top 100.</li>",
-        f"<li><b>Weak-signal AUC</b> (its top-1 score against its misses): {_signal(p.signal, p.signal_note)}"
+        "<li><b>Weak-signal AUC</b> (its top-1 score against its weak retrievals): "
+        f"{_signal(p.signal, p.signal_note)}"
         + (f" ({esc(p.signal_note)})" if p.signal is None and p.signal_note else "") + ".</li>",
         f'<li><b>Coverage by query cluster:</b> <span class="note">{esc(p.coverage_note)}</span></li>',
         f'<li><b>Verification gap:</b> <span class="note">{esc(p.gap_note)}</span></li>',
@@ -95,10 +105,11 @@ def _task_table(board: Leaderboard, e: BoardEntry, p: BoardMissProfile) -> str:
         tp, score = p.tasks.get(t), e.tasks.get(t)
         if tp is None or score is None:
             continue
-        rows.append(f"<tr><td title=\"{esc(t)}\">{esc(board._short(t))}</td><td class=\"num\">{score.mean:.4f} "
-                    f"[{score.ci95[0]:.3f}, {score.ci95[1]:.3f}]</td><td class=\"num\">{tp.misses:.1%}</td>"
-                    f"<td class=\"num\">{_count(tp.unique_misses)} / {_count(tp.unique_wins)}</td>"
-                    f"<td class=\"num\">{tp.recall_100:.3f}</td><td class=\"num\">{tp.never_found:.1%}</td>"
+        n = f' title="n = {tp.n_queries:,} queries"'
+        rows.append(f"<tr><td title=\"{esc(t)}\">{esc(board._short(t))}</td><td class=\"num\"{n}>{score.mean:.4f} "
+                    f"[{score.ci95[0]:.3f}, {score.ci95[1]:.3f}]</td><td class=\"num\"{n}>{tp.misses:.1%}</td>"
+                    f"<td class=\"num\"{n}>{_count(tp.unique_misses)} / {_count(tp.unique_wins)}</td>"
+                    f"<td class=\"num\"{n}>{tp.recall_100:.3f}</td><td class=\"num\"{n}>{tp.never_found:.1%}</td>"
                     f"<td class=\"num\">{_signal(tp.signal)}</td></tr>")
     num = ' class="num"'
     head = "".join(f"<th{num if i else ''}>{esc(h)}</th>" for i, h in enumerate(

@@ -24,6 +24,13 @@ Ranking (the rule the README states):
   the average, a bootstrap that resamples queries within each task (stratified), 1,000 resamples.
 - **Rank stability**: the share of those bootstrap resamples (the same query draws for every system) in which a
   system keeps the position it has by mean (1 + the number of systems with a higher average).
+- **Minimum detectable effect** (per task and for the average): the smallest true difference a paired test at the
+  board's alpha finds with power 0.8, from the per-query differences of the ranked systems
+  (:func:`gapbench.evaluation.stats.paired_mde`; the method is in docs/evaluation.md). Pairs closer than it are
+  indistinguishable on the board's queries.
+- **Evidence**: a statistic whose classes are too small to support it (:mod:`gapbench.evidence`) is null in
+  leaderboard.json, with the reason and the counts, and the page shows the reason; every statistic of a row carries
+  the number of queries behind it.
 """
 
 from __future__ import annotations
@@ -93,14 +100,16 @@ def build_board(submissions: Iterable[str | os.PathLike], suite: str | Suite | N
         i = index.get(id(s))
         standing = None if i is None else {"average": float(averages[i]), "average_ci95": [float(lo[i]), float(hi[i])],
                                            "rank": 1 + better[i], "position": position[i],
-                                           "rank_stability": stability[i]}
+                                           "rank_stability": stability[i],
+                                           "n_queries": sum(mats[t].shape[1] for t in tasks)}
         entries.append(_board_entry(s, tasks, main, standing, profiles.get(s["system"])))
     entries.sort(key=lambda e: (e["rank"] is None, e["rank"] or 0, -(e["average"] or 0.0), e["system"]))
     tests.sort(key=lambda t: (-t["delta"], t["a"], t["b"]))
     return Leaderboard.model_validate({
         "kind": "leaderboard", "task": suite.name, "version": 1, "suite": suite.name, "tasks": list(tasks),
         "main_measures": main, "alpha": options.alpha, "n_resamples": options.n_resamples,
-        "n_permutations": options.n_permutations, "seed": options.seed, "entries": entries, "tests": tests})
+        "n_permutations": options.n_permutations, "seed": options.seed, "entries": entries, "tests": tests,
+        "mde": _detectable(mats, tasks, options.alpha)})
 
 
 def _scored_suite(submissions: Iterable[str | os.PathLike], suite: str | Suite | None,
@@ -210,11 +219,27 @@ def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, 
         "system": s["system"], "description": meta.get("description", ""), "contact": meta.get("contact", ""),
         "url": meta.get("url"), "models": meta.get("models", []), "adapter": meta.get("adapter", {}),
         "gapbench_version": s["manifest"]["gapbench_version"], "date": s["manifest"]["date"][:10],
-        "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]])}
-                  for t in tasks if t in s["tasks"]},
+        "tasks": {t: {"mean": s["tasks"][t]["measures"][main[t]], "ci95": list(s["tasks"][t]["ci95"][main[t]]),
+                      "n": len(s["tasks"][t]["per_query"][main[t]])} for t in tasks if t in s["tasks"]},
         **(standing or dict.fromkeys(("average", "average_ci95", "rank", "position", "rank_stability"))),
         **({"profile": profile} if profile is not None else {}),
     }
+
+
+def _detectable(mats: Mapping[str, np.ndarray], tasks: Sequence[str], alpha: float) -> dict:
+    """The minimum detectable effect of the main measure per task and of the Full Benchmark Avg., from the per-query
+    differences of every pair of ranked systems (:func:`gapbench.evaluation.stats.paired_mde`, pooled over the pairs;
+    :func:`~gapbench.evaluation.stats.averaged_mde` for the average), at the board's alpha and power 0.8."""
+    from ..evaluation.stats import POWER, averaged_mde, paired_mde
+
+    per_task = {}
+    for t in tasks:
+        m = mats.get(t, np.zeros((0, 0)))
+        per_task[t] = paired_mde([m[i] - m[j] for i in range(m.shape[0]) for j in range(i + 1, m.shape[0])], alpha,
+                                 POWER)
+        per_task[t]["n"] = int(m.shape[1])
+    return {"alpha": alpha, "power": POWER, "tasks": per_task, "average": averaged_mde(list(per_task.values()), alpha,
+                                                                                       POWER)}
 
 
 def _stratified_bootstrap(mats: dict[str, np.ndarray], tasks: Sequence[str], n_resamples: int, seed: int) -> np.ndarray:

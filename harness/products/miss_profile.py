@@ -13,7 +13,8 @@ For each task of a submission, on the queries its scores.json was evaluated on (
   label (a relevant document missing from the top 10), as ``separation`` = max(AUC, 1 - AUC) with a percentile
   bootstrap 95% CI (:func:`gapbench.analyses.signals.signal_stats.bootstrap_auc_ci`); over the suite, the same on the
   pooled queries with each task's ``max_score`` turned into its percentile within the task (raw scores of two tasks
-  are not on one scale);
+  are not on one scale); held back (null, with the reason and the counts) where :mod:`gapbench.evidence` finds the
+  queries too few to support it;
 - the distribution of the task's main measure over queries (summary and a 10-bin histogram on [0, 1]);
 - **miss examples**: up to :data:`N_EXAMPLES` queries (at most one per task) the system misses that the most other
   ranked systems get, each with its query text, the run's top 3 and a gold document.
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GapbenchError
+from ..evidence import class_shortfall, separation_evidence
 
 N_EXAMPLES = 3
 TOP = 10
@@ -66,19 +68,26 @@ def _distribution(values: np.ndarray) -> dict[str, Any]:
     return {**distribution(v.tolist()).model_dump(mode="json"), "histogram": _histogram(v)}
 
 
-def _signal(labels: np.ndarray, values: np.ndarray, n_resamples: int, seed: int) -> dict | None:
-    """``max_score``'s separation of weak from good retrievals with its CI; None when one class is missing."""
+def _signal(labels: np.ndarray, values: np.ndarray, n_resamples: int, seed: int) -> dict:
+    """``max_score``'s separation of weak from good retrievals with its CI, over the queries with a score; where the
+    evidence rule (:mod:`gapbench.evidence`) finds too few of a class or an interval as wide as the distance from
+    chance, the separation, orientation and CI are None and ``reason`` says why with the counts."""
     from ..analyses.signals.signal_stats import bootstrap_auc_ci, separation
 
     ok = np.isfinite(values)
     y, v = labels[ok], values[ok]
     n_weak = int(y.sum())
-    if n_weak == 0 or n_weak == y.size:
-        return None
+    out: dict[str, Any] = {"signal": "max_score", "separation": None, "orientation": None, "ci95": None,
+                           "n": int(y.size), "n_weak": n_weak, "reason": class_shortfall(n_weak, int(y.size))}
+    if out["reason"] is not None:
+        return out
     sep, orientation, _ = separation(y, v, "lower_is_weaker")
     lo, hi = bootstrap_auc_ci(y, v, orientation, n_resamples=n_resamples, seed=seed)
-    return {"signal": "max_score", "separation": float(sep), "orientation": orientation,
-            "ci95": None if math.isnan(lo) else [float(lo), float(hi)], "n": int(y.size), "n_weak": n_weak}
+    ci = None if math.isnan(lo) else [float(lo), float(hi)]
+    out["reason"] = separation_evidence(int(y.size), n_weak, float(sep), ci)
+    if out["reason"] is None:
+        out.update(separation=float(sep), orientation=orientation, ci95=ci)
+    return out
 
 
 def _percentiles(values: np.ndarray) -> np.ndarray:
@@ -98,11 +107,12 @@ def _code_key() -> str:
     import hashlib
     from pathlib import Path
 
+    from .. import evidence
     from ..analyses.signals import definitions
     from ..analyses.signals import signal_stats as stats
 
     h = hashlib.sha256()
-    for path in (Path(__file__), Path(definitions.__file__), Path(stats.__file__)):
+    for path in (Path(__file__), Path(definitions.__file__), Path(stats.__file__), Path(evidence.__file__)):
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -256,7 +266,7 @@ def miss_profiles(scored: Sequence[dict], tasks: Sequence[str], main: Mapping[st
             "recall_100": float(np.mean([p["recall_100"] for p in per_task.values()])) if per_task else 0.0,
             "never_found": sum(p["never_found"] * p["n_queries"] for p in per_task.values()) / n if n else 0.0,
             "signal": signal,
-            "signal_note": None if signal else "every query is weak or every query is good in the top 10",
+            "signal_note": None if signal else "it has no task of the board",
             "coverage_note": COVERAGE_NOTE, "gap_note": GAP_NOTE,
             "tasks": per_task,
             "examples": _examples(system, views, ranked, tasks, data),

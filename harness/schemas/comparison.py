@@ -74,6 +74,26 @@ class PairTest(PairValues):
         return self.p_randomization_holm < alpha
 
 
+class MeasureMDE(Model):
+    """The minimum detectable effect of one measure on the compared queries: the smallest true difference between two
+    systems that a two-sided paired test at the comparison's alpha finds with probability ``power``
+    (:func:`gapbench.evaluation.stats.paired_mde`): ``sd_diff`` is the spread of the per-query differences pooled
+    over the ``n_pairs`` pairs of systems, ``se`` = sd_diff / sqrt(n), ``df`` = n - 1. Null, with the ``reason``,
+    when it cannot be computed (fewer than two queries, differences that do not vary)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    measure: str
+    mde: Number | None
+    power: Number
+    sd_diff: Number | None
+    se: Number | None
+    df: Number | None
+    n: int
+    n_pairs: int
+    reason: str | None
+
+
 class Comparison(Model):
     """``gapbench compare --json``: means, CIs and Holm-corrected paired tests, and what :func:`gapbench.compare`
     returns. Each system is its :class:`RunResults`, which in memory holds the per-query values the tests were
@@ -84,6 +104,7 @@ class Comparison(Model):
     alpha: Number
     correction: Literal["holm"]
     checks: Items[RescoreCheck]
+    mde: Items[MeasureMDE] = ()  # absent from comparisons written before it
 
     @property
     def names(self) -> list[str]:
@@ -119,7 +140,29 @@ class Comparison(Model):
         note = (f"{self.systems[0].n_queries} queries. A letter marks a system significantly better than that system "
                 f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} "
                 f"comparisons, alpha={self.alpha}).")
-        return "\n".join([Table(["system", *measures], rows).text(), note, *rescore_summary(self.checks)])
+        return "\n".join([Table(["system", *measures], rows).text(), note, *self._mde_lines(),
+                          *rescore_summary(self.checks)])
+
+    def _mde_lines(self) -> list[str]:
+        """The minimum detectable effect of each measure, and the pairs closer than it that the tests did not
+        separate: indistinguishable on these queries."""
+        if not self.mde:
+            return []
+        first = self.mde[0]
+        shown = [f"{m.measure} {m.mde:.4f}" if m.mde is not None else f"{m.measure} none ({m.reason})"
+                 for m in self.mde]
+        lines = [f"Minimum detectable effect (paired t-test, alpha={self.alpha}, power {first.power}, {first.n} "
+                 f"queries, spread pooled over {first.n_pairs} pair{'' if first.n_pairs == 1 else 's'}): "
+                 + ", ".join(shown) + "."]
+        # the better system first, so the difference reads as a gain
+        close = [(f"{t.a} vs {t.b}" if t.delta >= 0 else f"{t.b} vs {t.a}") + f" on {t.measure} ({abs(t.delta):+.4f})"
+                 for t in self.tests
+                 for m in self.mde if m.measure == t.measure and m.mde is not None
+                 and abs(t.delta) < m.mde and not t.significant(self.alpha)]
+        if close:
+            lines.append("Closer than it and not separated, so indistinguishable on these queries: "
+                         + "; ".join(close) + ".")
+        return lines
 
 
 class RegressRow(Model):

@@ -15,6 +15,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from ..errors import GapbenchError
+from ..evidence import MIN_PER_CLASS
 from ..tables import Table
 from .base import URL, Model, Number, One, Pair
 from .report import Distribution
@@ -42,22 +43,28 @@ class BoardTest(Model):
 
 
 class BoardTaskScore(Model):
-    """A system's mean of the task's main measure and its 95% bootstrap CI over queries (from scores.json)."""
+    """A system's mean of the task's main measure and its 95% bootstrap CI over queries (from scores.json); ``n``: the
+    queries both are over (absent from boards built before it)."""
 
     mean: Number
     ci95: Pair
+    n: int | None = None
 
 
 class BoardSignal(Model):
     """The signals analysis' ``max_score`` (top-1 score of the run itself) against its weak label (a relevant document
-    missing from the top 10): ``separation`` = max(AUC, 1 - AUC), its orientation and percentile-bootstrap 95% CI."""
+    missing from the top 10): ``separation`` = max(AUC, 1 - AUC), its orientation and percentile-bootstrap 95% CI,
+    over ``n`` queries of which ``n_weak`` are weak. Where the evidence is too thin (:mod:`gapbench.evidence`: fewer
+    than 10 weak or good retrievals, or an interval as wide as the distance from chance) ``separation``, its
+    orientation and CI are null and ``reason`` says why, with the counts."""
 
     signal: str
-    separation: Number
-    orientation: Literal["lower_is_weaker", "higher_is_weaker"]
+    separation: Number | None
+    orientation: Literal["lower_is_weaker", "higher_is_weaker"] | None
     ci95: Pair | None
     n: int
     n_weak: int
+    reason: str | None = None
 
 
 class BoardDistribution(Distribution):
@@ -137,6 +144,34 @@ class BoardEntry(Model):
     position: int | None
     rank_stability: Number | None
     profile: BoardMissProfile | None = None
+    n_queries: int | None = None  # the queries of every task behind the average (absent from older boards)
+
+
+class BoardMDE(Model):
+    """The minimum detectable effect of the main measure on one task or on the Full Benchmark Avg.: the smallest true
+    difference between two systems that the paired test (two-sided, ``alpha``) finds with probability ``power``
+    (:func:`gapbench.evaluation.stats.paired_mde`, :func:`~gapbench.evaluation.stats.averaged_mde`): ``sd_diff`` is
+    the spread of the per-query differences pooled over the ``n_pairs`` pairs of ranked systems (null for the
+    average), ``se`` the standard error of a mean difference over ``n`` queries on ``df`` degrees of freedom. Null
+    with the ``reason`` when it cannot be computed (fewer than two ranked systems, ...)."""
+
+    mde: Number | None
+    sd_diff: Number | None
+    se: Number | None
+    df: Number | None
+    n: int
+    n_pairs: int
+    reason: str | None
+
+
+class BoardDetectable(Model):
+    """The smallest difference the board can see, per task and for the average: systems closer than it cannot be
+    told apart on this query set."""
+
+    alpha: Number
+    power: Number
+    tasks: dict[str, BoardMDE]
+    average: BoardMDE
 
 
 class Leaderboard(Model):
@@ -154,6 +189,7 @@ class Leaderboard(Model):
     seed: int
     entries: list[BoardEntry]
     tests: list[BoardTest]
+    mde: BoardDetectable | None = None  # absent from boards built before it
 
     def entry(self, system: str) -> BoardEntry:
         """The entry of ``system``; an error names the systems on the board."""
@@ -192,12 +228,26 @@ class Leaderboard(Model):
                 v = e.tasks.get(t)
                 cells.append(f"{v.mean:.4f} ({v.ci95[0]:.3f}-{v.ci95[1]:.3f})" if v else "-")
             rows.append(cells)
+        if self.mde is not None:
+            mde = self.mde
+            rows.append(["", "Minimum detectable effect", _mde_text(mde.average, 4), "",
+                         *([""] * len(PROFILE_HEADS) if profiled else []),
+                         *(_mde_text(mde.tasks.get(t), 4) for t in self.tasks)])
         return Table(head, rows, align="ll" + "r" * (len(head) - 2))
 
     def _tests_table(self) -> Table:
-        rows = [[t.a, t.b, f"{t.delta:+.4f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"]
-                for t in self.tests]
+        rows = [[t.a, t.b, f"{t.delta:+.4f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", self._separable(t)] for t in self.tests]
         return Table(["A", "B", "avg(A) - avg(B)", "p (randomization)", "p (Holm)", "separable"], rows, align="llrrrl")
+
+    def _separable(self, t: BoardTest) -> str:
+        """yes; no; or, for a pair closer than the average's minimum detectable effect that the test did not separate,
+        that the query set cannot tell them apart."""
+        if t.significant:
+            return "yes"
+        floor = self.mde.average.mde if self.mde is not None else None
+        if floor is not None and abs(t.delta) < floor:
+            return f"no: indistinguishable here (|difference| < MDE {floor:.4f})"
+        return "no"
 
     def _rules(self) -> list[tuple[str, str]]:
         """How the ranks are made, one (bold lead, rest) pair an item, so Markdown and HTML each mark the lead up."""
@@ -213,6 +263,14 @@ class Leaderboard(Model):
             ("Rank stability:", " the share of those bootstrap resamples (the same query draws for every system) in "
              "which the system keeps its position by mean (1 + the number of systems with a higher average)."),
             ("", "A submission that misses a task of the suite gets no average and no rank."),
+            *([] if self.mde is None else [(
+                "Minimum detectable effect (MDE):",
+                f" the smallest true difference of {self._measure_label()} that a paired test at alpha "
+                f"{self.mde.alpha} finds with probability {self.mde.power} on these queries, per task and for the "
+                "average: the t-test's power equation solved for the difference, with the spread of per-query "
+                "differences pooled over the pairs of ranked systems (docs/evaluation.md). Systems closer than it "
+                "are indistinguishable on this query set; a larger query set lowers it as 1 / sqrt(queries)."),
+            ]),
         ]
 
     def _profile_rules(self) -> list[tuple[str, str]]:
@@ -225,8 +283,11 @@ class Leaderboard(Model):
             ("R@100:", " recall in the top 100 (unweighted mean over tasks) and the share of queries with no relevant "
              "document in it: a low score with a high R@100 ranks the answer badly, a low R@100 never finds it."),
             ("Weak-signal AUC:", " how well the system's own top-1 score (the signals analysis' max_score) separates "
-             "its misses from its hits, max(AUC, 1 - AUC) with a bootstrap 95% CI over queries, each task's scores "
-             "taken as percentiles within the task; 0.5 means its scores give no warning."),
+             "its weak retrievals (a relevant document missing from the top 10) from the rest, max(AUC, 1 - AUC) "
+             "with a bootstrap 95% CI over queries, each task's scores taken as percentiles within the task; 0.5 "
+             "means its scores give no warning. It is shown only where the queries can support it: with at least "
+             f"{MIN_PER_CLASS} weak and {MIN_PER_CLASS} good retrievals, and an interval narrower than its distance "
+             "from 0.5; otherwise the cell says why, with the counts."),
         ]
 
     def to_markdown(self) -> str:
@@ -283,15 +344,16 @@ class Leaderboard(Model):
             cells = [f'<td class="rank">{e.rank if e.rank is not None else "-"}</td>', f'<td class="sys">{name}</td>']
             if e.average is not None and e.average_ci95:
                 lo, hi = e.average_ci95
-                cells.append(f'<td class="num avg" title="95% CI [{lo:.4f}, {hi:.4f}]"><b>{e.average:.4f}</b> '
+                n = "" if e.n_queries is None else f"; n = {e.n_queries:,} queries over {len(self.tasks)} tasks"
+                cells.append(f'<td class="num avg" title="95% CI [{lo:.4f}, {hi:.4f}]{n}"><b>{e.average:.4f}</b> '
                              f'<span class="pm">\u00b1{(hi - lo) / 2:.4f}</span>'
                              f'<div class="sub">[{lo:.4f}, {hi:.4f}]</div></td>')
             else:
                 cells.append('<td class="num avg">-</td>')
-            cells.append(f'<td class="num">{e.rank_stability:.1%}</td>' if e.rank_stability is not None
-                         else '<td class="num">-</td>')
+            cells.append(f'<td class="num" title="share of {self.n_resamples:,} bootstrap resamples">'
+                         f'{e.rank_stability:.1%}</td>' if e.rank_stability is not None else '<td class="num">-</td>')
             if profiled:
-                cells += _profile_html(e.profile)
+                cells += _profile_html(e.profile, sum(x.rank is not None for x in self.entries) - 1)
             for t in self.tasks:
                 v = e.tasks.get(t)
                 p = e.profile.tasks.get(t) if e.profile is not None else None
@@ -299,11 +361,35 @@ class Leaderboard(Model):
                     cells.append('<td class="num">-</td>')
                     continue
                 miss = f'<div class="sub">miss {p.misses:.1%}</div>' if p is not None else ""
-                cells.append(f'<td class="num" title="95% CI [{v.ci95[0]:.4f}, {v.ci95[1]:.4f}]">{v.mean:.4f} '
+                n = "" if v.n is None else f"; n = {v.n:,} queries"
+                cells.append(f'<td class="num" title="95% CI [{v.ci95[0]:.4f}, {v.ci95[1]:.4f}]{n}">{v.mean:.4f} '
                              f'<span class="pm">\u00b1{(v.ci95[1] - v.ci95[0]) / 2:.3f}</span>{miss}</td>')
             rows.append("<tr>" + "".join(cells) + "</tr>")
+        foot = "" if self.mde is None else f"<tfoot>{self._html_mde_row(self.mde, profiled)}</tfoot>"
         return (f'<div class="scroll"><table class="board"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-                "</tbody></table></div>")
+                f"</tbody>{foot}</table></div>")
+
+    def _html_mde_row(self, mde: BoardDetectable, profiled: bool) -> str:
+        """The minimum detectable effects under the average and the task columns, the method on hover."""
+
+        def cell(m: BoardMDE | None, avg: bool = False) -> str:
+            cls = "num avg" if avg else "num"
+            if m is None:
+                return f'<td class="{cls}">-</td>'
+            spread = "" if m.sd_diff is None else f"sd of per-query differences {m.sd_diff:.4f}, "
+            pairs = f"{m.n_pairs} pair{'' if m.n_pairs == 1 else 's'}"
+            how = (f"paired test, alpha {mde.alpha}, power {mde.power}; {spread}pooled over {pairs} of ranked systems; "
+                   f"n = {m.n:,} queries")
+            if m.mde is None:
+                return f'<td class="{cls}" title="{html.escape(how)}"><span class="sub">{html.escape(m.reason or "")}' \
+                       "</span></td>"
+            return f'<td class="{cls}" title="{html.escape(how)}">{m.mde:.4f}</td>'
+
+        cells = ['<td class="rank"></td>', '<td class="sys">Min. detectable effect<div class="sub">closer: '
+                 "indistinguishable</div></td>", cell(mde.average, True), '<td class="num"></td>',
+                 *(['<td class="num"></td>'] * len(PROFILE_HEADS) if profiled else []),
+                 *(cell(mde.tasks.get(t)) for t in self.tasks)]
+        return '<tr class="mde">' + "".join(cells) + "</tr>"
 
     def to_html(self) -> str:
         """The board's index.html: self-contained (inline CSS, no scripts, no external requests), every text escaped."""
@@ -354,9 +440,33 @@ BOARD_CSS = (
     ".board .rank{left:0;width:3.6rem;min-width:3.6rem;max-width:3.6rem;box-sizing:border-box}"
     ".board .sys{left:3.6rem;font-weight:600;border-right:1px solid #ccc}"
     ".board td.avg{background:#fff8e1}.board th.avg{background:#f6ecc9}"
+    ".board tfoot td{border-top:2px solid #ccc;border-bottom:0;background:#fafafa}.board tfoot td.sys{font-weight:400}"
+    ".board td.thin .sub{white-space:normal;display:inline-block;max-width:9rem}"
     ".tests{width:max-content}.tests td:nth-child(-n+2){font-weight:600}"
     "a{color:#1a56a8}"
 )
+
+
+def _mde_text(m: BoardMDE | None, digits: int) -> str:
+    """A minimum detectable effect as text: the number, or why there is none."""
+    if m is None:
+        return "-"
+    return f"{m.mde:.{digits}f}" if m.mde is not None else (m.reason or "-")
+
+
+def signal_text(sig: BoardSignal | None, note: str | None = None) -> str:
+    """A weak-signal AUC as text: ``0.812 [0.760, 0.861]``, or, where the evidence is too thin, the reason with the
+    counts (``too few weak retrievals (1 of 43)``); ``-`` (or ``note``) when there is none."""
+    if sig is None:
+        return note or "-"
+    if sig.separation is None:
+        return sig.reason or "-"
+    return f"{sig.separation:.3f}" + (f" [{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]" if sig.ci95 else "")
+
+
+def signal_counts(sig: BoardSignal) -> str:
+    """The counts a weak-signal AUC rests on, for its hover text."""
+    return f"n = {sig.n:,} queries: {sig.n_weak:,} weak, {sig.n - sig.n_weak:,} good"
 
 
 def _profile_cells(p: BoardMissProfile | None) -> list[str]:
@@ -364,23 +474,28 @@ def _profile_cells(p: BoardMissProfile | None) -> list[str]:
     if p is None:
         return ["-"] * len(PROFILE_HEADS)
     uniq = f"{p.unique_misses} / {p.unique_wins}" if p.unique_misses is not None else "-"
-    sig = p.signal
-    auc = "-" if sig is None else f"{sig.separation:.3f}" + (f" [{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]"
-                                                           if sig.ci95 else "")
-    return [f"{p.misses:.1%}", uniq, f"{p.recall_100:.3f} ({p.never_found:.1%})", auc]
+    return [f"{p.misses:.1%}", uniq, f"{p.recall_100:.3f} ({p.never_found:.1%})", signal_text(p.signal)]
 
 
-def _profile_html(p: BoardMissProfile | None) -> list[str]:
-    """The miss profile's HTML cells: a number and, on a second line, what qualifies it."""
+def _profile_html(p: BoardMissProfile | None, others: int) -> list[str]:
+    """The miss profile's HTML cells: a number and, on a second line, what qualifies it; the counts behind each on
+    hover (``others``: the other ranked systems its unique misses and wins are counted against)."""
     if p is None:
         return ['<td class="num">-</td>'] * len(PROFILE_HEADS)
+    esc = html.escape
+    queries = f"{p.n_queries:,} queries"
     uniq = f"{p.unique_misses} / {p.unique_wins}" if p.unique_misses is not None else "-"
     sig = p.signal
     if sig is None:
-        auc = f'<td class="num" title="{html.escape(p.signal_note or "")}">-</td>'
+        auc = f'<td class="num" title="{esc(p.signal_note or "")}">-</td>'
+    elif sig.separation is None:
+        auc = (f'<td class="num thin" title="{esc(signal_counts(sig))}; not shown: {esc(sig.reason or "")}">'
+               f'<span class="sub">{esc(sig.reason or "")}</span></td>')
     else:
         ci = f'<div class="sub">[{sig.ci95[0]:.3f}, {sig.ci95[1]:.3f}]</div>' if sig.ci95 else ""
-        auc = f'<td class="num">{sig.separation:.3f}{ci}</td>'
-    return [f'<td class="num">{p.misses:.1%}<div class="sub">of {p.n_queries:,}</div></td>',
-            f'<td class="num">{uniq}</td>',
-            f'<td class="num">{p.recall_100:.3f}<div class="sub">{p.never_found:.1%} never</div></td>', auc]
+        auc = f'<td class="num" title="{esc(signal_counts(sig))}">{sig.separation:.3f}{ci}</td>'
+    return [f'<td class="num" title="n = {queries}">{p.misses:.1%}<div class="sub">of {p.n_queries:,}</div></td>',
+            f'<td class="num" title="n = {queries}, against {others} other ranked system{"" if others == 1 else "s"}">'
+            f"{uniq}</td>",
+            f'<td class="num" title="mean over n = {queries}">{p.recall_100:.3f}<div class="sub">{p.never_found:.1%} '
+            "never</div></td>", auc]
