@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .corpus_jsonl import NotPlain, plain_records
+from .corpus_jsonl import ArrowBatches, Block, NotPlain, plain_blocks, record_blocks
 from .errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from .files import PathLike, atomic_writer, output_folder
 from .formats import collect_records, corpus_records, judged_ids_check, read_beir_qrels, read_jsonl_queries
@@ -38,7 +38,6 @@ MODES = ("auto", "always", "never")
 # under this size a corpus file is read into Documents: small folders load as they always have
 AUTO_MIN_BYTES = 20 << 20
 FORMAT = 1
-_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 # a record batch ends at this many rows or text bytes, whichever comes first (string offsets are 32-bit)
 BATCH_ROWS = 1 << 16
 BATCH_BYTES = 64 << 20
@@ -133,7 +132,7 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     """The corpus file at ``path`` memory-mapped from the cache, converted first when no valid copy is there.
 
     ``records`` yields (line, doc_id, title, text) for the conversion, validated as the in-memory reader validates them
-    (default: :func:`gapbench.corpus_jsonl.plain_records` over ``path``, orjson's speed for the same records, else
+    (default: :func:`gapbench.corpus_jsonl.plain_blocks` over ``path``, orjson's speed for the same records, else
     :func:`gapbench.formats.corpus_records`).
     """
     from .cache import cache_dir
@@ -150,10 +149,10 @@ def load_compact(path: str | os.PathLike, records: Iterable[tuple[int, str, str,
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         try:
-            _convert(records if records is not None else plain_records(path), path, tmp)
+            _convert(record_blocks(records) if records is not None else plain_blocks(path), path, tmp)
         except NotPlain:  # something only the strict reader reads (or names): read it that way
             shutil.rmtree(tmp, ignore_errors=True)
-            _convert(corpus_records(path), path, tmp)
+            _convert(record_blocks(corpus_records(path)), path, tmp)
         shutil.rmtree(folder, ignore_errors=True)  # a torn or stale copy under this name
         try:
             os.rename(tmp, folder)
@@ -187,88 +186,27 @@ def _open_valid(folder: Path) -> CompactCorpus | None:
 
 # ---------------------------------------------------------------- conversion
 
-class _Converter:
-    """Writes record batches into the Arrow file, gathering id hashes, line numbers and the fingerprint on the way."""
-
-    def __init__(self, arrow_path: Path) -> None:
-        self.sink = pa.OSFile(str(arrow_path), "wb")
-        self.writer = ipc.new_file(self.sink, _SCHEMA)
-        self.rows: tuple[list, list, list] = ([], [], [])
-        self.lines: list[int] = []
-        self.pieces: list[bytes] = []  # the fingerprint's input for the pending rows
-        self.hashes: list[np.ndarray] = []
-        self.line_parts: list[np.ndarray] = []
-        self.sha = hashlib.sha256()
-
-    def add(self, records: Iterable[tuple[int, str, str, str]]) -> None:
-        ids, titles, texts = self.rows
-        lines, pieces = self.lines, self.pieces
-        size = 0
-        for n, did, title, text in records:
-            b_id, b_title, b_text = did.encode("utf-8"), title.encode("utf-8"), text.encode("utf-8")
-            # the same bytes, in the same order, as Corpus.fingerprint hashes for the dict of Documents; hashed once
-            # per batch, as a call per piece costs more than the copy
-            pieces += (len(b_id).to_bytes(8, "little"), b_id, len(b_title).to_bytes(8, "little"), b_title,
-                       len(b_text).to_bytes(8, "little"), b_text)
-            ids.append(b_id)
-            titles.append(b_title)
-            texts.append(b_text)
-            lines.append(n)
-            size += len(b_text) + len(b_title)
-            if len(ids) >= BATCH_ROWS or size >= BATCH_BYTES:
-                self.flush()
-                size = 0
-
-    def flush(self) -> None:
-        """Writes the pending rows as one record batch; the lists are emptied in place (``add`` holds them)."""
-        ids, titles, texts = self.rows
-        if not ids:
-            return
-        self.sha.update(b"".join(self.pieces))
-        columns = [_string_array(part) for part in self.rows]
-        self.writer.write_batch(pa.record_batch(columns, schema=_SCHEMA))
-        self.hashes.append(hash_ids(columns[0]))
-        self.line_parts.append(np.asarray(self.lines, dtype=np.int64))
-        for pending in (ids, titles, texts, self.lines, self.pieces):
-            pending.clear()
-
-    def close(self) -> tuple[np.ndarray, np.ndarray]:
-        """Ends the file; returns (hashes, line numbers) of every document written."""
-        self.flush()
-        self.writer.close()
-        self.sink.close()
-        return _joined(self.hashes, np.uint64), _joined(self.line_parts, np.int64)
-
-
-def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-
-
-def _string_array(encoded: list[bytes]) -> pa.Array:
-    """A string array over already encoded (valid UTF-8) texts: their bytes joined, their lengths summed."""
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-    return pa.StringArray.from_buffers(len(encoded), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded)))
-
-
-def _convert(records: Iterable[tuple[int, str, str, str]], path: str | os.PathLike, tmp: Path) -> None:
+def _convert(blocks: Iterable[Block], path: str | os.PathLike, tmp: Path) -> None:
     tmp.mkdir(parents=True)
     arrow_path = tmp / "docs.arrow"
-    conv = _Converter(arrow_path)
+    conv = ArrowBatches(arrow_path, BATCH_ROWS, BATCH_BYTES)
     try:
-        conv.add(records)
+        for block in blocks:
+            conv.add(block)
     except GapbenchError:
         # the in-memory reader stops at the first duplicate, so one before this bad line is the error to report
-        hashes, lines = conv.close()
-        _check_unique(hashes, lines, _ids_column(arrow_path), path)
+        lines = conv.close()
+        ids = _ids_column(arrow_path)
+        _check_unique(hash_ids(ids), lines, ids, path)
         raise
     except BaseException:
         conv.close()
         raise
-    hashes, lines = conv.close()
-    if not len(hashes):
-        raise DataFormatError("no documents found; the file is empty.", path=path)
+    lines = conv.close()
     ids = _ids_column(arrow_path)
+    if not len(ids):
+        raise DataFormatError("no documents found; the file is empty.", path=path)
+    hashes = hash_ids(ids)
     order = _check_unique(hashes, lines, ids, path)
     np.save(tmp / "hashes.npy", hashes[order])
     np.save(tmp / "order.npy", order)

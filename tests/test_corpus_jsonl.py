@@ -56,13 +56,15 @@ def test_plain_lines_read_as_the_strict_reader_reads_them(bom, final_newline, tm
     assert fast[1][2] == "" and fast[4][3] == "second"
 
 
-def test_a_gzipped_corpus_and_blocks_cut_inside_lines(tmp_path, monkeypatch):
+@pytest.mark.parametrize("block", [97, 16])
+def test_a_gzipped_corpus_and_blocks_cut_inside_lines(block, tmp_path, monkeypatch):
     import gapbench.corpus_jsonl as fast_reader
 
     lines = [json.dumps({"_id": f"d{i}", "title": f"t{i}", "text": "word " * (i % 17)}) for i in range(500)]
     path = tmp_path / "corpus.jsonl.gz"
     path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
-    monkeypatch.setattr(fast_reader, "_BLOCK", 97)  # blocks end inside lines, and lines span several blocks
+    # blocks end inside lines, lines span several blocks, and (16) blocks hold no line end at all
+    monkeypatch.setattr(fast_reader, "_BLOCK", block)
     assert list(plain_records(path)) == list(corpus_records(path))
     assert len(list(plain_records(path))) == 500
 
