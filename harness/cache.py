@@ -1,4 +1,4 @@
-"""Cache and data locations, and the chunked, resumable embedding cache.
+"""Cache and data locations, the chunked, resumable embedding cache, and the run files kept by their ranked lists.
 
 Locations: ``$GAPBENCH_HOME`` when set, else the user cache directory (``$XDG_CACHE_HOME/gapbench``,
 ``~/.cache/gapbench``; platformdirs' choice on macOS and Windows).
