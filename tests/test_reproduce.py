@@ -47,7 +47,8 @@ def test_matrix_has_forty_rows_over_the_five_families_each_with_source_and_toler
     assert {r.task.split("/", 1)[0] for r in rows} == FAMILIES
     assert len({r.id for r in rows}) == len(rows)
     for r in rows:
-        assert r.source and r.tolerance > 0 and 0 <= r.published <= 1, r.id
+        # Anserini's rule grades BM25 with tolerance 0 (a match at four decimals or above); gapbench's needs a tolerance
+        assert r.source and (r.tolerance > 0 or r.rule == "anserini") and 0 <= r.published <= 1, r.id
         assert r.id.startswith(r.task.split(":", 1)[0] + "/"), r.id
 
 
@@ -162,7 +163,8 @@ def test_docs_page_is_generated_from_the_matrix(impliret_run):
     section = page[page.index(PAGE_START):page.index(PAGE_END)]
     assert ("| `impliret/multispeaker/wknow/bm25` | `bm25` | nDCG@10 | 0.1520 | 0.1518 | -0.0002 | 0.0005 | OK | FAIL |"
             in section)
-    assert "| `beir/scifact/bm25-flat` | `bm25-lucene` | nDCG@10 | 0.6789 | - | - | 0.01 | not run | - |" in section
+    assert ("| `beir/scifact/bm25-flat` | `bm25-lucene:ties=anserini` | nDCG@10 | 0.6789 | - | - | 0 | not run | - |"
+            in section)
     assert ("| `obliq/twitter/bm25-okapi-gold` | `bm25-okapi` | nDCG@10 | 0.0000 | - | - | 0.005 | not run (floor) "
             "| - |") in section
     assert "Measured rows graded differently under the two rules: `impliret/" in section
