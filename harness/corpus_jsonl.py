@@ -185,8 +185,11 @@ class ArrowBatches:
         self._columns: list[pa.Array] = []  # the pending rows as Arrow arrays, which _write's are slices of
 
     def add(self, block: Block) -> None:
-        for pending, column in zip(self.pending, block):
-            pending.extend(column)
+        numbers, ids, titles, texts = self.pending
+        numbers.extend(block[0])
+        ids.extend(block[1])
+        titles.extend(block[2])
+        texts.extend(block[3])
         self.chars += sum(map(len, block[2])) + sum(map(len, block[3]))
         if len(self.pending[1]) >= self.rows or self.chars >= self.size:
             self._cut(final=False)
