@@ -71,8 +71,12 @@ def _brute_auc(weak: np.ndarray, values: np.ndarray) -> float:
 
 
 def test_the_weak_signal_is_the_signals_analysis_on_the_runs_own_scores(board_root, profiled):  # noqa: F811
+    """On these two ImpliRet sets the top-1 score barely separates: every AUC's interval is as wide as its distance
+    from 0.5, so the evidence rule holds each back, naming the AUC the signals analysis computes (and, on the
+    committed board, the AUCs it shows are checked in test_the_committed_board_has_a_profile_and_a_page_per_system)."""
     from gapbench.analyses.signals.definitions import compute_signals, weak_labels
     from gapbench.analyses.signals.signals_report import analyse
+    from gapbench.evidence import reaches_chance
 
     for s in ("bm25", "bm25-lucene"):
         for t in TASKS:
@@ -83,13 +87,15 @@ def test_the_weak_signal_is_the_signals_analysis_on_the_runs_own_scores(board_ro
             scores = np.array([run[q][0][1] for q in qids])
             sig = profiled.entry(s).profile.tasks[t].signal
             assert (sig.signal, sig.n, sig.n_weak) == ("max_score", 1500, int(y.sum()))
-            assert sig.separation == pytest.approx(max(_brute_auc(y, scores), 1 - _brute_auc(y, scores)), abs=1e-12)
+            brute = max(_brute_auc(y, scores), 1 - _brute_auc(y, scores))
             ref = analyse(compute_signals({s: run}, qids, signals=("max_score",)), y).model_dump()["signals"]
-            assert sig.separation == pytest.approx(ref["max_score"]["separation"], abs=1e-12)
-            assert sig.orientation == ref["max_score"]["orientation"]
-            assert sig.ci95[0] < sig.separation < sig.ci95[1]
+            assert brute == pytest.approx(ref["max_score"]["separation"], abs=1e-12)
+            # about 1,000 weak and 500 good retrievals: held back by its interval, not by its counts
+            assert (sig.separation, sig.ci95, sig.orientation) == (None, None, None)
+            assert sig.reason.startswith("its 95% interval") and f"({brute:.3f} - 0.5 = " in sig.reason
+            assert reaches_chance(brute, *ref["max_score"]["ci95"])
         pooled = profiled.entry(s).profile.signal
-        assert pooled.n == 3000 and pooled.ci95[0] < pooled.separation < pooled.ci95[1]
+        assert (pooled.n, pooled.separation) == (3000, None) and pooled.reason.startswith("its 95% interval")
 
 
 def test_miss_examples_are_queries_others_get(board_root, profiled):  # noqa: F811
@@ -153,6 +159,8 @@ def test_an_old_board_without_profiles_renders_without_their_columns():
 
 
 def test_the_committed_board_has_a_profile_and_a_page_per_system():
+    from gapbench.evidence import reaches_chance
+
     doc = json.loads((IMPLIRET / "leaderboard.json").read_text())
     board = validate("leaderboard", doc)
     page = (IMPLIRET / "index.html").read_text()
@@ -162,6 +170,11 @@ def test_the_committed_board_has_a_profile_and_a_page_per_system():
         p = e.profile
         assert p is not None and p.n_queries == 9000 and set(p.tasks) == set(board.tasks)
         assert p.unique_misses is not None and p.unique_wins is not None and p.signal is not None
+        for sig in (p.signal, *(tp.signal for tp in p.tasks.values())):
+            # shown only where the evidence rule lets it: then with an interval narrower than its distance from 0.5
+            assert sig is not None and (sig.separation is None) == (sig.reason is not None)
+            if sig.separation is not None:
+                assert sig.ci95[0] < sig.separation < sig.ci95[1] and not reaches_chance(sig.separation, *sig.ci95)
         sub = (IMPLIRET / "systems" / f"{e.system}.html").read_text()
         assert "**" not in sub and "`" not in sub and sub.count('<div class="ex">') == 3
         assert f'href="systems/{e.system}.html"' in page
@@ -238,7 +251,7 @@ def test_the_board_fits_1280_px_in_chromium(tmp_path):
         layout = b.evaluate("""(() => {
             const box = document.querySelector('.scroll'), avg = document.querySelector('th.avg');
             const r = avg.getBoundingClientRect(), s = box.getBoundingClientRect();
-            const cells = Array.from(document.querySelectorAll('td.avg'));
+            const cells = Array.from(document.querySelectorAll('tbody td.avg'));
             return {page: document.documentElement.scrollWidth, win: window.innerWidth,
                     avgLeft: r.left, avgRight: r.right, boxLeft: s.left, boxRight: s.right,
                     avgTop: r.top, winH: window.innerHeight,
