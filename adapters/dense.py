@@ -30,13 +30,14 @@ import numpy as np
 from gapbench import budget, distributed
 from gapbench.cache import BatchPlan, EmbeddingCache, text_fingerprint
 from gapbench.errors import GapbenchError, MissingDependencyError
-from gapbench.progress import progress
+from gapbench.progress import progress, say
 from gapbench.retrieval import payload_fingerprint
 from gapbench.topk import DuplicateGroups, blocked_topk, dense_topk, exclusion_indices, tie_keys
 from gapbench.types import Corpus, Queries, Run
 
 from ._dense_corpus import CorpusMemo, SortedTexts, batch_plan, length_order, text_layout  # noqa: F401
 from ._dense_fast import FastEncoder
+from ._dense_hints import cpu_hint, load_error
 from .dense_settings import DEFAULT_MODEL, DenseSettings, Device  # noqa: F401  (Device: colbert's too)
 
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm"}
@@ -223,13 +224,13 @@ class Dense:
             try:
                 with _quiet_transformers():
                     self._model = SentenceTransformer(self._resolved, device=self.device, revision=self.revision)
-            except OSError as exc:
+            except (GapbenchError, MemoryError):
+                raise
+            except Exception as exc:  # noqa: BLE001 -- a folder the libraries cannot read fails in many ways
+                # (OSError, ValueError of a bad config.json, KeyError of an unknown architecture, safetensors'
+                # header errors): each is said in one line naming the folder, never as the library's traceback
                 offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-                raise GapbenchError(
-                    f"dense: cannot load model {self.model_name!r} ({str(exc).splitlines()[0]}). "
-                    + ("HF_HUB_OFFLINE=1 is set: give a local path with dense:model=/path/to/model."
-                       if offline else "Check the name, or give a local path with dense:model=/path/to/model.")
-                ) from None
+                raise load_error(self.model_name, str(self._resolved), exc, offline) from None
             if self.max_length:
                 self._model.max_seq_length = self.max_length
             if self.resolved_dtype != "float32" and self.backend == "torch":
@@ -399,10 +400,22 @@ class Dense:
         if missing:
             cache.what = "documents' vectors"
             sizes = {i: cache.chunk_range(i)[1] - cache.chunk_range(i)[0] for i in missing}
+            self._say_cpu_hint(cache, missing)
             with progress(sum(sizes.values()), f"{self.name}: encoding", unit="docs") as advance:
                 for i in missing:
                     cache.encode_chunk(i, self._plan(cache.chunk_texts(i)), advance)
         return cache
+
+    def _say_cpu_hint(self, cache: EmbeddingCache, missing: list[int]) -> None:
+        """The faster CPU path named when the torch encoder on the CPU would take more than a minute."""
+        if self.backend != "torch" or not self.device.startswith("cpu"):
+            return
+        import torch
+
+        characters = sum(len(t) for i in missing for t in cache.chunk_texts(i))
+        hint = cpu_hint(self.name, characters, torch.get_num_threads())
+        if hint:
+            say(hint)
 
     # -- retriever protocol
     def index(self, corpus: Corpus) -> None:

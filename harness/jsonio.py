@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 
@@ -69,6 +70,81 @@ def parse_json_strict(data: bytes, *, max_depth: int = 32):
     if _json_depth(value, max_depth) > max_depth:
         raise StrictJSONError(f"is nested more than {max_depth} levels deep; flatten it.")
     return value
+
+
+# ---------------------------------------------------------------- TOML documents
+
+def parse_toml_strict(data: bytes, *, max_depth: int = 32) -> dict:
+    """The TOML document in ``data``, held to the rules of :func:`parse_json_strict`: UTF-8 without a byte-order mark,
+    no ``nan`` or ``inf`` (TOML has them; no setting or published number is one), at most ``max_depth`` levels of
+    nesting (tables and arrays), so that a hostile file ends in one line, never in a traceback. Raises
+    :class:`StrictJSONError` (the caller names the file), with the line where known."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 TOML.",
+                              data[:exc.start].count(b"\n") + 1) from None
+    # tomllib recurses once per level of an inline array or table: a file of many brackets would exhaust the stack
+    # (or take the interpreter's recursion limit down with it) before any depth check could run on its result
+    deepest = _bracket_depth(text)
+    if deepest > max_depth:
+        raise StrictJSONError(f"is nested more than {max_depth} levels deep; flatten it.")
+    try:
+        value = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"at line (\d+)", str(exc))
+        line = int(found.group(1)) if found else None
+        raise StrictJSONError(f"malformed TOML ({str(exc).split(' (at ')[0][:120]}); fix the syntax.", line) from None
+    except RecursionError:
+        raise StrictJSONError(f"is nested too deeply; at most {max_depth} levels are accepted.") from None
+    if _json_depth(value, max_depth) > max_depth:
+        raise StrictJSONError(f"is nested more than {max_depth} levels deep; flatten it.")
+    where = _not_finite(value)
+    if where is not None:
+        raise StrictJSONError(f"holds {where}, which is not a finite number; write a finite number.")
+    return value
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest run of open brackets and braces outside strings and comments, counted roughly (quotes of every
+    kind toggle a string): an upper bound that is exact for the nested arrays and inline tables that matter here."""
+    depth = deepest = 0
+    quote = ""
+    comment = False
+    for ch in text:
+        if comment:
+            comment = ch != "\n"
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            comment = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _not_finite(value: object, path: str = "") -> str | None:
+    """Where a NaN or an infinity is in a parsed document (``the value of 'a.b'``), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} at {path or 'the top level'!r}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _not_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------- JSONL

@@ -17,10 +17,11 @@ right-aligned columns and ``---`` otherwise, which renderers show left-aligned.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Table", "is_numeric", "md_cell", "md_escape", "number", "plural"]
+__all__ = ["Table", "is_numeric", "md_cell", "md_code", "md_escape", "number", "plural"]
 
 _PLACEHOLDERS = ("-", "?", "nan", "n/a", "")
 
@@ -43,6 +44,7 @@ def md_cell(text: object) -> str:
     return " ".join(out.splitlines()) if any(c in out for c in _BREAKS) else out
 
 
+_BACKTICKS = re.compile(r"`+")
 # what str.splitlines() breaks a line on: a row of a table must stay one line whatever reads it
 _BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 # characters that are markup in Markdown or HTML, written as numeric character references: they show as themselves
@@ -62,6 +64,21 @@ def md_escape(text: object) -> str:
     For Markdown only: HTML output escapes with ``html.escape``."""
     out = "".join(_ENTITIES.get(ch, ch) for ch in str(text))
     return " ".join(out.splitlines()) if any(c in out for c in _BREAKS) else out
+
+
+def md_code(text: object) -> str:
+    """Text from data as a Markdown code span (an id, a retriever spec) that no character of it can end: fenced by
+    one backtick more than its longest run of backticks, padded where it starts or ends with one, line breaks folded
+    into spaces. In a table the span goes through :func:`md_cell` (a :class:`Table` cell does), which writes its
+    pipes ``\\|``, as GitHub's tables want them inside code spans too.
+
+    >>> md_code("a`b")  # doctest: +SKIP
+    '``a`b``'"""
+    out = str(text)
+    out = " ".join(out.splitlines()) if any(c in out for c in _BREAKS) else out
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(out)), default=0) + 1)
+    pad = " " if out.startswith("`") or out.endswith("`") else ""
+    return f"{fence}{pad}{out}{pad}{fence}"
 
 
 def number(value: float, places: int = 4) -> str:

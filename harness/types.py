@@ -378,6 +378,17 @@ def _fast_ranking(ranking: Mapping[str, Any]) -> tuple[tuple[str, float], ...] |
     return tuple(sorted(clean.items(), key=_RANK_KEY, reverse=True))
 
 
+def _score(value: Any, did: str, qid: str, source: str | None) -> float:
+    """A score as a float: a number (an int, a float, a numpy scalar) or its decimal text; anything else (a word,
+    None, a list) is a DataFormatError naming the document and the query."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    raise DataFormatError(f"score of document {did!r} for query {qid!r} is {value!r:.60}, not a number; give each "
+                          "score as a finite number (a run is query id -> doc id -> score).", path=source)
+
+
 class Run(Mapping[str, tuple[tuple[str, float], ...]]):
     """query_id -> ranked tuple of (doc_id, score), sorted by :func:`rank_key`.
 
@@ -418,7 +429,7 @@ class Run(Mapping[str, tuple[tuple[str, float], ...]]):
                         path=source,
                     )
                 seen.add(did)
-                score = float(score)
+                score = _score(score, did, qid, source)
                 if not math.isfinite(score):
                     raise DataFormatError(
                         f"score of document {did!r} for query {qid!r} is {score}; scores must be finite numbers "

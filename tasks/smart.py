@@ -31,7 +31,7 @@ from pathlib import Path
 from gapbench.errors import ConfigError, DataFormatError, DuplicateIdError, GapbenchError
 from gapbench.task import Task
 from gapbench.textio import text_lines
-from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
+from gapbench.types import MAX_ID_LENGTH, Corpus, Document, Qrels, Queries, Query, TaskData, id_problem, show_id
 
 FIELDS = "ITABWXNKC"
 _MARK = re.compile(rf"^\.([{FIELDS}])(?:[ \t]+(.*?))?[ \t]*$")
@@ -143,7 +143,7 @@ def parse_records(path: str | Path) -> list[dict]:
             if not rid or len(rid.split()) != 1:
                 raise DataFormatError(f"'.I' must be followed by one record id, found {line.strip()[:60]!r}.",
                                       path=path, line=n)
-            rid = str(int(rid)) if rid.isdigit() else rid
+            rid = _record_id(rid, path, n)
             if rid in seen:
                 raise DuplicateIdError(f"record id {rid!r} appears twice (first on line {seen[rid]}).",
                                        path=path, line=n)
@@ -228,12 +228,37 @@ def parse_qrels(path: Path) -> list[tuple[str, str, int, int]]:
         if not (_whole(qid) and _whole(did) and _whole(code)):
             raise DataFormatError(f"query and document ids and the code must be whole numbers, found "
                                   f"{line_of(cols)!r}.", path=path, line=n)
-        out.append((str(int(qid)), str(int(did)), int(code), n))
+        if len(code.lstrip("-")) > 9:  # a grade of more digits is no grade (gapbench.types.MAX_GRADE bounds them)
+            raise DataFormatError(f"the relevance code {code[:20]}{'...' if len(code) > 20 else ''} is not a grade; "
+                                  "give a small whole number.", path=path, line=n)
+        out.append((_numeric(qid, path, n), _numeric(did, path, n), int(code), n))
     return out
 
 
 def _whole(text: str) -> bool:
-    return re.fullmatch(r"-?[0-9]+", text) is not None
+    return re.fullmatch(r"-?[0-9]+", text, re.ASCII) is not None
+
+
+def _numeric(text: str, path: Path, line: int) -> str:
+    """A numeric id as written in ASCII digits, without its leading zeros (``001`` is ``1``), read as text: an id of
+    thousands of digits is refused at the id length limit (:data:`gapbench.types.MAX_ID_LENGTH`), not passed to
+    ``int()`` (which refuses more than 4,300 digits with a traceback)."""
+    if len(text) > MAX_ID_LENGTH:
+        raise DataFormatError(f"an id of {len(text):,} characters ({text[:20]}...); ids have at most "
+                              f"{MAX_ID_LENGTH}.", path=path, line=line)
+    digits = text.lstrip("-").lstrip("0") or "0"
+    return "-" + digits if text.startswith("-") and digits != "0" else digits
+
+
+def _record_id(rid: str, path: Path, line: int) -> str:
+    """The id of a ``.I`` record: ASCII digits lose their leading zeros (``.I 001`` is ``1``); other ids are kept as
+    written, so ``.I ١`` (an Arabic-Indic one) stays itself and is never read as ``1``."""
+    if re.fullmatch(r"[0-9]+", rid, re.ASCII):
+        return _numeric(rid, path, line)
+    problem = id_problem(rid)
+    if problem is not None:
+        raise DataFormatError(f"record id {show_id(rid)} {problem}.", path=path, line=line)
+    return rid
 
 
 def line_of(cols: list[str]) -> str:

@@ -126,8 +126,10 @@ def board_init(
     """Make a board of your own tasks: write <folder>/suite.toml naming each task with the content fingerprint of its
     data, so that another machine's copy is found by content. Then: `gapbench submit create RUN_DIR... --suite
     <folder> ... --out <folder>/submissions/<system>`, `gapbench submit score`, `gapbench leaderboard build`."""
+    from ..evaluation.evaluation import measure_name
     from ..products.board_suites import init_suite
 
+    measure = measure_name(measure)  # stored as scores.json keys it (map -> AP), or every `submit score` misses it
     written = init_suite(folder, task, measure=measure, description=description, force=force)
     typer.echo(f"wrote {written} ({len(task)} tasks, measure {measure})")
     typer.echo(f"next: gapbench submit create RUN_DIR... --suite {folder} --system NAME --description ... --contact "

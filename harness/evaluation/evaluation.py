@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
@@ -17,7 +18,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from .. import trec_names
-from ..errors import ConfigError, GapbenchError, TrecNameError, UnknownIdError
+from ..contract import unknown_setting
+from ..errors import ConfigError, DataFormatError, GapbenchError, OptionsError, TrecNameError, UnknownIdError
 from ..schemas.run import RunResults
 from ..settings import accepts_type, fits, parse_float, parse_int
 from ..specs import split_list
@@ -81,6 +83,13 @@ def parse_measures(measures: str | Iterable[str] | None) -> list[Any]:
     if not measures:
         raise ConfigError("no measures given; for example measures=['nDCG@10', 'R@100'].")
     return [_parse_measure(m) for m in measures]
+
+
+def measure_name(text: str) -> str:
+    """The one name a measure is stored and looked up under: ir-measures' (``map`` -> ``AP``, ``ndcg_cut_10`` ->
+    ``nDCG@10``, `` nDCG@10 `` -> ``nDCG@10``), the key results give its mean under. Store this, never the text
+    given, or a later lookup by the results' key misses it. A ConfigError for a name that is not a measure."""
+    return str(parse_measures([text])[0])
 
 
 def _measure_error(text: str, problem: str) -> ConfigError:
@@ -249,11 +258,20 @@ def _descending_ranks(n: int) -> list[float]:
     return [float(i) for i in range(n, 0, -1)]
 
 
+def _path_given(value: object, what: str, reader: str) -> None:
+    """A file's path given where its contents are expected: name the reader that turns one into the other."""
+    if isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{what} is given as the path {os.fspath(value)!r:.200}, and evaluate takes the {what} "
+                          f"itself; read the file first: evaluate({reader}(path), ...) (gzip files are read as they "
+                          "are).")
+
+
 def _as_qrels(qrels: object) -> Qrels:
     if isinstance(qrels, Qrels):
         return qrels
     if isinstance(qrels, Mapping):
         return Qrels(qrels)
+    _path_given(qrels, "qrels", "gapbench.formats.read_qrels")
     raise GapbenchError(f"qrels must be a gapbench Qrels or a dict query_id -> doc_id -> grade, got "
                         f"{type(qrels).__name__}.")
 
@@ -284,6 +302,7 @@ def _run_scores(run: object) -> tuple[str, dict[str, Mapping[str, float]], Run |
     """(system name, query -> doc -> score, the Run if one was built). Dicts are checked without being sorted."""
     if isinstance(run, Run):
         return run.name, {q: dict(r) for q, r in run.items()}, run
+    _path_given(run, "run", "gapbench.formats.read_trec_run")
     if not isinstance(run, Mapping):
         raise GapbenchError(f"run must be a gapbench Run or a dict query_id -> doc_id -> score, got "
                             f"{type(run).__name__}.")
@@ -316,8 +335,14 @@ def evaluate(
     0.5
 
     A run none of whose queries is judged (a run of another collection, or other query ids) is refused with an
-    :class:`~gapbench.errors.UnknownIdError`: every mean would be a 0 that says nothing.
+    :class:`~gapbench.errors.UnknownIdError`, and an empty run or a score that is not a number with a
+    :class:`~gapbench.errors.DataFormatError`: every mean would be a 0 that says nothing. A path given for the run or
+    the qrels is a :class:`~gapbench.errors.ConfigError` naming the reader (``gapbench.formats.read_trec_run``).
     """
+    unknown = [key for key in settings if key not in EvaluateOptions.model_fields]
+    if unknown:  # the verb's own keywords are offered too: measure= is a typo of measures=
+        accepted = ["measures", "options", "task", *EvaluateOptions.model_fields]
+        raise OptionsError("gapbench.evaluate", [(unknown[0], unknown_setting(unknown[0], accepted))])
     o = EvaluateOptions.of(options, settings)  # refused now, not when a CI is first read
     n_resamples, seed, depth = o.n_resamples, o.seed, o.depth
     qrels = _as_qrels(qrels)
@@ -327,6 +352,9 @@ def evaluate(
     if depth is not None and isinstance(run, Run):
         run = run.top(depth)  # a Run is in trec_eval's order, so its top `depth` is what every measure reads
     system, scores, built = _run_scores(run)
+    if not scores:
+        raise DataFormatError("the run is empty (no query): every mean would be a 0 that says nothing; give the run "
+                              "the retriever produced (query_id -> doc_id -> score).")
     positive = qrels.positive_queries()
     if not positive:
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from ..schemas.report import ReportData
 from ..tables import Table, md_cell
@@ -28,16 +30,31 @@ figcaption{font-size:.85em;color:#5b6475}
 """
 
 
+def task_name(task: str) -> str:
+    """The task as a title names it: a registered task by its name, a local folder or file by its last part and
+    options (``/home/me/data/scifact:split=dev`` -> ``scifact:split=dev``), never by where it lies on one machine."""
+    if not task.startswith(("/", "~", ".")):
+        return task
+    path, colon, options = task.partition(":")
+    return (PurePath(path).name or path) + colon + options
+
+
 def title(d: ReportData) -> str:
     """What the page holds, named: a gap report where the gap analysis is in it, else the evaluation of the runs and
     the analyses found (``Evaluation, coverage and signals: beir/scifact``)."""
     kinds = list(dict.fromkeys(a.kind for a in d.analyses))
+    name = task_name(d.task)
     if "gap" in kinds:
-        return f"Gap report: {d.task}"
+        return f"Gap report: {name}"
     if not kinds:
-        return f"Evaluation report: {d.task}"
+        return f"Evaluation report: {name}"
     parts = ["Evaluation", *(k.replace("_", " ") for k in kinds)]
-    return f"{', '.join(parts[:-1])} and {parts[-1]}: {d.task}"
+    return f"{', '.join(parts[:-1])} and {parts[-1]}: {name}"
+
+
+def _html_text(text: str) -> str:
+    """A paragraph's text as HTML: escaped, and its `code` spans (written for the Markdown page) as <code>."""
+    return re.sub(r"`([^`\n]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def to_html(d: ReportData, sections: Sequence[Section]) -> str:
@@ -47,7 +64,7 @@ def to_html(d: ReportData, sections: Sequence[Section]) -> str:
     out = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>gapbench report: {e(d.task)}</title><style>{_CSS}</style></head><body><main>",
+        f"<title>gapbench report: {e(task_name(d.task))}</title><style>{_CSS}</style></head><body><main>",
         f"<h1>{e(title(d))}</h1>",
         f'<p class="meta">{len(d.systems)} systems: {e(", ".join(s.system for s in d.systems))}. '
         f"Main measure {e(d.main_measure)}. gapbench {e(d.gapbench_version)}.</p>",
@@ -58,7 +75,7 @@ def to_html(d: ReportData, sections: Sequence[Section]) -> str:
         out.append(f'<section id="{e(s.id)}"><h2>{e(s.title)}</h2>')
         for b in s.blocks:
             if isinstance(b, str):
-                out.append(f"<p>{e(b)}</p>")
+                out.append(f"<p>{_html_text(b)}</p>")
             elif isinstance(b, Table):
                 out.append(b.html())
             else:

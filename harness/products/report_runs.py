@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, GapbenchError
 from ..schemas.report import Distribution, PerQuery, WinTieLoss
-from ..tables import Table
+from ..tables import Table, plural
 from .report_blocks import Section, boxplot, histograms, p_value
 
 _TIE = 1e-12  # per-query values closer than this are a tie
@@ -122,12 +122,11 @@ def headline_section(results: Sequence[Any], cmp: Any, measures: Sequence[str], 
     sec = Section("headline", "Headline measures")
     letters = {r.system: chr(ord("a") + i) for i, r in enumerate(results)}
     r0 = results[0]
-    notes = [f"{r0.n_queries} queries"]
-    if r0.n_dropped:
-        notes.append(f"{r0.n_dropped} queries without a positive judgement dropped")
+    notes = [r0.scope]  # "50 queries, 10 without judgements (not scored, as trec_eval)": what the means are over
     for r in results:
         if r.n_missing:
-            notes.append(f"{r.system}: {r.n_missing} judged queries absent from the run scored 0")
+            notes.append(f"{r.system}: {plural(r.n_missing, 'judged query', 'judged queries')} absent from the run "
+                         "scored 0")
     sec.blocks.append("; ".join(notes) + ". Means with 95% bootstrap confidence intervals (queries resampled).")
     rows, sup = [], {}
     for i, r in enumerate(results):

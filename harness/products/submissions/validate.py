@@ -64,7 +64,7 @@ def validate_submission(
     if meta is None:
         return report
     report.meta = meta
-    _check_schema(meta, report)
+    check_fields(meta, report)
     _check_tasks(directory, meta, files, report, check_ids)
     if check_scores and "scores.json" in files and report.ok:
         check_stored_scores(directory, report)
@@ -102,7 +102,9 @@ def _check_text(where: str, key: str, value: str, pattern: re.Pattern | None, ca
         report.error(where, f"field {key!r} ({value!r:.60}) {why}; give {what}.")
 
 
-def _check_schema(meta: dict, report: ValidationReport) -> None:
+def check_fields(meta: dict, report: ValidationReport) -> None:
+    """Every field of submission.json against :data:`gapbench.schemas.FIELDS` and the text rules, each problem added
+    to ``report`` (also run by `submit create` before it writes anything)."""
     src = "submission.json"
     for key in meta:
         if key not in FIELDS:

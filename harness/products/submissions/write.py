@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ...errors import ConfigError, SubmissionError
 from ...schemas import FIELDS, SYSTEM_NAME, run_file_name, text_problem
 from ...suites import Suite
@@ -40,11 +42,28 @@ def write_submission(
         raise ConfigError(f"system name {system!r:.80} {why}; give {FIELDS['system'][2]}.")
     lookup = suite.task if isinstance(suite, FolderSuite) else get_task
     directory = Path(directory)
+    if isinstance(suite, FolderSuite):
+        _check_under_board(directory, suite)
+    named = {name: lookup(name) for name in runs}
+    rels = {name: f"runs/{run_file_name(task.name)}.trec" + (".gz" if gzip else "") for name, task in named.items()}
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION, "system": system, "description": description,
+        "suite": suite if isinstance(suite, str) else suite.name,
+        "gapbench_version": gapbench.__version__, "models": [dict(m) for m in models], "adapter": dict(adapter),
+        "contact": contact,
+        # the runs' hashes are known once they are written; every other field is checked before anything is
+        "tasks": {task.name: {"revision": task.revision, "run": rels[name], "sha256": "0" * 64}
+                  for name, task in named.items()},
+    }
+    for key, value in (("url", url), ("date", date), ("k", k)):
+        if value is not None:
+            meta[key] = value
+    _check_fields(meta)
     (directory / "runs").mkdir(parents=True, exist_ok=True)
     tasks = {}
     for name, run in runs.items():
-        task = lookup(name)
-        rel = f"runs/{run_file_name(task.name)}.trec" + (".gz" if gzip else "")
+        task = named[name]
+        rel = rels[name]
         if k:
             run = run.top(k)
         if digits:
@@ -53,19 +72,41 @@ def write_submission(
             run = Run({q: {d: float(f"{v:.{digits}g}") for d, v in r} for q, r in run.items()}, run.name)
         write_trec_run(run, directory / rel, tag=system)
         tasks[task.name] = {"revision": task.revision, "run": rel, "sha256": sha256_file(directory / rel)}
-    meta: dict[str, Any] = {
-        "format_version": FORMAT_VERSION, "system": system, "description": description,
-        "suite": suite if isinstance(suite, str) else suite.name,
-        "gapbench_version": gapbench.__version__, "models": [dict(m) for m in models], "adapter": dict(adapter),
-        "contact": contact, "tasks": tasks,
-    }
-    for key, value in (("url", url), ("date", date), ("k", k)):
-        if value is not None:
-            meta[key] = value
+    meta["tasks"] = tasks
     with atomic_writer(directory / "submission.json") as fh:
         json.dump(meta, fh, indent=2)
         fh.write("\n")
     return directory
+
+
+def _check_fields(meta: dict[str, Any]) -> None:
+    """Every field of ``submission.json`` checked as `gapbench submit validate` checks it (the same validator, the
+    same messages) and by the submission model, before a file is written: a submission that validate would refuse is
+    never made."""
+    from ...schemas.submission import Submission
+    from .validate import check_fields
+    from .validation_report import ValidationReport
+
+    report = ValidationReport(Path("."))
+    check_fields(meta, report)
+    problems = [p.message for p in report.problems]
+    if not problems:
+        try:
+            Submission.model_validate(meta)
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    if problems:
+        raise SubmissionError(f"nothing written: submission.json would be refused: {problems[0]}"
+                              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+
+def _check_under_board(directory: Path, suite: FolderSuite) -> None:
+    """A submission to a board of your own tasks is read from the board's ``submissions/`` folder (that is how
+    validate finds its suite): a folder elsewhere is refused now, not at validate."""
+    where = suite.folder.resolve() / "submissions"
+    if directory.resolve().parent != where:
+        raise ConfigError(f"{directory} is not a folder of the board's submissions; a submission to the board "
+                          f"{suite.name!r} is written as {where / '<system>'} (validate finds the board from there).")
 
 
 def submission_from_run_dirs(

@@ -1,0 +1,239 @@
+"""Hostile inputs of issue 41, one test per class closed at its root: TOML and JSON that are not text or are nested
+thousands deep, NaN and infinities in TOML, a submission that validate would refuse (written by nothing), a board
+measure stored under another name than the one results key it by, SMART ids in other digits or thousands of digits
+long, Markdown written from data, the Python verbs' refusals (path for a run, empty run, a score that is no number,
+measure= for measures=) and the one wording of a setting that is not one."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gapbench.errors import ConfigError, DataFormatError, OptionsError, StrictJSONError, SubmissionError
+from gapbench.jsonio import parse_json_strict, parse_toml_strict
+from gapbench.tables import Table, md_escape, number, plural
+
+# ---------------------------------------------------------------- TOML and JSON input
+
+
+@pytest.mark.parametrize("data, said, line", [
+    (b'name = "board"\nmeasure = "\xff\xfe"\n', "is not UTF-8 text (byte 26, 0xff)", 2),
+    (b"x = " + b"[" * 5000 + b"]" * 5000, "is nested more than 32 levels deep", None),
+    (b"x = " + b"{a = " * 3000 + b"1" + b"}" * 3000, "is nested more than 32 levels deep", None),
+    (b'[t]\nalpha = nan\n', "holds nan at 't.alpha', which is not a finite number", None),
+    (b'k = [1.0, -inf]\n', "holds -inf at 'k.1', which is not a finite number", None),
+    (b'a = 1\nb = = 2\n', "malformed TOML", 2),
+])
+def test_toml_input_that_is_not_a_document_is_one_line(data, said, line):
+    with pytest.raises(StrictJSONError) as caught:
+        parse_toml_strict(data)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+    assert caught.value.line == line
+
+
+def test_toml_reader_keeps_brackets_inside_strings_and_comments():
+    text = b'name = "a [[[[ b"  # [[[[[[\nlevels = [[1, 2], [3]]\n'
+    assert parse_toml_strict(text, max_depth=3) == {"name": "a [[[[ b", "levels": [[1, 2], [3]]}
+
+
+def test_json_input_nested_thousands_deep_or_not_text_is_one_line():
+    with pytest.raises(StrictJSONError, match="nested too deeply|nested more than"):
+        parse_json_strict(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(StrictJSONError, match=r"is not UTF-8 text \(byte 8, 0xc3\)") as caught:
+        parse_json_strict(b'{\n"a": "\xc3("}')
+    assert caught.value.line == 2
+
+
+# ---------------------------------------------------------------- SMART identifiers
+
+def _smart(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cran.all"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_smart_record_ids_in_other_digits_stay_themselves(tmp_path):
+    from gapbench.tasks.smart import parse_records
+
+    records = parse_records(_smart(tmp_path, ".I 001\n.W\none\n.I \u0661\n.W\ntwo\n"))  # ARABIC-INDIC DIGIT ONE
+    assert [r["id"] for r in records] == ["1", "\u0661"]  # never read as a second record 1
+
+
+def test_smart_ids_thousands_of_digits_long_are_refused_with_the_limit(tmp_path):
+    from gapbench.tasks.smart import parse_qrels, parse_records
+
+    with pytest.raises(DataFormatError, match=r"an id of 5,000 characters .*ids have at most 1024") as caught:
+        parse_records(_smart(tmp_path, ".I 1\n.W\none\n.I " + "7" * 5000 + "\n.W\ntwo\n"))
+    assert caught.value.line == 4
+    qrels = tmp_path / "qrels.text"
+    qrels.write_text("1 5 1\n" + "2 " + "9" * 5000 + " 1\n")
+    with pytest.raises(DataFormatError, match="an id of 5,000 characters"):
+        parse_qrels(qrels)
+    qrels.write_text("1 5 " + "3" * 50 + "\n")
+    with pytest.raises(DataFormatError, match="is not a grade"):
+        parse_qrels(qrels)
+
+
+# ---------------------------------------------------------------- submissions and boards
+
+def test_submit_create_checks_every_field_before_writing(tmp_path):
+    from gapbench.products.submissions.write import write_submission
+    from gapbench.types import Run
+
+    out = tmp_path / "sub"
+    run = Run({"q1": {"d1": 1.0}})
+    with pytest.raises(SubmissionError, match=r"nothing written: .*'contact'.*control or invisible character U\+000A"):
+        write_submission(out, system="mine", description="A system.", suite="impliret",
+                         runs={"impliret/multispeaker/wknow": run}, adapter={"name": "bm25", "config": {}},
+                         contact="me\n| forged | row |")
+    assert not out.exists()
+
+
+def test_submit_create_refuses_a_folder_outside_the_board(tmp_path):
+    from gapbench.products.board_suites import FolderSuite
+    from gapbench.products.submissions.write import write_submission
+    from gapbench.types import Run
+
+    board = FolderSuite(name="mine", tasks=("t",), folder=tmp_path / "board")
+    with pytest.raises(ConfigError, match=r"is not a folder of the board's submissions; .*board/submissions/<system>"):
+        write_submission(tmp_path / "elsewhere" / "sys", system="sys", description="d", suite=board,
+                         runs={"t": Run({"q1": {"d1": 1.0}})}, adapter={"name": "bm25", "config": {}}, contact="me")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_board_measure_is_stored_under_the_name_results_key_it_by(tmp_path):
+    from gapbench.cli import main
+    from gapbench.evaluation.evaluation import measure_name
+
+    assert [measure_name(m) for m in ("map", "ndcg_cut_10", " nDCG@10 ", "P.5")] == ["AP", "nDCG@10", "nDCG@10", "P@5"]
+    data = tmp_path / "data"
+    (data / "qrels").mkdir(parents=True)
+    (data / "corpus.jsonl").write_text('{"_id": "d1", "text": "a cat"}\n{"_id": "d2", "text": "a dog"}\n')
+    (data / "queries.jsonl").write_text('{"_id": "q1", "text": "cat"}\n')
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["leaderboard", "init", str(tmp_path / "board"), "--task", str(data), "--measure", "ndcg_cut_10"]) == 0
+    assert 'measure = "nDCG@10"' in (tmp_path / "board" / "suite.toml").read_text().splitlines()
+
+
+# ---------------------------------------------------------------- Markdown from data
+
+def test_markdown_from_data_can_neither_inject_markup_nor_forge_a_row():
+    hostile = "sys`rm -rf`|0.9999|\n| forged | 1.0000 |<script>x</script>\u2028**b** [l](u)"
+    cell = md_escape(hostile)
+    assert not set(cell) & set("`|<>\n\u2028*[]")
+    assert cell.startswith("sys&#96;rm -rf&#96;&#124;0.9999&#124; &#124; forged")
+    table = Table(["system", "nDCG@10"], [[cell, "0.5000"]]).markdown().splitlines()
+    assert len(table) == 3 and table[2].count("|") == 3  # one row of two cells: no forged row, no extra cell
+
+
+def test_numbers_and_counts_are_printed_as_said():
+    assert [number(-0.00004), number(-0.00005), number(0.25, 1), number(float("nan"))] == \
+        ["0.0000", "-0.0001", "0.2", "nan"]
+    assert [plural(1, "comparison"), plural(2, "comparison"), plural(11, "query", "queries")] == \
+        ["1 comparison", "2 comparisons", "11 queries"]
+
+
+# ---------------------------------------------------------------- the Python verbs' refusals
+
+QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+
+
+def test_evaluate_names_the_reader_for_a_path():
+    from gapbench import evaluate
+
+    with pytest.raises(ConfigError, match=r"run is given as the path 'runs/x\.trec'.*gapbench\.formats\.read_trec_run"):
+        evaluate("runs/x.trec", QRELS, ["AP"])
+    with pytest.raises(ConfigError, match=r"qrels is given as the path 'q\.txt'.*gapbench\.formats\.read_qrels"):
+        evaluate({"q1": {"d1": 1.0}}, Path("q.txt"), ["AP"])
+
+
+def test_evaluate_refuses_an_empty_run_and_a_score_that_is_no_number():
+    from gapbench import evaluate
+
+    with pytest.raises(DataFormatError, match="the run is empty"):
+        evaluate({}, QRELS, ["AP"])
+    with pytest.raises(DataFormatError, match=r"score of document 'd1' for query 'q1' is 'high', not a number"):
+        evaluate({"q1": {"d1": "high"}}, QRELS, ["AP"])
+
+
+def test_one_wording_for_a_setting_that_is_not_one():
+    from gapbench import evaluate
+    from gapbench.retrieval import get_retriever
+    from gapbench.runner import RunOptions
+
+    with pytest.raises(OptionsError) as caught:
+        evaluate({"q1": {"d1": 1.0}}, QRELS, measure=["AP"])
+    assert str(caught.value) == ("gapbench.evaluate: measure is not a setting (did you mean 'measures'?); accepted "
+                                 "settings: measures, options, task, n_resamples, seed, depth.")
+    with pytest.raises(OptionsError) as caught:
+        RunOptions(measure=["AP"])
+    assert re.fullmatch(r"RunOptions: measure is not a setting of gapbench\.run \(did you mean 'measures'\?\); "
+                        r"accepted settings: measures, k, .*\.", str(caught.value))
+    with pytest.raises(OptionsError) as caught:
+        get_retriever("bm25:kl=1")
+    assert str(caught.value).startswith("retriever bm25: kl is not a setting (did you mean 'k1'?); accepted settings: "
+                                        "k1, b, ")
+
+
+def test_run_json_is_the_results_document(tmp_path):
+    """``Model.dump`` is the one serialiser: a results document read back dumps to itself."""
+    from gapbench import evaluate
+    from gapbench.schemas import RunResults
+
+    res = evaluate({"q1": {"d1": 2.0, "d2": 1.0}, "q9": {"d1": 1.0}}, QRELS, ["RR@10"], n_resamples=50)
+    doc = res.dump()
+    assert json.loads(json.dumps(doc)) == doc
+    assert (doc["n_queries"], doc["n_missing"], doc["n_unjudged"]) == (2, 1, 1)
+    assert doc["measures"] == {"RR@10": 0.5} and len(doc["ci95"]["RR@10"]) == 2
+    assert RunResults.model_validate(doc).dump() == doc
+
+
+# ---------------------------------------------------------------- dense: a model folder, and the CPU's faster path
+
+def test_a_model_folder_that_cannot_be_loaded_is_named_in_one_line(tmp_path):
+    from gapbench.errors import GapbenchError
+    from gapbench.retrieval import get_retriever
+    from gapbench.types import Corpus, Document
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "nope_type"}')  # transformers: a ValueError, not an OSError
+    dense = get_retriever(f"dense:model={folder},cache=false")
+    with pytest.raises(GapbenchError) as caught:
+        dense.index(Corpus([Document("d1", "a cat")]))
+    said = str(caught.value)
+    assert said.startswith(f"dense: cannot load model '{folder}': ValueError: The checkpoint you are trying to load "
+                           "has model type `nope_type`")
+    assert "\n" not in said and "give a local path with dense:model=" in said
+
+
+def test_the_cpu_hint_names_openvino_past_a_minute():
+    from gapbench.adapters._dense_hints import cpu_hint
+
+    # 2 threads encode 4,720 tokens (18,880 characters) a second with torch: 60 s is 1,132,800 characters
+    assert cpu_hint("dense", 1_132_000, 2) is None
+    assert cpu_hint("dense", 1_133_000, 2) == (
+        "dense: encoding on the CPU with torch takes at least a minute here; dense:backend=openvino gives the same "
+        "vectors 1.58x faster (bfloat16 3x, benchmarks/results/bench_onnx_cpu.txt; pip install 'gapbench[openvino]')")
+    assert cpu_hint("dense", 18_880 * 60 * 10, 2).startswith("dense: encoding on the CPU with torch takes at least "
+                                                             "10 minutes here")
+
+
+def test_the_report_is_titled_by_the_task_and_its_html_shows_code_as_code():
+    from gapbench.products.report_render import _html_text, task_name
+
+    assert [task_name(t) for t in ("/home/me/data/scifact:split=dev", "./runs/../cacm", "beir/scifact",
+                                   "irds:vaswani")] == ["scifact:split=dev", "cacm", "beir/scifact", "irds:vaswani"]
+    assert _html_text("rerun with `--k 100` <b>") == "rerun with <code>--k 100</code> &lt;b&gt;"
+
+
+def test_a_code_span_from_data_cannot_be_ended_by_it():
+    from gapbench.tables import md_code
+
+    assert [md_code(t) for t in ("bm25", "a`b", "`x`", "a``b\nc")] == ["`bm25`", "``a`b``", "`` `x` ``", "```a``b c```"]
+    # in a table the pipes are the table's to escape: GitHub reads \| inside a code span of a cell as a pipe
+    row = Table(["id", "note"], [[md_code("x`| forged |"), md_escape("ok")]]).markdown().splitlines()[2]
+    assert row == "| ``x`\\| forged \\|`` | ok |"
