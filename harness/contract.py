@@ -24,7 +24,8 @@ got -1" whichever verb is given it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -115,15 +116,29 @@ ModelName = Text
 """A model: a hub name, a local folder or an endpoint's model id; never empty."""
 
 
-def problem(error: Mapping[str, Any], of: str = _ANALYSIS) -> tuple[str, str]:
+def unknown_setting(key: str, accepted: Iterable[str], of: str = "") -> str:
+    """The one wording of a setting that is not one, for every verb, analysis, adapter and task option, in Python
+    and on the command line: ``kk is not a setting of gapbench.run (did you mean 'k'?); accepted settings: k, ...``
+    (the field name comes first, as in every options error). ``of``: whose setting it is not ('' when the error's
+    owner already says it, as ``retriever bm25: kl is not a setting ...``)."""
+    names = list(accepted)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"is not a setting{' of ' + of if of else ''}{hint}; accepted settings: {', '.join(names) or 'none'}"
+
+
+def problem(error: Mapping[str, Any], of: str = _ANALYSIS, accepted: Iterable[str] = ()) -> tuple[str, str]:
     """One pydantic error as ``(field, message)`` in gapbench's words: what is accepted, and what was given. ``of``:
-    what an unknown setting is not a setting of (``gapbench.run``, or this analysis)."""
+    what an unknown setting is not a setting of (``gapbench.run``, or this analysis); ``accepted``: the settings there
+    are, offered as the close match and listed."""
     field = ".".join(str(p) for p in error.get("loc", ()))
-    message = error.get("msg", "").replace("Extra inputs are not permitted", f"is not a setting of {of}")
+    if error.get("type") == "extra_forbidden":
+        return field, unknown_setting(field, accepted, of)
+    message = error.get("msg", "")
     for old, new in _REWORD:
         message = message.replace(old, new)
     # "is empty" already says what was given, and so does a message that quotes the text given
-    if error.get("type") not in ("missing", "extra_forbidden") and "input" in error and ", got " not in message \
+    if error.get("type") != "missing" and "input" in error and ", got " not in message \
             and not message.startswith("is empty") \
             and not (isinstance(error["input"], str) and repr(error["input"])[:80] in message):
         message += f", got {error['input']!r:.80}"
@@ -147,7 +162,8 @@ class Options(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             of = type(self).verb or _ANALYSIS
-            raise OptionsError(type(self).__name__, [problem(e, of) for e in exc.errors()]) from None
+            accepted = [name for name in type(self).model_fields]
+            raise OptionsError(type(self).__name__, [problem(e, of, accepted) for e in exc.errors()]) from None
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes``, checked as a new object is (pydantic's ``model_copy`` would not check them)."""

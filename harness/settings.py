@@ -20,7 +20,6 @@ its signature (:func:`settings_model`), so its options are read and refused the 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import math
@@ -33,7 +32,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from .contract import Options, problem
+from .contract import Options, problem, unknown_setting
 from .errors import OptionsError
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -98,9 +97,7 @@ def _refuse_unknown(model: type[BaseModel], owner: str, values: Mapping[str, Any
 
 def unknown_option(owner: str, key: str, accepted: list[str]) -> OptionsError:
     """The error for an option ``owner`` does not take: the closest accepted one and all of them."""
-    close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return OptionsError(owner, [(key, f"is not an option{hint}; accepted options: {', '.join(accepted) or 'none'}")])
+    return OptionsError(owner, [(key, unknown_setting(key, accepted))])
 
 
 def read_text(annotation: Any, text: str) -> Any:

@@ -163,9 +163,9 @@ def test_gapbench_run_refuses_k_0_naming_k():
 def test_an_unknown_setting_is_named_with_the_closest_and_every_accepted_one():
     with pytest.raises(OptionsError) as caught:
         get_retriever("bm25-okapi:epsilom=0.1")
-    assert str(caught.value) == ("retriever bm25-okapi: epsilom is not an option (did you mean 'epsilon'?); accepted "
+    assert str(caught.value) == ("retriever bm25-okapi: epsilom is not a setting (did you mean 'epsilon'?); accepted "
                                  "options: k1, b, epsilon, tokenizer, lowercase, use_title, keep_zero.")
-    with pytest.raises(OptionsError, match=r"^reranker sliding-window: zzz is not an option; accepted options: "):
+    with pytest.raises(OptionsError, match=r"^reranker sliding-window: zzz is not a setting; accepted settings: "):
         get_reranker("sliding-window:zzz=1", **LLM)
 
 
@@ -234,7 +234,7 @@ def test_a_task_factory_is_checked_from_its_signature():
     with pytest.raises(OptionsError) as caught:
         build(task, {"limit": "five"}, "task 'toy'")
     assert str(caught.value) == "task 'toy': limit must be a whole number, or none, got 'five'."
-    with pytest.raises(ConfigError, match=r"^task 'toy': splt is not an option \(did you mean 'split'\?\)"):
+    with pytest.raises(ConfigError, match=r"^task 'toy': splt is not a setting \(did you mean 'split'\?\)"):
         build(task, {"splt": "dev"}, "task 'toy'")
 
 

@@ -64,7 +64,8 @@ def test_the_options_refuse_an_unknown_setting_by_name(name):
     if flags is None:
         pytest.fail(f"{name}: no Flags registered")
     of = flags.options.verb or "this analysis"  # a verb's options name it: gapbench.run, gapbench.regress
-    with pytest.raises(OptionsError, match=rf"no_such_setting is not a setting of {re.escape(of)}\."):
+    with pytest.raises(OptionsError,
+                       match=rf"no_such_setting is not a setting of {re.escape(of)}; accepted settings: "):
         flags.options(no_such_setting=1)
 
 

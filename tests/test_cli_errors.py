@@ -91,7 +91,7 @@ def test_unknown_retriever(capsys):
 
 def test_unknown_retriever_option(capsys):
     err = expect_error(capsys, ["run", "impliret/multispeaker/wknow", "--retriever", "bm25:k9=1"])
-    assert "k9 is not an option" in err and "k1" in err  # names the bad option and lists accepted ones
+    assert "k9 is not a setting" in err and "k1" in err  # names the bad option and lists accepted ones
 
 
 def test_bad_retriever_option_value(capsys):

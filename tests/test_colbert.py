@@ -191,7 +191,7 @@ def test_spec_options_and_errors():
     with pytest.raises(ConfigError, match="retriever colbert: index must be 'auto', 'exact', 'plaid' or 'voyager', "
                                           "got 'faiss'"):
         get_retriever("colbert:index=faiss")
-    with pytest.raises(ConfigError, match="sed is not an option \\(did you mean 'seed'\\?\\)"):
+    with pytest.raises(ConfigError, match="sed is not a setting \\(did you mean 'seed'\\?\\)"):
         get_retriever("colbert:sed=3")
 
 

@@ -194,8 +194,8 @@ def test_fingerprint_combines_components_and_options():
         ("rrf:[k=-1]bm25+dense", "k must be greater than or equal to 0, got '-1'"),
         ("rrf:[depth=0]bm25+dense", "depth must be greater than or equal to 1, got '0'"),
         ("rrf:[depth=1.5]bm25+dense", "depth must be a whole number from 1 to 100,000, got '1.5'"),
-        ("rrf:[foo=1]bm25+dense", "retriever rrf: foo is not an option; accepted options: k, depth, weights"),
-        ("fuse-minmax:[k=60]bm25+dense", "retriever fuse-minmax: k is not an option; accepted options: depth, weights"),
+        ("rrf:[foo=1]bm25+dense", "retriever rrf: foo is not a setting; accepted settings: k, depth, weights"),
+        ("fuse-minmax:[k=60]bm25+dense", "retriever fuse-minmax: k is not a setting; accepted settings: depth, weights"),
         ("rrf:[weights=1]bm25+dense", "weights holds 1 weights for 2 retrievers"),
         ("rrf:[weights=1;x]bm25+dense", "weights must be finite numbers separated by ';'"),
         ("rrf:[weights=1;-2]bm25+dense", "weights.1 must be greater than or equal to 0, got '1;-2'"),
@@ -249,7 +249,7 @@ def test_rrf_end_to_end_offline(capsys):
                                  "key=value pairs, e.g. [k=60,depth=1000,weights=1;2]."),
         ("fuse-dbsf:[[depth=5]]bm25+bm25", "fuse-dbsf: the option bracket in '[[depth=5]]bm25+bm25' holds another "
                                            "bracket; write plain key=value pairs, e.g. [depth=1000,weights=1;2]."),
-        ("rrf:[dpth=5]bm25+bm25", "retriever rrf: dpth is not an option (did you mean 'depth'?); accepted options: k, "
+        ("rrf:[dpth=5]bm25+bm25", "retriever rrf: dpth is not a setting (did you mean 'depth'?); accepted settings: k, "
                                   "depth, weights."),
         ("rrf:bm25+bm25:k1=nan", "retriever bm25: k1 must be a finite number >= 0, got 'nan'."),
         ("rrf:bm25+()", "rrf: retriever number 2 in 'bm25+()' is empty (a stray '+'); write rrf:bm25+dense or "

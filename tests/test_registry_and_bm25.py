@@ -47,7 +47,7 @@ def test_parse_spec_and_typed_options():
     assert parse_spec("dense:query_prompt=query: a, b") == ("dense", {"query_prompt": "query: a, b"})
     r = get_retriever("bm25:k1=1.2,b=0.5,stemmer=porter")
     assert (r.k1, r.b, r.stemmer_name) == (1.2, 0.5, "porter")
-    with pytest.raises(ConfigError, match="accepted options: k1, b"):
+    with pytest.raises(ConfigError, match="accepted settings: k1, b"):
         get_retriever("bm25:k9=1")
     with pytest.raises(OptionsError, match="retriever bm25: k1 must be a finite number >= 0, got 'high'"):
         get_retriever("bm25:k1=high")
@@ -146,7 +146,7 @@ def test_user_retriever_without_exclude_still_gets_k_results():
         ("bm25:keep_zero=2", "retriever bm25: keep_zero must be true or false, got '2'."),
         ("bm25-qs:variant=lucene", "retriever bm25-qs: variant must be 'bright' or 'anserini', got 'lucene'."),
         ("bm25:k1=1,k1=2", "option 'k1' is given twice in 'bm25:k1=1,k1=2'; give each option once."),
-        ("bm25:kl=1", "retriever bm25: kl is not an option (did you mean 'k1'?); accepted options: k1, b, method, "
+        ("bm25:kl=1", "retriever bm25: kl is not a setting (did you mean 'k1'?); accepted settings: k1, b, method, "
                       "stopwords, stemmer, use_title, keep_zero."),
         ("dense:batch_size=abc", "retriever dense: batch_size must be a whole number from 1 to 1,000,000, got 'abc'."),
         ("dense:batch_size=1.5", "retriever dense: batch_size must be a whole number from 1 to 1,000,000, got '1.5'."),
@@ -254,8 +254,8 @@ def test_task_names_and_options(tmp_path, monkeypatch):
                                              "'maybe'.",
         "beir/arguana:ignore_identical_ids=2": "task 'beir/arguana': ignore_identical_ids must be true or false, "
                                                "got '2'.",
-        "impliret/multispeaker/wknow:sourse=hub": "task 'impliret/multispeaker/wknow': sourse is not an option (did "
-                                                  "you mean 'source'?); accepted options: source, revision.",
+        "impliret/multispeaker/wknow:sourse=hub": "task 'impliret/multispeaker/wknow': sourse is not a setting (did "
+                                                  "you mean 'source'?); accepted settings: source, revision.",
         "impliret:source=hub": "suite 'impliret' takes no options (got source); options belong to single tasks, for "
                                "example impliret/multispeaker/arithmetic:OPTION=VALUE.",
         "impliret": "'impliret' is a suite of 6 tasks, not a single task; run it with `gapbench run impliret -r "

@@ -125,7 +125,8 @@ def test_resamples_and_permutations_are_bounded_as_the_statistics_are():
                         "out for the task's own."),
     (dict(measures=["nDCG@10", "nDCG@10"]), "RunOptions: measures must be measures gapbench reads; a measure is listed "
                                             "twice in nDCG@10, nDCG@10, got ['nDCG@10', 'nDCG@10']."),
-    (dict(depth=3), "RunOptions: depth is not a setting of gapbench.run."),
+    (dict(depth=3), "RunOptions: depth is not a setting of gapbench.run; accepted settings: measures, k, output, "
+                    "overwrite, seed, reranker, llm_base_url, llm_model, augment, memory_budget, ray."),
 ])
 def test_run_options_name_the_setting(given, message):
     with pytest.raises(OptionsError) as caught:
@@ -148,9 +149,11 @@ def test_gapbench_run_refuses_k_0_from_python_before_any_work():
     with pytest.raises(OptionsError, match=r"^RunOptions: seed must be greater than or equal to 0, got -1\.$"):
         gapbench.run(TASK, "bm25", RunOptions(k=5), seed=-1)
     # run is a verb, not an analysis: the error names it (an analysis' options keep "this analysis")
-    with pytest.raises(OptionsError, match=r"^RunOptions: kk is not a setting of gapbench\.run\.$"):
+    with pytest.raises(OptionsError, match=r"^RunOptions: kk is not a setting of gapbench\.run \(did you mean 'k'\?\); "
+                                           r"accepted settings: measures, k, "):
         gapbench.run(TASK, "bm25", kk=10)
-    with pytest.raises(OptionsError, match=r"^GapOptions: no_such is not a setting of this analysis\.$"):
+    with pytest.raises(OptionsError,
+                       match=r"^GapOptions: no_such is not a setting of this analysis; accepted settings: "):
         GapOptions(no_such=1)
 
 

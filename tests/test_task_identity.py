@@ -173,7 +173,7 @@ def test_folder_path_takes_task_options(tmp_path):
     data = train.load()
     assert list(data.queries) == ["0"] and dict(data.qrels["0"]) == {"5836": 1}  # qrels/train.tsv: one judgement
     assert list(gapbench.get_task(str(folder)).load().queries) == ["1", "3", "5", "13"]
-    with pytest.raises(ConfigError, match=r"nope is not an option; accepted options: split\."):
+    with pytest.raises(ConfigError, match=r"nope is not a setting; accepted settings: split\."):
         gapbench.get_task(f"{folder}:nope=1")
     # the error for a folder without qrels/test.tsv says to give split=, and that works
     dev = tmp_path / "dev_only"
