@@ -108,6 +108,9 @@ BatchSize = Annotated[int, Field(ge=1, strict=True, json_schema_extra={"maximum"
 """Texts, tokens or documents handled at once: 1 to :data:`MAX_BATCH`."""
 NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 """A finite number, 0 or more (BM25's k1, a fusion weight, a time limit)."""
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+"""A finite number, any sign: every number a model reads from a file a user gives (a mean, an interval's end, a
+timing), so that NaN and the infinities, which JSON readers and TOML accept, are refused by the field, naming it."""
 Fraction = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
 """A finite number from 0 to 1 (BM25's b, a share)."""
 Seconds = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]

@@ -237,3 +237,18 @@ def test_a_code_span_from_data_cannot_be_ended_by_it():
     # in a table the pipes are the table's to escape: GitHub reads \| inside a code span of a cell as a pipe
     row = Table(["id", "note"], [[md_code("x`| forged |"), md_escape("ok")]]).markdown().splitlines()[2]
     assert row == "| ``x`\\| forged \\|`` | ok |"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_numbers_of_input_files_are_finite(value):
+    from pydantic import ValidationError
+
+    from gapbench.schemas import RunResults
+
+    with pytest.raises(ValidationError, match="finite number"):
+        RunResults(system="s", n_queries=1, measures={"AP": value})
+    with pytest.raises(ValidationError, match="finite number"):
+        RunResults(system="s", n_queries=1, measures={"AP": 0.5}, ci95={"AP": [0.1, value]})
+    with pytest.raises(ValidationError, match="finite number"):
+        literal = "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"  # pydantic's JSON reads them
+        RunResults.model_validate_json('{"system": "s", "n_queries": 1, "measures": {"AP": %s}}' % literal)

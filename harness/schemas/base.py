@@ -19,6 +19,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
+from ..contract import Finite
+
 # ---------------------------------------------------------------- text rules of submissions (and of what boards show)
 # The submission validator (gapbench.products.submissions) applies these same rules, field by field, with its own
 # messages; they live here, in the core, so that every layer can validate through the models.
@@ -83,7 +85,9 @@ def run_file_name(task: str) -> str:
 
 # ---------------------------------------------------------------- models
 
-Number = float  # an int is accepted where a float is declared; a bool is not (strict mode)
+Number = float  # an int is accepted where a float is declared; a bool is not (strict mode); NaN is (coverage's "none")
+# the numbers of files users give (results, manifests, submissions' scores): NaN and the infinities refused
+FiniteNumber = Finite
 
 
 def _ordered(pair: list[float]) -> list[float]:
@@ -92,7 +96,8 @@ def _ordered(pair: list[float]) -> list[float]:
     return pair
 
 
-Pair = Annotated[list[float], Field(min_length=2, max_length=2), AfterValidator(_ordered)]  # an interval, low <= high
+# an interval, low <= high, of finite ends
+Pair = Annotated[list[Finite], Field(min_length=2, max_length=2), AfterValidator(_ordered)]
 # a format version: the integer 1 (Literal[1] would also take true, since True == 1)
 One = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
 

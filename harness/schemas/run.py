@@ -10,7 +10,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from .. import trec_names
 from ..errors import GapbenchError
 from ..tables import Table, number, plural
-from .base import Model, Number, One, Pair
+from .base import FiniteNumber, Model, One, Pair
 from .submission import Fingerprints
 
 
@@ -84,7 +84,7 @@ class RunManifest(Model):
     ray: RayInfo | None = None
     date: str
     versions: dict[str, str]
-    timings: dict[str, Number]
+    timings: dict[str, FiniteNumber]
     # what changes the numbers' meaning, said where they are printed too: a measure reading deeper than k ("R@100
     # looks at 100 results but the run kept k=5: ..."); manifests written before it existed lack it
     notes: list[str] = Field(default_factory=list)
@@ -108,7 +108,7 @@ class RunResults(Model):
     n_missing: int = Field(default=0, ge=0)  # judged queries absent from the run, scored 0
     n_dropped: int = Field(default=0, ge=0)  # qrels queries with no positive judgement
     n_unjudged: int = Field(default=0, ge=0)  # run queries absent from the qrels, ignored
-    measures: dict[str, Number] = Field(min_length=1)
+    measures: dict[str, FiniteNumber] = Field(min_length=1)
     ci95: dict[str, Pair] | None = None
     notes: list[str] = Field(default_factory=list)  # as the manifest's notes (written only when there are some)
 
@@ -260,8 +260,8 @@ class SuiteResults(Model):
 
     suite: str = Field(min_length=1)
     system: str
-    tasks: dict[str, dict[str, Number]]
-    full_benchmark_avg: dict[str, Number]
+    tasks: dict[str, dict[str, FiniteNumber]]
+    full_benchmark_avg: dict[str, FiniteNumber]
     notes: list[str] = Field(default_factory=list)  # the tasks' notes (measures deeper than k), each once
 
     _results: tuple[RunResults, ...] = PrivateAttr(default=())

@@ -16,10 +16,10 @@ from .base import (
     ContactText,
     DateText,
     DescriptionText,
+    FiniteNumber,
     Model,
     ModelName,
     ModelRevision,
-    Number,
     One,
     PackageName,
     PackageVersion,
@@ -99,12 +99,12 @@ class TaskScores(Model):
     run: str
     run_sha256: str
     main_measure: str
-    measures: dict[str, Number]
+    measures: dict[str, FiniteNumber]
     ci95: dict[str, Pair]
     n_queries: int = Field(ge=0)
     n_missing: int = Field(ge=0)
     n_dropped: int = Field(ge=0)
-    per_query: dict[str, dict[str, Number]]
+    per_query: dict[str, dict[str, FiniteNumber]]
 
 
 class Scores(Model):
@@ -117,4 +117,4 @@ class Scores(Model):
     suite: str
     manifest: ScoresManifest
     tasks: dict[str, TaskScores]
-    full_benchmark_avg: dict[str, Number] | None = None
+    full_benchmark_avg: dict[str, FiniteNumber] | None = None
