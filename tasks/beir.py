@@ -37,8 +37,10 @@ from gapbench.corpus_store import read_beir_folder
 from gapbench.errors import ConfigError, DataFormatError, DatasetUnavailableError
 from gapbench.files import atomic_writer
 from gapbench.formats import file_digest
+from gapbench.specs import quote
 from gapbench.task import TASKS, Task
 from gapbench.tasks._hub import beir_style_folder, load_dataset
+from gapbench.tasks.local import read_folder
 from gapbench.types import Corpus, Document, Qrels, Queries, Query, TaskData
 
 ZIP_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -265,7 +267,8 @@ def load(name: str, split: str | None = None, source: str = "zip", data_dir: str
     split = split or spec.default_split
     data_dir = data_dir or os.environ.get(ENV_VAR)
     if data_dir:
-        data = read_beir_folder(local_folder(name, data_dir), split)
+        # a local copy is read as `gapbench run DIR` reads a folder: its qrels may not be a link out of it
+        data = read_folder(local_folder(name, data_dir), split)
     elif source == "hf":
         data = load_hf(name, split, revision)
     else:
@@ -288,7 +291,7 @@ def make_task(name: str, split: str | None = None, source: str = "zip", data_dir
     if local:
         src, rev = f"local BEIR copy {Path(local).expanduser()}", "local"
         # the copy's absolute folder and every option that changes the data: re-scoring makes the task again from it
-        remake = f"beir/{name}:data_dir={Path(local).expanduser().resolve()},split={split}" + (
+        remake = f"beir/{name}:data_dir={quote(Path(local).expanduser().resolve())},split={split}" + (
             "" if ignore_identical_ids else ",ignore_identical_ids=false")
     elif source == "hf":
         src, rev = f"hf:{HF_ORG}/{name}", revision

@@ -22,7 +22,7 @@ def beir_folder_task(path: str | Path, split: str = "test") -> Task:
     spec = str(path) if split == "test" else f"{path}:split={split}"
     return Task(
         name=spec,
-        loader=functools.partial(_load, path, split),
+        loader=functools.partial(read_folder, path, split),
         source=f"local BEIR folder {path}",
         revision="local",
         split=split,
@@ -33,9 +33,10 @@ def beir_folder_task(path: str | Path, split: str = "test") -> Task:
     )
 
 
-def _load(path: Path, split: str):
-    """The folder's data, its qrels file (``qrels/<split>.tsv[.gz]`` or ``<split>.tsv``) inside the folder: a link
-    out of it is refused, as a path in the split is (the corpus and queries may be links: large files are shared)."""
+def read_folder(path: Path, split: str):
+    """A BEIR-format folder's data (``gapbench run DIR``, ``beir/NAME:data_dir=DIR``), its qrels file
+    (``qrels/<split>.tsv[.gz]`` or ``<split>.tsv``) inside the folder: a link out of it is refused, as a path in the
+    split is (the corpus and queries may be links: large files are shared)."""
     for rel in (f"qrels/{split}.tsv", f"qrels/{split}.tsv.gz", f"{split}.tsv"):
         if (path / rel).exists():
             confined(path / rel, path, f"BEIR folder {path}: the qrels of split={split},")

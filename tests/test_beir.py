@@ -51,6 +51,29 @@ def test_train_split_and_direct_folder(monkeypatch):
     assert task.revision == "local" and len(task.load().queries) == 4
 
 
+def test_a_local_copys_qrels_link_out_of_its_folder_is_refused(tmp_path):
+    # the same confinement as `gapbench run DIR`: judgements are read from the copy, never through a link out of it
+    outside = tmp_path / "elsewhere.tsv"
+    outside.write_text("query-id\tcorpus-id\tscore\n1\t4983\t1\n")
+    copy = tmp_path / "copy" / "scifact"
+    shutil.copytree(FIXTURES / "scifact", copy)
+    (copy / "qrels" / "test.tsv").unlink()
+    (copy / "qrels" / "test.tsv").symlink_to(outside)
+    with pytest.raises(ConfigError, match=r"qrels of split=test.*leads outside its folder"):
+        get_task(f"beir/scifact:data_dir={tmp_path / 'copy'}").load()
+
+
+def test_a_local_copy_whose_folder_name_holds_an_option_is_re_made_from_that_folder(tmp_path):
+    # the task's spec (what re-scoring makes the task from) quotes the folder: ",split=train" stays part of its name
+    odd = tmp_path / "scifact,split=train"
+    shutil.copytree(FIXTURES, odd)
+    task = get_task(f'beir/scifact:data_dir="{odd}"')
+    assert task.split == "test" and task.spec == f'beir/scifact:data_dir="{odd}",split=test'
+    again = get_task(task.spec)
+    assert again.split == "test" and again.load().queries.ids() == task.load().queries.ids()
+    assert len(again.load().queries) == 4  # the test split, not train's one query
+
+
 def test_qrels_without_header(tmp_path):
     copy = tmp_path / "scifact"
     shutil.copytree(FIXTURES / "scifact", copy)
