@@ -164,7 +164,7 @@ def test_an_unknown_setting_is_named_with_the_closest_and_every_accepted_one():
     with pytest.raises(OptionsError) as caught:
         get_retriever("bm25-okapi:epsilom=0.1")
     assert str(caught.value) == ("retriever bm25-okapi: epsilom is not a setting (did you mean 'epsilon'?); accepted "
-                                 "options: k1, b, epsilon, tokenizer, lowercase, use_title, keep_zero.")
+                                 "settings: k1, b, epsilon, tokenizer, lowercase, use_title, keep_zero.")
     with pytest.raises(OptionsError, match=r"^reranker sliding-window: zzz is not a setting; accepted settings: "):
         get_reranker("sliding-window:zzz=1", **LLM)
 
