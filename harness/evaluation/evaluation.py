@@ -335,7 +335,7 @@ def evaluate(
     0.5
 
     A run none of whose queries is judged (a run of another collection, or other query ids) is refused with an
-    :class:`~gapbench.errors.UnknownIdError`, and an empty run or a score that is not a number with a
+    :class:`~gapbench.errors.UnknownIdError`, and an empty run dict or a score that is not a number with a
     :class:`~gapbench.errors.DataFormatError`: every mean would be a 0 that says nothing. A path given for the run or
     the qrels is a :class:`~gapbench.errors.ConfigError` naming the reader (``gapbench.formats.read_trec_run``).
     """
@@ -352,9 +352,11 @@ def evaluate(
     if depth is not None and isinstance(run, Run):
         run = run.top(depth)  # a Run is in trec_eval's order, so its top `depth` is what every measure reads
     system, scores, built = _run_scores(run)
-    if not scores:
-        raise DataFormatError("the run is empty (no query): every mean would be a 0 that says nothing; give the run "
-                              "the retriever produced (query_id -> doc_id -> score).")
+    if not scores and built is None and not isinstance(run, Run):
+        # a dict of no query is a mistake (the wrong variable, a filter that kept nothing); a Run read from a file
+        # of a retriever that found nothing is a result, scored 0 and re-scored as one
+        raise DataFormatError("the run is empty (a dict of no query): every mean would be a 0 that says nothing; give "
+                              "the run the retriever produced (query_id -> doc_id -> score).")
     positive = qrels.positive_queries()
     if not positive:
         raise GapbenchError("the qrels have no positive judgement (grade >= 1); nothing can be evaluated.")
