@@ -58,6 +58,10 @@ class AvailableSignal(Model):
     mean_weak: Number | None
     kept: bool
     dropped: str | None  # why it was not kept
+    # the evidence rule (gapbench.evidence): why auc, separation and ci95 are null although computed (too few weak or
+    # good retrievals among the n, or an interval as wide as the distance from chance); null when they are shown
+    withheld: str | None = None
+    n_weak: int | None = None  # weak retrievals among the n (null in files written before the evidence rule)
 
 
 class UnavailableSignal(Model):
@@ -206,6 +210,9 @@ GATE_HEADER = ["split", "queries", "weak", "catch rate", "false-alarm rate", "es
 def _signal_row(name: str, s: Mapping[str, Any]) -> list[str]:
     if not s["available"]:
         return [name, "unavailable", "", "", "", "", s["reason"]]
+    if s.get("withheld"):  # too thin to be shown as a number: the reason stands in the separation's place
+        return [name, f"withheld: {s['withheld']}", "", s["orientation"], _fmt(s["mean_good"], 4),
+                _fmt(s["mean_weak"], 4), "yes" if s["kept"] else "no: " + str(s["dropped"])]
     ci = s["ci95"]
     return [name, _fmt(s["separation"]), f"{_fmt(ci[0])}-{_fmt(ci[1])}", s["orientation"], _fmt(s["mean_good"], 4),
             _fmt(s["mean_weak"], 4), "yes" if s["kept"] else "no: " + str(s["dropped"])]

@@ -40,6 +40,11 @@ def signal_warnings(n_queries: int, n_weak: int, signals: Mapping[str, Mapping[s
                        "window).")
     for name, s in signals.items():
         sep, ci = s.get("separation"), s.get("ci95") or [None, None]
+        withheld = s.get("withheld")
+        if s.get("available") and withheld and not withheld.startswith("too few"):  # the few-class case is said above
+            out.append(f"{name}: its separation is not shown as a number: {withheld}; these queries cannot tell it "
+                       "from chance.")
+            continue
         if not s.get("available") or sep is None or ci[0] is None or ci[1] is None:
             continue
         if reaches_chance(sep, ci[0], ci[1]):

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import ConfigError, GapbenchError
+from ...evidence import separation_evidence
 from ...files import atomic_writer, output_folder, pyplot, write_figure
 from ...schemas.signals import (  # noqa: F401
     GATE_HEADER,
@@ -67,7 +68,15 @@ def analyse(
             "ci95": [_clean(ci[0]), _clean(ci[1])],
             "mean_good": _clean(float(good.mean())) if good.size else None,
             "mean_weak": _clean(float(weak.mean())) if weak.size else None,
+            "n_weak": int(weak.size),
         })
+        # the one evidence rule: a separation its queries cannot support is not written as a number (the gate and
+        # the choice of kept signals still use it, and say so in their own evidence warnings)
+        why = None if entry["separation"] is None else separation_evidence(
+            entry["n"], int(weak.size), entry["separation"], entry["ci95"])
+        entry["withheld"] = why
+        if why is not None:
+            entry.update({"auc": None, "separation": None, "ci95": [None, None]})
         sigs[name] = entry
         seps[name] = sep
         available[name] = vals
