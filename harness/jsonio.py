@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 
@@ -79,10 +80,10 @@ def parse_toml_strict(data: bytes, *, max_depth: int = 32) -> dict:
     no ``nan`` or ``inf`` (TOML has them; no setting or published number is one), at most ``max_depth`` levels of
     nesting (tables and arrays), so that a hostile file ends in one line, never in a traceback. Raises
     :class:`StrictJSONError` (the caller names the file), with the line where known."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
 
     if data.startswith(b"\xef\xbb\xbf"):
         raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
