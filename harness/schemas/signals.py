@@ -86,6 +86,9 @@ class EscalationRates(Model):
     false_alarm_rate: Number | None  # share of good retrievals escalated
     escalated_share: Number | None
     youden_j: Number | None
+    # the evidence rule (gapbench.evidence): why catch_rate, false_alarm_rate and youden_j are null although
+    # computable (fewer than 5 weak or 5 good retrievals on the split); null when they are shown
+    withheld: str | None = None
 
 
 class GateSplit(EscalationRates):
@@ -226,8 +229,10 @@ def signal_table(d: Mapping[str, Any]) -> Table:
 
 def gate_table(g: Mapping[str, Any]) -> Table:
     """The gate's catch and false-alarm rates on the calibration and held-out splits."""
-    rows = [[split, str(g[split]["n"]), str(g[split]["n_weak"]), _fmt(g[split]["catch_rate"]),
-             _fmt(g[split]["false_alarm_rate"]), _fmt(g[split]["escalated_share"])]
+    rows = [[split, str(g[split]["n"]), str(g[split]["n_weak"]),
+             *([f"withheld: {g[split]['withheld']}", ""] if g[split].get("withheld")
+               else [_fmt(g[split]["catch_rate"]), _fmt(g[split]["false_alarm_rate"])]),
+             _fmt(g[split]["escalated_share"])]
             for split in ("calibration", "held_out")]
     return Table(GATE_HEADER, rows, align="llllll")
 
@@ -253,9 +258,12 @@ def gate_warning(d: Mapping[str, Any]) -> str | None:
     sig = d["signals"].get(g["signal"], {})
     sep = sig.get("separation")
     why = sig.get("dropped") or (f"separation {sep:.3f} < bar {d['bar']}" if sep is not None else "not kept")
+    h = g["held_out"]
+    rates = (f"held-out rates withheld: {h['withheld']}" if h.get("withheld") else
+             f"held-out catch rate {_fmt(h['catch_rate'], 3)} against false-alarm rate "
+             f"{_fmt(h['false_alarm_rate'], 3)}")
     return (f"the gate's signal {g['signal']} is not a kept signal ({why}), so the gate separates weak from good "
-            f"retrievals little: held-out catch rate {_fmt(g['held_out']['catch_rate'], 3)} against false-alarm rate "
-            f"{_fmt(g['held_out']['false_alarm_rate'], 3)}.")
+            f"retrievals little: {rates}.")
 
 
 def _either_lines(d: Mapping[str, Any]) -> list[str]:

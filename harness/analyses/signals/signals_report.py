@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import ConfigError, GapbenchError
-from ...evidence import separation_evidence
+from ...evidence import HELD_OUT_MIN_PER_CLASS, class_shortfall, separation_evidence
 from ...files import atomic_writer, output_folder, pyplot, write_figure
 from ...schemas.signals import (  # noqa: F401
     GATE_HEADER,
@@ -106,6 +106,7 @@ def analyse(
     }
     if gate is not None:
         gate["evidence_warnings"] = gate_warnings(gate)
+        _withhold_thin_rates(gate)
     if gate_note:
         summary["gate_note"] = gate_note
     summary["either_max_corr"] = either_max_corr
@@ -116,6 +117,7 @@ def analyse(
         summary["gate_either_note"] = either_note
     if gate_either is not None:
         gate_either["evidence_warnings"] = gate_warnings(gate_either, "the gate on either firing")
+        _withhold_thin_rates(gate_either)
     summary["evidence_warnings"] = signal_warnings(int(y.size), int(y.sum()), sigs)
     return SignalsReport.computed({"kind": "signals", "task": task, "version": 1, **(meta or {}), **summary}, table, y)
 
@@ -158,6 +160,18 @@ def _choose_gate(
         gate_signal = max(pool, key=lambda s: (cal_sep[s], -pool.index(s)))
     return calibrate_gate(y, values[gate_signal], gate_signal, calib_fraction=calib_fraction, seed=seed,
                           target_catch=target_catch)
+
+
+def _withhold_thin_rates(gate: dict[str, Any]) -> None:
+    """The evidence rule on a gate's splits: catch rate, false-alarm rate, Youden J (and the split's separation) of a
+    split with fewer than HELD_OUT_MIN_PER_CLASS weak or good retrievals are not written as numbers; ``withheld``
+    says why, with the counts. The gate's rule itself stands: it was calibrated on all of its split's queries."""
+    for split in ("calibration", "held_out"):
+        rates = gate[split]
+        why = class_shortfall(rates["n_weak"], rates["n"], minimum=HELD_OUT_MIN_PER_CLASS)
+        if why is not None:  # no key where the rates stand, as in files written before the rule
+            rates.update({k: None for k in ("catch_rate", "false_alarm_rate", "youden_j", "separation") if k in rates})
+            rates["withheld"] = why
 
 
 def plot_auc(d: Mapping[str, Any], path: str | Path) -> Path:
