@@ -55,7 +55,7 @@ def test_unknown_domain_suggests_near_names():
         bright.load_bright("aops", long=True, data_dir=str(FIXTURE))
     with pytest.raises(ConfigError, match="no domain 'chemistry'; domains: biology"):
         bright.load_bright("chemistry", data_dir=str(FIXTURE))
-    with pytest.raises(ConfigError, match="accepted options: reasoning, instructions, data_dir, revision"):
+    with pytest.raises(ConfigError, match="accepted settings: reasoning, instructions, data_dir, revision"):
         get_task("bright/biology:reasonning=gpt4")
 
 
