@@ -120,7 +120,7 @@ def test_init_refuses_an_existing_suite_file_unless_forced(tmp_path, capsys, mon
 
 
 MALFORMED = [
-    ('name = "classic"\nmeasure = "nDCG@10"\n[[tasks]\n', 3, "is not valid TOML"),
+    ('name = "classic"\nmeasure = "nDCG@10"\n[[tasks]\n', 3, "malformed TOML"),
     ('name = "classic"\n\n[[tasks]]\nname = "cranfield"\npath = "../../data/cranfield"\n', 3,
      "task 'cranfield': fingerprint None is missing"),
     ('name = "classic"\nmesure = "AP"\n', 2, "unknown key 'mesure'"),

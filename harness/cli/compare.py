@@ -37,4 +37,4 @@ def compare_cmd(
     check_mode(rescore, "--rescore")
     cmp = compare_run_dirs(run_dirs, measure_list(measures), alpha=options.alpha, n_permutations=options.n_permutations,
                            seed=options.seed, rescore=rescore, data=data or ())
-    typer.echo(json.dumps(cmp.model_dump(mode="json", exclude_unset=True), indent=2) if as_json else str(cmp))
+    typer.echo(json.dumps(cmp.dump(), indent=2) if as_json else str(cmp))

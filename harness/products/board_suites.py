@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,27 +102,22 @@ def load_suite(spec: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) 
 def read_suite_file(path: str | os.PathLike, data: Sequence[str | os.PathLike] = ()) -> FolderSuite:
     """The :class:`FolderSuite` of ``<folder>/suite.toml`` (or of the file itself), every field checked; a problem
     is a :class:`gapbench.errors.DataFormatError` naming the file and line."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
-
-    from ..errors import DataFormatError
+    from ..errors import DataFormatError, StrictJSONError
+    from ..jsonio import parse_toml_strict
 
     path = Path(path)
     file = path if path.name == SUITE_FILE and not path.is_dir() else path / SUITE_FILE
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFormatError(f"cannot be read ({getattr(exc, 'strerror', None) or exc}); give the {SUITE_FILE} "
+        blob = file.read_bytes()
+    except OSError as exc:
+        raise DataFormatError(f"cannot be read ({exc.strerror or exc}); give the {SUITE_FILE} "
                               "that `gapbench leaderboard init` writes.", path=file) from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        at = re.search(r"at line (\d+)", str(exc))
-        raise DataFormatError(f"is not valid TOML ({exc}); fix the line or write the file again with `gapbench "
-                              "leaderboard init DIR --task ... --force`.", path=file,
-                              line=int(at[1]) if at else None) from None
+    try:  # not UTF-8, nested too deep, nan or inf, a syntax error: one line naming the file
+        raw = parse_toml_strict(blob)
+    except StrictJSONError as exc:
+        raise DataFormatError(f"{exc} Write the file again with `gapbench leaderboard init DIR --task ... --force` "
+                              "if it cannot be fixed.", path=file, line=exc.line) from None
+    text = blob.decode("utf-8")
     lines = text.splitlines()
 
     def line_of(pattern: str, nth: int = 0) -> int | None:
@@ -148,7 +142,7 @@ def read_suite_file(path: str | os.PathLike, data: Sequence[str | os.PathLike] =
     measure = raw.get("measure", DEFAULT_MEASURE)
     if not isinstance(measure, str) or not measure.strip():
         raise bad(f"measure {measure!r:.60} is not a measure name such as 'nDCG@10'.", line_of(r"measure\s*="))
-    _check_measure(measure, file, line_of(r"measure\s*="))
+    measure = _check_measure(measure, file, line_of(r"measure\s*="))
     tasks = raw.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         raise bad("lists no task; each task is a [[tasks]] table with name, path (or task) and fingerprint.",
@@ -182,12 +176,14 @@ def read_suite_file(path: str | os.PathLike, data: Sequence[str | os.PathLike] =
                        data=tuple(Path(d) for d in data))
 
 
-def _check_measure(measure: str, file: Path | None = None, line: int | None = None) -> None:
+def _check_measure(measure: str, file: Path | None = None, line: int | None = None) -> str:
+    """The one name ``measure`` is stored under (``map`` -> ``AP``): results key their means by it, so a board that
+    kept the text given would miss every submission's score."""
     from ..errors import DataFormatError, GapbenchError
-    from ..evaluation.evaluation import parse_measures
+    from ..evaluation.evaluation import measure_name
 
     try:
-        parse_measures([measure])
+        return measure_name(measure)
     except GapbenchError as exc:
         if file is None:
             raise
@@ -319,7 +315,7 @@ def init_suite(folder: str | os.PathLike, tasks: Sequence[str], *, measure: str 
     if not tasks:
         raise ConfigError("no task given; name each task (`gapbench leaderboard init DIR --task T ...`): a folder, a "
                           "registered name or an irds: id.")
-    _check_measure(measure)
+    measure = _check_measure(measure)
     found: list = []
     names: dict[str, str] = {}
     keys: dict[str, str] = {}

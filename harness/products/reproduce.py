@@ -21,22 +21,17 @@ import fnmatch
 import math
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
-
 from pydantic import Field, ValidationError, field_validator
 
 from ..contract import Options
-from ..errors import ConfigError, DataFormatError, DatasetUnavailableError
+from ..errors import ConfigError, DataFormatError, DatasetUnavailableError, StrictJSONError
+from ..jsonio import parse_toml_strict
 from ..schemas.reproduce import (
     DataIdentity,
     Grade,
@@ -110,12 +105,12 @@ def read_matrix(path: str | os.PathLike | None = None
     """The rows of a matrix file and its published identities by task (``[[identity]]`` tables), each checked."""
     path = Path(path) if path is not None else matrix_path()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = parse_toml_strict(path.read_bytes())
     except OSError as exc:
         raise DataFormatError(f"cannot read the matrix ({exc.strerror or exc}); give a readable TOML file.",
                               path=path) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DataFormatError(f"is not valid TOML ({exc}); each row is a [[row]] table.", path=path) from None
+    except StrictJSONError as exc:  # not UTF-8, nested too deep, nan or inf, a syntax error: one line naming the file
+        raise DataFormatError(str(exc), path=path, line=exc.line) from None
     extra = sorted(set(data) - {"row", "identity"})
     if extra or not isinstance(data.get("row"), list) or not isinstance(data.get("identity", []), list):
         raise DataFormatError(f"holds {', '.join(extra) or 'no list of [[row]] tables'}; a matrix is a list of "

@@ -388,7 +388,7 @@ CASES = [
     # a board of your own tasks whose suite.toml is broken: one line, naming the file and the line (issue 27)
     Case("build-own-board-bad-toml", ["leaderboard", "build", "--root", "{tmp}/lb"],
          files={"lb/mine/suite.toml": 'name = "mine"\n[[tasks]\n', "lb/mine/submissions/x/submission.json": "{}"},
-         names=("{tmp}/lb/mine/suite.toml, line 2: is not valid TOML",)),
+         names=("{tmp}/lb/mine/suite.toml, line 2: malformed TOML",)),
     Case("build-own-board-no-tasks", ["leaderboard", "build", "--root", "{tmp}/lb"],
          files={"lb/mine/suite.toml": 'name = "mine"\nmeasure = "nDCG@10"\n',
                 "lb/mine/submissions/x/submission.json": "{}"},
