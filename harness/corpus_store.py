@@ -492,9 +492,28 @@ def read_beir_folder(folder: PathLike, split: str = "test"):
     known = judged_ids_check(queries, corpus, qrels_path, query="query", queries_file=queries_path.name,
                              corpus_file=corpus_path.name, add_query="add it there or remove its judgements")
     qrels = read_beir_qrels(qrels_path, known)
-    # BEIR evaluates only the queries that have judgements in this split.
+    # BEIR evaluates only the queries that have judgements in this split. A query no qrels file of the folder judges
+    # (a user's 50 queries of which 10 were never judged) is left out as trec_eval leaves it out, and counted, so that
+    # results say so; a query judged in another split (queries.jsonl holds every split's) is simply not this split's.
+    elsewhere = _judged_in_other_splits(qrels_path)
+    unjudged = sum(1 for q in queries if q not in qrels and q not in elsewhere)
     queries = Queries(q for q in queries.values() if q.query_id in qrels)
-    return TaskData(corpus, queries, qrels, _folder_exclusions(folder / EXCLUSIONS_FILE, queries, corpus))
+    return TaskData(corpus, queries, qrels, _folder_exclusions(folder / EXCLUSIONS_FILE, queries, corpus), unjudged)
+
+
+def _judged_in_other_splits(qrels_path: Path) -> set[str]:
+    """The query ids (first column) of the other qrels files beside ``qrels_path`` (``*.tsv``, ``*.tsv.gz``)."""
+    from .textio import open_text
+
+    ids: set[str] = set()
+    for other in sorted(qrels_path.parent.glob("*.tsv*")):
+        if other == qrels_path or not other.name.endswith((".tsv", ".tsv.gz")) or not other.is_file():
+            continue
+        with open_text(other) as fh:
+            for line in fh:
+                ids.add(line.split("\t", 1)[0].strip())
+    ids.discard("query-id")
+    return ids
 
 
 EXCLUSIONS_FILE = "per_query_excluded_ids.json"  # OBLIQ-Bench's name; `gapbench obliq build` writes one too

@@ -24,6 +24,7 @@ query still gets k results, where BEIR's evaluator drops the self-match after th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -274,7 +275,7 @@ def load(name: str, split: str | None = None, source: str = "zip", data_dir: str
     else:
         data = read_beir_folder(download_zip(name), split)
     if ignore_identical_ids:
-        data = TaskData(data.corpus, data.queries, data.qrels, identical_id_exclusions(data))
+        data = dataclasses.replace(data, excluded=identical_id_exclusions(data))  # unjudged, the count, kept
     return data
 
 

@@ -74,6 +74,20 @@ def test_a_local_copy_whose_folder_name_holds_an_option_is_re_made_from_that_fol
     assert len(again.load().queries) == 4  # the test split, not train's one query
 
 
+def test_a_folders_queries_that_no_split_judges_are_counted_not_silently_dropped(tmp_path):
+    # the fixture's 5 queries: 4 judged in test.tsv, query 0 in train.tsv only, so the test split leaves none out
+    assert get_task(f"beir/scifact:data_dir={FIXTURES}").load().unjudged == 0
+    copy = tmp_path / "scifact"
+    shutil.copytree(FIXTURES / "scifact", copy)
+    (copy / "qrels" / "train.tsv").unlink()  # now query 0 is judged nowhere: left out as trec_eval does, and counted
+    task = get_task(f"beir/scifact:data_dir={tmp_path}")
+    data = task.load()
+    assert (len(data.queries), data.unjudged) == (4, 1) and "0" not in data.queries
+    res = run(task, "bm25", k=10)
+    assert (res.n_queries, res.n_unjudged) == (4, 1)
+    assert str(res).splitlines()[0].endswith(": 5 queries, 1 without judgements (not scored, as trec_eval)")
+
+
 def test_qrels_without_header(tmp_path):
     copy = tmp_path / "scifact"
     shutil.copytree(FIXTURES / "scifact", copy)
