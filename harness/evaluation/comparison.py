@@ -62,6 +62,12 @@ def compare(
             if qrels is None:
                 raise GapbenchError("compare was given runs without qrels; pass qrels=... or evaluated results.")
             results.append(evaluate(item, qrels, measures, seed=seed))
+    named = [r for r in results if r.task]
+    other = next((r for r in named if r.task != named[0].task), None)
+    if other is not None:  # before the names: two tasks' runs of one retriever share a name
+        raise ConfigError(f"{other.system!r} holds results on task {other.task!r} and {named[0].system!r} on task "
+                          f"{named[0].task!r}; compare results of one task (paired tests need the same queries and "
+                          "qrels).")
     names = [r.system for r in results]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
