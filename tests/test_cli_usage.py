@@ -94,6 +94,16 @@ def test_bad_type_names_option_and_value(capsys, argv, option, given, where):
     assert line.endswith(f" (got {given!r}). Try '{where} --help'.")
 
 
+@pytest.mark.parametrize("argv, hint", [
+    (["evaluate", "--run", "r.trec", "--task", TASK, "-m", "nDCG@10", "R@100"], "-m nDCG@10,R@100"),
+    (["run", TASK, "-r", "bm25", "--measures", "nDCG@10", "R@100", "AP"], "--measures nDCG@10,R@100,AP"),
+])
+def test_measures_written_with_spaces_get_the_comma_form(capsys, argv, hint):
+    line = usage_error(capsys, argv)
+    assert line.startswith("gapbench: error: got unexpected extra argument")
+    assert f"; several measures are one value with commas: {hint}. Try 'gapbench {argv[0]} --help'." in line
+
+
 def test_far_mistyped_command_lists_the_commands(capsys):
     line = usage_error(capsys, ["xyzzy"])
     assert line.startswith("gapbench: error: no such command 'xyzzy'; the commands are tasks, run, evaluate, compare, ")

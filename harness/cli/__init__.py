@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import itertools
 import os
 import re
 import signal
@@ -315,10 +316,28 @@ def _usage_message(exc, argv: list[str]) -> str:
             text = f"{text.rstrip('.')} (got {value!r})"
     if text[:1].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]
+    spaced = _spaced_measures(argv)
+    if spaced and text.startswith("got unexpected extra argument"):  # `-m nDCG@10 R@100`: one value, commas
+        text = (f"{text.rstrip('.')}; several measures are one value with commas: "
+                f"{spaced[0]} {','.join(spaced[1])}")
     for token in sorted({t for t in argv if len(t) > 60}, key=len, reverse=True):
         text = text.replace(token, token[:57] + "...")  # click may quote whatever was typed, however long
     where = ctx.command_path if ctx is not None else _command_path(argv)
     return f"{text if text.endswith('?') else text.rstrip('.') + '.'} Try '{where} --help'."
+
+
+MEASURE_FLAGS = ("-m", "--measures", "--measure")
+
+
+def _spaced_measures(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(flag, values) when a measures flag is followed by two or more bare words (``-m nDCG@10 R@100``): a list of
+    measures written with spaces where the flag takes one comma-separated value."""
+    for i, arg in enumerate(argv):
+        if arg in MEASURE_FLAGS:
+            words = list(itertools.takewhile(lambda t: not t.startswith("-"), argv[i + 1:]))
+            if len(words) >= 2 and all("@" in w or w.replace("_", "").isalnum() for w in words[1:]):
+                return arg, words
+    return None
 
 
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
