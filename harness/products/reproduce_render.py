@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..schemas.reproduce import MatrixRow, ReproduceReport
+from ..tables import md_cell, md_code, md_escape
 
 _COLOURS = {"OK": "#1a7f37", "OKish": "#9a6700", "FAIL": "#cf222e", "not run": "#57606a",
             "not comparable": "#57606a"}
@@ -34,27 +35,26 @@ def _delta(x: float | None) -> str:
     return "-" if x is None else f"{x:+.4f}"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
     """One line per row: id, retriever, measure, published, gapbench, delta, tolerance, the grade under the row's
     rule, the grade under Anserini's (and the note)."""
     head = HEAD + (["note"] if notes else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"`{r.id}`", f"`{r.retriever}`" + (f" >> `{r.reranker}`" if r.reranker else ""), r.measure,
-                 f"{r.published:.4f}", _value(r.measured), _delta(r.delta), f"{r.tolerance:g}", _grade(r),
-                 _anserini(r)]
-        cells += [_md_cell(r.note)] if notes else []
+        # every cell from the matrix escaped: a note or id can neither end its cell nor forge a row; a code span's
+        # pipes still need md_cell's backslash inside a table
+        cells = [md_cell(md_code(r.id)),
+                 md_cell(md_code(r.retriever) + (f" >> {md_code(r.reranker)}" if r.reranker else "")),
+                 md_escape(r.measure), f"{r.published:.4f}", _value(r.measured), _delta(r.delta), f"{r.tolerance:g}",
+                 _grade(r), _anserini(r)]
+        cells += [md_escape(r.note)] if notes else []
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def sources_list(rows: Iterable[MatrixRow]) -> str:
     """Each row's source, one bullet per row."""
-    return "\n".join(f"- `{r.id}`: {_md_cell(r.source)}" for r in rows)
+    return "\n".join(f"- {md_code(r.id)}: {md_escape(r.source)}" for r in rows)
 
 
 RULES = ("gapbench's rule (the grade column, unless a row says [anserini]): OK when |delta| <= tolerance, OKish "
@@ -80,7 +80,7 @@ def _differing_text(rows: list[MatrixRow]) -> str:
     if not diff:
         return "No measured row grades differently under the two rules."
     return "Measured rows graded differently under the two rules: " + ", ".join(
-        f"`{r.id}` ({r.grade_gapbench} by gapbench's, {r.grade_anserini} by Anserini's)" for r in diff) + "."
+        f"{md_code(r.id)} ({r.grade_gapbench} by gapbench's, {r.grade_anserini} by Anserini's)" for r in diff) + "."
 
 
 def to_markdown(report: ReproduceReport) -> str:
@@ -194,7 +194,7 @@ def page_section(rows: Iterable[MatrixRow]) -> str:
              markdown_table(rows, notes=False), "", _differing_text(rows),
              "", "### Sources and notes", ""]
     for r in rows:
-        lines.append(f"- `{r.id}`: {_md_cell(r.source)}." + (f" *{_md_cell(r.note)}*" if r.note else ""))
+        lines.append(f"- {md_code(r.id)}: {md_escape(r.source)}." + (f" *{md_escape(r.note)}*" if r.note else ""))
     lines += ["", PAGE_END]
     return "\n".join(lines)
 

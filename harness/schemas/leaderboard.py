@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from ..errors import GapbenchError
 from ..evidence import MIN_PER_CLASS
-from ..tables import Table
+from ..tables import Table, md_escape
 from .base import URL, Model, Number, One, Pair
 from .report import Distribution
 from .submission import SubmissionAdapter, SubmissionModelRef
@@ -214,12 +214,13 @@ class Leaderboard(Model):
         """The ranking, a row per entry: rank, system, average, stability, the miss profile (when the board has one),
         then the tasks; ``strong`` marks the system and its average (bold in Markdown)."""
         profiled = self._profiled()
+        # Markdown only (its one caller): names from data as the characters they are, so none can end a cell
         head = ["Rank", "System", "Full Benchmark Avg. [95% CI]", "Rank stability",
-                *(PROFILE_HEADS if profiled else ()), *(self._short(t) for t in self.tasks)]
+                *(PROFILE_HEADS if profiled else ()), *(md_escape(self._short(t)) for t in self.tasks)]
         rows = []
         for e in self.entries:
             avg, ci = e.average, e.average_ci95
-            cells = [str(e.rank) if e.rank is not None else "-", strong(e.system),
+            cells = [str(e.rank) if e.rank is not None else "-", strong(md_escape(e.system)),
                      f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None and ci else "-",
                      f"{e.rank_stability:.1%}" if e.rank_stability is not None else "-"]
             if profiled:
@@ -235,8 +236,11 @@ class Leaderboard(Model):
                          *(_mde_text(mde.tasks.get(t), 4) for t in self.tasks)])
         return Table(head, rows, align="ll" + "r" * (len(head) - 2))
 
-    def _tests_table(self) -> Table:
-        rows = [[t.a, t.b, f"{t.delta:+.4f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", self._separable(t)] for t in self.tests]
+    def _tests_table(self, esc: Callable[[str], str] = str) -> Table:
+        """The paired tests; ``esc`` writes a system name for the format (md_escape for Markdown, where a Table cell
+        is written as given; the HTML table escapes its cells itself)."""
+        rows = [[esc(t.a), esc(t.b), f"{t.delta:+.4f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", self._separable(t)]
+                for t in self.tests]
         return Table(["A", "B", "avg(A) - avg(B)", "p (randomization)", "p (Holm)", "separable"], rows, align="llrrrl")
 
     def _separable(self, t: BoardTest) -> str:
@@ -310,7 +314,7 @@ class Leaderboard(Model):
         lines += ["", "## How the ranks are made", "", *(f"- **{a}**{b}" if a else f"- {b}" for a, b in self._rules()),
                   ""]
         if self.tests:
-            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table().markdown(), ""]
+            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table(md_escape).markdown(), ""]
         lines += ["## Submissions", ""]
         for e in self.entries:
             models = ", ".join(f"{m.name} @ {m.revision}" for m in e.models) or "none (lexical)"
