@@ -46,6 +46,8 @@ def test_hostile_input(category, case, tmp_path, capsys, monkeypatch):
     code, out, err = _run(case, tmp_path, capsys, monkeypatch)
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     assert code == case.expect, (code, out[-2000:], err[-2000:])
+    if case.check is not None:
+        case.check(tmp_path)
     if case.expect == 2:
         assert err.startswith("gapbench: error: "), err[-2000:]
         if _lists_errors(case):

@@ -13,7 +13,8 @@ folders, names and options, measures, submissions, the CI gate, LLM endpoints, t
 A case writes its inputs under a fresh temporary folder (``files``, or ``setup`` for links, pipes and the like) and
 names them in ``argv`` with ``{tmp}``, which is replaced by that folder. The command runs with that folder as the
 working directory, in-process through ``gapbench.cli.main`` (fast) or, with ``process=True``, as a real
-``python -m gapbench`` process (pipes, standard input, signals).
+``python -m gapbench`` process (pipes, standard input, signals). ``check``, when given, is called with that folder
+once the command has ended, to assert what it left there (an interrupted write leaves nothing half-written).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Case:
     stdin: Optional[bytes] = None
     timeout: float = 30.0
     env: Mapping[str, str] = field(default_factory=dict)
+    check: Optional[Callable[[Path], None]] = None
 
     def materialise(self, tmp: Path) -> list[str]:
         """Write the case's files under ``tmp`` and return its argv with ``{tmp}`` filled in."""

@@ -95,6 +95,15 @@ def _signal_run_dir_writer(sig: int):
     return setup
 
 
+def _nothing_half_written(tmp: Path) -> None:
+    """Check: the interrupted run left no run directory, no temporary (its hidden sibling, a ``.NAME.tmpPID`` file) and
+    no run file kept in its fresh cache for a later run to take."""
+    assert not (tmp / "out").exists()
+    left = [p for p in tmp.rglob("*") if re.fullmatch(r"\..+\.(tmp|old)[0-9]+", p.name)]
+    assert left == [], left
+    assert list((tmp / "home").rglob("*.trec.gz")) == []
+
+
 def _run_dir_beside(tmp: Path) -> None:
     (tmp / "mine").mkdir()
     (tmp / "mine" / "notes.txt").write_text("keep me\n")
@@ -197,8 +206,11 @@ CASES = [
          files={"qrels.txt": QRELS}, setup=_signal_fifo_reader(signal.SIGINT), process=True, expect=130),
     Case("sigterm-reading-a-pipe", ["evaluate", "--run", "{tmp}/run.fifo", "--qrels", "{tmp}/qrels.txt"],
          files={"qrels.txt": QRELS}, setup=_signal_fifo_reader(signal.SIGTERM), process=True, expect=143),
+    # a cache of its own: with the session's, a run of the same ranked lists kept by an earlier test would be taken
+    # (cache kind runs) and run.trec.gz never written, so the signal would have no write to land in
     Case("sigterm-writing-run-dir", ["run", TASK, "-r", "bm25", "-m", "nDCG@10", "-o", "{tmp}/out"],
-         setup=_signal_run_dir_writer(signal.SIGTERM), process=True, expect=143),
+         setup=_signal_run_dir_writer(signal.SIGTERM), process=True, expect=143, env={"GAPBENCH_HOME": "{tmp}/home"},
+         check=_nothing_half_written),
     # ---- valid inputs next to them
     Case("valid-tasks-json", ["tasks", "--json"], expect=0),
     Case("valid-help", ["--help"], expect=0),
