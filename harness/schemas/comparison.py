@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import ConfigDict, Field, model_validator
 
 from ..errors import GapbenchError
-from ..tables import Table
+from ..tables import Table, plural
 from .base import Model, Number, One
 from .run import RunResults
 
@@ -137,9 +137,10 @@ class Comparison(Model):
                 lo, hi = (r.ci95 or {}).get(m, (float("nan"), float("nan")))
                 row.append(f"{r.measures[m]:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
             rows.append(row)
-        note = (f"{self.systems[0].n_queries} queries. A letter marks a system significantly better than that system "
-                f"(paired randomization test, Holm-corrected over {len(self.tests) // max(1, len(measures))} "
-                f"comparisons, alpha={self.alpha}).")
+        pairs = plural(len(self.tests) // max(1, len(measures)), "comparison")
+        note = (f"{plural(self.systems[0].n_queries, 'query', 'queries')}. A letter marks a system significantly "
+                f"better than that system (paired randomization test, Holm-corrected over {pairs}, "
+                f"alpha={self.alpha}).")
         return "\n".join([Table(["system", *measures], rows).text(), note, *self._mde_lines(),
                           *rescore_summary(self.checks)])
 

@@ -20,10 +20,7 @@ from typing import Any
 
 # the thresholds are the one rule of gapbench.evidence, which the board and compare follow too
 from ...evidence import CHANCE, HELD_OUT_MIN_PER_CLASS, J_NEAR_ZERO, MIN_PER_CLASS, reaches_chance, too_few
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+from ...tables import plural
 
 
 def signal_warnings(n_queries: int, n_weak: int, signals: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -34,7 +31,7 @@ def signal_warnings(n_queries: int, n_weak: int, signals: Mapping[str, Mapping[s
     for few, many, word, other in ((n_good, n_weak, "good", "weak"), (n_weak, n_good, "weak", "good")):
         # an empty class has no separation at all: the analysis says so where it leaves the gate out
         if few and too_few(few):
-            out.append(f"only {_plural(few, word + ' retrieval')} among {n_queries} queries ({many} {other}): every "
+            out.append(f"only {plural(few, word + ' retrieval')} among {n_queries} queries ({many} {other}): every "
                        f"separation and interval rests on {'that query' if few == 1 else 'those queries'}; at least "
                        f"{MIN_PER_CLASS} of each are needed before a separation means much (more queries, or another "
                        "window).")
@@ -59,7 +56,7 @@ def gate_warnings(gate: Mapping[str, Any], name: str = "the gate") -> list[str]:
     h = gate["held_out"]
     n_weak, n_good = h["n_weak"], h["n"] - h["n_weak"]
     if too_few(min(n_weak, n_good), HELD_OUT_MIN_PER_CLASS):
-        return [(f"the held-out split of {name} has {_plural(n_weak, 'weak retrieval')} and {n_good} good: its "
+        return [(f"the held-out split of {name} has {plural(n_weak, 'weak retrieval')} and {n_good} good: its "
                  f"catch and false-alarm rates rest on too few queries to judge it (at least {HELD_OUT_MIN_PER_CLASS} "
                  "of each are needed).")]
     j = h.get("youden_j")
