@@ -545,8 +545,12 @@ def test_evaluate_refuses_a_run_none_of_whose_queries_is_judged(tmp_path, capsys
         evaluate({"x1": {"d1": 1.0}}, {"q1": {"d1": 1}, "q2": {"d1": 1}, "q3": {"d1": 1}, "q4": {"d1": 1}}, ["AP"])
     assert str(caught.value).startswith("none of the run's 1 queries is judged in the qrels, which judge 4 other "
                                         "queries (the run has 'x1'; the qrels 'q1', 'q2', 'q3', ...): ")
-    # an empty run is no run of another collection: every judged query scores 0 and is counted
-    assert evaluate({}, {"q1": {"d1": 1}}, ["AP"]).n_missing == 1
+    # an empty dict is a mistake, refused as the docstring says; a Run of a retriever that found nothing is no run
+    # of another collection: every judged query scores 0 and is counted
+    with pytest.raises(DataFormatError, match=r"^the run is empty \(a dict of no query\)"):
+        evaluate({}, {"q1": {"d1": 1}}, ["AP"])
+    res = evaluate(Run({}, name="nothing"), {"q1": {"d1": 1}}, ["AP"])
+    assert (res.n_missing, res.measures["AP"]) == (1, 0.0)
 
 
 def test_evaluate_names_measures_deeper_than_a_known_depth():
