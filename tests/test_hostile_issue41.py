@@ -252,3 +252,111 @@ def test_numbers_of_input_files_are_finite(value):
     with pytest.raises(ValidationError, match="finite number"):
         literal = "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"  # pydantic's JSON reads them
         RunResults.model_validate_json('{"system": "s", "n_queries": 1, "measures": {"AP": %s}}' % literal)
+
+
+# ---------------------------------------------------------------- a matrix and a suite.toml that are not TOML
+
+HOSTILE_TOML = [
+    (b'[[row]]\nid = "\xff\xfe"\n', "is not UTF-8 text (byte 14, 0xff)", ", line 2: "),
+    (b"x = " + b"[" * 10_000 + b"]" * 10_000 + b"\n", "is nested more than 32 levels deep", ": "),
+    (b'name = "mine"\nmeasure = "nDCG@10"\nalpha = nan\n', "holds nan at 'alpha', which is not a finite number", ": "),
+]
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("gapbench: error: ") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("data, said, where", HOSTILE_TOML, ids=["binary", "nested", "nan"])
+def test_a_matrix_that_is_not_toml_is_one_line_naming_it(tmp_path, capsys, data, said, where):
+    from gapbench.cli import main
+
+    path = tmp_path / "matrix.toml"
+    path.write_bytes(data)
+    assert main(["reproduce", "--matrix", str(path), "--list"]) == 2
+    err = _one_error_line(capsys)
+    assert f"{path}{where}{said}" in err
+
+
+@pytest.mark.parametrize("data, said, where", HOSTILE_TOML, ids=["binary", "nested", "nan"])
+def test_a_suite_file_that_is_not_toml_is_one_line_naming_it(tmp_path, capsys, data, said, where):
+    from gapbench.cli import main
+
+    board = tmp_path / "lb" / "mine"
+    (board / "submissions" / "x").mkdir(parents=True)
+    (board / "submissions" / "x" / "submission.json").write_text("{}")
+    (board / "suite.toml").write_bytes(data)
+    assert main(["leaderboard", "build", "--root", str(tmp_path / "lb")]) == 2
+    err = _one_error_line(capsys)
+    assert f"{board / 'suite.toml'}{where}{said}" in err
+
+
+def test_a_suite_measure_is_stored_and_read_under_the_name_results_key_it_by(tmp_path):
+    from gapbench.products.board_suites import init_suite, read_suite_file
+
+    data = tmp_path / "data"
+    (data / "qrels").mkdir(parents=True)
+    (data / "corpus.jsonl").write_text('{"_id": "d1", "text": "a cat"}\n{"_id": "d2", "text": "a dog"}\n')
+    (data / "queries.jsonl").write_text('{"_id": "q1", "text": "cat"}\n')
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    file = init_suite(tmp_path / "board", [str(data)], measure="map")
+    text = Path(file).read_text()
+    assert 'measure = "AP"' in text.splitlines()
+    assert read_suite_file(tmp_path / "board").measure == "AP"
+    # a suite.toml written by hand under another spelling is read under the one name
+    Path(file).write_text(text.replace('measure = "AP"', 'measure = "ndcg_cut_10"'))
+    assert read_suite_file(tmp_path / "board").measure == "nDCG@10"
+
+
+# ---------------------------------------------------------------- Markdown from matrix rows
+
+HOSTILE_TEXT = "a `tick` | pipe\n| forged | row | <script>alert(1)</script>"
+
+
+def _matrix_rows():
+    from gapbench.schemas.reproduce import MatrixRow
+
+    common = dict(task="impliret/multispeaker/wknow", measure="nDCG@10", published=0.152, tolerance=0.0005,
+                  data_here=False, grade="not run")
+    return [MatrixRow(id="ok/bm25", retriever="bm25", source="plain source", note="plain note", **common),
+            MatrixRow(id=HOSTILE_TEXT, retriever="bm25:k1=`0.9`|b", reranker="x|y", source=HOSTILE_TEXT,
+                      note=HOSTILE_TEXT, **common)]
+
+
+def _table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def _unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def test_matrix_markdown_from_hostile_rows_keeps_one_row_per_row(tmp_path):
+    from gapbench.products.reproduce_render import HEAD, reference_markdown, write_matrix
+    from gapbench.schemas.reproduce import ReproduceCounts, ReproduceReport
+
+    rows = _matrix_rows()
+    report = ReproduceReport(matrix="m.toml", gapbench_version="1", date="2026-01-01",
+                             counts=ReproduceCounts(not_run=2), rows=rows)
+    text = (write_matrix(report, tmp_path / "out") / "matrix.md").read_text()
+    table = _table_lines(text)
+    assert len(table) == 2 + len(rows)  # head, rule, one line per row: nothing forged
+    assert all(_unescaped_pipes(line) == len(HEAD) + 2 for line in table)  # HEAD and the note column
+    # the id's <script> stays inside its code spans (table and sources), where Markdown shows it as text
+    assert text.count("<script>") == 2 and not any("| forged |" in line for line in table)
+    hostile = table[3]
+    assert hostile.startswith("| ``a `tick` \\| pipe \\| forged \\| row \\| <script>alert(1)</script>`` | "
+                              "``bm25:k1=`0.9`\\|b`` >> `x\\|y` | nDCG@10 |")
+    assert hostile.endswith("| not run | - | a &#96;tick&#96; &#124; pipe &#124; forged &#124; row &#124; "
+                            "&#60;script&#62;alert(1)&#60;/script&#62; |")
+    sources = [line for line in text.splitlines() if line.startswith("- ")]
+    assert sources[1] == ("- ``a `tick` | pipe | forged | row | <script>alert(1)</script>``: a &#96;tick&#96; &#124; "
+                          "pipe &#124; forged &#124; row &#124; &#60;script&#62;alert(1)&#60;/script&#62;")
+    assert len(sources) == len(rows)
+    # the board README's reference section is the same table, without the note
+    ref = _table_lines(reference_markdown(rows))
+    assert len(ref) == 2 + len(rows) and all(_unescaped_pipes(line) == len(HEAD) + 1 for line in ref)
+    # ordinary text is left as it is: the committed board and docs/reproduce.md keep their bytes
+    assert table[2] == ("| `ok/bm25` | `bm25` | nDCG@10 | 0.1520 | - | - | 0.0005 | not run | - | plain note |")
