@@ -86,3 +86,68 @@ def test_corpus_size_and_ids():
     bad = [c for _, c in ALL if c.expect == 2]
     assert len(bad) >= 150, f"only {len(bad)} malformed or hostile inputs"
     assert any(c.expect == 0 for _, c in ALL) and any(c.expect == 1 for _, c in ALL)
+
+
+# The run file of a re-run with the same ranked lists is the one kept in the cache (cache kind runs), put in place by a
+# hard link or, across file systems, a copy into a temporary renamed over run.trec.gz. A SIGTERM landing in that step
+# (raised in the main thread as soon as link() returns, or half-way through the copy) must leave no run directory, no
+# temporary, the earlier run's file (the same inode when linked) and the kept file whole, and a later run that takes it.
+@pytest.mark.parametrize("route", ["link", "copy"])
+def test_sigterm_while_taking_the_kept_run_file(route, tmp_path, capsys, monkeypatch):
+    import hashlib
+    import json
+    import re
+    import shutil
+    import signal
+
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "impliret/multispeaker/wknow", "-r", "bm25", "-m", "nDCG@10", "-o"]
+    assert main([*argv, str(tmp_path / "first")]) == 0
+    first = (tmp_path / "first" / "run.trec.gz").read_bytes()
+    [kept] = (tmp_path / "home" / "cache" / "runs").glob("*.trec.gz")
+    capsys.readouterr()
+
+    real_link, real_copy, taken = os.link, shutil.copyfile, []
+
+    def into_the_run_dir(dst) -> bool:
+        return re.fullmatch(r"\.out\.tmp[0-9]+", Path(dst).parent.name) is not None
+
+    def link(src, dst, *args, **kwargs):
+        if not into_the_run_dir(dst):
+            return real_link(src, dst, *args, **kwargs)
+        if route == "copy":
+            raise OSError(18, "Invalid cross-device link")  # EXDEV: the cache is on another file system
+        real_link(src, dst, *args, **kwargs)
+        taken.append(dst)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def copyfile(src, dst, *args, **kwargs):
+        if not into_the_run_dir(dst):
+            return real_copy(src, dst, *args, **kwargs)
+        data = Path(src).read_bytes()
+        Path(dst).write_bytes(data[: len(data) // 2])
+        taken.append(dst)
+        os.kill(os.getpid(), signal.SIGTERM)
+        Path(dst).write_bytes(data)  # never reached: the signal's exception is raised first
+
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    assert main([*argv, str(tmp_path / "out")]) == 143
+    assert len(taken) == 1, "the re-run did not take the kept run file"
+    assert capsys.readouterr().err == ("gapbench: interrupted by SIGTERM; nothing half-written was left, and finished "
+                                       "work (caches) is kept.\n")
+    assert not (tmp_path / "out").exists()
+    left = [p for p in tmp_path.rglob("*") if re.fullmatch(r"\..+\.(tmp|old)[0-9]+", p.name)]
+    assert left == []
+    assert (tmp_path / "first" / "run.trec.gz").read_bytes() == first
+    meta = json.loads(kept.with_suffix("").with_suffix(".json").read_text())
+    assert (meta["bytes"], meta["sha256"]) == (len(first), hashlib.sha256(first).hexdigest())
+    assert kept.read_bytes() == first
+
+    monkeypatch.undo()
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "run.trec.gz").read_bytes() == first
+    assert os.stat(tmp_path / "again" / "run.trec.gz").st_ino == kept.stat().st_ino  # the kept file, taken
