@@ -360,3 +360,37 @@ def test_matrix_markdown_from_hostile_rows_keeps_one_row_per_row(tmp_path):
     assert len(ref) == 2 + len(rows) and all(_unescaped_pipes(line) == len(HEAD) + 1 for line in ref)
     # ordinary text is left as it is: the committed board and docs/reproduce.md keep their bytes
     assert table[2] == ("| `ok/bm25` | `bm25` | nDCG@10 | 0.1520 | - | - | 0.0005 | not run | - | plain note |")
+
+
+# ---------------------------------------------------------------- compare --json is the comparison's one document
+
+def test_compare_json_holds_the_mde_and_every_number_the_table_prints(tmp_path, capsys):
+    import gapbench
+    from gapbench.cli import main
+    from gapbench.evaluation.comparison import compare_run_dirs
+
+    data = tmp_path / "data"
+    (data / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": f"{'cat' if i % 2 else 'dog'} {'cat ' * (i % 3)}item {i}" for i in range(8)}
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in docs.items()))
+    (data / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": t}) + "\n"
+                                                for i, t in enumerate(["cat", "dog item", "cat item 3", "dog 4"])))
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td1\t1\nq1\td2\t1\nq2\td3\t1\n"
+                                             "q3\td4\t1\n")
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    gapbench.run(str(data), "bm25", measures=["nDCG@10", "RR@10"], output=dirs[0])
+    gapbench.run(str(data), "bm25:k1=0.1,b=0.1", measures=["nDCG@10", "RR@10"], output=dirs[1])
+    cmp = compare_run_dirs(dirs, ["nDCG@10", "RR@10"])
+    capsys.readouterr()
+    assert main(["compare", *map(str, dirs), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == json.loads(json.dumps(cmp.dump()))
+    assert [m["measure"] for m in out["mde"]] == ["nDCG@10", "RR@10"]
+    assert [m["mde"] for m in out["mde"]] == [m.mde for m in cmp.mde] and out["mde"][0]["n"] == 4
+    table = str(cmp)
+    for system in out["systems"]:  # each mean and CI end the table shows is the JSON's, rounded as printed
+        for m, mean in system["measures"].items():
+            lo, hi = system["ci95"][m]
+            assert f"{mean:.4f} [{lo:.3f},{hi:.3f}]" in table
+    for m in out["mde"]:
+        assert (f"{m['measure']} {m['mde']:.4f}" if m["mde"] is not None else f"{m['measure']} none") in table
