@@ -394,3 +394,24 @@ def test_compare_json_holds_the_mde_and_every_number_the_table_prints(tmp_path, 
             assert f"{mean:.4f} [{lo:.3f},{hi:.3f}]" in table
     for m in out["mde"]:
         assert (f"{m['measure']} {m['mde']:.4f}" if m["mde"] is not None else f"{m['measure']} none") in table
+
+
+def test_board_readme_from_hostile_names_keeps_one_row_per_system():
+    from test_leaderboard import _entry
+
+    from gapbench.products.reproduce_render import reference_markdown
+    from gapbench.schemas.leaderboard import Leaderboard
+
+    tasks = ("s/a|b `c`\n<script>", "s/t_1")
+    entries = [_entry("bm25", 1, {tasks[0]: 0.1, tasks[1]: 0.3}, 0.2), _entry("dense", 2, {tasks[0]: 0.05}, None)]
+    board = Leaderboard(kind="leaderboard", task="s", version=1, suite="s", tasks=list(tasks),
+                        main_measures={t: "nDCG@10" for t in tasks}, alpha=0.05, n_resamples=1000,
+                        n_permutations=10_000, seed=0, entries=entries, tests=[])
+    readme = board.to_markdown() + "\n" + reference_markdown(_matrix_rows())  # as the board writes its README.md
+    table = _table_lines(readme)
+    # standings: head, rule, 2 systems; reference rows: head, rule, 2 rows
+    assert len(table) == 4 + 4
+    assert all(_unescaped_pipes(line) == 7 for line in table[:4])
+    assert table[0] == ("| Rank | System | Full Benchmark Avg. [95% CI] | Rank stability | "
+                        "a&#124;b &#96;c&#96; &#60;script&#62; | t_1 |")
+    assert "<script>" not in board.to_markdown()

@@ -25,6 +25,17 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 
 
+# what can end a table cell, open HTML or a code span, or break a row: only a name holding one is escaped, so that the
+# names boards hold (t_1, multispeaker/wknow) keep their bytes in committed READMEs
+_CELL_HAZARD = re.compile(r"[|`<>\\&\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def md_name(text: str) -> str:
+    """A name from data (a system, a task) as a Markdown table cell: :func:`md_escape` where it holds a character
+    that could end the cell or inject markup, else as it is."""
+    return md_escape(text) if _CELL_HAZARD.search(text) else text
+
+
 def md(text: object) -> str:
     """Text from a submission as literal Markdown: one line, with every character that starts markup escaped (a '|'
     cannot end a table cell, '<' cannot open HTML, '[' cannot open a link)."""
@@ -216,11 +227,11 @@ class Leaderboard(Model):
         profiled = self._profiled()
         # Markdown only (its one caller): names from data as the characters they are, so none can end a cell
         head = ["Rank", "System", "Full Benchmark Avg. [95% CI]", "Rank stability",
-                *(PROFILE_HEADS if profiled else ()), *(md_escape(self._short(t)) for t in self.tasks)]
+                *(PROFILE_HEADS if profiled else ()), *(md_name(self._short(t)) for t in self.tasks)]
         rows = []
         for e in self.entries:
             avg, ci = e.average, e.average_ci95
-            cells = [str(e.rank) if e.rank is not None else "-", strong(md_escape(e.system)),
+            cells = [str(e.rank) if e.rank is not None else "-", strong(md_name(e.system)),
                      f"{strong(format(avg, '.4f'))} [{ci[0]:.4f}, {ci[1]:.4f}]" if avg is not None and ci else "-",
                      f"{e.rank_stability:.1%}" if e.rank_stability is not None else "-"]
             if profiled:
@@ -237,7 +248,7 @@ class Leaderboard(Model):
         return Table(head, rows, align="ll" + "r" * (len(head) - 2))
 
     def _tests_table(self, esc: Callable[[str], str] = str) -> Table:
-        """The paired tests; ``esc`` writes a system name for the format (md_escape for Markdown, where a Table cell
+        """The paired tests; ``esc`` writes a system name for the format (md_name for Markdown, where a Table cell
         is written as given; the HTML table escapes its cells itself)."""
         rows = [[esc(t.a), esc(t.b), f"{t.delta:+.4f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", self._separable(t)]
                 for t in self.tests]
@@ -314,7 +325,7 @@ class Leaderboard(Model):
         lines += ["", "## How the ranks are made", "", *(f"- **{a}**{b}" if a else f"- {b}" for a, b in self._rules()),
                   ""]
         if self.tests:
-            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table(md_escape).markdown(), ""]
+            lines += ["## Paired tests (Full Benchmark Avg.)", "", self._tests_table(md_name).markdown(), ""]
         lines += ["## Submissions", ""]
         for e in self.entries:
             models = ", ".join(f"{m.name} @ {m.revision}" for m in e.models) or "none (lexical)"
