@@ -62,7 +62,9 @@ def compare(
             if qrels is None:
                 raise GapbenchError("compare was given runs without qrels; pass qrels=... or evaluated results.")
             results.append(evaluate(item, qrels, measures, seed=seed))
-    named = [r for r in results if r.task]
+    # a local folder's task is named by its path, and one folder at two paths is one task (its identity is its
+    # content, which compare_run_dirs checks): only registered names are told apart here
+    named = [r for r in results if r.task and not os.path.isabs(r.task)]
     other = next((r for r in named if r.task != named[0].task), None)
     if other is not None:  # before the names: two tasks' runs of one retriever share a name
         raise ConfigError(f"{other.system!r} holds results on task {other.task!r} and {named[0].system!r} on task "
