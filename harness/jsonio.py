@@ -45,17 +45,22 @@ def _json_depth(value, limit: int) -> int:
     return 1 + max((_json_depth(v, limit - 1) for v in children), default=0)
 
 
+def _utf8_text(data: bytes, kind: str) -> str:
+    """``data`` as text, UTF-8 without a byte-order mark, or a :class:`StrictJSONError` naming the byte and line."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 {kind}.",
+                              data[:exc.start].count(b"\n") + 1) from None
+
+
 def parse_json_strict(data: bytes, *, max_depth: int = 32):
     """The JSON document in ``data``, read as a published file must be: UTF-8 without a byte-order mark, no NaN or
     Infinity, no number that overflows, no key twice in one object, at most ``max_depth`` levels of nesting.
     Raises :class:`StrictJSONError` saying what is wrong and the fix (the caller names the file)."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 JSON.",
-                              data[:exc.start].count(b"\n") + 1) from None
+    text = _utf8_text(data, "JSON")
     try:
         value = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_strict_constant,
                            parse_float=_strict_float)
@@ -85,13 +90,7 @@ def parse_toml_strict(data: bytes, *, max_depth: int = 32) -> dict:
     else:  # Python 3.10
         import tomli as tomllib
 
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise StrictJSONError("starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StrictJSONError(f"is not UTF-8 text (byte {exc.start}, {data[exc.start]:#04x}); save it as UTF-8 TOML.",
-                              data[:exc.start].count(b"\n") + 1) from None
+    text = _utf8_text(data, "TOML")
     # tomllib recurses once per level of an inline array or table: a file of many brackets would exhaust the stack
     # (or take the interpreter's recursion limit down with it) before any depth check could run on its result
     deepest = _bracket_depth(text)
