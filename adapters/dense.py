@@ -410,8 +410,10 @@ class Dense:
         """The faster CPU path named when the torch encoder on the CPU would take more than a minute."""
         if self.backend != "torch" or not self.device.startswith("cpu"):
             return
-        import torch
-
+        try:
+            import torch
+        except ImportError:  # the model's load says what to install, naming the retriever (MissingDependencyError)
+            return
         characters = sum(len(t) for i in missing for t in cache.chunk_texts(i))
         hint = cpu_hint(self.name, characters, torch.get_num_threads())
         if hint:

@@ -14,8 +14,8 @@ CORPUS = [("d1", "apples are red fruit"), ("d2", "bananas are yellow fruit"), ("
           ("d4", "grapes grow on vines"), ("d5", "lemons are sour")]
 QUERIES = [("q1", "red apples"), ("q2", "yellow bananas"), ("q3", "sour lemons"), ("q4", "vines"), ("q5", "cherries")]
 QRELS = [("q1", "d1", 1), ("q1", "d3", 2), ("q2", "d2", 1), ("q3", "d5", 0)]
-# a BEIR folder's loader keeps only the queries the qrels name (q4 and q5 are not searched)
-HEAD = "3 queries, 1 without a positive judgement (not scored, as trec_eval)"
+# the folder's 5 queries: 2 judged with a relevant document, 1 judged all 0, 2 judged in no qrels file
+HEAD = "5 queries, 2 without judgements and 1 without a positive judgement (not scored, as trec_eval)"
 
 
 def _folder(tmp_path):
@@ -57,12 +57,12 @@ def test_run_json_holds_every_number_of_the_table_and_the_counts(tmp_path, capsy
     table = _table(shown)
     assert len(table) == 3
     _check_same(table, doc)
-    assert (doc["n_queries"], doc["n_missing"], doc["n_dropped"], doc["n_unjudged"]) == (2, 0, 1, 0)
+    assert (doc["n_queries"], doc["n_missing"], doc["n_dropped"], doc["n_unjudged"]) == (2, 0, 1, 2)
     # the run directory's results.json is the same document, and its manifest counts the same queries
     stored = json.loads((tmp_path / "r" / "results.json").read_text())
     assert stored == doc
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
-    assert manifest["queries"] == {"n_queries": 2, "n_missing": 0, "n_dropped": 1, "n_unjudged": 0}
+    assert manifest["queries"] == {"n_queries": 2, "n_missing": 0, "n_dropped": 1, "n_unjudged": 2}
 
 
 def test_evaluate_json_holds_every_number_of_the_table(tmp_path, capsys):

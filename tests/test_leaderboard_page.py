@@ -163,7 +163,7 @@ def test_an_old_board_without_profiles_renders_without_their_columns():
 
 
 def test_the_committed_board_has_a_profile_and_a_page_per_system():
-    from gapbench.analyses.signals.signal_stats import separation
+    from gapbench.evidence import reaches_chance
 
     doc = json.loads((IMPLIRET / "leaderboard.json").read_text())
     board = validate("leaderboard", doc)
