@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..schemas.reproduce import MatrixRow, ReproduceReport
-from ..tables import md_cell, md_code, md_escape
+from ..tables import md_cell, md_code, md_escape, number
 
 _COLOURS = {"OK": "#1a7f37", "OKish": "#9a6700", "FAIL": "#cf222e", "not run": "#57606a",
             "not comparable": "#57606a"}
@@ -32,7 +32,11 @@ def _value(x: float | None) -> str:
 
 
 def _delta(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.4f}"
+    """A signed difference; one that rounds to 0 is ``0.0000``, never ``-0.0000`` or ``+0.0000``."""
+    if x is None:
+        return "-"
+    text = number(x)
+    return text if text.startswith("-") or float(text) == 0 else "+" + text
 
 
 def markdown_table(rows: Iterable[MatrixRow], *, notes: bool = True) -> str:
@@ -75,12 +79,18 @@ def differing(rows: Iterable[MatrixRow]) -> list[MatrixRow]:
     return [r for r in rows if r.grade_anserini is not None and r.grade_gapbench != r.grade_anserini]
 
 
-def _differing_text(rows: list[MatrixRow]) -> str:
+def _html_code(text: str) -> str:
+    return f"<code>{html.escape(text)}</code>"
+
+
+def _differing_text(rows: list[MatrixRow], code: Callable[[str], str] = md_code) -> str:
+    """The sentence naming the rows the two rules grade differently; ``code`` writes an id (Markdown's code span,
+    or HTML's ``<code>``), so that neither page shows raw backticks."""
     diff = differing(rows)
     if not diff:
         return "No measured row grades differently under the two rules."
     return "Measured rows graded differently under the two rules: " + ", ".join(
-        f"{md_code(r.id)} ({r.grade_gapbench} by gapbench's, {r.grade_anserini} by Anserini's)" for r in diff) + "."
+        f"{code(r.id)} ({r.grade_gapbench} by gapbench's, {r.grade_anserini} by Anserini's)" for r in diff) + "."
 
 
 def to_markdown(report: ReproduceReport) -> str:
@@ -131,7 +141,7 @@ def to_html(report: ReproduceReport) -> str:
             f"<h1>gapbench reproduce: published numbers, re-run</h1>"
             f"<p class=\"lead\">{len(report.rows)} rows: {html.escape(summary(report.counts))}. gapbench "
             f"{html.escape(report.gapbench_version)}, {html.escape(report.date)}.</p>"
-            f"<p>{html.escape(RULES)}</p><p>{html.escape(_differing_text(report.rows))}</p>"
+            f"<p>{html.escape(RULES)}</p><p>{_differing_text(report.rows, _html_code)}</p>"
             f"{html_table(report.rows)}</body></html>\n")
 
 
