@@ -32,36 +32,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["GAPBENCH_PROGRESS"] = "off"
 
-from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
+from _common import load_note, run_child  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
 
 TASK = "impliret/multispeaker/wknow"
 TARGET = 30.0  # issue 46 (was 20: issue 27)
 # the profile's top 15 start below the interpreter's and the CLI's wrappers (each holds the whole run's time)
 BELOW_THE_CLI = r"^(?!.*(typer|runpy|<string>|builtins.exec|harness/__main__|cli/__init__|llm_options|contextlib))"
-
-
-def run_child(args: list[str], env: dict) -> dict:
-    """Run ``python -m gapbench ARGS`` as a child (its output dropped): wall seconds around it, and its
-    CPU seconds (user + system) and peak RSS (MB) from ``os.wait4``."""
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.execve(sys.executable, [sys.executable, "-m", "gapbench", *args], env)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    if status:
-        raise SystemExit(f"gapbench {' '.join(args)} failed (wait status {status}); run it by hand to see why.")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
 
 
 def run_bytes(run_dir: Path) -> bytes:

@@ -17,27 +17,16 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
-from _common import load_note  # benchmarks/ is on sys.path when a script runs
+from _common import load_note, run_child  # benchmarks/ is on sys.path when a script runs
 
 TARGET = 0.3
 
 
 def timed(args: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of ``python -m gapbench ARGS``, its output dropped."""
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.execv(sys.executable, [sys.executable, "-m", "gapbench", *args])
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    if status:
-        raise SystemExit(f"gapbench {' '.join(args)} failed (wait status {status})")
-    return wall, usage.ru_utime + usage.ru_stime
+    m = run_child(args, dict(os.environ))
+    return m["wall"], m["cpu"]
 
 
 def commands() -> list[list[str]]:
