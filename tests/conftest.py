@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+# fixtures that several test files share (a model, a server or a prepared task set up once per xdist worker) live in
+# tests/fx_*.py, one module per kind
+pytest_plugins = sorted(p.stem for p in Path(__file__).parent.glob("fx_*.py"))
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,6 +38,19 @@ def module_home(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GAPBENCH_HOME", str(path))
         yield path
+
+
+@pytest.fixture(autouse=True)
+def _fresh_llm_preflight():
+    """The test servers bind port 0, so a later test's server can be given an earlier one's port: the process's record
+    of the endpoints that answered the LLM preflight check (gapbench.llm.preflight) starts empty in every test, or a
+    test that counts the checks depends on which tests ran before it in its process."""
+    import sys
+
+    module = sys.modules.get("gapbench.llm.preflight")
+    if module is not None:
+        module._ANSWERED.clear()
+    yield
 
 
 _CONNECTS: list | None = None  # while a test holds the `connections` fixture: every socket address it tried
