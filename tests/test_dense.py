@@ -7,8 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,16 +21,14 @@ pytestmark = [pytest.mark.skipif(offline_minilm_path() is None, reason="needs th
               pytest.mark.model]
 
 
-def test_dense_matches_raw_sentence_transformers():
-    from sentence_transformers import SentenceTransformer
-
+def test_dense_matches_raw_sentence_transformers(minilm):
     corpus = Corpus([Document("a", "The cat sat on the mat."), Document("b", "Stock markets fell sharply."),
                      Document("c", "A kitten rests on a rug.")])
     queries = Queries([Query("q", "where is the cat sitting")])
     d = Dense(cache=False)
     d.index(corpus)
     run = d.search(queries, 3)
-    model = SentenceTransformer(offline_minilm_path(), device="cpu")
+    model = minilm  # SentenceTransformer(offline_minilm_path(), device="cpu"), loaded once a session (tests/fx_models.py)
     emb = model.encode([doc.text for doc in corpus.values()], normalize_embeddings=True)
     qv = model.encode(["where is the cat sitting"], normalize_embeddings=True)[0]
     expected = sorted(zip(corpus.ids(), (emb @ qv).tolist()), key=lambda x: -x[1])
@@ -42,67 +38,75 @@ def test_dense_matches_raw_sentence_transformers():
 
 
 @pytest.mark.slow
-def test_dense_run_is_served_from_cache_without_the_model(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
-    t0 = time.perf_counter()
-    assert main(["run", "impliret/multispeaker/wknow", "--retriever", "dense", "--json", "-m", "nDCG@10,R@100"]) == 0
-    cold = time.perf_counter() - t0
-    first = json.loads(capsys.readouterr().out)
-    # dense MiniLM beats nothing by chance: nDCG@10 is far above a random ranking (~0.002 for 1 gold in 1,500)
-    assert 0.10 < first["measures"]["nDCG@10"] < 0.30
+def test_dense_run_is_served_from_cache_without_the_model(capsys, monkeypatch, wknow_dense_cached):
+    # the cold run (tests/fx_models.py, once a session) encoded the whole task with one model load; dense MiniLM beats
+    # chance: nDCG@10 is far above a random ranking (~0.002 for 1 gold in 1,500)
+    cold = wknow_dense_cached
+    assert cold["loads"] == 1
+    assert 0.10 < cold["means"]["nDCG@10"] < 0.30
 
-    # second run in a fresh process: identical numbers, and the model is never loaded
-    code = (
-        "import json, gapbench, gapbench.adapters.dense as dm\n"
-        "loads = []\n"
-        "orig = dm.Dense._load\n"
-        "dm.Dense._load = lambda self: loads.append(1) or orig(self)\n"
-        "r = gapbench.run('impliret/multispeaker/wknow', 'dense', measures=['nDCG@10','R@100'])\n"
-        "print(json.dumps({'loads': len(loads), 'ndcg': r.means['nDCG@10']}))\n"
-    )
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=True)
-    warm = time.perf_counter() - t0
-    second = json.loads(out.stdout.strip().splitlines()[-1])
-    assert second["loads"] == 0
-    assert second["ndcg"] == first["measures"]["nDCG@10"]
-    print(f"dense cold {cold:.1f}s, cached {warm:.1f}s, speed-up {cold / warm:.1f}x")
+    # run again through the command line from the cached vectors: identical numbers, and the model is never loaded
+    # (in a fresh process too: tests/test_cached_rerun.py, which also checks that torch is not even imported)
+    loads = []
+    orig = Dense._load
+    monkeypatch.setattr(Dense, "_load", lambda self: loads.append(1) or orig(self))
+    assert main(["run", "impliret/multispeaker/wknow", "--retriever", "dense", "--json", "-m", "nDCG@10,R@100"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert loads == []
+    assert again["measures"]["nDCG@10"] == cold["means"]["nDCG@10"]
+    assert again["measures"]["R@100"] == cold["means"]["R@100"]
+
+
+# the task's first 80 queries (real texts of several lengths, short enough to encode in a second), ten chunks: what is
+# proved (finished chunks kept, only the missing ones encoded, the same vectors) needs neither more nor longer texts
+N_TEXTS, CHUNK = 80, 8
 
 
 def _texts():
     data = get_task("impliret/unispeaker/wknow").load()
-    return [d.text for d in list(data.corpus.values())[:600]]
+    return [q.text for q in list(data.queries.values())[:N_TEXTS]]
 
 
-KILL_SCRIPT = """
-import sys
+# The child encodes with the real model and is killed (SIGKILL: no handler, no clean-up) while inside the encoder of its
+# fourth chunk: it says "blocked" once that chunk's vectors are computed and then waits, so the kill always falls after
+# exactly three finished chunks, whatever the machine's speed.
+KILL_SCRIPT = f"""
+import sys, time
 from gapbench.adapters.dense import Dense
 from gapbench.task import get_task
-texts = [d.text for d in list(get_task('impliret/unispeaker/wknow').load().corpus.values())[:600]]
-d = Dense(chunk_size=64)
-order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-print('ready', flush=True)
-d.embed(texts)
+texts = [q.text for q in list(get_task('impliret/unispeaker/wknow').load().queries.values())[:{N_TEXTS}]]
+calls = []
+orig = Dense._encode
+def encode(self, batch):
+    out = orig(self, batch)
+    calls.append(len(batch))
+    if len(calls) == 4:
+        print('blocked', flush=True)
+        time.sleep(600)
+    return out
+Dense._encode = encode
+Dense(chunk_size={CHUNK}).embed(texts)
 """
 
 
 @pytest.mark.slow
 def test_killed_encoding_resumes_without_redoing_chunks(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
-    env = os.environ.copy()
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    with open(tmp_path / "child.err", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT], env=os.environ.copy(), stdout=subprocess.PIPE,
+                                stderr=err, text=True)
     texts = _texts()
-    d = Dense(chunk_size=64)
-    cache = EmbeddingCache(d.fingerprint, sorted(texts, key=lambda t: -len(t)), chunk_size=64)
+    d = Dense(chunk_size=CHUNK)
+    cache = EmbeddingCache(d.fingerprint, sorted(texts, key=lambda t: -len(t)), chunk_size=CHUNK)
     n_chunks = cache.n_chunks
     assert n_chunks == 10
-    deadline = time.time() + 300
-    while time.time() < deadline and len(list(cache.dir.glob("chunk-*.npy"))) < 3:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    try:
+        assert proc.stdout.readline().strip() == "blocked", (tmp_path / "child.err").read_text()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
     done_before = sorted(p.name for p in cache.dir.glob("chunk-*.npy"))
-    assert 3 <= len(done_before) < n_chunks, done_before
+    assert done_before == [cache.chunk_path(i).name for i in range(3)]
     mtimes = {p: p.stat().st_mtime_ns for p in cache.dir.glob("chunk-*.npy")}
 
     encoded = []
@@ -113,13 +117,13 @@ def test_killed_encoding_resumes_without_redoing_chunks(tmp_path, monkeypatch):
         return orig(self, batch)
 
     monkeypatch.setattr(Dense, "_encode", counting)
-    resumed = Dense(chunk_size=64).embed(texts)
+    resumed = Dense(chunk_size=CHUNK).embed(texts)
     # only the missing chunks were encoded, finished chunks untouched
-    assert len(encoded) == n_chunks - len(done_before)
+    assert encoded == [CHUNK] * (n_chunks - len(done_before))
     assert all(p.stat().st_mtime_ns == t for p, t in mtimes.items())
 
     monkeypatch.setattr(Dense, "_encode", orig)
-    fresh = Dense(chunk_size=64, cache=False).embed(texts)
+    fresh = Dense(chunk_size=CHUNK, cache=False).embed(texts)
     np.testing.assert_allclose(resumed, fresh, atol=1e-5)
 
 
