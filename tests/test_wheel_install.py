@@ -102,10 +102,28 @@ def test_a_missing_optional_module_names_an_extra_that_brings_it():
 
 
 # ---------------------------------------------------------------- the sdist and the wheel
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory) -> dict[str, Path]:
+def _once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``name``, made by ``build(folder)`` once per test session however many xdist workers ask for it: the
+    first builds it under a lock in the session's temporary folder, the others wait for it and use it (the fresh venvs
+    below take minutes each; each test runs their commands from a folder of its own)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, which its workers' folders are in
+    folder = base / f"shared-{name}"
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a build that failed left
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
+def _build_dists(base: Path) -> None:
     """An sdist built from a copy of the sources, and the wheel pip builds from it (as `python -m build` does)."""
-    base = tmp_path_factory.mktemp("dist")
     src = base / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -116,10 +134,14 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     name = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, check=True, capture_output=True,
                           text=True).stdout.split()[-1]
-    sdist = out / name
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(sdist)], check=True, capture_output=True)
-    return {"sdist": sdist, "wheel": next(out.glob("gapbench-*.whl"))}
+                    str(out / name)], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    out = _once(tmp_path_factory, "dists", _build_dists) / "out"
+    return {"sdist": next(out.glob("gapbench-*.tar.gz")), "wheel": next(out.glob("gapbench-*.whl"))}
 
 
 @pytest.mark.slow
@@ -142,19 +164,36 @@ def test_sdist_and_wheel_carry_every_module_and_data_file(dists):
 
 
 # ---------------------------------------------------------------- installed in a fresh venv, used from elsewhere
-def _fresh_venv(base: Path, targets: list[str]) -> dict:
-    """A fresh venv under ``base`` with ``targets`` pip-installed in turn, pinned by the lock file, and a folder outside
-    the checkout to run its ``gapbench`` in."""
-    venv, work = base / "venv", base / "work"
+def _clean_env() -> dict[str, str]:
+    """This environment less what would point Python elsewhere than the venv, and less PYTHONDONTWRITEBYTECODE: the
+    venv's modules are byte-compiled by the first command that imports them and reused by the next ones, as in a
+    user's venv (pip installs without compiling, below)."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def _fresh_venv(base: Path, targets: list[str]) -> None:
+    """A fresh venv at ``base / "venv"`` with ``targets`` pip-installed in turn, pinned by the lock file. pip is this
+    interpreter's, pointed at the venv (``pip --python``): the venv needs no copy of its own (ensurepip took half a
+    minute), and nothing is byte-compiled at install time (``--no-compile``: compiling torch's thousands of modules
+    was most of the install; the first command that imports a module compiles it)."""
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    env = {**_clean_env(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-compile",
+           "-c", str(CONSTRAINTS)]
+    for target in targets:
+        done = subprocess.run([*pip, target], env=env, cwd=base, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _used_from(venv: Path, base: Path) -> dict:
+    """``venv`` seen from a folder outside the checkout (``base / "work"``), with a GAPBENCH_HOME of its own."""
+    work = base / "work"
     work.mkdir()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env = _clean_env()
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), HF_HUB_OFFLINE="1",
                GAPBENCH_HOME=str(base / "home"), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS)]
-    for target in targets:
-        done = subprocess.run([*pip, target], env=env, cwd=work, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-3000:]
 
     def gapbench(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
         done = subprocess.run([str(venv / "bin" / "gapbench"), *args], env=env, cwd=work, capture_output=True,
@@ -165,16 +204,24 @@ def _fresh_venv(base: Path, targets: list[str]) -> dict:
     return {"venv": venv, "work": work, "env": env, "gapbench": gapbench}
 
 
-@pytest.fixture(scope="module")
-def installed(dists, tmp_path_factory):
-    """torch first (as the README does), then the wheel with the extras the commands below need."""
-    return _fresh_venv(tmp_path_factory.mktemp("installed"), ["torch==2.13.0", f"{dists['wheel']}[argus,report]"])
+@pytest.fixture(scope="session")
+def installed_venv(dists, tmp_path_factory) -> Path:
+    """torch first (as the README does), then the wheel with the extras the commands below need: one venv for the
+    session, which each test below uses from a folder of its own."""
+    targets = ["torch==2.13.0", f"{dists['wheel']}[argus,report]"]
+    return _once(tmp_path_factory, "installed", lambda base: _fresh_venv(base, targets)) / "venv"
 
 
-@pytest.fixture(scope="module")
-def core(dists, tmp_path_factory):
+@pytest.fixture
+def installed(installed_venv, tmp_path):
+    return _used_from(installed_venv, tmp_path)
+
+
+@pytest.fixture
+def core(dists, tmp_path_factory, tmp_path):
     """`pip install gapbench` alone: no extras, no torch, and (with today's typer) no click."""
-    return _fresh_venv(tmp_path_factory.mktemp("core"), [str(dists["wheel"])])
+    venv = _once(tmp_path_factory, "core", lambda base: _fresh_venv(base, [str(dists["wheel"])])) / "venv"
+    return _used_from(venv, tmp_path)
 
 
 @pytest.mark.slow
@@ -186,8 +233,8 @@ def test_imports_come_from_the_venv_not_the_checkout(installed):
     site = installed["venv"] / "lib"
     for path in json.loads(done.stdout):
         assert Path(path).is_relative_to(site) and "site-packages" in path, path
-    freeze = subprocess.run([str(installed["venv"] / "bin" / "python"), "-m", "pip", "freeze"], env=installed["env"],
-                            capture_output=True, text=True, check=True).stdout
+    freeze = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed["venv"] / "bin" / "python"),
+                             "freeze"], env=installed["env"], capture_output=True, text=True, check=True).stdout
     # the lock file decided the versions: typer (whose vendored click broke the CLI once) is the pinned one
     pinned = dict(line.split("==") for line in CONSTRAINTS.read_text().splitlines() if "==" in line)
     assert f"typer=={pinned['typer']}" in freeze.splitlines()
