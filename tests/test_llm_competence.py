@@ -6,10 +6,7 @@ tests/llm_server.py and tests/obliq_server.py, and llama.cpp's server with the e
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -184,22 +181,27 @@ def _cached(home: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
 
-def test_obliq_build_on_the_embedded_smollm2_stops_within_its_first_batches(tmp_path):
-    pytest.importorskip("llama_cpp", reason="the local-llm extra (in dev) runs the embedded model")
+def test_obliq_build_on_the_embedded_smollm2_stops_within_its_first_batches(tmp_path, embedded_smollm2, capsys,
+                                                                            monkeypatch):
+    """The command in-process without an endpoint, on the embedded server tests/fx_llm.py started for this process
+    (tests/test_local_llm.py checks a command's own start and stop of it)."""
+    from gapbench.cli import main
+
     corpus = corpus_file(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
-    env.update(HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(tmp_path / "home"))
-    done = subprocess.run([sys.executable, "-m", "gapbench", "obliq", "build", str(corpus), "--lens", LENS, "--out",
-                           str(tmp_path / "t"), "--batch-size", "4", "--pool-retrievers", "bm25"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 2, done.stderr
-    assert "obliq build: annotate: the model 'SmolLM2-135M-Instruct.Q4_1.gguf'" in done.stderr
-    assert "--llm-base-url and --llm-model" in done.stderr and "7B parameters or more" in done.stderr
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    code = main(["obliq", "build", str(corpus), "--lens", LENS, "--out", str(tmp_path / "t"), "--batch-size", "4",
+                 "--pool-retrievers", "bm25"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "obliq build: annotate: the model 'SmolLM2-135M-Instruct.Q4_1.gguf'" in err
+    assert "--llm-base-url and --llm-model" in err and "7B parameters or more" in err
     # of the 6 annotation calls, 3 were made (each answer is in the cache); no stage after annotation was reached
-    assert _cached(tmp_path / "home") == 3 and "stopped with 3 requests of the stage not sent" in done.stderr
+    assert _cached(tmp_path / "home") == 3 and "stopped with 3 requests of the stage not sent" in err
     assert not (tmp_path / "t").exists()
     # before the calls, the estimate's time range from the model's speed, measured on a short probe
-    assert "time: about " in done.stderr and "measured on SmolLM2-135M-Instruct.Q4_1.gguf" in done.stderr
+    assert "time: about " in err and "measured on SmolLM2-135M-Instruct.Q4_1.gguf" in err
 
 
 def beir_folder(root: Path) -> Path:
