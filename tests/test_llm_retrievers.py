@@ -73,23 +73,37 @@ def test_parse_answer_line(answer, line):
 
 # ------------------------------------------------------------------------------------------------- rewrite:bm25
 
+def _queries_cut(folder: Path, wknow, n: int) -> list[str]:
+    """A BEIR folder of ImpliRet wknow's whole corpus (titles kept) and its first ``n`` queries: what is checked per
+    query needs the whole corpus, not all 1,500 queries (each one LLM call or more)."""
+    from gapbench.formats import write_beir_folder
+    from gapbench.types import Qrels, TaskData
+
+    qids = wknow.queries.ids()[:n]
+    write_beir_folder(TaskData(wknow.corpus, Queries(wknow.queries[q] for q in qids),
+                               Qrels({q: dict(wknow.qrels[q]) for q in qids})), folder)
+    return qids
+
+
 def test_rewrite_bm25_end_to_end_on_impliret(tmp_path, capsys, wknow):
-    text = {q: v.text for q, v in wknow.queries.items()}
+    cut = tmp_path / "cut"
+    qids = _queries_cut(cut, wknow, 8)  # 0 to 7
+    text = {q: wknow.queries[q].text for q in qids}
     doc0, doc2 = _one_line(wknow.corpus["0"].full_text), _one_line(wknow.corpus["2"].full_text)
     rewrites = {
         text["0"]: doc0,  # a rewrite that is document 0's own text ranks it first
         text["1"]: "   ",  # empty: the original query is kept
         text["2"]: f"```\nRewritten query: {doc2}\n```",  # fence and label around the rewrite are taken off
     }
-    qrels = {q: dict(r) for q, r in wknow.qrels.items()}
+    qrels = {q: dict(wknow.qrels[q]) for q in qids}
     with LLMServer(qrels=qrels, queries=text, rewrites=rewrites) as srv:
-        argv = ["run", TASK, "-r", "rewrite:bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge-rewrite",
+        argv = ["run", str(cut), "-r", "rewrite:bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge-rewrite",
                 "-m", "R@10", "--k", "20"]
         _cli(capsys, argv + ["-o", str(tmp_path / "a")])
-        assert srv.calls == 1500  # one rewrite per query
-        assert sum(p.rstrip().endswith("Rewritten query:") for p in srv.prompts) == 1500
+        assert srv.calls == 8  # one rewrite per query
+        assert sum(p.rstrip().endswith("Rewritten query:") for p in srv.prompts) == 8
         _cli(capsys, argv + ["-o", str(tmp_path / "b")])
-        assert srv.calls == 1500  # the re-run is answered from the cache
+        assert srv.calls == 8  # the re-run is answered from the cache
     run_a, run_b = _read_run(tmp_path / "a"), _read_run(tmp_path / "b")
     assert run_a == run_b
     assert run_a["0"][0] == "0" and run_a["2"][0] == "2"
@@ -108,10 +122,10 @@ def test_rewrite_bm25_end_to_end_on_impliret(tmp_path, capsys, wknow):
                                                    "unknown_ids": 0}}
     assert cfg["rewrites"]["0"] == doc0 and cfg["rewrites"]["1"] == text["1"] and cfg["rewrites"]["2"] == doc2
     usage = cfg["llm"]["usage"]
-    assert usage["calls"] == 1500 and usage["per_query"]["7"]["calls"] == 1
+    assert usage["calls"] == 8 and usage["per_query"]["7"]["calls"] == 1
     assert cfg["llm"]["model"] == "judge-rewrite" and cfg["retriever"]["name"] == "bm25"
     again = json.loads((tmp_path / "b" / "manifest.json").read_text())["retriever"]["config"]["llm"]["usage"]
-    assert again["calls"] == 0 and again["cache_hits"] == 1500
+    assert again["calls"] == 0 and again["cache_hits"] == 8
     fp = manifest["retriever"]["fingerprint"]
     assert fp == json.loads((tmp_path / "b" / "manifest.json").read_text())["retriever"]["fingerprint"]
 
@@ -282,16 +296,19 @@ def test_search_before_index_and_exclusions():
 @pytest.mark.slow
 def test_one_hop_agent_on_impliret_puts_every_found_gold_first(tmp_path, capsys, wknow):
     # with one hop on the original query the judge selects the gold document whenever bm25's top 25 holds it, so
-    # the agent's R@10 and RR@10 both equal bm25's R@25
-    qrels = {q: dict(r) for q, r in wknow.qrels.items()}
+    # the agent's R@10 and RR@10 both equal bm25's R@25; over the whole corpus and the first 60 queries, among them
+    # queries whose gold bm25's top 25 holds and queries whose gold it misses
+    cut = tmp_path / "cut"
+    qids = _queries_cut(cut, wknow, 60)
+    qrels = {q: dict(wknow.qrels[q]) for q in qids}
     corpus = {d: doc.full_text for d, doc in wknow.corpus.items()}
-    with LLMServer(qrels=qrels, queries={q: v.text for q, v in wknow.queries.items()}, corpus=corpus) as srv:
-        argv = ["run", TASK, "-r", "agent:[hops=1]bm25", "--llm-base-url", srv.base_url, "--llm-model", "judge-hop",
-                "-m", "R@10,RR@10", "--k", "25", "--json"]
+    with LLMServer(qrels=qrels, queries={q: wknow.queries[q].text for q in qids}, corpus=corpus) as srv:
+        argv = ["run", str(cut), "-r", "agent:[hops=1]bm25", "--llm-base-url", srv.base_url, "--llm-model",
+                "judge-hop", "-m", "R@10,RR@10", "--k", "25", "--json"]
         assert main(argv) == 0
         got = json.loads(capsys.readouterr().out)["measures"]
-        assert srv.calls == 3000
-    base = gapbench.run(TASK, "bm25", measures=["R@25"], k=25).means["R@25"]
+        assert srv.calls == 120  # a search query and a selection per query
+    base = gapbench.run(str(cut), "bm25", measures=["R@25"], k=25).means["R@25"]
     assert 0.5 < base < 1
     assert got["R@10"] == pytest.approx(base) and got["RR@10"] == pytest.approx(base)
 

@@ -542,9 +542,11 @@ def test_corpus_from_a_registered_task_and_the_document_selection(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
+def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path, monkeypatch):
     """The command line, interrupted by SIGINT during stage 2 and run again: every answer that reached the cache
-    before the interruption is not asked again, and the build completes."""
+    before the interruption is not asked again, and the build completes. The interrupted command is a process of its
+    own (the signal is the point); the whole build it is compared with and the re-run are the same command in-process
+    (each process would import torch again for the collapse stage's embeddings)."""
     import os
     import signal
     import sqlite3
@@ -552,10 +554,20 @@ def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
     import sys
     import time
 
+    from gapbench.cli import main
+
+    def args(srv, out: Path) -> list[str]:
+        return ["obliq", "build", str(corpus), "--lens", LENS, "--out", str(out), "--batch-size", "2",
+                "--min-cluster", "2", "--pool-retrievers", "bm25", "--llm-base-url", srv.base_url, "--llm-model",
+                "judge"]
+
     def command(srv, out: Path) -> list[str]:
-        return [sys.executable, "-m", "gapbench", "obliq", "build", str(corpus), "--lens", LENS, "--out", str(out),
-                "--batch-size", "2", "--min-cluster", "2", "--pool-retrievers", "bm25", "--llm-base-url",
-                srv.base_url, "--llm-model", "judge"]
+        return [sys.executable, "-m", "gapbench", *args(srv, out)]
+
+    def in_process(srv, out: Path, home: Path) -> None:
+        with monkeypatch.context() as mp:
+            mp.setenv("GAPBENCH_HOME", str(home))
+            assert main(args(srv, out)) == 0
 
     def env(home: Path) -> dict:
         return {**os.environ, "GAPBENCH_HOME": str(home), "HF_HUB_OFFLINE": "1", "GAPBENCH_PROGRESS": "off"}
@@ -571,7 +583,7 @@ def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
             return 0
 
     with ObliqServer(world()) as srv:  # the whole build in a home of its own: how many calls it takes
-        subprocess.run(command(srv, tmp_path / "full"), env=env(tmp_path / "h1"), check=True, capture_output=True)
+        in_process(srv, tmp_path / "full", tmp_path / "h1")
         total = srv.counts["ok"]
     with ObliqServer(world(), slots=1, latency=0.2) as srv:
         proc = subprocess.Popen(command(srv, tmp_path / "t"), env=env(tmp_path / "h2"), stdout=subprocess.PIPE,
@@ -587,7 +599,7 @@ def test_ctrl_c_mid_annotation_then_a_rerun_repeats_no_call(corpus, tmp_path):
     cached = in_cache(tmp_path / "h2")
     assert 3 <= cached < 12  # stage 2 was cut: 23 documents make 12 annotation calls of 2
     with ObliqServer(world()) as srv:
-        subprocess.run(command(srv, tmp_path / "t"), env=env(tmp_path / "h2"), check=True, capture_output=True)
+        in_process(srv, tmp_path / "t", tmp_path / "h2")
         assert srv.counts["ok"] == total - cached
     assert by_attribute(tmp_path / "t", "test") == by_attribute(tmp_path / "full", "test")
 

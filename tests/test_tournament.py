@@ -248,7 +248,9 @@ def _gap_report(answers):
 @pytest.mark.slow
 def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, capsys, monkeypatch):
     from gapbench.cli import main
+    from gapbench.formats import write_beir_folder
     from gapbench.task import get_task
+    from gapbench.types import Qrels, Queries, TaskData
 
     task = "impliret/multispeaker/wknow"
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
@@ -257,6 +259,11 @@ def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, caps
     # here, so the fallback accounting of a run that goes on is what is checked
     monkeypatch.setenv("GAPBENCH_LLM_WATCH_WINDOW", "0")
     data = get_task(task).load()
+    # the run command on the whole corpus and 3 of its queries: a reranking per query
+    cut = tmp_path / "cut"
+    qids = data.queries.ids()[:3]
+    write_beir_folder(TaskData(data.corpus, Queries(data.queries[q] for q in qids),
+                               Qrels({q: dict(data.qrels[q]) for q in qids})), cut)
     llm = ["--llm-base-url", None, "--llm-model", "judge"]
     with LLMServer({q: dict(data.qrels[q]) for q in data.qrels},
                    queries={q: data.queries[q].text for q in data.queries},
@@ -265,12 +272,12 @@ def test_gap_and_run_commands_show_the_fallbacks_of_a_prose_model(tmp_path, caps
         assert main(["gap", task, "--retrievers", "bm25", "--max-queries", "2", "--depth", "6", "--pool-sizes", "",
                      "--verifier", "tournament:reasks=1", *llm]) == 0
         text = capsys.readouterr().out
-        assert main(["run", task, "-r", "bm25", "--reranker", "tournament:depth=6,reasks=0", "-o",
+        assert main(["run", str(cut), "-r", "bm25", "--reranker", "tournament:depth=6,reasks=0", "-o",
                      str(tmp_path / "run"), *llm]) == 0
     # 2 queries x (standard + gold-infused pool) x one final batch of at most 6 (+ gold): 4 rankings, all prose
     assert "verifier answers: 4 rankings: 0 clean, 0 repaired, 0 re-asked, 4 completed by fallback (100%)" in text
     assert "WARNING: most verifier answers did not rank their passages" in text
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     answers = manifest["reranker"]["answers"]
-    assert answers["fallback"] == answers["rankings"] == len(data.queries) and answers["reask_calls"] == 0
+    assert answers["fallback"] == answers["rankings"] == len(qids) and answers["reask_calls"] == 0
     assert manifest["reranker"]["config"]["passage_cut"]["max_tokens_per_passage"] == 500
