@@ -2,8 +2,9 @@
 
 Triton runs a kernel with numpy on the CPU when TRITON_INTERPRET=1 is in the environment as triton is imported: it
 wraps its own library functions (tl.max, tl.argmax, ...) at import. Another test in the same process may have
-imported triton already (torch.compile may), so each case runs in a fresh Python process with the variable set:
-``python tests/test_topk_triton.py <case>``. Sizes are small: the interpreter runs every program in Python.
+imported triton already (torch.compile may), so the cases run in a fresh Python process with the variable set, all of
+them one after another in one process per session (``python tests/test_topk_triton.py --all FOLDER``), or one
+(``python tests/test_topk_triton.py <case>``). Sizes are small: the interpreter runs every program in Python.
 """
 
 from __future__ import annotations
@@ -146,18 +147,22 @@ def torch_topk_triton_equals_torch_and_dense_topk():
     monkeypatch = pytest.MonkeyPatch()
     fused = _spy(monkeypatch, _topk_triton, "candidates")
     flagged = _spy(monkeypatch, topk_module, "_exact_rows")
-    for k, margin in ((10, 0), (3, 32), (200, 0)):  # 200 > 150 documents
-        want = dense_topk(q, d, k, keys, excluded)
-        for block_rows in (None, 80):
-            docs = DeviceDocs(d, keys, "cpu", low_precision=True, block_rows=block_rows)
-            tile_bytes = 4 * 4 * (k + 32) * 16  # chunks of 4 queries (torch_topk's chunk rule)
-            by = {sel: torch_topk(q, docs, k, excluded, tile_bytes=tile_bytes, candidate_margin=margin,
-                                  selector=sel) for sel in ("torch", "triton")}
-            for got in by.values():
-                assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
-                assert [g[1].tolist() for g in got] == [w[1].tolist() for w in want]
-    assert fused and all(args[0].shape[0] == 4 for args in fused)  # chunks of 4 queries; the masked one is not fused
-    assert any(args[1].numel() for args in flagged)  # some rows went through the exact re-selection
+    try:
+        for k, margin in ((10, 0), (3, 32), (200, 0)):  # 200 > 150 documents
+            want = dense_topk(q, d, k, keys, excluded)
+            for block_rows in (None, 80):
+                docs = DeviceDocs(d, keys, "cpu", low_precision=True, block_rows=block_rows)
+                tile_bytes = 4 * 4 * (k + 32) * 16  # chunks of 4 queries (torch_topk's chunk rule)
+                by = {sel: torch_topk(q, docs, k, excluded, tile_bytes=tile_bytes, candidate_margin=margin,
+                                      selector=sel) for sel in ("torch", "triton")}
+                for got in by.values():
+                    assert [g[0].tolist() for g in got] == [w[0].tolist() for w in want]
+                    assert [g[1].tolist() for g in got] == [w[1].tolist() for w in want]
+        # chunks of 4 queries; the masked one is not fused
+        assert fused and all(args[0].shape[0] == 4 for args in fused)
+        assert any(args[1].numel() for args in flagged)  # some rows went through the exact re-selection
+    finally:
+        monkeypatch.undo()  # the cases share one process: the next one sees the real functions
 
 
 def compiles_for_a_cuda_gpu():
@@ -217,18 +222,36 @@ def test_selector_errors_and_auto(monkeypatch):
     assert not fused and [g[0].tolist() for g in got] == [w[0].tolist() for w in dense_topk(q, d, 2, docs.keys.numpy())]
 
 
+def _env(interpret: str) -> dict[str, str]:
+    return {**os.environ, "TRITON_INTERPRET": interpret, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+            "TRITON_DEFAULT_FP_FUSION": "1"}  # the default of triton 3.9, set to silence its warning
+
+
 def _run_case(name: str, interpret: str) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": interpret, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TRITON_DEFAULT_FP_FUSION": "1"}  # the default of triton 3.9, set to silence its warning
-    proc = subprocess.run([sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, __file__, name], env=_env(interpret), capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, f"case {name} failed:\n{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.strip() == f"ok {name}"
 
 
+@pytest.fixture(scope="module")
+def interpreted(once_per_session):
+    """Every interpreter case run once in the session, one after another in one fresh process (a process costs
+    seconds of imports; each case is a few): a folder with ``<case>.txt`` per case, "ok" or its traceback."""
+    def make(folder):
+        proc = subprocess.run([sys.executable, __file__, "--all", str(folder)], env=_env("1"), capture_output=True,
+                              text=True, timeout=900)
+        (folder / "process.txt").write_text(f"exit status {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+
+    return once_per_session("topk-triton-interpreter", make)
+
+
 @NO_TRITON
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_under_the_interpreter(name):
-    _run_case(name, "1")
+def test_under_the_interpreter(name, interpreted):
+    result = interpreted / f"{name}.txt"
+    assert result.exists(), f"case {name} did not run:\n{(interpreted / 'process.txt').read_text()}"
+    assert result.read_text() == "ok", f"case {name} failed:\n{result.read_text()}"
 
 
 @NO_TRITON
@@ -236,7 +259,19 @@ def test_the_kernel_compiles_for_a_cuda_gpu_without_one():
     _run_case("compiles_for_a_cuda_gpu", "0")
 
 
-if __name__ == "__main__":  # one case, in a process that set TRITON_INTERPRET=1 before importing triton
+if __name__ == "__main__":  # in a process that set TRITON_INTERPRET=1 (or 0) before importing triton
     torch.set_num_threads(1)  # thousands of tiny operations: spinning OpenMP workers slow them on shared cores
-    {**CASES, "compiles_for_a_cuda_gpu": compiles_for_a_cuda_gpu}[sys.argv[1]]()
-    print("ok", sys.argv[1])
+    if sys.argv[1] == "--all":  # every interpreter case, each result in its own file of the folder given
+        import traceback
+        from pathlib import Path
+
+        for name, fn in sorted(CASES.items()):
+            try:
+                fn()
+                outcome = "ok"
+            except BaseException:  # noqa: BLE001 -- recorded for the case's test to report
+                outcome = traceback.format_exc()
+            (Path(sys.argv[2]) / f"{name}.txt").write_text(outcome)
+    else:  # one case
+        {**CASES, "compiles_for_a_cuda_gpu": compiles_for_a_cuda_gpu}[sys.argv[1]]()
+        print("ok", sys.argv[1])
