@@ -243,15 +243,15 @@ def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, ho
     from gapbench import budget
     from gapbench.adapters.dense import Dense
 
-    corpus, queries = _wknow(64, 12)
+    corpus, queries = _wknow(24, 12)  # six chunks of 4 for the two workers, then the two shards
     ids = corpus.doc_ids()
     exclude = {q: frozenset(ids[i::7]) for i, q in enumerate(list(queries)[:5])}
-    # the budget that sends the search to shards (64 x 384 floats exceed it) also sizes the local search's blocks
+    # the budget that sends the search to shards (24 x 384 floats exceed it) also sizes the local search's blocks
     monkeypatch.setattr(budget, "memory_budget", lambda: 1024)
     local = Dense(chunk_size=4)
     local.index(corpus)
     expected_vectors = np.concatenate([local._docs.read_chunk(i) for i in range(local._docs.n_chunks)])
-    expected = local.search(queries, 30, exclude)
+    expected = local.search(queries, 10, exclude)
     for i in range(local._docs.n_chunks):
         local._docs.chunk_path(i).unlink()
 
@@ -259,33 +259,57 @@ def test_dense_encodes_on_ray_and_searches_shards_with_the_local_run(cluster, ho
     with distributed.connect("local") as session:
         dense.index(corpus)
         vectors = np.concatenate([dense._docs.read_chunk(i) for i in range(dense._docs.n_chunks)])
-        run = dense.search(queries, 30, exclude)
+        run = dense.search(queries, 10, exclude)
     assert session["encode_workers"] == 2 and session["search_shards"] == 2
     assert np.array_equal(vectors, expected_vectors)  # the workers' vectors are the single process's, bit for bit
     assert {q: run[q] for q in run} == {q: expected[q] for q in expected}
-    assert all(ids[i] not in dict(run[q]) for i, q in enumerate(list(queries)[:5]) for i in range(i, 64, 7))
+    assert all(ids[i] not in dict(run[q]) for i, q in enumerate(list(queries)[:5]) for i in range(i, 24, 7))
 
 
-def _cli_json(args: list[str], home_dir: Path) -> dict:
-    env = {**os.environ, "GAPBENCH_HOME": str(home_dir), "GAPBENCH_PROGRESS": "0"}
-    out = subprocess.run([sys.executable, "-m", "gapbench", *args], env=env, capture_output=True, text=True,
-                         timeout=1500)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _wknow_folder(folder: Path, n: int) -> Path:
+    """The task's first ``n`` documents and queries as a BEIR folder, with the task's judgements of those queries (each
+    judges a document among the ``n``)."""
+    from gapbench.task import get_task
+
+    data = get_task("impliret/multispeaker/wknow").load()
+    docs, queries = list(data.corpus.values())[:n], list(data.queries.values())[:n]
+    kept = {d.doc_id for d in docs}
+    judged = [(q.query_id, d, g) for q in queries for d, g in data.qrels[q.query_id].items() if d in kept]
+    assert {q for q, _, _ in judged} == {q.query_id for q in queries}
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text}) + "\n"
+                                                 for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q.query_id, "text": q.text}) + "\n"
+                                                  for q in queries))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                               + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in judged))
+    return folder
 
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_cli_run_with_ray_local_prints_the_measures_of_a_run_without_it(tmp_path):
-    # chunks of 256 (the vectors do not depend on it) give the cluster's workers six chunks to share
-    args = ["run", "impliret/multispeaker/wknow", "-r", "dense:chunk_size=256", "--json"]
-    plain = _cli_json(args, tmp_path / "home-plain")
-    on_ray = _cli_json([*args, "--ray", "local", "-o", str(tmp_path / "out")], tmp_path / "home-ray")
-    assert on_ray["measures"].keys() == plain["measures"].keys() and on_ray["n_queries"] == plain["n_queries"] == 1500
+def test_cli_run_with_ray_local_prints_the_measures_of_a_run_without_it(tmp_path, monkeypatch, capsys):
+    """The same `gapbench run` with and without `--ray local`. The run on Ray is a real process (it starts, and owns,
+    its cluster); the run without Ray is the same command through main(). 30 of the task's documents in chunks of 5
+    (the vectors do not depend on it) give the cluster's workers six chunks to share."""
+    from gapbench.cli import main
+
+    args = ["run", str(_wknow_folder(tmp_path / "wknow", 30)), "-r", "dense:chunk_size=5", "--json"]
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home-plain"))
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    env = {**os.environ, "GAPBENCH_HOME": str(tmp_path / "home-ray"), "GAPBENCH_PROGRESS": "0"}
+    out = subprocess.run([sys.executable, "-m", "gapbench", *args, "--ray", "local", "-o", str(tmp_path / "out")],
+                         env=env, capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stderr[-2000:]
+    on_ray = json.loads(out.stdout.strip().splitlines()[-1])
+    assert on_ray["measures"].keys() == plain["measures"].keys() and on_ray["n_queries"] == plain["n_queries"] == 30
+    assert 0 < plain["measures"]["nDCG@10"] < 1  # a ranking that has something to get wrong
     for name, value in plain["measures"].items():
         assert on_ray["measures"][name] == pytest.approx(value, abs=1e-6), name
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["ray"] == {"address": "local", "nodes": 1, "cpus": os.cpu_count(), "gpus": 0,
                                "encode_workers": min(6, os.cpu_count()), "search_shards": 0}
     # every chunk of the corpus was encoded by the workers and written once, by the driver, into its own cache
-    assert len(list((tmp_path / "home-ray").rglob("chunk-*.npy"))) == len(list((tmp_path / "home-plain").rglob("chunk-*.npy")))
+    on_ray_chunks, plain_chunks = (len(list((tmp_path / h).rglob("chunk-*.npy"))) for h in ("home-ray", "home-plain"))
+    assert on_ray_chunks == plain_chunks
