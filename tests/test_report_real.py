@@ -1,6 +1,6 @@
 """The report over real outputs of every analysis (no synthetic inputs), rendered in headless Chromium.
 
-A 150-document BEIR folder cut from ImpliRet multispeaker/wknow keeps it quick: two real runs, then gapbench's own
+A 60-document BEIR folder cut from ImpliRet multispeaker/wknow keeps it quick: two real runs, then gapbench's own
 gap (against the local LLM server), coverage, signals, ARGUS audit and ARGUS compare commands write their outputs,
 and `gapbench report` puts them on one page.
 """
@@ -25,9 +25,9 @@ from test_report_browser import Browser, foreign  # noqa: F401  (the CDP driver 
 @pytest.fixture(scope="module")
 def analyses(tmp_path_factory):
     data = gapbench.get_task("impliret/multispeaker/wknow").load()
-    ids = data.corpus.ids()[:150]
+    ids = data.corpus.ids()[:60]
     root = tmp_path_factory.mktemp("real-report")
-    folder = root / "wknow150"
+    folder = root / "wknow60"
     sub = TaskData(Corpus(data.corpus[i] for i in ids), Queries(data.queries[i] for i in ids), Qrels({i: {i: 1} for i in ids}))
     write_beir_folder(sub, folder)
     task = str(folder)
