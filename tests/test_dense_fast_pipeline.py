@@ -125,11 +125,7 @@ def _old_encode(enc: FastEncoder, texts: list[str]) -> np.ndarray:
     return out
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(offline_minilm_path(), device="cpu")
+# minilm: the offline MiniLM as SentenceTransformer loads it, once a session (tests/fx_models.py)
 
 
 @pytest.mark.slow
