@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+# llama-cpp-python's server reads its settings from the environment too: one thread for the prompt as for the answer
+# (its default is every core for the prompt). With the other test process busy on the second core, a thread that
+# waits for a core holds up the other at every step: a 33-token prompt took 10 s, not 1 (the log's prompt eval times).
+# The same answers, at the speed of one core.
+LLAMA_THREADS = {"N_THREADS": "1", "N_THREADS_BATCH": "1"}
+
 
 @pytest.fixture(scope="session")
 def _smollm2_server(tmp_path_factory):
@@ -19,6 +25,8 @@ def _smollm2_server(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:  # its log goes under a home of its own
         mp.setenv("GAPBENCH_HOME", str(tmp_path_factory.mktemp("smollm2-home")))
+        for name, value in LLAMA_THREADS.items():
+            mp.setenv(name, value)
         server = local.LocalServer(n_ctx=local.DEFAULT_N_CTX).start()
     yield server
     server.stop()

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fx_llm import LLAMA_THREADS
 
 from gapbench.errors import ConfigError
 from gapbench.llm.client import DEFAULT_BASE_URL, LLMConfig
@@ -27,7 +28,7 @@ NO_ENDPOINT = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 def _env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in NO_ENDPOINT}
-    return dict(env, HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(home))
+    return dict(env, HF_HUB_OFFLINE="1", GAPBENCH_HOME=str(home), **LLAMA_THREADS)  # one core (tests/fx_llm.py)
 
 
 def _gapbench(args: list[str], home: Path, cwd: Path, **kw) -> subprocess.Popen:
