@@ -115,7 +115,9 @@ def _runnable_pages():
 
 
 @pytest.mark.parametrize("page", _runnable_pages())
-def test_page_runs_as_written(page, tmp_path):
+def test_page_runs_as_written(page, tmp_path, docs_cache):
+    # docs_cache: a page that runs dense on a shipped task finds its vectors cached, one that runs `argus compare` on
+    # wknow its mentions (tests/fx_docs.py), computed once a session
     ran = run_page(page, tmp_path / "work")
     assert ran and all(out.returncode == 0 for _, out in ran)
 

