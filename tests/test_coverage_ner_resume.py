@@ -3,13 +3,16 @@ pieces sized by time), and a resumed run gives the entities an uninterrupted run
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from gapbench.analyses.coverage.entities import spacy_entities
 from gapbench.stopping import take_kept
 from gapbench.task import get_task
 
-pytest.importorskip("spacy")
+# found, not imported, when the suite is collected (spaCy and the torch it loads are seconds of every pytest start)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("spacy") is None, reason="needs spaCy (gapbench[coverage])")
 
 
 class _StopAt(dict):

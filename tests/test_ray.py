@@ -5,6 +5,7 @@ giving the same numbers as a run without it."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import signal
@@ -16,15 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray", reason="needs the ray extra (gapbench[ray])")
+from gapbench import distributed
+from gapbench.cache import EmbeddingCache
+from gapbench.errors import ConfigError, GapbenchError
+from gapbench.topk import Allowed, blocked_topk, dense_topk, tie_keys
 
-from gapbench import distributed  # noqa: E402
-from gapbench.cache import EmbeddingCache  # noqa: E402
-from gapbench.errors import ConfigError, GapbenchError  # noqa: E402
-from gapbench.topk import Allowed, blocked_topk, dense_topk, tie_keys  # noqa: E402
+# ray is imported when a test runs, not when the suite is collected (a second of every pytest start, the fast loop's)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra (gapbench[ray])")
 
-# Ray workers cannot import this test module (tests/ is not on their path): ship its classes by value
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+@pytest.fixture(autouse=True, scope="module")
+def _ship_this_module_by_value():
+    """Ray workers cannot import this test module (tests/ is not on their path): its classes travel by value."""
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -86,6 +93,8 @@ def _mtimes(cache: EmbeddingCache) -> dict[int, int]:
 
 @pytest.fixture(scope="module")
 def cluster():
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
              object_store_memory=distributed.LOCAL_OBJECT_STORE)
     yield

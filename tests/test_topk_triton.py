@@ -17,9 +17,23 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-import torch
 
 from gapbench.topk import Allowed, DeviceDocs, dense_topk, tie_keys, torch_topk
+
+
+class _LazyTorch:
+    """torch, imported at its first use by a test rather than when pytest collects this file (three seconds of every
+    start of the suite, the fast loop's included)."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # pytest's look for fixture and test markers on every name of the module
+            raise AttributeError(name)
+        import torch as module
+
+        return getattr(module, name)
+
+
+torch = _LazyTorch()
 
 CASES: dict[str, Callable[[], None]] = {}
 
