@@ -124,7 +124,8 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\n--write-slow-list: tests/slow_tests.txt left as it is: it is written from a whole-suite run "
               f"(no paths, -k or -m) that passed; this one {'failed' if exitstatus else 'was a selection'}.")
         return
-    write_slow_list(_DURATIONS, _SLOW_LIST, " ".join(["python -m pytest", *config.invocation_params.args]))
+    args = [a for a in config.invocation_params.args if a != "--write-slow-list"]
+    write_slow_list(_DURATIONS, _SLOW_LIST, " ".join(["python -m pytest", *args]))
 
 
 def write_slow_list(durations: dict[str, float], path: str, command: str) -> list[str]:
