@@ -65,7 +65,8 @@ def _shared_dir(tmp_path_factory) -> Path:
 def once_per_session(tmp_path_factory):
     """``once(name, make)``: the folder ``name`` that ``make(folder)`` filled, made once in the whole test session: the
     first xdist worker to ask makes it, under a file lock, and the others wait for it and get the same folder (read
-    it, never write into it). A ``make`` that raises leaves no folder marked done, so the next asker makes it again."""
+    it, never write into it). A ``make`` that raises leaves no folder marked done: the next asker removes what it left
+    and makes it again."""
     from filelock import FileLock
 
     shared = _shared_dir(tmp_path_factory)
@@ -75,7 +76,8 @@ def once_per_session(tmp_path_factory):
         with FileLock(str(folder) + ".lock"):
             done = shared / f"{name}.done"
             if not done.exists():
-                folder.mkdir(exist_ok=True)
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
                 make(folder)
                 done.touch()
         return folder

@@ -102,26 +102,6 @@ def test_a_missing_optional_module_names_an_extra_that_brings_it():
 
 
 # ---------------------------------------------------------------- the sdist and the wheel
-def _once(tmp_path_factory, name: str, build) -> Path:
-    """The folder ``name``, made by ``build(folder)`` once per test session however many xdist workers ask for it: the
-    first builds it under a lock in the session's temporary folder, the others wait for it and use it (the fresh venvs
-    below take minutes each; each test runs their commands from a folder of its own)."""
-    import fcntl
-
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the session's folder, which its workers' folders are in
-    folder = base / f"shared-{name}"
-    with open(f"{folder}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / ".built").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # what a build that failed left
-            folder.mkdir()
-            build(folder)
-            (folder / ".built").touch()
-    return folder
-
-
 def _build_dists(base: Path) -> None:
     """An sdist built from a copy of the sources, and the wheel pip builds from it (as `python -m build` does)."""
     src = base / "src"
@@ -139,8 +119,10 @@ def _build_dists(base: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def dists(tmp_path_factory) -> dict[str, Path]:
-    out = _once(tmp_path_factory, "dists", _build_dists) / "out"
+def dists(once_per_session) -> dict[str, Path]:
+    """Built once per test session, whichever xdist worker asks first (tests/fx_models.py); the fresh venvs below take
+    minutes each, so they are made once too, and each test runs their commands from a folder of its own."""
+    out = once_per_session("dists", _build_dists) / "out"
     return {"sdist": next(out.glob("gapbench-*.tar.gz")), "wheel": next(out.glob("gapbench-*.whl"))}
 
 
@@ -205,11 +187,11 @@ def _used_from(venv: Path, base: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def installed_venv(dists, tmp_path_factory) -> Path:
+def installed_venv(dists, once_per_session) -> Path:
     """torch first (as the README does), then the wheel with the extras the commands below need: one venv for the
     session, which each test below uses from a folder of its own."""
     targets = ["torch==2.13.0", f"{dists['wheel']}[argus,report]"]
-    return _once(tmp_path_factory, "installed", lambda base: _fresh_venv(base, targets)) / "venv"
+    return once_per_session("installed", lambda base: _fresh_venv(base, targets)) / "venv"
 
 
 @pytest.fixture
@@ -218,9 +200,9 @@ def installed(installed_venv, tmp_path):
 
 
 @pytest.fixture
-def core(dists, tmp_path_factory, tmp_path):
+def core(dists, once_per_session, tmp_path):
     """`pip install gapbench` alone: no extras, no torch, and (with today's typer) no click."""
-    venv = _once(tmp_path_factory, "core", lambda base: _fresh_venv(base, [str(dists["wheel"])])) / "venv"
+    venv = once_per_session("core", lambda base: _fresh_venv(base, [str(dists["wheel"])])) / "venv"
     return _used_from(venv, tmp_path)
 
 
