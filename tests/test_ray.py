@@ -174,8 +174,11 @@ def test_an_encoder_error_on_a_worker_is_the_encoders_own_message(cluster, home)
 _DRIVER = """
 import sys
 sys.path.insert(0, {here!r})
+import ray
+import test_ray
 from test_ray import ToyEncoder, _texts
 from gapbench import distributed
+ray.cloudpickle.register_pickle_by_value(test_ray)  # as the test process does: the workers get ToyEncoder by value
 from gapbench.cache import EmbeddingCache
 with distributed.connect("local"):
     distributed.fill_cache(ToyEncoder({log!r}, fail="hang", after=4), EmbeddingCache("toy", _texts(60), chunk_size=7))
