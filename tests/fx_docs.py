@@ -1,9 +1,11 @@
 """Fixtures of the docs tests (tests/test_docs.py, tests/test_python_api_docs.py): the MiniLM vectors that a page's
 ``gapbench ... -r dense`` commands on a shipped task read, encoded once in the whole test session and shared by every
-xdist worker, so that the pages that run dense on MuSiQue (retrievers, coverage, signals) or on ImpliRet
-multispeaker/wknow (the README) find them cached, as their comments say ("offline MiniLM, cached embeddings"), instead
-of each encoding the corpus again; and spaCy's mentions of wknow's passages, which `argus compare` on wknow tags (the
-ARGUS page and the Python API page), tagged once.
+xdist worker, so that the pages that run dense on MuSiQue (retrievers, signals) or on ImpliRet multispeaker/wknow (the
+README, coverage) find them cached, as their comments say ("offline MiniLM, cached embeddings"), instead of each
+encoding the corpus again; spaCy's mentions of wknow's passages, which `argus compare` on wknow tags (the ARGUS page
+and the Python API page), tagged once; and what `coverage` on wknow with ``max_chars=300`` computes before it clusters
+(spaCy's entities of the passages and MiniLM's vectors of their forms), which the coverage page's worked example and
+the Python API page's coverage example share.
 
 The ONNX Runtime and OpenVINO blocks of docs/retrievers.md still export and encode in the page's own run: their vectors
 have cache keys of their own (int8), or only the export is new (OpenVINO float32 shares torch's key).
@@ -27,6 +29,9 @@ WKNOW = "impliret/multispeaker/wknow"
 DENSE_HOMES = {MUSIQUE: "musique_dense_home", WKNOW: "wknow_dense_home"}
 _ARGUS_COMPARE_WKNOW = re.compile(rf"argus compare {re.escape(WKNOW)}(?=\s|$)")
 _DENSE_ON = re.compile(r"(?:-r|--retrievers?)[ =]+\S*\bdense\b")
+# coverage's entities are cached per max_chars: the one both coverage examples on wknow give
+COVERAGE_MAX_CHARS = 300
+_COVERAGE_WKNOW = re.compile(rf"coverage {re.escape(WKNOW)}(?=\s)[^\n]*--max-chars[ =]{COVERAGE_MAX_CHARS}(?=\s|$)")
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +70,29 @@ def wknow_ner_home(once_per_session) -> Path:
     return once_per_session("wknow-ner", make)
 
 
+@pytest.fixture(scope="session")
+def wknow_coverage_home(once_per_session) -> Path:
+    """A folder with ``home/``, a GAPBENCH_HOME whose cache holds what ``gapbench.coverage`` on ImpliRet
+    multispeaker/wknow with ``max_chars=COVERAGE_MAX_CHARS`` and the default entities (spaCy) and embedder (the offline
+    MiniLM) computes before it clusters: the entities of the 1,500 passages (``cache/coverage``, as
+    ``spacy_entities`` caches them) and the vectors of their unique forms (the embedder's ``embed`` cache), by the
+    same calls as the pipeline's. Made once per session; tests copy ``home/`` and never write into it."""
+
+    def make(root: Path) -> None:
+        from gapbench.analyses.coverage.entities import spacy_entities
+        from gapbench.pipeline import prepare
+        from gapbench.retrieval import get_retriever
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GAPBENCH_HOME", str(root / "home"))
+            corpus = prepare(WKNOW).data.corpus
+            doc_ents = spacy_entities({d.doc_id: d.full_text for d in corpus.values()}, max_chars=COVERAGE_MAX_CHARS,
+                                      fingerprint=corpus.fingerprint)
+            get_retriever("dense").embed(sorted({f for fs in doc_ents.values() for f in fs}))
+
+    return once_per_session("wknow-coverage", make)
+
+
 def dense_tasks(code: str) -> list[str]:
     """The tasks of DENSE_HOMES that a line of CODE runs a dense retriever on (``-r dense``, ``-r bm25,dense``,
     ``-r "rrf:bm25+dense"``, ``--retrievers dense:...``)."""
@@ -76,9 +104,10 @@ def dense_tasks(code: str) -> list[str]:
 def warmed_homes(code: str) -> list[str]:
     """The session fixtures (above, and tests/fx_models.py's ``wknow_dense_home``) whose ``home/`` holds what CODE's
     commands would compute first: dense's vectors of a shipped task it runs dense on, wknow's mentions for `argus
-    compare` on wknow."""
+    compare` on wknow, wknow's entities and their forms' vectors for `coverage` on wknow with ``--max-chars 300``."""
     return [DENSE_HOMES[task] for task in dense_tasks(code)] + (
-        ["wknow_ner_home"] if _ARGUS_COMPARE_WKNOW.search(code) else [])
+        ["wknow_ner_home"] if _ARGUS_COMPARE_WKNOW.search(code) else []) + (
+        ["wknow_coverage_home"] if _COVERAGE_WKNOW.search(code) else [])
 
 
 @pytest.fixture()

@@ -50,12 +50,14 @@ def test_the_analyses_are_exported_lazily():
 
 
 @pytest.mark.slow
-def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys, wknow_ner_home):
+def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys, wknow_ner_home, wknow_coverage_home):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))  # the LLM answers and embeddings cached apart
-    # but spaCy's mentions of the task's passages, which argus_compare tags, as the session tagged them once
-    # (tests/fx_docs.py; the ARGUS page's `argus compare` on the task reads the same)
-    shutil.copytree(wknow_ner_home / "home", tmp_path / "home")
+    # but spaCy's mentions of the task's passages, which argus_compare tags, and coverage's spaCy entities of them (the
+    # first 300 characters) with MiniLM's vectors of their forms, as the session computed them once (tests/fx_docs.py;
+    # the ARGUS page's `argus compare` and the coverage page's worked example on the task read the same)
+    for seeded in (wknow_ner_home, wknow_coverage_home):
+        shutil.copytree(seeded / "home", tmp_path / "home", dirs_exist_ok=True)
     data = gapbench.get_task(TASK).load()
     with LLMServer(qrels={q: dict(data.qrels[q]) for q in data.qrels},
                    queries={q: data.queries[q].text for q in data.queries},
