@@ -5,7 +5,8 @@ README, coverage) find them cached, as their comments say ("offline MiniLM, cach
 encoding the corpus again; spaCy's mentions of wknow's passages, which `argus compare` on wknow tags (the ARGUS page
 and the Python API page), tagged once; and what `coverage` on wknow with ``max_chars=300`` computes before it clusters
 (spaCy's entities of the passages and MiniLM's vectors of their forms), which the coverage page's worked example and
-the Python API page's coverage example share.
+the Python API page's coverage example share; and MiniLM's span-pooled vectors of the shipped ARGUS slice, which the
+ARGUS page's `argus audit`, `probe` and `sweep` read (and tests/test_argus_*.py's dense runs on the slice could).
 
 The ONNX Runtime and OpenVINO blocks of docs/retrievers.md still export and encode in the page's own run: their vectors
 have cache keys of their own (int8), or only the export is new (OpenVINO float32 shares torch's key).
@@ -31,6 +32,8 @@ _ARGUS_COMPARE_WKNOW = re.compile(rf"argus compare {re.escape(WKNOW)}(?=\s|$)")
 _DENSE_ON = re.compile(r"(?:-r|--retrievers?)[ =]+\S*\bdense\b")
 # coverage's entities are cached per max_chars: the one both coverage examples on wknow give
 COVERAGE_MAX_CHARS = 300
+# `argus audit`, `probe` or `sweep` of the shipped slice (no --dataset, --entities) with the default or dense retriever
+_ARGUS_SLICE = re.compile(r"gapbench argus (?:audit|probe|sweep)\b(?P<rest>[^\n]*)")
 _COVERAGE_WKNOW = re.compile(rf"coverage {re.escape(WKNOW)}(?=\s)[^\n]*--max-chars[ =]{COVERAGE_MAX_CHARS}(?=\s|$)")
 
 
@@ -93,6 +96,34 @@ def wknow_coverage_home(once_per_session) -> Path:
     return once_per_session("wknow-coverage", make)
 
 
+@pytest.fixture(scope="session")
+def argus_slice_dense_home(once_per_session) -> Path:
+    """A folder with ``home/``, a GAPBENCH_HOME whose ``cache/argus`` holds the offline MiniLM's span-pooled vectors
+    of the shipped ARGUS slice's entities, as `argus audit`, `argus probe` and `argus sweep` with the dense retriever
+    encode them (``embed_entities``, their one encoding call). Made once per session; tests copy ``home/`` and never
+    write into it."""
+
+    def make(root: Path) -> None:
+        from gapbench.analyses.argus.audit.encoders import embed_entities
+        from gapbench.analyses.argus.audit.inputs import load_shipped
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GAPBENCH_HOME", str(root / "home"))
+            embed_entities(load_shipped(), "dense")
+
+    return once_per_session("argus-slice-dense", make)
+
+
+def argus_slice_dense(code: str) -> bool:
+    """Whether a line of CODE audits, probes or sweeps the shipped ARGUS slice with dense (the default retriever)."""
+    for m in _ARGUS_SLICE.finditer(code):
+        rest = m.group("rest")
+        retriever = re.search(r"(?:-r|--retrievers?)[ =]+(\S+)", rest)
+        if "--dataset" not in rest and "--entities" not in rest and (retriever is None or retriever[1] == "dense"):
+            return True
+    return False
+
+
 def dense_tasks(code: str) -> list[str]:
     """The tasks of DENSE_HOMES that a line of CODE runs a dense retriever on (``-r dense``, ``-r bm25,dense``,
     ``-r "rrf:bm25+dense"``, ``--retrievers dense:...``)."""
@@ -104,10 +135,12 @@ def dense_tasks(code: str) -> list[str]:
 def warmed_homes(code: str) -> list[str]:
     """The session fixtures (above, and tests/fx_models.py's ``wknow_dense_home``) whose ``home/`` holds what CODE's
     commands would compute first: dense's vectors of a shipped task it runs dense on, wknow's mentions for `argus
-    compare` on wknow, wknow's entities and their forms' vectors for `coverage` on wknow with ``--max-chars 300``."""
+    compare` on wknow, wknow's entities and their forms' vectors for `coverage` on wknow with ``--max-chars 300``, the
+    shipped ARGUS slice's vectors for `argus audit`, `probe` or `sweep` of it with dense."""
     return [DENSE_HOMES[task] for task in dense_tasks(code)] + (
         ["wknow_ner_home"] if _ARGUS_COMPARE_WKNOW.search(code) else []) + (
-        ["wknow_coverage_home"] if _COVERAGE_WKNOW.search(code) else [])
+        ["wknow_coverage_home"] if _COVERAGE_WKNOW.search(code) else []) + (
+        ["argus_slice_dense_home"] if argus_slice_dense(code) else [])
 
 
 @pytest.fixture()
