@@ -178,8 +178,8 @@ def test_every_command_and_flag_the_docs_name_exists():
     assert not problems, "\n".join(problems)
 
 
-# flags of other tools that the pages name in passing: pip's, mkdocs', benchmarks/bench_scale.py's
-OTHER_TOOLS = {"--help", "--index-url", "--no-deps", "--strict", "--sizes"}
+# flags of other tools that the pages name in passing: pip's, mkdocs', benchmarks/bench_scale.py's, the test suite's
+OTHER_TOOLS = {"--help", "--index-url", "--no-deps", "--strict", "--sizes", "--write-slow-list"}
 
 
 def test_every_flag_named_in_the_prose_exists():
