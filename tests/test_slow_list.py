@@ -48,3 +48,19 @@ def test_the_list_is_written_from_measured_durations(tmp_path):
         assert conftest.slow_node_ids() == {"tests/test_a.py::test_y[p-1]", "tests/test_b.py::test_x"}
     finally:
         conftest._SLOW_LIST = original
+
+
+def test_a_test_that_shares_a_costly_fixture_is_slow_too(tmp_path):
+    """A fast-looking test that asks for a shared fixture whose set-up took SLOW_SECONDS or more (paid by an earlier
+    test in the whole run) is listed: in the fast loop it would be the first to pay for it."""
+    import conftest
+
+    at, target = conftest.SLOW_SECONDS, tmp_path / "slow_tests.txt"
+    durations = {"t.py::first": 30.0, "t.py::second": 0.01, "t.py::third": 0.01}
+    uses = {"t.py::first": ["model", "tmp_path"], "t.py::second": ["model"], "t.py::third": ["tmp_path", "cheap"]}
+    slow = conftest.write_slow_list(durations, str(target), "pytest", fixtures={"model": 29.0, "cheap": at / 2},
+                                    uses=uses)
+    assert slow == ["t.py::first", "t.py::second"]
+    text = " ".join(line.removeprefix("# ") for line in target.read_text(encoding="utf-8").splitlines())
+    assert "the 1 tests of 3 that took" in text and "and 1 that ask for a fixture shared across tests" in text
+    assert "(model)" in text and "0 s of the run's 30 s" in text
