@@ -137,7 +137,8 @@ def test_truncated_and_malformed_answers_are_asked_again(wknow, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_gap_cli_offline(tmp_path, capsys, monkeypatch):
+def test_gap_cli_offline(tmp_path, capsys, monkeypatch, wknow_dense_cached):
+    # dense reads the task's passages' vectors from the session's cache (tests/fx_models.py), encoded once for all tests
     data = get_task(TASK).load()
     with judge_server(data) as srv:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
