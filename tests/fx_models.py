@@ -85,6 +85,22 @@ def once_per_session(tmp_path_factory):
     return once
 
 
+def spy_dense_loads(mp: pytest.MonkeyPatch) -> list[bool]:
+    """Patches dense's model loader through ``mp``: the list returned gets one entry per call, True where the call
+    really loaded the model (none was loaded yet). ``== []``: the model was never asked for."""
+    import gapbench.adapters.dense as dm
+
+    calls: list[bool] = []
+    load = dm.Dense._load
+
+    def spy(self):
+        calls.append(self._model is None)
+        return load(self)
+
+    mp.setattr(dm.Dense, "_load", spy)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def wknow_dense_home(once_per_session) -> Path:
     """A folder with ``home/``, a GAPBENCH_HOME in which ``gapbench.run(WKNOW, "dense")`` ran (so its cache holds the
@@ -97,15 +113,12 @@ def wknow_dense_home(once_per_session) -> Path:
 
     def make(root: Path) -> None:
         import gapbench
-        import gapbench.adapters.dense as dm
 
-        loads = []
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("GAPBENCH_HOME", str(root / "home"))
-            orig = dm.Dense._load
-            mp.setattr(dm.Dense, "_load", lambda self: (loads.append(1) if self._model is None else None) or orig(self))
+            loads = spy_dense_loads(mp)
             result = gapbench.run(WKNOW, "dense", measures=["nDCG@10", "R@100"])
-        (root / "result.json").write_text(json.dumps({"loads": len(loads), "means": result.means}))
+        (root / "result.json").write_text(json.dumps({"loads": sum(loads), "means": result.means}))
 
     return once_per_session("wknow-dense", make)
 

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from fx_models import spy_dense_loads
 
 from gapbench.adapters.dense import Dense, offline_minilm_path
 from gapbench.cache import EmbeddingCache
@@ -47,9 +48,7 @@ def test_dense_run_is_served_from_cache_without_the_model(capsys, monkeypatch, w
 
     # run again through the command line from the cached vectors: identical numbers, and the model is never loaded
     # (in a fresh process too: tests/test_cached_rerun.py, which also checks that torch is not even imported)
-    loads = []
-    orig = Dense._load
-    monkeypatch.setattr(Dense, "_load", lambda self: loads.append(1) or orig(self))
+    loads = spy_dense_loads(monkeypatch)
     assert main(["run", "impliret/multispeaker/wknow", "--retriever", "dense", "--json", "-m", "nDCG@10,R@100"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert loads == []

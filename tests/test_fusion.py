@@ -220,15 +220,14 @@ def test_unknown_component_suggests_names():
 
 @pytest.mark.slow
 def test_rrf_end_to_end_offline(capsys, wknow_dense_cached):
-    import gapbench.adapters.dense as dm
+    from fx_models import spy_dense_loads
+
     from gapbench.runner import run
 
     # the dense component reads the task's vectors that tests/fx_models.py encoded once for the session (the cold run
     # is checked in tests/test_dense.py); the fusion, BM25 and the evaluation run here
-    loads = []
-    orig = dm.Dense._load
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dm.Dense, "_load", lambda self: loads.append(1) or orig(self))
+        loads = spy_dense_loads(mp)
         result = run("impliret/multispeaker/wknow", "rrf:bm25+dense", measures=["nDCG@10"])
     assert loads == []
     ndcg = result.means["nDCG@10"]
