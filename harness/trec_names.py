@@ -5,28 +5,32 @@ trec_eval names a measure ``map``, ``P_10`` (given as ``-m P.10``), ``ndcg_cut_1
 ``RR``, ``Bpref``, ``Rprec``, ``NumRet``. gapbench accepts both (trec_eval's case-insensitively, with ``_`` or ``.``
 before the parameter), computes with ir-measures names, and prints trec_eval's names in trec_eval's layout.
 
-trec_eval measures with no ir-measures equivalent, which gapbench therefore does not compute: ``runid`` (not a
-measure), ``gm_map`` and ``gm_bpref`` (geometric means, summary only), ``relstring``, ``Rprec_mult``, ``utility``,
-``11pt_avg``, ``binG``, ``G``, ``dcg``, ``ideal_dcg``, ``ndcg_rel``, ``Rndcg``, ``relative_P``,
-``num_nonrel_judged_ret``, ``num_nonjudged_ret``, ``rbp``, ``rbp_resid``, ``unj``, ``yaap`` and the preference
-measures (``prefs_*``, ``*_avgjg``).
+trec_eval's measures with no ir-measures equivalent (``gm_map``, ``gm_bpref``, ``Rprec_mult``, ``utility``,
+``11pt_avg``, ``binG``, ``G``, ``dcg``, ``ideal_dcg``, ``ndcg`` with gains, ``ndcg_rel``, ``Rndcg``, ``relative_P``,
+``num_nonrel_judged_ret``, ``rbp``, ``rbp_resid``, ``unj``) gapbench computes itself
+(:mod:`gapbench.evaluation.trec_measures`) and keeps under trec_eval's own names. Not computed: ``runid`` and
+``relstring`` (text, not numbers), ``yaap`` and the preference measures (``prefs_*``, ``*_avgjg``), which read
+other judgement formats.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import TrecNameError
 
 # trec_eval's measures in the order it prints them (the table in its measures.c), each with the ir-measures measure
-# it is: a format string taking the measure's parameter ({0}) or a plain name, and whether it needs the parameter.
+# it is: a format string taking the measure's parameter ({0}) or a plain name, and whether it needs the parameter. An
+# empty template marks a measure gapbench computes itself under trec_eval's name (gapbench.evaluation.trec_measures).
 _FAMILIES: tuple[tuple[str, str, bool], ...] = (
     ("num_q", "NumQ", False),
     ("num_ret", "NumRet", False),
     ("num_rel", "NumRel", False),
     ("num_rel_ret", "NumRet(rel=1)", False),
     ("map", "AP", False),
+    ("gm_map", "", False),
     ("Rprec", "Rprec", False),
     ("bpref", "Bpref", False),
     ("recip_rank", "RR", False),
@@ -34,30 +38,57 @@ _FAMILIES: tuple[tuple[str, str, bool], ...] = (
     ("P", "P@{0}", True),
     ("recall", "R@{0}", True),
     ("infAP", "infAP", False),
+    ("gm_bpref", "", False),
+    ("Rprec_mult", "", True),
+    ("utility", "", False),
+    ("11pt_avg", "", False),
+    ("binG", "", False),
+    ("G", "", False),
+    ("dcg", "", False),
+    ("ideal_dcg", "", False),
     ("ndcg", "nDCG", False),
+    ("ndcg_rel", "", False),
+    ("Rndcg", "", False),
     ("ndcg_cut", "nDCG@{0}", True),
     ("map_cut", "AP@{0}", True),
+    ("relative_P", "", True),
     ("success", "Success@{0}", True),
     ("set_P", "SetP", False),
     ("set_relative_P", "SetP(relative=True)", False),
     ("set_recall", "SetR", False),
     ("set_map", "SetAP", False),
     ("set_F", "SetF", False),
+    ("num_nonrel_judged_ret", "", False),
+    ("rbp", "", False),
+    ("rbp_resid", "", False),
+    ("unj", "", True),
 )
-# trec_eval's measures with no ir-measures equivalent (see the module's docstring), refused by name.
-UNSUPPORTED = (
-    "runid", "gm_map", "gm_bpref", "relstring", "Rprec_mult", "utility", "11pt_avg", "binG", "G", "dcg", "ideal_dcg",
-    "ndcg_rel", "Rndcg", "relative_P", "num_nonrel_judged_ret", "num_nonjudged_ret", "rbp", "rbp_resid", "unj", "yaap",
-    "map_avgjg", "P_avgjg", "Rprec_mult_avgjg",
-)
+# trec_eval's measures gapbench does not compute (see the module's docstring), refused by name.
+UNSUPPORTED = ("runid", "relstring", "yaap", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+# trec_eval's parameters after a measure that takes a list (utility.1,-1,0,0; ndcg.1=3,2=9; rbp.p=0.8), which
+# gapbench's list splitting cuts at the commas: joined back (join_lists).
+_LIST_FAMILIES = ("utility", "11pt_avg", "G", "dcg", "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "rbp", "rbp_resid")
+_LIST_PART = re.compile(r"^(?:[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+=[^,=]+|p=[^,=]+)$")
+# trec_eval's named sets of measures (its measures.c) with their default parameters, as gapbench names them.
+_CUTOFFS = ("5", "10", "15", "20", "30", "100", "200", "500", "1000")
+OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+            *(f"iprec_at_recall_{i / 10:.2f}" for i in range(11)), *(f"P_{c}" for c in _CUTOFFS))
+ALL_TREC = (*OFFICIAL, *(f"recall_{c}" for c in _CUTOFFS), *(f"unj_{c}" for c in ("5", "10", "20")), "rbp",
+            "rbp_resid", "infAP", "gm_bpref", "utility", "11pt_avg", "ndcg", *(f"relative_P_{c}" for c in _CUTOFFS),
+            *(f"Rprec_mult_{i / 5:.2f}" for i in range(1, 11)), "success_1", "success_5", "success_10",
+            *(f"map_cut_{c}" for c in _CUTOFFS), *(f"ndcg_cut_{c}" for c in _CUTOFFS), "ndcg_rel", "Rndcg", "binG",
+            "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret")
+SETS = {"official": OFFICIAL, "all_trec": ALL_TREC}
+# Measures whose all row is a geometric mean: their per-query values are logs (trec_eval's m_gm_map.c, m_gm_bpref.c).
+GEOMETRIC = ("gm_map", "gm_bpref")
 _UNSUPPORTED = {name.casefold(): name for name in UNSUPPORTED}
 _BY_NAME = {name.casefold(): (name, template, takes) for name, template, takes in _FAMILIES}
 _ORDER = {name: i for i, (name, _, _) in enumerate(_FAMILIES)}
 NAMES = tuple(name for name, _, _ in _FAMILIES)
 # Counts whose `all` row trec_eval sums over the queries (every other measure is averaged).
-_COUNTS = re.compile(r"^(NumQ|NumRet|NumRel|NumRelRet)(\(.*\))?$")
+_COUNTS = re.compile(r"^(NumQ|NumRet|NumRel|NumRelRet)(\(.*\))?$|^num_nonrel_judged_ret$")
 _PARAM = re.compile(r"^(?P<name>[A-Za-z_]+?)(?:[._](?P<param>[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$")
-_INTEGERS = ("num_q", "num_ret", "num_rel", "num_rel_ret")
+_INTEGERS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 
 EXAMPLES = "map, P_10 (or P.10), ndcg_cut_10, recall_100, recip_rank, bpref, Rprec, num_ret"
 
@@ -69,11 +100,14 @@ def from_trec(text: str) -> str | None:
     m = _PARAM.match(text)
     family = m.group("name").casefold() if m else text.casefold()
     if family in _UNSUPPORTED or family.startswith("prefs_"):
-        raise TrecNameError(f"trec_eval's {_UNSUPPORTED.get(family, family)} has no ir-measures equivalent, so "
-                            f"gapbench does not compute it; its trec_eval measures are {', '.join(NAMES)}")
+        raise TrecNameError(f"gapbench does not compute trec_eval's {_UNSUPPORTED.get(family, family)} (text, or "
+                            f"other judgement formats); the trec_eval measures it computes are {', '.join(NAMES)}, "
+                            f"or the sets {' and '.join(SETS)}")
     found = _BY_NAME.get(family) if m else None
     if m is None or found is None:
         return _ir_case(text)
+    if not found[1]:
+        return None  # computed by gapbench itself (gapbench.evaluation.trec_measures reads its parameters)
     param = m.group("param")
     name, template, takes = found
     if takes and param is None:
@@ -84,9 +118,10 @@ def from_trec(text: str) -> str | None:
     if not takes:
         return template
     if name != "iprec_at_recall":
-        if not param.isdigit():
+        whole = cut_off(param)
+        if whole is None:
             raise TrecNameError(f"the cut-off of trec_eval's {name} is a whole number, got {param!r}")
-        param = str(int(param))
+        param = str(whole)
     else:
         param = repr(float(param))
     return template.format(param)
@@ -121,15 +156,36 @@ def join_lists(parts: Sequence[str]) -> list[str]:
     "P.10"]``). Anything else is left as it is (a bare number alone is then refused as no measure)."""
     out: list[str] = []
     family: str | None = None
+    listing = False
     for part in parts:
+        if listing and _LIST_PART.match(part):
+            out[-1] += "," + part
+            continue
         if family is not None and _NUMBER.match(part):
             out.append(f"{family}.{part}")
             continue
         out.append(part)
+        listing = _family_of(part) in _LIST_FAMILIES and part.casefold() != (_family_of(part) or "").casefold()
         m = _PARAM.match(part)
         found = _BY_NAME.get(m.group("name").casefold()) if m and m.group("param") is not None else None
         family = found[0] if found is not None and found[2] else None
     return out
+
+
+def cut_off(param: str) -> int | None:
+    """A rank cut-off read as trec_eval reads it (atol in its meas_init.c): the digits before any decimal point, so
+    ``ndcg_cut.23.4`` is ndcg_cut_23; None when there are none."""
+    whole = param.split(".", 1)[0]
+    return int(whole) if whole.isascii() and whole.isdigit() else None
+
+
+def _family_of(text: str) -> str | None:
+    """The trec_eval family ``text`` names (``ndcg_cut`` for ``ndcg_cut.10``, ``ndcg`` for ``ndcg.1=3``), or None."""
+    folded = text.casefold()
+    for name in sorted(NAMES, key=len, reverse=True):
+        if folded == name.casefold() or any(folded.startswith(name.casefold() + sep) for sep in "._"):
+            return name
+    return None
 
 
 def to_trec(measure: str) -> str | None:
@@ -142,6 +198,8 @@ def to_trec(measure: str) -> str | None:
     except Exception:  # a spelling ir-measures' own parser does not read back: trec_eval has no name for it either
         return None
     for name, template, takes in _FAMILIES:
+        if not template:
+            continue
         if not takes:
             candidate = name
         else:
@@ -156,8 +214,36 @@ def to_trec(measure: str) -> str | None:
 
 
 def is_count(measure: str) -> bool:
-    """Whether trec_eval's summary row sums ``measure`` over the queries (NumQ, NumRet, NumRel, NumRelRet)."""
+    """Whether trec_eval's summary row sums ``measure`` over the queries (NumQ, NumRet, NumRel, NumRelRet,
+    num_nonrel_judged_ret)."""
     return bool(_COUNTS.match(measure))
+
+
+def is_geometric(measure: str) -> bool:
+    """Whether trec_eval's summary row of ``measure`` is a geometric mean (gm_map, gm_bpref): its per-query values
+    are logs, and the row is exp of their mean."""
+    return measure in GEOMETRIC
+
+
+def summary_value(measure: str, mean: float, n_queries: int) -> float:
+    """trec_eval's ``all`` value of ``measure`` from the mean of its per-query values over ``n_queries``."""
+    if is_count(measure):
+        return mean * n_queries
+    return math.exp(mean) if is_geometric(measure) else mean
+
+
+def expand_sets(parts: Sequence[str]) -> list[str]:
+    """trec_eval's named sets (``all_trec``, ``official``) replaced by their measures, as gapbench names them;
+    anything else kept. With a set, a measure named twice (in the set and beside it) is kept once, where it first
+    appears, as trec_eval takes ``-m all_trec -m map``; without one, ``parts`` are returned as they are."""
+    if not any(part.strip() in SETS for part in parts):
+        return list(parts)
+    out: list[str] = []
+    for part in parts:
+        for name in SETS.get(part.strip(), (part,)):
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def _printed_name(measure: str) -> str:
@@ -170,7 +256,10 @@ def _order_key(printed: str) -> tuple[int, float]:
         if printed == name:
             return (_ORDER[name], 0.0)
         if printed.startswith(name + "_"):
-            return (_ORDER[name], float(printed[len(name) + 1:]))
+            try:
+                return (_ORDER[name], float(printed[len(name) + 1:]))
+            except ValueError:  # a list parameter (utility_2,-1,0,0): one line per family
+                return (_ORDER[name], 0.0)
     return (len(_ORDER), 0.0)
 
 
@@ -193,8 +282,8 @@ def trec_eval_lines(measures: Iterable[str], per_query: Mapping[str, Mapping[str
         qids = sorted(per_query[named[0][1]])
         for qid in qids:
             for printed, m in named:
-                if printed == "num_q":
-                    continue  # trec_eval prints the number of queries in the summary only
+                if printed == "num_q" or is_geometric(printed):
+                    continue  # trec_eval prints these in the summary only
                 lines.append(_line(printed, qid, _value(printed, per_query[m][qid])))
     for printed, m in named:
         lines.append(_line(printed, "all", _value(printed, summary[m])))

@@ -450,9 +450,9 @@ def test_trec_eval_names_are_read_as_ir_measures(given, measure):
     ("nDCG@10,20", None),  # split at the comma: nDCG@10 and a measure named 20 (P.5,10 is trec_eval's P@5 and P@10)
     ("recall", "trec_eval's recall needs its parameter here, one measure each, for example recall_10 or recall.10"),
     ("map_5", "trec_eval's map takes no parameter; write it as map"),
-    ("P_1.5", "the cut-off of trec_eval's P is a whole number, got '1.5'"),
-    ("gm_map", "trec_eval's gm_map has no ir-measures equivalent, so gapbench does not compute it"),
-    ("Rprec_mult_0.20", "trec_eval's Rprec_mult has no ir-measures equivalent, so gapbench does not compute it"),
+    ("P_.5", "the cut-off of trec_eval's P is a whole number, got '.5'"),  # P_1.5 is P_1, as trec_eval's atol
+    ("relstring", "gapbench does not compute trec_eval's relstring (text, or other judgement formats)"),
+    ("prefs_simp", "gapbench does not compute trec_eval's prefs_simp (text, or other judgement formats)"),
 ])
 def test_trec_eval_names_gapbench_cannot_read_are_named(given, problem):
     with pytest.raises(ConfigError) as err:

@@ -28,7 +28,9 @@ def evaluate_cmd(
                                                             "its corpus."),
     measures: list[str] | None = typer.Option(
         None, "--measures", "-m",
-        help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank).",
+        help="ir-measures names (nDCG@10,R@100,AP) or trec_eval's (map,P_10,P.10,ndcg_cut.10,recall_100,recip_rank, "
+             "gm_map, utility.1,-1,0,0, all_trec, official). Default: nDCG@10,R@100,RR@10; with -q or --trec, "
+             "trec_eval's default (official).",
     ),
     options=None,  # EvaluateOptions, from its fields' flags
     per_query: bool = typer.Option(
@@ -39,7 +41,8 @@ def evaluate_cmd(
     """Evaluate any TREC run against qrels (a file, or a task's).
 
     With -q or --trec the lines are trec_eval's (`trec_eval -c [-q] -m ...`): measure, query (or `all`) and value,
-    tab-separated, queries in sorted order, counts (num_ret, num_rel, num_rel_ret) summed in the `all` rows.
+    tab-separated, queries in sorted order, counts (num_ret, num_rel, num_rel_ret) summed in the `all` rows; without
+    -m they are trec_eval's default measures (`-m official`).
     """
     from ..errors import UnknownIdError
     from ..evaluation.evaluation import evaluate
@@ -62,6 +65,8 @@ def evaluate_cmd(
         wanted = wanted or list(task_obj.measures)
     elif qrels is not None:  # always, when no task is given (one of the two, checked above)
         qrels_obj, label = read_qrels(qrels), str(qrels)
+        if wanted is None and (trec or per_query):
+            wanted = ["official"]  # trec_eval's lines without -m: trec_eval's own default set
     if as_json and trec:
         fail("--trec and --json are two output formats; give one of them.")
     try:

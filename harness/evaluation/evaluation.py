@@ -82,6 +82,8 @@ def parse_measures(measures: str | Iterable[str] | None) -> list[Any]:
     measures = list(measures)
     if not measures:
         raise ConfigError("no measures given; for example measures=['nDCG@10', 'R@100'].")
+    if all(isinstance(m, str) for m in measures):
+        measures = trec_names.expand_sets(measures)  # trec_eval's all_trec and official
     return [_parse_measure(m) for m in measures]
 
 
@@ -153,7 +155,16 @@ def _parse_measure(item: object) -> Any:
 
 
 def _from_trec(text: str) -> Any:
-    """The measure trec_eval names ``text`` (``map``, ``P.10``, ``ndcg_cut_10``), or None when it names none."""
+    """The measure trec_eval names ``text`` (``map``, ``P.10``, ``ndcg_cut_10``, ``gm_map``), or None when it names
+    none."""
+    from . import trec_measures
+
+    try:
+        own = trec_measures.parse(text)
+    except trec_measures.ParamError as exc:
+        raise _measure_error(text, str(exc)) from None
+    if own is not None:
+        return own
     try:
         ir_text = trec_names.from_trec(text)
     except TrecNameError as exc:
@@ -368,6 +379,7 @@ def evaluate(
     judged = qrels.judgements(positive)
     run_dict = {q: scores[q] for q in positive if scores.get(q)}
     found = _measured(parsed, names, judged, run_dict, built) if run_dict else {}
+    found.update(_own_values(parsed, judged, run_dict, built))
     ordered = _per_query_complete(parsed, names, found, positive, judged, run_dict)
     return run_results(system, ordered, task=task, n_missing=len(positive) - len(run_dict),
                        n_dropped=len(qrels) - len(positive), n_unjudged=sum(1 for q in scores if q not in qrels),
@@ -446,13 +458,32 @@ def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list[Any],
     return parsed, names
 
 
+def _own_values(parsed: Sequence[Any], judged: Mapping[str, Mapping[str, int]],
+                run_dict: Mapping[str, Mapping[str, float]], built: Run | None) -> dict[str, dict[str, float]]:
+    """measure name -> query -> value, for every judged query, of the measures gapbench computes itself
+    (gapbench.evaluation.trec_measures: trec_eval's measures ir-measures lacks, and trec_eval 10's iprec_at_recall)."""
+    from . import trec_measures
+
+    own = [m for m in parsed if trec_measures.computes(m)]
+    if not own:
+        return {}
+    if built is None:
+        built = Run(run_dict)
+    ranked = {q: [d for d, _ in built[q]] for q in run_dict}
+    return trec_measures.values(own, judged, ranked, list(judged))
+
+
 def _measured(parsed: Sequence[Any], names: Sequence[str], judged: Mapping[str, Mapping[str, int]],
               run_dict: Mapping[str, Mapping[str, float]], built: Run | None) -> dict[str, dict[str, float]]:
     """measure name -> query -> value for the queries the run ranks: trec_eval's measures through pytrec_eval with
-    the run's own scores, the others through ir-measures with rank-derived scores (see ``_TREC_MEASURE``)."""
-    direct = {n: _trec_request(n) for n in names}
+    the run's own scores, the others through ir-measures with rank-derived scores (see ``_TREC_MEASURE``); those
+    gapbench computes itself are :func:`_own_values`'."""
+    from . import trec_measures
+
+    own = {n for m, n in zip(parsed, names) if trec_measures.computes(m)}
+    direct = {n: None if n in own else _trec_request(n) for n in names}
     out = _trec_eval_values(direct, judged, run_dict)
-    rest = [m for m, n in zip(parsed, names) if not direct[n]]
+    rest = [m for m, n in zip(parsed, names) if not direct[n] and n not in own]
     if rest:
         out.update(_ir_measures_values(rest, judged, run_dict, built))
     return out
@@ -510,10 +541,13 @@ def _per_query_complete(parsed: Sequence[Any], names: Sequence[str], found: Mapp
                         ranked: Mapping[str, object]) -> dict[str, dict[str, float]]:
     """measure name -> every positive query -> value, :func:`_unranked_value` for a query the run does not rank
     (some backends report 0 for it); a GapbenchError for a value that is not finite."""
+    from . import trec_measures
+
     ordered: dict[str, dict[str, float]] = {}
     for measure, name in zip(parsed, names):
         values = found.get(name, {})
-        ordered[name] = {q: values.get(q, 0.0) if q in ranked else _unranked_value(measure, judged[q])
+        own = trec_measures.computes(measure)  # its values cover the queries the run lacks too (trec_eval -c)
+        ordered[name] = {q: values.get(q, 0.0) if q in ranked or own else _unranked_value(measure, judged[q])
                          for q in positive}
         bad = [q for q, v in ordered[name].items() if not math.isfinite(v)]
         if bad:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -184,9 +185,10 @@ class RunResults(Model):
 
     @property
     def summary(self) -> dict[str, float]:
-        """trec_eval's ``all`` row: the sum over the queries of a count (NumQ, NumRet, NumRel, NumRelRet), the mean
-        of every other measure."""
-        return {m: v * self.n_queries if trec_names.is_count(m) else v for m, v in self.measures.items()}
+        """trec_eval's ``all`` row: the sum over the queries of a count (NumQ, NumRet, NumRel, NumRelRet,
+        num_nonrel_judged_ret), exp of the mean of a geometric mean's logs (gm_map, gm_bpref), the mean of every other
+        measure."""
+        return {m: trec_names.summary_value(m, v, self.n_queries) for m, v in self.measures.items()}
 
     def trec_eval(self, per_query: bool = False) -> str:
         """What ``trec_eval [-q] -c -m ...`` prints for these results: trec_eval's measure names, order, columns and
@@ -238,6 +240,8 @@ class RunResults(Model):
             if trec_names.is_count(m):  # a count is summed over the queries, as in trec_eval's summary row
                 n = self.n_queries
                 rows.append([f"{m} (sum)", number(self.summary[m], 0), f"[{number(lo * n, 1)}, {number(hi * n, 1)}]"])
+            elif trec_names.is_geometric(m):  # per-query logs: the geometric mean, and its interval, are exp of them
+                rows.append([m, number(self.summary[m]), f"[{number(math.exp(lo))}, {number(math.exp(hi))}]"])
             else:
                 rows.append([m, number(mean), f"[{number(lo)}, {number(hi)}]"])
         return rows
