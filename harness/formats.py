@@ -139,7 +139,7 @@ def _parse_trec_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
     data: dict[str, dict[str, int]] = {}
     for n, line in lines:
         parts = line.split()
-        if not parts:
+        if not parts or parts[0].startswith("#"):  # trec_eval 10's comment lines
             continue
         if len(parts) != 4:
             raise _columns_error(line, "query_id iteration doc_id relevance", (6, "a run; give it as the run, not the "
@@ -172,7 +172,9 @@ def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:
 # ---------------------------------------------------------------- TREC runs
 
 def read_trec_run(path: PathLike, name: str | None = None, *, allow_empty: bool = False) -> Run:
-    """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval.
+    """``query_id Q0 doc_id rank score tag`` per line. Order comes from the scores, as in trec_eval. As trec_eval
+    reads a run, words after the tag are ignored (its own test run ``results.trunc`` has them), and so are lines whose
+    first word starts with ``#`` (trec_eval 10's comments).
 
     A file with no line is refused (a user's empty file is a mistake) unless ``allow_empty``: a run directory's
     ``run.trec.gz`` is empty when the retriever found nothing for any query, and its results say so.
@@ -185,13 +187,13 @@ def _parse_trec_run(lines: Iterable[tuple[int, str]], path: PathLike, name: str 
     tag = None
     for n, line in lines:
         parts = line.split()
-        if not parts:
+        if not parts or parts[0].startswith("#"):
             continue
-        if len(parts) != 6:
+        if len(parts) < 6:
             raise _columns_error(line, "query_id Q0 doc_id rank score tag", (4, "qrels; give them as the qrels, not "
                                                                                 "the run"),
                                  path, n)
-        qid, _, did, rank, score, tag = parts
+        qid, _, did, rank, score, tag = parts[:6]
         if len(qid) > MAX_ID_LENGTH or len(did) > MAX_ID_LENGTH:
             _too_long_id(qid, did, path, n)
         if not (rank.isdigit() and rank.isascii()) and not _is_int(rank):
@@ -465,10 +467,11 @@ def _parse_beir_qrels(lines: Iterable[tuple[int, str]], path: PathLike, check: C
 
 
 def read_qrels(path: PathLike, check: Check | None = None) -> Qrels:
-    """TREC qrels (4 columns) or BEIR qrels (3 tab-separated columns, optional header), told apart by the first line."""
+    """TREC qrels (4 columns) or BEIR qrels (3 tab-separated columns, optional header), told apart by the first line
+    that is not a comment (TREC qrels may hold trec_eval 10's ``#`` comment lines)."""
     with closing(text_lines(path, MAX_TREC_LINE_BYTES, columns=True)) as lines:
         for n, line in lines:
-            if line.strip():
+            if line.strip() and not line.lstrip().startswith("#"):
                 rest = _chain((n, line), lines)
                 if len(line.split()) == 4 and "\t" not in line.strip():
                     return _parse_trec_qrels(rest, path, check)

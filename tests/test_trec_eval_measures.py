@@ -210,3 +210,15 @@ def test_parameters_trec_eval_refuses_are_refused_with_the_accepted_form(given, 
 
     with pytest.raises(ConfigError, match=problem):
         parse_measures([given])
+
+
+# ---------------------------------------------------------------------- trec_eval's inputs as it reads them
+
+def test_a_run_with_words_after_the_tag_and_qrels_with_comments_read_as_trec_eval_reads_them(capsys):
+    # results.trunc: `301 Q0 FBIS3-27619 99 2.138276 STANDARD more junk at`; qrels.test.with-comments: `# ...` lines.
+    # The quicktest prints out.test.aqc and out.test for them.
+    assert _evaluate(capsys, "--run", str(HERE / "results.trunc"), "-m", "all_trec", "-q") == _trec_lines(
+        "out.test.aqc")
+    code = main(["evaluate", "--qrels", str(HERE / "qrels.test.with-comments"), "--run", str(HERE / "results.test"),
+                 "--trec", "--n-resamples", "0"])
+    assert code == 0 and capsys.readouterr().out.splitlines() == _trec_lines("out.test")
