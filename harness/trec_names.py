@@ -8,9 +8,9 @@ before the parameter), computes with ir-measures names, and prints trec_eval's n
 trec_eval's measures with no ir-measures equivalent (``gm_map``, ``gm_bpref``, ``Rprec_mult``, ``utility``,
 ``11pt_avg``, ``binG``, ``G``, ``dcg``, ``ideal_dcg``, ``ndcg`` with gains, ``ndcg_rel``, ``Rndcg``, ``relative_P``,
 ``num_nonrel_judged_ret``, ``rbp``, ``rbp_resid``, ``unj``) gapbench computes itself
-(:mod:`gapbench.evaluation.trec_measures`) and keeps under trec_eval's own names. Not computed: ``runid`` and
-``relstring`` (text, not numbers), ``yaap`` and the preference measures (``prefs_*``, ``*_avgjg``), which read
-other judgement formats.
+(:mod:`gapbench.evaluation.trec_measures`) and keeps under trec_eval's own names. ``runid`` and ``relstring`` are
+text, not measures: ``gapbench evaluate`` prints them beside the measures (:data:`TEXTS`, :func:`text_line`). Not
+computed: ``yaap`` and the preference measures (``prefs_*``, ``*_avgjg``), which read other judgement formats.
 """
 
 from __future__ import annotations
@@ -65,17 +65,18 @@ _FAMILIES: tuple[tuple[str, str, bool], ...] = (
 )
 # trec_eval's measures gapbench does not compute (see the module's docstring), refused by name.
 UNSUPPORTED = ("runid", "relstring", "yaap", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+_TEXT_NAME = re.compile(r"^(runid|relstring(?:[._](?P<length>[0-9]+))?)$", re.IGNORECASE)
 # trec_eval's parameters after a measure that takes a list (utility.1,-1,0,0; ndcg.1=3,2=9; rbp.p=0.8), which
 # gapbench's list splitting cuts at the commas: joined back (join_lists).
 _LIST_FAMILIES = ("utility", "11pt_avg", "G", "dcg", "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "rbp", "rbp_resid")
 _LIST_PART = re.compile(r"^(?:[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+=[^,=]+|p=[^,=]+)$")
 # trec_eval's named sets of measures (its measures.c) with their default parameters, as gapbench names them.
 _CUTOFFS = ("5", "10", "15", "20", "30", "100", "200", "500", "1000")
-OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
             *(f"iprec_at_recall_{i / 10:.2f}" for i in range(11)), *(f"P_{c}" for c in _CUTOFFS))
 ALL_TREC = (*OFFICIAL, *(f"recall_{c}" for c in _CUTOFFS), *(f"unj_{c}" for c in ("5", "10", "20")), "rbp",
             "rbp_resid", "infAP", "gm_bpref", "utility", "11pt_avg", "ndcg", *(f"relative_P_{c}" for c in _CUTOFFS),
-            *(f"Rprec_mult_{i / 5:.2f}" for i in range(1, 11)), "success_1", "success_5", "success_10",
+            *(f"Rprec_mult_{i / 5:.2f}" for i in range(1, 11)), "relstring", "success_1", "success_5", "success_10",
             *(f"map_cut_{c}" for c in _CUTOFFS), *(f"ndcg_cut_{c}" for c in _CUTOFFS), "ndcg_rel", "Rndcg", "binG",
             "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret")
 SETS = {"official": OFFICIAL, "all_trec": ALL_TREC}
@@ -83,7 +84,12 @@ SETS = {"official": OFFICIAL, "all_trec": ALL_TREC}
 GEOMETRIC = ("gm_map", "gm_bpref")
 _UNSUPPORTED = {name.casefold(): name for name in UNSUPPORTED}
 _BY_NAME = {name.casefold(): (name, template, takes) for name, template, takes in _FAMILIES}
-_ORDER = {name: i for i, (name, _, _) in enumerate(_FAMILIES)}
+# What trec_eval prints that is text, not a measure (its runid and relstring), which gapbench evaluate prints beside
+# the measures' lines (TEXTS: the CLI gives them; the Python API refuses them as measures).
+TEXTS = ("runid", "relstring")
+_PRINTED = ("runid", *[n for n, _, _ in _FAMILIES[:_FAMILIES.index(("P", "P@{0}", True)) + 1]], "relstring",
+            *[n for n, _, _ in _FAMILIES[_FAMILIES.index(("P", "P@{0}", True)) + 1:]])
+_ORDER = {name: i for i, name in enumerate(_PRINTED)}
 NAMES = tuple(name for name, _, _ in _FAMILIES)
 # Counts whose `all` row trec_eval sums over the queries (every other measure is averaged).
 _COUNTS = re.compile(r"^(NumQ|NumRet|NumRel|NumRelRet)(\(.*\))?$|^num_nonrel_judged_ret$")
@@ -232,15 +238,31 @@ def summary_value(measure: str, mean: float, n_queries: int) -> float:
     return math.exp(mean) if is_geometric(measure) else mean
 
 
-def expand_sets(parts: Sequence[str]) -> list[str]:
-    """trec_eval's named sets (``all_trec``, ``official``) replaced by their measures, as gapbench names them;
-    anything else kept. With a set, a measure named twice (in the set and beside it) is kept once, where it first
-    appears, as trec_eval takes ``-m all_trec -m map``; without one, ``parts`` are returned as they are."""
+def text_line(text: str) -> tuple[str, int] | None:
+    """(printed name, length) when ``text`` names one of trec_eval's text lines: ``runid`` (0), ``relstring`` (its
+    default length, 10) or ``relstring.20`` (``relstring_20``, 20); else None."""
+    m = _TEXT_NAME.match(text.strip())
+    if m is None:
+        return None
+    if m.group(1).casefold() == "runid":
+        return ("runid", 0)
+    length = m.group("length")
+    return ("relstring", 10) if length is None else (f"relstring_{int(length)}", int(length))
+
+
+def expand_sets(parts: Sequence[str], *, texts: bool = False) -> list[str]:
+    """trec_eval's named sets (``all_trec``, ``official``) replaced by their measures, as gapbench names them, and
+    with ``texts`` its text lines (runid, relstring) too; anything else kept. With a set, a measure named twice (in
+    the set and beside it) is kept once, where it first appears, as trec_eval takes ``-m all_trec -m map``; without
+    one, ``parts`` are returned as they are."""
     if not any(part.strip() in SETS for part in parts):
         return list(parts)
     out: list[str] = []
     for part in parts:
-        for name in SETS.get(part.strip(), (part,)):
+        named = SETS.get(part.strip())
+        if named is not None and not texts:
+            named = tuple(n for n in named if n not in TEXTS)
+        for name in named or (part,):
             if name not in out:
                 out.append(name)
     return out
@@ -252,7 +274,7 @@ def _printed_name(measure: str) -> str:
 
 def _order_key(printed: str) -> tuple[int, float]:
     """trec_eval's order: its measure table, and within a family the parameters ascending (P_5, P_10, P_15)."""
-    for name in sorted(NAMES, key=len, reverse=True):
+    for name in sorted(_ORDER, key=len, reverse=True):
         if printed == name:
             return (_ORDER[name], 0.0)
         if printed.startswith(name + "_"):
@@ -272,19 +294,32 @@ def _line(name: str, qid: str, value: str) -> str:
 
 
 def trec_eval_lines(measures: Iterable[str], per_query: Mapping[str, Mapping[str, float]],
-                    summary: Mapping[str, float], *, queries: bool) -> list[str]:
+                    summary: Mapping[str, float], *, queries: bool,
+                    texts: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
     """The lines ``trec_eval [-q] -m ...`` prints: with ``queries``, every query's lines (queries in trec_eval's
     sorted order, each query's measures in trec_eval's order), then the ``all`` rows. Measures trec_eval has no
-    name for are printed under their ir-measures name, after trec_eval's own."""
-    named = sorted(((_printed_name(m), m) for m in measures), key=lambda p: _order_key(p[0]))
+    name for are printed under their ir-measures name, after trec_eval's own. ``texts`` (printed name -> query or
+    ``all`` -> text) are trec_eval's lines that are no measure (``runid``, ``relstring``), printed in its order."""
+    texts = texts or {}
+    named = sorted([*((_printed_name(m), m) for m in measures), *((t, "") for t in texts)],
+                   key=lambda p: _order_key(p[0]))
     lines = []
-    if queries and named:
-        qids = sorted(per_query[named[0][1]])
+    measured = [m for _, m in named if m]
+    if queries and measured:
+        qids = sorted(per_query[measured[0]])
         for qid in qids:
             for printed, m in named:
                 if printed == "num_q" or is_geometric(printed):
                     continue  # trec_eval prints these in the summary only
+                if not m:
+                    if qid in texts[printed]:
+                        lines.append(_line(printed, qid, texts[printed][qid]))
+                    continue
                 lines.append(_line(printed, qid, _value(printed, per_query[m][qid])))
     for printed, m in named:
+        if not m:
+            if "all" in texts[printed]:
+                lines.append(_line(printed, "all", texts[printed]["all"]))
+            continue
         lines.append(_line(printed, "all", _value(printed, summary[m])))
     return lines

@@ -171,9 +171,8 @@ def _evaluate(capsys, *args: str) -> list[str]:
 
 
 def _trec_lines(name: str) -> list[str]:
-    """The expected output less the lines gapbench does not print (runid, relstring: text, not measures)."""
-    return [line for line in (HERE / name).read_text(encoding="utf-8").splitlines()
-            if line.split("\t")[0].rstrip() not in ("runid", "relstring")]
+    """trec_eval's expected output, every line (its runid and relstring lines included)."""
+    return (HERE / name).read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.parametrize("expected, args", [
@@ -185,7 +184,12 @@ def _trec_lines(name: str) -> list[str]:
                               "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20"]),
 ])
 def test_gapbench_evaluate_prints_trec_eval_s_quicktest_output(capsys, expected, args):
-    assert _evaluate(capsys, "--run", str(HERE / "results.test"), *args) == _trec_lines(expected)
+    # byte for byte: the lines, and the newline after the last
+    code = main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--n-resamples", "0", "--run",
+                 str(HERE / "results.test"), *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out == (HERE / expected).read_text(encoding="utf-8")
 
 
 def test_a_geometric_mean_in_the_table_is_the_geometric_mean(capsys):
@@ -202,7 +206,7 @@ def test_a_geometric_mean_in_the_table_is_the_geometric_mean(capsys):
     ("relative_P", "trec_eval's relative_P needs its parameter here"),
     ("gm_map.5", "trec_eval's gm_map takes no parameter"),
     ("rbp.p=1.5", "rbp's persistence p is a number between 0 and 1"),
-    ("relstring", "gapbench does not compute trec_eval's relstring"),
+    ("relstring", "gapbench does not compute trec_eval's relstring"),  # text: only `evaluate --trec/-q` prints it
 ])
 def test_parameters_trec_eval_refuses_are_refused_with_the_accepted_form(given, problem):
     from gapbench.errors import ConfigError
@@ -222,3 +226,13 @@ def test_a_run_with_words_after_the_tag_and_qrels_with_comments_read_as_trec_eva
     code = main(["evaluate", "--qrels", str(HERE / "qrels.test.with-comments"), "--run", str(HERE / "results.test"),
                  "--trec", "--n-resamples", "0"])
     assert code == 0 and capsys.readouterr().out.splitlines() == _trec_lines("out.test")
+
+
+def test_runid_and_relstring_are_printed_beside_measures_not_as_measures(capsys):
+    # trec_eval -q -m map -m relstring.5 prints each query's top 5 grades as text; runid is the run's tag
+    lines = _evaluate(capsys, "--run", str(HERE / "results.test"), "-q", "-m", "map,relstring.5,runid")
+    assert lines[:2] == ["map                   \t301\t0.0324", "relstring_5           \t301\t'00000'"]
+    assert lines[-2:] == ["runid                 \tall\tSTANDARD", "map                   \tall\t0.1785"]
+    assert main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--run", str(HERE / "results.test"), "-m",
+                 "runid", "--trec"]) == 2
+    assert "give at least one measure with -m" in capsys.readouterr().err

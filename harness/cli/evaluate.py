@@ -69,6 +69,15 @@ def evaluate_cmd(
             wanted = ["official"]  # trec_eval's lines without -m: trec_eval's own default set
     if as_json and trec:
         fail("--trec and --json are two output formats; give one of them.")
+    texts: list[tuple[str, int]] = []
+    if wanted is not None and (trec or per_query):  # trec_eval's text lines, printed beside the measures
+        from .. import trec_names
+
+        wanted = trec_names.expand_sets(wanted, texts=True)
+        texts = [t for t in map(trec_names.text_line, wanted) if t is not None]
+        wanted = [m for m in wanted if trec_names.text_line(m) is None] or None
+        if wanted is None:
+            fail("runid and relstring are printed beside measures; give at least one measure with -m.")
     try:
         res = evaluate(run, qrels_obj, wanted, task=label, n_resamples=options.n_resamples, seed=options.seed,
                        depth=options.depth)
@@ -81,8 +90,25 @@ def evaluate_cmd(
             out["per_query"] = {m: dict(res.per_query[m]) for m in res.measures}
         typer.echo(json.dumps(out))
     elif per_query or trec:
-        typer.echo(res.trec_eval(per_query=per_query))
+        typer.echo(res.trec_eval(per_query=per_query, texts=_text_lines(texts, run, qrels_obj, res)))
         for note in res.counts:  # trec_eval's lines stay clean on stdout; what they leave out is said beside them
             typer.echo(f"gapbench: note: {note}.", err=True)
     else:
         typer.echo(str(res))
+
+
+def _text_lines(texts, run, qrels, res) -> dict[str, dict[str, str]]:
+    """trec_eval's text lines for ``texts`` ((printed name, length) pairs): runid, the run's tag in the all row;
+    relstring, each evaluated query's top grades, quoted."""
+    out: dict[str, dict[str, str]] = {}
+    for name, length in texts:
+        if name == "runid":
+            out[name] = {"all": run.name}
+            continue
+        from ..evaluation import trec_measures
+
+        qids = list(next(iter(res.per_query.values())))
+        ranked = {q: [d for d, _ in run[q]] for q in qids if q in run}
+        rankings = trec_measures.Rankings.of(qrels.judgements(qids), ranked, query_ids=qids)
+        out[name] = {q: f"'{s}'" for q, s in zip(qids, trec_measures.relstring(rankings, length))}
+    return out

@@ -83,7 +83,7 @@ def parse_measures(measures: str | Iterable[str] | None) -> list[Any]:
     if not measures:
         raise ConfigError("no measures given; for example measures=['nDCG@10', 'R@100'].")
     if all(isinstance(m, str) for m in measures):
-        measures = trec_names.expand_sets(measures)  # trec_eval's all_trec and official
+        measures = trec_names.expand_sets(measures)  # trec_eval's all_trec and official (their measures)
     return [_parse_measure(m) for m in measures]
 
 

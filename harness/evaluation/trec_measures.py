@@ -398,6 +398,17 @@ def unj(r: Rankings, cutoff: int) -> np.ndarray:
     return found / float(cutoff)
 
 
+def relstring(r: Rankings, length: int = 10) -> list[str]:
+    """Each query's top ``length`` grades as text (m_relstring.c): a digit per judged grade (``>`` above 9), ``-`` for
+    a document not in the qrels, ``.`` for one in them with a negative grade; trec_eval prints it quoted."""
+    out = []
+    for row, n in zip(r.rels, r.num_ret):
+        codes = row[:min(length, int(n))].tolist()
+        out.append("".join(">" if c > 9 else str(c) if c >= 0 else "-" if c == NONPOOL else "." if c == UNJUDGED
+                           else "<" for c in codes))
+    return out
+
+
 def summary(family: str, values: np.ndarray) -> float:
     """What trec_eval prints in its ``all`` row for per-query ``values`` of ``family``: the sum for a count, exp of
     the mean for a geometric mean (its per-query values are logs), the mean otherwise."""

@@ -190,13 +190,15 @@ class RunResults(Model):
         measure."""
         return {m: trec_names.summary_value(m, v, self.n_queries) for m, v in self.measures.items()}
 
-    def trec_eval(self, per_query: bool = False) -> str:
+    def trec_eval(self, per_query: bool = False, texts: Mapping[str, Mapping[str, str]] | None = None) -> str:
         """What ``trec_eval [-q] -c -m ...`` prints for these results: trec_eval's measure names, order, columns and
-        number formats (measures trec_eval has no name for are printed under their ir-measures names, last)."""
+        number formats (measures trec_eval has no name for are printed under their ir-measures names, last), with
+        trec_eval's text lines ``texts`` (runid, relstring: name -> query or ``all`` -> text) in its order."""
         if per_query and not self._per_query:
             raise GapbenchError(f"{self.system}: these results hold no per-query values (a results.json read on its "
                                 "own); read the run directory with gapbench.store.load_results.")
-        lines = trec_names.trec_eval_lines(list(self.measures), self._per_query, self.summary, queries=per_query)
+        lines = trec_names.trec_eval_lines(list(self.measures), self._per_query, self.summary, queries=per_query,
+                                           texts=texts)
         return "\n".join(lines)
 
     def to_frame(self) -> Any:
