@@ -236,3 +236,25 @@ def test_runid_and_relstring_are_printed_beside_measures_not_as_measures(capsys)
     assert main(["evaluate", "--qrels", str(HERE / "qrels.test"), "--run", str(HERE / "results.test"), "-m",
                  "runid", "--trec"]) == 2
     assert "give at least one measure with -m" in capsys.readouterr().err
+
+
+def test_relstring_marks_unjudged_and_unpooled_documents_as_trec_eval_does():
+    # out.test.aql (qrels.rel_level has grade -1: in the pool, unjudged, '.'; '-' is a document not in the qrels)
+    rankings, _ = _rankings("out.test.aql")
+    want = _expected("out.test.aql")
+    assert {q: f"'{s}'" for q, s in zip(rankings.query_ids, tm.relstring(rankings, 20))} == {
+        q: want[("relstring_20", q)] for q in ("301", "302", "303")}
+    assert want[("relstring_20", "303")] == "'0000.....00..0.0.02.'"
+
+
+def test_means_add_the_queries_in_trec_eval_s_order(tmp_path, capsys):
+    # P@100 of queries a..h is 0.1, 0, 0.1, 1, 0.03, 0.15, 0.07, 0: the mean 1.45 / 8 = 0.18125 sits on a rounding
+    # boundary; added one by one in sorted order (trec_eval's) it prints 0.1812, in the file's reverse order 0.1813
+    values = dict(zip("abcdefgh", (10, 0, 10, 100, 3, 15, 7, 0)))
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("".join(f"{q} 0 {f'd{i}' if k else 'z'} 1\n" for q, k in reversed(values.items())
+                             for i in range(max(k, 1))))
+    run.write_text("".join(f"{q} Q0 d{i} {i + 1} {100 - i} t\n" for q in reversed(values) for i in range(100)))
+    assert main(["evaluate", "--qrels", str(qrels), "--run", str(run), "-m", "P.100", "--trec",
+                 "--n-resamples", "0"]) == 0
+    assert capsys.readouterr().out == "P_100                 \tall\t0.1812\n"

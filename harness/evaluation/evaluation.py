@@ -392,7 +392,7 @@ def run_results(system: str, per_query: Mapping[str, Mapping[str, float]], *, ta
     """The result model of per-query values (measure -> query_id -> value, every measure over the same queries): the
     means in the order evaluation sums them, and 95% percentile-bootstrap intervals resampling the queries with
     ``seed`` unless ``ci95`` gives them (none with ``n_resamples=0``)."""
-    means = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
+    means = {m: _trec_eval_sum(v) / len(v) for m, v in per_query.items()}
     if ci95 is None and n_resamples:
         cis = bootstrap_cis({m: list(v.values()) for m, v in per_query.items()}, n_resamples=n_resamples, seed=seed)
         ci95 = {m: (lo, hi) for m, (lo, hi) in cis.items()}
@@ -403,6 +403,15 @@ def run_results(system: str, per_query: Mapping[str, Mapping[str, float]], *, ta
     if notes:  # written only when there are some, as results.json always was
         fields["notes"] = list(notes)
     return RunResults(**fields).holding(per_query=per_query)
+
+
+def _trec_eval_sum(values: Mapping[str, float]) -> float:
+    """The values added one by one in trec_eval's query order (sorted ids, as it sorts its qrels), so a mean on a
+    rounding boundary prints the digit trec_eval prints (0.04125 summed in another order can print 0.0413)."""
+    total = 0.0
+    for qid in sorted(values):
+        total += values[qid]
+    return total
 
 
 def _examples(ids: Iterable[str]) -> str:

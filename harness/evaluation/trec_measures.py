@@ -60,11 +60,12 @@ class Rankings:
             judged = qrels.get(q, {})
             docs = ranked.get(q, ())
             row = [judged.get(d, NONPOOL) for d in docs]
+            row = [UNJUDGED if g < 0 and d in judged else g for g, d in zip(row, docs)] if any(
+                g < 0 for g in judged.values()) else row
             rels[i, :len(row)] = row
             num_ret[i] = len(row)
             grades = np.fromiter(judged.values(), dtype=np.int64, count=len(judged))
             counts[i] = np.bincount(grades[grades >= 0], minlength=counts.shape[1])
-        rels[(rels < 0) & (rels != NONPOOL) & (rels != _PAD)] = UNJUDGED
         return cls(qids, rels, num_ret, counts, level)
 
     def with_gains(self, gains: Mapping[int, float]) -> Rankings:
