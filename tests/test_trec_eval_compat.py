@@ -3,9 +3,8 @@
 The files under tests/fixtures/trec_eval/ are trec_eval's (see PROVENANCE.md there): its qrels, its run, and what
 `trec_eval -m all_trec [-q] [-c]` prints for them. Every measure line is compared as printed (name column, query,
 value formatting), trec_eval 10's values on every line (iprec_at_recall included: gapbench computes it by trec_eval
-10's rule, tests/test_trec_eval_measures.py shows where pytrec_eval differs). The lines not compared are exactly
-`NOT_COMPARED`: runid and relstring, which are text, not measures; the test checks that no other line of trec_eval's
-output is skipped.
+10's rule, tests/test_trec_eval_measures.py shows where pytrec_eval differs), and trec_eval's text lines (runid,
+relstring) too: no line of trec_eval's output is skipped.
 """
 
 from __future__ import annotations
@@ -39,8 +38,9 @@ CHECKSUMS = {
     "zscores_file": "9269185cb290fe4c11df2b94b2789b4db98131b1ea47673fb83f0a00100760f7",
     "out.test.aqZ": "3282cbce1e5c8e11619954dac0144a0541b219de528156c72b7b2acba168ac75",
 }
-# The lines of `-m all_trec` that gapbench does not print: text, not measures.
-NOT_COMPARED = {"runid", "relstring"}
+# The lines of `-m all_trec` that gapbench does not print: none (runid and relstring, text, are printed beside the
+# measures by `gapbench evaluate -q/--trec`).
+NOT_COMPARED: set[str] = set()
 
 
 def test_vendored_files_are_trec_eval_s_unchanged():
@@ -68,7 +68,7 @@ def _split(expected_file: str) -> tuple[list[str], list[str]]:
         family = _family(name)
         if family in NOT_COMPARED:
             continue
-        assert family in trec_names.NAMES, family
+        assert family in trec_names.NAMES or family in trec_names.TEXTS, family
         kept.append(line)
         if name not in names:
             names.append(name)
@@ -87,11 +87,11 @@ def test_the_measures_left_out_are_exactly_those_gapbench_cannot_compute():
     assert NOT_COMPARED <= set(trec_names.UNSUPPORTED)
     printed = {_family(line.split("\t")[0].rstrip())
                for line in (HERE / "out.test.aq").read_text(encoding="utf-8").splitlines()}
-    assert printed - NOT_COMPARED == printed & set(trec_names.NAMES)
-    # what is compared: the 95 measures trec_eval prints per query, on each of the 3 queries, and num_q, gm_map and
-    # gm_bpref (summary only)
+    assert printed - NOT_COMPARED == printed & {*trec_names.NAMES, *trec_names.TEXTS}
+    # what is compared: the 96 lines trec_eval prints per query (95 measures and relstring), on each of the 3
+    # queries, and runid, num_q, gm_map and gm_bpref (summary only)
     _, names = _split("out.test.aq")
-    assert len(names) == 98 and "num_q" in names and "ndcg_cut_10" in names and "iprec_at_recall_0.50" in names
+    assert len(names) == 100 and "runid" in names and "relstring" in names and "num_q" in names and "ndcg_cut_10" in names and "iprec_at_recall_0.50" in names
     assert "gm_map" in names and "Rprec_mult_2.00" in names and "unj_20" in names
 
 
