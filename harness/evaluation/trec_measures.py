@@ -137,7 +137,10 @@ class Rankings:
     @cached_property
     def ideal(self) -> np.ndarray:
         """Each query's ideal gains, best first: every judged document with a positive gain, by gain descending
-        (trec_eval walks its gain levels from the highest down and stops at the first gain that is not positive)."""
+        (trec_eval walks its gain levels from the highest down and stops at the first gain that is not positive).
+        gapbench sorts the levels by their gains; trec_eval's comparator (gain_init.c) truncates the difference of two
+        gains to an integer, so gains less than 1 apart (0.5 beside 0) are ordered as its C library's qsort leaves
+        them, and can drop out of its ideal: the one case where its gain measures and gapbench's differ."""
         grades, gains, offset = self._gain_table()
         counts = np.zeros((len(self.query_ids), len(grades)), dtype=np.int64)
         counts[:, offset:offset + self.grade_counts.shape[1]] = self.grade_counts
