@@ -582,18 +582,22 @@ def computes(measure: object) -> bool:
 
 
 def values(measures: Iterable[object], qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]],
-           query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+           query_ids: Sequence[str], *, block: int = 4096) -> dict[str, dict[str, float]]:
     """measure name -> query -> value for every query of ``query_ids`` (one absent from ``ranked`` is scored as
-    trec_eval -c scores it), for measures :func:`computes` accepts."""
-    rankings = Rankings.of(qrels, ranked, query_ids=query_ids)
-    unranked = np.array([q not in ranked for q in query_ids], dtype=bool)
-    out: dict[str, dict[str, float]] = {}
-    for measure in measures:
-        if isinstance(measure, TrecMeasure):
-            found = measure.compute(rankings)
-            if measure.family in UNRANKED_ZERO:
-                found = np.where(unranked, 0.0, found)
-        else:
-            found = iprec_at_recall(rankings, float(measure.params["recall"]))  # type: ignore[attr-defined]
-        out[str(measure)] = dict(zip(query_ids, found.tolist()))
+    trec_eval -c scores it), for measures :func:`computes` accepts; ``block`` queries at a time, so memory stays
+    bounded (a query's value depends on that query alone)."""
+    measures = list(measures)
+    out: dict[str, dict[str, float]] = {str(m): {} for m in measures}
+    for start in range(0, len(query_ids), block):
+        qids = list(query_ids[start:start + block])
+        rankings = Rankings.of(qrels, ranked, query_ids=qids)
+        unranked = np.array([q not in ranked for q in qids], dtype=bool)
+        for measure in measures:
+            if isinstance(measure, TrecMeasure):
+                found = measure.compute(rankings)
+                if measure.family in UNRANKED_ZERO:
+                    found = np.where(unranked, 0.0, found)
+            else:
+                found = iprec_at_recall(rankings, float(measure.params["recall"]))  # type: ignore[attr-defined]
+            out[str(measure)].update(zip(qids, found.tolist()))
     return out
