@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from fx_warm_homes import copy_home
 
 from gapbench.analyses.argus.audit import retrievability as aa
 from gapbench.errors import ConfigError, DataFormatError
@@ -215,8 +216,12 @@ def test_span_pooling_matches_token_mean():
 
 # ---------------------------------------------------------------- end to end on the shipped slice
 @pytest.fixture(scope="module")
-def dense_audit(tmp_path_factory):
+def dense_audit(tmp_path_factory, argus_slice_dense_home):
     from gapbench.cli import main
+    # MiniLM's span vectors of the slice, encoded once in the session by the command's own call (embed_entities;
+    # tests/fx_docs.py), found in the cache as by a user's second audit; test_span_pooling_matches_token_mean checks
+    # the span pooling itself against the transformer's token vectors
+    copy_home(argus_slice_dense_home)
     out = tmp_path_factory.mktemp("argus-audit")
     assert main(["argus", "audit", "-r", "dense", "--out", str(out)]) == 0
     return out

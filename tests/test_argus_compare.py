@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fx_warm_homes import copy_home
 
 import gapbench.cli as cli
 from gapbench.analyses.argus.remedy.compare_report import read_outputs
@@ -276,8 +277,12 @@ def test_without_an_endpoint_only_original_and_expansion_run_and_the_hint_says_h
 
 
 @pytest.mark.slow
-def test_pinned_impliret_multispeaker_wknow_bm25_expansion():
-    """The real case: ImpliRet multispeaker wknow, bm25, label-prior diagnosis, the packaged landmarks KB."""
+def test_pinned_impliret_multispeaker_wknow_bm25_expansion(wknow_ner_home):
+    """The real case: ImpliRet multispeaker wknow, bm25, label-prior diagnosis, the packaged landmarks KB. spaCy's
+    mentions of the 1,500 passages are tagged once in the session (tests/fx_docs.py, by the command's own call,
+    extract_mentions) and found in the cache, as by a user's second comparison; the tagging itself is checked on the
+    small tasks above and in tests/test_argus_ner.py."""
+    copy_home(wknow_ner_home)
     res = argus_compare("impliret/multispeaker/wknow", "bm25", kb="landmarks-oracle", diagnosis="label-prior",
                         variants=["original", "expansion"], measures=["nDCG@10", "R@100"], k=100)
     t = res.tasks["impliret/multispeaker/wknow"]

@@ -1,5 +1,5 @@
 """ARGUS probes: metrics by hand, seeded splits, selection on validation, fingerprint-checked save/load, and the
-CLI on the shipped slice (embeddings come from the session's embedding cache when test_argus_audit ran first)."""
+CLI on the shipped slice (MiniLM's span vectors of it encoded once in the session: tests/fx_docs.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from fx_warm_homes import copy_home
 
 from gapbench.analyses.argus.probe import training as ap
 from gapbench.errors import ConfigError, GapbenchError
@@ -236,8 +237,9 @@ def test_probe_load_with_real_encoder(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_cli_probe_shipped_slice(tmp_path):
+def test_cli_probe_shipped_slice(tmp_path, argus_slice_dense_home):
     from gapbench.cli import main
+    copy_home(argus_slice_dense_home)  # MiniLM's span vectors of the slice, encoded once in the session (fx_docs.py)
     out = tmp_path / "probe-out"
     rc = main(["argus", "probe", "-r", "dense", "--datasets", "directed", "--families", "ridge,mlp", "--out", str(out)])
     assert rc == 0

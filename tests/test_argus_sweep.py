@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fx_warm_homes import copy_home
 
 from gapbench.analyses.argus.audit import retrievability as aa
 from gapbench.analyses.argus.audit import sweep as sw
@@ -93,7 +94,8 @@ def test_cli_sweep_random(tmp_path, shipped):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_cli_sweep_dense_shipped_slice(tmp_path, shipped):
+def test_cli_sweep_dense_shipped_slice(tmp_path, shipped, argus_slice_dense_home):
+    copy_home(argus_slice_dense_home)  # MiniLM's span vectors of the slice, encoded once in the session (fx_docs.py)
     out = tmp_path / "sw"
     assert _cli()(["argus", "sweep", "-r", "dense", "--n", "100,200,400,800", "--k", "1,5,10,20,50,100",
                    "-o", str(out)]) == 0
