@@ -156,6 +156,16 @@ def _ir_case(text: str) -> str | None:
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")
 
 
+def family_and_param(text: str) -> tuple[str | None, str | None]:
+    """(trec_eval's family, the parameter as written) of a measure name (``P.10`` -> ``("P", "10")``, ``map`` ->
+    ``("map", None)``); the family is None when trec_eval has no such measure."""
+    m = _PARAM.match(text.strip())
+    if m is None:
+        return None, None
+    found = _BY_NAME.get(m.group("name").casefold())
+    return (found[0] if found else None), m.group("param")
+
+
 def join_lists(parts: Sequence[str]) -> list[str]:
     """trec_eval's list form read as trec_eval reads it: ``-m P.5,10`` is P at 5 and at 10, so a bare number after a
     trec_eval measure with a parameter is another parameter of that measure (``["P.5", "10"]`` -> ``["P.5",
@@ -285,8 +295,8 @@ def _order_key(printed: str) -> tuple[int, float]:
     return (len(_ORDER), 0.0)
 
 
-def _value(printed: str, value: float) -> str:
-    return str(int(round(value))) if printed in _INTEGERS else f"{value:.4f}"
+def _value(printed: str, value: float, integers: bool = True) -> str:
+    return str(int(round(value))) if integers and printed in _INTEGERS else f"{value:6.4f}"
 
 
 def _line(name: str, qid: str, value: str) -> str:
@@ -295,11 +305,14 @@ def _line(name: str, qid: str, value: str) -> str:
 
 def trec_eval_lines(measures: Iterable[str], per_query: Mapping[str, Mapping[str, float]],
                     summary: Mapping[str, float], *, queries: bool,
-                    texts: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
-    """The lines ``trec_eval [-q] -m ...`` prints: with ``queries``, every query's lines (queries in trec_eval's
-    sorted order, each query's measures in trec_eval's order), then the ``all`` rows. Measures trec_eval has no
-    name for are printed under their ir-measures name, after trec_eval's own. ``texts`` (printed name -> query or
-    ``all`` -> text) are trec_eval's lines that are no measure (``runid``, ``relstring``), printed in its order."""
+                    texts: Mapping[str, Mapping[str, str]] | None = None, totals: bool = True, prefix: str = "",
+                    integers: bool = True) -> list[str]:
+    """The lines ``trec_eval [-q] [-n] -m ...`` prints: with ``queries``, every query's lines (queries in trec_eval's
+    sorted order, each query's measures in trec_eval's order), then with ``totals`` the ``all`` rows. Measures
+    trec_eval has no name for are printed under their ir-measures name, after trec_eval's own. ``texts`` (printed
+    name -> query or ``all`` -> text) are trec_eval's lines that are no measure (``runid``, ``relstring``), printed in
+    its order. ``prefix`` (``Z`` with trec_eval's -Z) goes before each measure's name, and ``integers`` False prints
+    the counts as the other values (both as trec_eval -Z prints them)."""
     texts = texts or {}
     named = sorted([*((_printed_name(m), m) for m in measures), *((t, "") for t in texts)],
                    key=lambda p: _order_key(p[0]))
@@ -315,11 +328,13 @@ def trec_eval_lines(measures: Iterable[str], per_query: Mapping[str, Mapping[str
                     if qid in texts[printed]:
                         lines.append(_line(printed, qid, texts[printed][qid]))
                     continue
-                lines.append(_line(printed, qid, _value(printed, per_query[m][qid])))
+                lines.append(prefix + _line(printed, qid, _value(printed, per_query[m][qid], integers)))
+    if not totals:
+        return lines
     for printed, m in named:
         if not m:
             if "all" in texts[printed]:
                 lines.append(_line(printed, "all", texts[printed]["all"]))
             continue
-        lines.append(_line(printed, "all", _value(printed, summary[m])))
+        lines.append(prefix + _line(printed, "all", _value(printed, summary[m], integers)))
     return lines

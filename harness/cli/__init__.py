@@ -67,10 +67,11 @@ def _register_commands() -> None:
     from . import run as cli_run
     from . import submit as cli_submit
     from . import tasks as cli_tasks
+    from . import trec_eval_command as cli_trec_eval
 
     # the order is the one `gapbench --help` lists: the core's commands, then the analyses' by name
     for module in (cli_tasks, cli_run, cli_evaluate, cli_compare, cli_cache, cli_board, cli_submit, cli_local_llm,
-                   cli_report, cli_reproduce):
+                   cli_report, cli_reproduce, cli_trec_eval):
         module.register(app)
     found, problems = usable_analyses()
     PLUGIN_PROBLEMS.extend(problems)
