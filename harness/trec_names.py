@@ -296,6 +296,8 @@ def _order_key(printed: str) -> tuple[int, float]:
 
 
 def _value(printed: str, value: float, integers: bool = True) -> str:
+    if math.isnan(value):  # trec_eval's 0.0 / 0.0 (iprec_at_recall of an empty ranking), as glibc prints it on x86
+        return "  -nan"
     return str(int(round(value))) if integers and printed in _INTEGERS else f"{value:6.4f}"
 
 

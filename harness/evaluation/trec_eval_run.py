@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import trec_names
 from ..errors import GapbenchError
 from ..types import Qrels, Run
@@ -165,6 +167,9 @@ def run_trec_eval(run: Run, qrels: Qrels, measures: Sequence[str], *, level: int
     """``trec_eval [-c] [-l level] [-M max_docs] [-J] [-N num_docs] [-Z file] -m ...`` on ``run`` and ``qrels``:
     every evaluated query's value of each measure ``measures`` names (:func:`measure_names`'s names), and the
     ``all`` row. ``zscores``: query -> measure -> (mean, standard deviation), trec_eval's ``-Z`` file."""
+    if level < 1:  # pytrec_eval, which computes the measures trec_eval's C code computes, takes levels from 1
+        raise TrecEvalError(f"-l {level}: gapbench evaluates relevance levels from 1 (a grade of 0 or less is not "
+                            "relevant); give -l 1 or more")
     wanted: list[_Wanted] = []
     texts: list[tuple[str, int]] = []
     for name in measures:
@@ -193,6 +198,8 @@ def run_trec_eval(run: Run, qrels: Qrels, measures: Sequence[str], *, level: int
         per_query = {n: values if n == "num_q" else {q: _zscore(v, zscores.get(q), n) for q, v in values.items()}
                      for n, values in per_query.items()}  # num_q counts queries: trec_eval converts no value of it
     summary = {n: _summary(n, per_query[n]) for n in names}
+    if complete and "num_rel" in summary:  # m_num_rel.c with -c: every qrels line graded above 0, whatever -l says
+        summary["num_rel"] = float(sum(1 for q in qrels for g in qrels[q].values() if g > 0))
     text_values: dict[str, dict[str, str]] = {}
     for printed, length in texts:
         if printed == "runid":
@@ -206,8 +213,6 @@ def run_trec_eval(run: Run, qrels: Qrels, measures: Sequence[str], *, level: int
 
 def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lists: Mapping[str, Sequence[str]],
          qids: Sequence[str], level: int, num_docs: int, block: int = 4096) -> dict[str, dict[str, float]]:
-    import numpy as np
-
     out: dict[str, dict[str, float]] = {w.printed: {} for w in wanted}
     for start in range(0, len(qids), block):
         part = list(qids[start:start + block])
@@ -215,7 +220,8 @@ def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lis
         unranked = np.array([q not in lists for q in part], dtype=bool)
         for w in wanted:
             if isinstance(w.own, tuple):
-                found = trec_measures.iprec_at_recall(rankings, w.own[1])
+                found = np.where(_nan_at(rankings, unranked, [w.own[1]]), math.nan,
+                                 trec_measures.iprec_at_recall(rankings, w.own[1]))
             else:
                 measure = w.own
                 assert isinstance(measure, trec_measures.TrecMeasure)
@@ -224,10 +230,23 @@ def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lis
                     found = trec_measures.utility(rankings, weights, num_docs)
                 else:
                     found = measure.compute(rankings)
+                if measure.family == "11pt_avg":
+                    levels = measure._numbers() if measure.text else trec_measures.ELEVEN_POINTS
+                    found = np.where(_nan_at(rankings, unranked, levels), math.nan, found)
                 if measure.family in trec_measures.UNRANKED_ZERO:
                     found = np.where(unranked, 0.0, found)
             out[w.printed].update(zip(part, found.tolist()))
     return out
+
+
+def _nan_at(rankings: trec_measures.Rankings, unranked: np.ndarray, recalls: Sequence[float]) -> np.ndarray:
+    """Where trec_eval's iprec_at_recall and 11pt_avg are 0 / 0 (m_iprec_at_recall.c): a ranking -J or -M left
+    empty, at a recall level that is 0 documents of its num_rel (lround)."""
+    empty = ~unranked & (rankings.num_ret == 0)
+    at_zero = np.zeros(len(unranked), dtype=bool)
+    for recall in recalls:
+        at_zero |= trec_measures._lround(recall * rankings.num_rel.astype(np.float64)) == 0
+    return np.asarray(empty & at_zero)
 
 
 def _pytrec(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]],
@@ -240,7 +259,8 @@ def _pytrec(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]],
     out: dict[str, dict[str, float]] = {w.printed: {} for w in wanted}
     scores = {q: dict(r) for q, r in ranked.items() if r}
     if scores:
-        evaluator = pytrec_eval.RelevanceEvaluator({q: dict(judged[q]) for q in scores}, {str(w.request) for w in wanted},
+        requests = {str(w.request) for w in wanted}
+        evaluator = pytrec_eval.RelevanceEvaluator({q: dict(judged[q]) for q in scores}, requests,
                                                    relevance_level=level)
         for qid, values in evaluator.evaluate(scores).items():
             for w in wanted:
