@@ -39,3 +39,18 @@ def test_quicktest_byte_for_byte(capsys, monkeypatch, expected, argv):
     code, out, err = _run(capsys, *argv)
     assert code == 0, err
     assert out == (HERE / expected).read_text(encoding="utf-8")
+
+
+def test_compare_shows_gm_map_and_counts_as_trec_eval_s_all_row():
+    """`gapbench compare`'s table: gm_map is exp of the mean of its per-query logs and num_nonrel_judged_ret the sum
+    over the queries, as trec_eval's all row prints them (out.test.a: gm_map 0.1051 on results.test)."""
+    from gapbench import compare
+    from gapbench.formats import read_qrels, read_trec_run
+
+    qrels = read_qrels(HERE / "qrels.test")
+    run = read_trec_run(HERE / "results.test")
+    other = read_trec_run(HERE / "results.trunc").renamed("trunc")
+    table = str(compare([run, other], qrels, ["gm_map", "num_nonrel_judged_ret"], n_permutations=100))
+    row = next(line for line in table.splitlines() if "STANDARD" in line)
+    # out.test.a: gm_map 0.1051, num_nonrel_judged_ret 607 (a sum over the 3 queries, not their mean of 202.3)
+    assert "0.1051 [" in row and "607.0000 [" in row, table

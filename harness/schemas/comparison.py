@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, model_validator
 
+from .. import trec_names
 from ..errors import GapbenchError
 from ..tables import Table, plural
 from .base import Model, Number, One
@@ -135,7 +136,9 @@ class Comparison(Model):
                           and self.test(m, r.system, o.system).significant(self.alpha)
                           and r.measures[m] > o.measures[m]]
                 lo, hi = (r.ci95 or {}).get(m, (float("nan"), float("nan")))
-                row.append(f"{r.measures[m]:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
+                # as trec_eval's all row: a count summed, a geometric mean exp of its logs' mean (CI ends alike)
+                mean, lo, hi = (trec_names.summary_value(m, v, r.n_queries) for v in (r.measures[m], lo, hi))
+                row.append(f"{mean:.4f} [{lo:.3f},{hi:.3f}]{''.join(better)}")
             rows.append(row)
         pairs = plural(len(self.tests) // max(1, len(measures)), "comparison")
         note = (f"{plural(self.systems[0].n_queries, 'query', 'queries')}. A letter marks a system significantly "
