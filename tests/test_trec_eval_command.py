@@ -15,6 +15,13 @@ MEAS_PARAMS = ["-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "
                "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5",
                "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20"]
 
+# What the trec_eval 10.0-rc3 build prints for `trec_eval -J -m num_ret -m map -m P.10 qrels.test results.test` and
+# `trec_eval -N 100000 -m utility.1,-1,0,1 qrels.test results.test`
+JUDGED_ONLY = ("num_ret               \tall\t738\n"
+               "map                   \tall\t0.1848\n"
+               "P_10                  \tall\t0.3000\n")
+UTILITY_N = "utility_1,-1,0,1      \tall\t98944.0000\n"
+
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(["trec_eval", *argv])
@@ -54,3 +61,60 @@ def test_compare_shows_gm_map_and_counts_as_trec_eval_s_all_row():
     row = next(line for line in table.splitlines() if "STANDARD" in line)
     # out.test.a: gm_map 0.1051, num_nonrel_judged_ret 607 (a sum over the 3 queries, not their mean of 202.3)
     assert "0.1051 [" in row and "607.0000 [" in row, table
+
+
+def test_the_page_s_tables_are_the_code_s():
+    """docs/trec-eval.md's tables of flags and measures are made from the code's tables (trec_eval_run.doc_tables):
+    regenerated here, they equal the page (`python -m gapbench.evaluation.trec_eval_run docs/trec-eval.md` rewrites
+    them)."""
+    from gapbench.evaluation import trec_eval_run
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "trec-eval.md").read_text(encoding="utf-8")
+    tables = trec_eval_run.doc_tables()
+    assert tables in page
+    # every family trec_eval's measure table has, and every flag trec_eval.c reads, is on the page
+    from gapbench import trec_names
+    from gapbench.cli import trec_eval_command
+
+    for name in (*trec_names.NAMES, *trec_names.TEXTS, *trec_names.UNSUPPORTED):
+        assert f"`{name}`" in tables, name
+    for short in trec_eval_command.SHORT.replace(":", ""):
+        assert f"`-{short}" in tables or f"-{short}`" in tables or f", -{short}" in tables, short
+
+
+def test_options_as_trec_eval_s_getopt_reads_them(capsys, monkeypatch):
+    monkeypatch.chdir(HERE)
+    want = _run(capsys, "-q", "-c", "-M", "100", "-m", "map", "qrels.test", "results.trunc")
+    # joined short flags, a value glued on, long forms, options after the files: the same lines
+    for argv in (["-qc", "-M100", "-mmap", "qrels.test", "results.trunc"],
+                 ["--query_eval_wanted", "--complete_rel_info_wanted", "--Max_retrieved_per_topic=100",
+                  "--measure", "map", "qrels.test", "results.trunc"],
+                 ["qrels.test", "results.trunc", "-q", "-c", "-M100", "-m", "map"]):
+        assert _run(capsys, *argv) == want
+    assert want[1].splitlines()[-1] == "map                   \tall\t0.0947"  # out.test.aqcM's map all row
+    assert "map                   \tall\t0.0947" in (HERE / "out.test.aqcM").read_text(encoding="utf-8")
+
+
+def test_no_summary_judged_only_and_collection_size(capsys, monkeypatch):
+    """-n, -J and -N on trec_eval's files; the expected lines are the trec_eval 10.0-rc3 build's output for the
+    same commands."""
+    monkeypatch.chdir(HERE)
+    code, out, _ = _run(capsys, "-n", "-q", "-m", "num_ret", "-m", "P.10", "qrels.test", "results.test")
+    assert code == 0 and "\tall\t" not in out and out.count("\n") == 6
+    code, out, _ = _run(capsys, "-n", "-m", "map", "qrels.test", "results.test")
+    assert (code, out) == (0, "")
+    code, out, _ = _run(capsys, "-J", "-m", "num_ret", "-m", "map", "-m", "P.10", "qrels.test", "results.test")
+    assert out == JUDGED_ONLY
+    code, out, _ = _run(capsys, "-N", "100000", "-m", "utility.1,-1,0,1", "qrels.test", "results.test")
+    assert out == UTILITY_N
+
+
+def test_what_gapbench_trec_eval_refuses_in_one_line(capsys, monkeypatch):
+    monkeypatch.chdir(HERE)
+    for argv, said in ((["-l0", "qrels.test", "results.test"], "-l 0: gapbench evaluates relevance levels from 1"),
+                       (["-R", "prefs", "qrels.test", "results.test"], "reads qrels only"),
+                       (["-m", "yaap", "qrels.test", "results.test"], "illegal measure 'yaap'"),
+                       (["qrels.test"], "takes two files"),
+                       (["-x", "qrels.test", "results.test"], "option -x not recognized")):
+        code, out, err = _run(capsys, *argv)
+        assert code == 2 and out == "" and said in err and err.count("\n") == 1, (argv, err)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import typer
 
+from ..evaluation.trec_eval_run import FLAGS  # noqa: F401 - the flags this command reads, documented
 from .common import fail
 
+USAGE = "[-q] [-c] [-n] [-J] [-l N] [-M N] [-N N] [-Z file] [-m measure]... qrels run [--ci]"
 # trec_eval.c's getopt_long: its short options, and its long ones (name, whether it takes a value) in the same order.
 # gapbench's own: --ci (the 95% CI column) and --resamples/--seed of its bootstrap.
 SHORT = "hvqm:cl:nD:JN:M:R:T:oZ:"
@@ -22,42 +24,20 @@ _LONG_TO_SHORT = {"--help": "-h", "--version": "-v", "--query_eval_wanted": "-q"
                   "--Debug_level": "-D", "--Judged_docs_only": "-J", "--Number_docs_in_coll": "-N",
                   "--Max_retrieved_per_topic": "-M", "--Rel_info_format": "-R", "--Results_format": "-T",
                   "--Output_old_results_format": "-o", "--Zscore": "-Z"}
-# Each flag of trec_eval 10 and what gapbench trec_eval does with it (docs/trec-eval.md's table is made from this).
-FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("-q", "per-query lines, then the summary", "as trec_eval"),
-    ("-m measure[.params]", "a measure, its parameters, or a set (official, all_trec); repeatable", "as trec_eval"),
-    ("-c", "evaluate the queries of the qrels the run lacks (0 but num_q, num_rel)", "as trec_eval"),
-    ("-l num", "the lowest grade that is relevant", "as trec_eval"),
-    ("-n", "no summary (all) lines", "as trec_eval"),
-    ("-M num", "evaluate each query's top num documents", "as trec_eval"),
-    ("-J", "drop the documents the qrels do not grade before evaluating", "as trec_eval"),
-    ("-N num", "documents in the collection (utility's fourth weight)", "as trec_eval"),
-    ("-Z file", "z-scores against a file of per-query means and deviations", "as trec_eval"),
-    ("-R format", "qrels format: qrels (the default)", "qrels only; prefs, qrels_prefs and qrels_jg refused"),
-    ("-T format", "run format: trec_results (the default)", "trec_results only"),
-    ("-D num", "debug output", "refused"),
-    ("-o", "obsolete in trec_eval 10", "accepted, ignored (as trec_eval)"),
-    ("-h, -v", "help, version", "gapbench's help; gapbench's version"),
-    ("--ci", "gapbench's own: a fourth column on each all line, the mean's 95% bootstrap CI", "gapbench only"),
-)
-
-
 def register(app: typer.Typer) -> None:
     """Add the ``trec_eval`` command to ``app``."""
-    app.command("trec_eval", add_help_option=False,
+    app.command("trec_eval", add_help_option=False, options_metavar=USAGE,
                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
                                   "allow_interspersed_args": False})(trec_eval_cmd)
 
 
 def trec_eval_cmd(ctx: typer.Context) -> None:
-    """trec_eval's command line: gapbench trec_eval [-q] [-c] [-n] [-J] [-l N] [-M N] [-N N] [-Z file] [-m M]...
-    qrels run [--ci]. The output is trec_eval 10's, byte for byte; --ci adds each summary line's 95% bootstrap
-    interval of the mean (--resamples, --seed) as a fourth column."""
+    """trec_eval 10's command line and output, byte for byte (docs/trec-eval.md lists every flag); --ci adds each
+    summary line's 95% bootstrap interval of the mean (--resamples N, --seed N) as a fourth column."""
     try:
         opts, operands = getopt.gnu_getopt(list(ctx.args), SHORT, [*LONG, *OWN])
     except getopt.GetoptError as exc:
-        fail(f"trec_eval: {exc}; usage: gapbench trec_eval [-q] [-c] [-n] [-J] [-l N] [-M N] [-N N] [-Z file] "
-             "[-m measure]... qrels run [--ci]")
+        fail(f"trec_eval: {exc}; usage: gapbench trec_eval {USAGE}")
     measures: list[str] = []
     flags = {"per_query": False, "complete": False, "summary": True, "judged_only": False, "ci": False}
     level, max_docs, num_docs, zfile, resamples, seed = 1, None, 0, None, 1000, 0
