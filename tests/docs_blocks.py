@@ -6,10 +6,16 @@ README) carries an HTML comment on the line just above its opening fence, saying
 - ``<!-- run -->``: ``tests/test_docs.py`` runs it. The blocks of one page run in order in one working directory
   (an earlier block's ``-o runs/bm25`` is there for a later one): bash with ``bash -euo pipefail -c``, Python with the
   environment's ``python -c``; ``gapbench`` and ``python`` are the environment's, as in an activated shell, and
-  ``HF_HUB_OFFLINE=1`` is set. Options after a colon, comma-separated: ``slow`` (the page's test is marked slow:
-  it loads a model or runs for minutes), ``llm=TASK`` (``$OPENAI_BASE_URL`` and ``$OPENAI_MODEL`` name the real local
-  test server, tests/llm_server.py, which judges by TASK's qrels: the endpoint a user brings), ``copy=PATH`` (the
-  repository's file or folder PATH is copied into the working directory under its last name first).
+  ``HF_HUB_OFFLINE=1`` is set. A bash block whose lines change nothing of the shell's for the lines after them (no
+  ``cd``, ``export``, ``VAR=value``, loops or functions) runs line by line, stopping at the first that fails, as
+  ``-e`` would: each ``gapbench ARGS`` line with nothing for the shell to expand or redirect is ``gapbench.cli.main``
+  called with those ARGS in the test's own process, in that directory and environment (what the ``gapbench`` script
+  runs, without the ~1.5 s start and the 10 s or more of importing torch and sentence-transformers that each command
+  would pay again), and every other line runs with ``bash -euo pipefail -c``. Options after a colon,
+  comma-separated: ``slow`` (the page's test is marked slow: it loads a model or runs for minutes), ``llm=TASK``
+  (``$OPENAI_BASE_URL`` and ``$OPENAI_MODEL`` name the real local test server, tests/llm_server.py, which judges by
+  TASK's qrels: the endpoint a user brings), ``copy=PATH`` (the repository's file or folder PATH is copied into the
+  working directory under its last name first).
 - ``<!-- run by tests: NAME -->``: a test of its own runs the block and checks what it printed or wrote; it takes
   the block with ``block(PAGE, NAME)``. ``tests/test_docs.py`` checks that a test file names both the page and NAME.
 - ``<!-- not run: REASON -->``: never run, with the reason (it needs the network, a GPU, a dump you download, or
@@ -187,7 +193,7 @@ def run_page(path: Path, workdir: Path) -> list[tuple[Block, subprocess.Complete
                 shutil.copytree(src, dst) if src.is_dir() else shutil.copy2(src, dst)
     llm_tasks = {b.options["llm"] for b in todo if "llm" in b.options}
     if not llm_tasks:
-        return [(b, run_block(b, workdir)) for b in todo]
+        return [(b, _run_page_block(b, workdir)) for b in todo]
     if len(llm_tasks) > 1:
         raise MarkerError(f"{path}: one llm=TASK per page, found {sorted(llm_tasks)}")
     from llm_server import LLMServer  # tests/ is on sys.path under pytest
@@ -199,4 +205,94 @@ def run_page(path: Path, workdir: Path) -> list[tuple[Block, subprocess.Complete
                    queries={q: data.queries[q].text for q in data.queries},
                    corpus={d: data.corpus[d].text for d in data.corpus}) as server:
         env = user_env({"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "judge"})
-        return [(b, run_block(b, workdir, env)) for b in todo]
+        return [(b, _run_page_block(b, workdir, env)) for b in todo]
+
+
+# ------------------------------------------------------------------------------------ gapbench lines in-process
+# a line that changes the shell for the lines after it (a variable, the directory, a function, a loop), or that a
+# line-by-line run would cut in the middle: a block with one runs whole in bash
+_STATEFUL = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s*$|(?:cd|export|source|\.|set|unset|alias|shopt|trap|pushd|"
+                       r"popd|read|declare|local|eval|exec|if|then|else|elif|fi|for|while|until|do|done|case|esac|"
+                       r"function|select)(?:\s|$)|[{}()])|(?:^|[\s;&|(])(?:cd|export|source|set|unset|pushd|popd)\s"
+                       r"|<<|&\s*$|\(\)")
+_SPECIAL = set("|&;<>()*?[]{}~!$`\\")  # outside quotes: the shell would pipe, redirect, glob or expand
+
+
+def _plain_words(line: str) -> list[str] | None:
+    """The words of a line with nothing for the shell to expand, redirect or glob (quotes and a trailing comment
+    allowed), or None."""
+    quote, word_start = "", True
+    for i, ch in enumerate(line):
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif quote == '"':
+            if ch in "$`\\":
+                return None
+            quote = "" if ch == '"' else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and word_start:
+            line = line[:i]
+            break
+        elif ch in _SPECIAL:
+            return None
+        word_start = ch.isspace()
+    if quote:
+        return None
+    import shlex
+
+    return shlex.split(line)
+
+
+def _lines(code: str) -> list[str]:
+    """A bash block's command lines: continuations joined, blank and comment-only lines left out."""
+    return [line for line in code.replace("\\\n", " ").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _in_process(argv: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """``gapbench ARGV`` as the environment's script runs it (``gapbench.cli.main``), here, in CWD with ENV."""
+    import contextlib
+    import io
+
+    from gapbench.cli import main
+
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv[1:])
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            out.flush()
+            err.flush()
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    text = [s.buffer.getvalue().decode("utf-8", "replace") for s in (out, err)]
+    return subprocess.CompletedProcess(argv, rc, *text)
+
+
+def _run_page_block(b: Block, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``run_block``, but a bash block whose lines are independent runs line by line, its ``gapbench`` lines in this
+    process (the module's docstring says when); a failing line fails as ``run_block`` does, naming the block."""
+    env = env or user_env()
+    lines = _lines(b.code) if b.lang in SHELL else []
+    words = [_plain_words(line) for line in lines]
+    here = [w is not None and w[:1] == ["gapbench"] for w in words]
+    if not any(here) or any(_STATEFUL.search(line) for line, h in zip(lines, here) if not h):
+        return run_block(b, cwd, env)
+    outs = []
+    for line, w, h in zip(lines, words, here):
+        out = _in_process(w, cwd, env) if h else subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=cwd,
+                                                                env=env, capture_output=True, text=True, timeout=1800)
+        outs.append(out)
+        if out.returncode != 0:
+            raise AssertionError(f"{b.where}: the line {line!r} of the {b.lang} block exited {out.returncode}:\n"
+                                 f"{b.code}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}")
+    return subprocess.CompletedProcess(b.code, 0, "".join(o.stdout for o in outs), "".join(o.stderr for o in outs))
