@@ -181,7 +181,7 @@ from test_ray import ToyEncoder, _texts
 from gapbench import distributed
 ray.cloudpickle.register_pickle_by_value(test_ray)  # as the test process does: the workers get ToyEncoder by value
 from gapbench.cache import EmbeddingCache
-with distributed.connect("local"):
+with distributed.connect({address!r}):  # the test's cluster: a second local cluster took longer to start than the test
     distributed.fill_cache(ToyEncoder({log!r}, fail="hang", after=4), EmbeddingCache("toy", _texts(60), chunk_size=7))
 """
 
@@ -190,7 +190,10 @@ with distributed.connect("local"):
 def test_a_killed_driver_resumes_with_only_the_missing_chunks(cluster, home):
     log = home / "log"
     cache = EmbeddingCache("toy", _texts(60), chunk_size=7)
-    driver = subprocess.Popen([sys.executable, "-c", _DRIVER.format(here=str(HERE), log=str(log))],
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER.format(here=str(HERE), log=str(log), address=address)],
                               env=os.environ.copy(), start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
