@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fx_warm_homes import copy_home
 
 from gapbench.analyses.argus.remedy.probe_binding import (bind_probe, bound_probe, diagnosis_for, load_probe,
                                                           probe_store, shipped_probe, shipped_probe_dir)
@@ -110,9 +111,13 @@ COEF_ATOL = 1e-5
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_the_shipped_probe_is_rebuilt_within_tolerance(tmp_path, monkeypatch):
+def test_the_shipped_probe_is_rebuilt_within_tolerance(tmp_path, monkeypatch, argus_slice_dense_home):
     from gapbench.cli import main
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
+    # MiniLM's span vectors of the slice's 620 entities, encoded once in the session by the same call as the
+    # command's (embed_entities; tests/fx_docs.py's argus_slice_dense_home, on this run's threads as in CI's one-thread
+    # step): what is rebuilt here is the audit and the probe trained on them
+    copy_home(argus_slice_dense_home)
     # the saved probe is the undirected set's (the larger); training it alone gives the probe of PROVENANCE's command
     # with both sets
     rc = main(["argus", "probe", "-r", "dense", "--seed", "0", "--datasets", "undirected", "--out", str(tmp_path / "o")])
