@@ -285,30 +285,41 @@ def test_llm_retrievers_run_on_the_embedded_smollm2(spec, tmp_path, no_endpoint,
 
 
 @pytest.mark.slow
-def test_a_request_the_client_gave_up_on_stops_generating(tmp_path, monkeypatch):
+def test_a_request_the_client_gave_up_on_stops_generating(embedded_smollm2):
     """llama-cpp-python's server answers a chat request to its max_tokens whatever happened to the connection, one
     request at a time: an attempt that timed out (4,000 tokens asked, end-of-generation suppressed: minutes of
     SmolLM2) held the model while every later request waited. The client shuts the connection of an abandoned
-    attempt; the embedded server now ends that generation at its next token, and serves the next request."""
+    attempt; the embedded server now ends that generation at its next token, and serves the next request. On the
+    embedded server tests/fx_llm.py started for this process (the same server a command starts, at the default context
+    length): what is checked is read from the part of its log written during this test."""
     import re
 
     from gapbench.llm.client import LLMClient, LLMUnavailableError
 
-    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
-    with LocalServer(n_ctx=8192) as server:
-        def client(**kw):
-            return LLMClient(base_url=server.base_url, model=server.model, cache=False, max_retries=0, **kw)
+    server = embedded_smollm2
+    log = server.log
+    start = log.stat().st_size
 
-        client(max_tokens=2, max_tokens_cap=2).chat("Hi")  # the first request builds the compute graphs
-        endless = client(timeout=3, call_timeout=5, outage_timeout=5, max_tokens=4000, max_tokens_cap=4000,
-                         extra={"logit_bias": {"2": -100}})  # token 2 is <|im_end|>: it never ends by itself
-        with pytest.raises(LLMUnavailableError, match="did not answer within 3 s"):
-            endless.chat("Count from 1 to 5000, one number per line.")
-        # bounded at 120 s: behind 4,000 tokens (4.5 minutes at the 15 tokens/s of this machine) it would time out
-        answer = client(timeout=120, call_timeout=120, outage_timeout=120, max_tokens=8, max_tokens_cap=8)
-        assert answer.chat("Say hi.").text.strip()
-        log = server.log
-    # llama.cpp's timings line of every completion: the tokens it generated; none came near the 4,000 asked
-    runs = [int(n) for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*/\s*(\d+) runs", log.read_text(),
-                                       re.MULTILINE)]
-    assert len(runs) == 3 and max(runs) < 1000, runs
+    def client(**kw):
+        return LLMClient(base_url=server.base_url, model=server.model, cache=False, max_retries=0, **kw)
+
+    def runs() -> list[int]:
+        """llama.cpp's timings line of every completion since the test began: the tokens it generated."""
+        text = log.read_bytes()[start:].decode("utf-8", "replace")
+        return [int(n) for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*/\s*(\d+) runs", text,
+                                           re.MULTILINE)]
+
+    client(max_tokens=2, max_tokens_cap=2).chat("Hi")  # on a server of its own, this request built the compute graphs
+    endless = client(timeout=3, call_timeout=5, outage_timeout=5, max_tokens=4000, max_tokens_cap=4000,
+                     extra={"logit_bias": {"2": -100}})  # token 2 is <|im_end|>: it never ends by itself
+    with pytest.raises(LLMUnavailableError, match="did not answer within 3 s"):
+        endless.chat("Count from 1 to 5000, one number per line.")
+    # bounded at 120 s: behind 4,000 tokens (4.5 minutes at the 15 tokens/s of this machine) it would time out
+    answer = client(timeout=120, call_timeout=120, outage_timeout=120, max_tokens=8, max_tokens_cap=8)
+    assert answer.chat("Say hi.").text.strip()
+    # the server writes a completion's timings as it ends it, before or just after its answer: waited for, briefly
+    deadline = time.monotonic() + 10
+    while len(runs()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # none of the three completions came near the 4,000 tokens asked
+    assert len(runs()) == 3 and max(runs()) < 1000, runs()
