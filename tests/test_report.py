@@ -68,8 +68,8 @@ def _analyses(base: Path) -> dict[str, Path]:
 
 
 def build_inputs(home: Path) -> dict:
-    """Real runs, a real gap analysis and the analyses of :func:`_analyses`, built once per session under
-    GAPBENCH_HOME."""
+    """Real runs, a real gap analysis and the analyses of :func:`_analyses`, built under ``home`` (a second call finds
+    them there); tests/fx_report.py's ``report_inputs`` builds them once in the session."""
     base = home / "report-test-inputs"
     marker = base / "done.json"
     if marker.exists():
@@ -113,8 +113,8 @@ def _paths(stored: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def inputs(_gapbench_home):
-    return build_inputs(Path(_gapbench_home))
+def inputs(report_inputs):
+    return report_inputs  # built once in the session for every worker (tests/fx_report.py)
 
 
 @pytest.fixture(scope="module")

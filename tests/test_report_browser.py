@@ -21,7 +21,7 @@ import pytest
 
 from gapbench.products.report_build import build_report
 
-from test_report import TASK, build_inputs
+from test_report import TASK
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -153,8 +153,8 @@ def foreign(requests: list[str], page: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_report_page_in_chromium(browser, tmp_path, _gapbench_home):
-    inputs = build_inputs(Path(_gapbench_home))
+def test_report_page_in_chromium(browser, tmp_path, report_inputs):
+    inputs = report_inputs  # test_report.py's build_inputs, built once in the session (tests/fx_report.py)
     dirs = [inputs["gap"], *(inputs[k] for k in ("coverage", "signals", "argus_audit", "argus_compare", "blindspots"))]
     report = build_report(TASK, inputs["runs"], dirs)
     paths = report.save(tmp_path / "report")
