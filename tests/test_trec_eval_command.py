@@ -115,6 +115,6 @@ def test_what_gapbench_trec_eval_refuses_in_one_line(capsys, monkeypatch):
                        (["-R", "prefs", "qrels.test", "results.test"], "reads qrels only"),
                        (["-m", "yaap", "qrels.test", "results.test"], "illegal measure 'yaap'"),
                        (["qrels.test"], "takes two files"),
-                       (["-x", "qrels.test", "results.test"], "option -x not recognized")):
+                       (["-x", "qrels.test", "results.test"], "no such option '-x'")):
         code, out, err = _run(capsys, *argv)
         assert code == 2 and out == "" and said in err and err.count("\n") == 1, (argv, err)
