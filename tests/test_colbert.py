@@ -125,25 +125,35 @@ def test_voyager_candidates_are_reranked_to_exact_maxsim(exact):
     assert ColBERT(exact=True, index="voyager")._choose_backend(10**6) == "exact"
 
 
-def test_same_seed_same_scores_other_seed_other_scores_and_a_cached_rerun_loads_no_model(exact, tmp_path,
-                                                                                          monkeypatch):
-    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))
-    first = ColBERT()
-    first.index(CORPUS)
-    r1 = first.search(QUERIES, 5)
+@pytest.fixture(scope="module")
+def cached_runs(tmp_path_factory):
+    """In a GAPBENCH_HOME of their own: a seed-0 ColBERT (cache on) indexed and searched, a second seed-0 one that
+    finds every vector in the cache, and a seed-5 one: (model, run) each, for the two tests below."""
+    _need_pylate()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GAPBENCH_HOME", str(tmp_path_factory.mktemp("colbert-home")))
+        out = []
+        for seed in (0, 0, 5):
+            c = ColBERT(seed=seed)
+            c.index(CORPUS)
+            out.append((c, c.search(QUERIES, 5)))
+    return out
+
+
+def test_same_seed_same_scores_other_seed_other_scores(exact, cached_runs):
+    (_, first), _, (_, other) = cached_runs
+    # two models built with seed 0 (``exact``'s, which caches nothing, and a fresh cached one): the same scores
+    assert exact.search(QUERIES, 5).to_dict() == first.to_dict()
+    assert other.to_dict() != first.to_dict()
+
+
+def test_cached_rerun_loads_no_model(cached_runs):
+    (first, r1), (second, r2), (third, _) = cached_runs
     assert first.model_loads == 1
-    # another model built with seed 0 (``exact``'s, which caches nothing): the same scores
-    assert r1.to_dict() == exact.search(QUERIES, 5).to_dict()
-    second = ColBERT()
-    second.index(CORPUS)
-    r2 = second.search(QUERIES, 5)
     assert second.model_loads == 0 and second._model is None
     assert r1.to_dict() == r2.to_dict()
-    # another seed is another model: its vectors are not served from the first one's cache, and its scores differ
-    third = ColBERT(seed=5)
-    third.index(CORPUS)
+    # another seed is another model: its vectors are not served from the first one's cache
     assert third.model_loads == 1
-    assert third.search(QUERIES, 5).to_dict() != r1.to_dict()
 
 
 def test_token_cache_resumes_and_redoes_torn_chunks(tmp_path, monkeypatch):
