@@ -118,3 +118,27 @@ def test_what_gapbench_trec_eval_refuses_in_one_line(capsys, monkeypatch):
                        (["-x", "qrels.test", "results.test"], "no such option '-x'")):
         code, out, err = _run(capsys, *argv)
         assert code == 2 and out == "" and said in err and err.count("\n") == 1, (argv, err)
+
+
+def test_a_query_the_run_lacks_is_trec_eval_s_stand_in(capsys, monkeypatch):
+    """-c evaluates a query the run lacks (302 in results.trunc) on trec_eval.c's stand-in ranking of one document the
+    qrels do not hold, then resets num_ret, utility, rbp_resid, unj_* and relstring by their exact printed names: a
+    parameterised utility or rbp_resid keeps the stand-in's value, relstring_4 its '-'; with -J the stand-in is
+    dropped, and an empty ranking's iprec_at_recall is trec_eval's 0/0. Expected: the trec_eval 10.0-rc3 build's
+    lines for the same commands."""
+    monkeypatch.chdir(HERE)
+    _, out, _ = _run(capsys, "-q", "-c", "-m", "utility.2,-1,0,0", "-m", "utility", "-m", "relstring.4", "-m",
+                     "rbp_resid.p=0.5", "-m", "unj.5", "qrels.test", "results.trunc")
+    assert [line for line in out.splitlines() if "\t302\t" in line or "\tall\t" in line] == [
+        "relstring_4           \t302\t'-'",
+        "utility_2,-1,0,0      \t302\t-1.0000",
+        "rbp_resid_p=0.5       \t302\t1.0000",
+        "unj_5                 \t302\t0.0000",
+        "utility_2,-1,0,0      \tall\t-118.0000",
+        "rbp_resid_p=0.5       \tall\t0.3334",
+        "unj_5                 \tall\t0.0000",
+    ]
+    _, out, _ = _run(capsys, "-q", "-c", "-J", "-m", "iprec_at_recall.0,0.5", "-m", "relstring.4", "qrels.test",
+                     "results.trunc")
+    assert [line for line in out.splitlines() if "\t302\t" in line] == [
+        "iprec_at_recall_0.00  \t302\t  -nan", "iprec_at_recall_0.50  \t302\t0.0000", "relstring_4           \t302\t''"]

@@ -51,6 +51,10 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("-h, -v", "help, version", "gapbench's help; gapbench's version"),
     ("--ci", "gapbench's own: a fourth column on each all line, the mean's 95% bootstrap CI", "gapbench only"),
 )
+# trec_eval.c's stand-in ranking of a query the run lacks (-c), and the measures it resets after evaluating it, by
+# their printed names (strcmp: utility_2,-1,0,0 and rbp_resid_p=0.5 keep the stand-in's values; strncmp: every unj)
+STAND_IN = "ceci_nest_pas_un_docno"
+STAND_IN_ZERO = frozenset({"num_ret", "utility", "rbp_resid"})
 # What trec_eval prints as MISSING_ZSCORE_VALUE (trec_eval.h) for a measure or query the Z file lacks.
 MISSING_ZSCORE = -1000000.0
 
@@ -203,10 +207,14 @@ def run_trec_eval(run: Run, qrels: Qrels, measures: Sequence[str], *, level: int
     judged = qrels.judgements(qids)
     ranked = _ranked(run, judged, qids, max_docs, judged_only)
     lists = {q: [d for d, _ in r] for q, r in ranked.items()}
+    # trec_eval.c's stand-in for a query the run lacks (-c): one document the qrels cannot hold (which -J drops);
+    # after evaluating it, trec_eval resets the measures STAND_IN_ZERO names
+    stand_ins = frozenset(q for q in qids if q not in lists)
+    lists.update({q: [] if judged_only else [STAND_IN] for q in stand_ins})
     per_query: dict[str, dict[str, float]] = {}
     own = [w for w in wanted if w.own is not None]
     if own:
-        per_query.update(_own(own, judged, lists, qids, level, num_docs))
+        per_query.update(_own(own, judged, lists, qids, level, num_docs, stand_ins))
     direct = [w for w in wanted if w.request is not None]
     if direct:
         per_query.update(_pytrec(direct, judged, ranked, qids, level))
@@ -224,21 +232,22 @@ def run_trec_eval(run: Run, qrels: Qrels, measures: Sequence[str], *, level: int
             text_values[printed] = {"all": run.name}
         else:
             rankings = trec_measures.Rankings.of(judged, lists, query_ids=qids, level=level)
-            text_values[printed] = {q: f"'{s}'" for q, s in zip(rankings.query_ids,
-                                                                 trec_measures.relstring(rankings, length))}
+            text_values[printed] = {q: "''" if q in stand_ins and printed == "relstring" else f"'{s}'"
+                                    for q, s in zip(rankings.query_ids, trec_measures.relstring(rankings, length))}
     return TrecEvalResult(names, per_query, summary, text_values, qids)
 
 
 def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lists: Mapping[str, Sequence[str]],
-         qids: Sequence[str], level: int, num_docs: int, block: int = 4096) -> dict[str, dict[str, float]]:
+         qids: Sequence[str], level: int, num_docs: int, stand_ins: frozenset[str],
+         block: int = 4096) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {w.printed: {} for w in wanted}
     for start in range(0, len(qids), block):
         part = list(qids[start:start + block])
         rankings = trec_measures.Rankings.of(judged, lists, query_ids=part, level=level)
-        unranked = np.array([q not in lists for q in part], dtype=bool)
+        stand_in = np.array([q in stand_ins for q in part], dtype=bool)
         for w in wanted:
             if isinstance(w.own, tuple):
-                found = np.where(_nan_at(rankings, unranked, [w.own[1]]), math.nan,
+                found = np.where(_nan_at(rankings, [w.own[1]]), math.nan,
                                  trec_measures.iprec_at_recall(rankings, w.own[1]))
             else:
                 measure = w.own
@@ -250,18 +259,18 @@ def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lis
                     found = measure.compute(rankings)
                 if measure.family == "11pt_avg":
                     levels = measure._numbers() if measure.text else trec_measures.ELEVEN_POINTS
-                    found = np.where(_nan_at(rankings, unranked, levels), math.nan, found)
-                if measure.family in trec_measures.UNRANKED_ZERO:
-                    found = np.where(unranked, 0.0, found)
+                    found = np.where(_nan_at(rankings, levels), math.nan, found)
+                if w.printed in STAND_IN_ZERO or w.printed.startswith("unj"):
+                    found = np.where(stand_in, 0.0, found)
             out[w.printed].update(zip(part, found.tolist()))
     return out
 
 
-def _nan_at(rankings: trec_measures.Rankings, unranked: np.ndarray, recalls: Sequence[float]) -> np.ndarray:
+def _nan_at(rankings: trec_measures.Rankings, recalls: Sequence[float]) -> np.ndarray:
     """Where trec_eval's iprec_at_recall and 11pt_avg are 0 / 0 (m_iprec_at_recall.c): a ranking -J or -M left
     empty, at a recall level that is 0 documents of its num_rel (lround)."""
-    empty = ~unranked & (rankings.num_ret == 0)
-    at_zero = np.zeros(len(unranked), dtype=bool)
+    empty = rankings.num_ret == 0
+    at_zero = np.zeros(len(empty), dtype=bool)
     for recall in recalls:
         at_zero |= trec_measures._lround(recall * rankings.num_rel.astype(np.float64)) == 0
     return np.asarray(empty & at_zero)
