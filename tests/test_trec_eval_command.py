@@ -142,3 +142,30 @@ def test_a_query_the_run_lacks_is_trec_eval_s_stand_in(capsys, monkeypatch):
                      "results.trunc")
     assert [line for line in out.splitlines() if "\t302\t" in line] == [
         "iprec_at_recall_0.00  \t302\t  -nan", "iprec_at_recall_0.50  \t302\t0.0000", "relstring_4           \t302\t''"]
+
+
+def test_ci_column_is_the_bootstrap_of_the_per_query_values(capsys, monkeypatch):
+    """--ci: each mean's all line gets its 95% percentile-bootstrap CI over the queries (a geometric mean's is exp
+    of its logs' interval); a count's line (a sum) keeps three columns, and the first three columns are trec_eval's."""
+    import math
+
+    from gapbench.evaluation import trec_eval_run
+    from gapbench.evaluation.stats import bootstrap_cis
+    from gapbench.formats import read_qrels, read_trec_run
+
+    monkeypatch.chdir(HERE)
+    code, out, err = _run(capsys, "--ci", "--seed", "3", "-m", "map", "-m", "gm_map", "-m", "num_ret", "qrels.test",
+                          "results.test")
+    assert code == 0, err
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [cols[:3] for cols in lines] == [line.split("\t") for line in (HERE / "out.test.a").read_text(
+        encoding="utf-8").splitlines() if line.split("\t")[0].rstrip() in ("num_ret", "map", "gm_map")]
+    result = trec_eval_run.run_trec_eval(read_trec_run(HERE / "results.test"), read_qrels(HERE / "qrels.test"),
+                                         ["map", "gm_map"])
+    cis = bootstrap_cis({n: list(v.values()) for n, v in result.per_query.items()}, seed=3)
+    by_name = {cols[0].rstrip(): cols for cols in lines}
+    assert len(by_name["num_ret"]) == 3
+    assert by_name["map"][3] == f"[{cis['map'][0]:.4f}, {cis['map'][1]:.4f}]"
+    assert by_name["gm_map"][3] == f"[{math.exp(cis['gm_map'][0]):.4f}, {math.exp(cis['gm_map'][1]):.4f}]"
+    lo, hi = (float(x) for x in by_name["map"][3].strip("[]").split(", "))
+    assert 0.0324 <= lo < float(by_name["map"][2]) < hi <= 0.4175  # within the per-query values (out.test.aq)
