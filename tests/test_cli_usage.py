@@ -650,7 +650,7 @@ def test_version_in_a_real_process(tmp_path):
     assert (proc.returncode, out.decode(), err) == (0, f"gapbench {gapbench.__version__}\n", b"")
 
 
-def test_shell_completion_installs_and_completes(tmp_path):
+def test_shell_completion_installs_and_completes(tmp_path, monkeypatch, capsys):
     home = tmp_path / "home"
     home.mkdir()
     proc = _gapbench(["--install-completion", "bash"], tmp_path, env={"HOME": str(home)})
@@ -659,14 +659,17 @@ def test_shell_completion_installs_and_completes(tmp_path):
     script = (home / ".bash_completions" / "gapbench.sh").read_text()
     assert "_GAPBENCH_COMPLETE=complete_bash" in script
     assert "source '" + str(home / ".bash_completions" / "gapbench.sh") + "'" in (home / ".bashrc").read_text()
-    # what bash asks when the user presses TAB after `gapbench ev` and after `gapbench run --ret`
+    # what bash asks when the user presses TAB after `gapbench ev` and after `gapbench run --ret` (the script runs
+    # gapbench with these variables set; main() answers them in this process as it would in that one, and exits)
     for words, cword, want in (("gapbench ev", "1", "evaluate"), ("gapbench run --ret", "2", "--retriever"),
                                ("gapbench run x -r bm25-l", "4", "bm25-lucene"),  # registered names, as values
                                ("gapbench run x --reranker sli", "4", "sliding-window")):
-        env = {"_GAPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword}
-        proc = _gapbench([], tmp_path, env=env)
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0 and out.decode().split() == [want], (out, err)
+        for name, value in {"_GAPBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword}.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(SystemExit) as done:
+            main([])
+        out, err = capsys.readouterr()
+        assert done.value.code == 0 and out.split() == [want], (out, err)
 
 
 def test_run_help_lists_every_registered_retriever_and_reranker(capsys):
