@@ -42,7 +42,9 @@ def _run(case: Case, tmp: Path, capsys, monkeypatch) -> tuple[int, str, str]:
 # a case that hangs (reads /dev/zero, waits on a pipe) is stopped at ten times its bound: a hang, never a slow machine
 @pytest.mark.parametrize("category, case", [pytest.param(cat, case, marks=pytest.mark.timeout(10 * case.timeout))
                                             for cat, case in ALL], ids=[f"{cat[6:]}-{case.id}" for cat, case in ALL])
-def test_hostile_input(category, case, tmp_path, capsys, monkeypatch):
+def test_hostile_input(category, case, tmp_path, capsys, monkeypatch, request):
+    for name in case.fixtures:
+        request.getfixturevalue(name)
     code, out, err = _run(case, tmp_path, capsys, monkeypatch)
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     assert code == case.expect, (code, out[-2000:], err[-2000:])

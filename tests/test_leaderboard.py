@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import gapbench
-from planted import hit_queries, sink_relevant
 from gapbench.cli import main
 from gapbench.formats import read_trec_run
 from gapbench.products.exports import export_trec
@@ -24,10 +23,9 @@ from gapbench.evaluation.stats import holm, randomization_test
 from gapbench.products.submissions.validate import load_scores
 from gapbench.products.submissions.write import score_submission, write_submission
 from gapbench.suites import SUITES, Suite
-from gapbench.types import Run
+from fx_boards import MINI_SUITE as SUITE
+from fx_boards import MINI_TASKS as TASKS
 
-TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/wknow")
-SUITE = "test-mini-impliret"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,27 +38,12 @@ def _setup():
     SUITES.unregister(SUITE)
 
 
-def _damaged(run: Run, qrels) -> Run:
-    """Every second query whose gold document bm25 ranks in the top 10 loses it to the bottom of the list."""
-    return sink_relevant(run, qrels, hit_queries(run, qrels)[::2]).renamed("damaged")
-
-
-@pytest.fixture(scope="module")
-def board_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("boards")
-    runs: dict[str, dict] = {"bm25": {}, "bm25-lucene": {}, "bm25-damaged": {}}
-    for t in TASKS:
-        qrels = gapbench.get_task(t).load().qrels
-        runs["bm25"][t] = gapbench.run(t, "bm25", k=20).run
-        runs["bm25-lucene"][t] = gapbench.run(t, "bm25-lucene", k=20).run
-        runs["bm25-damaged"][t] = _damaged(runs["bm25"][t], qrels)
-    models = {"bm25-lucene": [{"name": "org/lucene-model", "revision": "rev1"}]}
-    for system, r in runs.items():
-        d = write_submission(root / SUITE / "submissions" / system, system=system, description=f"{system}.",
-                             suite=SUITE, runs=r, adapter={"name": system, "config": {}}, contact="ci@example.org",
-                             models=models.get(system, []), k=20)
-        score_submission(d)
-    return root
+@pytest.fixture()
+def board_root(mini_cached) -> Path:
+    """Three scored submissions of real runs (bm25, bm25-lucene, a damaged bm25) on TASKS, made once per session
+    (tests/fx_boards.py's ``mini_board``), their validation and scores in this test's cache. Read-only: a test that
+    changes or builds copies it."""
+    return mini_cached
 
 
 def _subs(root: Path) -> list[Path]:
@@ -68,9 +51,11 @@ def _subs(root: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def board(board_root):
-    """The board with default settings, built once for the tests that read it."""
-    return build_board(_subs(board_root), SUITE)
+def board(mini_board):
+    """The board with default settings, as ``build_board`` made it of ``mini_board``'s submissions."""
+    from gapbench.schemas.leaderboard import Leaderboard
+
+    return Leaderboard.model_validate_json((mini_board / "board.json").read_text())
 
 
 def test_averages_cis_and_tie_groups(board_root, board):
@@ -149,9 +134,10 @@ def test_the_stratified_bootstrap_draws_large_query_sets_in_blocks():
     np.testing.assert_allclose(boot, want, rtol=0, atol=1e-12)
 
 
-def test_build_renders_self_contained_files(board_root):
-    assert main(["leaderboard", "build", "--root", str(board_root)]) == 0
-    d = board_root / SUITE
+def test_build_renders_self_contained_files(board_root, tmp_path):
+    root = _copy(board_root, tmp_path)
+    assert main(["leaderboard", "build", "--root", str(root)]) == 0
+    d = root / SUITE
     md, page = (d / "README.md").read_text(), (d / "index.html").read_text()
     doc = json.loads((d / "leaderboard.json").read_text())
     assert doc["kind"] == "leaderboard" and doc["version"] == 1 and doc["task"] == SUITE
@@ -227,7 +213,7 @@ def test_export_trec_round_trips(board_root, tmp_path):
         assert a.to_dict() == b.to_dict() and len(a) == 1500
 
 
-def test_committed_impliret_board():
+def test_committed_impliret_board(shipped_cached):
     """The seeded board: real bm25, bm25-lucene and dense submissions, scored; their inputs still hash the same."""
     d = REPO / "leaderboards" / "impliret"
     doc = json.loads((d / "leaderboard.json").read_text())

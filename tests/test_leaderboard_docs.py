@@ -4,6 +4,9 @@ The README's blocks marked ``<!-- run by tests: NAME -->`` run here as written (
 them), in a copy of leaderboards/ (they write submissions and re-render the board), in order: the submitter's path from ``gapbench run`` through ``gapbench submit create``, validate, score and
 ``gapbench leaderboard build`` to a board that shows the run's own numbers; the Python way to the same submission; and
 the seed script, which must re-create the committed bm25 submission (the same run lines, scores and board).
+Both start, as a maintainer's checkout does after one build, with the committed submissions' validation, scores and
+miss profiles in gapbench's cache (``shipped_cached``, tests/fx_boards.py; that cold build is checked byte for byte
+against the committed board in tests/test_leaderboard_page.py); what the blocks submit is new and computed cold.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def _entries(work: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_the_submitters_path_from_gapbench_run_to_a_rebuilt_board(tmp_path):
+def test_the_submitters_path_from_gapbench_run_to_a_rebuilt_board(tmp_path, shipped_cached):
     work = _copy(tmp_path)
     _run_block("submit-create", work)
     from gapbench.suites import get_suite
@@ -100,7 +103,7 @@ def _rankings(path: Path) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_the_seed_script_recreates_the_committed_submission(tmp_path):
+def test_the_seed_script_recreates_the_committed_submission(tmp_path, shipped_cached):
     work = _copy(tmp_path)
     # start from nothing: the script must make the folder, not just leave the committed one in place
     shutil.rmtree(work / BOARD / "submissions" / "bm25")

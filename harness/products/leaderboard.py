@@ -196,7 +196,7 @@ def _pairwise_tests(complete: Sequence[dict], mats: Mapping[str, np.ndarray], ta
         weights = np.concatenate([np.full(mats[t].shape[1], n_total / (len(tasks) * mats[t].shape[1])) for t in tasks])
         stacked = np.concatenate([mats[t] for t in tasks], axis=1) * weights
     pairs = [(i, j) for i in range(len(complete)) for j in range(i + 1, len(complete))]
-    pvals = [randomization_test(stacked[i], stacked[j], n_permutations=n_permutations, seed=seed) for i, j in pairs]
+    pvals = [_kept_p(stacked[i], stacked[j], n_permutations, seed, randomization_test) for i, j in pairs]
     padj = holm(pvals) if pvals else []
     better = {i: 0 for i in range(len(complete))}
     tests = []
@@ -208,6 +208,24 @@ def _pairwise_tests(complete: Sequence[dict], mats: Mapping[str, np.ndarray], ta
         tests.append({"a": complete[a]["system"], "b": complete[b]["system"], "delta": float(averages[a] - averages[b]),
                       "p": float(p), "p_holm": float(pa), "significant": bool(sig)})
     return tests, better
+
+
+def _kept_p(a: np.ndarray, b: np.ndarray, n_permutations: int, seed: int, test: Any) -> float:
+    """``test(a, b)``'s p-value (the paired randomization test), kept in gapbench's submissions cache under the two
+    weighted per-query vectors' bytes, the test's settings and the scoring code (:mod:`.submissions.score_cache`), so
+    a rebuild tests only the pairs that a new or changed submission makes."""
+    import hashlib
+
+    from .submissions.score_cache import cache_read, cache_write, keyed_path
+
+    kept = keyed_path("pairs", hashlib.sha256(a.tobytes()).hexdigest(), hashlib.sha256(b.tobytes()).hexdigest(),
+                      a.size, n_permutations, seed)
+    p = cache_read(kept)
+    if isinstance(p, float):
+        return p
+    p = float(test(a, b, n_permutations=n_permutations, seed=seed))
+    cache_write(kept, p)
+    return p
 
 
 def _board_entry(s: Mapping[str, Any], tasks: Sequence[str], main: Mapping[str, str],

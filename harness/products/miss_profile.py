@@ -26,6 +26,7 @@ build time; the profile says why.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -101,6 +102,7 @@ def _percentiles(values: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _code_key() -> str:
     """The source of this module and of the signal code it calls: a cached fact is reused only by the code that made
     it."""
@@ -117,11 +119,12 @@ def _code_key() -> str:
     return h.hexdigest()
 
 
-def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: int) -> dict:
+def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: int) -> tuple[dict, str]:
     """What the profile reads from one validated run, per query in ``qids`` order: a relevant document in the top 10
     (``hit``), recall in the top 100, the weak label and ``max_score`` (as the signals analysis computes them), the
-    task's signal, and for each missed query its top 3 and its gold document's rank and score. Kept in gapbench's
-    submissions cache under the run's sha256, the task data and this code, so a rebuild parses only new runs."""
+    task's signal, and for each missed query its top 3 and its gold document's rank and score; with the key they are
+    kept under in gapbench's submissions cache (the run's sha256, the task data, this code, the queries and the
+    bootstrap's settings), so a rebuild parses only new runs."""
     from ..analyses.signals.definitions import compute_signals, weak_labels
     from ..types import Run
     from .submissions.runs import check_run_file
@@ -135,7 +138,7 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
     kept = cache_path("miss-profile", t, data, report.hashes[rel], _code_key(), list(qids), n_resamples, seed)
     facts = cache_read(kept)
     if isinstance(facts, dict) and facts.get("n") == len(qids):
-        return facts
+        return facts, kept.stem
     ranking = report.rankings.get(task)
     if ranking is None:  # validated from the cache: parse it again, uncached (as scoring does)
         ranking, _ = check_run_file(report.runs[task], rel, t, ValidationReport(report.directory), use_cache=False)
@@ -162,14 +165,15 @@ def _run_facts(report, task: str, qids: Sequence[str], n_resamples: int, seed: i
              "percentile": [None if math.isnan(x) else float(x) for x in _percentiles(values)],
              "signal": _signal(labels, values, n_resamples, seed), "missed": missed}
     cache_write(kept, facts)
-    return facts
+    return facts, kept.stem
 
 
 class _TaskView:
     """One system on one task: the facts of its run, on the scored query order."""
 
-    def __init__(self, system: str, qids: Sequence[str], main_values: Mapping[str, float], facts: dict) -> None:
-        self.system, self.qids, self.facts = system, list(qids), facts
+    def __init__(self, system: str, qids: Sequence[str], main_values: Mapping[str, float], facts: dict,
+                 key: str) -> None:
+        self.system, self.qids, self.facts, self.key = system, list(qids), facts, key
         self.main = np.array([float(main_values[q]) for q in self.qids])
         self.hit = np.array(facts["hit"], dtype=bool)
         self.recall = np.array(facts["recall"], dtype=np.float64)
@@ -181,8 +185,8 @@ def _task_views(scored: Sequence[dict], task: str, main: str, n_resamples: int, 
     for s in scored:
         if task in s["tasks"]:
             per_query = s["tasks"][task]["per_query"][main]
-            facts = _run_facts(s["_report"], task, list(per_query), n_resamples, seed)
-            views[s["system"]] = _TaskView(s["system"], list(per_query), per_query, facts)
+            facts, key = _run_facts(s["_report"], task, list(per_query), n_resamples, seed)
+            views[s["system"]] = _TaskView(s["system"], list(per_query), per_query, facts, key)
     return views
 
 
@@ -235,6 +239,24 @@ def _examples(system: str, views: Mapping[str, Mapping[str, _TaskView]], ranked:
     return out
 
 
+def _pooled_signal(views: Sequence[_TaskView], n_resamples: int, seed: int) -> dict:
+    """``max_score``'s separation over the suite: the weak labels and within-task percentiles of ``views`` pooled
+    (:func:`_signal`). Kept in gapbench's submissions cache under the keys of the views' facts (which name their run,
+    task data, queries and bootstrap settings) and this code, so a rebuild bootstraps only pools that hold a new run."""
+    from .submissions.score_cache import cache_read, cache_write, keyed_path
+
+    kept = keyed_path("miss-profile-pooled", _code_key(), [v.key for v in views], n_resamples, seed)
+    signal = cache_read(kept)
+    if isinstance(signal, dict) and signal.get("signal") == "max_score":
+        return signal
+    weak = np.concatenate([np.array(v.facts["weak"], dtype=np.int64) for v in views])
+    pct = np.concatenate([np.array([np.nan if x is None else x for x in v.facts["percentile"]], dtype=np.float64)
+                          for v in views])
+    signal = _signal(weak, pct, n_resamples, seed)
+    cache_write(kept, signal)
+    return signal
+
+
 def miss_profiles(scored: Sequence[dict], tasks: Sequence[str], main: Mapping[str, str], ranked: Sequence[str],
                   n_resamples: int = 1000, seed: int = 0) -> dict[str, dict]:
     """Every submission's miss profile (system -> the ``profile`` of its board entry).
@@ -252,12 +274,7 @@ def miss_profiles(scored: Sequence[dict], tasks: Sequence[str], main: Mapping[st
         per_task = {t: _task_profile(v, [views[t][o] for o in ranked if o != system] if unique else None)
                     for t, v in mine.items()}
         n = sum(p["n_queries"] for p in per_task.values())
-        signal = None
-        if mine:
-            weak = np.concatenate([np.array(v.facts["weak"], dtype=np.int64) for v in mine.values()])
-            pct = np.concatenate([np.array([np.nan if x is None else x for x in v.facts["percentile"]],
-                                           dtype=np.float64) for v in mine.values()])
-            signal = _signal(weak, pct, n_resamples, seed)
+        signal = _pooled_signal(list(mine.values()), n_resamples, seed) if mine else None
         out[system] = {
             "n_queries": n,
             "misses": sum(p["misses"] * p["n_queries"] for p in per_task.values()) / n if n else 0.0,

@@ -15,6 +15,8 @@ names them in ``argv`` with ``{tmp}``, which is replaced by that folder. The com
 working directory, in-process through ``gapbench.cli.main`` (fast) or, with ``process=True``, as a real
 ``python -m gapbench`` process (pipes, standard input, signals). ``check``, when given, is called with that folder
 once the command has ended, to assert what it left there (an interrupted write leaves nothing half-written).
+``fixtures`` names pytest fixtures the case's test asks for first (``shipped_cached``, tests/fx_boards.py: the
+committed submissions' validation, scores and miss profiles in gapbench's cache, as after a maintainer's build).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Case:
     timeout: float = 30.0
     env: Mapping[str, str] = field(default_factory=dict)
     check: Optional[Callable[[Path], None]] = None
+    fixtures: Sequence[str] = ()
 
     def materialise(self, tmp: Path) -> list[str]:
         """Write the case's files under ``tmp`` and return its argv with ``{tmp}`` filled in."""

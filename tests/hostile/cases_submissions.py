@@ -226,17 +226,21 @@ def _mteb_model(name: str):
     return setup
 
 
+SHIPPED_CACHED = ("shipped_cached",)
 WRONG_IDS = RUN_TEXT + "".join(f"q-{i} Q0 {i} 1 {i}.5 bm25\n" for i in range(15_000))
 
 CASES = [
     # ---- valid submissions: the small one, and the shipped ones copied into the case's folder
     validate("valid-small", sub(), expect=0),
-    Case("valid-shipped-bm25", ["submit", "validate", "{tmp}/sub"], setup=_copy_shipped("bm25"), expect=0),
+    # (the committed runs validated, scored and profiled once in the session: tests/fx_boards.py's shipped_cached)
+    Case("valid-shipped-bm25", ["submit", "validate", "{tmp}/sub"], setup=_copy_shipped("bm25"), expect=0,
+         fixtures=SHIPPED_CACHED),
     Case("valid-score-shipped-bm25-lucene", ["submit", "score", "{tmp}/sub"], setup=_copy_shipped("bm25-lucene"),
-         expect=0),
-    Case("valid-build-shipped-dense", ["leaderboard", "build", "--root", "{tmp}/lb"], setup=_board_of("dense"), expect=0),
+         expect=0, fixtures=SHIPPED_CACHED),
+    Case("valid-build-shipped-dense", ["leaderboard", "build", "--root", "{tmp}/lb"], setup=_board_of("dense"), expect=0,
+         fixtures=SHIPPED_CACHED),
     Case("valid-export-mteb-shipped-dense", ["leaderboard", "export-mteb", "{tmp}/sub", "--out", "{tmp}/out"],
-         setup=_copy_shipped("dense"), expect=0),
+         setup=_copy_shipped("dense"), expect=0, fixtures=SHIPPED_CACHED),
     Case("valid-export-trec-small", ["leaderboard", "export-trec", S, "--out", "{tmp}/out"], files=sub(),
          setup=_scored(), expect=0),
     validate("valid-names-with-markup", sub(meta(description="Pipes | <b>tags</b> [links](x) **stars** are shown as text.",

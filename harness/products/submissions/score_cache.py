@@ -35,11 +35,17 @@ def _code_key() -> str:
 def cache_path(kind: str, task, data, digest: str, *extra: Any) -> Path:
     """Where the result of ``kind`` for these run bytes on this task (name, revision, data fingerprints, measures) is
     kept, under gapbench's own cache (``gapbench cache clear submissions`` frees it)."""
+    return keyed_path(kind, digest, task.name, task.revision, data.corpus.fingerprint, data.queries.fingerprint,
+                      data.qrels.fingerprint, list(task.measures), *extra)
+
+
+def keyed_path(kind: str, *parts: Any) -> Path:
+    """Where the result of ``kind`` keyed by ``parts`` (JSON values: digests of what it was computed from, settings)
+    and by the code that makes results (:func:`_code_key`) is kept in the submissions cache."""
     from ...cache import cache_dir
 
-    parts = [_code_key(), kind, digest, task.name, task.revision, data.corpus.fingerprint, data.queries.fingerprint,
-             data.qrels.fingerprint, list(task.measures), *extra]
-    return cache_dir("submissions") / kind / (hashlib.sha256(json.dumps(parts).encode()).hexdigest() + ".json")
+    key = json.dumps([_code_key(), kind, *parts])
+    return cache_dir("submissions") / kind / (hashlib.sha256(key.encode()).hexdigest() + ".json")
 
 
 def cache_read(path: Path) -> Any:
