@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from ..evaluation.trec_eval_run import FLAGS  # noqa: F401 - the flags this command reads, documented
 from .common import fail
 
 USAGE = "[-q] [-c] [-n] [-J] [-l N] [-M N] [-N N] [-Z file] [-m measure]... qrels run [--ci]"
