@@ -106,11 +106,16 @@ def test_list_json_and_data_make_a_row_local(capsys, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def impliret_run(tmp_path_factory):
-    """`gapbench reproduce --only 'impliret/*' --offline -o DIR`, run once: the offline rows of the matrix."""
-    out = tmp_path_factory.mktemp("repro")
-    code = main(["reproduce", "--only", "impliret/*", "--offline", "-o", str(out)])
-    return code, out
+def impliret_run(once_per_session):
+    """`gapbench reproduce --only 'impliret/*' --offline -o DIR`, run once in the whole session (``once_per_session``,
+    tests/fx_models.py): its exit code and DIR, which the tests read (a test that runs it again copies DIR)."""
+
+    def make(folder: Path) -> None:
+        code = main(["reproduce", "--only", "impliret/*", "--offline", "-o", str(folder / "out")])
+        (folder / "code").write_text(str(code))
+
+    folder = once_per_session("reproduce-impliret", make)
+    return int((folder / "code").read_text()), folder / "out"
 
 
 def test_impliret_rows_grade_ok_offline_and_matrix_json_has_the_fields(impliret_run):
@@ -139,8 +144,9 @@ def test_impliret_rows_grade_ok_offline_and_matrix_json_has_the_fields(impliret_
     assert "<script" not in page and "src=" not in page and "<link" not in page  # self-contained
 
 
-def test_second_reproduce_reads_the_runs_back(impliret_run, capsys):
-    _, out = impliret_run
+def test_second_reproduce_reads_the_runs_back(impliret_run, capsys, tmp_path):
+    out = tmp_path / "repro"
+    shutil.copytree(impliret_run[1], out)
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.trec.gz")}
     assert len(stamps) == 6
     assert main(["reproduce", "--only", "impliret/*", "--offline", "-o", str(out)]) == 0
