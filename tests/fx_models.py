@@ -1,6 +1,6 @@
 """Models and model-made data that several test files share, each made once per test session (or once per xdist worker):
-the offline MiniLM as a SentenceTransformer, a 300-passage sample of ImpliRet multispeaker/wknow, and a GAPBENCH_HOME
-whose cache holds dense's vectors of the whole task, encoded once for every worker.
+the offline MiniLM as a SentenceTransformer, a 300-passage sample of ImpliRet multispeaker/wknow, a GAPBENCH_HOME
+whose cache holds dense's vectors of the whole task, encoded once for every worker, and those vectors by text.
 
 Loaded as a pytest plugin by tests/conftest.py (every tests/fx_*.py is)."""
 
@@ -130,3 +130,29 @@ def wknow_dense_cached(wknow_dense_home, tmp_path, monkeypatch) -> dict:
     shutil.copytree(wknow_dense_home / "home", tmp_path / "wknow-dense-home")
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "wknow-dense-home"))
     return json.loads((wknow_dense_home / "result.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def wknow_dense_vectors(wknow_dense_home, tmp_path_factory) -> dict:
+    """dense's vectors (torch, the offline MiniLM) of every passage text (title and text, as dense encodes them) and
+    every query text of ImpliRet multispeaker/wknow, as ``wknow_dense_home``'s cold run encoded them: text -> float32
+    vector, read from a copy of its cache with the model never loaded (a text the cache lacks fails the read)."""
+    import numpy as np
+
+    from gapbench.adapters.dense import Dense
+    from gapbench.pipeline import prepare
+
+    home = tmp_path_factory.mktemp("wknow-dense-vectors") / "home"
+    shutil.copytree(wknow_dense_home / "home", home)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GAPBENCH_HOME", str(home))
+        loads = spy_dense_loads(mp)
+        prepared = prepare(WKNOW)
+        dense = Dense()
+        dense.index(prepared.data.corpus)
+        texts = dense.sorted_texts(prepared.data.corpus)[:]
+        docs = dense._rows(np.arange(len(texts)))  # the cache's rows, in the same length-sorted order
+        queries = dense.query_texts(prepared.queries)
+        query_vectors = dense.embed(queries)
+    assert loads == [] and len(docs) == len(texts), "wknow_dense_home's cache lacks some of the task's vectors"
+    return {**dict(zip(texts, docs)), **dict(zip(queries, query_vectors))}
