@@ -22,7 +22,6 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-
 from _common import load_note  # noqa: E402  (benchmarks/ is on sys.path when a script runs)
 
 
@@ -96,7 +95,8 @@ def main() -> None:
             with open(ours, "rb") as a, open(theirs, "rb") as b:
                 same = a.read() == b.read()
             print(f"trec_eval binary:   {t['cpu']:.1f} s CPU, {t['wall']:.1f} s wall")
-            print(f"gapbench / trec_eval CPU: {g['cpu'] / t['cpu']:.2f}; outputs {'byte-identical' if same else 'DIFFER'}")
+            verdict = "byte-identical" if same else "DIFFER"
+            print(f"gapbench / trec_eval CPU: {g['cpu'] / t['cpu']:.2f}; outputs {verdict}")
         if not args.no_phases:
             split = phases(qrels_path, run_path)
             print("gapbench in one process: " + ", ".join(f"{k} {v:.1f} s" for k, v in split.items()) + " (CPU)")
