@@ -34,11 +34,14 @@ def _data(work: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory) -> Path:
-    """A working folder after the docs' block: data/, runs/ and boards/classic with two scored submissions."""
-    work = _data(tmp_path_factory.mktemp("own"))
-    run_block(block("docs/leaderboards.md", "own-board"), work, user_env({"GAPBENCH_PROGRESS": "off"}))
-    return work
+def made(once_per_session) -> Path:
+    """A working folder after the docs' block: data/, runs/ and boards/classic with two scored submissions. Run once
+    in the whole session (``once_per_session``, tests/fx_models.py); tests that change it copy it (``_copy``)."""
+
+    def make(work: Path) -> None:
+        run_block(block("docs/leaderboards.md", "own-board"), _data(work), user_env({"GAPBENCH_PROGRESS": "off"}))
+
+    return once_per_session("own-board-docs", make)
 
 
 def _copy(made: Path, tmp_path: Path) -> Path:
@@ -237,14 +240,17 @@ def _run(n_queries: int, missed, name: str):
 
 
 @pytest.fixture(scope="module")
-def thin(tmp_path_factory) -> Path:
+def thin(once_per_session) -> Path:
     """A board of two made-up tasks of 43 and 40 queries (83, as the issue's DBpedia and MS MARCO subsets): "sharp"
-    misses one query on each, "blunt" every odd one."""
+    misses one query on each, "blunt" every odd one. Built once in the whole session; read-only."""
+    return once_per_session("own-board-thin", _make_thin) / "boards" / "own"
+
+
+def _make_thin(work: Path) -> None:
     from gapbench.products.board_suites import init_suite, read_suite_file
     from gapbench.products.leaderboard import build_boards
     from gapbench.products.submissions.write import score_submission, write_submission
 
-    work = tmp_path_factory.mktemp("thin")
     sizes = {"dbp": 43, "marco": 40}
     for name, n in sizes.items():
         _beir_folder(work / "data" / name, n)
@@ -258,7 +264,6 @@ def thin(tmp_path_factory) -> Path:
                              adapter={"name": system, "config": {}})
         score_submission(d)
     build_boards(work / "boards")
-    return work / "boards" / "own"
 
 
 def test_a_row_with_one_miss_per_task_shows_no_weak_signal_auc_and_says_why(thin):

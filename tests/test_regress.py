@@ -30,21 +30,29 @@ TASKS = ("impliret/unispeaker/wknow", "impliret/multispeaker/arithmetic")
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("regress")
-    for name, spec in (("baseline", "bm25"), ("k1", "bm25:k1=1.2")):
-        for t in TASKS:
-            gapbench.run(t, spec, k=100, output=root / name / t.replace("/", "__"))
-    # Planted regression: for every third query that bm25 answers in its top 10, push the gold document to the bottom.
-    src = root / "baseline" / TASKS[0].replace("/", "__")
-    planted = root / "planted"
-    shutil.copytree(root / "baseline", planted)
-    run, data = load_run(src), gapbench.get_task(TASKS[0]).load()
-    damaged = set(hit_queries(run, data.qrels)[::3])
-    new_run = sink_relevant(run, data.qrels, damaged)
-    res = evaluate(new_run, data.qrels, gapbench.get_task(TASKS[0]).measures, task=TASKS[0])
-    save_run_dir(planted / TASKS[0].replace("/", "__"), new_run, res, load_manifest(src))
-    return {"root": root, "baseline": root / "baseline", "k1": root / "k1", "planted": planted, "damaged": damaged}
+def sets(once_per_session):
+    """Result sets of bm25 (baseline), bm25 k1=1.2 and the planted regression on TASKS, made once in the whole session
+    (``once_per_session``, tests/fx_models.py) and read by every test here; a test that changes one copies it."""
+
+    def make(root: Path) -> None:
+        for name, spec in (("baseline", "bm25"), ("k1", "bm25:k1=1.2")):
+            for t in TASKS:
+                gapbench.run(t, spec, k=100, output=root / name / t.replace("/", "__"))
+        # Planted regression: for every third query that bm25 answers in its top 10, push the gold document to the
+        # bottom.
+        src = root / "baseline" / TASKS[0].replace("/", "__")
+        planted = root / "planted"
+        shutil.copytree(root / "baseline", planted)
+        run, data = load_run(src), gapbench.get_task(TASKS[0]).load()
+        damaged = hit_queries(run, data.qrels)[::3]
+        new_run = sink_relevant(run, data.qrels, damaged)
+        res = evaluate(new_run, data.qrels, gapbench.get_task(TASKS[0]).measures, task=TASKS[0])
+        save_run_dir(planted / TASKS[0].replace("/", "__"), new_run, res, load_manifest(src))
+        (root / "damaged.json").write_text(json.dumps(damaged))
+
+    root = once_per_session("regress-sets", make)
+    return {"root": root, "baseline": root / "baseline", "k1": root / "k1", "planted": root / "planted",
+            "damaged": set(json.loads((root / "damaged.json").read_text()))}
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +240,8 @@ def test_means_come_from_the_per_query_values(sets, tmp_path):
     _rewrite_value(run_dir, 2, repr(new))
     after = load_results(run_dir)
     n = before.n_queries
-    values = [after.per_query["nDCG@10"][q] for q in after.per_query["nDCG@10"]]
+    # added one by one in trec_eval's query order (sorted ids), as every gapbench mean is
+    values = [after.per_query["nDCG@10"][q] for q in sorted(after.per_query["nDCG@10"])]
     assert after.means["nDCG@10"] == sum(values) / n
     assert abs(after.means["nDCG@10"] - before.means["nDCG@10"]) == pytest.approx(1e-7 / n, rel=1e-6)
     # 1e-4 on one query moves the mean by 1e-4 / n, above 1e-9: an edited file.
