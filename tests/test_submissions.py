@@ -24,13 +24,16 @@ RUN = "runs/impliret__unispeaker__wknow.trec.gz"
 
 
 @pytest.fixture(scope="module")
-def valid(tmp_path_factory) -> Path:
-    result = gapbench.run(TASK, "bm25", k=20)
-    return write_submission(
-        tmp_path_factory.mktemp("sub") / "bm25", system="bm25", description="bm25s defaults.", suite="impliret",
-        runs={TASK: result.run}, adapter={"name": "bm25", "config": {"k1": 1.5, "b": 0.75}}, contact="ci@example.org",
-        k=20,
-    )
+def valid(once_per_session) -> Path:
+    """A valid submission of bm25 on TASK (k=20), made once in the whole session; tests copy it (``sub``)."""
+
+    def make(folder: Path) -> None:
+        result = gapbench.run(TASK, "bm25", k=20)
+        write_submission(folder / "bm25", system="bm25", description="bm25s defaults.", suite="impliret",
+                         runs={TASK: result.run}, adapter={"name": "bm25", "config": {"k1": 1.5, "b": 0.75}},
+                         contact="ci@example.org", k=20)
+
+    return once_per_session("submission-bm25", make) / "bm25"
 
 
 @pytest.fixture()
@@ -555,11 +558,14 @@ def test_a_fifo_in_runs_does_not_hang(sub):
 # ---------------------------------------------------------------- scores.json is recomputed, never trusted
 
 @pytest.fixture(scope="module")
-def scored(valid, tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("scored") / "bm25"
-    shutil.copytree(valid, d)
-    score_submission(d)
-    return d
+def scored(valid, once_per_session) -> Path:
+    """``valid`` scored, once in the whole session; tests copy it (``ssub``)."""
+
+    def make(folder: Path) -> None:
+        shutil.copytree(valid, folder / "bm25")
+        score_submission(folder / "bm25")
+
+    return once_per_session("submission-bm25-scored", make) / "bm25"
 
 
 @pytest.fixture()
