@@ -113,7 +113,7 @@ def from_trec(text: str) -> str | None:
     if m is None or found is None:
         return _ir_case(text)
     if not found[1]:
-        return None  # computed by gapbench itself (gapbench.evaluation.trec_measures reads its parameters)
+        return None  # computed by gapbench itself (gapbench.evaluation.trec_params reads its parameters)
     param = m.group("param")
     name, template, takes = found
     if takes and param is None:

@@ -17,6 +17,7 @@ import pytest
 
 from gapbench.cli import main
 from gapbench.evaluation import trec_measures as tm
+from gapbench.evaluation import trec_params as tp
 from gapbench.formats import read_qrels
 from gapbench.types import Run
 
@@ -63,7 +64,7 @@ def _rankings(case: str) -> tuple[tm.Rankings, np.ndarray]:
     return _RANKINGS[case]
 
 
-def _lines(measure: tm.TrecMeasure | str, rankings: tm.Rankings, unranked: np.ndarray) -> dict[tuple[str, str], str]:
+def _lines(measure: tp.TrecMeasure | str, rankings: tm.Rankings, unranked: np.ndarray) -> dict[tuple[str, str], str]:
     """What gapbench's measure prints: each query's value (none for a geometric mean, as trec_eval) and the all row."""
     if isinstance(measure, str):
         found = tm.iprec_at_recall(rankings, float(measure.rsplit("_", 1)[1]))
@@ -90,7 +91,7 @@ ALL_TREC_OWN = ["gm_map", "gm_bpref", "binG", "G", "ndcg_rel", "Rndcg", "num_non
 @pytest.mark.parametrize("name", ALL_TREC_OWN)
 def test_each_measure_prints_what_trec_eval_prints(case, name):
     rankings, unranked = _rankings(case)
-    measure: tm.TrecMeasure | str = name if name.startswith("iprec") else tm.parse(name)
+    measure: tp.TrecMeasure | str = name if name.startswith("iprec") else tp.parse(name)
     got = _lines(measure, rankings, unranked)
     want = {k: v for k, v in _expected(case).items() if k[0] == name}
     assert want, f"{case} has no line of {name}"
@@ -102,7 +103,7 @@ def test_each_measure_prints_what_trec_eval_prints(case, name):
 def test_parameterised_forms_print_what_trec_eval_prints(name):
     # out.test.meas_params: trec_eval -q -miprec_at_recall..10,.20,.25,.75,.50 ... -mndcg.1=3,2=9,4=4.5 ...
     rankings, unranked = _rankings("out.test.aq")  # the same qrels and run
-    measure: tm.TrecMeasure | str = "iprec_at_recall_0.25" if name.startswith("iprec") else tm.parse(name)
+    measure: tp.TrecMeasure | str = "iprec_at_recall_0.25" if name.startswith("iprec") else tp.parse(name)
     got = _lines(measure, rankings, unranked)
     want = {k: v for k, v in _expected("out.test.meas_params").items() if k[0] == str(measure)}
     assert len(want) == 4 and got == want
@@ -157,7 +158,7 @@ def test_iprec_at_recall_through_evaluate_is_trec_eval_10s(capsys):
 def test_rprec_mult_keeps_the_earlier_rounding_in_trec_eval_10():
     # m_Rprec_mult.c still reads rank (long)(x * R + 0.9): 0.2 * 77 + 0.9 -> rank 16 on query 302 (lround: 15)
     rankings, unranked = _rankings("out.test.aq")
-    assert _lines(tm.parse("Rprec_mult_0.2"), rankings, unranked)[("Rprec_mult_0.20", "302")] == "0.8125"  # 13/16
+    assert _lines(tp.parse("Rprec_mult_0.2"), rankings, unranked)[("Rprec_mult_0.20", "302")] == "0.8125"  # 13/16
     assert _expected("out.test.aq")[("Rprec_mult_0.20", "302")] == "0.8125"
 
 

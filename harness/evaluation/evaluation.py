@@ -157,11 +157,11 @@ def _parse_measure(item: object) -> Any:
 def _from_trec(text: str) -> Any:
     """The measure trec_eval names ``text`` (``map``, ``P.10``, ``ndcg_cut_10``, ``gm_map``), or None when it names
     none."""
-    from . import trec_measures
+    from . import trec_params
 
     try:
-        own = trec_measures.parse(text)
-    except trec_measures.ParamError as exc:
+        own = trec_params.parse(text)
+    except trec_params.ParamError as exc:
         raise _measure_error(text, str(exc)) from None
     if own is not None:
         return own
@@ -470,16 +470,16 @@ def _distinct_measures(measures: str | Iterable[str] | None) -> tuple[list[Any],
 def _own_values(parsed: Sequence[Any], judged: Mapping[str, Mapping[str, int]],
                 run_dict: Mapping[str, Mapping[str, float]], built: Run | None) -> dict[str, dict[str, float]]:
     """measure name -> query -> value, for every judged query, of the measures gapbench computes itself
-    (gapbench.evaluation.trec_measures: trec_eval's measures ir-measures lacks, and trec_eval 10's iprec_at_recall)."""
-    from . import trec_measures
+    (gapbench.evaluation.trec_params: trec_eval's measures ir-measures lacks, and trec_eval 10's iprec_at_recall)."""
+    from . import trec_params
 
-    own = [m for m in parsed if trec_measures.computes(m)]
+    own = [m for m in parsed if trec_params.computes(m)]
     if not own:
         return {}
     if built is None:
         built = Run(run_dict)
     ranked = {q: [d for d, _ in built[q]] for q in run_dict}
-    return trec_measures.values(own, judged, ranked, list(judged))
+    return trec_params.values(own, judged, ranked, list(judged))
 
 
 def _measured(parsed: Sequence[Any], names: Sequence[str], judged: Mapping[str, Mapping[str, int]],
@@ -487,9 +487,9 @@ def _measured(parsed: Sequence[Any], names: Sequence[str], judged: Mapping[str, 
     """measure name -> query -> value for the queries the run ranks: trec_eval's measures through pytrec_eval with
     the run's own scores, the others through ir-measures with rank-derived scores (see ``_TREC_MEASURE``); those
     gapbench computes itself are :func:`_own_values`'."""
-    from . import trec_measures
+    from . import trec_params
 
-    own = {n for m, n in zip(parsed, names) if trec_measures.computes(m)}
+    own = {n for m, n in zip(parsed, names) if trec_params.computes(m)}
     direct = {n: None if n in own else _trec_request(n) for n in names}
     out = _trec_eval_values(direct, judged, run_dict)
     rest = [m for m, n in zip(parsed, names) if not direct[n] and n not in own]
@@ -550,12 +550,12 @@ def _per_query_complete(parsed: Sequence[Any], names: Sequence[str], found: Mapp
                         ranked: Mapping[str, object]) -> dict[str, dict[str, float]]:
     """measure name -> every positive query -> value, :func:`_unranked_value` for a query the run does not rank
     (some backends report 0 for it); a GapbenchError for a value that is not finite."""
-    from . import trec_measures
+    from . import trec_params
 
     ordered: dict[str, dict[str, float]] = {}
     for measure, name in zip(parsed, names):
         values = found.get(name, {})
-        own = trec_measures.computes(measure)  # its values cover the queries the run lacks too (trec_eval -c)
+        own = trec_params.computes(measure)  # its values cover the queries the run lacks too (trec_eval -c)
         ordered[name] = {q: values.get(q, 0.0) if q in ranked or own else _unranked_value(measure, judged[q])
                          for q in positive}
         bad = [q for q, v in ordered[name].items() if not math.isfinite(v)]

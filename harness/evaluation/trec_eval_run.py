@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from .. import trec_names
 from ..errors import GapbenchError
 from ..types import Qrels, Run
-from . import trec_measures
+from . import trec_measures, trec_params
 
 # trec_eval's families whose parameters are cut-offs, one printed measure per parameter (meas_init.c's
 # te_init_meas_a_float_cut_long / _float): the others take their whole parameter text as one measure.
@@ -77,7 +78,7 @@ class TrecEvalResult:
 @dataclass(frozen=True)
 class _Wanted:
     printed: str
-    own: object | None = None  # a TrecMeasure, or ("iprec", level)
+    own: trec_params.TrecMeasure | tuple[str, float] | None = None  # or ("iprec", recall level)
     request: str | None = None  # pytrec_eval's request (P.10) and key (P_10)
     key: str | None = None
 
@@ -139,8 +140,8 @@ def _resolve(name: str) -> _Wanted | tuple[str, int]:
     if text is not None:
         return text
     try:
-        own = trec_measures.parse(name)
-    except trec_measures.ParamError as exc:
+        own = trec_params.parse(name)
+    except trec_params.ParamError as exc:
         raise TrecEvalError(f"illegal measure '{name}': {exc}") from None
     if own is not None:
         return _Wanted(str(own), own=own)
@@ -246,19 +247,18 @@ def _own(wanted: Sequence[_Wanted], judged: Mapping[str, Mapping[str, int]], lis
         rankings = trec_measures.Rankings.of(judged, lists, query_ids=part, level=level)
         stand_in = np.array([q in stand_ins for q in part], dtype=bool)
         for w in wanted:
-            if isinstance(w.own, tuple):
-                found = np.where(_nan_at(rankings, [w.own[1]]), math.nan,
-                                 trec_measures.iprec_at_recall(rankings, w.own[1]))
+            if not isinstance(w.own, trec_params.TrecMeasure):  # ("iprec", recall level)
+                recall = cast(tuple[str, float], w.own)[1]
+                found = np.where(_nan_at(rankings, [recall]), math.nan, trec_measures.iprec_at_recall(rankings, recall))
             else:
                 measure = w.own
-                assert isinstance(measure, trec_measures.TrecMeasure)
                 if measure.family == "utility" and num_docs:
-                    weights = measure._numbers() if measure.text else (1.0, -1.0, 0.0, 0.0)
+                    weights = measure.numbers() if measure.text else (1.0, -1.0, 0.0, 0.0)
                     found = trec_measures.utility(rankings, weights, num_docs)
                 else:
                     found = measure.compute(rankings)
                 if measure.family == "11pt_avg":
-                    levels = measure._numbers() if measure.text else trec_measures.ELEVEN_POINTS
+                    levels = measure.numbers() if measure.text else trec_measures.ELEVEN_POINTS
                     found = np.where(_nan_at(rankings, levels), math.nan, found)
                 if w.printed in STAND_IN_ZERO or w.printed.startswith("unj"):
                     found = np.where(stand_in, 0.0, found)
@@ -272,7 +272,7 @@ def _nan_at(rankings: trec_measures.Rankings, recalls: Sequence[float]) -> np.nd
     empty = rankings.num_ret == 0
     at_zero = np.zeros(len(empty), dtype=bool)
     for recall in recalls:
-        at_zero |= trec_measures._lround(recall * rankings.num_rel.astype(np.float64)) == 0
+        at_zero |= trec_measures.lround(recall * rankings.num_rel.astype(np.float64)) == 0
     return np.asarray(empty & at_zero)
 
 
@@ -369,7 +369,7 @@ def doc_tables() -> str:
             how = "gapbench (`trec_measures`)"
         else:
             how = "pytrec_eval (trec_eval's C code)" + ("; with grade=gain pairs, gapbench (`trec_measures`)"
-                                                        if name in trec_measures.PAIRS else "")
+                                                        if name in trec_params.PAIRS else "")
         lines.append(f"| `{name}` ({sets}) | {shown} | {how} |")
     lines.append("| `runid` (official, all_trec) | none | gapbench (text: the run's tag) |")
     refused = [n for n in trec_names.UNSUPPORTED if n not in trec_names.TEXTS]
